@@ -1,0 +1,90 @@
+"""Shared option decorators and output helpers for the CLI commands."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+
+import click
+
+from kvbench import units
+from kvbench.errors import UnitError
+
+
+def json_option(f):
+    """``--json``: print the machine-readable summary (one JSON object) on stdout."""
+    return click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object on stdout.")(f)
+
+
+def _clean(obj):
+    """Make an object JSON-safe: numpy scalars/arrays to Python, NaN/inf to null."""
+    try:
+        import numpy as np
+    except ImportError:  # pragma: no cover
+        np = None
+    if isinstance(obj, dict):
+        return {str(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    if np is not None:
+        if isinstance(obj, np.ndarray):
+            return _clean(obj.tolist())
+        if isinstance(obj, np.generic):
+            obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def emit_json(obj) -> None:
+    """Print one JSON object on stdout (NaN/inf as null, numpy types converted)."""
+    sys.stdout.write(json.dumps(_clean(obj), indent=2, sort_keys=False) + "\n")
+    sys.stdout.flush()
+
+
+class SizeParam(click.ParamType):
+    """A click parameter for byte sizes with units (``4k``, ``64GiB``); errors become usage errors."""
+
+    name = "size"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        try:
+            return units.parse_size(value, what=f"--{param.name.replace('_', '-')}" if param else "size")
+        except UnitError as e:
+            self.fail(str(e), param, ctx)
+
+
+class DurationParam(click.ParamType):
+    """A click parameter for durations (``250us``, ``10m``); returns seconds."""
+
+    name = "duration"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, (int, float)):
+            return float(value)
+        try:
+            return units.parse_duration(value, what=f"--{param.name.replace('_', '-')}" if param else "duration")
+        except UnitError as e:
+            self.fail(str(e), param, ctx)
+
+
+class RateParam(click.ParamType):
+    """A click parameter for bandwidths (``10GB/s``); returns bytes per second."""
+
+    name = "rate"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, (int, float)):
+            return float(value)
+        try:
+            return units.parse_rate(value, what=f"--{param.name.replace('_', '-')}" if param else "rate")
+        except UnitError as e:
+            self.fail(str(e), param, ctx)
+
+
+SIZE = SizeParam()
+DURATION = DurationParam()
+RATE = RateParam()

@@ -1,0 +1,1 @@
+"""Typed, frozen specs and the TOML presets they are loaded from."""

@@ -1,0 +1,121 @@
+"""Parse and format sizes, durations and rates (pure).
+
+Sizes: ``4096``, ``4k``/``4K`` (fio style, binary), ``4KiB``, ``64GiB`` (binary), ``4KB``, ``10GB`` (decimal).
+A lowercase ``b`` means bits and is refused (``4kb``), as is a space inside (``4 KiB``): a benchmark that
+silently reads 4kb as 4000 or 4096 bytes measures the wrong thing.
+Durations: ``250us``, ``5ms``, ``10s``, ``10m``, ``1h``, ``2d``, ``1w``; a bare number is seconds.
+Rates: ``10GB/s``, ``3.2GiB/s``, ``500MB/s``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from kvbench.errors import UnitError
+
+_BINARY = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
+_SIZE_SUFFIX = {
+    "": 1,
+    "B": 1,
+    **{p.upper(): v for p, v in _BINARY.items() if p},          # 4K, 4M (fio style)
+    **{p: v for p, v in _BINARY.items() if p},                  # 4k, 4m
+    **{p.upper() + "iB": v for p, v in _BINARY.items() if p},   # 4KiB
+    **{p.upper() + "IB": v for p, v in _BINARY.items() if p},   # 4KIB
+    "kB": 10**3, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "PB": 10**15,
+}
+_NUM = r"([0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)"
+_SIZE_RE = re.compile(rf"^{_NUM}([A-Za-z]*)$")
+
+_DURATION_SUFFIX = {
+    "ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "": 1.0, "sec": 1.0,
+    "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0,
+}
+_DURATION_RE = re.compile(rf"^{_NUM}([a-zµ]*)$")
+
+
+def parse_size(text: str | int, *, what: str = "size") -> int:
+    """Parse a byte size; returns an int. Raises UnitError naming ``what`` and the accepted forms."""
+    if isinstance(text, bool):
+        raise UnitError(f"{what}: expected a size, got {text!r}", "write e.g. 4096, 4k, 4KiB or 64GiB")
+    if isinstance(text, int):
+        if text < 0:
+            raise UnitError(f"{what} must not be negative: {text}", "give a size >= 0")
+        return text
+    s = str(text).strip()
+    m = _SIZE_RE.match(s)
+    if not m:
+        hint = "no space between number and unit" if " " in s else "write e.g. 4096, 4k, 4KiB, 64GiB or 10GB"
+        raise UnitError(f"{what}: cannot parse size {text!r}", hint)
+    number, suffix = m.groups()
+    if suffix not in _SIZE_SUFFIX:
+        if suffix.endswith("b") and suffix[:-1].lower() in _BINARY:
+            raise UnitError(f"{what}: {text!r} uses 'b' (bits)",
+                            f"write {number}{suffix[:-1].upper()}iB (binary) or {number}{suffix[:-1].upper()}B (decimal)")
+        raise UnitError(f"{what}: unknown size unit {suffix!r} in {text!r}", "use k/KiB/MiB/GiB/TiB or KB/MB/GB/TB")
+    value = float(number) * _SIZE_SUFFIX[suffix]
+    if not math.isfinite(value) or value > 2**63:
+        raise UnitError(f"{what}: {text!r} is too large", "give a size below 8 EiB")
+    if abs(value - round(value)) > 1e-6:
+        raise UnitError(f"{what}: {text!r} is not a whole number of bytes", "give a whole number of bytes")
+    return int(round(value))
+
+
+def parse_duration(text: str | float | int, *, what: str = "duration") -> float:
+    """Parse a duration; returns seconds as float."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        if text < 0 or not math.isfinite(text):
+            raise UnitError(f"{what} must be a finite duration >= 0: {text}", "give e.g. 10s, 250us or 1h")
+        return float(text)
+    s = str(text).strip()
+    m = _DURATION_RE.match(s)
+    if not m or m.group(2) not in _DURATION_SUFFIX:
+        raise UnitError(f"{what}: cannot parse duration {text!r}", "write e.g. 250us, 5ms, 10s, 10m, 1h, 2d")
+    value = float(m.group(1)) * _DURATION_SUFFIX[m.group(2)]
+    if not math.isfinite(value):
+        raise UnitError(f"{what}: {text!r} is too large", "give a finite duration")
+    return value
+
+
+def parse_rate(text: str | float | int, *, what: str = "rate") -> float:
+    """Parse a bandwidth like ``10GB/s`` or ``3GiB/s``; returns bytes per second."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return float(text)
+    s = str(text).strip()
+    if not s.endswith("/s"):
+        raise UnitError(f"{what}: cannot parse rate {text!r}", "write e.g. 10GB/s or 3.2GiB/s")
+    size_part = s[:-2]
+    m = _SIZE_RE.match(size_part)
+    if not m or m.group(2) not in _SIZE_SUFFIX:
+        raise UnitError(f"{what}: cannot parse rate {text!r}", "write e.g. 10GB/s, 500MB/s or 3.2GiB/s")
+    return float(m.group(1)) * _SIZE_SUFFIX[m.group(2)]
+
+
+def format_bytes(n: float, *, binary: bool = True, digits: int = 3) -> str:
+    """Human-readable byte count: ``format_bytes(65536) == '64 KiB'``."""
+    if n is None or not math.isfinite(n):
+        return str(n)
+    base, units = (1024.0, ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]) if binary else \
+        (1000.0, ["B", "KB", "MB", "GB", "TB", "PB", "EB"])
+    v, i = float(n), 0
+    while abs(v) >= base and i < len(units) - 1:
+        v /= base
+        i += 1
+    return f"{v:.{digits}g} {units[i]}"
+
+
+def format_rate(bytes_per_s: float) -> str:
+    """``format_rate(2e9) == '2 GB/s'`` (decimal, as drives are rated)."""
+    return format_bytes(bytes_per_s, binary=False) + "/s"
+
+
+def format_duration(seconds: float, digits: int = 3) -> str:
+    """``format_duration(0.00025) == '250 us'``."""
+    if seconds is None or not math.isfinite(seconds):
+        return str(seconds)
+    a = abs(seconds)
+    for limit, scale, unit in ((1e-6, 1e9, "ns"), (1e-3, 1e6, "us"), (1.0, 1e3, "ms"), (120.0, 1.0, "s"),
+                               (7200.0, 1 / 60, "min"), (172800.0, 1 / 3600, "h")):
+        if a < limit:
+            return f"{seconds * scale:.{digits}g} {unit}"
+    return f"{seconds / 86400:.{digits}g} d"

@@ -1,0 +1,33 @@
+"""Shared fixtures. ``shared_dir`` points at ../shared when present (optional tests skip without it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+@pytest.fixture
+def shared_dir() -> Path:
+    if not (SHARED / "traces").is_dir():
+        pytest.skip("../shared is absent (optional tests on the real traces and corpus)")
+    return SHARED
+
+
+@pytest.fixture
+def cli():
+    """Invoke the kvbench CLI in-process; returns click's Result."""
+    from click.testing import CliRunner
+
+    from kvbench.cli import main
+
+    runner = CliRunner()
+
+    def run(*args, input=None):
+        return runner.invoke(main, [str(a) for a in args], input=input, catch_exceptions=False)
+
+    return run
