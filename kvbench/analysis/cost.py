@@ -205,7 +205,13 @@ def _key(t: float) -> str:
 
 
 def _exact_profile(trace, ttl_s, warmup):
-    from kvbench.analysis.curves import exact_profile
+    try:
+        from kvbench.analysis.curves import exact_profile
+    except ImportError:  # pragma: no cover - only before the curves module is installed
+        from kvbench.errors import DependencyError
+
+        raise DependencyError("kvbench.analysis.curves (exact hit-ratio curves) is not installed",
+                              "update kvbench; plan needs the exact LRU curve") from None
 
     return exact_profile(trace, ttl_s=ttl_s, warmup=warmup)
 
@@ -344,6 +350,20 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
         }
 
     primary = per_target[_key(opt.targets[0])]
+    # the trace's horizon: reuse (and residence) longer than the wall time the trace covers is not observed
+    wall_span = window_s / scale if compress else window_s
+    warnings, retention_bound = [], None
+    if primary.get("reachable") and (opt.retention_s is None or opt.retention_s > wall_span):
+        produce_rate = primary["l3_write_bytes_per_day"] / 86_400.0
+        warnings.append(
+            f"the trace covers {wall_span:,.0f} s of wall time at {opt.rate or trace_rate:g} req/s, shorter than the "
+            f"retention ({'unlimited' if opt.retention_s is None else format(opt.retention_s, 'g') + ' s'}): "
+            "capacity reflects only the reuse seen within the trace, and DWPD is that of a store rewritten once "
+            "per trace window; see retention_bound for a store that keeps every block for the retention")
+        if opt.retention_s is not None:
+            retention_bound = {"l3_bytes": produce_rate * opt.retention_s, "dwpd": 86_400.0 / opt.retention_s,
+                               "note": "steady state: a store holding every block produced in the last retention "
+                                       "period (write-through) is rewritten once per period: DWPD = 1 day / retention"}
     sweep = []
     for r in dict.fromkeys(list(opt.sweep) + [opt.retention_s]):
         c = curve if r == opt.retention_s else curve_for(r)
@@ -369,6 +389,7 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
         "lifetime_years": primary.get("lifetime_years"), "nand_bytes_per_day": primary.get("nand_bytes_per_day"),
         "l3_write_bytes_per_day": primary.get("l3_write_bytes_per_day"), "ssd_class": primary.get("ssd_class"),
         "ssd_per_dram_gb": primary.get("ssd_per_dram_gb"),
+        "trace_wall_span_s": wall_span, "warnings": warnings, "retention_bound": retention_bound,
         "per_target": per_target, "plans": plans, "retention_sweep": sweep,
         "prices": prices.to_dict(), "compute": compute or {"tokens_per_s": tokens_per_s},
         "assumptions": [

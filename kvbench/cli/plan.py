@@ -141,6 +141,11 @@ def _print(out: dict) -> None:
         f"{'unlimited' if r['retention_s'] is None else format(r['retention_s'], 'g') + ' s'}: "
         + (f"{format_bytes(r['l3_bytes'])}, {r['dwpd']:.2f} DWPD" if "dwpd" in r else "unreachable")
         for r in out["retention_sweep"]))
+    for w in out.get("warnings", []):
+        click.echo(f"warning: {w}")
+    rb = out.get("retention_bound")
+    if rb:
+        click.echo(f"retention-bound estimate: {format_bytes(rb['l3_bytes'])} of SSD, {rb['dwpd']:.2f} DWPD")
 
 
 COMMANDS = [plan_cmd]
