@@ -169,3 +169,45 @@ def test_run_without_tier_measurements_is_an_error(tmp_path):
     assert "no tier has read measurements" in str(e.value) and str(root) in str(e.value)
     with pytest.raises(SpecError, match="no summary.json"):
         read_run(tmp_path)
+
+
+# The columns `kvbench replay kv` writes (kvbench/replay/kv.py): per-tier hits and load times, NaN when none.
+REPLAY_REQUESTS = """request,arrival_s,blocks,hit_blocks,hit_l1,hit_l2,hit_l3,hit_l4,produced,load_ms,l2_load_ms,l3_load_ms,l4_load_ms
+0,0.0,4,0,0,0,0,0,4,,,,
+1,0.1,4,3,1,2,0,0,1,0.0100,0.0100,,
+2,0.2,4,3,0,0,3,0,1,0.5000,,0.5000,
+3,0.3,4,4,0,0,4,0,0,0.6000,,0.6000,
+"""
+
+
+def test_replay_kv_requests_format(tmp_path):
+    root = write_run(tmp_path / "r", requests=REPLAY_REQUESTS)
+    run = read_run(root)
+    assert set(run.hits.hit_blocks) == {"l1", "l2", "l3", "l4"}  # the total hit_blocks column is not a tier
+    assert run.hits.tier_load_s["l3"][2] == pytest.approx(0.5e-3) and np.isnan(run.hits.load_s[0])
+    ineq = Inequality(rate_profile(10_000), bytes_per_token=1000, layers=2)
+    h = analyse_run_hits(ineq, run.tiers, run.hits, block_tokens=16)
+    # request 1: 32 tokens loaded on top of 16 free (l1) -> 3.2 ms recompute vs 10 us load
+    # request 2: 48 tokens -> 4.8 ms vs 0.5 ms; request 3: 4 blocks = whole prompt, capped at 63 -> 6.3 ms vs 0.6 ms
+    assert h["requests_with_loaded_hits"] == 3 and h["wins_fraction"] == 1.0
+    assert h["loaded_tokens"]["p50"] == 48
+    saved = np.array([3.2e-3 - 1e-5, 4.8e-3 - 5e-4, 6.3e-3 - 6e-4])
+    assert h["ttft_saved_s"]["p50"] == pytest.approx(np.median(saved))
+
+
+def test_tier_fitted_from_its_own_load_column(tmp_path):
+    blocks = np.arange(1, 11)
+    l3_ms = (100e-6 + blocks * 16_000 / 4e9) * 1e3  # 100 us + bytes / 4 GB/s
+    rows = "\n".join(f"{b + 2},{b},1,{t:.6f}" for b, t in zip(blocks, l3_ms))
+    run = read_run(write_run(tmp_path / "r", requests="blocks,hit_l3,hit_l2,l3_load_ms\n" + rows))
+    t = fit_tier_from_requests("l3", run.hits, block_bytes=16_000)  # mixed l2+l3 requests still count
+    assert t.bandwidth_bytes_per_s == pytest.approx(4e9, rel=1e-3) and t.latency_s == pytest.approx(100e-6, rel=1e-3)
+    assert "l3's load times" in t.source
+
+
+def test_dry_run_has_no_tier_measurements(tmp_path):
+    root = write_run(tmp_path / "dry")
+    summary = json.loads((root / "summary.json").read_text())
+    (root / "summary.json").write_text(json.dumps({**summary, "dry_run": True}))
+    with pytest.raises(SpecError, match="dry-run"):
+        read_run(root)
