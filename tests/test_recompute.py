@@ -211,3 +211,41 @@ def test_dry_run_has_no_tier_measurements(tmp_path):
     (root / "summary.json").write_text(json.dumps({**summary, "dry_run": True}))
     with pytest.raises(SpecError, match="dry-run"):
         read_run(root)
+
+
+def _reference_prefixes(trace):
+    seen, out = set(), []
+    for r in range(trace.n_requests):
+        ks = trace.keys[trace.offsets[r]:trace.offsets[r + 1]].tolist()
+        lead = 0
+        while lead < len(ks) and ks[lead] in seen:
+            lead += 1
+        out.append(min(lead * trace.block_tokens, max(int(trace.input_tokens[r]) - 1, 0)))
+        seen.update(ks)
+    return np.array(out)
+
+
+@pytest.mark.parametrize("batch", [65536, 7])
+def test_trace_prefixes_match_a_set_reference(batch):
+    from kvbench.analysis.recompute import trace_prefixes
+    from kvbench.stream.traces import read_trace, resolve_trace
+    tr = read_trace(resolve_trace("mooncake-sample"))
+    pre = trace_prefixes("mooncake-sample", batch_requests=batch)
+    ref = _reference_prefixes(tr)
+    assert (ref > 0).sum() > 10  # the sample does reuse prefixes
+    np.testing.assert_array_equal(pre.hit_tokens, ref)
+
+
+def test_trace_prefixes_by_hand(tmp_path):
+    from kvbench.analysis.recompute import analyse_trace_prefixes, trace_prefixes
+    f = tmp_path / "t.jsonl"  # mooncake format, 512-token blocks, ids already prefix-chained
+    f.write_text("\n".join(json.dumps(r) for r in [
+        {"timestamp": 0, "input_length": 1500, "output_length": 1, "hash_ids": [1, 2, 3]},
+        {"timestamp": 1, "input_length": 2000, "output_length": 1, "hash_ids": [1, 2, 4, 5]},
+        {"timestamp": 2, "input_length": 1024, "output_length": 1, "hash_ids": [1, 2]},   # whole prompt seen
+        {"timestamp": 3, "input_length": 900, "output_length": 1, "hash_ids": [9, 2]},    # leading block unseen
+    ]) + "\n")
+    pre = trace_prefixes(f, batch_requests=2)
+    assert pre.hit_tokens.tolist() == [0, 1024, 1023, 0]
+    out = analyse_trace_prefixes(Inequality(rate_profile(10_000), 1000, 2), [Tier("t", 100e6, 1e-3)], pre)
+    assert out["requests_with_prefix"] == 2 and out["tiers"]["t"]["wins_fraction"] == 1.0

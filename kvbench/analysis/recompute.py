@@ -339,3 +339,57 @@ def analyse_run_hits(ineq: Inequality, tiers: list[Tier], hits: RunHits, block_t
         out.update({"measured_load_s": _pct(hits.load_s[is_hit]), "wins_fraction": float((saved > 0).mean()),
                     "ttft_saved_s": _pct(saved), "ttft_saved_s_if_best_choice": _pct(np.maximum(saved, 0.0))})
     return out
+
+
+# --- a trace's reusable prefixes --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TracePrefixes:
+    """Per request, the prefix (tokens) an unbounded cache would hold: its leading blocks seen in earlier
+    requests. An upper bound on real hit lengths (no capacity, no TTL), used for margins at real lengths."""
+
+    path: str
+    hit_tokens: np.ndarray      # int64 per request (0 when no prefix was seen before)
+    input_tokens: np.ndarray
+    block_tokens: int
+
+
+def trace_prefixes(path, *, batch_requests: int = 65536, limit: int | None = None) -> TracePrefixes:
+    """Leading already-seen blocks per request, vectorised per batch; memory is the set of distinct keys."""
+    from kvbench.stream.traces import iter_trace, resolve_trace
+    seen = np.zeros(0, dtype=np.uint64)
+    hits, inputs, block_tokens = [], [], 0
+    for tr in iter_trace(resolve_trace(path), batch_requests=batch_requests, limit=limit):
+        block_tokens = tr.block_tokens
+        keys, off = tr.keys, tr.offsets.astype(np.int64)
+        counts = np.diff(off)
+        owner = np.repeat(np.arange(counts.size), counts)          # request of each block (in the batch)
+        uniq, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        earlier_in_batch = owner[first[inverse]] < owner              # first seen in an earlier request
+        was_seen = np.isin(keys, seen, assume_unique=False) | earlier_in_batch
+        local = np.arange(keys.size, dtype=np.int64) - np.repeat(off[:-1], counts)
+        unseen_at = np.where(was_seen, np.iinfo(np.int64).max, local)
+        lead = counts.copy()                                          # all seen unless an unseen block comes first
+        nonempty = counts > 0
+        if keys.size:
+            first_unseen = np.minimum.reduceat(unseen_at, off[:-1][nonempty])
+            lead[nonempty] = np.minimum(first_unseen, counts[nonempty])
+        tokens = np.minimum(lead * block_tokens, np.maximum(tr.input_tokens - 1, 0))  # last token computed
+        hits.append(tokens.astype(np.int64))
+        inputs.append(tr.input_tokens.astype(np.int64))
+        seen = np.union1d(seen, uniq)
+    return TracePrefixes(str(path), np.concatenate(hits) if hits else np.zeros(0, np.int64),
+                         np.concatenate(inputs) if inputs else np.zeros(0, np.int64), block_tokens)
+
+
+def analyse_trace_prefixes(ineq: Inequality, tiers: list[Tier], pre: TracePrefixes) -> dict:
+    """Per tier, at the trace's reusable prefix lengths: the fraction where loading wins and the margin."""
+    sel = pre.hit_tokens > 0
+    n, suffix = pre.hit_tokens[sel], (pre.input_tokens - pre.hit_tokens)[sel]
+    out = {"path": pre.path, "requests": int(pre.hit_tokens.size), "requests_with_prefix": int(sel.sum()),
+           "block_tokens": pre.block_tokens, "prefix_tokens": _pct(n.astype(np.float64)),
+           "bound": "unbounded cache (every earlier prefix resident): an upper bound on hits", "tiers": {}}
+    for tier in tiers:
+        m = ineq.margin(tier, n, suffix) if n.size else np.zeros(0)
+        out["tiers"][tier.name] = {"wins_fraction": float((m > 0).mean()) if m.size else None, "margin_s": _pct(m),
+                                   "ttft_saved_s_if_best_choice": _pct(np.maximum(m, 0.0))}
+    return out
