@@ -169,22 +169,23 @@ def events_to_plan(events: np.ndarray, issue_ns_of_request, slot_bytes: int, chu
     return plan, meta
 
 
-def add_fences(plan: np.ndarray, slot_bytes: int) -> int:
-    """Set FENCE on each I/O that may race an earlier in-flight I/O of the same target and slot.
+def add_fences(plan: np.ndarray, grain: int) -> int:
+    """Set FENCE on each I/O that may race an earlier in-flight I/O of an overlapping range of its target.
 
-    A read races an earlier write/trim of its slot; a write/trim races any earlier I/O of its slot (a
-    pending read would see new data, a pending write could land last). The earlier I/O can only still be in
-    flight if no FENCE was issued after it, so one sequential pass over the (few) candidates places the
-    fewest fences that keep the plan exact. Returns the number of fences.
+    Ranges are compared in units of ``grain`` bytes (every offset and length of the plan is a multiple of it,
+    e.g. gcd(slot, chunk)). A read races an earlier write/trim of a unit it covers; a write/trim races any
+    earlier I/O of such a unit (a pending read would see new data, a pending write could land last). The
+    earlier I/O can only still be in flight if no FENCE was issued after it, so one sequential pass over the
+    candidates places the fewest fences that keep the plan exact. Returns the number of fences.
     """
     from kvbench.engine.plan import FLAG_FENCE
 
     n = len(plan)
     if n < 2:
         return 0
-    sb = np.uint64(slot_bytes)
-    first = plan["offset"] // sb
-    last = (plan["offset"] + plan["length"].astype(np.uint64) - np.uint64(1)) // sb
+    g = np.uint64(grain)
+    first = plan["offset"] // g
+    last = (plan["offset"] + plan["length"].astype(np.uint64) - np.uint64(1)) // g
     span = (last - first + np.uint64(1)).astype(np.int64)
     row = np.repeat(np.arange(n, dtype=np.int64), span)
     k = np.arange(row.size, dtype=np.int64) - np.repeat(np.cumsum(span) - span, span)
@@ -202,7 +203,6 @@ def add_fences(plan: np.ndarray, slot_bytes: int) -> int:
     val = gid * big + np.where(w, r + 1, 0)
     incl = np.maximum.accumulate(val) - gid * big - 1          # last write at or before this position
     prev_w = np.where(same, np.roll(incl, 1), -1)
-    prev_w = np.where(same & (np.roll(gid, 1) == gid), prev_w, -1)
     conflict = np.where(w, prev_any, prev_w)
     per_row = np.full(n, -1, dtype=np.int64)
     np.maximum.at(per_row, r, conflict)
@@ -495,17 +495,18 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
 
             load_ms = np.full(len(reqs), np.nan)
             tier_ms = {lvl: np.full(len(reqs), np.nan) for lvl in (1, 2, 3)}
-            if True:                    # plans are built in dry runs too: planned I/O and fences are results
-                tier_target = {}
-                for lvl in io_levels:
-                    tier_target[lvl] = targets.tier_domain[lvl][1] if lvl in targets.tier_domain else 0
+            io_ev = ev[ev["tier"] > 0]
+            n_trim = int((io_ev["op"] == 2).sum())
+            planned_ios += (len(io_ev) - n_trim) * ios_per_block + n_trim
+            for lvl in io_levels:
+                for op in (0, 1, 2):
+                    sel = (io_ev["tier"] == lvl) & (io_ev["op"] == op)
+                    planned_bytes[(lvl, op)] += int(io_ev["nslots"][sel].astype(np.int64).sum()) * slot_bytes
+            if not cfg.dry_run or iolog is not None:      # a dry run only simulates, unless asked for the plan
+                tier_target = {lvl: targets.tier_domain[lvl][1] if lvl in targets.tier_domain else 0
+                               for lvl in io_levels}
                 plan, meta = events_to_plan(ev, issue_ns, slot_bytes, cfg.chunk_bytes, tier_target)
                 dram_rows = meta["tier"] == 1
-                planned_ios += len(plan)
-                for lvl in io_levels:
-                    for op in (0, 1, 2):
-                        sel = (meta["tier"] == lvl) & (plan["op"] == op)
-                        planned_bytes[(lvl, op)] += int(plan["length"][sel].astype(np.int64).sum())
                 parts = {}
                 if dram_rows.any():
                     parts["dram"] = np.flatnonzero(dram_rows)
@@ -514,7 +515,7 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
                 subplans = {}
                 for dom, rows in parts.items():
                     sp = plan[rows]
-                    fences_total += add_fences(sp, slot_bytes)
+                    fences_total += add_fences(sp, math.gcd(slot_bytes, cfg.chunk_bytes))
                     subplans[dom] = sp
                 if iolog is not None and "dev" in subplans:
                     iolog.write(subplans["dev"])
@@ -799,7 +800,7 @@ def _summary(cfg, hier, acc, totals, lvl_hits, levels, block_bytes, slot_bytes, 
         "pacing": "closed" if cfg.closed_loop else "open", "speed": None if cfg.closed_loop else cfg.speed,
         "qd": cfg.qd, "engine": cfg.engine,
         "wall_s": wall_s, "elapsed_s": wall_ns / 1e9 if wall_ns else None,
-        "planned_ios": planned_ios, "fences": fences,
+        "planned_ios": planned_ios, "fences": fences if (not cfg.dry_run or cfg.export_iolog) else None,
         "planned_bytes": {f"{TIER_NAMES[lvl]}_{('read', 'write', 'trim')[op]}": v
                           for (lvl, op), v in planned_bytes.items() if lvl and v},
         "simulation": {"blocks": windows.sim_blocks, "seconds": windows.sim_s,
