@@ -75,3 +75,29 @@ def fit_quadratic(n_tokens, seconds) -> QuadraticFit:
     assert best is not None  # a single column always has a non-negative solution (all entries > 0)
     rel_rms = float(np.sqrt(best_res / n.size))
     return QuadraticFit(float(best[0]), float(best[1]), float(best[2]), rel_rms)
+
+
+def fit_line(x, y) -> tuple[float, float]:
+    """Non-negative relative-error fit ``y = a + b*x`` (latency + size/bandwidth); returns (a, b)."""
+    x = np.asarray(x, dtype=np.float64).ravel()
+    y = np.asarray(y, dtype=np.float64).ravel()
+    if x.shape != y.shape or x.size == 0 or np.any(y <= 0) or np.any(x < 0):
+        raise SpecError("line fit needs sizes >= 0 and times > 0, one per size", "drop failed measurements")
+    w = 1.0 / y
+    best, best_res = (float(np.min(y)), 0.0), np.inf
+    for support in ((0, 1), (1,), (0,)):
+        A = np.stack([np.ones_like(x), x], axis=1)[:, support] * w[:, None]
+        scale = np.linalg.norm(A, axis=0)
+        if np.any(scale == 0):
+            continue
+        coef, *_ = np.linalg.lstsq(A / scale, np.ones_like(y), rcond=None)
+        coef = coef / scale
+        if np.any(coef < 0):
+            continue
+        res = float(np.sum((A @ coef - 1.0) ** 2))
+        if res < best_res * (1 - 1e-9):
+            full = [0.0, 0.0]
+            for k, c in zip(support, coef):
+                full[k] = float(c)
+            best, best_res = (full[0], full[1]), res
+    return best
