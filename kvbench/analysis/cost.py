@@ -182,6 +182,7 @@ class PlanOptions:
     ssd_class: str | None = None          # default: the cheapest class per day
     sweep: tuple = DEFAULT_SWEEP          # retention values (s; None = unlimited) for the sweep
     waf: float | None = None              # a measured device WAF (skips the FTL model)
+    waf_source: str = "given (--waf)"
 
     def validate(self) -> "PlanOptions":
         if not self.targets:
@@ -262,7 +263,7 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
     # device WAF of the L3 store
     layout = run_layout or opt.layout
     if opt.waf is not None:
-        waf, waf_source = float(opt.waf), "given (--waf)"
+        waf, waf_source = float(opt.waf), opt.waf_source
     else:
         waf, waf_params = layout_waf(layout, block_bytes, erase_block_bytes=opt.erase_block_bytes, op=opt.ssd_op,
                                      gc=opt.gc)

@@ -89,17 +89,24 @@ def plan_cmd(trace_path, model, targets, absolute, retention, rate, rate_model, 
                    "source": "--recompute-tokens-per-s" if recompute_tokens_per_s else
                    "assumption: 10,000 prefill tokens/s per GPU (give --profile or --recompute-tokens-per-s)"}
     summary = l3_cap = run_layout = None
+    waf_source = "given (--waf)"
     if run_dir:
+        from kvbench.analysis.waf import from_summary
+
         summary, l3_cap, run_layout = _read_run(run_dir)
+        layers = from_summary(summary)
+        if waf is None and layers.device is not None and layers.device_waf_source:
+            waf, waf_source = layers.device, f"measured in the run ({layers.device_waf_source})"
     opts = PlanOptions(targets=tuple(targets) or (0.9, 0.95, 0.99), relative=not absolute, retention_s=retention,
                        rate=rate, rate_model=rate_model, warmup=warmup, layout=layout, ssd_op=ssd_op,
                        erase_block_bytes=erase_block, store_fill=store_fill, dram_bytes=dram_bytes,
-                       ssd_class=ssd_class, waf=waf)
+                       ssd_class=ssd_class, waf=waf, waf_source=waf_source)
     out = build_plan(trace, block_bytes=block_bytes, prices=price_table, tokens_per_s=tokens_per_s, options=opts,
                      summary=summary, run_l3_capacity=l3_cap, run_layout=run_layout, compute=compute,
                      model=spec.name)
     if run_dir:
         out["run"] = str(run_dir)
+        out["write_amplification"] = layers.to_dict()
     if as_json:
         emit_json(out)
         return
