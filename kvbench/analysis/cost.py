@@ -390,6 +390,9 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
                         "nand_bytes_per_day": wd * waf})
         sweep.append(row)
 
+    for rows in plans.values():
+        for p in rows:
+            p["gpu_hours_per_day"] = p["usd_per_day"]["gpu"] / prices.gpu_usd_per_hour
     return {
         "model": model, "trace": str(trace.path), "block_tokens": trace.block_tokens, "block_bytes": block_bytes,
         "requests": n, "references": refs, "span_s": span, "trace_rate": trace_rate, "rate": opt.rate or trace_rate,
