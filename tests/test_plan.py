@@ -150,7 +150,6 @@ def test_layout_waf_log_is_one_and_slots_amplify():
 
 
 def test_plan_cli_json(cli):
-    pytest.importorskip("kvbench.analysis.curves")
     r = cli("plan", "--trace", "mooncake-sample", "--model", "llama-3.1-8b", "--target-hit", "0.95",
             "--retention", "1h", "--rate", "50", "--recompute-tokens-per-s", "39000", "--json")
     assert r.exit_code == 0, r.output
@@ -170,7 +169,6 @@ def test_plan_cli_bad_input(cli):
 
 
 def test_plan_cli_with_run_folder(cli, tmp_path):
-    pytest.importorskip("kvbench.analysis.curves")
     run = tmp_path / "run"
     run.mkdir()
     (run / "summary.json").write_text(json.dumps({"kind": "replay-kv", "status": "complete", "requests": 1000,
