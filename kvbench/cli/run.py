@@ -23,7 +23,7 @@ from kvbench.cli._common import DURATION, SIZE, emit_json, json_option
 DEFAULT_TRACE = "mooncake-sample"
 DEFAULT_MODEL = "llama-3.1-8b"
 DEFAULT_PROFILE = "llama-3.1-8b-h200-trtllm-fp8"
-RETENTIONS_S = (600.0, 3600.0, 6 * 3600.0, 86400.0)
+RETENTIONS = "10m,1h,6h,1d"
 MiB = 1 << 20
 
 
@@ -87,6 +87,25 @@ def _footprint_blocks(trace_path: str, max_requests: int | None) -> tuple[int, i
     return int(np.unique(keys).size), int(t.block_tokens)
 
 
+def _probe_missing(tiers: dict, store: str, l2_bytes: int, l3_bytes: int, chunk: int) -> list:
+    """Probe the DRAM and NVMe tiers that the replay used but never loaded from."""
+    from kvbench.qualify.probe import probe_tier
+
+    out = []
+    for name, t in tiers.items():
+        if not isinstance(t, dict) or (t.get("read_bytes") or 0) > 0:
+            continue
+        if name == "l3" and Path(store).exists():
+            written = int(t.get("write_bytes") or 0)
+            span = min(l3_bytes, written) if written else l3_bytes
+            if span >= chunk:
+                out.append(probe_tier("l3", store, span=span, io_size=chunk))
+        elif name == "l2" and l2_bytes > 0:
+            arena = max(chunk, min(l2_bytes, 1 << 30) // chunk * chunk)
+            out.append(probe_tier("l2", f"dram:{arena}", io_size=chunk))
+    return out
+
+
 class _Progress:
     def __init__(self, total: int):
         self.total, self.i, self.t0 = total, 0, time.monotonic()
@@ -125,12 +144,14 @@ def _first_number(obj):
               help="Wall-clock budget of the replay (closed loop: as fast as the devices allow).")
 @click.option("--max-requests", type=int, default=None, help="Replay only the first N requests.")
 @click.option("--rate", type=float, default=None, help="Requests per second to plan DWPD for (default: the trace's).")
+@click.option("--retentions", default=RETENTIONS, show_default=True,
+              help="Retention times for the DWPD-vs-retention sweep (comma list; empty: no sweep).")
 @click.option("--keep-store", is_flag=True, help="Keep the scratch L3 store file after the job.")
 @click.option("--results", "results_root", default="results", show_default=True, help="Folder for run folders.")
 @click.option("-o", "--output", default=None, type=click.Path(dir_okay=False), help="HTML report (default reports/<run>.html).")
 @json_option
 def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_data, duration, max_requests, rate,
-            keep_store, results_root, output, as_json):
+            retentions, keep_store, results_root, output, as_json):
     """The main job: replay a trace through DRAM and NVMe tiers, analyse capacity, DWPD and load vs recompute,
     and write one HTML report. Everything has a default: `kvbench run` alone takes a few minutes."""
     import psutil
@@ -140,7 +161,10 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
     from kvbench.report import build_report, default_report_path
     from kvbench.spec.models import load_model
 
-    prog = _Progress(6)
+    from kvbench.units import parse_duration
+
+    retention_s = [parse_duration(x.strip(), what="--retentions") for x in retentions.split(",") if x.strip()]
+    prog = _Progress(7)
     trace_path = _trace_path(trace)
     spec = load_model(model)
     t = prog.step(f"sizing tiers for {Path(trace_path).name} with {spec.name} ({spec.bytes_per_token:,} B/token)")
@@ -190,11 +214,22 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
         r = st.result or {}
         prog.done(t, f"{r.get('requests', 0)} requests; load time p50 {(r.get('load_time_ms') or {}).get('p50')} ms"
                   if st.ok else f"FAILED: {st.error}")
-        if not keep_store and l3_path is None:
-            from kvbench.engine.safety import unmark
+        t = prog.step("tier probes where the replay issued no loads (first byte at QD1, bandwidth at the chunk size)")
+        probes = []
+        tiers = r.get("tiers") or {}
+        try:
+            if st.ok:
+                probes = _probe_missing(tiers, store, l2_bytes, l3_bytes, int(r.get("chunk_bytes") or MiB))
+        finally:
+            if not keep_store and l3_path is None:
+                from kvbench.engine.safety import unmark
 
-            Path(store).unlink(missing_ok=True)
-            unmark(store)
+                Path(store).unlink(missing_ok=True)
+                unmark(store)
+        if probes:
+            rd.write_json("probes.json", [p.to_dict() for p in probes])
+        prog.done(t, "; ".join(f"{p.name}: {p.bandwidth_bytes_per_s / 1e9:.3g} GB/s at {p.io_size >> 10} KiB, first byte "
+                               f"{p.first_byte_s * 1e6:.0f} us" for p in probes) or "not needed: the replay measured its loads")
 
         t = prog.step("capacity, DWPD and retention (kvbench plan)")
         popts = {"trace": trace_path, "model": spec.name, "run": replay_dir, "rate": rate}
@@ -202,7 +237,7 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
         if st.result:
             rd.write_json("plan.json", st.result)
         rows = []
-        for ret in RETENTIONS_S:
+        for ret in retention_s:
             s2 = run_step(f"plan-{ret:.0f}s", kvbench_argv(["plan"], (), {**popts, "retention": f"{ret:.0f}s"}),
                           echo=False)
             if s2.ok:
@@ -216,15 +251,19 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
                      f"{len(rows)} retention points" if st.ok else f"FAILED: {st.error}")
 
         t = prog.step(f"load vs recompute (kvbench check, profile {compute_profile})")
-        if replay_dir:
-            st = step("check", ["check"], (), {"profile": compute_profile, "run": replay_dir, "model": spec.name})
+        measured = [k for k, v in tiers.items() if isinstance(v, dict) and (v.get("read_bytes") or 0) > 0]
+        if replay_dir and (measured or probes):
+            copts = {"profile": compute_profile, "model": spec.name, "tier": [p.tier_arg() for p in probes]}
+            if measured:
+                copts["run"] = replay_dir
+            st = step("check", ["check"], (), copts)
             if st.result:
                 rd.write_json("check.json", st.result)
             verdicts = [v.get("verdict") for v in ((st.result or {}).get("tiers") or {}).values() if isinstance(v, dict)]
             prog.done(t, "; ".join(str(v) for v in verdicts) if st.ok else f"FAILED: {st.error}")
         else:
-            steps.append({"name": "check", "ok": False, "error": "no replay run to check"})
-            prog.done(t, "skipped: the replay did not run")
+            steps.append({"name": "check", "ok": False, "error": "no tier measurements to check"})
+            prog.done(t, "skipped: no tier was measured")
     except BaseException as e:
         save("interrupted", {"reason": f"{type(e).__name__}: {e}"})
         raise
