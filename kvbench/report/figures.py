@@ -368,6 +368,10 @@ def dwpd_vs_retention(runs: list[RunData]) -> go.Figure | None:
         fig.add_trace(go.Scatter(x=x, y=[float(r["dwpd"]) for r in rows], mode="lines+markers",
                                  name=_name(runs, rd, "required DWPD"), line=dict(color=color, width=2.5)),
                       secondary_y=False)
+        bound = [_num(r.get("dwpd_retention_bound")) for r in rows]
+        if any(b is not None for b in bound):
+            fig.add_trace(go.Scatter(x=x, y=bound, mode="lines+markers", name=_name(runs, rd, "DWPD if every block is kept for the retention"),
+                                     line=dict(color=color, dash="dash")), secondary_y=False)
         caps = [_num(r.get("capacity_bytes")) for r in rows]
         if any(c for c in caps):
             fig.add_trace(go.Scatter(x=x, y=[(c or 0) / 2**30 for c in caps], mode="lines+markers",
