@@ -87,35 +87,23 @@ def _footprint_blocks(trace_path: str, max_requests: int | None) -> tuple[int, i
     return int(np.unique(keys).size), int(t.block_tokens)
 
 
-def _probe_missing(tiers: dict, store: str, l2_bytes: int, l3_bytes: int, chunk: int) -> list:
-    """Probe the DRAM and NVMe tiers that the replay used but never loaded from."""
+def _probe_tiers(tiers: dict, store: str, l2_bytes: int, l3_bytes: int, chunk: int, seconds: float) -> list:
+    """Probe the DRAM and NVMe tiers the replay used (both, even when the replay loaded from them: a probe
+    says what the tier can do at the I/O size, the replay what it did under the workload)."""
     from kvbench.qualify.probe import probe_tier
 
     out = []
     for name, t in tiers.items():
-        if not isinstance(t, dict) or (t.get("read_bytes") or 0) > 0:
+        if not isinstance(t, dict):
             continue
         if name == "l3" and Path(store).exists():
             written = int(t.get("write_bytes") or 0)
             span = min(l3_bytes, written) if written else l3_bytes
             if span >= chunk:
-                out.append(probe_tier("l3", store, span=span, io_size=chunk))
+                out.append(probe_tier("l3", store, span=span, io_size=chunk, seconds=seconds))
         elif name == "l2" and l2_bytes > 0:
             arena = max(chunk, min(l2_bytes, 1 << 30) // chunk * chunk)
-            out.append(probe_tier("l2", f"dram:{arena}", io_size=chunk))
-    return out
-
-
-def _summary_tiers(tiers: dict) -> list[str]:
-    """``NAME=BW,LATENCY`` for each tier the replay read from: run-average read bandwidth, p50 read latency."""
-    out = []
-    for name, t in tiers.items():
-        if not isinstance(t, dict):
-            continue
-        bw = t.get("read_bw_bytes_per_s") or 0
-        lat = (t.get("read_lat_us") or {}).get("p50") if isinstance(t.get("read_lat_us"), dict) else None
-        if bw > 0 and lat:
-            out.append(f"{name}={bw:.6g}B/s,{lat:.6g}us")
+            out.append(probe_tier("l2", f"dram:{arena}", io_size=chunk, seconds=seconds))
     return out
 
 
@@ -159,12 +147,13 @@ def _first_number(obj):
 @click.option("--rate", type=float, default=None, help="Requests per second to plan DWPD for (default: the trace's).")
 @click.option("--retentions", default=RETENTIONS, show_default=True,
               help="Retention times for the DWPD-vs-retention sweep (comma list; empty: no sweep).")
+@click.option("--probe-seconds", type=float, default=2.0, show_default=True, help="Seconds per tier probe.")
 @click.option("--keep-store", is_flag=True, help="Keep the scratch L3 store file after the job.")
 @click.option("--results", "results_root", default="results", show_default=True, help="Folder for run folders.")
 @click.option("-o", "--output", default=None, type=click.Path(dir_okay=False), help="HTML report (default reports/<run>.html).")
 @json_option
 def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_data, duration, max_requests, rate,
-            retentions, keep_store, results_root, output, as_json):
+            retentions, probe_seconds, keep_store, results_root, output, as_json):
     """The main job: replay a trace through DRAM and NVMe tiers, analyse capacity, DWPD and load vs recompute,
     and write one HTML report. Everything has a default: `kvbench run` alone takes a few minutes."""
     import psutil
@@ -227,12 +216,12 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
         r = st.result or {}
         prog.done(t, f"{r.get('requests', 0)} requests; load time p50 {(r.get('load_time_ms') or {}).get('p50')} ms"
                   if st.ok else f"FAILED: {st.error}")
-        t = prog.step("tier probes where the replay issued no loads (first byte at QD1, bandwidth at the chunk size)")
+        t = prog.step("tier probes (first byte at QD1, bandwidth at the replay's chunk size)")
         probes = []
         tiers = r.get("tiers") or {}
         try:
             if st.ok:
-                probes = _probe_missing(tiers, store, l2_bytes, l3_bytes, int(r.get("chunk_bytes") or MiB))
+                probes = _probe_tiers(tiers, store, l2_bytes, l3_bytes, int(r.get("chunk_bytes") or MiB), probe_seconds)
         finally:
             if not keep_store and l3_path is None:
                 from kvbench.engine.safety import unmark
@@ -242,7 +231,7 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
         if probes:
             rd.write_json("probes.json", [p.to_dict() for p in probes])
         prog.done(t, "; ".join(f"{p.name}: {p.bandwidth_bytes_per_s / 1e9:.3g} GB/s at {p.io_size >> 10} KiB, first byte "
-                               f"{p.first_byte_s * 1e6:.0f} us" for p in probes) or "not needed: the replay measured its loads")
+                               f"{p.first_byte_s * 1e6:.0f} us" for p in probes) or "no tier to probe")
 
         t = prog.step("capacity, DWPD and retention (kvbench plan)")
         popts = {"trace": trace_path, "model": spec.name, "run": replay_dir, "rate": rate}
@@ -268,16 +257,13 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
         t = prog.step(f"load vs recompute (kvbench check, profile {compute_profile})")
         measured = [k for k, v in tiers.items() if isinstance(v, dict) and (v.get("read_bytes") or 0) > 0]
         if replay_dir and (measured or probes):
-            copts = {"profile": compute_profile, "model": spec.name, "tier": [p.tier_arg() for p in probes]}
+            copts = {"profile": compute_profile, "model": spec.name}
+            # the replay's own loads first; where it has none (or check cannot read them), the probed tiers
             st = step("check", ["check"], (), {**copts, "run": replay_dir}) if measured else None
-            if st is None or not st.ok:
-                # the run's own loads could not be read per request: check the tiers from its summary numbers
+            if (st is None or not st.ok) and probes:
                 if st is not None:
-                    steps[-1]["name"] = "check-run"
-                    steps[-1]["ok"] = True
-                    steps[-1]["note"] = "fell back to --tier from the replay summary: " + str(st.error)
-                copts["tier"] = copts["tier"] + _summary_tiers(tiers)
-                st = step("check", ["check"], (), copts)
+                    steps[-1].update(name="check-run", ok=True, note="fell back to the tier probes: " + str(st.error))
+                st = step("check", ["check"], (), {**copts, "tier": [p.tier_arg() for p in probes]})
             if st.result:
                 rd.write_json("check.json", st.result)
             verdicts = [v.get("verdict") for v in ((st.result or {}).get("tiers") or {}).values() if isinstance(v, dict)]
@@ -304,7 +290,13 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
     if as_json:
         emit_json(summary)
     else:
-        click.echo(f"report: {path}\nrun_dir: {rd.path}" + (f"\npartial: failed steps {', '.join(failed)}" if failed else ""))
+        click.echo(f"report: {path}\nrun_dir: {rd.path}")
+    if failed:
+        from kvbench.errors import KvbenchError
+
+        raise KvbenchError(f"the run is partial: step(s) {', '.join(failed)} failed "
+                           f"({'; '.join(str(s.get('error')) for s in steps if not s['ok'])[:300]})",
+                           f"the report {path} shows what was measured; rerun after fixing the step")
 
 
 COMMANDS = [run_cmd]
