@@ -56,6 +56,8 @@ def probe_tier(name: str, path: str, *, span: int | None = None, io_size: int = 
         span = int(min(span or t.size, t.size))
         small = max(small, t.lbs)
         io_size = max(io_size - io_size % t.lbs, t.lbs)
+        if t.kind == "dram":
+            qd = 1          # a DRAM copy is synchronous: depth only queues copies behind each other
         lat = _reads(t, span, small, 20_000, 1, seconds / 2, 1)
         bw = _reads(t, span, io_size, max(256, int(seconds * 20_000)), qd, seconds, 2)
     finally:
