@@ -1,0 +1,1 @@
+"""Replays: KV-cache and Engram workloads driven through tiers onto real targets."""

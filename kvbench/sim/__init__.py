@@ -1,0 +1,1 @@
+"""Tier simulation: cache policies, tier hierarchy, block-store layouts, Engram row caches."""
