@@ -300,10 +300,10 @@ def load_stream(cfg: EngramReplayConfig, spec: EngramSpec) -> tuple[np.ndarray, 
     lut = tk.canonical_map()
     if cfg.text is not None:
         raw = text_tokens(cfg.text, tk, cfg.tokens)
-        source = {"kind": "text", "path": str(cfg.text)}
+        source = {"source": "text", "path": str(cfg.text)}
     else:
         raw = zipf_tokens(cfg.tokens or DEFAULT_ZIPF_TOKENS, cfg.zipf, tk.vocab_size, cfg.seed)
-        source = {"kind": "zipf", "exponent": cfg.zipf, "seed": cfg.seed}
+        source = {"source": "zipf", "exponent": cfg.zipf, "seed": cfg.seed}
     ids = compress(raw, lut)
     vocab = int(lut.max()) + 1
     pad = int(lut[spec.pad_id]) if spec.pad_id < lut.size else 0
@@ -456,6 +456,121 @@ def check_fits(table_bytes: int, target: str, scaled_note: str = "") -> tuple[st
         what = {"dram": "the DRAM arena", "block": "the block device", "file": "the free space for"}[kind]
         raise TargetError(f"Engram table of {format_bytes(table_bytes)}{scaled_note} is larger than {what} "
                           f"{target} ({format_bytes(cap)})",
-                          f"use --scale-to {format_bytes(cap * 0.9).replace(' ', '')} for a scaled table, "
+                          f"use --scale-to {int(cap * 0.9) >> 20}MiB for a scaled table (fewer rows per head), "
                           "or a larger target")
     return kind, cap
+
+
+# --- timed fetch through the engine ---------------------------------------------------------------------------
+WRITE_CHUNK = 1 << 20
+
+
+def table_write_plan(table_bytes: int, tag: int):
+    """Sequential 1 MiB writes covering the table, each stamped with ``tag`` (content = tag ^ block number)."""
+    from kvbench.engine import OP_WRITE, make_plan
+    off = np.arange(0, table_bytes, WRITE_CHUNK, dtype=np.uint64)
+    length = np.minimum(WRITE_CHUNK, table_bytes - off.astype(np.int64)).astype(np.uint32)
+    return make_plan(OP_WRITE, off, length, tag=tag)
+
+
+def table_is_current(target, table_bytes: int, tag: int, engine: str, extent: int, samples: int = 64) -> bool:
+    """Read ``samples`` pages spread over the table with full verification: True when all hold this table."""
+    from kvbench.engine import OP_READ, make_plan, run_plan
+    if target.size < table_bytes:
+        return False
+    n_pages = table_bytes // extent
+    pages = sorted_unique(np.linspace(0, n_pages - 1, num=min(samples, n_pages)).astype(np.int64))
+    res = run_plan(make_plan(OP_READ, pages.astype(np.uint64) * extent, extent, tag=tag), [target],
+                   engine=engine, qd=8, verify="all", handle_signals=False)
+    return res.status == "complete" and not res.verify.get("mismatches") and bool(res.ok.all())
+
+
+def read_plan(w: EngramWorkload, tag: int, max_steps: int | None = None):
+    """The measured reads: one extent per (step, layer, page), the first read of each step fenced behind the
+    previous step (so each step's fetch is timed alone, at the full queue depth)."""
+    from kvbench.engine import FLAG_FENCE, OP_READ, make_plan
+    step, layer, offset = w.plan_arrays(max_steps=max_steps)
+    first = np.ones(step.size, dtype=bool)
+    first[1:] = step[1:] != step[:-1]
+    flags = np.where(first, FLAG_FENCE, 0).astype(np.uint8)
+    if flags.size:
+        flags[0] = 0
+    plan = make_plan(OP_READ, offset.astype(np.uint64), w.layouts[w.config.layout].extent, tag=tag,
+                     group=step, flags=flags)
+    return plan, step, layer
+
+
+def fetch_summary(w: EngramWorkload, res, step: np.ndarray, layer: np.ndarray, max_steps: int | None) -> tuple:
+    """Per-step timing, histograms and the run's measured numbers from the engine's per-I/O arrays."""
+    from kvbench.metrics.histogram import LatencyHistogram
+    last = w.n_steps if max_steps is None else min(w.n_steps, w.profile_steps + max_steps)
+    steps = np.arange(w.profile_steps, last, dtype=np.int64)
+    done = res.complete_ns >= 0
+    timing = step_timing(steps, step[done], layer[done], res.submit_ns[done], res.complete_ns[done],
+                         w.n_layers, w.layer_windows_ns())
+    ran = np.ones(steps.size, dtype=bool)            # steps past an interruption are not counted
+    if res.status != "complete":
+        issued = res.submit_ns >= 0
+        ran[(np.searchsorted(steps, step[issued].max()) + 1) if issued.any() else 0:] = False
+    fetch_h = LatencyHistogram()
+    fetch_h.record(timing.step_fetch_ns[ran])
+    hists = {"step_fetch": fetch_h, "read": res.latency("read")}
+    for i in range(w.n_layers):
+        h = LatencyHistogram()
+        h.record(timing.fetch_ns[ran, i])
+        hists[f"layer{w.spec.layer_ids[i]}_fetch"] = h
+    wall = res.wall_s
+    ios = res.ios_by_op()["read"]
+    pct = fetch_h.percentiles()
+    windows = w.layer_windows_ns()
+    missed = None if timing.missed is None else float(timing.missed[ran].mean()) if ran.any() else 0.0
+    out = {
+        "fetch_us": {"p50": pct["p50"], "p90": pct["p90"], "p99": pct["p99"], "p99.9": pct["p99.9"],
+                     "max": pct["max"], "mean": pct["mean"]},
+        "window_us": None if windows is None else [float(x) / 1e3 for x in windows],
+        "window_miss_ratio": missed,
+        "iops": ios / wall if wall > 0 else None,
+        "bytes_per_s": res.bytes_by_op()["read"] / wall if wall > 0 else None,
+        "read_lat_us": res.latency("read").percentiles(),
+        "timed_steps": int(ran.sum()), "reads": ios, "runtime_s": wall,
+        "engine": res.summary(),
+    }
+    if windows is not None and ran.any():
+        # what the window asks of the device: the step's reads within the tightest layer window
+        per_step = np.bincount(np.searchsorted(steps, step), minlength=steps.size)[ran]
+        out["iops_needed_p99"] = float(np.percentile(per_step, 99) / (windows.min() / 1e9))
+        out["bytes_per_s_needed_p99"] = out["iops_needed_p99"] * w.layouts[w.config.layout].extent
+    ts = {"step": steps[ran], "reads": np.bincount(np.searchsorted(steps, step), minlength=steps.size)[ran],
+          "fetch_us": timing.step_fetch_ns[ran] / 1e3}
+    for i in range(w.n_layers):
+        ts[f"layer{w.spec.layer_ids[i]}_fetch_us"] = timing.fetch_ns[ran, i] / 1e3
+    if timing.missed is not None:
+        ts["missed_window"] = timing.missed[ran].astype(int)
+    return out, hists, ts
+
+
+def run_fetch(w: EngramWorkload, target, *, engine: str = "libaio", qd: int = 32, verify: str = "sampled",
+              on_write=None) -> tuple:
+    """Write the table when the target does not already hold it, then time the measured steps' reads.
+    Returns (fetch summary, histograms, per-step time series, engine result, table facts)."""
+    from kvbench.engine import run_plan
+    lay = w.layouts[w.config.layout]
+    table_bytes = lay.total_bytes
+    tag = table_tag(w.spec, table_bytes, lay.page)
+    dev_engine = "dram" if target.kind == "dram" else engine
+    facts = {"tag": f"{tag:#018x}", "bytes": table_bytes, "written": False, "write_s": 0.0}
+    if target.kind == "dram" or target.created or not table_is_current(target, table_bytes, tag, dev_engine, lay.extent):
+        if not target.writable:
+            raise TargetError(f"{target.path} does not hold this Engram table and is read-only to kvbench",
+                              "give a new file path (kvbench creates it) or a device with --destroy-data")
+        if on_write:
+            on_write(table_bytes)
+        t0 = time.perf_counter()
+        wres = run_plan(table_write_plan(table_bytes, tag), [target], engine=dev_engine, qd=8)
+        wres.raise_for_status()
+        facts.update(written=True, write_s=time.perf_counter() - t0,
+                     write_bytes_per_s=table_bytes / max(time.perf_counter() - t0, 1e-9))
+    plan, step, layer = read_plan(w, tag, w.config.steps)
+    res = run_plan(plan, [target], engine=dev_engine, qd=qd, verify=verify)
+    out, hists, ts = fetch_summary(w, res, step, layer, w.config.steps)
+    return out, hists, ts, res, facts
