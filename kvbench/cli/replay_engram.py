@@ -90,8 +90,8 @@ def run(cfg, spec, *, dry_run, engine, qd, verify, destroy_data, results, as_jso
 
     config = {**asdict(cfg), "dry_run": dry_run, "engine": engine, "qd": qd, "verify": verify,
               "table_scale": spec.scale, "rows_per_head": list(spec.rows_per_head)}
+    w = build_workload(cfg, spec)              # bad text or too few tokens fail here, before the run folder
     rd = RunDir.create("replay-engram", config, root=results)
-    w = build_workload(cfg, spec)
     summary = {**w.summary(), "fetch_us": None, "window_miss_ratio": None, "iops": None}
     if spec.scale < 1:
         summary["warnings"].append(f"table scaled to {spec.scale:.4g} of {spec.name}'s published rows per head "

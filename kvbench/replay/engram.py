@@ -69,6 +69,8 @@ class EngramReplayConfig:
     def validate(self) -> None:
         if (self.text is None) == (self.zipf is None):
             raise UsageError("give exactly one token source", "use --text FILE or --zipf S")
+        if self.text is not None and not Path(self.text).is_file():
+            raise UsageError(f"{self.text}: text file not found", "give an existing UTF-8 text file with --text")
         if self.mode not in MODES:
             raise UsageError(f"unknown --mode {self.mode!r}", f"use one of {', '.join(MODES)}")
         if self.layout not in LAYOUTS:
