@@ -1,1 +1,1 @@
-"""Replays: KV-cache and Engram workloads driven through tiers onto real targets."""
+"""Replays: KV-cache traces through the tier hierarchy onto real DRAM and NVMe (``kvbench replay kv``)."""
