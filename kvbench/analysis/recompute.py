@@ -267,9 +267,12 @@ def _read_requests(path) -> RunHits:
     return RunHits(hit_blocks, load, inp, blocks, tier_load)
 
 
-def fit_tier_from_requests(name: str, hits: RunHits, block_bytes: float, min_requests: int = 8) -> Tier | None:
-    """Latency + bytes/bandwidth fitted to requests whose hits all came from tier ``name`` (as experienced
-    per request, unlike a run-average bandwidth); None when too few such requests or sizes."""
+def fit_tier_from_requests(name: str, hits: RunHits, block_bytes: float, min_requests: int = 8,
+                           latency_s: float | None = None) -> Tier | None:
+    """The tier as requests experienced it (unlike a run-average bandwidth, which a write-heavy or open-loop run
+    drags down): latency + bytes/bandwidth fitted to the tier's per-request load times when there are
+    ``min_requests`` of two or more sizes; with fewer, bytes over load time at the given ``latency_s``; None
+    when no request loaded from the tier (or no latency is known for the fallback)."""
     from kvbench.compute.fit import fit_line
     if name not in hits.hit_blocks:
         return None
@@ -284,12 +287,18 @@ def fit_tier_from_requests(name: str, hits: RunHits, block_bytes: float, min_req
     else:
         return None
     sel &= np.isfinite(load) & (load > 0)
-    if sel.sum() < min_requests or np.unique(own[sel]).size < 2:
+    if not sel.any():
         return None
-    a, b = fit_line(own[sel] * block_bytes, load[sel])
-    if b <= 0:
+    nbytes = own[sel] * block_bytes
+    if sel.sum() >= min_requests and np.unique(own[sel]).size >= 2:
+        a, b = fit_line(nbytes, load[sel])
+        if b > 0:
+            return Tier(name, 1.0 / b, a, source=f"fit to {what} {int(sel.sum())} requests in requests.csv")
+    if latency_s is None:
         return None
-    return Tier(name, 1.0 / b, a, source=f"fit to {what} {int(sel.sum())} requests in requests.csv")
+    # too few requests for a fit: bytes over load time per request (latency included, so pessimistic)
+    return Tier(name, float(nbytes.sum() / load[sel].sum()), latency_s,
+                source=f"bytes / load time over {what} {int(sel.sum())} requests, p50 read latency")
 
 
 def _pct(x: np.ndarray) -> dict:

@@ -77,7 +77,7 @@ def check_cmd(profile_name, rate, run_dir, tier_specs, trace_path, model_name, k
         block_tokens = run.block_tokens
         run_notes = list(run.notes)
         for t in run.tiers:
-            fitted = (fit_tier_from_requests(t.name, run.hits, model.block_bytes(block_tokens))
+            fitted = (fit_tier_from_requests(t.name, run.hits, model.block_bytes(block_tokens), latency_s=t.latency_s)
                       if run.hits is not None and block_tokens else None)
             tiers.append(fitted or t)
             if fitted is None:
@@ -123,6 +123,9 @@ def check_cmd(profile_name, rate, run_dir, tier_specs, trace_path, model_name, k
         margins = " ".join(f"{format_duration(r['margin_s'][str(n)]):>10}" for n in show)
         click.echo(f"{name:<12} {format_bytes(r['bandwidth_bytes_per_s'], binary=False) + '/s':>11} "
                    f"{format_duration(r['latency_s']):>9} {n_star:>9}  {margins}")
+    for name, r in result_tiers.items():
+        if r["source"] != "given":
+            click.echo(f"  {name}: {r['source']}")
     for r in result_tiers.values():
         click.echo(r["verdict"])
     if run is not None:

@@ -84,6 +84,8 @@ class ComputeProfile:
         return n / self.fit.seconds(n)
 
     def describe(self) -> str:
+        if self.kind == "rate":
+            return f"{self.name} [rate]: {self.tokens_per_s:,.0f} tok/s at any length (linear what-if, not measured)"
         scaled = f", {self.layers_measured}/{self.layers_total} layers measured, scaled" if self.scaled else ""
         return (f"{self.name} [{self.kind}] {self.model} on {self.device} ({self.dtype}{scaled}): "
                 f"{self.tokens_per_s:,.0f} tok/s at {self.reference_tokens} tokens")
