@@ -91,6 +91,18 @@ def test_percentile_sets_convert_units_and_name_paths():
     assert dig({"a": [{"b": 1}]}, "a.0.b") == 1
 
 
+def test_latency_from_engine_histograms_gives_percentiles_and_a_dense_tail_curve(tmp_path):
+    from kvbench.report.rundata import latency_curves, latency_sets
+
+    rd = load_run(make_io_run(tmp_path, "io-h", p50_us=500.0))
+    pct = latency_sets(rd)["target0.read"]
+    assert pct["p50"] == pytest.approx(500.0, rel=0.03)          # lognormal median, within histogram + sample error
+    assert pct["p50"] < pct["p99"] < pct["p99.9"] < pct["max"]
+    xs, ys = latency_curves(rd)["target0.read"]
+    assert xs[0] == pytest.approx(0.30103) and xs[-1] == pytest.approx(min(5.0, np.log10(200_000)))
+    assert all(b >= a for a, b in zip(ys, ys[1:]))                # a tail curve never decreases
+
+
 def test_tail_axis_and_knee():
     assert [tail_x(k) for k in ("p50", "p90", "p99", "p99.9", "p99.99")] == pytest.approx([0.30103, 1, 2, 3, 4], abs=1e-5)
     assert tail_x("max") is None

@@ -13,7 +13,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from kvbench.report.rundata import TAIL_KEYS, RunData, dig, latency_sets
+from kvbench.report.rundata import TAIL_KEYS, RunData, dig, latency_curves, latency_sets
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f")
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
@@ -69,6 +69,7 @@ def latency_tail(runs: list[RunData]) -> go.Figure | None:
     max_x = 0.0
     for ri, rd in enumerate(runs):
         sets = latency_sets(rd)
+        curves = latency_curves(rd)
         for si, (series, vals) in enumerate(sorted(sets.items())):
             pts = sorted((tail_x(k), v, k) for k, v in vals.items() if tail_x(k) is not None and v > 0)
             if not pts:
@@ -79,10 +80,16 @@ def latency_tail(runs: list[RunData]) -> go.Figure | None:
                 ys.append(vals["max"])
                 ks.append("max")
             max_x = max(max_x, xs[-1])
+            color = PALETTE[si % len(PALETTE)]
             fig.add_trace(go.Scatter(
-                x=xs, y=ys, mode="lines+markers", name=_name(runs, rd, series), customdata=ks,
-                line=dict(color=PALETTE[si % len(PALETTE)], dash=DASHES[ri % len(DASHES)]),
+                x=xs, y=ys, mode="markers" if series in curves else "lines+markers", name=_name(runs, rd, series),
+                customdata=ks, legendgroup=f"{ri}-{series}", marker=dict(color=color, size=7),
+                line=dict(color=color, dash=DASHES[ri % len(DASHES)]),
                 hovertemplate="%{customdata}: %{y:.4g} us<extra>%{fullData.name}</extra>"))
+            if series in curves:   # the full histogram between the marked percentiles
+                cx, cy = curves[series]
+                fig.add_trace(go.Scatter(x=cx, y=cy, mode="lines", legendgroup=f"{ri}-{series}", showlegend=False,
+                                         line=dict(color=color, dash=DASHES[ri % len(DASHES)]), hoverinfo="skip"))
             any_series = True
     if not any_series:
         return None
@@ -368,6 +375,10 @@ def dwpd_vs_retention(runs: list[RunData]) -> go.Figure | None:
         fig.add_trace(go.Scatter(x=x, y=[float(r["dwpd"]) for r in rows], mode="lines+markers",
                                  name=_name(runs, rd, "required DWPD"), line=dict(color=color, width=2.5)),
                       secondary_y=False)
+        bound = [_num(r.get("dwpd_retention_bound")) for r in rows]
+        if any(b is not None for b in bound):
+            fig.add_trace(go.Scatter(x=x, y=bound, mode="lines+markers", name=_name(runs, rd, "DWPD if every block is kept for the retention"),
+                                     line=dict(color=color, dash="dash")), secondary_y=False)
         caps = [_num(r.get("capacity_bytes")) for r in rows]
         if any(c for c in caps):
             fig.add_trace(go.Scatter(x=x, y=[(c or 0) / 2**30 for c in caps], mode="lines+markers",
