@@ -143,6 +143,10 @@ def throughput_over_time(runs: list[RunData]) -> go.Figure | None:
                           row=row, col=1)
         if title.startswith("latency"):
             fig.update_yaxes(type="log", row=row, col=1)
+        elif title.startswith("bandwidth"):
+            fig.update_yaxes(tickformat=".3s", ticksuffix="B/s", rangemode="tozero", row=row, col=1)
+        else:
+            fig.update_yaxes(tickformat=".3s", rangemode="tozero", row=row, col=1)
     fig.update_xaxes(title="time since start (s)", row=len(order), col=1)
     fig.update_layout(title="Bandwidth and IOPS over time", **{**_LAYOUT, "height": 260 * len(order) + 120})
     return fig
