@@ -587,6 +587,8 @@ def fetch_summary(w: EngramWorkload, res, step: np.ndarray, layer: np.ndarray, m
                      "max": pct["max"], "mean": pct["mean"]},
         "window_us": None if windows is None else [float(x) / 1e3 for x in windows],
         "window_miss_ratio": missed,
+        "layer_window_miss_ratio": None if timing.layer_missed is None or not ran.any() else
+        {str(lid): float(timing.layer_missed[ran, i].mean()) for i, lid in enumerate(w.spec.layer_ids)},
         "iops": ios / wall if wall > 0 else None,
         "bytes_per_s": res.bytes_by_op()["read"] / wall if wall > 0 else None,
         "read_lat_us": res.latency("read").percentiles(),
