@@ -91,6 +91,18 @@ def test_percentile_sets_convert_units_and_name_paths():
     assert dig({"a": [{"b": 1}]}, "a.0.b") == 1
 
 
+def test_latency_from_engine_histograms_gives_percentiles_and_a_dense_tail_curve(tmp_path):
+    from kvbench.report.rundata import latency_curves, latency_sets
+
+    rd = load_run(make_io_run(tmp_path, "io-h", p50_us=500.0))
+    pct = latency_sets(rd)["target0.read"]
+    assert pct["p50"] == pytest.approx(500.0, rel=0.03)          # lognormal median, within histogram + sample error
+    assert pct["p50"] < pct["p99"] < pct["p99.9"] < pct["max"]
+    xs, ys = latency_curves(rd)["target0.read"]
+    assert xs[0] == pytest.approx(0.30103) and xs[-1] == pytest.approx(min(5.0, np.log10(200_000)))
+    assert all(b >= a for a, b in zip(ys, ys[1:]))                # a tail curve never decreases
+
+
 def test_tail_axis_and_knee():
     assert [tail_x(k) for k in ("p50", "p90", "p99", "p99.9", "p99.99")] == pytest.approx([0.30103, 1, 2, 3, 4], abs=1e-5)
     assert tail_x("max") is None
@@ -107,3 +119,27 @@ def test_the_chromium_check_catches_a_javascript_error(tmp_path):
     out.write_text(out.read_text().replace("</body>", "<script>notDefinedAnywhere();</script></body>"))
     with pytest.raises(AssertionError, match="notDefinedAnywhere"):
         assert_report_renders(out, tmp_path, min_plots=1, screenshot=False)
+
+
+def test_comparison_of_two_real_io_runs(tmp_path):
+    """Two real `kvbench io` runs (4 KiB and 64 KiB random reads on one file) reported side by side."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    env = {**__import__("os").environ, "PYTHONPATH": str(REPO)}
+    dirs = []
+    for bs in ("4k", "64k"):
+        p = subprocess.run([sys.executable, "-m", "kvbench", "io", "--target", str(tmp_path / "t.dat"), "--size", "16MiB",
+                            "--rw", "randread", "--bs", bs, "--qd", "8", "--runtime", "1", "--results",
+                            str(tmp_path / "results"), "--json"], capture_output=True, text=True, cwd=REPO, env=env,
+                           timeout=120)
+        assert p.returncode == 0, p.stderr[-2000:]
+        dirs.append(json.loads(p.stdout)["run_dir"])
+    out, index = build_report(dirs, tmp_path / "io-cmp.html")
+    assert "latency_tail" in index["figures"] and "throughput_over_time" in index["figures"]
+    text = out.read_text()
+    names = [__import__("pathlib").Path(d).name for d in dirs]
+    assert all(n in text for n in names)
+    assert_report_renders(out, tmp_path, min_plots=2, screenshot=False)

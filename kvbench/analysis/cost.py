@@ -160,6 +160,7 @@ RATE_MODELS = {
     "replicate": "rate/trace-rate independent copies of the trace's users: capacity and writes scale with the "
                  "copies, retention and hit ratios do not change",
 }
+LAYOUT_NAMES = ("slot", "log")
 DEFAULT_SWEEP = (300.0, 3600.0, 6 * 3600.0, 86400.0, None)
 
 
@@ -182,6 +183,7 @@ class PlanOptions:
     ssd_class: str | None = None          # default: the cheapest class per day
     sweep: tuple = DEFAULT_SWEEP          # retention values (s; None = unlimited) for the sweep
     waf: float | None = None              # a measured device WAF (skips the FTL model)
+    waf_source: str = "given (--waf)"
 
     def validate(self) -> "PlanOptions":
         if not self.targets:
@@ -260,12 +262,16 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
     value_per_hit = trace.block_tokens * usd_token
 
     # device WAF of the L3 store
-    layout = run_layout or opt.layout
+    layout = run_layout if run_layout in LAYOUT_NAMES else opt.layout
     if opt.waf is not None:
-        waf, waf_source = float(opt.waf), "given (--waf)"
-    else:
-        waf, waf_params = layout_waf(layout, block_bytes, erase_block_bytes=opt.erase_block_bytes, op=opt.ssd_op,
-                                     gc=opt.gc)
+        waf, waf_source = float(opt.waf), opt.waf_source
+    layout_wafs = {}
+    if opt.waf is None:
+        for name in LAYOUT_NAMES:   # both layouts: the comparison shows what the layout does to the NAND
+            layout_wafs[name] = layout_waf(name, block_bytes, erase_block_bytes=opt.erase_block_bytes,
+                                           op=opt.ssd_op, gc=opt.gc)[0]
+    if opt.waf is None:
+        waf = layout_wafs[layout]
         waf_source = (f"FTL model: {layout} layout, {block_bytes} B slots, op {opt.ssd_op:g}, "
                       f"{opt.erase_block_bytes >> 20} MiB erase units, {opt.gc} GC")
 
@@ -350,6 +356,12 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
         }
 
     primary = per_target[_key(opt.targets[0])]
+    layouts = {}
+    if primary.get("reachable"):
+        for name, w in layout_wafs.items():
+            nand = primary["l3_write_bytes_per_day"] * w
+            layouts[name] = {"waf": w, "nand_bytes_per_day": nand,
+                             "nand_writes_per_day": nand / primary["dwpd_capacity_bytes"]}
     # the trace's horizon: reuse (and residence) longer than the wall time the trace covers is not observed
     wall_span = window_s / scale if compress else window_s
     warnings, retention_bound = [], None
@@ -378,6 +390,9 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
                         "nand_bytes_per_day": wd * waf})
         sweep.append(row)
 
+    for rows in plans.values():
+        for p in rows:
+            p["gpu_hours_per_day"] = p["usd_per_day"]["gpu"] / prices.gpu_usd_per_hour
     return {
         "model": model, "trace": str(trace.path), "block_tokens": trace.block_tokens, "block_bytes": block_bytes,
         "requests": n, "references": refs, "span_s": span, "trace_rate": trace_rate, "rate": opt.rate or trace_rate,
@@ -389,7 +404,7 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
         "lifetime_years": primary.get("lifetime_years"), "nand_bytes_per_day": primary.get("nand_bytes_per_day"),
         "l3_write_bytes_per_day": primary.get("l3_write_bytes_per_day"), "ssd_class": primary.get("ssd_class"),
         "ssd_per_dram_gb": primary.get("ssd_per_dram_gb"),
-        "trace_wall_span_s": wall_span, "warnings": warnings, "retention_bound": retention_bound,
+        "layouts": layouts, "trace_wall_span_s": wall_span, "warnings": warnings, "retention_bound": retention_bound,
         "per_target": per_target, "plans": plans, "retention_sweep": sweep,
         "prices": prices.to_dict(), "compute": compute or {"tokens_per_s": tokens_per_s},
         "assumptions": [

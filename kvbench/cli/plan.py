@@ -30,6 +30,31 @@ def _read_run(run_dir: str) -> tuple[dict, float | None, str | None]:
     return summary, (float(capacity) if capacity else None), layout
 
 
+def _run_iolog_waf(run_dir: str, capacity: float | None, op: float, erase_block: int):
+    """Device WAF of the run's own write stream: its exported fio iolog through the FTL model (None if absent)."""
+    from kvbench.analysis import ftl
+
+    logs = sorted(Path(run_dir).glob("*.iolog")) + sorted(Path(run_dir).glob("*iolog*.txt"))
+    if not logs:
+        return None
+    ops, offsets, lengths = ftl.read_iolog(logs[0], largest=True)
+    writes = ops == ftl.OP_WRITE
+    if not writes.any():
+        return None
+    page = 16 << 10
+    top = max(float(capacity or 0), float((offsets + lengths).max()))
+    pages = -(-int(top) // page)
+    block_pages = max(2, erase_block // page)
+    while pages * (1 + op) > (1 << 22) and page < erase_block:  # keep the model small: coarser pages
+        page *= 2
+        pages, block_pages = -(-int(top) // page), max(2, erase_block // page)
+    blocks_needed = max(64, -(-pages // block_pages))
+    cfg = ftl.FtlConfig(user_bytes=blocks_needed * block_pages * page, page_size=page, op=op,
+                        block_pages=block_pages).validate()
+    r = ftl.simulate(cfg, extents=ftl.bytes_to_pages(ops, offsets, lengths, page), writes=4.0, warmup=0.5)
+    return r.waf, f"FTL model fed the run's I/O ({logs[0].name}), op {op:g}, {erase_block >> 20} MiB erase units"
+
+
 @click.command("plan")
 @click.option("--trace", "trace_path", required=True, help="Trace file or built-in trace name.")
 @click.option("--model", required=True, help="Model preset (KV bytes per token).")
@@ -89,17 +114,26 @@ def plan_cmd(trace_path, model, targets, absolute, retention, rate, rate_model, 
                    "source": "--recompute-tokens-per-s" if recompute_tokens_per_s else
                    "assumption: 10,000 prefill tokens/s per GPU (give --profile or --recompute-tokens-per-s)"}
     summary = l3_cap = run_layout = None
+    waf_source = "given (--waf)"
     if run_dir:
+        from kvbench.analysis.waf import from_summary
+
         summary, l3_cap, run_layout = _read_run(run_dir)
+        layers = from_summary(summary)
+        if waf is None and layers.device is not None and layers.device_waf_source:
+            waf, waf_source = layers.device, f"measured in the run ({layers.device_waf_source})"
+        elif waf is None:
+            waf, waf_source = _run_iolog_waf(run_dir, l3_cap, ssd_op, erase_block) or (None, waf_source)
     opts = PlanOptions(targets=tuple(targets) or (0.9, 0.95, 0.99), relative=not absolute, retention_s=retention,
                        rate=rate, rate_model=rate_model, warmup=warmup, layout=layout, ssd_op=ssd_op,
                        erase_block_bytes=erase_block, store_fill=store_fill, dram_bytes=dram_bytes,
-                       ssd_class=ssd_class, waf=waf)
+                       ssd_class=ssd_class, waf=waf, waf_source=waf_source)
     out = build_plan(trace, block_bytes=block_bytes, prices=price_table, tokens_per_s=tokens_per_s, options=opts,
                      summary=summary, run_l3_capacity=l3_cap, run_layout=run_layout, compute=compute,
                      model=spec.name)
     if run_dir:
         out["run"] = str(run_dir)
+        out["write_amplification"] = layers.to_dict()
     if as_json:
         emit_json(out)
         return

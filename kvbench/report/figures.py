@@ -13,7 +13,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from kvbench.report.rundata import TAIL_KEYS, RunData, dig, latency_sets
+from kvbench.report.rundata import TAIL_KEYS, RunData, dig, latency_curves, latency_sets
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f")
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
@@ -69,6 +69,7 @@ def latency_tail(runs: list[RunData]) -> go.Figure | None:
     max_x = 0.0
     for ri, rd in enumerate(runs):
         sets = latency_sets(rd)
+        curves = latency_curves(rd)
         for si, (series, vals) in enumerate(sorted(sets.items())):
             pts = sorted((tail_x(k), v, k) for k, v in vals.items() if tail_x(k) is not None and v > 0)
             if not pts:
@@ -79,10 +80,16 @@ def latency_tail(runs: list[RunData]) -> go.Figure | None:
                 ys.append(vals["max"])
                 ks.append("max")
             max_x = max(max_x, xs[-1])
+            color = PALETTE[si % len(PALETTE)]
             fig.add_trace(go.Scatter(
-                x=xs, y=ys, mode="lines+markers", name=_name(runs, rd, series), customdata=ks,
-                line=dict(color=PALETTE[si % len(PALETTE)], dash=DASHES[ri % len(DASHES)]),
+                x=xs, y=ys, mode="markers" if series in curves else "lines+markers", name=_name(runs, rd, series),
+                customdata=ks, legendgroup=f"{ri}-{series}", marker=dict(color=color, size=7),
+                line=dict(color=color, dash=DASHES[ri % len(DASHES)]),
                 hovertemplate="%{customdata}: %{y:.4g} us<extra>%{fullData.name}</extra>"))
+            if series in curves:   # the full histogram between the marked percentiles
+                cx, cy = curves[series]
+                fig.add_trace(go.Scatter(x=cx, y=cy, mode="lines", legendgroup=f"{ri}-{series}", showlegend=False,
+                                         line=dict(color=color, dash=DASHES[ri % len(DASHES)]), hoverinfo="skip"))
             any_series = True
     if not any_series:
         return None
@@ -136,6 +143,10 @@ def throughput_over_time(runs: list[RunData]) -> go.Figure | None:
                           row=row, col=1)
         if title.startswith("latency"):
             fig.update_yaxes(type="log", row=row, col=1)
+        elif title.startswith("bandwidth"):
+            fig.update_yaxes(tickformat=".3s", ticksuffix="B/s", rangemode="tozero", row=row, col=1)
+        else:
+            fig.update_yaxes(tickformat=".3s", rangemode="tozero", row=row, col=1)
     fig.update_xaxes(title="time since start (s)", row=len(order), col=1)
     fig.update_layout(title="Bandwidth and IOPS over time", **{**_LAYOUT, "height": 260 * len(order) + 120})
     return fig
@@ -162,15 +173,26 @@ def knee_index(x, y) -> int | None:
     return int(idx[k]) if d[k] > 0 else None
 
 
-def _curve(rd: RunData):
-    """(capacities in bytes or blocks, hit ratios, unit, infinite ratio) from the attached curve, if any."""
+def _curves(rd: RunData) -> list[tuple]:
+    """[(label, capacities, hit ratios, unit, infinite ratio)] from the attached curves: an ``mrc`` result
+    (KV blocks), or an Engram run's ``curve.json`` (DRAM bytes against row hit ratio, one series per policy)."""
+    out = []
     for src in (rd.analysis("mrc"), dig(rd.analysis("plan"), "curve"), dig(rd.summary, "curve")):
         if isinstance(src, dict) and src.get("capacities") and src.get("hit_ratio"):
             cap = np.asarray(src["capacities"], dtype=float)
             hr = np.asarray([np.nan if v is None else v for v in src["hit_ratio"]], dtype=float)
             unit = str(src.get("unit", "bytes" if cap.max() > 1e7 else "blocks"))
-            return cap, hr, unit, _num(src.get("infinite_hit_ratio"))
-    return None
+            out.append(("hit ratio (exact LRU)", cap, hr, unit, _num(src.get("infinite_hit_ratio"))))
+            break
+    eng = rd.analysis("curve")
+    if isinstance(eng, dict) and eng.get("dram_bytes"):
+        cap = np.asarray(eng["dram_bytes"], dtype=float)
+        for policy, vals in eng.items():
+            if policy in ("dram_bytes", "dram_rows") or not isinstance(vals, list) or len(vals) != cap.size:
+                continue
+            hr = np.asarray([np.nan if v is None else v for v in vals], dtype=float)
+            out.append((f"DRAM row hit ratio ({policy})", cap, hr, "bytes", None))
+    return out
 
 
 def chosen_capacities(rd: RunData) -> dict[str, float]:
@@ -182,6 +204,9 @@ def chosen_capacities(rd: RunData) -> dict[str, float]:
                 v = _num(t.get("capacity_bytes") or t.get("capacity"))
                 if v:
                     out[tier] = v
+    for prefix, s in rd.all_summaries():
+        if _num(s.get("dram_bytes")) and s.get("kind") == "replay-engram":
+            out["DRAM row cache"] = _num(s["dram_bytes"])
     if not out:
         for r in (rd, *rd.parts.values()):
             cfg = r.run.get("config") or {}
@@ -212,14 +237,19 @@ def hit_ratio_curve(runs: list[RunData]) -> go.Figure | None:
     fig = _fig("Hit ratio vs capacity")
     lo, hi, drawn, unit = math.inf, 0.0, False, "bytes"
     for ri, rd in enumerate(runs):
-        c = _curve(rd)
-        if c is None:
+        curves = _curves(rd)
+        if not curves:
             continue
-        cap, hr, unit, inf = c
         color = PALETTE[ri % len(PALETTE)]
+        for ci, (label, cap, hr, unit, inf) in enumerate(curves[1:], start=1):   # extra series (Engram policies)
+            ok = cap > 0
+            lo, hi = min(lo, cap[ok].min()), max(hi, cap[ok].max())
+            fig.add_trace(go.Scatter(x=cap[ok], y=hr[ok], mode="lines", name=_name(runs, rd, label),
+                                     line=dict(color=PALETTE[(ri + ci) % len(PALETTE)], dash=DASHES[ci % len(DASHES)])))
+        label, cap, hr, unit, inf = curves[0]
         ok = cap > 0
         lo, hi = min(lo, cap[ok].min()), max(hi, cap[ok].max())
-        fig.add_trace(go.Scatter(x=cap[ok], y=hr[ok], mode="lines", name=_name(runs, rd, "hit ratio (exact LRU)"),
+        fig.add_trace(go.Scatter(x=cap[ok], y=hr[ok], mode="lines", name=_name(runs, rd, label),
                                  line=dict(color=color, width=2.5)))
         if inf is not None:
             fig.add_trace(go.Scatter(x=[cap[ok].min(), cap[ok].max()], y=[inf, inf], mode="lines",
@@ -368,6 +398,10 @@ def dwpd_vs_retention(runs: list[RunData]) -> go.Figure | None:
         fig.add_trace(go.Scatter(x=x, y=[float(r["dwpd"]) for r in rows], mode="lines+markers",
                                  name=_name(runs, rd, "required DWPD"), line=dict(color=color, width=2.5)),
                       secondary_y=False)
+        bound = [_num(r.get("dwpd_retention_bound")) for r in rows]
+        if any(b is not None for b in bound):
+            fig.add_trace(go.Scatter(x=x, y=bound, mode="lines+markers", name=_name(runs, rd, "DWPD if every block is kept for the retention"),
+                                     line=dict(color=color, dash="dash")), secondary_y=False)
         caps = [_num(r.get("capacity_bytes")) for r in rows]
         if any(c for c in caps):
             fig.add_trace(go.Scatter(x=x, y=[(c or 0) / 2**30 for c in caps], mode="lines+markers",
