@@ -532,6 +532,35 @@ def steady_state_rounds(runs: list[RunData]) -> go.Figure | None:
     return fig
 
 
+# --- a measured prefill profile ---------------------------------------------------------------------------
+
+def prefill_profile(runs: list[RunData]) -> go.Figure | None:
+    """Measured prefill time against prompt length with the fitted T(n) = a + b n + c n^2."""
+    fig = _fig("Prefill time vs prompt length (measured points and fit)")
+    drawn = False
+    for ri, rd in enumerate(runs):
+        for _, s in rd.all_summaries():
+            pts, fit = s.get("points"), s.get("fit")
+            if s.get("kind") != "prefill" or not isinstance(pts, dict) or not pts.get("tokens"):
+                continue
+            n = np.asarray(pts["tokens"], dtype=float)
+            t = np.asarray(pts["seconds"], dtype=float)
+            color = PALETTE[ri % len(PALETTE)]
+            fig.add_trace(go.Scatter(x=n, y=t * 1e3, mode="markers", marker=dict(color=color, size=9),
+                                     name=_name(runs, rd, f"measured ({s.get('device', '')})")))
+            if isinstance(fit, dict) and all(_num(fit.get(k)) is not None for k in "abc"):
+                xs = np.geomspace(max(1.0, n.min()), n.max(), 60)
+                ys = fit["a"] + fit["b"] * xs + fit["c"] * xs * xs
+                fig.add_trace(go.Scatter(x=xs, y=ys * 1e3, mode="lines", line=dict(color=color),
+                                         name=_name(runs, rd, f"fit a+bn+cn² (rel rms {100 * (_num(fit.get('rel_rms')) or 0):.1f}%)")))
+            drawn = True
+    if not drawn:
+        return None
+    fig.update_xaxes(title="prompt tokens (log)", type="log")
+    fig.update_yaxes(title="prefill time (ms, log)", type="log")
+    return fig
+
+
 #: the report's figures, in order (section title, builder)
 FIGURES = (
     ("Latency", latency_tail),
@@ -541,4 +570,5 @@ FIGURES = (
     ("Break-even prefix length", break_even),
     ("Endurance vs retention", dwpd_vs_retention),
     ("Steady state", steady_state_rounds),
+    ("Prefill profile", prefill_profile),
 )
