@@ -119,3 +119,27 @@ def test_the_chromium_check_catches_a_javascript_error(tmp_path):
     out.write_text(out.read_text().replace("</body>", "<script>notDefinedAnywhere();</script></body>"))
     with pytest.raises(AssertionError, match="notDefinedAnywhere"):
         assert_report_renders(out, tmp_path, min_plots=1, screenshot=False)
+
+
+def test_comparison_of_two_real_io_runs(tmp_path):
+    """Two real `kvbench io` runs (4 KiB and 64 KiB random reads on one file) reported side by side."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    env = {**__import__("os").environ, "PYTHONPATH": str(REPO)}
+    dirs = []
+    for bs in ("4k", "64k"):
+        p = subprocess.run([sys.executable, "-m", "kvbench", "io", "--target", str(tmp_path / "t.dat"), "--size", "16MiB",
+                            "--rw", "randread", "--bs", bs, "--qd", "8", "--runtime", "1", "--results",
+                            str(tmp_path / "results"), "--json"], capture_output=True, text=True, cwd=REPO, env=env,
+                           timeout=120)
+        assert p.returncode == 0, p.stderr[-2000:]
+        dirs.append(json.loads(p.stdout)["run_dir"])
+    out, index = build_report(dirs, tmp_path / "io-cmp.html")
+    assert "latency_tail" in index["figures"] and "throughput_over_time" in index["figures"]
+    text = out.read_text()
+    names = [__import__("pathlib").Path(d).name for d in dirs]
+    assert all(n in text for n in names)
+    assert_report_renders(out, tmp_path, min_plots=2, screenshot=False)

@@ -143,6 +143,10 @@ def throughput_over_time(runs: list[RunData]) -> go.Figure | None:
                           row=row, col=1)
         if title.startswith("latency"):
             fig.update_yaxes(type="log", row=row, col=1)
+        elif title.startswith("bandwidth"):
+            fig.update_yaxes(tickformat=".3s", ticksuffix="B/s", rangemode="tozero", row=row, col=1)
+        else:
+            fig.update_yaxes(tickformat=".3s", rangemode="tozero", row=row, col=1)
     fig.update_xaxes(title="time since start (s)", row=len(order), col=1)
     fig.update_layout(title="Bandwidth and IOPS over time", **{**_LAYOUT, "height": 260 * len(order) + 120})
     return fig
@@ -169,15 +173,26 @@ def knee_index(x, y) -> int | None:
     return int(idx[k]) if d[k] > 0 else None
 
 
-def _curve(rd: RunData):
-    """(capacities in bytes or blocks, hit ratios, unit, infinite ratio) from the attached curve, if any."""
+def _curves(rd: RunData) -> list[tuple]:
+    """[(label, capacities, hit ratios, unit, infinite ratio)] from the attached curves: an ``mrc`` result
+    (KV blocks), or an Engram run's ``curve.json`` (DRAM bytes against row hit ratio, one series per policy)."""
+    out = []
     for src in (rd.analysis("mrc"), dig(rd.analysis("plan"), "curve"), dig(rd.summary, "curve")):
         if isinstance(src, dict) and src.get("capacities") and src.get("hit_ratio"):
             cap = np.asarray(src["capacities"], dtype=float)
             hr = np.asarray([np.nan if v is None else v for v in src["hit_ratio"]], dtype=float)
             unit = str(src.get("unit", "bytes" if cap.max() > 1e7 else "blocks"))
-            return cap, hr, unit, _num(src.get("infinite_hit_ratio"))
-    return None
+            out.append(("hit ratio (exact LRU)", cap, hr, unit, _num(src.get("infinite_hit_ratio"))))
+            break
+    eng = rd.analysis("curve")
+    if isinstance(eng, dict) and eng.get("dram_bytes"):
+        cap = np.asarray(eng["dram_bytes"], dtype=float)
+        for policy, vals in eng.items():
+            if policy in ("dram_bytes", "dram_rows") or not isinstance(vals, list) or len(vals) != cap.size:
+                continue
+            hr = np.asarray([np.nan if v is None else v for v in vals], dtype=float)
+            out.append((f"DRAM row hit ratio ({policy})", cap, hr, "bytes", None))
+    return out
 
 
 def chosen_capacities(rd: RunData) -> dict[str, float]:
@@ -189,6 +204,9 @@ def chosen_capacities(rd: RunData) -> dict[str, float]:
                 v = _num(t.get("capacity_bytes") or t.get("capacity"))
                 if v:
                     out[tier] = v
+    for prefix, s in rd.all_summaries():
+        if _num(s.get("dram_bytes")) and s.get("kind") == "replay-engram":
+            out["DRAM row cache"] = _num(s["dram_bytes"])
     if not out:
         for r in (rd, *rd.parts.values()):
             cfg = r.run.get("config") or {}
@@ -219,14 +237,19 @@ def hit_ratio_curve(runs: list[RunData]) -> go.Figure | None:
     fig = _fig("Hit ratio vs capacity")
     lo, hi, drawn, unit = math.inf, 0.0, False, "bytes"
     for ri, rd in enumerate(runs):
-        c = _curve(rd)
-        if c is None:
+        curves = _curves(rd)
+        if not curves:
             continue
-        cap, hr, unit, inf = c
         color = PALETTE[ri % len(PALETTE)]
+        for ci, (label, cap, hr, unit, inf) in enumerate(curves[1:], start=1):   # extra series (Engram policies)
+            ok = cap > 0
+            lo, hi = min(lo, cap[ok].min()), max(hi, cap[ok].max())
+            fig.add_trace(go.Scatter(x=cap[ok], y=hr[ok], mode="lines", name=_name(runs, rd, label),
+                                     line=dict(color=PALETTE[(ri + ci) % len(PALETTE)], dash=DASHES[ci % len(DASHES)])))
+        label, cap, hr, unit, inf = curves[0]
         ok = cap > 0
         lo, hi = min(lo, cap[ok].min()), max(hi, cap[ok].max())
-        fig.add_trace(go.Scatter(x=cap[ok], y=hr[ok], mode="lines", name=_name(runs, rd, "hit ratio (exact LRU)"),
+        fig.add_trace(go.Scatter(x=cap[ok], y=hr[ok], mode="lines", name=_name(runs, rd, label),
                                  line=dict(color=color, width=2.5)))
         if inf is not None:
             fig.add_trace(go.Scatter(x=[cap[ok].min(), cap[ok].max()], y=[inf, inf], mode="lines",

@@ -20,7 +20,7 @@ import pandas as pd
 from kvbench.errors import UsageError
 
 #: analyses a job may attach to a folder, by file name -> key in ``RunData.analyses``
-ANALYSES = ("mrc", "plan", "check", "retention", "qualify", "steady_state", "probes")
+ANALYSES = ("mrc", "plan", "check", "retention", "qualify", "steady_state", "probes", "curve")
 
 #: percentile keys in the order of a tail axis
 TAIL_KEYS = ("p50", "p90", "p99", "p99.9", "p99.99")

@@ -33,7 +33,7 @@ def fmt(key: str, v) -> str:
         if k.endswith(("bytes_per_s", "bw")) or "_bytes_per_s" in k:
             return format_rate(f)
         if k.endswith("bytes") or "capacity" in k or re.fullmatch(r"(config\.)?l[1-4](_capacity)?", k) \
-                or re.search(r"(^|[._])size$", k) or "_bytes." in k or k.startswith("capacity_bytes"):
+                or re.search(r"(^|[._])(size|dram|page|scale_to|segment|chunk)$", k) or "_bytes." in k or k.startswith("capacity_bytes"):
             return format_bytes(f)
         if re.search(r"(_us|lat_us\.[a-z0-9.]+|fetch_us\.[a-z0-9.]+)$", k) or "_us." in k:
             return format_duration(f * 1e-6)
