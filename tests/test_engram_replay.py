@@ -193,9 +193,9 @@ def test_cli_dry_run_and_dram_target(cli, tiny_preset, tmp_path):
     (["--preset", "engram-27b", "--zipf", "1.1", "--dram", "0", "--dry-run"], "--dram capacity must be > 0"),
     (["--preset", "engram-27b", "--zipf", "1.1", "--target", "dram:0"], "zero capacity"),
     (["--preset", "engram-27b", "--zipf", "1.1", "--scale-to", "0", "--dry-run"], "--scale-to capacity must be > 0"),
-    (["--preset", "engram-27b", "--dry-run"], "give exactly one token source"),
+    (["--preset", "engram-27b", "--zipf", "1", "--text", "x.txt", "--dry-run"], "both given"),
     (["--preset", "engram-27b", "--zipf", "1.1"], "no --target"),
-    (["--preset", "engram-27b", "--zipf", "1.1", "--window-us", "5", "--layer-us", "5", "--dry-run"], "both given"),
+    (["--preset", "engram-27b", "--zipf", "1.1", "--window-us", "5", "--layer-us", "5", "--dry-run"], "more than one of"),
     (["--preset", "engram-27b", "--text", "/nonexistent.txt", "--dry-run"], "text file not found"),
 ])
 def test_cli_bad_input_one_line_before_io(cli, tmp_path, args, message):
@@ -211,3 +211,20 @@ def test_table_larger_than_file_space_is_refused(tmp_path):
         R.check_fits(1 << 62, str(tmp_path / "t.bin"))
     with pytest.raises(UsageError, match="does not exist"):
         R.check_fits(1, str(tmp_path / "nodir" / "t.bin"))
+
+
+def test_window_from_compute_profile_and_needed_rates(tiny_preset):
+    from kvbench.compute.profile import load_profile
+    cfg = R.EngramReplayConfig(preset=tiny_preset, text=str(TEXT), batch=4, seq_len=128, tokens=3000,
+                               compute="deepseek-v3-h800-production")
+    w = R.build_workload(cfg)
+    prof = load_profile("deepseek-v3-h800-production")
+    per_layer_us = float(prof.seconds(4)) * 1e6 / 61               # 4 decode tokens per step, 61 layers
+    assert w.layer_us == pytest.approx(per_layer_us)
+    assert w.layer_windows_ns().tolist() == pytest.approx([1 * per_layer_us * 1e3, 3 * per_layer_us * 1e3])
+    need = w.needed_rates()
+    per = w.reads_per_step()
+    assert per.sum() == w.reads["hash"][0].size
+    assert need["iops_needed"]["mean"] == pytest.approx(per.mean() / (per_layer_us * 1e-6))
+    assert need["bytes_per_s_needed"]["p99"] == pytest.approx(np.percentile(per, 99) * 4096 / (per_layer_us * 1e-6))
+    assert R.EngramReplayConfig(preset=tiny_preset, text=str(TEXT)).validate() is None

@@ -183,3 +183,16 @@ def test_shared_traces_exact(shared_dir):
     t = read_trace(shared_dir / "traces" / "mooncake-fast25" / "synthetic_trace.jsonl")
     assert exact_profile(t).infinite_hit_ratio == pytest.approx(0.640, abs=5e-4)   # README: 1 - 43924/121877
     assert np.allclose(exact_profile(t, ttl_s=300).hit_ratio(caps), brute_lru(t, caps, ttl_s=300), atol=1e-9)
+
+
+def test_stream_profile_equals_whole(tmp_path):
+    from kvbench.analysis.curves import stream_profile
+    from kvbench.stream.traces import iter_trace
+
+    t = read_trace(SAMPLE)
+    caps = [10, 100, 1000, 10000]
+    p, meta = stream_profile(iter_trace(SAMPLE, batch_requests=64), ttl_s=120)
+    assert meta["requests"] == 1000 and meta["references"] == t.n_blocks and meta["format"] == "mooncake"
+    assert np.allclose(p.hit_ratio(caps), exact_profile(t, ttl_s=120).hit_ratio(caps), atol=1e-12)
+    s, _ = stream_profile(iter_trace(SAMPLE, batch_requests=64), rate=0.3)
+    assert np.allclose(s.hit_ratio(caps), shards_profile(t, rate=0.3).hit_ratio(caps), atol=1e-12)

@@ -105,6 +105,22 @@ def test_replay_on_file_verifies_and_accounts_bytes(cli, tmp_path, store_dir):
     assert (Path(s["run_dir"]) / "timeseries.csv").exists() and (Path(s["run_dir"]) / "histograms.json").exists()
 
 
+def test_four_tiers_with_remote_directory_and_link_model(cli, tmp_path, store_dir):
+    l4 = store_dir / "remote"
+    l4.mkdir()
+    s = _json(cli("replay", "kv", "mooncake-sample", "--model", "tiny-gqa", "--l1", "4MiB", "--l2", "8MiB",
+                  "--l3", store_dir / "l3.store", "--l3-capacity", "16MiB", "--l4", l4, "--l4-capacity", "256MiB",
+                  "--l4-link-latency", "5ms", "--l4-link-bw", "1GB/s", "--write-policy", "back", "--max-requests",
+                  "150", "--closed-loop", "--verify", "all", "--json", "--results", tmp_path))
+    assert s["verify_errors"] == 0 and set(s["tiers"]) == {"l1", "l2", "l3", "l4"}
+    t4 = s["tiers"]["l4"]
+    assert t4["hit_blocks"] > 0 and t4["io_mode"] == "O_DIRECT" and t4["link_model"]["latency_s"] == 0.005
+    assert t4["load_ms"]["p50"] >= 5.0                       # modelled link latency is part of L4 load time
+    assert s["tiers"]["l1"]["read_bw_bytes_per_s"] is None   # simulated HBM: no measured rate
+    assert sum(s["tiers"][n]["hit_blocks"] for n in s["tiers"]) == s["hit_blocks"]
+    assert (l4 / "kvbench-l4.store").exists()
+
+
 def _dram_rows(s):
     """Planned DRAM I/Os of a run whose chunk >= block (one I/O per block event)."""
     b = s["tiers"]["l2"]["blocks"]

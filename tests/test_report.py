@@ -143,3 +143,23 @@ def test_comparison_of_two_real_io_runs(tmp_path):
     names = [__import__("pathlib").Path(d).name for d in dirs]
     assert all(n in text for n in names)
     assert_report_renders(out, tmp_path, min_plots=2, screenshot=False)
+
+
+def test_prefill_run_shows_points_and_fit(tmp_path):
+    d = tmp_path / "prefill-x"
+    d.mkdir()
+    (d / "run.json").write_text(json.dumps({"kind": "prefill", "command": "kvbench prefill --model tiny-gqa"}))
+    n = [64, 256, 1024, 4096]
+    fit = {"a": 0.002, "b": 2e-5, "c": 1e-9, "rel_rms": 0.03}
+    (d / "summary.json").write_text(json.dumps({
+        "kind": "prefill", "status": "complete", "run_dir": str(d), "model": "tiny-gqa", "device": "cpu",
+        "tokens_per_s": 40000.0, "reference_tokens": 1024, "fit": fit,
+        "points": {"tokens": n, "seconds": [fit["a"] + fit["b"] * x + fit["c"] * x * x for x in n]}}))
+    from kvbench.report.figures import prefill_profile
+
+    fig = prefill_profile([load_run(d)])
+    assert [t.name for t in fig.data] == ["measured (cpu)", "fit a+bn+cn² (rel rms 3.0%)"]
+    assert list(fig.data[0].y) == pytest.approx([1e3 * (0.002 + 2e-5 * x + 1e-9 * x * x) for x in n])
+    _, index = build_report([d], tmp_path / "p.html")
+    assert index["figures"] == ["prefill_profile"]
+    assert "40,000" in (tmp_path / "p.html").read_text()

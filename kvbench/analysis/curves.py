@@ -263,6 +263,39 @@ def shards_profile(trace: Trace, *, rate: float | None = None, size: int | None 
                          sampled_references=int(keep.sum()), extra={"adjustment": adj})
 
 
+def stream_profile(batches, *, rate: float | None = None, ttl_s: float | None = None,
+                   salt: int = 0) -> tuple[ReuseProfile, dict]:
+    """Exact (or fixed-rate SHARDS) LRU profile of a trace read batch by batch (``iter_trace``).
+
+    Memory is bounded by the distinct keys (sampled keys for SHARDS) and one batch, never the whole trace.
+    Returns the profile and what was read: requests, references, the first batch's path, format, block size.
+    """
+    from kvbench.analysis.mrc import LRUStack
+
+    if rate is not None and not 0.0 < rate <= 1.0:
+        raise UsageError(f"sampling rate must be in (0, 1], got {rate}", "give e.g. --sample 0.01")
+    r0 = 1.0 if rate is None else float(rate)
+    stack = LRUStack(ttl_s=ttl_s)
+    meta = {"requests": 0, "references": 0}
+    for b in batches:
+        if not meta["requests"]:
+            meta |= {"path": b.path, "format": b.fmt, "block_tokens": b.block_tokens}
+        meta["requests"] += b.n_requests
+        meta["references"] += b.n_blocks
+        stack.feed(sampled_trace(b, r0, salt)[0] if rate is not None else b)
+    references = meta["references"]
+    if rate is None:
+        return _profile_from_hist(stack.counts(), 1.0, stack.references, stack.cold, stack.distinct, "exact",
+                                  ttl_s=ttl_s, sampled_references=stack.references), meta
+    hist = stack.counts().astype(np.float64)
+    adj = references - stack.references / r0
+    if hist.size > 1:
+        hist[np.flatnonzero(hist)[0] if hist.any() else 1] += adj * r0
+    return _profile_from_hist(hist, 1.0 / r0, int(references), stack.cold / r0, stack.distinct / r0,
+                              "shards-fixed-rate", sample_rate=r0, ttl_s=ttl_s,
+                              sampled_references=stack.references, extra={"adjustment": adj}), meta
+
+
 # --- other policies: simulated per size ----------------------------------------------------------------
 def policy_hit_ratios(trace: Trace, policy: str, capacities_blocks, *, ttl_s: float | None = None,
                       warmup: float = 0.0) -> tuple[np.ndarray, int]:

@@ -15,7 +15,8 @@ GROUP = "replay"
 @click.option("--preset", required=True, help="Engram table preset (engram-27b, engram-40b, deepseek-v4.1-engram) "
                                               "or a .toml path.")
 @click.option("--text", type=click.Path(dir_okay=False), default=None, help="UTF-8 text to tokenize (real tokens).")
-@click.option("--zipf", type=float, default=None, help="Synthetic i.i.d. Zipf token stream with this exponent.")
+@click.option("--zipf", type=float, default=None,
+              help="Synthetic i.i.d. Zipf token stream with this exponent (default 1.0 when no --text).")
 @click.option("--tokens", type=int, default=None, help="Use at most this many tokens (Zipf default 262144).")
 @click.option("--tokenizer", default=None, help="Override the preset's tokenizer (deepseek-v3 | utf8-bytes).")
 @click.option("--batch", type=int, default=32, show_default=True, help="Sequences per step.")
@@ -32,6 +33,8 @@ GROUP = "replay"
 @click.option("--window-us", type=float, default=None, help="Prefetch window of every Engram layer, microseconds.")
 @click.option("--layer-us", type=float, default=None,
               help="Compute time per backbone layer, us: layer l's window is l x this (blocks before it).")
+@click.option("--compute", default=None,
+              help="Compute profile (workloads/compute or JSON): per-layer time = T(step tokens) / layers.")
 @click.option("--profile-fraction", type=float, default=0.5, show_default=True,
               help="Leading fraction of steps used to profile (static top-k, hot-first order) and warm caches.")
 @click.option("--steps", type=int, default=None, help="Time at most this many measured steps.")
@@ -48,7 +51,7 @@ GROUP = "replay"
 @click.option("--results", default="results", show_default=True, help="Folder for the run folder.")
 @json_option
 def engram_cmd(preset, text, zipf, tokens, tokenizer, batch, seq_len, mode, chunk, dram, policy, layout, page,
-               window_us, layer_us, profile_fraction, steps, target, scale_to, destroy_data, engine, qd, verify,
+               window_us, layer_us, compute, profile_fraction, steps, target, scale_to, destroy_data, engine, qd, verify,
                seed, dry_run, results, as_json):
     """Replay Engram table lookups: tokens -> hashed rows -> DRAM row cache -> page reads (O_DIRECT) vs window."""
     from kvbench.errors import UsageError
@@ -58,7 +61,7 @@ def engram_cmd(preset, text, zipf, tokens, tokenizer, batch, seq_len, mode, chun
 
     cfg = EngramReplayConfig(preset=preset, text=text, zipf=zipf, tokens=tokens, batch=batch, seq_len=seq_len,
                              mode=mode, chunk=chunk, dram=dram, policy=policy, layout=layout, page=page,
-                             window_us=window_us, layer_us=layer_us, profile_fraction=profile_fraction,
+                             window_us=window_us, layer_us=layer_us, compute=compute, profile_fraction=profile_fraction,
                              steps=steps, target=target, scale_to=scale_to, seed=seed, tokenizer=tokenizer)
     cfg.validate()
     if qd < 1:
@@ -96,7 +99,9 @@ def run(cfg, spec, *, dry_run, engine, qd, verify, destroy_data, results, as_jso
     if spec.scale < 1:
         summary["warnings"].append(f"table scaled to {spec.scale:.4g} of {spec.name}'s published rows per head "
                                    f"({list(spec.rows_per_head)}) to fit --scale-to")
-    rd.write_json("curve.json", w.curve())
+    curve = w.curve()
+    summary["dram_curve"] = curve
+    rd.write_json("curve.json", curve)
     for msg in summary["warnings"]:
         click.echo(f"kvbench: warning: {msg}", err=True)
     if dry_run:
@@ -151,8 +156,14 @@ def _print(s: dict, dry_run: bool) -> None:
         f = s["fetch_us"]
         click.echo(f"fetch per step     p50 {f['p50']:.0f} us  p99 {f['p99']:.0f} us  max {f['max']:.0f} us")
         click.echo(f"device             {s['iops']:,.0f} IOPS  {format_rate(s['bytes_per_s'])}")
-        if s.get("window_miss_ratio") is not None:
-            click.echo(f"window             {s['window_us']} us: {s['window_miss_ratio']:.1%} of steps miss")
+    if s.get("window_us") is not None:
+        need = s["iops_needed"]
+        line = f"window             {', '.join(f'{x:.0f}' for x in s['window_us'])} us per Engram layer"
+        if need:
+            line += f": needs {need['p99']:,.0f} IOPS (p99 step)"
+        if not dry_run and s.get("window_miss_ratio") is not None:
+            line += f"; {s['window_miss_ratio']:.1%} of steps miss"
+        click.echo(line)
 
 
 COMMANDS = [engram_cmd]

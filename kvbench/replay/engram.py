@@ -39,6 +39,7 @@ from kvbench.stream.tokens import (TokenizerFallbackWarning, compress, load_toke
 LAYOUTS = ("hash", "hot-first")
 MODES = ("decode", "prefill")
 DEFAULT_ZIPF_TOKENS = 1 << 18
+DEFAULT_ZIPF = 1.0          # word-like: DeepSeek tokens of Moby-Dick fit s = 1.04
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,7 @@ class EngramReplayConfig:
     page: int = 4096
     window_us: float | None = None
     layer_us: float | None = None
+    compute: str | None = None         # compute profile: per-layer time = T(step tokens) / backbone layers
     profile_fraction: float = 0.5
     steps: int | None = None           # cap on measured steps (timed run)
     target: str | None = None
@@ -67,8 +69,8 @@ class EngramReplayConfig:
     tokenizer: str | None = None       # override the preset's tokenizer (e.g. "utf8-bytes")
 
     def validate(self) -> None:
-        if (self.text is None) == (self.zipf is None):
-            raise UsageError("give exactly one token source", "use --text FILE or --zipf S")
+        if self.text is not None and self.zipf is not None:
+            raise UsageError("--text and --zipf both given", "give one token source: --text FILE or --zipf S")
         if self.text is not None and not Path(self.text).is_file():
             raise UsageError(f"{self.text}: text file not found", "give an existing UTF-8 text file with --text")
         if self.mode not in MODES:
@@ -92,8 +94,9 @@ class EngramReplayConfig:
             raise UsageError("--scale-to capacity must be > 0", "give the table size to fit, e.g. --scale-to 2GiB")
         if self.page % 512:
             raise UsageError(f"--page {self.page} is not a multiple of 512 bytes", "use e.g. 4k or 16k")
-        if self.window_us is not None and self.layer_us is not None:
-            raise UsageError("--window-us and --layer-us both given", "give one: a window, or a per-layer time")
+        if sum(x is not None for x in (self.window_us, self.layer_us, self.compute)) > 1:
+            raise UsageError("more than one of --window-us, --layer-us, --compute given",
+                             "give one: a window, a per-layer time, or a compute profile")
         for name in ("window_us", "layer_us"):
             v = getattr(self, name)
             if v is not None and not (v > 0 and math.isfinite(v)):
@@ -210,6 +213,8 @@ class EngramWorkload:
     layouts: dict = field(repr=False)          # kind -> PageLayout
     reads: dict = field(repr=False)            # kind -> (group, page) unique sorted arrays for measured misses
     warnings: tuple = ()
+    layer_us: float | None = None              # per backbone layer compute time (given or from --compute)
+    window_source: str | None = None
 
     @property
     def n_layers(self) -> int:
@@ -224,8 +229,8 @@ class EngramWorkload:
         c = self.config
         if c.window_us is not None:
             return np.full(self.n_layers, c.window_us * 1e3)
-        if c.layer_us is not None:
-            return np.array([max(lid, 0) * c.layer_us * 1e3 for lid in self.spec.layer_ids], dtype=np.float64)
+        if self.layer_us is not None:
+            return np.array([max(lid, 0) * self.layer_us * 1e3 for lid in self.spec.layer_ids], dtype=np.float64)
         return None
 
     def summary(self) -> dict:
@@ -258,8 +263,29 @@ class EngramWorkload:
             "read_amplification": chosen["read_amplification"],
             "reads_per_step": chosen["reads_per_step"], "bytes_per_step": chosen["bytes_per_step"],
             "layouts": amp,
+            "window_source": self.window_source, "layer_us": self.layer_us,
+            "window_us": None if self.layer_windows_ns() is None else [float(x) / 1e3 for x in self.layer_windows_ns()],
+            **self.needed_rates(),
             "warnings": list(self.warnings),
         }
+
+    def reads_per_step(self) -> np.ndarray:
+        """Reads of each measured step (chosen layout)."""
+        group, _ = self.reads[self.config.layout]
+        return np.bincount(group // self.n_layers - self.profile_steps,
+                           minlength=self.n_steps - self.profile_steps)
+
+    def needed_rates(self) -> dict:
+        """What the window asks of the device: each step's reads done within the tightest layer window
+        (mean and p99 over steps); None without a window."""
+        win = self.layer_windows_ns()
+        if win is None or win.min() <= 0:
+            return {"iops_needed": None, "bytes_per_s_needed": None}
+        per = self.reads_per_step()
+        ext = self.layouts[self.config.layout].extent
+        t = win.min() / 1e9
+        return {"iops_needed": {"mean": float(per.mean() / t), "p99": float(np.percentile(per, 99) / t)},
+                "bytes_per_s_needed": {"mean": float(per.mean() * ext / t), "p99": float(np.percentile(per, 99) * ext / t)}}
 
     def curve(self, points: int = 16) -> dict:
         """Row hit ratio vs DRAM capacity (bytes), per policy, on log-spaced capacities up to the rows seen."""
@@ -304,8 +330,11 @@ def load_stream(cfg: EngramReplayConfig, spec: EngramSpec) -> tuple[np.ndarray, 
         raw = text_tokens(cfg.text, tk, cfg.tokens)
         source = {"source": "text", "path": str(cfg.text)}
     else:
-        raw = zipf_tokens(cfg.tokens or DEFAULT_ZIPF_TOKENS, cfg.zipf, tk.vocab_size, cfg.seed)
-        source = {"source": "zipf", "exponent": cfg.zipf, "seed": cfg.seed}
+        s = cfg.zipf if cfg.zipf is not None else DEFAULT_ZIPF
+        if cfg.zipf is None:
+            notes.append(f"no --text or --zipf: using a Zipf({s}) synthetic token stream (give --text for real text)")
+        raw = zipf_tokens(cfg.tokens or DEFAULT_ZIPF_TOKENS, s, tk.vocab_size, cfg.seed)
+        source = {"source": "zipf", "exponent": s, "seed": cfg.seed}
     ids = compress(raw, lut)
     vocab = int(lut.max()) + 1
     pad = int(lut[spec.pad_id]) if spec.pad_id < lut.size else 0
@@ -364,10 +393,37 @@ def build_workload(cfg: EngramReplayConfig, spec: EngramSpec | None = None) -> E
         u = sorted_unique(group_of_miss * int(lay.layer_page0[-1]) + pages)   # unique (step, layer, page), sorted
         reads[kind] = (u // int(lay.layer_page0[-1]), u % int(lay.layer_page0[-1]))
 
+    layer_us, window_source = cfg.layer_us, None
+    if cfg.window_us is not None:
+        window_source = "--window-us (every Engram layer)"
+    elif cfg.layer_us is not None:
+        window_source = "--layer-us x blocks before each Engram layer"
+    elif cfg.compute is not None:
+        layer_us, window_source = compute_layer_us(cfg, spec, seq_len)
     stats = {"zipf_fit": [zipf_fit(ids, n).to_dict() for n in (1, *spec.orders)],
              "batch": cfg.batch, "seq_len": seq_len, "mode": cfg.mode, "tokens_used": int(seqs.size)}
     return EngramWorkload(cfg, spec, hasher, tk_info, stats, n_steps, profile_steps, a_step, a_layer, a_row,
-                          hit, measure, rs, layouts, reads, tuple(notes))
+                          hit, measure, rs, layouts, reads, tuple(notes), layer_us, window_source)
+
+
+def compute_layer_us(cfg: EngramReplayConfig, spec: EngramSpec, seq_len: int) -> tuple[float, str]:
+    """Per-layer compute time from a compute profile: T(tokens of one step) / the profile model's layers.
+    A prefill fit applied to a decode step's B tokens is a lower bound on that step's time (decode is
+    weight-bandwidth bound), so the window it gives is a conservative (tight) one."""
+    from kvbench.compute.profile import load_profile
+    prof = load_profile(cfg.compute)
+    layers = prof.layers_total
+    if not layers:
+        from kvbench.spec.models import load_model
+        layers = load_model(prof.model).layers
+    per_seq = 1 if cfg.mode == "decode" else (cfg.chunk or seq_len)
+    step_tokens = cfg.batch * per_seq
+    us = float(prof.seconds(step_tokens)) * 1e6 / layers
+    if not us > 0:
+        raise UsageError(f"compute profile {prof.name} gives {us} us per layer for {step_tokens} tokens",
+                         "give --layer-us or --window-us instead")
+    return us, (f"compute profile {prof.name} [{prof.kind}]: T({step_tokens} tokens) / {layers} layers "
+                f"x blocks before each Engram layer")
 
 
 # --- deadline accounting --------------------------------------------------------------------------------------
@@ -531,17 +587,14 @@ def fetch_summary(w: EngramWorkload, res, step: np.ndarray, layer: np.ndarray, m
                      "max": pct["max"], "mean": pct["mean"]},
         "window_us": None if windows is None else [float(x) / 1e3 for x in windows],
         "window_miss_ratio": missed,
+        "layer_window_miss_ratio": None if timing.layer_missed is None or not ran.any() else
+        {str(lid): float(timing.layer_missed[ran, i].mean()) for i, lid in enumerate(w.spec.layer_ids)},
         "iops": ios / wall if wall > 0 else None,
         "bytes_per_s": res.bytes_by_op()["read"] / wall if wall > 0 else None,
         "read_lat_us": res.latency("read").percentiles(),
         "timed_steps": int(ran.sum()), "reads": ios, "runtime_s": wall,
         "engine": res.summary(),
     }
-    if windows is not None and ran.any():
-        # what the window asks of the device: the step's reads within the tightest layer window
-        per_step = np.bincount(np.searchsorted(steps, step), minlength=steps.size)[ran]
-        out["iops_needed_p99"] = float(np.percentile(per_step, 99) / (windows.min() / 1e9))
-        out["bytes_per_s_needed_p99"] = out["iops_needed_p99"] * w.layouts[w.config.layout].extent
     ts = {"step": steps[ran], "reads": np.bincount(np.searchsorted(steps, step), minlength=steps.size)[ran],
           "fetch_us": timing.step_fetch_ns[ran] / 1e3}
     for i in range(w.n_layers):

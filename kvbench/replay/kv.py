@@ -534,13 +534,13 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
                 _flush_timeseries(rd, acc, final=False)
                 rd.write_summary(_summary(cfg, hier, acc, totals, lvl_hits, levels, block_bytes, slot_bytes,
                                           fences_total, planned_ios, planned_bytes, windows, n_requests, None,
-                                          None), status="partial")
+                                          None, targets.notes), status="partial")
             if progress:
                 progress(totals["requests"], n_requests)
             if acc.status in ("failed", "interrupted"):
                 interrupted = acc.status == "interrupted"
                 break
-            if cfg.closed_loop and cfg.duration_s is not None and \
+            if cfg.duration_s is not None and not cfg.dry_run and \
                     (time.perf_counter_ns() - run_t0) / 1e9 >= cfg.duration_s:
                 break
     except KeyboardInterrupt:
@@ -561,7 +561,8 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
         hists["issue_lag"] = acc.lag_hist
         rd.write_histograms(hists)
     summary = _summary(cfg, hier, acc, totals, lvl_hits, levels, block_bytes, slot_bytes, fences_total,
-                       planned_ios, planned_bytes, windows, n_requests, host, time.perf_counter_ns() - run_t0)
+                       planned_ios, planned_bytes, windows, n_requests, host, time.perf_counter_ns() - run_t0,
+                       targets.notes)
     status = acc.status
     if acc.verify_errors:
         status = "failed"
@@ -586,7 +587,7 @@ def _execute(cfg, subplans, parts, plan, meta, targets, acc, run_t0, reqs, load_
     """Run one window's sub-plans (DRAM and devices concurrently); fold results into ``acc`` and load times."""
     elapsed = time.perf_counter_ns() - run_t0
     runtime_s = None
-    if cfg.closed_loop and cfg.duration_s is not None:
+    if cfg.duration_s is not None:              # both pacings: stop issuing when the replay time is up
         runtime_s = max(0.001, cfg.duration_s - elapsed / 1e9)
     for dom, sp in subplans.items():
         if not cfg.closed_loop:
@@ -747,7 +748,8 @@ def _pcts(h, keys=("p50", "p99", "p99.9")) -> dict:
 
 
 def _summary(cfg, hier, acc, totals, lvl_hits, levels, block_bytes, slot_bytes, fences, planned_ios,
-             planned_bytes, windows, n_requests, host, wall_ns) -> dict:
+             planned_bytes, windows, n_requests, host, wall_ns, io_notes=None) -> dict:
+    io_notes = io_notes or {}
     wall_s = None
     if acc.first_ns is not None and acc.last_ns is not None and acc.last_ns > acc.first_ns:
         wall_s = (acc.last_ns - acc.first_ns) / 1e9
@@ -766,8 +768,8 @@ def _summary(cfg, hier, acc, totals, lvl_hits, levels, block_bytes, slot_bytes, 
             "hit_blocks": int(lvl_hits[lvl]),
             "read_bytes": rb, "write_bytes": wb,
             "trim_bytes": (acc.bytes[(lvl, 2)] if not cfg.dry_run and lvl else c.trims_slots * slot_bytes),
-            "read_bw_bytes_per_s": rb / wall_s if wall_s else None,
-            "write_bw_bytes_per_s": wb / wall_s if wall_s else None,
+            "read_bw_bytes_per_s": rb / wall_s if (wall_s and lvl) else None,     # L1 is simulated: no rate
+            "write_bw_bytes_per_s": wb / wall_s if (wall_s and lvl) else None,
             "read_lat_us": _pcts(acc.hist[(lvl, "read")]) if lvl else {"p50": None, "p99": None, "p99.9": None},
             "write_lat_us": _pcts(acc.hist[(lvl, "write")]) if lvl else {"p50": None, "p99": None, "p99.9": None},
             "load_ms": {k: (v / 1e3 if v is not None else None) for k, v in _pcts(acc.tier_load_hist[lvl]).items()}
@@ -781,6 +783,11 @@ def _summary(cfg, hier, acc, totals, lvl_hits, levels, block_bytes, slot_bytes, 
         if t.store is not None:
             entry["layout"] = t.store.layout
             entry["footprint_bytes"] = t.store.footprint_bytes
+        if name in io_notes:
+            entry.update(io_notes[name])
+        if name == "l4" and (cfg.l4_link_bw or cfg.l4_link_latency_s):
+            entry["link_model"] = {"bw_bytes_per_s": cfg.l4_link_bw, "latency_s": cfg.l4_link_latency_s,
+                                   "note": "load_ms adds latency + bytes / bw per request (modelled)"}
         tiers[name] = entry
     produced_bytes = hier.produced * block_bytes
     l3 = next((t for t in hier.tiers if t.spec.name == "l3"), None)

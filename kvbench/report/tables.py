@@ -39,6 +39,8 @@ def fmt(key: str, v) -> str:
             return format_duration(f * 1e-6)
         if "_ms." in k or k.endswith("_ms"):
             return format_duration(f * 1e-3)
+        if k.endswith("per_s"):
+            return _fmt_number(f)
         if k.endswith(("_s", "seconds")) or "_s." in k:
             return format_duration(f)
         if "ratio" in k or k.endswith(("fraction", "wins")):
@@ -64,6 +66,8 @@ HEADLINES = {
     "replay-engram": (("rows per token", "rows_per_token"), ("DRAM hit ratio", "dram_hit_ratio"),
                       ("read amplification", "read_amplification"), ("fetch p50", "fetch_us.p50"),
                       ("fetch p99", "fetch_us.p99"), ("window miss ratio", "window_miss_ratio"), ("IOPS", "iops")),
+    "prefill": (("model", "model"), ("device", "device"), ("dtype", "dtype"),
+                ("prefill tokens/s at the reference length", "tokens_per_s"), ("reference length", "reference_tokens")),
 }
 _TIER_FIELDS = (("hit ratio", "hit_ratio"), ("capacity", "capacity_bytes"), ("read bytes", "read_bytes"),
                 ("write bytes", "write_bytes"), ("read bandwidth", "read_bw_bytes_per_s"),
