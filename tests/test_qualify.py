@@ -176,3 +176,19 @@ def test_qualification_on_a_real_file_passes_and_fails_with_exit_code_and_report
     assert r.exit_code == 1, r.output
     assert "FAIL: 3/4 criteria of tiny" in r.output
     assert re.search(r"kvbench: error: tiny: 1 criteria failed: 4 KiB read IOPS", r.output)
+
+
+def test_shipped_profiles_use_options_the_real_commands_accept(cli):
+    """Every workload of every shipped profile parses against the real command (unknown options fail)."""
+    from kvbench.qualify.job import workload_argv
+
+    for n in preset_names("qualify"):
+        p = load_qualify_profile(n)
+        runs = {}
+        for w in p.workloads:
+            argv = workload_argv(w, target="/dev/nvme9n1", size=8 << 30, destroy_data=None, results_root="results",
+                                 run_dirs=runs)[3:]
+            runs[w.name] = "results/x"
+            assert argv[-1] == "--json"
+            r = cli(*argv[:-1], "--help")
+            assert r.exit_code == 0, f"{n}/{w.name}: {' '.join(argv)}: {r.output[-500:]}"

@@ -92,7 +92,8 @@ def stats_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, 
                + ("; chained by the reader" if ids["chained_by_reader"] else ""))
     if s["lines_matching_block_size"] is not None and s["lines_matching_block_size"] < 1:
         click.echo(f"note         len(hash_ids) == ceil(input/{s['block_tokens']}) on "
-                   f"{s['lines_matching_block_size']:.0%} of requests: the block size is approximate")
+                   f"{s['lines_matching_block_size']:.0%} of requests: the block size is approximate "
+                   f"(input tokens per id: {_fmt_pct(s['tokens_per_block_id'])})")
 
 
 @click.command("gen")

@@ -540,7 +540,7 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
             if acc.status in ("failed", "interrupted"):
                 interrupted = acc.status == "interrupted"
                 break
-            if cfg.closed_loop and cfg.duration_s is not None and \
+            if cfg.duration_s is not None and not cfg.dry_run and \
                     (time.perf_counter_ns() - run_t0) / 1e9 >= cfg.duration_s:
                 break
     except KeyboardInterrupt:
@@ -587,7 +587,7 @@ def _execute(cfg, subplans, parts, plan, meta, targets, acc, run_t0, reqs, load_
     """Run one window's sub-plans (DRAM and devices concurrently); fold results into ``acc`` and load times."""
     elapsed = time.perf_counter_ns() - run_t0
     runtime_s = None
-    if cfg.closed_loop and cfg.duration_s is not None:
+    if cfg.duration_s is not None:              # both pacings: stop issuing when the replay time is up
         runtime_s = max(0.001, cfg.duration_s - elapsed / 1e9)
     for dom, sp in subplans.items():
         if not cfg.closed_loop:

@@ -323,23 +323,36 @@ def request_times(rd: RunData):
     if isinstance(rc, list) and len(rc) == len(df):
         recompute_ms = np.asarray(rc, dtype=float)
     else:
-        prof = check.get("profile")
-        name = prof.get("name") or prof.get("path") if isinstance(prof, dict) else prof
-        tps = _num(check.get("recompute_tokens_per_s"))
-        if name:
-            try:
-                from kvbench.compute.profile import load_profile
-                recompute_ms = np.asarray(load_profile(str(name)).seconds(tokens.astype(np.int64)), dtype=float) * 1e3
-            except Exception:  # noqa: BLE001 - profile not available here: fall back to the rate
-                recompute_ms = None
-        if recompute_ms is None and tps:
-            recompute_ms = tokens / tps * 1e3
+        f = recompute_seconds(check)
+        recompute_ms = None if f is None else f(tokens) * 1e3
     if recompute_ms is None:
         return None
     ok = (tokens > 0) & np.isfinite(load_ms) & np.isfinite(recompute_ms)
     if not ok.any():
         return None
     return tokens[ok], load_ms[ok], recompute_ms[ok]
+
+
+def recompute_seconds(check: dict):
+    """T_recompute(n) in seconds from a check result: the profile's fit, else its plain rate, else the
+    profile file itself; None when the check names no recompute model."""
+    prof = check.get("profile")
+    fit = prof.get("fit") if isinstance(prof, dict) else None
+    if isinstance(fit, dict) and all(_num(fit.get(k)) is not None for k in "abc"):
+        a, b, c = (float(fit[k]) for k in "abc")
+        return lambda n: a + b * np.asarray(n, float) + c * np.asarray(n, float) ** 2
+    tps = _num(check.get("recompute_tokens_per_s")) or (_num(prof.get("tokens_per_s")) if isinstance(prof, dict) else None)
+    if tps:
+        return lambda n: np.asarray(n, float) / tps
+    name = (prof.get("path") or prof.get("name")) if isinstance(prof, dict) else prof
+    if name:
+        try:
+            from kvbench.compute.profile import load_profile
+            p = load_profile(str(name))
+            return lambda n: np.asarray(p.seconds(np.asarray(n).astype(np.int64)), dtype=float)
+        except Exception:  # noqa: BLE001 - profile not shipped on this machine
+            return None
+    return None
 
 
 def load_vs_recompute(runs: list[RunData]) -> go.Figure | None:
@@ -448,20 +461,8 @@ def break_even_curves(check: dict, n: np.ndarray):
     if ctok and cs:
         rec = np.interp(n, np.asarray(ctok, float), np.asarray(cs, float))
     else:
-        prof = check.get("profile")
-        coef = prof.get("fit") if isinstance(prof, dict) else None
-        if isinstance(coef, dict) and all(k in coef for k in "abc"):
-            rec = coef["a"] + coef["b"] * n + coef["c"] * n * n
-        elif _num(check.get("recompute_tokens_per_s")):
-            rec = n / _num(check["recompute_tokens_per_s"])
-        else:
-            name = prof.get("name") if isinstance(prof, dict) else prof
-            if name:
-                try:
-                    from kvbench.compute.profile import load_profile
-                    rec = np.asarray(load_profile(str(name)).seconds(n.astype(np.int64)), dtype=float)
-                except Exception:  # noqa: BLE001 - profile not shipped here
-                    rec = None
+        f = recompute_seconds(check)
+        rec = None if f is None else f(n)
     return curves, rec
 
 

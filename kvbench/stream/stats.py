@@ -74,6 +74,8 @@ def trace_stats(trace: Trace) -> dict:
         "block_references": trace.n_blocks,
         "distinct_blocks": distinct,
         "infinite_cache_reuse": 1.0 - distinct / trace.n_blocks if trace.n_blocks else 0.0,
+        "tokens_per_block_id": _pct(trace.input_tokens[trace.blocks_per_request > 0]
+                                    / trace.blocks_per_request[trace.blocks_per_request > 0]),
         "lines_matching_block_size": float(np.mean(expect_blocks == trace.blocks_per_request)) if n else None,
         "reuse_time_s": _pct(rt),
         "reuse_within": {k: float(np.mean(rt <= v)) if rt.size else None for k, v in REUSE_WINDOWS_S.items()},
