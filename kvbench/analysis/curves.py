@@ -128,7 +128,8 @@ def exact_profile(trace: Trace, *, ttl_s: float | None = None, warmup: float = 0
     from kvbench.analysis.mrc import LRUStack
 
     start = _warmup_refs(trace, warmup)
-    stack = LRUStack(ttl_s=ttl_s, count_from=start, expected_keys=max(1024, trace.n_blocks // 8))
+    stack = LRUStack(ttl_s=ttl_s, count_from=start,
+                     expected_keys=min(1 << 22, max(1024, trace.n_blocks // 8)))
     stack.feed(trace)
     return _profile_from_hist(stack.counts(), 1.0, stack.references, stack.cold, stack.distinct, "exact",
                               ttl_s=ttl_s, warmup=warmup, sampled_references=stack.references)
@@ -226,7 +227,7 @@ def shards_profile(trace: Trace, *, rate: float | None = None, size: int | None 
         # references before the warm-up boundary: count how many sampled ones fall before it
         n_warm = int(np.floor(warmup * trace.n_requests))
         stack = LRUStack(ttl_s=ttl_s, count_from=int(sub.offsets[n_warm]),
-                         expected_keys=max(1024, sub.n_blocks // 8))
+                         expected_keys=min(1 << 22, max(1024, sub.n_blocks // 8)))
         stack.feed(sub)
         hist = stack.counts().astype(np.float64)
         adj = references - stack.references / r0
@@ -244,8 +245,9 @@ def shards_profile(trace: Trace, *, rate: float | None = None, size: int | None 
     first = np.zeros(n_keys, dtype=np.uint64)
     first[ids] = _salted(keys, salt)
     frac = _key_hash_fraction(first)
-    dist, rates, gaps, taken = shards_fixed_size(ids, frac, n_keys, int(size), r0, times if want else times[:0],
-                                                 want)
+    # never more keys than the stream holds: a size above that samples everything (and allocates nothing more)
+    dist, rates, gaps, taken = shards_fixed_size(ids, frac, n_keys, max(1, min(int(size), n_keys)), r0,
+                                                 times if want else times[:0], want)
     final_rate = float(rates[taken][-1]) if taken.any() else r0
     keep = taken & (pos >= start)
     d, w = dist[keep], 1.0 / np.where(keep, rates, 1.0)[keep]

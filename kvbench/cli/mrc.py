@@ -8,6 +8,7 @@ import click
 
 from kvbench.cli._common import DURATION, emit_json, json_option
 from kvbench.cli.trace_cmds import trace_from_options, trace_options
+from kvbench.stream.traces import DEFAULT_TRACE
 
 
 def _capacities(text: str | None, unit: str):
@@ -32,7 +33,7 @@ def _capacities(text: str | None, unit: str):
 
 
 @click.command("mrc")
-@click.argument("trace", default="mooncake-sample")
+@click.argument("trace", default=DEFAULT_TRACE)
 @trace_options
 @click.option("--capacities", default=None, metavar="C1,C2,..",
               help="Capacities (blocks, or bytes with units like 64GiB under --unit bytes). Default: a full curve.")

@@ -11,6 +11,7 @@ import functools
 import click
 
 from kvbench.cli._common import emit_json, json_option
+from kvbench.stream.traces import DEFAULT_TRACE
 
 
 def trace_options(f):
@@ -50,7 +51,7 @@ def _fmt_pct(d: dict, scale: float = 1.0, unit: str = "") -> str:
 
 
 @click.command("stats")
-@click.argument("trace", default="mooncake-sample")
+@click.argument("trace", default=DEFAULT_TRACE)
 @trace_options
 @json_option
 def stats_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, as_json):
