@@ -116,6 +116,8 @@ def check_cmd(profile_name, rate, run_dir, tier_specs, trace_path, model_name, k
     click.echo(f"recompute: {profile.describe()}")
     if profile.kind != "measured":
         click.echo(f"  ({profile.kind}: {profile.source})")
+    elif profile.fit.rel_rms > 0.10:
+        click.echo(f"  warning: this profile's fit misses its points by {profile.fit.rel_rms:.0%} rms (noisy timings)")
     click.echo(f"KV: {model.name}, {model.bytes_per_token:,} B/token ({model.dtype}), {model.layers} layers; "
                f"load {'pipelined layer by layer over ' + str(suffix_tokens) + ' suffix tokens' if pipelined else 'before compute'}")
     show = [n for n in lengths][:6]

@@ -262,7 +262,9 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
         if replay_dir and (measured or probes):
             copts = {"profile": compute_profile, "model": spec.name}
             # the replay's own loads first; where it has none (or check cannot read them), the probed tiers
-            st = step("check", ["check"], (), {**copts, "run": replay_dir}) if measured else None
+            # tiers the replay never loaded from are checked from their probes, beside the run's own
+            extra = [p.tier_arg() for p in probes if p.name not in measured]
+            st = step("check", ["check"], (), {**copts, "run": replay_dir, "tier": extra}) if measured else None
             if (st is None or not st.ok) and probes:
                 if st is not None:
                     steps[-1].update(name="check-run", ok=True, note="fell back to the tier probes: " + str(st.error))
