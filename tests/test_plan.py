@@ -159,6 +159,10 @@ def test_plan_cli_json(cli):
     assert out["capacity_bytes"]["l3"]["0.95"] > 0 and out["capacity_bytes"]["l2"]["0.95"] > 0
     assert out["dwpd"] > 0 and out["waf"] >= 1.0 and out["lifetime_years"] > 0
     assert out["rate"] == 50
+    # the headline WAF: the FTL model fed the simulated store's own L3 writes and trims
+    assert "this policy's L3 writes" in out["waf_source"]
+    assert set(out["write_policies"]) == {"through", "back"} and set(out["layouts"]) == {"slot", "log"}
+    assert out["layouts"]["log"]["waf"] == pytest.approx(1.0) and out["layouts"]["slot"]["waf"] > 1.0
 
 
 def test_plan_cli_bad_input(cli):
@@ -186,3 +190,14 @@ def test_plan_cli_with_run_folder(cli, tmp_path):
     span = out["span_s"]                       # the run replayed all 1000 requests
     assert out["l3_write_bytes_per_day"] == pytest.approx((64 << 30) / span * 86400, rel=0.01)
     assert out["dwpd"] == pytest.approx(out["l3_write_bytes_per_day"] / (256 << 30))
+
+
+def test_write_policies_from_the_tier_simulation(prices):
+    out = plan(prices, dram_bytes=1_000_000)       # L2 holds one block, L3 the three-block working set
+    wp = out["write_policies"]
+    # write-through: each of the 4 produced blocks is written to L3 once, as the curve-based estimate says
+    assert wp["through"]["l3_write_blocks"] == 4 == wp["through"]["produced_blocks"]
+    assert wp["through"]["l3_write_bytes_per_day"] == pytest.approx(out["l3_write_bytes_per_day"], rel=0.01)
+    # write-back writes a block to L3 only when L2 evicts it: fewer writes, never more
+    assert 0 < wp["back"]["l3_write_blocks"] < wp["through"]["l3_write_blocks"]
+    assert wp["back"]["dwpd"] < wp["through"]["dwpd"]

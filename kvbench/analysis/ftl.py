@@ -437,6 +437,9 @@ def _extent_chunks(ops, starts, counts, total: int, chunk: int = 1 << 20):
     per_pass = int(counts[writes].sum())
     if per_pass <= 0:
         raise SpecError("the write stream contains no writes", "give an iolog or plan with write operations")
+    if len(ops) < chunk // 2:   # a short stream: tile it so each kernel call gets a large batch
+        reps = max(1, min(chunk // max(1, len(ops)), -(-total // per_pass)))
+        ops, starts, counts = np.tile(ops, reps), np.tile(starts, reps), np.tile(counts, reps)
     done = 0
     while done < total:
         for i in range(0, len(ops), chunk):

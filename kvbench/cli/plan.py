@@ -26,15 +26,20 @@ def _read_run(run_dir: str) -> tuple[dict, float | None, str | None]:
     l3 = (summary.get("tiers") or {}).get("l3") or {}
     config = run.get("config") or {}
     capacity = l3.get("capacity_bytes") or config.get("l3_capacity") or config.get("l3_capacity_bytes")
+    if not capacity and l3.get("capacity_blocks") and (summary.get("slot_bytes") or config.get("slot_bytes")):
+        capacity = l3["capacity_blocks"] * (summary.get("slot_bytes") or config.get("slot_bytes"))
     layout = l3.get("layout") or config.get("layout")
+    summary.setdefault("_iolog", config.get("export_iolog"))
     return summary, (float(capacity) if capacity else None), layout
 
 
-def _run_iolog_waf(run_dir: str, capacity: float | None, op: float, erase_block: int):
+def _run_iolog_waf(run_dir: str, capacity: float | None, op: float, erase_block: int, exported: str | None = None):
     """Device WAF of the run's own write stream: its exported fio iolog through the FTL model (None if absent)."""
     from kvbench.analysis import ftl
 
     logs = sorted(Path(run_dir).glob("*.iolog")) + sorted(Path(run_dir).glob("*iolog*.txt"))
+    if exported and Path(exported).is_file():
+        logs.insert(0, Path(exported))
     if not logs:
         return None
     ops, offsets, lengths = ftl.read_iolog(logs[0], largest=True)
@@ -119,11 +124,13 @@ def plan_cmd(trace_path, model, targets, absolute, retention, rate, rate_model, 
         from kvbench.analysis.waf import from_summary
 
         summary, l3_cap, run_layout = _read_run(run_dir)
+        exported = summary.pop("_iolog", None)
         layers = from_summary(summary)
         if waf is None and layers.device is not None and layers.device_waf_source:
             waf, waf_source = layers.device, f"measured in the run ({layers.device_waf_source})"
         elif waf is None:
-            waf, waf_source = _run_iolog_waf(run_dir, l3_cap, ssd_op, erase_block) or (None, waf_source)
+            waf, waf_source = _run_iolog_waf(run_dir, l3_cap, ssd_op, erase_block, exported) \
+                or (None, waf_source)
     opts = PlanOptions(targets=tuple(targets) or (0.9, 0.95, 0.99), relative=not absolute, retention_s=retention,
                        rate=rate, rate_model=rate_model, warmup=warmup, layout=layout, ssd_op=ssd_op,
                        erase_block_bytes=erase_block, store_fill=store_fill, dram_bytes=dram_bytes,
