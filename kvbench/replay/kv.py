@@ -464,9 +464,11 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
             ios_per_block, progress):
     acc = _Accumulator(levels)
     io_levels = [lvl for lvl in levels if lvl > 0]
-    dev_files = {targets.tier_domain[lvl][1]: (targets.dev[targets.tier_domain[lvl][1]].path)
-                 for lvl in io_levels if targets.tier_domain.get(lvl, ("", 0))[0] == "dev"}
-    iolog = IologWriter(cfg.export_iolog, dev_files or {0: cfg.l3 or "l3"}) if cfg.export_iolog else None
+    # device targets in a fixed order (L3 then L4), the same whether opened (real run) or only planned
+    dev_levels = [lvl for lvl in io_levels if lvl >= 2]
+    dev_index = {lvl: i for i, lvl in enumerate(dev_levels)}
+    dev_files = {i: (cfg.l3 if lvl == 2 else os.path.join(cfg.l4, L4_FILE)) for lvl, i in dev_index.items()}
+    iolog = IologWriter(cfg.export_iolog, dev_files) if cfg.export_iolog and dev_files else None
     dev_name = None
     for lvl in io_levels:
         dom = targets.tier_domain.get(lvl)
@@ -503,8 +505,7 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
                     sel = (io_ev["tier"] == lvl) & (io_ev["op"] == op)
                     planned_bytes[(lvl, op)] += int(io_ev["nslots"][sel].astype(np.int64).sum()) * slot_bytes
             if not cfg.dry_run or iolog is not None:      # a dry run only simulates, unless asked for the plan
-                tier_target = {lvl: targets.tier_domain[lvl][1] if lvl in targets.tier_domain else 0
-                               for lvl in io_levels}
+                tier_target = {lvl: dev_index.get(lvl, 0) for lvl in io_levels}     # L2: index 0 of its arena
                 plan, meta = events_to_plan(ev, issue_ns, slot_bytes, cfg.chunk_bytes, tier_target)
                 dram_rows = meta["tier"] == 1
                 parts = {}
@@ -704,7 +705,11 @@ def _execute(cfg, subplans, parts, plan, meta, targets, acc, run_t0, reqs, load_
             l4 = tier_ms[3]
             has = ~np.isnan(l4)
             load_ms[has] = np.fmax(load_ms[has], l4[has])
-        got = ~np.isnan(load_ms)
+    # a request whose hits all came from L1 (HBM, simulated) loads nothing from storage: 0 ms
+    l1_only = np.isnan(load_ms) & (reqs["hit_blocks"] > 0) & (reqs["hit_blocks"] == reqs["hit_l1"])
+    load_ms[l1_only] = 0.0
+    got = ~np.isnan(load_ms)
+    if got.any():
         acc.load_hist.record((load_ms[got] * 1e6).astype(np.int64))
 
 
