@@ -203,3 +203,18 @@ def test_time_based_loop_counts_every_pass(target):
     assert r.passes >= 2 and r.issued_total >= 2 * 256
     assert r.latency().count == r.ios_by_op()["read"] == r.verify["checked"]
     assert 0.35 < r.wall_s < 0.8 and r.verify["mismatches"] == 0
+
+
+def test_two_targets_have_their_own_histograms(tmp_path):
+    a = open_target(tmp_path / "a.dat", size=MiB, write=True)
+    b = open_target(tmp_path / "b.dat", size=MiB, write=True)
+    plan = make_plan(1, np.arange(32) * 4096, 4096, tag=4, target=np.arange(32) % 2)
+    r = run_plan(plan, [a, b], qd=4)
+    s = r.summary()
+    assert s["per_target"]["0"]["write"]["ios"] == 16 and s["per_target"]["1"]["write"]["ios"] == 16
+    assert r.latency("write", 0).count == r.latency("write", 1).count == 16
+    with open(b.path, "rb") as f:
+        f.seek(4096)
+        assert f.read(4096) == expected_buffer(4, 4096, 4096, b.lbs)
+    a.close()
+    b.close()

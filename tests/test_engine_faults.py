@@ -27,21 +27,22 @@ def small_ext4(tmp_path):
     r = subprocess.run(["mount", "-o", "loop", str(img), str(mnt)], capture_output=True, text=True)
     if r.returncode:
         pytest.skip(f"cannot loop-mount here: {r.stderr.strip()}")
-    yield mnt
-    subprocess.run(["umount", str(mnt)], check=True)
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)
 
 
 @needs_root
 def test_enospc_mid_run_on_a_full_filesystem(small_ext4):
-    t = open_target(small_ext4 / "kv.dat", size=8 * MiB, write=True)
-    # give the blocks back (trim = punch hole), then let another file take all free space
-    r = run_plan(make_plan(2, 0, 8 * MiB), [t], qd=1)
-    assert r.status == "complete"
-    st = os.statvfs(small_ext4)
-    with open(small_ext4 / "filler", "wb") as f:
-        os.posix_fallocate(f.fileno(), 0, st.f_bavail * st.f_frsize - 64 * 1024)
-    r = run_plan(make_plan(1, np.arange(128) * 65536, 65536, tag=1), [t], qd=4)
-    t.close()
+    with open_target(small_ext4 / "kv.dat", size=8 * MiB, write=True) as t:
+        # give the blocks back (trim = punch hole), then let another file take all free space
+        r = run_plan(make_plan(2, 0, 8 * MiB), [t], qd=1)
+        assert r.status == "complete"
+        st = os.statvfs(small_ext4)
+        with open(small_ext4 / "filler", "wb") as f:
+            os.posix_fallocate(f.fileno(), 0, st.f_bavail * st.f_frsize - 64 * 1024)
+        r = run_plan(make_plan(1, np.arange(128) * 65536, 65536, tag=1), [t], qd=4)
     assert r.status == "failed" and r.errno == errno.ENOSPC
     assert 0 < r.ios_by_op()["write"] < 128 and r.first_error["op"] == "write"
     with pytest.raises(DiskFullError, match="ENOSPC"):

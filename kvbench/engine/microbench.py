@@ -130,7 +130,6 @@ def run_io(spec: IoSpec, *, results_root: str = "results", export_iolog: str | N
     spec.validate()
     path = spec.target
     exists = os.path.exists(path)
-    is_block = exists and os.path.isfile(path) is False and not path.startswith("dram:")
     size = spec.size
     if size is None and not exists and not path.startswith("dram:"):
         size = 1 << 30
@@ -138,9 +137,9 @@ def run_io(spec: IoSpec, *, results_root: str = "results", export_iolog: str | N
         d = os.path.dirname(os.path.abspath(export_iolog))
         if not os.path.isdir(d):
             raise UsageError(f"--export-iolog: directory {d} does not exist", "create it or give another path")
-    needs_write = spec.writes or (spec.prefill is True)
-    # new (or grown) files must be written before they are read: unwritten extents never reach the device
-    target = open_target(path, size=size, write=needs_write or (not is_block and not exists),
+    # a new (or grown) file is created writable and is prefilled before it is read: unwritten extents never
+    # reach the device, so reading them would measure nothing
+    target = open_target(path, size=size, write=spec.writes or spec.prefill is True,
                          destroy_data=spec.destroy_data)
     try:
         if spec.bs % target.lbs:
@@ -154,9 +153,7 @@ def run_io(spec: IoSpec, *, results_root: str = "results", export_iolog: str | N
         rd.update_run(target_opened=target.facts())
         prefill = None
         do_prefill = spec.prefill if spec.prefill is not None else (target.created and spec.reads)
-        if do_prefill and target.kind != "dram":
-            prefill = _prefill(target, spec)
-        elif do_prefill:
+        if do_prefill:
             prefill = _prefill(target, spec)
         devs = [target.device] if target.device else []
         before = diskstats.snapshot(devs)

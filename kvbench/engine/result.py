@@ -96,6 +96,12 @@ class PlanResult:
             "errors": {(_errno.errorcode.get(k, str(k))): v for k, v in self.errors.items()},
             "short_ios": self.short, "first_error": self.first_error, "verify": self.verify, "cpu": self.cpu,
         }
+        tgts = sorted({t for t, _ in self.histograms})
+        if len(tgts) > 1:
+            out["per_target"] = {str(t): {op: {"ios": self.ios_by_op(t)[op], "bytes": self.bytes_by_op(t)[op],
+                                               "lat_us": self.latency(op, t).percentiles()}
+                                          for op in OP_NAMES.values() if self.ios_by_op(t)[op]}
+                                 for t in tgts}
         if self.pacing == "open":
             out["speed"] = self.speed
             out["issue_lag_us"] = {**self.lag.percentiles(), **(self.lag_stats or {})}

@@ -30,7 +30,8 @@ def run_plan(plan: np.ndarray, targets, engine: str = "libaio", qd: int = 32, wo
              pacing: str = "closed", speed: float = 1.0, verify: str = "off", *, verify_every: int = 16,
              runtime_s: float | None = None, batch: int = 0, on_error: str = "stop",
              faults: FaultSpec | str | None = None, stamp: bool = True, on_second=None,
-             handle_signals: bool = True, split: str = "auto", stop=None, loop: bool = False) -> PlanResult:
+             handle_signals: bool = True, split: str = "auto", stop=None, loop: bool = False,
+             hugepages: bool = True) -> PlanResult:
     """Run ``plan`` (PLAN_DTYPE rows) against opened ``targets`` and return a PlanResult.
 
     ``loop=True`` (closed loop with ``runtime_s``) starts the plan over until the runtime is up; per-I/O
@@ -64,10 +65,11 @@ def run_plan(plan: np.ndarray, targets, engine: str = "libaio", qd: int = 32, wo
     if engine in ("libaio", "psync") and any(t.kind == "dram" for t in targets):
         raise UsageError("dram:<size> targets need the dram engine", "run DRAM and device targets separately")
     eng = engine_class(engine)
+    eng.prepare()
     cfg = DriverConfig(qd=int(qd), pacing=pacing, speed=float(speed), verify=verify,
                        verify_every=max(1, int(verify_every)), batch=int(batch),
                        runtime_ns=int(runtime_s * 1e9) if runtime_s else 0, on_error=on_error, stamp=stamp,
-                       faults=faults, loop=bool(loop))
+                       faults=faults, loop=bool(loop), hugepages=bool(hugepages))
     workers = max(1, min(int(workers), max(1, len(plan))))
     parts = _split(plan, workers, split)
     merger = _SecondsMerger(workers, on_second)

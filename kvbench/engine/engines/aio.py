@@ -37,32 +37,6 @@ _lib = None
 _submit_each = None
 
 
-def submit_each_kernel():
-    """A compiled loop calling io_submit once per iocb (numba calls the ctypes function directly).
-
-    Why: io_submit plugs the block queue for batches of more than two iocbs and releases them only when the
-    call returns, so a batch of 20 holds the first I/O back for the whole call (~100 us on a VM). fio
-    submits one iocb per call by default; this does the same without a Python call per I/O."""
-    global _submit_each
-    if _submit_each is None:
-        import numba
-        f = _load().io_submit
-
-        @numba.njit(cache=False, nogil=True)  # a ctypes closure cannot be cached
-        def submit_each(ctx, n, ptrs_addr):
-            done = 0
-            while done < n:
-                r = f(ctx, 1, ptrs_addr + 8 * done)
-                if r != 1:
-                    return done if r == 0 else (r if done == 0 else done)
-                done += 1
-            return done
-
-        submit_each(0, 0, 0)
-        _submit_each = submit_each
-    return _submit_each
-
-
 def _load():
     global _lib
     if _lib is None:
@@ -85,6 +59,18 @@ def _load():
     return _lib
 
 
+def submit_each_kernel():
+    """The compiled one-iocb-per-call submission loop (see aio_kernel); compiled once, then cached on disk."""
+    global _submit_each
+    if _submit_each is None:
+        import numpy as _np
+
+        from kvbench.engine.engines.aio_kernel import submit_each
+        submit_each(0, 0, 0, _np.zeros(2, _np.int64), _np.zeros(1, _np.int64))
+        _submit_each = submit_each
+    return _submit_each
+
+
 class LibaioEngine(Engine):
     name = "libaio"
     caps = frozenset({CAP_ASYNC, CAP_ALIGNED})
@@ -93,18 +79,26 @@ class LibaioEngine(Engine):
     def check_available(cls) -> None:
         _load()
 
-    submit_mode = "batch"   # "batch": one io_submit per batch; "each": one iocb per call (compiled loop)
+    @classmethod
+    def prepare(cls) -> None:
+        if cls.submit_mode == "each":
+            try:
+                submit_each_kernel()
+            except Exception:  # noqa: BLE001 - the batch path is used instead
+                pass
+
+    submit_mode = "each"    # "each": one iocb per io_submit, stamped one by one; "batch": one call per batch
 
     def __init__(self, targets, qd, buffers, buf_addr):
         super().__init__(targets, qd, buffers, buf_addr)
         lib = _load()
         self._lib = lib
-        self._submit = lib.io_submit
+        self._each = None
         if self.submit_mode == "each":
             try:
-                self._submit = submit_each_kernel()
+                self._each = submit_each_kernel()
             except Exception:  # noqa: BLE001 - numba missing or failing: the batch path is still correct
-                self._submit = lib.io_submit
+                self._each = None
         self._ctx = ctypes.c_ulong(0)
         r = lib.io_setup(qd, ctypes.byref(self._ctx))
         if r < 0:
@@ -118,14 +112,19 @@ class LibaioEngine(Engine):
         self._ev_ptr = self.events.ctypes.data
         self._ptrs = np.zeros(qd, dtype=np.uint64)
         self._ptrs_addr = self._ptrs.ctypes.data
+        self._stamps = np.zeros(qd, dtype=np.int64)
+        self._tsbuf = np.zeros(2, dtype=np.int64)
         self._ts = _Timespec()
         self._ts_ptr = ctypes.addressof(self._ts)
         self._stash_s, self._stash_r = [], []   # completions reaped inside submit (partial io_submit, trims)
         self._f_op, self._f_fd = self.iocbs["opcode"], self.iocbs["fildes"]
         self._f_n, self._f_off = self.iocbs["nbytes"], self.iocbs["offset"]
 
-    def submit(self, slots, ops, tgts, offsets, lengths) -> None:
+    def submit(self, slots, ops, tgts, offsets, lengths):
+        """Start the I/Os; returns per-I/O submit times (perf_counter_ns clock) or None."""
+        stamped = self._each is not None
         if (ops == 2).any():
+            stamped = False
             trim = ops == 2
             for s, t, o, n in zip(slots[trim], tgts[trim], offsets[trim], lengths[trim]):
                 r = self.targets[int(t)].trim(int(o), int(n))
@@ -135,7 +134,7 @@ class LibaioEngine(Engine):
             slots, ops, tgts, offsets, lengths = slots[keep], ops[keep], tgts[keep], offsets[keep], lengths[keep]
         k = len(slots)
         if k == 0:
-            return
+            return None
         self._f_op[slots] = _OP_TO_CMD[ops]
         self._f_fd[slots] = self.fds[tgts]
         self._f_n[slots] = lengths
@@ -144,9 +143,12 @@ class LibaioEngine(Engine):
         np.multiply(slots, 64, out=ptrs, casting="unsafe")
         ptrs += self._iocb_base
         done = 0
-        submit = self._submit
+        ctx = self._ctx.value
         while done < k:
-            r = submit(self._ctx.value, k - done, self._ptrs_addr + 8 * done)
+            if self._each is not None:
+                r = self._each(ctx, k - done, self._ptrs_addr + 8 * done, self._tsbuf, self._stamps[done:k])
+            else:
+                r = self._lib.io_submit(ctx, k - done, self._ptrs_addr + 8 * done)
             if r > 0:
                 done += r
             elif r == -errno.EAGAIN:
@@ -155,6 +157,7 @@ class LibaioEngine(Engine):
                 self._stash_s.append(np.array([slots[done]], dtype=np.int64))
                 self._stash_r.append(np.array([r if r < 0 else -errno.EIO], dtype=np.int64))
                 done += 1
+        return self._stamps[:k].copy() if stamped else None
 
     def _getevents(self, min_nr, timeout_ns):
         if timeout_ns is None:
