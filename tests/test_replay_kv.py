@@ -241,3 +241,13 @@ def test_block_tags_depend_on_key_and_version():
     tags = block_tags(keys, vers)
     assert len(set(tags.tolist())) == 4 and (tags != 0).all()
     assert (block_tags(keys, vers) == tags).all()
+
+
+def test_duration_stops_the_replay_and_counts_only_what_ran(cli, tmp_path, store_dir):
+    s = _json(cli("replay", "kv", "mooncake-sample", "--model", "tiny-gqa", "--l3", store_dir / "d.store",
+                  "--l3-capacity", "32MiB", "--speed", "1000", "--duration", "0.3s", "--chunk", "64KiB", "--qd", "4",
+                  "--json", "--results", tmp_path))
+    assert 0 < s["requests"] < 1000 and s["status"] == "complete"
+    rows = (Path(s["run_dir"]) / "requests.csv").read_text().splitlines()
+    assert len(rows) == s["requests"] + 1
+    assert s["issue_lag_us"]["p50"] is not None and s["wall_s"] < 5

@@ -163,3 +163,18 @@ def test_prefill_run_shows_points_and_fit(tmp_path):
     _, index = build_report([d], tmp_path / "p.html")
     assert index["figures"] == ["prefill_profile"]
     assert "40,000" in (tmp_path / "p.html").read_text()
+
+
+def test_break_even_curves_from_a_check_result_do_not_extrapolate():
+    from kvbench.report.figures import break_even_curves
+
+    n = np.array([100.0, 1000.0, 10_000.0, 1e6])
+    check = {"profile": {"fit": {"a": 0.01, "b": 2e-5, "c": 0.0}},
+             "tiers": {"l3": {"curve": {"tokens": [100, 10_000], "load_s": [0.002, 0.2]}, "break_even_tokens": 120},
+                       "l2": {"bandwidth_bytes_per_s": 1e10, "latency_s": 1e-5}},
+             "bytes_per_token": 131072}
+    curves, rec = break_even_curves(check, n)
+    assert rec == pytest.approx(0.01 + 2e-5 * n)
+    l3, nstar = curves["l3"]
+    assert nstar == 120 and l3[:3] == pytest.approx([0.002, 0.02, 0.2]) and np.isnan(l3[3])   # log-log interpolation
+    assert curves["l2"][0] == pytest.approx(1e-5 + n * 131072 / 1e10)                           # T_load = t0 + n*B/BW

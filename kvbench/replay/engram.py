@@ -25,12 +25,12 @@ import shutil
 import stat
 import time
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from kvbench.errors import SpecError, TargetError, UsageError
+from kvbench.errors import TargetError, UsageError
 from kvbench.sim.rowcache import POLICIES, RowStream, sorted_unique
 from kvbench.stream.engram import EngramHasher, EngramSpec, load_engram
 from kvbench.stream.tokens import (TokenizerFallbackWarning, compress, load_tokenizer, text_tokens, zipf_fit,
@@ -436,10 +436,20 @@ class StepTiming:
     step_fetch_ns: np.ndarray    # [steps] max over layers
     missed: np.ndarray | None    # [steps] any layer past its window (None without a window)
     layer_missed: np.ndarray | None
+    stall_ns: np.ndarray | None = None   # [steps] compute time lost waiting for rows (windows are layer starts)
 
     @property
     def window_miss_ratio(self) -> float | None:
         return None if self.missed is None else float(self.missed.mean()) if self.missed.size else 0.0
+
+
+def stall_ns(fetch_ns: np.ndarray, windows_ns: np.ndarray) -> np.ndarray:
+    """Compute stalled per step: Engram layer ``i`` would start at ``windows_ns[i]`` plus the stalls before it;
+    when its rows arrive later, the step waits for them (layers in order, vectorised over steps)."""
+    stall = np.zeros(fetch_ns.shape[0], dtype=np.float64)
+    for i in np.argsort(windows_ns, kind="stable"):
+        stall += np.maximum(fetch_ns[:, i] - (windows_ns[i] + stall), 0.0)
+    return stall
 
 
 def step_timing(steps: np.ndarray, io_step: np.ndarray, io_layer: np.ndarray, submit_ns: np.ndarray,
@@ -456,8 +466,9 @@ def step_timing(steps: np.ndarray, io_step: np.ndarray, io_layer: np.ndarray, su
     step_fetch = done.max(axis=1) if n_layers else np.zeros(steps.size, dtype=np.int64)
     if windows_ns is None:
         return StepTiming(steps, done, step_fetch, None, None)
-    late = done > np.asarray(windows_ns)[None, :]
-    return StepTiming(steps, done, step_fetch, late.any(axis=1), late)
+    windows_ns = np.asarray(windows_ns, dtype=np.float64)
+    late = done > windows_ns[None, :]
+    return StepTiming(steps, done, step_fetch, late.any(axis=1), late, stall_ns(done, windows_ns))
 
 
 # --- the table on a target ------------------------------------------------------------------------------------
@@ -587,6 +598,7 @@ def fetch_summary(w: EngramWorkload, res, step: np.ndarray, layer: np.ndarray, m
                      "max": pct["max"], "mean": pct["mean"]},
         "window_us": None if windows is None else [float(x) / 1e3 for x in windows],
         "window_miss_ratio": missed,
+        **stall_summary(w, timing, ran),
         "layer_window_miss_ratio": None if timing.layer_missed is None or not ran.any() else
         {str(lid): float(timing.layer_missed[ran, i].mean()) for i, lid in enumerate(w.spec.layer_ids)},
         "iops": ios / wall if wall > 0 else None,
@@ -602,6 +614,21 @@ def fetch_summary(w: EngramWorkload, res, step: np.ndarray, layer: np.ndarray, m
     if timing.missed is not None:
         ts["missed_window"] = timing.missed[ran].astype(int)
     return out, hists, ts
+
+
+def stall_summary(w: EngramWorkload, timing: StepTiming, ran: np.ndarray) -> dict:
+    """Stall per step and, when the per-layer compute time is known, the decode-throughput cost in the spirit of
+    the paper's anchor (a host-DRAM table cost 1.9-2.8%): mean stall / (step compute + mean stall)."""
+    if timing.stall_ns is None or not ran.any():
+        return {"stall_us": None, "throughput_cost": None}
+    st = timing.stall_ns[ran]
+    out = {"stall_us": {"p50": float(np.percentile(st, 50) / 1e3), "p99": float(np.percentile(st, 99) / 1e3),
+                        "mean": float(st.mean() / 1e3)}, "throughput_cost": None, "step_compute_us": None}
+    if w.layer_us is not None:
+        step_us = w.layer_us * w.spec.backbone_layers
+        out["step_compute_us"] = step_us
+        out["throughput_cost"] = float(out["stall_us"]["mean"] / (step_us + out["stall_us"]["mean"]))
+    return out
 
 
 def run_fetch(w: EngramWorkload, target, *, engine: str = "libaio", qd: int = 32, verify: str = "sampled",

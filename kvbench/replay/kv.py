@@ -487,6 +487,7 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
     interrupted = False
     try:
         for reqs, ev in windows:
+            cut = False
             arrivals = reqs["arrival_s"]
             first_req = int(reqs["request"][0])
 
@@ -521,8 +522,12 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
                 if iolog is not None and "dev" in subplans:
                     iolog.write(subplans["dev"])
                 if not cfg.dry_run and subplans:
-                    _execute(cfg, subplans, parts, plan, meta, targets, acc, run_t0, reqs, load_ms, tier_ms,
-                             slot_bytes)
+                    issued = _execute(cfg, subplans, parts, plan, meta, targets, acc, run_t0, reqs, load_ms,
+                                      tier_ms, slot_bytes)
+                    if issued < len(reqs):         # stopped early (--duration, error, Ctrl-C): count what ran
+                        reqs, load_ms = reqs[:issued], load_ms[:issued]
+                        tier_ms = {k: v[:issued] for k, v in tier_ms.items()}
+                        cut = True
             totals["requests"] += len(reqs)
             totals["blocks"] += int(reqs["blocks"].sum())
             totals["hit_blocks"] += int(reqs["hit_blocks"].sum())
@@ -540,6 +545,8 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
                 progress(totals["requests"], n_requests)
             if acc.status in ("failed", "interrupted"):
                 interrupted = acc.status == "interrupted"
+                break
+            if cut:
                 break
             if cfg.duration_s is not None and not cfg.dry_run and \
                     (time.perf_counter_ns() - run_t0) / 1e9 >= cfg.duration_s:
@@ -655,6 +662,10 @@ def _execute(cfg, subplans, parts, plan, meta, targets, acc, run_t0, reqs, load_
                 res.raise_for_status()
             except KvbenchError as e:
                 acc.errors.append(e)
+    # requests whose every I/O was issued: the leading ones (the engine issues in plan order)
+    first_req = int(reqs["request"][0])
+    not_issued = plan["group"][sub_abs < 0]
+    issued_reqs = len(reqs) if not_issued.size == 0 else int(not_issued.min()) - first_req
     done = ok & (comp_abs >= 0)
     if done.any():
         acc.first_ns = int(sub_abs[done].min()) if acc.first_ns is None else min(acc.first_ns, int(sub_abs[done].min()))
@@ -711,6 +722,7 @@ def _execute(cfg, subplans, parts, plan, meta, targets, acc, run_t0, reqs, load_
     got = ~np.isnan(load_ms)
     if got.any():
         acc.load_hist.record((load_ms[got] * 1e6).astype(np.int64))
+    return issued_reqs
 
 
 def _write_requests(path: Path, reqs, load_ms, tier_ms, header: bool, cfg, slot_bytes) -> None:

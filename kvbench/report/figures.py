@@ -437,6 +437,14 @@ _LAT_KEYS = (("first_byte_s", 1.0), ("t_first_byte_s", 1.0), ("latency_s", 1.0),
 _BW_KEYS = ("bw_bytes_per_s", "bandwidth_bytes_per_s", "read_bw_bytes_per_s", "bandwidth")
 
 
+def _interp_inside(n: np.ndarray, xs, ys) -> np.ndarray:
+    """Interpolate on a log-token axis inside the given points only (NaN outside: no flat extrapolation)."""
+    xs = np.asarray(xs, float)
+    ys = np.asarray(ys, float)
+    out = np.exp(np.interp(np.log(n), np.log(xs), np.log(np.maximum(ys, 1e-12))))
+    return np.where((n >= xs.min()) & (n <= xs.max()), out, np.nan)
+
+
 def break_even_curves(check: dict, n: np.ndarray):
     """{tier: (load_s, break_even_tokens)} and recompute_s over token counts ``n`` from a check result."""
     curves = {}
@@ -448,7 +456,7 @@ def break_even_curves(check: dict, n: np.ndarray):
         tok = t.get("curve_tokens") or dig(t, "curve.tokens")
         load = t.get("curve_load_s") or dig(t, "curve.load_s")
         if tok and load:
-            curves[tier] = (np.interp(n, np.asarray(tok, float), np.asarray(load, float)), _num(t.get("break_even_tokens")))
+            curves[tier] = (_interp_inside(n, tok, load), _num(t.get("break_even_tokens")))
             continue
         lat = next((_num(t[k]) * s for k, s in _LAT_KEYS if _num(t.get(k)) is not None), None)
         bw = next((_num(t[k]) for k in _BW_KEYS if _num(t.get(k))), None)
@@ -459,7 +467,7 @@ def break_even_curves(check: dict, n: np.ndarray):
     ctok = check.get("recompute_curve_tokens") or dig(check, "recompute_curve.tokens")
     cs = check.get("recompute_curve_s") or dig(check, "recompute_curve.seconds")
     if ctok and cs:
-        rec = np.interp(n, np.asarray(ctok, float), np.asarray(cs, float))
+        rec = _interp_inside(n, ctok, cs)
     else:
         f = recompute_seconds(check)
         rec = None if f is None else f(n)
@@ -485,8 +493,9 @@ def break_even(runs: list[RunData]) -> go.Figure | None:
             color = PALETTE[ti % len(PALETTE)]
             fig.add_trace(go.Scatter(x=n, y=load_s * 1e3, mode="lines", name=_name(runs, rd, f"load from {tier}"),
                                      line=dict(color=color, dash=DASHES[ri % len(DASHES)])))
-            if nstar and n[0] <= nstar <= n[-1]:
-                fig.add_trace(go.Scatter(x=[nstar], y=[float(np.interp(nstar, n, load_s)) * 1e3], mode="markers+text",
+            ok = np.isfinite(load_s)
+            if nstar and ok.any() and n[ok][0] <= nstar <= n[ok][-1]:
+                fig.add_trace(go.Scatter(x=[nstar], y=[float(np.interp(nstar, n[ok], load_s[ok])) * 1e3], mode="markers+text",
                                          text=[f"n*={nstar:.0f}"], textposition="bottom right",
                                          marker=dict(size=11, color=color, symbol="circle-open", line=dict(width=2)),
                                          name=_name(runs, rd, f"{tier} break-even")))
