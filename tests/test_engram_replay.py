@@ -246,11 +246,14 @@ def test_fetch_iops_follow_a_throttled_loop_device(tmp_path, tiny_preset):
     import sys
     if os.geteuid() != 0 or not shutil.which("losetup") or not (BLKIO / "blkio.throttle.read_iops_device").exists():
         pytest.skip("needs root, losetup and the cgroup-v1 blkio throttle")
-    img = tmp_path / "loop.img"
+    # back the loop device with RAM (/dev/shm) so that the throttle, not a busy host disk, sets its speed
+    shm = Path("/dev/shm")
+    img = (shm if shm.is_dir() else tmp_path) / f"kvbench-engram-test-{os.getpid()}.img"
     with open(img, "wb") as f:
         f.truncate(64 << 20)
-    p = subprocess.run(["losetup", "-f", "--show", "--direct-io=on", str(img)], capture_output=True, text=True)
+    p = subprocess.run(["losetup", "-f", "--show", str(img)], capture_output=True, text=True)
     if p.returncode:
+        img.unlink(missing_ok=True)
         pytest.skip(f"losetup failed: {p.stderr.strip()}")
     loop = p.stdout.strip()
     cg = BLKIO / f"kvbench-engram-test-{os.getpid()}"
@@ -274,3 +277,4 @@ def test_fetch_iops_follow_a_throttled_loop_device(tmp_path, tiny_preset):
         if cg.exists():
             cg.rmdir()
         subprocess.run(["losetup", "-d", loop], check=False)
+        img.unlink(missing_ok=True)

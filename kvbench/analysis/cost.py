@@ -437,7 +437,7 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
                                "note": "steady state: a store holding every block produced in the last retention "
                                        "period (write-through) is rewritten once per period: DWPD = 1 day / retention"}
     sweep = []
-    for r in dict.fromkeys(list(opt.sweep) + [opt.retention_s]):
+    for r in sorted(dict.fromkeys(list(opt.sweep) + [opt.retention_s]), key=lambda x: math.inf if x is None else x):
         c = curve if r == opt.retention_s else curve_for(r)
         cb = cap.capacity_for_target(c, opt.targets[0], relative=opt.relative)
         row = {"retention_s": r, "infinite_hit_ratio": c.infinite_hit_ratio}

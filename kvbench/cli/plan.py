@@ -182,6 +182,16 @@ def _print(out: dict) -> None:
         f"{'unlimited' if r['retention_s'] is None else format(r['retention_s'], 'g') + ' s'}: "
         + (f"{format_bytes(r['l3_bytes'])}, {r['dwpd']:.2f} DWPD" if "dwpd" in r else "unreachable")
         for r in out["retention_sweep"]))
+    wp = out.get("write_policies") or {}
+    if wp:
+        click.echo("write policy (tiers simulated at the headline sizes): " + "; ".join(
+            f"{name}: {format_bytes(r['l3_write_bytes_per_day'])}/day, {r['dwpd']:.2f} DWPD"
+            + (f", WAF {r['waf']:.2f}" if "waf" in r else "") for name, r in wp.items()))
+    lay = out.get("layouts") or {}
+    if lay:
+        click.echo("store layout (synthetic FTL models): " + "; ".join(
+            f"{name}: WAF {r['waf']:.2f}, {r['nand_writes_per_day']:.2f} NAND drive-writes/day"
+            for name, r in lay.items()))
     for w in out.get("warnings", []):
         click.echo(f"warning: {w}")
     rb = out.get("retention_bound")

@@ -87,6 +87,7 @@ def engram_cmd(preset, text, zipf, tokens, tokenizer, batch, seq_len, mode, chun
 
 def run(cfg, spec, *, dry_run, engine, qd, verify, destroy_data, results, as_json):
     """Build the workload, write the run folder, and (unless dry-run) time the fetch on the target."""
+    from kvbench.errors import KvbenchError
     from kvbench.metrics.run import RunDir
     from kvbench.replay.engram import build_workload, run_fetch
     from kvbench.units import format_bytes
@@ -94,41 +95,46 @@ def run(cfg, spec, *, dry_run, engine, qd, verify, destroy_data, results, as_jso
     config = {**asdict(cfg), "dry_run": dry_run, "engine": engine, "qd": qd, "verify": verify,
               "table_scale": spec.scale, "rows_per_head": list(spec.rows_per_head)}
     w = build_workload(cfg, spec)              # bad text or too few tokens fail here, before the run folder
-    rd = RunDir.create("replay-engram", config, root=results)
-    summary = {**w.summary(), "fetch_us": None, "window_miss_ratio": None, "iops": None}
-    if spec.scale < 1:
-        summary["warnings"].append(f"table scaled to {spec.scale:.4g} of {spec.name}'s published rows per head "
-                                   f"({list(spec.rows_per_head)}) to fit --scale-to")
-    curve = w.curve()
-    summary["dram_curve"] = curve
-    rd.write_json("curve.json", curve)
-    for msg in summary["warnings"]:
-        click.echo(f"kvbench: warning: {msg}", err=True)
-    if dry_run:
-        rd.write_summary(summary, status="complete")
-    else:
+    tgt = None
+    if not dry_run:                            # safety refusals (a device without --destroy-data) come next
         from kvbench.engine import open_target
-        from kvbench.engine.targets import close_all
-        table_bytes = w.layouts[cfg.layout].total_bytes
-        tgt = open_target(cfg.target, size=None if cfg.target.startswith("dram:") else table_bytes, write=True,
-                          destroy_data=destroy_data)
-        try:
-            rd.add_targets([tgt]) if hasattr(rd, "add_targets") else None
-
+        tgt = open_target(cfg.target, size=None if cfg.target.startswith("dram:") else w.layouts[cfg.layout].total_bytes,
+                          write=True, destroy_data=destroy_data)
+    try:
+        rd = RunDir.create("replay-engram", config, root=results, targets=[tgt] if tgt else ())
+        summary = {**w.summary(), "fetch_us": None, "window_miss_ratio": None, "iops": None}
+        if spec.scale < 1:
+            summary["warnings"].append(f"table scaled to {spec.scale:.4g} of {spec.name}'s published rows per head "
+                                       f"({list(spec.rows_per_head)}) to fit --scale-to")
+        curve = w.curve()
+        summary["dram_curve"] = curve
+        rd.write_json("curve.json", curve)
+        for msg in summary["warnings"]:
+            click.echo(f"kvbench: warning: {msg}", err=True)
+        if dry_run:
+            rd.write_summary(summary, status="complete")
+        else:
             def on_write(n):
                 if not as_json:
                     click.echo(f"writing the {format_bytes(n)} table to {cfg.target} (once) ...", err=True)
-            out, hists, ts, res, facts = run_fetch(w, tgt, engine=engine, qd=qd, verify=verify, on_write=on_write)
-        finally:
+            try:
+                out, hists, ts, res, facts = run_fetch(w, tgt, engine=engine, qd=qd, verify=verify,
+                                                       on_write=on_write)
+            except KvbenchError as e:          # e.g. the table write failed: the folder says so
+                rd.write_summary({**summary, "error": str(e)}, status="failed")
+                raise
+            summary.update(out, table=facts, verify=res.verify)
+            rd.append_timeseries(ts)
+            rd.write_histograms(hists)
+            status = res.status if res.status in ("complete", "interrupted", "failed") else "partial"
+            if res.verify.get("mismatches"):
+                status = "failed"
+            rd.write_summary(summary, status=status)
+            res.raise_for_status()
+    finally:
+        if tgt is not None:
+            from kvbench.engine.targets import close_all
             close_all([tgt])
-        summary.update(out, table=facts, verify=res.verify)
-        rd.append_timeseries(ts)
-        rd.write_histograms(hists)
-        status = res.status if res.status in ("complete", "interrupted", "failed") else "partial"
-        if res.verify.get("mismatches"):
-            status = "failed"
-        rd.write_summary(summary, status=status)
-        res.raise_for_status()
     summary["run_dir"] = str(rd.path)
     if as_json:
         emit_json({"run_dir": str(rd.path), **summary})

@@ -86,6 +86,10 @@ def stats_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, 
     w = s["reuse_within"]
     if w["1m"] is not None:
         click.echo("reused within " + ", ".join(f"{k}: {v:.1%}" for k, v in w.items()))
+    if "sessions" in s:
+        ss = s["sessions"]
+        click.echo(f"sessions     {ss['roots']:,} conversations, {ss['follow_ups']:,} follow-up requests"
+                   + (f", turn {_fmt_pct(ss['turn'])}" if ss["turn"] else ""))
     ids = s["ids"]
     click.echo(f"ids          prefix-chained: {'yes' if ids['prefix_chained'] else 'no'} "
                f"({ids['ids_in_several_contexts']:,} ids in several contexts, "

@@ -25,12 +25,12 @@ import shutil
 import stat
 import time
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from kvbench.errors import SpecError, TargetError, UsageError
+from kvbench.errors import TargetError, UsageError
 from kvbench.sim.rowcache import POLICIES, RowStream, sorted_unique
 from kvbench.stream.engram import EngramHasher, EngramSpec, load_engram
 from kvbench.stream.tokens import (TokenizerFallbackWarning, compress, load_tokenizer, text_tokens, zipf_fit,

@@ -81,4 +81,9 @@ def trace_stats(trace: Trace) -> dict:
         "reuse_within": {k: float(np.mean(rt <= v)) if rt.size else None for k, v in REUSE_WINDOWS_S.items()},
         "out_of_order_requests": int(np.count_nonzero(gaps < 0)),
     }
+    if "parent_chat_id" in trace.extras:           # Bailian: conversations are explicit
+        parent, turn = trace.extras["parent_chat_id"], trace.extras.get("turn")
+        out["sessions"] = {"roots": int(np.count_nonzero(parent < 0)),
+                           "follow_ups": int(np.count_nonzero(parent >= 0)),
+                           "turn": _pct(turn.astype(np.float64)) if turn is not None else None}
     return out
