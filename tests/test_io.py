@@ -177,3 +177,15 @@ def test_open_loop_rate_reports_issue_lag(cli, tmp_path):
     lag = s["issue_lag_us"]
     assert lag["n"] == 1000 and 0 <= lag["p50"] <= lag["p99"] <= lag["max"]
     assert 0.45 < s["runtime_s"] < 1.0          # paced at 2000/s, not as fast as possible
+
+
+def test_sigkill_of_parent_stops_workers(tmp_path):
+    import psutil
+    p = _spawn(tmp_path, "--runtime", "60", "--workers", "2")
+    _wait_for_rows(tmp_path, p)
+    kids = psutil.Process(p.pid).children()
+    assert len(kids) == 2
+    p.kill()
+    p.communicate(timeout=10)
+    gone, alive = psutil.wait_procs(kids, timeout=10)
+    assert not alive

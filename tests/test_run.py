@@ -83,3 +83,27 @@ def test_failing_steps_leave_a_partial_job_with_a_report_and_exit_1(tmp_path, cl
     assert not (job / "l3-store.bin").exists()
     html = (tmp_path / "partial.html").read_text()
     assert "is <b>partial</b>" in html and "failed steps: mrc, replay, plan, check" in html
+
+
+def test_ctrl_c_during_the_replay_removes_the_store_and_keeps_a_report(tmp_path, cli, monkeypatch):
+    import kvbench.qualify.steps as steps
+    from kvbench.errors import Interrupted
+    from kvbench.qualify.steps import StepResult
+
+    def step(name, argv, **kw):
+        if name == "replay":
+            store = argv[argv.index("--l3") + 1]
+            with open(store, "wb") as f:          # the replay had begun writing its store
+                f.write(b"\0" * 4096)
+            raise Interrupted(f"step {name!r} was interrupted", "rerun the job")
+        return StepResult(name, tuple(argv), 1, 0.01, None, "simulated failure")
+
+    monkeypatch.setattr(steps, "run_step", step)
+    monkeypatch.chdir(tmp_path)
+    r = cli("run", "--model", "tiny-gqa", "--max-requests", "40", "-o", tmp_path / "int.html")
+    assert r.exit_code == 130, r.output[-2000:]
+    job = next((tmp_path / "results").iterdir())
+    assert not (job / "l3-store.bin").exists()
+    summary = json.loads((job / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and summary["report"] == str(tmp_path / "int.html")
+    assert "is <b>interrupted</b>" in (tmp_path / "int.html").read_text()

@@ -87,6 +87,13 @@ def _footprint_blocks(trace_path: str, max_requests: int | None) -> tuple[int, i
     return int(np.unique(keys).size), int(t.block_tokens)
 
 
+def _remove_store(store: str) -> None:
+    from kvbench.engine.safety import unmark
+
+    Path(store).unlink(missing_ok=True)
+    unmark(store)
+
+
 def _probe_tiers(tiers: dict, store: str, l2_bytes: int, l3_bytes: int, chunk: int, seconds: float) -> list:
     """Probe the DRAM and NVMe tiers the replay used (both, even when the replay loaded from them: a probe
     says what the tier can do at the I/O size, the replay what it did under the workload)."""
@@ -224,10 +231,7 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
                 probes = _probe_tiers(tiers, store, l2_bytes, l3_bytes, int(r.get("chunk_bytes") or MiB), probe_seconds)
         finally:
             if not keep_store and l3_path is None:
-                from kvbench.engine.safety import unmark
-
-                Path(store).unlink(missing_ok=True)
-                unmark(store)
+                _remove_store(store)
         if probes:
             rd.write_json("probes.json", [p.to_dict() for p in probes])
         prog.done(t, "; ".join(f"{p.name}: {p.bandwidth_bytes_per_s / 1e9:.3g} GB/s at {p.io_size >> 10} KiB, first byte "
@@ -277,7 +281,17 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
             steps.append({"name": "check", "ok": False, "error": "no tier measurements to check"})
             prog.done(t, "skipped: no tier was measured")
     except BaseException as e:
+        # Ctrl-C or a fatal error: the scratch store goes, what was measured stays, with a report of it
+        if not keep_store and l3_path is None:
+            _remove_store(store)
         save("interrupted", {"reason": f"{type(e).__name__}: {e}"})
+        try:
+            out = Path(output) if output else default_report_path([rd.path])
+            path, _ = build_report([rd.path], out, title=f"kvbench run (interrupted): {Path(trace_path).name}")
+            save("interrupted", {"reason": f"{type(e).__name__}: {e}", "report": str(path)})
+            click.echo(f"report of the part that ran: {path}", err=True)
+        except Exception:  # noqa: BLE001 - the report is a courtesy here; the interruption is what matters
+            pass
         raise
 
     t = prog.step("HTML report")

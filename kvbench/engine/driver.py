@@ -166,6 +166,7 @@ class Driver:
             if d > 2_000_000:
                 time.sleep((d - 1_000_000) / 1e9)
         last_flush = t0
+        pend = None   # the last reaped batch: its slots are reused first, its bookkeeping done after
         try:
             while True:
                 now = pc()
@@ -212,6 +213,21 @@ class Driver:
                             self._flush(ops, tg, ln, pc() - t0)
                             i = fp = 0
                             self.passes += 1
+                if pend is not None:
+                    p, r, t = pend
+                    pend = None
+                    if faults is not None and not verify:
+                        fe = faults.failing(self.gidx[p])
+                        if fe.any():
+                            r = np.where(fe > 0, -fe, r)
+                    comp[p] = t - t0
+                    res[p] = r
+                    bad = r != ln[p]
+                    if bad.any():
+                        self._record_errors(p[bad], r[bad], ops, off, ln)
+                    m = len(p)
+                    done_log[self._nd:self._nd + m] = p
+                    self._nd += m
                 if inflight == 0:
                     if i >= n or stopping:
                         break
@@ -231,19 +247,13 @@ class Driver:
                 if m:
                     t = pc() if tc is None else tc
                     p = slot_pidx[s]
-                    if faults is not None:
-                        fe = faults.failing(self.gidx[p])
-                        if fe.any():
-                            r = np.where(fe > 0, -fe, r)
-                    comp[p] = t - t0
-                    res[p] = r
-                    bad = r != ln[p]
-                    if bad.any():
-                        self._record_errors(p[bad], r[bad], ops, off, ln)
-                    if verify:
+                    if verify:   # before the slots' buffers are reused
+                        if faults is not None:
+                            fe = faults.failing(self.gidx[p])
+                            if fe.any():
+                                r = np.where(fe > 0, -fe, r)
                         self._verify(words, s, p, r, ops, tags, off, ln, tg, lbs, faults)
-                    done_log[self._nd:self._nd + m] = p
-                    self._nd += m
+                    pend = (p, r, t)
                     free[nfree:nfree + m] = s
                     nfree += m
                     inflight -= m

@@ -122,6 +122,19 @@ class _signals:
 
 def _worker_main(wid, plan, gidx, targets, eng, cfg, t0, stop, q):
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C reaches the whole group: the parent decides
+    try:  # if the parent dies (even SIGKILL), get SIGTERM: stop issuing instead of running on orphaned
+        import ctypes
+        ctypes.CDLL(None).prctl(1, int(signal.SIGTERM))   # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    parent = os.getppid()
+    if parent == 1:
+        stop.value = 1
+
+    def orphaned():
+        if os.getppid() != parent:       # nobody will read the queue: leave without blocking on it
+            q.cancel_join_thread()
+            os._exit(1)
 
     def on_term(signum, frame):
         stop.value = 1
@@ -130,6 +143,7 @@ def _worker_main(wid, plan, gidx, targets, eng, cfg, t0, stop, q):
         d = Driver(plan, gidx, targets, eng, cfg, t0, stop,
                    lambda sts, wm: q.put(("sec", wid, [s.compact() for s in sts], wm)))
         out = d.run()
+        orphaned()
         q.put(("done", wid, out))
     except KvbenchError as e:
         q.put(("error", wid, (type(e).__name__, e.problem, e.fix)))

@@ -9,8 +9,9 @@ Pipeline, per window of requests (memory is bounded by resident keys and one win
    every read can be verified against the exact content its block was last written with; requests issue at
    trace time / speed; FENCE marks an I/O whose range an earlier, possibly in-flight I/O writes (or reads,
    for a write) since the last fence (:func:`add_fences`).
-3. The engine runs the L2 rows (DRAM arena, ``dram`` engine) and the L3/L4 rows (files or block devices,
-   O_DIRECT, libaio) concurrently, each with its own queue. Content is synthetic (stamped from the tag), so
+3. The engine runs the L2 rows (DRAM arena, ``dram`` engine, one copy at a time: a CPU copy is serial, so
+   an L2 latency is one block-chunk copy) and the L3/L4 rows (files or block devices, O_DIRECT, libaio, at
+   ``qd``) concurrently. Content is synthetic (stamped from the tag), so
    the two domains share no data dependency; hazards only exist within a target.
 4. Per request: load time = first issue to last completion of its hit reads (per tier and overall; an L4
    link model adds latency + bytes / bandwidth). Per tier: hit ratio, bytes, bandwidth over the run's wall
@@ -419,7 +420,8 @@ def _run_domain(plan, targets, cfg, verify, runtime_s, results, key, handle_sign
     from kvbench.engine import run_plan
 
     try:
-        results[key] = run_plan(plan, targets, engine="dram" if key == "dram" else cfg.engine, qd=cfg.qd,
+        results[key] = run_plan(plan, targets, engine="dram" if key == "dram" else cfg.engine,
+                                qd=1 if key == "dram" else cfg.qd,
                                 workers=1, pacing="closed" if cfg.closed_loop else "open", speed=1.0,
                                 verify=verify, runtime_s=runtime_s, handle_signals=handle_signals)
     except BaseException as e:  # noqa: BLE001 - reported by the caller

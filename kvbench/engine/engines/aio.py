@@ -65,9 +65,14 @@ def submit_each_kernel():
     if _submit_each is None:
         import numpy as _np
 
-        from kvbench.engine.engines.aio_kernel import submit_each
+        from kvbench.engine.engines.aio_kernel import fill_submit, submit_each
         submit_each(0, 0, 0, _np.zeros(2, _np.int64), _np.zeros(1, _np.int64))
-        _submit_each = submit_each
+        iocbs = _np.zeros(1, dtype=IOCB_DTYPE)
+        z = _np.zeros(0, _np.int64)
+        fill_submit(0, z, _np.zeros(0, _np.uint8), z, _np.zeros(0, _np.uint64), z, _np.zeros(1, _np.int32),
+                    iocbs["opcode"], iocbs["fildes"], iocbs["nbytes"], iocbs["offset"], 0,
+                    _np.zeros(1, _np.uint64), _np.zeros(2, _np.int64), _np.zeros(1, _np.int64))
+        _submit_each = (submit_each, fill_submit)
     return _submit_each
 
 
@@ -93,7 +98,7 @@ class LibaioEngine(Engine):
         super().__init__(targets, qd, buffers, buf_addr)
         lib = _load()
         self._lib = lib
-        self._each = None
+        self._each = None               # (submit_each, fill_submit) compiled kernels
         if self.submit_mode == "each":
             try:
                 self._each = submit_each_kernel()
@@ -135,20 +140,26 @@ class LibaioEngine(Engine):
         k = len(slots)
         if k == 0:
             return None
-        self._f_op[slots] = _OP_TO_CMD[ops]
-        self._f_fd[slots] = self.fds[tgts]
-        self._f_n[slots] = lengths
-        self._f_off[slots] = offsets
-        ptrs = self._ptrs[:k]
-        np.multiply(slots, 64, out=ptrs, casting="unsafe")
-        ptrs += self._iocb_base
-        done = 0
         ctx = self._ctx.value
+        if self._each is not None:      # fill and submit in the compiled loop
+            r = self._each[1](ctx, slots, ops, tgts, offsets, lengths, self.fds, self._f_op, self._f_fd,
+                              self._f_n, self._f_off, int(self._iocb_base), self._ptrs, self._tsbuf, self._stamps)
+        else:                           # vectorised fill, one io_submit for the batch
+            self._f_op[slots] = _OP_TO_CMD[ops]
+            self._f_fd[slots] = self.fds[tgts]
+            self._f_n[slots] = lengths
+            self._f_off[slots] = offsets
+            ptrs = self._ptrs[:k]
+            np.multiply(slots, 64, out=ptrs, casting="unsafe")
+            ptrs += self._iocb_base
+            r = None
+        done = 0
         while done < k:
-            if self._each is not None:
-                r = self._each(ctx, k - done, self._ptrs_addr + 8 * done, self._tsbuf, self._stamps[done:k])
-            else:
-                r = self._lib.io_submit(ctx, k - done, self._ptrs_addr + 8 * done)
+            if r is None:
+                if self._each is not None:
+                    r = self._each[0](ctx, k - done, self._ptrs_addr + 8 * done, self._tsbuf, self._stamps[done:k])
+                else:
+                    r = self._lib.io_submit(ctx, k - done, self._ptrs_addr + 8 * done)
             if r > 0:
                 done += r
             elif r == -errno.EAGAIN:
@@ -157,6 +168,7 @@ class LibaioEngine(Engine):
                 self._stash_s.append(np.array([slots[done]], dtype=np.int64))
                 self._stash_r.append(np.array([r if r < 0 else -errno.EIO], dtype=np.int64))
                 done += 1
+            r = None
         return self._stamps[:k].copy() if stamped else None
 
     def _getevents(self, min_nr, timeout_ns):

@@ -44,3 +44,28 @@ def submit_each(ctx, n, ptrs_addr, ts, stamps):
             return done if r == 0 else (r if done == 0 else done)
         done += 1
     return done
+
+
+@numba.njit(cache=True, nogil=True)
+def fill_submit(ctx, slots, ops, tgts, offsets, lengths, fds, f_op, f_fd, f_n, f_off, iocb_base, ptrs, ts, stamps):
+    """Fill the iocbs of a batch (reads and writes) and submit them one per call, stamping each.
+
+    Returns the number submitted, or a negative errno when the first one was refused; the pointer array is
+    filled for the whole batch either way, so the caller can resubmit the rest."""
+    k = slots.shape[0]
+    for j in range(k):
+        s = slots[j]
+        f_op[s] = ops[j]                 # plan op 0/1 = IO_CMD_PREAD/IO_CMD_PWRITE
+        f_fd[s] = fds[tgts[j]]
+        f_n[s] = lengths[j]
+        f_off[s] = offsets[j]
+        ptrs[j] = iocb_base + s * 64
+    done = 0
+    while done < k:
+        _clock_gettime(CLOCK_MONOTONIC, ts.ctypes.data)
+        stamps[done] = ts[0] * 1_000_000_000 + ts[1]
+        r = _io_submit(ctx, 1, ptrs.ctypes.data + 8 * done)
+        if r != 1:
+            return done if r == 0 else (r if done == 0 else done)
+        done += 1
+    return done
