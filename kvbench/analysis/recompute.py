@@ -1,0 +1,315 @@
+"""The load-vs-recompute inequality (DESIGN.md, "The inequality"): when is reading a KV prefix from a tier
+cheaper than recomputing it?
+
+For a request whose first ``n`` tokens are cached and whose ``s`` remaining tokens must be computed anyway:
+
+- Recomputing the prefix costs ``saved(n) = T(n) - T(0) = b*n + c*n^2`` of TTFT (the fixed overhead ``a`` is
+  paid either way: the suffix, at least the last token, still runs through the model; the attention of the
+  suffix over the prefix is paid either way too).
+- Loading costs ``t_first_byte + n * bytes_per_token / BW`` when it precedes compute. Pipelined layer by
+  layer (layer l+1's KV loads while layer l computes the suffix), only ``t_first_byte + l + (L-1) *
+  max(0, l - c)`` is exposed, with ``l`` the load time of one layer and ``c`` the suffix's compute per layer,
+  ``(T(n+s) - T(n)) / L``. With nothing to overlap (s = 0) both forms agree.
+
+Loading wins at ``n`` when its exposed time is below ``saved(n)``. The break-even ``n*`` is the smallest
+prefix from which loading wins at every longer length up to ``max_tokens`` (null when it never does); shorter
+winning stretches, which pipelining can create, are kept in ``win_ranges``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from kvbench.compute.profile import ComputeProfile
+from kvbench.errors import SpecError, UnitError
+from kvbench.units import format_duration, format_rate, parse_duration, parse_rate
+
+DEFAULT_MAX_TOKENS = 1 << 20
+_TIER_RE = re.compile(r"^([A-Za-z0-9_.\-]+)=([^,]+),([^,]+)$")
+
+
+@dataclass(frozen=True)
+class Tier:
+    """A place KV can be loaded from: sustained read bandwidth and first-byte latency at the I/O size used."""
+
+    name: str
+    bandwidth_bytes_per_s: float
+    latency_s: float
+    source: str = "given"
+
+    def __post_init__(self):
+        if not (np.isfinite(self.bandwidth_bytes_per_s) and self.bandwidth_bytes_per_s > 0):
+            raise SpecError(f"tier {self.name!r}: bandwidth must be > 0", "give e.g. fast=10GB/s,100us")
+        if not (np.isfinite(self.latency_s) and self.latency_s >= 0):
+            raise SpecError(f"tier {self.name!r}: latency must be >= 0", "give e.g. fast=10GB/s,100us")
+
+
+def parse_tier(text: str) -> Tier:
+    """``NAME=BANDWIDTH,LATENCY`` with units, e.g. ``l3=6.5GB/s,90us``."""
+    m = _TIER_RE.match(text.strip())
+    if not m:
+        raise SpecError(f"--tier {text!r}: expected NAME=BANDWIDTH,LATENCY", "write e.g. --tier l3=6.5GB/s,90us")
+    name, bw, lat = m.groups()
+    try:
+        return Tier(name, parse_rate(bw, what=f"--tier {name} bandwidth"),
+                    parse_duration(lat, what=f"--tier {name} latency"))
+    except UnitError as e:
+        raise SpecError(str(e.problem), e.fix) from None
+
+
+@dataclass(frozen=True)
+class Inequality:
+    """``T_load`` vs ``T_recompute`` for one model's KV size, one compute profile, and the layer count."""
+
+    profile: ComputeProfile
+    bytes_per_token: float
+    layers: int
+    pipelined: bool = False
+
+    def recompute_saved(self, n) -> np.ndarray:
+        """TTFT that recomputing the prefix costs (and loading saves): ``T(n) - T(0)``."""
+        n = np.asarray(n, dtype=np.float64)
+        return self.profile.seconds(n) - self.profile.seconds(0.0)
+
+    def load_exposed(self, tier: Tier, n, suffix=0) -> np.ndarray:
+        """TTFT that loading the prefix adds (first byte + transfer, minus what overlaps suffix compute)."""
+        n = np.asarray(n, dtype=np.float64)
+        transfer = n * self.bytes_per_token / tier.bandwidth_bytes_per_s
+        if not self.pipelined:
+            return tier.latency_s + transfer
+        s = np.asarray(suffix, dtype=np.float64)
+        per_layer_load = transfer / self.layers
+        per_layer_compute = (self.profile.seconds(n + s) - self.profile.seconds(n)) / self.layers
+        return tier.latency_s + per_layer_load + (self.layers - 1) * np.maximum(0.0, per_layer_load - per_layer_compute)
+
+    def margin(self, tier: Tier, n, suffix=0) -> np.ndarray:
+        """Seconds loading saves over recomputing (negative: recompute is faster)."""
+        return self.recompute_saved(n) - self.load_exposed(tier, n, suffix)
+
+    def win_ranges(self, tier: Tier, suffix: int = 0, max_tokens: int = DEFAULT_MAX_TOKENS) -> list[tuple[int, int]]:
+        """Integer prefix-length ranges [lo, hi] in 1..max_tokens where loading wins (margin > 0)."""
+        grid = np.unique(np.round(np.geomspace(1, max_tokens, 4096)).astype(np.int64))
+        wins = self.margin(tier, grid, suffix) > 0
+        ranges = []
+        change = np.flatnonzero(wins[1:] != wins[:-1]) + 1
+        edges = [0, *change.tolist(), len(grid)]
+        for lo_i, hi_i in zip(edges[:-1], edges[1:]):
+            if wins[lo_i]:
+                lo = grid[lo_i] if lo_i == 0 else self._first_win(tier, grid[lo_i - 1], grid[lo_i], suffix)
+                hi = grid[hi_i - 1] if hi_i == len(grid) else self._first_win(
+                    tier, grid[hi_i - 1], grid[hi_i], suffix, want=False) - 1
+                ranges.append((int(lo), int(hi)))
+        return ranges
+
+    def _first_win(self, tier, lo, hi, suffix, want=True) -> int:
+        """Smallest integer in (lo, hi] whose win state is ``want`` (state at lo is the opposite)."""
+        lo, hi = int(lo), int(hi)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if (self.margin(tier, mid, suffix) > 0) == want:
+                hi = mid
+            else:
+                lo = mid
+        return hi
+
+    def break_even(self, tier: Tier, suffix: int = 0, max_tokens: int = DEFAULT_MAX_TOKENS) -> int | None:
+        """Smallest n from which loading wins at every length up to ``max_tokens``; None if it does not."""
+        return _n_star(self.win_ranges(tier, suffix, max_tokens), max_tokens)
+
+    def bandwidth_needed(self, tier: Tier, n: int, suffix: int = 0) -> float | None:
+        """Bandwidth at which loading ``n`` tokens (non-pipelined) breaks even; None if latency alone loses."""
+        budget = float(self.recompute_saved(n)) - tier.latency_s
+        return n * self.bytes_per_token / budget if budget > 0 else None
+
+
+def _n_star(ranges, max_tokens: int) -> int | None:
+    return ranges[-1][0] if ranges and ranges[-1][1] == max_tokens else None
+
+
+def verdict(tier: Tier, n_star: int | None, ranges, ineq: Inequality, ref_tokens: int,
+            max_tokens: int = DEFAULT_MAX_TOKENS) -> str:
+    """One line per tier: where loading wins, and what it would take where it does not."""
+    head = f"{tier.name} ({format_rate(tier.bandwidth_bytes_per_s)}, {format_duration(tier.latency_s)}):"
+    if n_star is not None:
+        m = float(ineq.margin(tier, ref_tokens))
+        at = f"; at {ref_tokens:,} tokens it saves {format_duration(m)}" if m > 0 else ""
+        return f"{head} LOAD for prefixes >= {n_star:,} tokens, recompute below{at}"
+    need = ineq.bandwidth_needed(tier, ref_tokens)
+    need_txt = (f"; it would need > {format_rate(need)} to win at {ref_tokens:,} tokens" if need
+                else f"; its latency alone exceeds recomputing {ref_tokens:,} tokens")
+    if ranges:
+        spans = ", ".join(f"{lo:,}-{hi:,}" for lo, hi in ranges)
+        return f"{head} MIXED: loading wins only for {spans} tokens{need_txt}"
+    return f"{head} RECOMPUTE: loading never wins up to {max_tokens:,} tokens{need_txt}"
+
+
+def analyse_tiers(ineq: Inequality, tiers: list[Tier], *, lengths, suffix: int = 0,
+                  max_tokens: int = DEFAULT_MAX_TOKENS, ref_tokens: int | None = None) -> dict:
+    """Per tier: break-even, win ranges, margins at ``lengths``, the verdict (a JSON-ready dict)."""
+    lengths = np.asarray(sorted(set(int(x) for x in lengths)), dtype=np.int64)
+    ref = int(ref_tokens or ineq.profile.reference_tokens)
+    out = {}
+    for tier in tiers:
+        ranges = ineq.win_ranges(tier, suffix, max_tokens)
+        n_star = _n_star(ranges, max_tokens)
+        margins = ineq.margin(tier, lengths, suffix)
+        out[tier.name] = {
+            "bandwidth_bytes_per_s": tier.bandwidth_bytes_per_s, "latency_s": tier.latency_s, "source": tier.source,
+            "break_even_tokens": n_star, "win_ranges": [list(r) for r in ranges],
+            "margin_s": {str(int(n)): float(m) for n, m in zip(lengths, margins)},
+            "load_s": {str(int(n)): float(t) for n, t in zip(lengths, ineq.load_exposed(tier, lengths, suffix))},
+            "bandwidth_needed_at_reference": ineq.bandwidth_needed(tier, ref),
+            "verdict": verdict(tier, n_star, ranges, ineq, ref, max_tokens),
+        }
+    return out
+
+
+# --- a replay run's measurements ------------------------------------------------------------------------
+_HIT_COLS = (re.compile(r"^hit_blocks_(\w+)$"), re.compile(r"^(\w+)_hit_blocks$"), re.compile(r"^hits_(\w+)$"))
+_LOAD_COLS = {"load_time_s": 1.0, "load_time_ms": 1e-3, "load_time_us": 1e-6, "load_time_ns": 1e-9,
+              "load_s": 1.0, "load_ms": 1e-3, "load_us": 1e-6}
+
+
+@dataclass(frozen=True)
+class RunHits:
+    """Per-request hit blocks by tier and measured load times from a replay run's ``requests.csv``."""
+
+    hit_blocks: dict            # tier name -> int64 array (one per request)
+    load_s: np.ndarray | None   # measured load time per request (first issue to last completion), or None
+    input_tokens: np.ndarray | None
+
+
+@dataclass(frozen=True)
+class RunMeasurements:
+    """What ``kvbench check --run`` needs from a replay run folder."""
+
+    path: str
+    tiers: list[Tier]
+    model: str | None
+    block_tokens: int | None
+    hits: RunHits | None
+    notes: tuple[str, ...] = ()
+
+
+def _read_json(path):
+    import json
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise SpecError(f"{path}:{e.lineno}: invalid JSON: {e.msg}", "re-run the replay or fix the file") from None
+
+
+def read_run(run_dir) -> RunMeasurements:
+    """Tier bandwidth/latency from ``summary.json`` and per-request hits from ``requests.csv`` of a replay run."""
+    from pathlib import Path
+    root = Path(run_dir)
+    summary_path = root / "summary.json"
+    if not summary_path.is_file():
+        raise SpecError(f"{root}: no summary.json (not a run folder)", "give a folder written by kvbench replay kv")
+    summary = _read_json(summary_path)
+    run_json = _read_json(root / "run.json") if (root / "run.json").is_file() else {}
+    config = run_json.get("config") or {}
+    tiers, notes = [], []
+    for name, t in (summary.get("tiers") or {}).items():
+        if not isinstance(t, dict):
+            continue
+        bw = t.get("read_bw_bytes_per_s")
+        lat = (t.get("read_lat_us") or {}).get("p50") if isinstance(t.get("read_lat_us"), dict) else None
+        if bw and lat is not None and bw > 0:
+            tiers.append(Tier(name, float(bw), float(lat) * 1e-6, source=f"{summary_path.name}: run-average bandwidth"))
+        else:
+            notes.append(f"tier {name}: no read measurements in the run (skipped)")
+    if not tiers:
+        raise SpecError(f"{summary_path}: no tier has read measurements (tiers.<name>.read_bw_bytes_per_s and "
+                        f"read_lat_us.p50)", "give a replay run that read from a tier (not --dry-run), or use --tier")
+    model = summary.get("model") or config.get("model")
+    block_tokens = summary.get("block_tokens") or config.get("block_tokens")
+    hits = _read_requests(root / "requests.csv") if (root / "requests.csv").is_file() else None
+    if hits is None:
+        notes.append("no requests.csv: per-hit results unavailable")
+    return RunMeasurements(str(root), tiers, model, int(block_tokens) if block_tokens else None, hits, tuple(notes))
+
+
+def _read_requests(path) -> RunHits:
+    import pandas as pd
+    try:
+        df = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise SpecError(f"{path}: unreadable CSV: {str(e).splitlines()[0]}", "re-run the replay") from None
+    hit_blocks = {}
+    for col in df.columns:
+        for rx in _HIT_COLS:
+            m = rx.match(str(col))
+            if m:
+                hit_blocks[m.group(1)] = df[col].fillna(0).to_numpy(dtype=np.int64)
+                break
+    if not hit_blocks:
+        raise SpecError(f"{path}: no hit-block columns (hit_blocks_<tier>)", "give requests.csv of kvbench replay kv")
+    load = next(((df[c].to_numpy(dtype=np.float64) * k) for c, k in _LOAD_COLS.items() if c in df.columns), None)
+    inp = df["input_tokens"].to_numpy(dtype=np.int64) if "input_tokens" in df.columns else None
+    return RunHits(hit_blocks, load, inp)
+
+
+def fit_tier_from_requests(name: str, hits: RunHits, block_bytes: float, min_requests: int = 8) -> Tier | None:
+    """Latency + bytes/bandwidth fitted to requests whose hits all came from tier ``name`` (as experienced
+    per request, unlike a run-average bandwidth); None when too few such requests or sizes."""
+    from kvbench.compute.fit import fit_line
+    if hits.load_s is None or name not in hits.hit_blocks:
+        return None
+    own = hits.hit_blocks[name]
+    others = sum((b for k, b in hits.hit_blocks.items() if k != name), np.zeros_like(own))
+    sel = (own > 0) & (others == 0) & np.isfinite(hits.load_s) & (hits.load_s > 0)
+    if sel.sum() < min_requests or np.unique(own[sel]).size < 2:
+        return None
+    a, b = fit_line(own[sel] * block_bytes, hits.load_s[sel])
+    if b <= 0:
+        return None
+    return Tier(name, 1.0 / b, a, source=f"fit to {int(sel.sum())} single-tier requests in requests.csv")
+
+
+def _pct(x: np.ndarray) -> dict:
+    if x.size == 0:
+        return {"p50": None, "p99": None}
+    return {"p50": float(np.percentile(x, 50)), "p99": float(np.percentile(x, 99))}
+
+
+def analyse_run_hits(ineq: Inequality, tiers: list[Tier], hits: RunHits, block_tokens: int) -> dict:
+    """Over a run's hits: per tier the margin at the real hit lengths; overall, with the measured load times,
+    the fraction of requests with loaded hits where loading won and the TTFT it saved (p50, p99).
+
+    Hits in tiers without read measurements (a simulated HBM tier) cost no load: for those requests the
+    choice is between loading the rest and recomputing it on top of the free part, ``T(free+loaded) - T(free)``.
+    """
+    names = {t.name for t in tiers}
+    zeros = np.zeros(next(iter(hits.hit_blocks.values())).size, dtype=np.int64)
+    loaded = sum((b for k, b in hits.hit_blocks.items() if k in names), zeros) * block_tokens
+    free = sum((b for k, b in hits.hit_blocks.items() if k not in names), zeros) * block_tokens
+    if hits.input_tokens is not None:  # the last prompt token is always computed
+        room = np.maximum(hits.input_tokens - 1, 0)
+        free = np.minimum(free, room)
+        loaded = np.minimum(loaded, room - free)
+        suffix = hits.input_tokens - free - loaded
+    else:
+        suffix = np.ones_like(loaded)
+    per_tier = {}
+    for tier in tiers:
+        blocks = hits.hit_blocks.get(tier.name)
+        if blocks is None:
+            continue
+        sel = blocks > 0
+        n = blocks[sel] * block_tokens
+        m = ineq.margin(tier, n, suffix[sel]) if n.size else np.zeros(0)
+        per_tier[tier.name] = {"hit_requests": int(sel.sum()), "hit_tokens": _pct(n.astype(np.float64)),
+                               "margin_s": _pct(m), "wins_fraction": float((m > 0).mean()) if m.size else None}
+    is_hit = loaded > 0
+    out = {"requests": int(zeros.size), "requests_with_loaded_hits": int(is_hit.sum()),
+           "loaded_tokens": _pct(loaded[is_hit].astype(np.float64)), "tiers": per_tier}
+    if hits.load_s is not None and is_hit.any():
+        recompute = ineq.profile.seconds(free[is_hit] + loaded[is_hit]) - ineq.profile.seconds(free[is_hit])
+        saved = recompute - hits.load_s[is_hit]
+        out.update({"measured_load_s": _pct(hits.load_s[is_hit]), "wins_fraction": float((saved > 0).mean()),
+                    "ttft_saved_s": _pct(saved), "ttft_saved_s_if_best_choice": _pct(np.maximum(saved, 0.0))})
+    return out

@@ -1,0 +1,139 @@
+"""``kvbench check``: does loading KV from each tier beat recomputing it? (DESIGN.md, "The inequality")."""
+
+from __future__ import annotations
+
+import click
+
+from kvbench.cli._common import emit_json, json_option
+from kvbench.errors import SpecError
+
+DEFAULT_LENGTHS = (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
+
+
+def _lengths(ctx, param, value):
+    if not value:
+        return DEFAULT_LENGTHS
+    out = []
+    for x in value.split(","):
+        try:
+            v = int(x)
+        except ValueError:
+            raise click.BadParameter(f"{x!r} is not an integer (give e.g. 1024,4096)") from None
+        if v <= 0:
+            raise click.BadParameter(f"lengths must be > 0, got {v}")
+        out.append(v)
+    return tuple(out)
+
+
+@click.command("check")
+@click.option("--profile", "profile_name", default=None,
+              help="Compute profile: preset in workloads/compute, a .toml/.json file, or a prefill run folder.")
+@click.option("--recompute-tokens-per-s", "rate", type=float, default=None,
+              help="Instead of a profile: a plain prefill rate (linear what-if).")
+@click.option("--run", "run_dir", type=click.Path(file_okay=False), default=None,
+              help="A replay run folder: tier bandwidth/latency from summary.json, hits from requests.csv.")
+@click.option("--tier", "tier_specs", multiple=True, metavar="NAME=BW,LATENCY",
+              help="A tier to check, e.g. l3=6.5GB/s,90us (repeatable).")
+@click.option("--model", "model_name", default=None,
+              help="Model preset for KV bytes per token and layers (default: the profile's or the run's model).")
+@click.option("--kv-dtype", default=None, help="KV cache dtype override (bf16, fp8, ...).")
+@click.option("--pipelined", is_flag=True, help="Overlap loading layer by layer with the suffix's compute.")
+@click.option("--suffix-tokens", type=int, default=0, show_default=True,
+              help="Uncached tokens computed after the prefix (what pipelining overlaps; --run uses the trace's).")
+@click.option("--lengths", callback=_lengths, default=None, help="Prefix lengths to report margins at (comma list).")
+@click.option("--max-tokens", type=int, default=1 << 20, show_default=True,
+              help="Longest prefix considered for the break-even.")
+@json_option
+def check_cmd(profile_name, rate, run_dir, tier_specs, model_name, kv_dtype, pipelined, suffix_tokens, lengths,
+              max_tokens, as_json):
+    """Load vs recompute per tier: T_load(n) = first byte + n*bytes_per_token/BW (optionally pipelined) against
+    the prefill profile's T(n); prints the break-even prefix n*, margins, and a verdict per tier."""
+    from kvbench.analysis.recompute import (Inequality, Tier, analyse_run_hits, analyse_tiers,
+                                            fit_tier_from_requests, parse_tier, read_run)
+    from kvbench.compute.profile import load_profile, rate_profile
+    from kvbench.spec.models import load_model
+    from kvbench.units import format_bytes, format_duration
+
+    if (profile_name is None) == (rate is None):
+        raise SpecError("give exactly one of --profile and --recompute-tokens-per-s",
+                        "e.g. --profile llama-3.1-8b-h200-trtllm-fp8 or --recompute-tokens-per-s 39000")
+    if not run_dir and not tier_specs:
+        raise SpecError("nothing to check: give --run RUN_DIR or --tier NAME=BW,LATENCY", "e.g. --tier l3=6.5GB/s,90us")
+    if suffix_tokens < 0 or max_tokens < 1:
+        raise SpecError("--suffix-tokens must be >= 0 and --max-tokens >= 1", "fix the option")
+    tiers = [parse_tier(t) for t in tier_specs]
+    run = read_run(run_dir) if run_dir else None
+    profile = load_profile(profile_name) if profile_name else rate_profile(rate)
+    model_name = model_name or (profile.model or None) or (run.model if run else None)
+    if not model_name:
+        raise SpecError("no model: the rate profile names none", "give --model, e.g. --model llama-3.1-8b")
+    model = load_model(model_name, dtype=kv_dtype)
+    if profile.copy is not None:
+        tiers.append(Tier("h2d-pinned", profile.copy.bandwidth_bytes_per_s, profile.copy.latency_s,
+                          source=f"profile: pinned host->device copy on {profile.copy.device}"))
+    run_notes, block_tokens = [], None
+    if run is not None:
+        block_tokens = run.block_tokens
+        run_notes = list(run.notes)
+        for t in run.tiers:
+            fitted = (fit_tier_from_requests(t.name, run.hits, model.block_bytes(block_tokens))
+                      if run.hits is not None and block_tokens else None)
+            tiers.append(fitted or t)
+            if fitted is None:
+                run_notes.append(f"tier {t.name}: bandwidth is the run average (bytes / wall time), a lower bound "
+                                 "on what the tier delivers per request")
+    names = [t.name for t in tiers]
+    if len(set(names)) != len(names):
+        raise SpecError(f"tier names repeat: {', '.join(names)}", "give each --tier a distinct name")
+    ineq = Inequality(profile, model.bytes_per_token, model.layers, pipelined)
+    result_tiers = analyse_tiers(ineq, tiers, lengths=lengths, suffix=suffix_tokens, max_tokens=max_tokens)
+    out = {"profile": {"name": profile.name, "kind": profile.kind, "model": profile.model, "device": profile.device,
+                       "dtype": profile.dtype, "tokens_per_s": profile.tokens_per_s,
+                       "reference_tokens": profile.reference_tokens, "fit": profile.fit.to_dict(),
+                       "source": profile.source, "path": profile.path},
+           "model": model.name, "bytes_per_token": model.bytes_per_token, "kv_dtype": model.dtype,
+           "layers": model.layers, "pipelined": pipelined, "suffix_tokens": suffix_tokens, "max_tokens": max_tokens,
+           "tiers": result_tiers}
+    if run is not None:
+        out["run"] = {"run_dir": run.path, "block_tokens": block_tokens, "notes": run_notes}
+        if run.hits is not None:
+            if not block_tokens:
+                raise SpecError(f"{run.path}: block_tokens is in neither summary.json nor run.json config",
+                                "re-run the replay with a current kvbench")
+            out["run"]["hits"] = analyse_run_hits(ineq, tiers, run.hits, block_tokens)
+    if as_json:
+        emit_json(out)
+        return
+    click.echo(f"recompute: {profile.describe()}")
+    if profile.kind != "measured":
+        click.echo(f"  ({profile.kind}: {profile.source})")
+    click.echo(f"KV: {model.name}, {model.bytes_per_token:,} B/token ({model.dtype}), {model.layers} layers; "
+               f"load {'pipelined layer by layer over ' + str(suffix_tokens) + ' suffix tokens' if pipelined else 'before compute'}")
+    show = [n for n in lengths][:6]
+    click.echo(f"{'tier':<12} {'bandwidth':>11} {'latency':>9} {'n*':>9}  " +
+               " ".join(f"{'@' + str(n):>10}" for n in show) + "   (margin = recompute - load; + loads)")
+    for name, r in result_tiers.items():
+        n_star = f"{r['break_even_tokens']:,}" if r["break_even_tokens"] is not None else "never"
+        margins = " ".join(f"{format_duration(r['margin_s'][str(n)]):>10}" for n in show)
+        click.echo(f"{name:<12} {format_bytes(r['bandwidth_bytes_per_s'], binary=False) + '/s':>11} "
+                   f"{format_duration(r['latency_s']):>9} {n_star:>9}  {margins}")
+    for r in result_tiers.values():
+        click.echo(r["verdict"])
+    if run is not None:
+        click.echo(f"run: {run.path}")
+        for note in run_notes:
+            click.echo(f"  note: {note}")
+        h = out["run"].get("hits")
+        if h:
+            for name, t in h["tiers"].items():
+                if t["hit_requests"]:
+                    click.echo(f"  {name}: {t['hit_requests']:,} requests hit; hit length p50 "
+                               f"{t['hit_tokens']['p50']:,.0f} tokens; loading wins for {t['wins_fraction']:.1%} "
+                               f"(margin p50 {format_duration(t['margin_s']['p50'])})")
+            if "wins_fraction" in h:
+                click.echo(f"  measured loads: loading won in {h['wins_fraction']:.1%} of {h['requests_with_loaded_hits']:,}"
+                           f" requests with loaded hits; TTFT saved p50 {format_duration(h['ttft_saved_s']['p50'])}, "
+                           f"p99 {format_duration(h['ttft_saved_s']['p99'])}")
+
+
+COMMANDS = [check_cmd]

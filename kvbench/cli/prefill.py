@@ -1,0 +1,118 @@
+"""``kvbench prefill``: measure a prefill compute profile for a model preset (torch; CUDA or CPU)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from pathlib import Path
+
+import click
+
+from kvbench.cli._common import emit_json, json_option
+from kvbench.errors import SpecError
+
+
+def _lengths(ctx, param, value):
+    if value is None:
+        return None
+    from kvbench.compute.prefill import validate_lengths
+    return validate_lengths(value.split(","))
+
+
+def _out_dir(root: str, model: str, config: dict) -> tuple[Path, object]:
+    """A run folder: RunDir when the metrics package provides it, else a timestamped folder under ``root``."""
+    try:
+        from kvbench.metrics.run import RunDir
+    except ImportError:
+        RunDir = None
+    if RunDir is not None:
+        rd = RunDir.create("prefill", config, root=root)
+        return Path(rd.path), rd
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    path = Path(root) / f"{stamp}-prefill-{model}"
+    path.mkdir(parents=True, exist_ok=False)
+    (path / "run.json").write_text(json.dumps({"kind": "prefill", "config": config}, indent=2) + "\n")
+    return path, None
+
+
+@click.command("prefill")
+@click.option("--model", "model_name", required=True, help="Model preset (kvbench models) or TOML path.")
+@click.option("--device", default=None, help="cpu or cuda[:N] (default: cuda when torch sees one, else cpu).")
+@click.option("--lengths", callback=_lengths, default=None,
+              help="Prompt lengths in tokens, comma-separated (default cpu 128..1024, cuda 1024..16384).")
+@click.option("--layers", type=int, default=None,
+              help="Layers to build; times are scaled per layer kind to the full model (default: cpu 2, cuda all "
+                   "that fit in half the free memory).")
+@click.option("--dtype", type=click.Choice(["bf16", "fp16", "fp32"]), default=None,
+              help="Compute dtype (default: bf16 on cuda, fp32 on cpu).")
+@click.option("--warmup", type=int, default=None, help="Warm-up passes per length (default cpu 1, cuda 3).")
+@click.option("--reps", type=int, default=None, help="Timed repetitions per length (default cpu 3, cuda 10).")
+@click.option("--copy/--no-copy", "measure_copy", default=True, show_default=True,
+              help="On CUDA, also measure pinned host->device copy per block size (the L2->L1 tier).")
+@click.option("--name", default=None, help="Profile name (default <model>-<device>-measured).")
+@click.option("--out", "out_file", type=click.Path(dir_okay=False), default=None,
+              help="Also write the profile here (.toml or .json), e.g. workloads/compute/<name>.toml.")
+@click.option("--results", default="results", show_default=True, help="Folder for run folders.")
+@click.option("--threads", type=int, default=None,
+              help="CPU threads for torch (default: torch's; 1 is steadier on a shared machine).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed for the random weights and tokens.")
+@json_option
+def prefill_cmd(model_name, device, lengths, layers, dtype, warmup, reps, measure_copy, name, out_file, results,
+                threads, seed, as_json):
+    """Measure prefill time over prompt lengths with random weights; fit T(n) = a + b*n + c*n^2 and save a
+    measured compute profile (profile.toml in a run folder) for `kvbench check`."""
+    from kvbench.compute.prefill import DEFAULT_LENGTHS, measure_prefill
+    from kvbench.compute.profile import save_profile
+    from kvbench.compute.stack import require_torch
+    from kvbench.spec.models import load_model
+    from kvbench.units import format_duration, format_rate
+
+    spec = load_model(model_name)
+    if out_file and Path(out_file).suffix not in (".toml", ".json"):
+        raise SpecError(f"--out {out_file}: the profile file must end in .toml or .json", "e.g. --out prof.toml")
+    torch = require_torch()
+    dev_kind = (device or ("cuda" if torch.cuda.is_available() else "cpu")).split(":")[0]
+    lengths = lengths or DEFAULT_LENGTHS.get(dev_kind, DEFAULT_LENGTHS["cpu"])
+    config = {"model": spec.name, "device": device, "lengths": list(lengths), "layers": layers, "dtype": dtype,
+              "warmup": warmup, "reps": reps, "copy": measure_copy, "seed": seed,
+              "threads": threads}
+
+    shown = []
+
+    def progress(r):
+        if not as_json:
+            if not shown:  # printed once the inputs are validated and the stack is built
+                shown.append(True)
+                click.echo(f"prefill {spec.name}: lengths {','.join(map(str, lengths))}")
+            click.echo(f"  {r.tokens:>7} tokens  {format_duration(r.median_s):>10}  "
+                       f"{r.tokens / r.median_s:>12,.0f} tok/s", err=False)
+
+    profile, rows = measure_prefill(spec, lengths, device=device, dtype=dtype, layers=layers, warmup=warmup,
+                                    reps=reps, seed=seed, name=name, measure_copy=measure_copy, threads=threads,
+                                    progress=progress)
+    run_path, rd = _out_dir(results, spec.name, config)
+    prof_path = save_profile(profile, run_path / "profile.toml")
+    if out_file:
+        save_profile(profile, out_file)
+    summary = {"kind": "prefill", "status": "complete", "run_dir": str(run_path), "profile": str(prof_path),
+               "profile_out": out_file, **profile.to_dict(),
+               "lengths": [{"tokens": r.tokens, "seconds_median": r.median_s, "seconds": list(r.model_seconds),
+                            "stack_seconds": list(r.stack_seconds)} for r in rows]}
+    if rd is not None:
+        rd.write_summary(summary, status="complete")
+    else:
+        (run_path / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    if as_json:
+        emit_json(summary)
+        return
+    f = profile.fit
+    click.echo(f"fit: T(n) = {f.a:.4g} + {f.b:.4g}*n + {f.c:.4g}*n^2 s  (relative rms {f.rel_rms:.2%})")
+    click.echo(f"device: {profile.device}, {profile.dtype}; {profile.notes}")
+    if profile.copy is not None:
+        click.echo(f"host->device copy (pinned): {format_rate(profile.copy.bandwidth_bytes_per_s)}, "
+                   f"latency {format_duration(profile.copy.latency_s)}")
+    click.echo(f"profile: {prof_path}" + (f" (and {out_file})" if out_file else ""))
+    click.echo(f"run_dir: {run_path}")
+
+
+COMMANDS = [prefill_cmd]

@@ -1,0 +1,235 @@
+"""Compute profiles: how long prefill of n tokens takes on one device, measured or published.
+
+A profile is a fit ``T(n) = a + b*n + c*n^2`` (see :mod:`kvbench.compute.fit`) plus where it came from:
+``kind = "measured"`` (timed by ``kvbench prefill``, raw points kept), ``"published"`` (a vendor/paper figure,
+with its source; never presented as measured) or ``"rate"`` (a what-if rate given on the command line).
+Profiles are TOML (shipped in ``workloads/compute/``) or JSON files; ``load_profile`` reads either, by preset
+name, file path or a run folder holding ``profile.toml``/``profile.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from kvbench.compute.fit import QuadraticFit
+from kvbench.errors import SpecError
+from kvbench.spec.presets import load_toml, preset_names, preset_path
+
+KINDS = ("measured", "published", "rate")
+
+
+@dataclass(frozen=True)
+class CopyProfile:
+    """Pinned host -> device copy (the L2 DRAM -> L1 HBM path): time per copy at each block size."""
+
+    block_bytes: tuple[int, ...]
+    seconds: tuple[float, ...]          # median time of one copy of that size
+    bandwidth_bytes_per_s: float        # fitted: seconds = latency_s + bytes / bandwidth
+    latency_s: float
+    pinned: bool = True
+    device: str = ""
+
+    def to_dict(self) -> dict:
+        return {"block_bytes": list(self.block_bytes), "seconds": list(self.seconds),
+                "bandwidth_bytes_per_s": self.bandwidth_bytes_per_s, "latency_s": self.latency_s,
+                "pinned": self.pinned, "device": self.device}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "CopyProfile":
+        return cls(tuple(int(x) for x in d.get("block_bytes", ())), tuple(float(x) for x in d.get("seconds", ())),
+                   float(d["bandwidth_bytes_per_s"]), float(d["latency_s"]), bool(d.get("pinned", True)),
+                   str(d.get("device", "")))
+
+
+@dataclass(frozen=True)
+class ComputeProfile:
+    """Prefill time over prompt length for one model on one device."""
+
+    name: str
+    kind: str                          # "measured" | "published" | "rate"
+    model: str                         # model preset name (kvbench.spec.models)
+    device: str                        # e.g. "NVIDIA H200", "cpu: AMD EPYC ... (2 threads)"
+    dtype: str
+    fit: QuadraticFit
+    reference_tokens: int = 4096       # prompt length at which tokens_per_s is quoted
+    source: str = ""
+    notes: str = ""
+    points_tokens: tuple[int, ...] = ()
+    points_seconds: tuple[float, ...] = ()
+    layers_total: int = 0
+    layers_measured: int = 0           # < layers_total: per-layer times scaled to the full stack
+    scaled: bool = False
+    versions: dict = field(default_factory=dict)
+    created: str = ""
+    copy: CopyProfile | None = None
+    path: str = ""
+
+    def seconds(self, n_tokens) -> np.ndarray:
+        """Prefill time (s) of prompts of ``n_tokens`` (scalar or array), from the fit."""
+        return self.fit.seconds(n_tokens)
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Prefill rate at ``reference_tokens``: n / T(n)."""
+        n = self.reference_tokens
+        return float(n / self.fit.seconds(n))
+
+    def tokens_per_s_at(self, n_tokens) -> np.ndarray:
+        n = np.asarray(n_tokens, dtype=np.float64)
+        return n / self.fit.seconds(n)
+
+    def describe(self) -> str:
+        scaled = f", {self.layers_measured}/{self.layers_total} layers measured, scaled" if self.scaled else ""
+        return (f"{self.name} [{self.kind}] {self.model} on {self.device} ({self.dtype}{scaled}): "
+                f"{self.tokens_per_s:,.0f} tok/s at {self.reference_tokens} tokens")
+
+    def to_dict(self) -> dict:
+        d = {"name": self.name, "kind": self.kind, "model": self.model, "device": self.device, "dtype": self.dtype,
+             "reference_tokens": self.reference_tokens, "tokens_per_s": self.tokens_per_s, "source": self.source,
+             "notes": self.notes, "created": self.created, "fit": self.fit.to_dict()}
+        if self.points_tokens:
+            d["points"] = {"tokens": list(self.points_tokens), "seconds": list(self.points_seconds)}
+        if self.layers_total:
+            d["scaling"] = {"layers_total": self.layers_total, "layers_measured": self.layers_measured,
+                            "scaled": self.scaled}
+        if self.versions:
+            d["versions"] = dict(self.versions)
+        if self.copy is not None:
+            d["copy"] = self.copy.to_dict()
+        return d
+
+
+def rate_profile(tokens_per_s: float, *, model: str = "", reference_tokens: int = 4096) -> ComputeProfile:
+    """A linear what-if profile ``T(n) = n / R`` (``--recompute-tokens-per-s``)."""
+    if not (isinstance(tokens_per_s, (int, float)) and math.isfinite(tokens_per_s) and tokens_per_s > 0):
+        raise SpecError(f"recompute rate must be > 0 tokens/s, got {tokens_per_s!r}", "give e.g. 39000")
+    return ComputeProfile(name=f"rate-{tokens_per_s:g}", kind="rate", model=model, device="(assumed)",
+                          dtype="", fit=QuadraticFit(0.0, 1.0 / float(tokens_per_s), 0.0),
+                          reference_tokens=reference_tokens, source="--recompute-tokens-per-s",
+                          notes="linear what-if rate, not measured")
+
+
+# --- reading -------------------------------------------------------------------------------------------
+def profile_from_dict(d: dict, *, where: str) -> ComputeProfile:
+    """Validate a profile dict (from TOML or JSON); SpecError names the file and field."""
+    if not isinstance(d, dict):
+        raise SpecError(f"{where}: a profile must be a table/object", "see workloads/compute/*.toml")
+    kind = d.get("kind")
+    if kind not in KINDS:
+        raise SpecError(f"{where}: field 'kind' must be one of {', '.join(KINDS)}, not {kind!r}",
+                        'write kind = "measured" or kind = "published"')
+    for key in ("model", "device"):
+        if not isinstance(d.get(key), str) or not d.get(key):
+            raise SpecError(f"{where}: field {key!r} is missing", f"add {key} = \"...\"")
+    if kind == "published" and not d.get("source"):
+        raise SpecError(f"{where}: a published profile needs field 'source'", "cite where the figure comes from")
+    if not isinstance(d.get("fit"), dict):
+        raise SpecError(f"{where}: table [fit] with a, b, c is missing", "add [fit] a = ..., b = ..., c = ...")
+    fit = QuadraticFit.from_dict(d["fit"], where=f"{where}: [fit]")
+    points = d.get("points") or {}
+    tokens = tuple(int(x) for x in points.get("tokens", ()))
+    secs = tuple(float(x) for x in points.get("seconds", ()))
+    if len(tokens) != len(secs):
+        raise SpecError(f"{where}: [points] tokens and seconds differ in length", "give one time per length")
+    if kind == "measured" and not tokens:
+        raise SpecError(f"{where}: a measured profile must keep its raw [points]", "re-run kvbench prefill")
+    ref = d.get("reference_tokens", max(tokens) if tokens else 4096)
+    if not isinstance(ref, int) or ref <= 0:
+        raise SpecError(f"{where}: reference_tokens must be an integer > 0", "e.g. reference_tokens = 4096")
+    scaling = d.get("scaling") or {}
+    copy = CopyProfile.from_dict(d["copy"]) if d.get("copy") else None
+    return ComputeProfile(
+        name=str(d.get("name", "")), kind=kind, model=d["model"], device=d["device"], dtype=str(d.get("dtype", "")),
+        fit=fit, reference_tokens=ref, source=str(d.get("source", "")), notes=str(d.get("notes", "")),
+        points_tokens=tokens, points_seconds=secs, layers_total=int(scaling.get("layers_total", 0)),
+        layers_measured=int(scaling.get("layers_measured", 0)), scaled=bool(scaling.get("scaled", False)),
+        versions=dict(d.get("versions") or {}), created=str(d.get("created", "")), copy=copy)
+
+
+def _resolve(name_or_path: str | Path) -> Path:
+    p = Path(name_or_path)
+    if p.is_dir():
+        for candidate in ("profile.toml", "profile.json"):
+            if (p / candidate).is_file():
+                return p / candidate
+        raise SpecError(f"{p}: no profile.toml or profile.json in this folder", "give a profile file or preset name")
+    return preset_path("compute", str(name_or_path))
+
+
+def load_profile(name_or_path: str | Path) -> ComputeProfile:
+    """Load a compute profile by preset name (``workloads/compute/<name>.toml``), TOML/JSON path or run folder."""
+    path = _resolve(name_or_path)
+    if path.suffix == ".json":
+        try:
+            data = json.loads(path.read_text())
+        except json.JSONDecodeError as e:
+            raise SpecError(f"{path}:{e.lineno}: invalid JSON: {e.msg}", "fix the file's syntax") from None
+        except OSError as e:
+            raise SpecError(f"{path}: cannot read: {e.strerror}", "check the path and permissions") from None
+    else:
+        data = load_toml(path)
+    data.setdefault("name", path.stem if path.stem != "profile" else path.parent.name)
+    prof = profile_from_dict(data, where=str(path))
+    return _with_path(prof, str(path))
+
+
+def _with_path(prof: ComputeProfile, path: str) -> ComputeProfile:
+    return replace(prof, path=path)
+
+
+def profile_names() -> list[str]:
+    return preset_names("compute")
+
+
+# --- writing -------------------------------------------------------------------------------------------
+def _toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            raise SpecError(f"cannot store non-finite number {v} in a profile", "drop failed measurements")
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)  # a JSON string is a valid TOML basic string
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    raise TypeError(f"cannot write {type(v).__name__} to TOML")
+
+
+def to_toml(d: dict) -> str:
+    """Write a dict of scalars, lists and one level of tables as TOML (profiles need nothing more)."""
+    lines, tables = [], []
+    for k, v in d.items():
+        if isinstance(v, dict):
+            tables.append((k, v))
+        elif v is not None:
+            lines.append(f"{k} = {_toml_value(v)}")
+    for name, table in tables:
+        lines.append("")
+        lines.append(f"[{name}]")
+        lines.extend(f"{k} = {_toml_value(v)}" for k, v in table.items() if v is not None)
+    return "\n".join(lines) + "\n"
+
+
+def save_profile(profile: ComputeProfile, path: str | Path) -> Path:
+    """Write a profile as TOML (``.toml``) or JSON (``.json``), atomically."""
+    path = Path(path)
+    d = profile.to_dict()
+    d.pop("tokens_per_s")  # derived; recomputed on load
+    text = json.dumps(d, indent=2) + "\n" if path.suffix == ".json" else to_toml(d)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+    return path
+
+
+__all__ = ["ComputeProfile", "CopyProfile", "load_profile", "save_profile", "rate_profile", "profile_names",
+           "profile_from_dict", "KINDS"]

@@ -1,0 +1,160 @@
+"""libaio: Linux native AIO through libaio.so.1, with the iocb and io_event arrays as numpy structured arrays.
+
+python-libaio (0.9.5) wraps every I/O in an ``AIOBlock`` object; measured on this 2-core VM that path tops
+out near 27k IOPS at 4 KiB QD32 (DESIGN.md). Here the iocbs live in one numpy array (64 bytes each, the
+kernel ABI layout of ``struct iocb``), a batch is prepared with a few vectorised field assignments and
+submitted with one ``io_submit`` call on an array of iocb pointers, and completions are reaped as a whole
+``io_event`` array: no Python object per I/O. Trims are done synchronously (fallocate punch-hole /
+BLKDISCARD) since AIO has no discard command; they complete through the same reap path.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import time
+
+import numpy as np
+
+from kvbench.engine.engines.base import CAP_ALIGNED, CAP_ASYNC, EMPTY, Engine
+from kvbench.errors import EngineError
+
+IOCB_DTYPE = np.dtype([
+    ("data", "u8"), ("key", "u4"), ("rw_flags", "u4"), ("opcode", "i2"), ("reqprio", "i2"), ("fildes", "i4"),
+    ("buf", "u8"), ("nbytes", "u8"), ("offset", "i8"), ("pad3", "i8"), ("flags", "u4"), ("resfd", "u4"),
+])
+EVENT_DTYPE = np.dtype([("data", "u8"), ("obj", "u8"), ("res", "i8"), ("res2", "i8")])
+assert IOCB_DTYPE.itemsize == 64 and EVENT_DTYPE.itemsize == 32
+IO_CMD_PREAD, IO_CMD_PWRITE = 0, 1
+_OP_TO_CMD = np.array([IO_CMD_PREAD, IO_CMD_PWRITE, -1], dtype=np.int16)
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_int64), ("tv_nsec", ctypes.c_long)]
+
+
+_lib = None
+
+
+def _load():
+    global _lib
+    if _lib is None:
+        last = None
+        for name in ("libaio.so.1t64", "libaio.so.1"):
+            try:
+                lib = ctypes.CDLL(name)
+                break
+            except OSError as e:
+                last = e
+        else:
+            raise OSError(f"cannot load libaio.so.1 ({last})")
+        vp, cl = ctypes.c_void_p, ctypes.c_long
+        lib.io_setup.argtypes, lib.io_setup.restype = [ctypes.c_int, ctypes.POINTER(ctypes.c_ulong)], ctypes.c_int
+        lib.io_destroy.argtypes, lib.io_destroy.restype = [ctypes.c_ulong], ctypes.c_int
+        lib.io_submit.argtypes, lib.io_submit.restype = [ctypes.c_ulong, cl, vp], ctypes.c_int
+        lib.io_getevents.argtypes = [ctypes.c_ulong, cl, cl, vp, vp]
+        lib.io_getevents.restype = ctypes.c_int
+        _lib = lib
+    return _lib
+
+
+class LibaioEngine(Engine):
+    name = "libaio"
+    caps = frozenset({CAP_ASYNC, CAP_ALIGNED})
+
+    @classmethod
+    def check_available(cls) -> None:
+        _load()
+
+    def __init__(self, targets, qd, buffers, buf_addr):
+        super().__init__(targets, qd, buffers, buf_addr)
+        lib = _load()
+        self._lib = lib
+        self._ctx = ctypes.c_ulong(0)
+        r = lib.io_setup(qd, ctypes.byref(self._ctx))
+        if r < 0:
+            raise EngineError(f"io_setup({qd}) failed: {errno.errorcode.get(-r, r)}",
+                              "lower --qd or raise /proc/sys/fs/aio-max-nr")
+        self.iocbs = np.zeros(qd, dtype=IOCB_DTYPE)
+        self.iocbs["data"] = np.arange(qd)
+        self.iocbs["buf"] = buf_addr + np.arange(qd, dtype=np.uint64) * np.uint64(self.slot_bytes)
+        self._iocb_base = np.uint64(self.iocbs.ctypes.data)
+        self.events = np.zeros(qd, dtype=EVENT_DTYPE)
+        self._ev_ptr = self.events.ctypes.data
+        self._ptrs = np.zeros(qd, dtype=np.uint64)
+        self._ptrs_addr = self._ptrs.ctypes.data
+        self._ts = _Timespec()
+        self._ts_ptr = ctypes.addressof(self._ts)
+        self._stash_s, self._stash_r = [], []   # completions reaped inside submit (partial io_submit, trims)
+        self._f_op, self._f_fd = self.iocbs["opcode"], self.iocbs["fildes"]
+        self._f_n, self._f_off = self.iocbs["nbytes"], self.iocbs["offset"]
+
+    def submit(self, slots, ops, tgts, offsets, lengths) -> None:
+        if (ops == 2).any():
+            trim = ops == 2
+            for s, t, o, n in zip(slots[trim], tgts[trim], offsets[trim], lengths[trim]):
+                r = self.targets[int(t)].trim(int(o), int(n))
+                self._stash_s.append(np.array([s], dtype=np.int64))
+                self._stash_r.append(np.array([n if r == 0 else r], dtype=np.int64))
+            keep = ~trim
+            slots, ops, tgts, offsets, lengths = slots[keep], ops[keep], tgts[keep], offsets[keep], lengths[keep]
+        k = len(slots)
+        if k == 0:
+            return
+        self._f_op[slots] = _OP_TO_CMD[ops]
+        self._f_fd[slots] = self.fds[tgts]
+        self._f_n[slots] = lengths
+        self._f_off[slots] = offsets
+        ptrs = self._ptrs[:k]
+        np.multiply(slots, 64, out=ptrs, casting="unsafe")
+        ptrs += self._iocb_base
+        done = 0
+        while done < k:
+            r = self._lib.io_submit(self._ctx.value, k - done, self._ptrs_addr + 8 * done)
+            if r > 0:
+                done += r
+            elif r == -errno.EAGAIN:
+                self._reap_into_stash(1)
+            else:  # the first remaining iocb was rejected: complete it with the error, go on with the rest
+                self._stash_s.append(np.array([slots[done]], dtype=np.int64))
+                self._stash_r.append(np.array([r if r < 0 else -errno.EIO], dtype=np.int64))
+                done += 1
+
+    def _getevents(self, min_nr, timeout_ns):
+        if timeout_ns is None:
+            tsp = None
+        else:
+            self._ts.tv_sec, self._ts.tv_nsec = divmod(max(int(timeout_ns), 0), 1_000_000_000)
+            tsp = self._ts_ptr
+        while True:
+            n = self._lib.io_getevents(self._ctx.value, min_nr, self.qd, self._ev_ptr, tsp)
+            if n >= 0:
+                return n
+            if n != -errno.EINTR:
+                raise EngineError(f"io_getevents failed: {errno.errorcode.get(-n, n)}", "report this bug")
+            if tsp is not None:
+                return 0
+
+    def _reap_into_stash(self, min_nr):
+        n = self._getevents(min_nr, None)
+        if n:
+            self._stash_s.append(self.events["data"][:n].astype(np.int64))
+            self._stash_r.append(self.events["res"][:n].copy())
+
+    def reap(self, min_nr, timeout_ns):
+        if self._stash_s:
+            n = self._getevents(0, 0)
+            s = self._stash_s + [self.events["data"][:n].astype(np.int64)]
+            r = self._stash_r + [self.events["res"][:n].copy()]
+            self._stash_s, self._stash_r = [], []
+            return np.concatenate(s), np.concatenate(r), None
+        n = self._getevents(min_nr, timeout_ns)
+        if n == 0:
+            return EMPTY, EMPTY, None
+        ev = self.events[:n]
+        return ev["data"].astype(np.int64), ev["res"].copy(), None
+
+    def close(self) -> None:
+        if self._ctx.value:
+            self._lib.io_destroy(self._ctx.value)
+            self._ctx = ctypes.c_ulong(0)

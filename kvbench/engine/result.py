@@ -1,0 +1,124 @@
+"""PlanResult: what a run of a plan did, per I/O (plan order) and aggregated."""
+
+from __future__ import annotations
+
+import errno as _errno
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kvbench.errors import DiskFullError, EngineError, Interrupted, VerifyError
+from kvbench.engine.plan import OP_NAMES
+from kvbench.metrics.histogram import LatencyHistogram, merged
+
+
+@dataclass
+class PlanResult:
+    """Per-I/O arrays are in plan order: ``submit_ns``/``complete_ns`` from run start (-1: never issued /
+    never completed), ``result`` bytes done or -errno. ``histograms`` maps (target index, op name) to
+    latency histograms of successful I/Os; ``lag`` holds open-loop issue lag (achieved - intended)."""
+
+    submit_ns: np.ndarray
+    complete_ns: np.ndarray
+    result: np.ndarray
+    histograms: dict
+    lag: LatencyHistogram
+    lag_stats: dict | None
+    ops: np.ndarray = field(repr=False)
+    lengths: np.ndarray = field(repr=False)
+    targets: np.ndarray = field(repr=False)
+    engine: str = "libaio"
+    qd: int = 32
+    workers: int = 1
+    pacing: str = "closed"
+    speed: float = 1.0
+    status: str = "complete"         # complete | interrupted | failed
+    error: str | None = None
+    errno: int | None = None
+    errors: dict = field(default_factory=dict)   # errno -> count
+    short: int = 0
+    first_error: dict | None = None
+    verify: dict = field(default_factory=dict)
+    cpu: dict = field(default_factory=dict)
+    timeseries: list = field(default_factory=list)
+
+    # ---- derived -----------------------------------------------------------------------------------------
+    @property
+    def issued(self) -> int:
+        return int((self.submit_ns >= 0).sum())
+
+    @property
+    def ok(self) -> np.ndarray:
+        return (self.complete_ns >= 0) & (self.result == self.lengths.astype(np.int64))
+
+    @property
+    def wall_s(self) -> float:
+        """First submit to last completion, seconds."""
+        s = self.submit_ns[self.submit_ns >= 0]
+        c = self.complete_ns[self.complete_ns >= 0]
+        return float((c.max() - s.min()) / 1e9) if s.size and c.size else 0.0
+
+    def bytes_by_op(self) -> dict:
+        ok = self.ok
+        return {name: int(self.lengths[ok & (self.ops == code)].astype(np.int64).sum())
+                for code, name in OP_NAMES.items()}
+
+    def ios_by_op(self) -> dict:
+        ok = self.ok
+        return {name: int((ok & (self.ops == code)).sum()) for code, name in OP_NAMES.items()}
+
+    def latency(self, op: str | None = None, target: int | None = None) -> LatencyHistogram:
+        return merged(h for (t, o), h in self.histograms.items()
+                      if (op is None or o == op) and (target is None or t == target))
+
+    def summary(self) -> dict:
+        """JSON-ready aggregate numbers (io command fields: iops, bw_bytes_per_s, ios, runtime_s, lat_us)."""
+        wall = self.wall_s
+        ios, by = self.ios_by_op(), self.bytes_by_op()
+        total_ios, total_bytes = sum(ios.values()), sum(by.values())
+        out = {
+            "status": self.status,
+            "engine": self.engine, "qd": self.qd, "workers": self.workers, "pacing": self.pacing,
+            "ios": total_ios, "runtime_s": wall,
+            "iops": total_ios / wall if wall > 0 else None,
+            "bw_bytes_per_s": total_bytes / wall if wall > 0 else None,
+            "bytes": by, "lat_us": self.latency().percentiles(),
+            "ops": {op: {"ios": ios[op], "bytes": by[op], "iops": ios[op] / wall if wall > 0 else None,
+                         "bw_bytes_per_s": by[op] / wall if wall > 0 else None,
+                         "lat_us": self.latency(op).percentiles()}
+                    for op in ios if ios[op]},
+            "issued": self.issued, "planned": int(len(self.submit_ns)),
+            "errors": {(_errno.errorcode.get(k, str(k))): v for k, v in self.errors.items()},
+            "short_ios": self.short, "first_error": self.first_error, "verify": self.verify, "cpu": self.cpu,
+        }
+        if self.pacing == "open":
+            out["speed"] = self.speed
+            out["issue_lag_us"] = {**self.lag.percentiles(), **(self.lag_stats or {})}
+        if self.error:
+            out["error"] = self.error
+        return out
+
+    def raise_for_status(self) -> None:
+        """Raise the run's error (after the caller wrote its results): disk full, I/O error, verify, Ctrl-C."""
+        if self.status == "interrupted":
+            raise Interrupted("interrupted: stopped issuing, drained in-flight I/O and wrote the results so far",
+                              "rerun to completion")
+        if self.status == "failed":
+            cls = DiskFullError if self.errno == _errno.ENOSPC else EngineError
+            raise cls(self.error or "the run failed", _fix_for(self.errno))
+        if self.verify.get("mismatches"):
+            f = self.verify.get("first") or {}
+            raise VerifyError(f"verify: {self.verify['mismatches']} of {self.verify['checked']} reads returned "
+                              f"wrong data; first at plan index {f.get('index')} (tag/key {f.get('tag')}, "
+                              f"offset {f.get('offset')})", "check the device and the write path")
+
+
+def _fix_for(code):
+    if code == _errno.ENOSPC:
+        return "free space on the target's filesystem or give a smaller --size"
+    if code == _errno.EIO:
+        return "the device reported an I/O error: check dmesg and the drive's health (SMART)"
+    if code is None:
+        return "check the target"
+    return f"check the target ({os.strerror(code)})"

@@ -1,0 +1,1 @@
+"""Measurements: latency histograms, time series, host counters and run folders."""

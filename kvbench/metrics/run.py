@@ -1,0 +1,189 @@
+"""Run folders: ``results/<run-id>/`` with run.json, summary.json, timeseries.csv and histograms.json.
+
+Everything is written atomically (temp file + rename) and incrementally, so that a run killed mid-way still
+leaves its configuration, its time series so far and a partial summary.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import json
+import math
+import os
+import secrets
+import shlex
+import sys
+from pathlib import Path
+
+from kvbench.errors import TargetError
+from kvbench.metrics.environment import environment, target_facts
+
+STATUSES = ("running", "complete", "partial", "interrupted", "failed")
+
+
+def _clean(obj):
+    """JSON-safe: numpy scalars/arrays to Python, NaN/inf to null."""
+    import numpy as np
+    if isinstance(obj, dict):
+        return {str(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return _clean(obj.tolist())
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def command_line() -> str:
+    """The exact command that started this process (``kvbench ...`` when run as a module)."""
+    argv = list(sys.argv)
+    if argv and (argv[0].endswith("__main__.py") or argv[0] == "-m"):
+        argv[0] = "kvbench"
+    elif argv:
+        argv[0] = os.path.basename(argv[0])
+    return shlex.join(argv)
+
+
+class RunDir:
+    """One run's results folder."""
+
+    def __init__(self, path: Path, kind: str):
+        self.path = Path(path)
+        self.kind = kind
+        self._ts_columns: list[str] | None = None
+
+    @classmethod
+    def create(cls, kind: str, config: dict, root: str | Path = "results", targets=(),
+               run_id: str | None = None) -> "RunDir":
+        """Create ``root/<kind>-<UTC time>-<random>/`` and write run.json (command, config, environment,
+        targets' facts)."""
+        root = Path(root)
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise TargetError(f"cannot create results folder {root}: {e.strerror}",
+                              "pass a writable --results folder") from None
+        stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+        run_id = run_id or f"{kind}-{stamp}-{secrets.token_hex(2)}"
+        path = root / run_id
+        path.mkdir(parents=True, exist_ok=False)
+        rd = cls(path, kind)
+        rd._run = {
+            "run_id": run_id,
+            "kind": kind,
+            "command": command_line(),
+            "argv": list(sys.argv),
+            "cwd": os.getcwd(),
+            "started_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "config": config,
+            "environment": environment(),
+            "targets": [target_facts(t) for t in targets],
+        }
+        rd.write_json("run.json", rd._run)
+        rd.write_summary({}, status="running")
+        return rd
+
+    @classmethod
+    def open(cls, path: str | Path) -> "RunDir":
+        """Open an existing run folder (for reports and appends)."""
+        path = Path(path)
+        run = json.loads((path / "run.json").read_text())
+        rd = cls(path, run.get("kind", "unknown"))
+        rd._run = run
+        return rd
+
+    @property
+    def run(self) -> dict:
+        return self._run
+
+    def add_targets(self, targets) -> None:
+        """Record (more) targets' facts in run.json: paths, or dicts already describing them."""
+        facts = [t if isinstance(t, dict) else target_facts(t) for t in targets]
+        self._run["targets"] = self._run.get("targets", []) + facts
+        self.write_json("run.json", self._run)
+
+    def update_run(self, **fields) -> None:
+        """Add fields to run.json (e.g. resolved config, engine facts)."""
+        self._run.update(fields)
+        self.write_json("run.json", self._run)
+
+    def write_json(self, name: str, obj) -> Path:
+        p = self.path / name
+        atomic_write_text(p, json.dumps(_clean(obj), indent=2) + "\n")
+        return p
+
+    def append_timeseries(self, rows, name: str = "timeseries.csv") -> None:
+        """Append rows (a DataFrame, a dict of columns, a dict row or a list of dict rows) to the CSV.
+
+        The header is fixed by the first call; later columns not in it are added by rewriting the file."""
+        records = _records(rows)
+        if not records:
+            return
+        p = self.path / name
+        cols = list(self._ts_columns or [])
+        if not cols and p.exists():
+            with open(p, newline="") as f:
+                cols = next(csv.reader(f), [])
+        new = [c for r in records for c in r if c not in cols]
+        new = list(dict.fromkeys(new))
+        if new and p.exists() and cols:
+            import pandas as pd
+            old = pd.read_csv(p)
+            cols = cols + new
+            old.reindex(columns=cols).to_csv(p, index=False)
+        else:
+            cols = cols + new
+        write_header = not p.exists()
+        with open(p, "a", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
+            if write_header:
+                w.writeheader()
+            for r in records:
+                w.writerow({k: _csv_value(v) for k, v in r.items()})
+            f.flush()
+        self._ts_columns = cols
+
+    def write_histograms(self, hists: dict, name: str = "histograms.json") -> Path:
+        return self.write_json(name, {str(k): h.to_dict() for k, h in hists.items()})
+
+    def write_summary(self, summary: dict, status: str = "complete") -> Path:
+        """summary.json with ``kind``, ``status`` and ``run_dir`` always present."""
+        if status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}")
+        out = {"kind": self.kind, "status": status, "run_dir": str(self.path), **summary}
+        out["kind"], out["status"], out["run_dir"] = self.kind, status, str(self.path)
+        return self.write_json("summary.json", out)
+
+
+def _csv_value(v):
+    v = _clean(v)
+    return "" if v is None else v
+
+
+def _records(rows) -> list[dict]:
+    if rows is None:
+        return []
+    if hasattr(rows, "to_dict") and hasattr(rows, "columns"):
+        return rows.to_dict(orient="records")
+    if isinstance(rows, dict):
+        vals = list(rows.values())
+        if vals and all(hasattr(v, "__len__") and not isinstance(v, (str, bytes)) for v in vals):
+            n = len(vals[0])
+            return [{k: rows[k][i] for k in rows} for i in range(n)]
+        return [rows]
+    return list(rows)

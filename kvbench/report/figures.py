@@ -1,0 +1,510 @@
+"""Figure builders: pure functions from loaded runs to plotly figures (no file or network I/O here).
+
+Each builder takes a list of :class:`RunData` (one run, or several side by side) and returns a figure, or
+``None`` when none of the runs holds the data it draws, so a report shows exactly what was measured.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from kvbench.report.rundata import TAIL_KEYS, RunData, dig, latency_sets
+
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f")
+DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+_LAYOUT = dict(template="plotly_white", height=430, margin=dict(l=70, r=30, t=50, b=60),
+               legend=dict(orientation="h", yanchor="top", y=-0.18, x=0), hovermode="closest")
+
+
+def _fig(title: str, **kw) -> go.Figure:
+    fig = go.Figure()
+    fig.update_layout(title=title, **{**_LAYOUT, **kw})
+    return fig
+
+
+def _name(runs: list[RunData], rd: RunData, series: str) -> str:
+    return f"{rd.label} · {series}" if len(runs) > 1 else series
+
+
+def _num(v) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def _bytes_ticks(lo: float, hi: float) -> tuple[list[float], list[str]]:
+    """Ticks at powers of two spread over [lo, hi] with binary-unit labels, for log capacity axes."""
+    from kvbench.units import format_bytes
+
+    if not (lo > 0 and hi > lo):
+        return [], []
+    e0, e1 = math.floor(math.log2(lo)), math.ceil(math.log2(hi))
+    step = max(1, (e1 - e0) // 8)
+    vals = [2.0 ** e for e in range(e0, e1 + 1, step)]
+    return vals, [format_bytes(v, digits=3) for v in vals]
+
+
+# --- latency on a log tail axis ------------------------------------------------------------------------
+
+def tail_x(key: str) -> float | None:
+    """Position of a percentile on the tail axis: -log10(1 - q), so p90 = 1, p99 = 2, p99.9 = 3."""
+    m = re.fullmatch(r"p(\d+(?:\.\d+)?)", key)
+    if not m:
+        return None
+    q = float(m.group(1)) / 100.0
+    return -math.log10(1.0 - q) if q < 1.0 else None
+
+
+def latency_tail(runs: list[RunData]) -> go.Figure | None:
+    """Latency percentiles per tier/op on a log tail axis (x: p50 .. p99.99, then max; y: log microseconds)."""
+    fig = _fig("Latency percentiles per tier and op (log tail axis)")
+    any_series = False
+    max_x = 0.0
+    for ri, rd in enumerate(runs):
+        sets = latency_sets(rd)
+        for si, (series, vals) in enumerate(sorted(sets.items())):
+            pts = sorted((tail_x(k), v, k) for k, v in vals.items() if tail_x(k) is not None and v > 0)
+            if not pts:
+                continue
+            xs, ys, ks = [p[0] for p in pts], [p[1] for p in pts], [p[2] for p in pts]
+            if vals.get("max", 0) > 0:
+                xs.append(max(4.0, xs[-1]) + 1.0)
+                ys.append(vals["max"])
+                ks.append("max")
+            max_x = max(max_x, xs[-1])
+            fig.add_trace(go.Scatter(
+                x=xs, y=ys, mode="lines+markers", name=_name(runs, rd, series), customdata=ks,
+                line=dict(color=PALETTE[si % len(PALETTE)], dash=DASHES[ri % len(DASHES)]),
+                hovertemplate="%{customdata}: %{y:.4g} us<extra>%{fullData.name}</extra>"))
+            any_series = True
+    if not any_series:
+        return None
+    tick_keys = list(TAIL_KEYS)
+    tickvals = [tail_x(k) for k in tick_keys] + [max(5.0, max_x)]
+    fig.update_xaxes(title="percentile", tickvals=tickvals, ticktext=tick_keys + ["max"], range=[-0.2, max(5.0, max_x) + 0.2])
+    fig.update_yaxes(title="latency (us, log)", type="log")
+    return fig
+
+
+# --- bandwidth and IOPS over time ------------------------------------------------------------------------
+
+_TIME_COLS = ("t_s", "time_s", "elapsed_s", "second", "seconds", "t", "time", "ts", "timestamp_s")
+_PANELS = (("bandwidth (bytes/s)", re.compile(r"(bytes_per_s|bw|_bps$|bandwidth)", re.I)),
+           ("IOPS", re.compile(r"iops", re.I)),
+           ("latency (us)", re.compile(r"(_us$|lat)", re.I)))
+
+
+def _time_axis(df) -> tuple[np.ndarray, str]:
+    for c in _TIME_COLS:
+        if c in df.columns:
+            t = df[c].to_numpy(dtype=float)
+            return t - (t[0] if c.startswith("timestamp") else 0.0), c
+    return np.arange(len(df), dtype=float), "row"
+
+
+def throughput_over_time(runs: list[RunData]) -> go.Figure | None:
+    """Bandwidth, IOPS (and per-second latency when recorded) over the run, one panel each."""
+    panels: dict[str, list] = {}
+    for ri, rd in enumerate(runs):
+        df = rd.find("timeseries")
+        if df is None:
+            continue
+        t, tcol = _time_axis(df)
+        for col in df.columns:
+            if col == tcol or not np.issubdtype(df[col].dtype, np.number):
+                continue
+            for title, rx in _PANELS:
+                if rx.search(str(col)):
+                    panels.setdefault(title, []).append((ri, rd, col, t, df[col].to_numpy(dtype=float)))
+                    break
+    if not panels:
+        return None
+    order = [p[0] for p in _PANELS if p[0] in panels]
+    fig = make_subplots(rows=len(order), cols=1, shared_xaxes=True, vertical_spacing=0.08, subplot_titles=order)
+    for row, title in enumerate(order, start=1):
+        for si, (ri, rd, col, t, y) in enumerate(panels[title]):
+            fig.add_trace(go.Scatter(x=t, y=y, mode="lines", name=_name(runs, rd, col), legendgroup=rd.label,
+                                     line=dict(color=PALETTE[(si if len(runs) == 1 else ri) % len(PALETTE)],
+                                               dash=DASHES[(si if len(runs) > 1 else 0) % len(DASHES)])),
+                          row=row, col=1)
+        if title.startswith("latency"):
+            fig.update_yaxes(type="log", row=row, col=1)
+    fig.update_xaxes(title="time since start (s)", row=len(order), col=1)
+    fig.update_layout(title="Bandwidth and IOPS over time", **{**_LAYOUT, "height": 260 * len(order) + 120})
+    return fig
+
+
+# --- hit-ratio curve with chosen capacities and the knee ---------------------------------------------------
+
+def knee_index(x, y) -> int | None:
+    """Kneedle on a concave rising curve over log capacity: the point farthest above the chord, or None."""
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    ok = (x > 0) & np.isfinite(y)
+    if ok.sum() < 3:
+        return None
+    idx = np.flatnonzero(ok)
+    lx = np.log(x[ok])
+    yy = y[ok]
+    if lx[-1] == lx[0] or yy.max() == yy.min():
+        return None
+    xn = (lx - lx[0]) / (lx[-1] - lx[0])
+    yn = (yy - yy.min()) / (yy.max() - yy.min())
+    d = yn - xn
+    k = int(np.argmax(d))
+    return int(idx[k]) if d[k] > 0 else None
+
+
+def _curve(rd: RunData):
+    """(capacities in bytes or blocks, hit ratios, unit, infinite ratio) from the attached curve, if any."""
+    for src in (rd.analysis("mrc"), dig(rd.analysis("plan"), "curve"), dig(rd.summary, "curve")):
+        if isinstance(src, dict) and src.get("capacities") and src.get("hit_ratio"):
+            cap = np.asarray(src["capacities"], dtype=float)
+            hr = np.asarray([np.nan if v is None else v for v in src["hit_ratio"]], dtype=float)
+            unit = str(src.get("unit", "bytes" if cap.max() > 1e7 else "blocks"))
+            return cap, hr, unit, _num(src.get("infinite_hit_ratio"))
+    return None
+
+
+def chosen_capacities(rd: RunData) -> dict[str, float]:
+    """The capacities a run used per tier (bytes): from the summary's tiers, else the config's lN fields."""
+    out: dict[str, float] = {}
+    for prefix, s in rd.all_summaries():
+        for tier, t in (s.get("tiers") or {}).items():
+            if isinstance(t, dict):
+                v = _num(t.get("capacity_bytes") or t.get("capacity"))
+                if v:
+                    out[tier] = v
+    if not out:
+        for r in (rd, *rd.parts.values()):
+            cfg = r.run.get("config") or {}
+            for k, v in cfg.items():
+                m = re.fullmatch(r"(l[1-4])(?:_capacity(?:_bytes)?)?", str(k))
+                if m and _num(v):
+                    out[m.group(1)] = _num(v)
+    return out
+
+
+def _targets(rd: RunData) -> list[tuple[str, float]]:
+    """(label, bytes) for the planned capacities per target hit ratio, if a plan is attached."""
+    cap = dig(rd.analysis("plan"), "capacity_bytes")
+    out = []
+
+    def walk(obj, label):
+        if isinstance(obj, dict):
+            for k, v in obj.items():
+                walk(v, f"{label} {k}".strip())
+        elif _num(obj):
+            out.append((label, _num(obj)))
+    walk(cap, "")
+    return out[:12]
+
+
+def hit_ratio_curve(runs: list[RunData]) -> go.Figure | None:
+    """Hit ratio against capacity (log axis) with the infinite-cache ceiling, chosen capacities and the knee."""
+    fig = _fig("Hit ratio vs capacity")
+    lo, hi, drawn, unit = math.inf, 0.0, False, "bytes"
+    for ri, rd in enumerate(runs):
+        c = _curve(rd)
+        if c is None:
+            continue
+        cap, hr, unit, inf = c
+        color = PALETTE[ri % len(PALETTE)]
+        ok = cap > 0
+        lo, hi = min(lo, cap[ok].min()), max(hi, cap[ok].max())
+        fig.add_trace(go.Scatter(x=cap[ok], y=hr[ok], mode="lines", name=_name(runs, rd, "hit ratio (exact LRU)"),
+                                 line=dict(color=color, width=2.5)))
+        if inf is not None:
+            fig.add_trace(go.Scatter(x=[cap[ok].min(), cap[ok].max()], y=[inf, inf], mode="lines",
+                                     name=_name(runs, rd, f"infinite cache {inf:.3f}"),
+                                     line=dict(color=color, dash="dot", width=1)))
+        plan = rd.analysis("plan") or {}
+        kb = _num(plan.get("knee_bytes") or dig(plan, "knee.capacity_bytes"))
+        if kb is None:
+            k = knee_index(cap, hr)
+            kb = cap[k] if k is not None else None
+        if kb is not None:
+            ky = float(np.interp(np.log(kb), np.log(cap[ok]), hr[ok]))
+            fig.add_trace(go.Scatter(x=[kb], y=[ky], mode="markers+text", text=["knee"], textposition="top left",
+                                     marker=dict(symbol="diamond", size=12, color=color),
+                                     name=_name(runs, rd, "knee")))
+        if unit == "bytes":
+            for ti, (tier, b) in enumerate(sorted(chosen_capacities(rd).items())):
+                y = float(np.interp(np.log(b), np.log(cap[ok]), hr[ok])) if b > 0 else 0.0
+                fig.add_trace(go.Scatter(x=[b, b], y=[0, y], mode="lines+markers", name=_name(runs, rd, f"{tier} capacity"),
+                                         line=dict(color=PALETTE[(ti + 3) % len(PALETTE)], dash="dash"),
+                                         marker=dict(size=[0, 10])))
+            for label, b in _targets(rd):
+                y = float(np.interp(np.log(b), np.log(cap[ok]), hr[ok]))
+                fig.add_trace(go.Scatter(x=[b], y=[y], mode="markers", marker=dict(symbol="x", size=9, color=color),
+                                         name=_name(runs, rd, f"plan {label}")))
+        drawn = True
+    if not drawn:
+        return None
+    fig.update_yaxes(title="hit ratio", range=[0, 1.02])
+    if unit == "bytes":
+        tv, tt = _bytes_ticks(lo, hi)
+        fig.update_xaxes(title="capacity (log)", type="log", tickvals=tv, ticktext=tt)
+    else:
+        fig.update_xaxes(title=f"capacity ({unit}, log)", type="log")
+    return fig
+
+
+# --- load time against recompute time, per request --------------------------------------------------------
+
+def _col(df, patterns) -> str | None:
+    for p in patterns:
+        for c in df.columns:
+            if re.fullmatch(p, str(c)):
+                return c
+    return None
+
+
+def request_times(rd: RunData):
+    """(hit tokens, load ms, recompute ms) per request with hits, or None; recompute from the check's profile."""
+    df = rd.find("requests")
+    if df is None:
+        return None
+    lcol = _col(df, (r"load_time_ms", r"load_ms", r"load_time_us", r"load_us", r"load_time_s", r"load_s", r"load.*"))
+    if lcol is None:
+        return None
+    scale = 1e-3 if str(lcol).endswith("us") else (1e3 if str(lcol).endswith("_s") else 1.0)
+    load_ms = df[lcol].to_numpy(dtype=float) * scale
+    tcol = _col(df, (r"hit_tokens", r"reused_tokens", r"prefix_hit_tokens"))
+    if tcol is not None:
+        tokens = df[tcol].to_numpy(dtype=float)
+    else:
+        bcols = [c for c in df.columns if re.fullmatch(r"(hit_blocks|hits)_?l[1-4]|l[1-4]_hit_blocks|hit_blocks", str(c))]
+        if not bcols:
+            return None
+        bt = _num(dig(rd.summary, "block_tokens") or dig(rd.run, "config.block_tokens")
+                  or next((dig(p.summary, "block_tokens") for p in rd.parts.values() if dig(p.summary, "block_tokens")), None))
+        tokens = df[bcols].to_numpy(dtype=float).sum(axis=1) * (bt or 512.0)
+    recompute_ms = None
+    check = rd.analysis("check") or {}
+    rc = check.get("recompute_ms")
+    if isinstance(rc, list) and len(rc) == len(df):
+        recompute_ms = np.asarray(rc, dtype=float)
+    else:
+        prof = check.get("profile")
+        name = prof.get("name") or prof.get("path") if isinstance(prof, dict) else prof
+        tps = _num(check.get("recompute_tokens_per_s"))
+        if name:
+            try:
+                from kvbench.compute.profile import load_profile
+                recompute_ms = np.asarray(load_profile(str(name)).seconds(tokens.astype(np.int64)), dtype=float) * 1e3
+            except Exception:  # noqa: BLE001 - profile not available here: fall back to the rate
+                recompute_ms = None
+        if recompute_ms is None and tps:
+            recompute_ms = tokens / tps * 1e3
+    if recompute_ms is None:
+        return None
+    ok = (tokens > 0) & np.isfinite(load_ms) & np.isfinite(recompute_ms)
+    if not ok.any():
+        return None
+    return tokens[ok], load_ms[ok], recompute_ms[ok]
+
+
+def load_vs_recompute(runs: list[RunData]) -> go.Figure | None:
+    """Per request with a prefix hit: measured load time against the time to recompute the same tokens."""
+    fig = _fig("Per-request load time vs recompute time (below the diagonal, loading wins)")
+    lo, hi, drawn = math.inf, 0.0, False
+    for ri, rd in enumerate(runs):
+        got = request_times(rd)
+        if got is None:
+            continue
+        tokens, load_ms, rec_ms = got
+        wins = float(np.mean(load_ms < rec_ms))
+        n = len(tokens)
+        step = max(1, n // 5000)           # keep the HTML small and SVG fast: at most ~5k points per run
+        fig.add_trace(go.Scatter(x=rec_ms[::step], y=load_ms[::step], mode="markers",
+                                   name=_name(runs, rd, f"requests (loading wins {100 * wins:.1f}%)"),
+                                   marker=dict(size=5, opacity=0.5, color=PALETTE[ri % len(PALETTE)]),
+                                   customdata=tokens[::step],
+                                   hovertemplate="%{customdata:.0f} tokens: load %{y:.3g} ms, recompute %{x:.3g} ms"))
+        pos = np.concatenate([load_ms[load_ms > 0], rec_ms[rec_ms > 0]])
+        if pos.size:
+            lo, hi = min(lo, pos.min()), max(hi, pos.max())
+        drawn = True
+    if not drawn:
+        return None
+    if hi > 0 and lo < math.inf:
+        fig.add_trace(go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", name="load = recompute",
+                                 line=dict(color="black", dash="dash", width=1)))
+    fig.update_xaxes(title="recompute time (ms, log)", type="log")
+    fig.update_yaxes(title="load time (ms, log)", type="log")
+    return fig
+
+
+# --- DWPD against retention ------------------------------------------------------------------------------
+
+def _retention_rows(rd: RunData) -> list[dict]:
+    for src in (rd.analysis("retention"), dig(rd.analysis("plan"), "retention_sweep"),
+                dig(rd.analysis("plan"), "by_retention")):
+        rows = src.get("rows") if isinstance(src, dict) else src
+        if isinstance(rows, list) and rows and isinstance(rows[0], dict):
+            return rows
+    return []
+
+
+def dwpd_vs_retention(runs: list[RunData]) -> go.Figure | None:
+    """Required DWPD (and the SSD capacity it needs) as retention time grows."""
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    drawn = False
+    for ri, rd in enumerate(runs):
+        rows = [r for r in _retention_rows(rd) if _num(r.get("retention_s")) and _num(r.get("dwpd")) is not None]
+        if not rows:
+            continue
+        rows.sort(key=lambda r: float(r["retention_s"]))
+        x = [float(r["retention_s"]) / 3600.0 for r in rows]
+        color = PALETTE[ri % len(PALETTE)]
+        fig.add_trace(go.Scatter(x=x, y=[float(r["dwpd"]) for r in rows], mode="lines+markers",
+                                 name=_name(runs, rd, "required DWPD"), line=dict(color=color, width=2.5)),
+                      secondary_y=False)
+        caps = [_num(r.get("capacity_bytes")) for r in rows]
+        if any(c for c in caps):
+            fig.add_trace(go.Scatter(x=x, y=[(c or 0) / 2**30 for c in caps], mode="lines+markers",
+                                     name=_name(runs, rd, "SSD capacity (GiB)"),
+                                     line=dict(color=color, dash="dot")), secondary_y=True)
+        drawn = True
+    if not drawn:
+        return None
+    fig.update_layout(title="Required DWPD vs retention time", **_LAYOUT)
+    fig.update_xaxes(title="retention (hours, log)", type="log")
+    fig.update_yaxes(title="drive writes per day", secondary_y=False, rangemode="tozero")
+    fig.update_yaxes(title="capacity (GiB)", secondary_y=True, rangemode="tozero", showgrid=False)
+    return fig
+
+
+# --- break-even: T_load(n) against T_recompute(n) ---------------------------------------------------------
+
+_LAT_KEYS = (("first_byte_s", 1.0), ("t_first_byte_s", 1.0), ("latency_s", 1.0), ("first_byte_us", 1e-6),
+             ("latency_us", 1e-6), ("t_first_byte_us", 1e-6))
+_BW_KEYS = ("bw_bytes_per_s", "bandwidth_bytes_per_s", "read_bw_bytes_per_s", "bandwidth")
+
+
+def break_even_curves(check: dict, n: np.ndarray):
+    """{tier: (load_s, break_even_tokens)} and recompute_s over token counts ``n`` from a check result."""
+    curves = {}
+    tiers = check.get("tiers") or {}
+    bpt = _num(check.get("bytes_per_token"))
+    for tier, t in tiers.items():
+        if not isinstance(t, dict):
+            continue
+        tok = t.get("curve_tokens") or dig(t, "curve.tokens")
+        load = t.get("curve_load_s") or dig(t, "curve.load_s")
+        if tok and load:
+            curves[tier] = (np.interp(n, np.asarray(tok, float), np.asarray(load, float)), _num(t.get("break_even_tokens")))
+            continue
+        lat = next((_num(t[k]) * s for k, s in _LAT_KEYS if _num(t.get(k)) is not None), None)
+        bw = next((_num(t[k]) for k in _BW_KEYS if _num(t.get(k))), None)
+        b = _num(t.get("bytes_per_token")) or bpt
+        if lat is not None and bw and b:
+            curves[tier] = (lat + n * b / bw, _num(t.get("break_even_tokens")))
+    rec = None
+    ctok = check.get("recompute_curve_tokens") or dig(check, "recompute_curve.tokens")
+    cs = check.get("recompute_curve_s") or dig(check, "recompute_curve.seconds")
+    if ctok and cs:
+        rec = np.interp(n, np.asarray(ctok, float), np.asarray(cs, float))
+    else:
+        prof = check.get("profile")
+        coef = prof.get("fit") if isinstance(prof, dict) else None
+        if isinstance(coef, dict) and all(k in coef for k in "abc"):
+            rec = coef["a"] + coef["b"] * n + coef["c"] * n * n
+        elif _num(check.get("recompute_tokens_per_s")):
+            rec = n / _num(check["recompute_tokens_per_s"])
+        else:
+            name = prof.get("name") if isinstance(prof, dict) else prof
+            if name:
+                try:
+                    from kvbench.compute.profile import load_profile
+                    rec = np.asarray(load_profile(str(name)).seconds(n.astype(np.int64)), dtype=float)
+                except Exception:  # noqa: BLE001 - profile not shipped here
+                    rec = None
+    return curves, rec
+
+
+def break_even(runs: list[RunData]) -> go.Figure | None:
+    """Time to load n tokens of KV from each tier against the time to recompute them; n* marked per tier."""
+    fig = _fig("Break-even: load from tier vs recompute (log-log)")
+    n = np.unique(np.geomspace(16, 262144, 80).astype(np.int64)).astype(float)
+    drawn = False
+    for ri, rd in enumerate(runs):
+        check = rd.analysis("check")
+        if not isinstance(check, dict):
+            continue
+        curves, rec = break_even_curves(check, n)
+        if not curves and rec is None:
+            continue
+        if rec is not None:
+            fig.add_trace(go.Scatter(x=n, y=rec * 1e3, mode="lines", name=_name(runs, rd, "recompute (prefill)"),
+                                     line=dict(color="black", width=3, dash=DASHES[ri % len(DASHES)])))
+        for ti, (tier, (load_s, nstar)) in enumerate(sorted(curves.items())):
+            color = PALETTE[ti % len(PALETTE)]
+            fig.add_trace(go.Scatter(x=n, y=load_s * 1e3, mode="lines", name=_name(runs, rd, f"load from {tier}"),
+                                     line=dict(color=color, dash=DASHES[ri % len(DASHES)])))
+            if nstar and n[0] <= nstar <= n[-1]:
+                fig.add_trace(go.Scatter(x=[nstar], y=[float(np.interp(nstar, n, load_s)) * 1e3], mode="markers+text",
+                                         text=[f"n*={nstar:.0f}"], textposition="bottom right",
+                                         marker=dict(size=11, color=color, symbol="circle-open", line=dict(width=2)),
+                                         name=_name(runs, rd, f"{tier} break-even")))
+        drawn = True
+    if not drawn:
+        return None
+    fig.update_xaxes(title="prefix length n (tokens, log)", type="log")
+    fig.update_yaxes(title="time (ms, log)", type="log")
+    return fig
+
+
+# --- steady state of a qualification's preconditioning rounds ---------------------------------------------
+
+def steady_state_rounds(runs: list[RunData]) -> go.Figure | None:
+    """Per-round metric of preconditioning with the PTS window, its mean +-10% band and the best-fit line."""
+    fig = _fig("Preconditioning rounds and steady state (SNIA PTS: 5 rounds, range <= 20%, slope <= 10%)")
+    drawn = False
+    for ri, rd in enumerate(runs):
+        ss = rd.analysis("steady_state") or dig(rd.analysis("qualify"), "steady_state")
+        if not isinstance(ss, dict) or not ss.get("values"):
+            continue
+        y = np.asarray(ss["values"], dtype=float)
+        x = np.arange(1, y.size + 1)
+        color = PALETTE[ri % len(PALETTE)]
+        fig.add_trace(go.Scatter(x=x, y=y, mode="lines+markers", name=_name(runs, rd, ss.get("metric", "metric")),
+                                 line=dict(color=color)))
+        f, l = ss.get("first_round"), ss.get("last_round")
+        if f is not None and l is not None and ss.get("mean"):
+            wx = x[f:l + 1]
+            m = float(ss["mean"])
+            fig.add_trace(go.Scatter(x=[wx[0], wx[-1], wx[-1], wx[0], wx[0]], y=[0.9 * m, 0.9 * m, 1.1 * m, 1.1 * m, 0.9 * m],
+                                     fill="toself", mode="lines", line=dict(width=0), opacity=0.25,
+                                     fillcolor="green" if ss.get("reached") else "red",
+                                     name=_name(runs, rd, "window mean ±10% (" + ("steady" if ss.get("reached") else "not steady") + ")")))
+            wy = y[f:l + 1]
+            k, b0 = np.polyfit(np.arange(wy.size), wy, 1) if wy.size >= 2 else (0.0, m)
+            fig.add_trace(go.Scatter(x=wx, y=b0 + k * np.arange(wy.size), mode="lines",
+                                     line=dict(color="black", dash="dash"), name=_name(runs, rd, "best-fit line")))
+        drawn = True
+    if not drawn:
+        return None
+    fig.update_xaxes(title="round")
+    fig.update_yaxes(title="value", rangemode="tozero")
+    return fig
+
+
+#: the report's figures, in order (section title, builder)
+FIGURES = (
+    ("Latency", latency_tail),
+    ("Bandwidth and IOPS over time", throughput_over_time),
+    ("Hit ratio and capacity", hit_ratio_curve),
+    ("Load vs recompute per request", load_vs_recompute),
+    ("Break-even prefix length", break_even),
+    ("Endurance vs retention", dwpd_vs_retention),
+    ("Steady state", steady_state_rounds),
+)

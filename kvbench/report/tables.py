@@ -1,0 +1,241 @@
+"""Tables for the report (pure: runs in, escaped HTML out): the verdict summary, qualification criteria and
+the environment. Several runs become columns side by side; rows that differ between runs are highlighted.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import re
+
+from kvbench.report.figures import chosen_capacities
+from kvbench.report.rundata import RunData, dig, flatten
+from kvbench.units import format_bytes, format_duration, format_rate
+
+
+def _fmt_number(v: float) -> str:
+    if v == int(v) and abs(v) < 1e15:
+        return f"{int(v):,}"
+    return f"{v:.4g}"
+
+
+def fmt(key: str, v) -> str:
+    """Format a value by what its key says it holds (bytes, rate, microseconds, ratio)."""
+    if v is None:
+        return "—"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, (int, float)):
+        f = float(v)
+        if not math.isfinite(f):
+            return "—"
+        k = key.lower()
+        if k.endswith(("bytes_per_s", "bw")) or "_bytes_per_s" in k:
+            return format_rate(f)
+        if k.endswith("bytes") or "capacity" in k or re.fullmatch(r"(config\.)?l[1-4](_capacity)?", k) or "_bytes." in k or k.startswith("capacity_bytes"):
+            return format_bytes(f)
+        if re.search(r"(_us|lat_us\.[a-z0-9.]+|fetch_us\.[a-z0-9.]+)$", k) or "_us." in k:
+            return format_duration(f * 1e-6)
+        if "_ms." in k or k.endswith("_ms"):
+            return format_duration(f * 1e-3)
+        if k.endswith(("_s", "seconds")) or "_s." in k:
+            return format_duration(f)
+        if "ratio" in k or k.endswith(("fraction", "wins")):
+            return f"{f:.4f}"
+        return _fmt_number(f)
+    s = str(v)
+    return s if len(s) <= 160 else s[:157] + "..."
+
+
+def _esc(s) -> str:
+    return html.escape(str(s), quote=True)
+
+
+# --- the verdict summary ----------------------------------------------------------------------------------
+
+#: headline fields per run kind: (label, dotted path into the summaries); absent fields are skipped
+HEADLINES = {
+    "io": (("IOPS", "iops"), ("bandwidth", "bw_bytes_per_s"), ("I/Os", "ios"), ("runtime", "runtime_s"),
+           ("p50 latency", "lat_us.p50"), ("p99 latency", "lat_us.p99"), ("p99.9 latency", "lat_us.p99.9"),
+           ("max latency", "lat_us.max")),
+    "replay-kv": (("requests", "requests"), ("load time p50", "load_time_ms.p50"), ("load time p99", "load_time_ms.p99"),
+                  ("application write amplification", "app_write_amplification"), ("verify errors", "verify_errors")),
+    "replay-engram": (("rows per token", "rows_per_token"), ("DRAM hit ratio", "dram_hit_ratio"),
+                      ("read amplification", "read_amplification"), ("fetch p50", "fetch_us.p50"),
+                      ("fetch p99", "fetch_us.p99"), ("window miss ratio", "window_miss_ratio"), ("IOPS", "iops")),
+}
+_TIER_FIELDS = (("hit ratio", "hit_ratio"), ("capacity", "capacity_bytes"), ("read bytes", "read_bytes"),
+                ("write bytes", "write_bytes"), ("read bandwidth", "read_bw_bytes_per_s"),
+                ("write bandwidth", "write_bw_bytes_per_s"), ("read p50", "read_lat_us.p50"),
+                ("read p99", "read_lat_us.p99"), ("read p99.9", "read_lat_us.p99.9"))
+
+
+def _first(rd: RunData, path: str):
+    for _, s in rd.all_summaries():
+        v = dig(s, path)
+        if v is not None and not isinstance(v, (dict, list)):
+            return v
+    return None
+
+
+def verdict_rows(rd: RunData) -> list[tuple[str, str, str]]:
+    """(section, label, formatted value) rows summarising one run's verdicts and headline numbers."""
+    rows: list[tuple[str, str, str]] = []
+    kinds = {rd.kind, *(p.kind for p in rd.parts.values())}
+    for kind, fields in HEADLINES.items():
+        if kind in kinds or any(k.replace("-", "_") == kind.replace("-", "_") for k in kinds):
+            for label, path in fields:
+                v = _first(rd, path)
+                if v is not None:
+                    rows.append(("measured", label, fmt(path, v)))
+    # per tier: measured replay numbers
+    for _, s in rd.all_summaries():
+        for tier, t in sorted((s.get("tiers") or {}).items()):
+            if not isinstance(t, dict):
+                continue
+            for label, path in _TIER_FIELDS:
+                v = dig(t, path)
+                if v is not None and not isinstance(v, (dict, list)):
+                    rows.append((f"tier {tier}", label, fmt(path, v)))
+    # capacity per tier: what the run used and what the plan says each target needs
+    for tier, b in sorted(chosen_capacities(rd).items()):
+        rows.append(("capacity", f"{tier} used", format_bytes(b)))
+    plan = rd.analysis("plan")
+    if isinstance(plan, dict):
+        for k, v in flatten(plan.get("capacity_bytes") or {}).items():
+            rows.append(("capacity", f"needed {k}".replace(".", " @ ", 1) if "." in k else f"needed for {k}", fmt("capacity_bytes", v)))
+        for key, label in (("dwpd", "required DWPD"), ("waf", "write amplification (device)"),
+                           ("lifetime_years", "lifetime (years)"), ("knee_bytes", "knee capacity"),
+                           ("ssd_per_dram_gb", "GB of SSD replacing 1 GB of DRAM")):
+            v = plan.get(key)
+            if isinstance(v, dict):
+                for k2, v2 in flatten(v).items():
+                    rows.append(("endurance" if key != "knee_bytes" else "capacity", f"{label} {k2}", fmt(key, v2)))
+            elif v is not None:
+                rows.append(("endurance" if key in ("dwpd", "waf", "lifetime_years") else "capacity", label, fmt(key, v)))
+    # the load-vs-recompute inequality per tier
+    check = rd.analysis("check")
+    if isinstance(check, dict):
+        for tier, t in sorted((check.get("tiers") or {}).items()):
+            if not isinstance(t, dict):
+                continue
+            n = t.get("break_even_tokens")
+            rows.append(("inequality", f"{tier} break-even n*", "never (recompute wins)" if n is None else f"{float(n):,.0f} tokens"))
+            if t.get("verdict"):
+                rows.append(("inequality", f"{tier} verdict", str(t["verdict"])))
+            for key in ("load_wins_fraction", "ttft_saved_ms"):
+                v = t.get(key)
+                if isinstance(v, dict):
+                    for k2, v2 in v.items():
+                        rows.append(("inequality", f"{tier} {key} {k2}", fmt(f"{key}.{k2}", v2)))
+                elif v is not None:
+                    rows.append(("inequality", f"{tier} {key.replace('_', ' ')}", fmt(key, v)))
+    q = rd.analysis("qualify") or (rd.summary.get("qualify") if isinstance(rd.summary.get("qualify"), dict) else None)
+    if isinstance(q, dict) and "passed" in q:
+        crit = q.get("criteria") or []
+        npass = sum(1 for c in crit if c.get("passed"))
+        rows.append(("qualification", f"profile {q.get('profile', '')}".strip(),
+                     ("PASS" if q["passed"] else "FAIL") + f" ({npass}/{len(crit)} criteria)"))
+    return rows
+
+
+def verdict_table(runs: list[RunData]) -> str:
+    """The verdict summary: one column per run; partial runs are marked in their header."""
+    per_run = [verdict_rows(rd) for rd in runs]
+    keys: list[tuple[str, str]] = []
+    for rows in per_run:
+        for sec, label, _ in rows:
+            if (sec, label) not in keys:
+                keys.append((sec, label))
+    order = ("qualification", "inequality", "capacity", "endurance", "measured")
+    keys.sort(key=lambda k: (order.index(k[0]) if k[0] in order else len(order), k[0]))
+    values = [{(s, l): v for s, l, v in rows} for rows in per_run]
+    head = "".join(f"<th>{_esc(rd.label)}<br><span class='kind'>{_esc(rd.kind)}</span> {status_badge(rd)}</th>" for rd in runs)
+    body = []
+    for sec, label in keys:
+        cells = [values[i].get((sec, label), "—") for i in range(len(runs))]
+        cls = " class='differs'" if len(runs) > 1 and len(set(cells)) > 1 else ""
+        tds = "".join(f"<td class='{_verdict_class(c)}'>{_esc(c)}</td>" for c in cells)
+        body.append(f"<tr{cls}><th class='sec'>{_esc(sec)}</th><th>{_esc(label)}</th>{tds}</tr>")
+    if not body:
+        body.append(f"<tr><td colspan='{len(runs) + 2}'>no summary numbers were written by these runs</td></tr>")
+    return (f"<table class='verdict'><thead><tr><th></th><th></th>{head}</tr></thead>"
+            f"<tbody>{''.join(body)}</tbody></table>")
+
+
+def _verdict_class(cell: str) -> str:
+    c = cell.lower()
+    if c.startswith("pass") or "load wins" in c or c.startswith("load"):
+        return "pass"
+    if c.startswith("fail") or c.startswith("never") or "recompute wins" in c:
+        return "fail"
+    return ""
+
+
+def status_badge(rd: RunData) -> str:
+    if not rd.partial:
+        return "<span class='badge ok'>complete</span>"
+    return f"<span class='badge partial'>{_esc(rd.status.upper())}</span>"
+
+
+# --- qualification criteria -------------------------------------------------------------------------------
+
+def criteria_table(runs: list[RunData]) -> str | None:
+    """Pass/fail per criterion for every qualified run, or None when no run was a qualification."""
+    parts = []
+    for rd in runs:
+        q = rd.analysis("qualify")
+        if not isinstance(q, dict) or not q.get("criteria"):
+            continue
+        rows = []
+        for c in q["criteria"]:
+            ok = c.get("passed")
+            verdict = "PASS" if ok else ("FAIL" if ok is False else "NOT MEASURED")
+            rows.append("<tr>" + "".join(f"<td>{_esc(x)}</td>" for x in (
+                c.get("name", ""), c.get("workload", ""), c.get("metric", ""),
+                f"{c.get('op', '')} {fmt(str(c.get('metric', '')), c.get('threshold'))}",
+                fmt(str(c.get("metric", "")), c.get("value")))) +
+                f"<td class='{'pass' if ok else 'fail'}'>{verdict}</td></tr>")
+        title = f"{_esc(rd.label)}: profile {_esc(q.get('profile', ''))} — " + ("PASS" if q.get("passed") else "FAIL")
+        parts.append(f"<h3 class='{'pass' if q.get('passed') else 'fail'}'>{title}</h3>"
+                     "<table class='criteria'><thead><tr><th>criterion</th><th>workload</th><th>metric</th>"
+                     f"<th>threshold</th><th>measured</th><th>verdict</th></tr></thead><tbody>{''.join(rows)}</tbody></table>")
+    return "".join(parts) or None
+
+
+# --- environment ------------------------------------------------------------------------------------------
+
+def environment_rows(rd: RunData) -> dict[str, str]:
+    """Flattened environment of a run and of its step folders: command, version, host, targets, config."""
+    out: dict[str, str] = {}
+    for prefix, r in [("", rd)] + [(f"{k}: ", p) for k, p in rd.parts.items()]:
+        run = r.run
+        cmd = run.get("command")
+        if cmd is not None:
+            out[f"{prefix}command"] = " ".join(cmd) if isinstance(cmd, list) else str(cmd)
+        for key in ("kvbench_version", "version", "started", "start_time", "created"):
+            if run.get(key) is not None:
+                out[f"{prefix}{key}"] = str(run[key])
+        for k, v in flatten(run.get("environment") or {}).items():
+            out[f"{prefix}{k}"] = fmt(k, v)
+        for k, v in flatten(run.get("config") or {}).items():
+            out[f"{prefix}config.{k}"] = fmt(k, v)
+    return out
+
+
+def environment_table(runs: list[RunData]) -> str:
+    per = [environment_rows(rd) for rd in runs]
+    keys: list[str] = []
+    for d in per:
+        for k in d:
+            if k not in keys:
+                keys.append(k)
+    head = "".join(f"<th>{_esc(rd.label)}</th>" for rd in runs)
+    body = []
+    for k in keys:
+        cells = [d.get(k, "—") for d in per]
+        cls = " class='differs'" if len(runs) > 1 and len(set(cells)) > 1 else ""
+        body.append(f"<tr{cls}><th>{_esc(k)}</th>" + "".join(f"<td>{_esc(c)}</td>" for c in cells) + "</tr>")
+    if not body:
+        body.append(f"<tr><td colspan='{len(runs) + 1}'>run.json holds no environment</td></tr>")
+    return f"<table class='env'><thead><tr><th></th>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"

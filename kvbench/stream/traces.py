@@ -1,0 +1,571 @@
+"""Serving-trace readers: one registry of formats, one ``Trace`` of numpy arrays, streamed in batches.
+
+A trace line is a request: arrival time, input/output token counts and the ids of its prompt's KV blocks.
+``read_trace`` / ``iter_trace`` turn any registered format into the same ``Trace`` (one row per request, CSR
+block keys), so every later stage (curves, replay, plans, reports) has one path. Memory is bounded by the
+batch size; gzip is read transparently. Keys are prefix-chained (key i identifies the whole prefix up to block
+i): formats whose ids already are (Mooncake) keep them as they are, the others are chained (DESIGN.md).
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import itertools
+import json
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable, Iterator, Mapping
+
+import numpy as np
+
+from kvbench.errors import TraceError, UsageError
+from kvbench.stream.chain import chain_ids
+
+CANONICAL = ("timestamp", "input_length", "output_length", "hash_ids")
+TIME_UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+ORDERS = ("check", "sort", "keep")
+
+
+@dataclass(frozen=True, eq=False)
+class Trace:
+    """Requests of a trace as numpy arrays; block r,i is ``keys[offsets[r] + i]``.
+
+    ``timestamp_s`` is seconds from the first request of the trace (the first line, or the earliest when sorted;
+    every batch of ``iter_trace`` uses the same origin). ``keys`` are prefix-chained uint64 block keys of
+    ``block_tokens`` tokens each. ``extras`` holds optional per-request int64 columns of some formats
+    (``chat_id``, ``parent_chat_id``, ``turn`` for Bailian). ``t0`` is the first request's time in the trace's own
+    clock, in seconds; ``first_line`` the file line of row 0.
+    """
+
+    timestamp_s: np.ndarray
+    input_tokens: np.ndarray
+    output_tokens: np.ndarray
+    offsets: np.ndarray
+    keys: np.ndarray
+    block_tokens: int
+    fmt: str
+    path: str
+    extras: Mapping[str, np.ndarray] = field(default_factory=dict)
+    t0: float = 0.0
+
+    @property
+    def n_requests(self) -> int:
+        return int(self.timestamp_s.shape[0])
+
+    def __len__(self) -> int:
+        return self.n_requests
+
+    @property
+    def n_blocks(self) -> int:
+        """Block references (sum of blocks over requests)."""
+        return int(self.keys.shape[0])
+
+    @property
+    def blocks_per_request(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    @property
+    def duration_s(self) -> float:
+        return float(self.timestamp_s.max() - self.timestamp_s.min()) if self.n_requests else 0.0
+
+    def request_of_block(self) -> np.ndarray:
+        """Request index of every entry of ``keys``."""
+        return np.repeat(np.arange(self.n_requests, dtype=np.int64), self.blocks_per_request)
+
+    def touch_order(self) -> np.ndarray:
+        """Permutation of ``keys`` in touch order: requests by arrival, each one's blocks deepest-first.
+
+        ``keys[trace.touch_order()]`` is the reference stream whose LRU stack distances give the exact prefix
+        hit-ratio curve (DESIGN.md, "Prefix hits").
+        """
+        counts = self.blocks_per_request
+        # block j of request r (offsets[r] <= j < offsets[r+1]) goes to offsets[r] + offsets[r+1] - 1 - j
+        return np.repeat(self.offsets[:-1] + self.offsets[1:] - 1, counts) - np.arange(self.n_blocks, dtype=np.int64)
+
+    def slice(self, start: int, stop: int) -> "Trace":
+        """Requests ``start:stop`` as a Trace (keys copied so the slice owns its memory)."""
+        start, stop, _ = slice(start, stop).indices(self.n_requests)
+        a, b = int(self.offsets[start]), int(self.offsets[stop])
+        return replace(self, timestamp_s=self.timestamp_s[start:stop], input_tokens=self.input_tokens[start:stop],
+                       output_tokens=self.output_tokens[start:stop], offsets=self.offsets[start:stop + 1] - a,
+                       keys=self.keys[a:b].copy(), extras={k: v[start:stop] for k, v in self.extras.items()})
+
+    def take(self, rows: np.ndarray) -> "Trace":
+        """Requests at ``rows`` (e.g. an argsort), keys gathered in that order."""
+        rows = np.asarray(rows, dtype=np.int64)
+        counts = self.blocks_per_request[rows]
+        offsets = np.zeros(rows.size + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        src = np.repeat(self.offsets[rows] - offsets[:-1], counts) + np.arange(int(offsets[-1]), dtype=np.int64)
+        return replace(self, timestamp_s=self.timestamp_s[rows], input_tokens=self.input_tokens[rows],
+                       output_tokens=self.output_tokens[rows], offsets=offsets, keys=self.keys[src],
+                       extras={k: v[rows] for k, v in self.extras.items()})
+
+    @staticmethod
+    def concat(parts: list["Trace"]) -> "Trace":
+        """Join batches (same format/path/block size) into one Trace."""
+        if not parts:
+            raise UsageError("no trace batches to join", "read a non-empty trace")
+        if len(parts) == 1:
+            return parts[0]
+        offsets = [parts[0].offsets]
+        base = int(parts[0].offsets[-1])
+        for p in parts[1:]:
+            offsets.append(p.offsets[1:] + base)
+            base += int(p.offsets[-1])
+        return replace(parts[0],
+                       timestamp_s=np.concatenate([p.timestamp_s for p in parts]),
+                       input_tokens=np.concatenate([p.input_tokens for p in parts]),
+                       output_tokens=np.concatenate([p.output_tokens for p in parts]),
+                       offsets=np.concatenate(offsets), keys=np.concatenate([p.keys for p in parts]),
+                       extras={k: np.concatenate([p.extras[k] for p in parts]) for k in parts[0].extras})
+
+
+# --- formats -------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TraceFormat:
+    """How one trace format maps onto ``Trace``: file kind, field names, time unit, block size, chaining."""
+
+    name: str
+    description: str
+    kind: str                                   # "jsonl" or "csv"
+    fields: Mapping[str, str | None]            # canonical name -> field in the file (None: absent, zeros)
+    time_unit: str | None                       # None: must be given (generic formats)
+    block_tokens: int | None                    # None: must be given (generic formats)
+    chain: bool                                 # chain ids by prefix (ids not known to be prefix-chained)
+    extras: tuple[str, ...] = ()                # optional per-request int fields kept in Trace.extras
+    detect: Callable[[dict], bool] | None = None
+    block_tokens_note: str = ""
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _has(rec: dict, *names: str) -> bool:
+    return all(n in rec for n in names)
+
+
+FORMATS: dict[str, TraceFormat] = {
+    "bailian": TraceFormat(
+        "bailian", "Alibaba Bailian/Qwen usage traces (ATC'25): chat_id, parent_chat_id, turn, float seconds, "
+        "16-token blocks", "jsonl", dict(zip(CANONICAL, CANONICAL)), "s", 16, True,
+        extras=("chat_id", "parent_chat_id", "turn"),
+        detect=lambda r: _has(r, "chat_id", "parent_chat_id", "timestamp", "hash_ids")),
+    "lmbench": TraceFormat(
+        "lmbench", "LMBench/GMI trace: string Unix-nanosecond timestamps, ids not prefix-chained (chained here)",
+        "jsonl", dict(zip(CANONICAL, CANONICAL)), "ns", 32, True,
+        detect=lambda r: _has(r, *CANONICAL) and isinstance(r["timestamp"], str),
+        block_tokens_note="the GMI trace states no block size; len(hash_ids) == ceil(input/32) on 39% of lines "
+                          "and the median is 34 tokens per id, so 32 is the default (override with block_tokens)"),
+    "mooncake": TraceFormat(
+        "mooncake", "Mooncake FAST'25 traces: integer millisecond timestamps, 512-token prefix-chained blocks",
+        "jsonl", dict(zip(CANONICAL, CANONICAL)), "ms", 512, False,
+        detect=lambda r: _has(r, *CANONICAL) and isinstance(r["timestamp"], (int, float))
+        and not isinstance(r["timestamp"], bool)),
+    "jsonl": TraceFormat(
+        "jsonl", "generic JSON Lines with a field mapping (fields=, time_unit=, block_tokens=)", "jsonl",
+        dict(zip(CANONICAL, CANONICAL)), None, None, True),
+    "csv": TraceFormat(
+        "csv", "generic CSV with a header and a field mapping; hash ids separated by spaces, ';' or '|'", "csv",
+        dict(zip(CANONICAL, CANONICAL)), None, None, True),
+}
+FORMAT_ALIASES = {"gmi": "lmbench", "qwen": "bailian", "generic": "jsonl", "json": "jsonl"}
+
+
+def format_names() -> list[str]:
+    return ["auto", *FORMATS]
+
+
+def get_format(name: str) -> TraceFormat:
+    key = FORMAT_ALIASES.get(name.lower(), name.lower())
+    if key not in FORMATS:
+        raise UsageError(f"unknown trace format {name!r}", f"use one of: {', '.join(format_names())}")
+    return FORMATS[key]
+
+
+# --- files ---------------------------------------------------------------------------------------------
+def builtin_traces() -> dict[str, Path]:
+    """Traces shipped in ``workloads/traces/`` by name (``mooncake-sample``)."""
+    from kvbench.spec.presets import workloads_dir
+
+    folder = workloads_dir() / "traces"
+    out = {}
+    for p in sorted(folder.glob("*.jsonl*")) if folder.is_dir() else []:
+        out[p.name.split(".jsonl")[0]] = p
+    return out
+
+
+DEFAULT_TRACE = "mooncake-sample"
+
+
+def resolve_trace(path_or_name: str | Path) -> Path:
+    """A trace path, or the name of a built-in trace; a missing file is a one-line error."""
+    p = Path(path_or_name)
+    if p.is_file():
+        return p
+    builtin = builtin_traces()
+    if str(path_or_name) in builtin:
+        return builtin[str(path_or_name)]
+    if p.is_dir():
+        raise TraceError(f"{p} is a directory, not a trace file", "give a .jsonl, .jsonl.gz or .csv file")
+    raise TraceError(f"trace not found: {p}", f"give an existing file or a built-in trace "
+                     f"({', '.join(builtin) or 'none shipped'})")
+
+
+def open_text(path: Path):
+    """Open a trace as text, gunzipping when the file starts with the gzip magic (whatever its name)."""
+    try:
+        with open(path, "rb") as fh:
+            magic = fh.read(2)
+        if magic == b"\x1f\x8b":
+            return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", errors="strict")
+        return open(path, "r", encoding="utf-8", errors="strict")
+    except OSError as e:
+        raise TraceError(f"cannot read trace: {e.strerror}", "check the path and permissions", path=path) from None
+
+
+def _first_record(path: Path) -> tuple[int, str]:
+    with open_text(path) as fh:
+        try:
+            for lineno, line in enumerate(fh, 1):
+                if line.strip():
+                    return lineno, line.strip()
+        except (UnicodeDecodeError, EOFError, gzip.BadGzipFile) as e:
+            raise TraceError(f"not a text trace ({type(e).__name__})", "give a JSONL/CSV file, optionally gzipped",
+                             path=path) from None
+    raise TraceError("the trace is empty (no requests)", "give a trace with at least one request", path=path)
+
+
+def detect_format(path: str | Path) -> str:
+    """Name of the registered format of a trace file, from its first non-empty line."""
+    path = resolve_trace(path)
+    lineno, line = _first_record(path)
+    if line.startswith("{"):
+        try:
+            rec = json.loads(line)
+        except ValueError as e:
+            raise TraceError(f"not valid JSON ({e})", "fix or remove the line", path=path, line=lineno) from None
+        for fmt in FORMATS.values():
+            if fmt.detect is not None and fmt.detect(rec):
+                return fmt.name
+        raise TraceError(f"cannot detect the trace format from fields {sorted(rec)}",
+                         "pass --format jsonl with a field mapping, e.g. --field timestamp=ts "
+                         "--field hash_ids=blocks --time-unit ms --block-tokens 16", path=path, line=lineno)
+    header = next(csv.reader([line]))
+    if set(CANONICAL) <= {h.strip() for h in header}:
+        return "csv"
+    raise TraceError(f"cannot detect the trace format (not JSON Lines; CSV header {header[:6]} lacks "
+                     f"{', '.join(CANONICAL)})", "pass --format csv with a field mapping (--field ...)",
+                     path=path, line=lineno)
+
+
+# --- parsing -------------------------------------------------------------------------------------------
+@dataclass
+class _Raw:
+    """Python-level columns of one batch, before conversion."""
+
+    lines: list = field(default_factory=list)
+    ts: list = field(default_factory=list)
+    inp: list = field(default_factory=list)
+    out: list = field(default_factory=list)
+    ids: list = field(default_factory=list)
+    extras: dict = field(default_factory=dict)
+
+
+def _jsonl_batches(path: Path, fmt: TraceFormat, fields: Mapping[str, str | None], batch: int) -> Iterator[_Raw]:
+    ft, fi, fo, fh_ = (fields[c] for c in CANONICAL)
+    extra_names = fmt.extras
+    loads = json.loads
+    raw = _Raw(extras={k: [] for k in extra_names})
+    with open_text(path) as fh:
+        lineno = 0
+        try:
+            for lineno, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    rec = loads(line)
+                except ValueError as e:
+                    raise TraceError(f"not valid JSON ({e})", "fix or remove the line", path=path,
+                                     line=lineno) from None
+                if type(rec) is not dict:
+                    raise TraceError("the line is not a JSON object", "one request object per line",
+                                     path=path, line=lineno)
+                try:
+                    raw.ts.append(rec[ft])
+                    raw.inp.append(rec[fi])
+                    raw.out.append(rec[fo] if fo is not None else 0)
+                    h = rec[fh_]
+                    for k in extra_names:
+                        raw.extras[k].append(rec.get(k, -1))
+                except KeyError as e:
+                    raise TraceError("missing field", f"every request needs {', '.join(f for f in fields.values() if f)}",
+                                     path=path, line=lineno, field=e.args[0]) from None
+                if type(h) is not list:
+                    raise TraceError(f"expected a list of block ids, got {type(h).__name__}",
+                                     "write hash_ids as a JSON list of integers", path=path, line=lineno,
+                                     field=fh_)
+                raw.ids.append(h)
+                raw.lines.append(lineno)
+                if len(raw.lines) >= batch:
+                    yield raw
+                    raw = _Raw(extras={k: [] for k in extra_names})
+        except (UnicodeDecodeError, EOFError, gzip.BadGzipFile, OSError) as e:
+            raise TraceError(f"cannot read past line {lineno}: {type(e).__name__}: {e}",
+                             "check the file is complete (a truncated gzip?) and UTF-8", path=path) from None
+    if raw.lines:
+        yield raw
+
+
+_SPLIT_IDS = re.compile(r"[\s;|,\[\]]+")
+
+
+def _csv_batches(path: Path, fmt: TraceFormat, fields: Mapping[str, str | None], batch: int) -> Iterator[_Raw]:
+    ft, fi, fo, fh_ = (fields[c] for c in CANONICAL)
+    raw = _Raw()
+    with open_text(path) as fh:
+        reader = csv.reader(fh)
+        try:
+            header = [h.strip() for h in next(reader)]
+        except StopIteration:
+            raise TraceError("the trace is empty (no header)", "give a CSV with a header line", path=path) from None
+        col = {}
+        for f in (ft, fi, fo, fh_):
+            if f is None:
+                continue
+            if f not in header:
+                raise TraceError(f"CSV header has no column {f!r} (columns: {', '.join(header)})",
+                                 "map the fields with --field NAME=COLUMN", path=path, line=1, field=f)
+            col[f] = header.index(f)
+        lineno = 1
+        for row in reader:
+            lineno = reader.line_num
+            if not row or not any(c.strip() for c in row):
+                continue
+            if len(row) != len(header):
+                raise TraceError(f"{len(row)} columns where the header has {len(header)}",
+                                 "fix the line (quote fields holding commas)", path=path, line=lineno)
+            raw.ts.append(row[col[ft]].strip())
+            raw.inp.append(row[col[fi]].strip())
+            raw.out.append(row[col[fo]].strip() if fo is not None else 0)
+            text = row[col[fh_]].strip()
+            try:
+                raw.ids.append([int(x) for x in _SPLIT_IDS.split(text) if x])
+            except ValueError:
+                raise TraceError(f"block ids {text[:40]!r} are not integers",
+                                 "separate integer ids with spaces, ';' or '|'", path=path, line=lineno,
+                                 field=fh_) from None
+            raw.lines.append(lineno)
+            if len(raw.lines) >= batch:
+                yield raw
+                raw = _Raw()
+    if raw.lines:
+        yield raw
+
+
+_BATCH_READERS = {"jsonl": _jsonl_batches, "csv": _csv_batches}
+
+
+def _bad_element(values: list, lines: list, ok: Callable, path, field_name, expected: str, fix: str):
+    """Slow path: find the first element failing ``ok`` and raise a TraceError naming its line."""
+    for v, ln in zip(values, lines):
+        if not ok(v):
+            raise TraceError(f"expected {expected}, got {v!r}", fix, path=path, line=ln, field=field_name)
+    raise TraceError(f"expected {expected}", fix, path=path, field=field_name)  # pragma: no cover
+
+
+def _ok_count(v) -> bool:
+    if isinstance(v, str):
+        return v.strip().isdigit()
+    return (_is_int(v) and v >= 0) or (isinstance(v, float) and v.is_integer() and v >= 0)
+
+
+def _counts(values: list, lines: list, path, field_name) -> np.ndarray:
+    try:
+        arr = np.array(values)
+        if arr.dtype.kind in "iu" and (arr.size == 0 or arr.min() >= 0):
+            return arr.astype(np.int64)
+        if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.floor(arr)) and arr.min() >= 0:
+            return arr.astype(np.int64)
+        if arr.dtype.kind == "U":
+            out = arr.astype(np.int64)
+            if out.size == 0 or out.min() >= 0:
+                return out
+    except (ValueError, TypeError, OverflowError):
+        pass
+    _bad_element(values, lines, _ok_count, path, field_name, "a token count (integer >= 0)", "fix the value")
+
+
+def _ok_time(v) -> bool:
+    if isinstance(v, str):
+        try:
+            return np.isfinite(float(v))
+        except ValueError:
+            return False
+    return (isinstance(v, (int, float)) and not isinstance(v, bool)) and np.isfinite(v)
+
+
+def _times(values: list, lines: list, path, field_name) -> np.ndarray:
+    """Timestamps as int64 when integral (exact ns arithmetic) else float64."""
+    try:
+        arr = np.array(values)
+        if arr.dtype.kind == "U":
+            try:
+                arr = arr.astype(np.int64)
+            except (ValueError, OverflowError):
+                arr = arr.astype(np.float64)
+        if arr.dtype.kind in "iu":
+            return arr.astype(np.int64)
+        if arr.dtype.kind == "f" and np.all(np.isfinite(arr)):
+            return arr
+    except (ValueError, TypeError, OverflowError):
+        pass
+    _bad_element(values, lines, _ok_time, path, field_name, "a number (or a numeric string)",
+                 "fix the timestamp")
+
+
+def _ok_id(v) -> bool:
+    return _is_int(v) and 0 <= v < 2**64
+
+
+def _block_ids(ids: list, lines: list, path, field_name) -> tuple[np.ndarray, np.ndarray]:
+    counts = np.fromiter((len(h) for h in ids), dtype=np.int64, count=len(ids))
+    offsets = np.zeros(len(ids) + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    flat = list(itertools.chain.from_iterable(ids))
+    try:
+        arr = np.array(flat) if flat else np.zeros(0, dtype=np.uint64)
+        if arr.dtype.kind == "u" or (arr.dtype.kind == "i" and (arr.size == 0 or arr.min() >= 0)):
+            return arr.astype(np.uint64), offsets
+    except (ValueError, TypeError, OverflowError):
+        pass
+    for h, ln in zip(ids, lines):
+        for v in h:
+            if not _ok_id(v):
+                raise TraceError(f"block id {v!r} is not an integer in 0..2^64-1", "fix the block id",
+                                 path=path, line=ln, field=field_name)
+    raise TraceError("block ids are not integers", "fix the block ids", path=path, field=field_name)  # pragma: no cover
+
+
+def _resolve_fields(fmt: TraceFormat, fields: Mapping[str, str | None] | None) -> dict[str, str | None]:
+    out = dict(fmt.fields)
+    for k, v in (fields or {}).items():
+        if k not in CANONICAL:
+            raise UsageError(f"unknown trace field {k!r} in the field mapping",
+                             f"map one of {', '.join(CANONICAL)} (e.g. timestamp=ts)")
+        out[k] = v or None
+    for k in ("timestamp", "input_length", "hash_ids"):
+        if not out[k]:
+            raise UsageError(f"the field mapping leaves {k!r} unmapped", f"give --field {k}=COLUMN")
+    return out
+
+
+def iter_trace(path: str | Path, fmt: str = "auto", batch_requests: int = 65536, *,
+               block_tokens: int | None = None, time_unit: str | None = None,
+               fields: Mapping[str, str | None] | None = None, chain: bool | None = None,
+               order: str = "check", limit: int | None = None) -> Iterator[Trace]:
+    """Yield the trace as ``Trace`` batches of at most ``batch_requests`` requests.
+
+    ``fmt``: a registered format or ``auto``. ``block_tokens``/``time_unit``/``fields`` override the format's
+    defaults (the generic ``jsonl``/``csv`` formats need them). ``chain``: prefix-chain the ids (default: the
+    format's). ``order``: ``check`` raises on a request earlier than its predecessor (naming the line),
+    ``sort`` sorts by arrival (reads the whole trace first), ``keep`` leaves the file order.
+    ``limit``: stop after this many requests.
+    """
+    if order not in ORDERS:
+        raise UsageError(f"unknown order {order!r}", f"use one of {', '.join(ORDERS)}")
+    if batch_requests <= 0:
+        raise UsageError(f"batch_requests must be > 0, got {batch_requests}", "give a positive batch size")
+    if order == "sort":
+        yield from _sorted_batches(path, fmt, batch_requests, block_tokens=block_tokens, time_unit=time_unit,
+                                   fields=fields, chain=chain, limit=limit)
+        return
+    p = resolve_trace(path)
+    spec = get_format(detect_format(p) if fmt == "auto" else fmt)
+    bt = block_tokens if block_tokens is not None else spec.block_tokens
+    if bt is None:
+        raise UsageError(f"the {spec.name} format does not state tokens per block", "pass --block-tokens N")
+    if int(bt) <= 0:
+        raise UsageError(f"block_tokens must be > 0, got {bt}", "give the tokens per KV block, e.g. 16 or 512")
+    unit = time_unit or spec.time_unit
+    if unit is None:
+        raise UsageError(f"the {spec.name} format does not state its time unit",
+                         f"pass --time-unit ({', '.join(TIME_UNITS)})")
+    if unit not in TIME_UNITS:
+        raise UsageError(f"unknown time unit {unit!r}", f"use one of {', '.join(TIME_UNITS)}")
+    scale = TIME_UNITS[unit]
+    do_chain = spec.chain if chain is None else bool(chain)
+    fmap = _resolve_fields(spec, fields)
+    t0 = None
+    prev_t, prev_line = None, None
+    seen = 0
+    for raw in _BATCH_READERS[spec.kind](p, spec, fmap, batch_requests):
+        if limit is not None and seen + len(raw.lines) > limit:
+            keep = max(0, limit - seen)
+            raw = _Raw(raw.lines[:keep], raw.ts[:keep], raw.inp[:keep], raw.out[:keep], raw.ids[:keep],
+                       {k: v[:keep] for k, v in raw.extras.items()})
+            if not raw.lines:
+                break
+        ts = _times(raw.ts, raw.lines, p, fmap["timestamp"])
+        if t0 is None:
+            t0 = ts[0]
+        if order == "check":
+            _check_order(ts, raw.lines, prev_t, prev_line, p, fmap["timestamp"], scale)
+            prev_t, prev_line = ts[-1], raw.lines[-1]
+        rel = (ts - t0).astype(np.float64) * scale
+        inp = _counts(raw.inp, raw.lines, p, fmap["input_length"])
+        out = _counts(raw.out, raw.lines, p, fmap["output_length"]) if fmap["output_length"] else \
+            np.zeros(len(raw.lines), dtype=np.int64)
+        ids, offsets = _block_ids(raw.ids, raw.lines, p, fmap["hash_ids"])
+        keys = chain_ids(ids, offsets) if do_chain else ids
+        extras = {k: np.array([int(x) if _is_int(x) else -1 for x in v], dtype=np.int64)
+                  for k, v in raw.extras.items()}
+        seen += len(raw.lines)
+        yield Trace(rel, inp, out, offsets, keys, int(bt), spec.name, str(p), extras, float(t0) * scale)
+        if limit is not None and seen >= limit:
+            break
+    if t0 is None:
+        raise TraceError("the trace is empty (no requests)", "give a trace with at least one request", path=p)
+
+
+def _check_order(ts, lines, prev_t, prev_line, path, field_name, scale):
+    full = ts if prev_t is None else np.concatenate([[prev_t], ts])
+    bad = np.flatnonzero(np.diff(full) < 0)
+    if bad.size:
+        i = int(bad[0]) + (0 if prev_t is None else -1)
+        line = lines[i + 1]
+        before = full[bad[0]]
+        raise TraceError(f"out-of-order timestamp: {float(ts[i + 1] * scale):.6g} s is earlier than the previous "
+                         f"request's {float(before * scale):.6g} s ({bad.size} such requests in this batch)",
+                         "pass --sort (order='sort') to sort by arrival, or --order keep to use the file order",
+                         path=path, line=line, field=field_name)
+
+
+def _sorted_batches(path, fmt, batch_requests, **kw) -> Iterator[Trace]:
+    whole = Trace.concat(list(iter_trace(path, fmt, 1 << 20, order="keep", **kw)))
+    rows = np.argsort(whole.timestamp_s, kind="stable")
+    t = whole.take(rows)
+    shift = float(t.timestamp_s[0]) if t.n_requests else 0.0
+    t = replace(t, timestamp_s=t.timestamp_s - shift, t0=t.t0 + shift)
+    for a in range(0, t.n_requests, batch_requests):
+        yield t.slice(a, a + batch_requests)
+
+
+def read_trace(path: str | Path, fmt: str = "auto", **opts) -> Trace:
+    """Read a whole trace into one ``Trace`` (options as ``iter_trace``)."""
+    return Trace.concat(list(iter_trace(path, fmt, opts.pop("batch_requests", 1 << 18), **opts)))
+
+
+def parse_field_mapping(pairs: list[str] | tuple[str, ...]) -> dict[str, str | None]:
+    """``["timestamp=ts", "hash_ids=blocks"]`` -> mapping; a bad pair is a one-line usage error."""
+    out = {}
+    for pair in pairs:
+        name, sep, col = pair.partition("=")
+        if not sep or not name.strip():
+            raise UsageError(f"bad field mapping {pair!r}", "write NAME=FIELD, e.g. --field timestamp=ts")
+        out[name.strip()] = col.strip() or None
+    return out

@@ -1,0 +1,77 @@
+"""``kvbench check`` through the CLI: JSON shape, verdicts, run folders, one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.test_recompute import REQUESTS, write_run
+
+
+def _json(r):
+    assert r.exit_code == 0, r.output
+    return json.loads(r.output)
+
+
+def test_tiers_json_with_a_rate(cli):
+    # tiny-gqa: 2 layers x 2 KV heads x 32 dims x 2 (K,V) x 2 B = 512 B/token
+    out = _json(cli("check", "--recompute-tokens-per-s", "10000", "--model", "tiny-gqa",
+                    "--tier", "fast=512MB/s,1ms", "--tier", "slow=2MB/s,0us", "--json"))
+    assert out["bytes_per_token"] == 512
+    fast, slow = out["tiers"]["fast"], out["tiers"]["slow"]
+    # fast: 1e-6 s/token load vs 1e-4 recompute: 1e-4 n > 1e-3 + 1e-6 n  <=>  n > 10.1  ->  11
+    assert fast["break_even_tokens"] == 11 and "LOAD for prefixes >= 11 tokens" in fast["verdict"]
+    # slow: 2.56e-4 s/token load: never
+    assert slow["break_even_tokens"] is None and "RECOMPUTE" in slow["verdict"]
+    assert out["profile"]["kind"] == "rate"
+
+
+def test_published_profile_text_output(cli):
+    r = cli("check", "--profile", "llama-3.1-8b-h200-trtllm-fp8", "--tier", "nvme=6.5GB/s,90us",
+            "--tier", "hdd=150MB/s,8ms")
+    assert r.exit_code == 0, r.output
+    assert "[published]" in r.output and "TensorRT-LLM" in r.output
+    lines = [ln for ln in r.output.splitlines() if ln.startswith(("nvme (", "hdd ("))]
+    assert len(lines) == 2 and "LOAD" in lines[0] and "RECOMPUTE" in lines[1]
+
+
+def test_pipelined_flag_changes_exposed_load(cli):
+    args = ["check", "--recompute-tokens-per-s", "10000", "--model", "tiny-gqa", "--tier", "t=1MB/s,1ms",
+            "--lengths", "100", "--json"]
+    plain = _json(cli(*args))["tiers"]["t"]["load_s"]["100"]
+    piped = _json(cli(*args, "--pipelined", "--suffix-tokens", "4000"))["tiers"]["t"]["load_s"]["100"]
+    assert plain == pytest.approx(1e-3 + 100 * 512 / 1e6)
+    assert piped == pytest.approx(1e-3 + 100 * 512 / 1e6 / 2)  # only one of the two layers' loads exposed
+
+
+def test_check_a_replay_run(cli, tmp_path):
+    root = write_run(tmp_path / "run", requests=REQUESTS)
+    out = _json(cli("check", "--recompute-tokens-per-s", "10000", "--run", root, "--json"))
+    assert set(out["tiers"]) == {"l2", "l3"} and out["model"] == "tiny-gqa"
+    assert out["run"]["hits"]["wins_fraction"] == pytest.approx(2 / 3)
+    r = cli("check", "--recompute-tokens-per-s", "10000", "--run", root)
+    assert r.exit_code == 0 and "loading won in 66.7%" in r.output and "run average" in r.output
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--tier", "a=1GB/s,1ms"], "exactly one of --profile"),
+    (["--recompute-tokens-per-s", "1000", "--model", "tiny-gqa"], "nothing to check"),
+    (["--recompute-tokens-per-s", "1000", "--model", "tiny-gqa", "--tier", "a=1GB,1ms"], "cannot parse rate"),
+    (["--recompute-tokens-per-s", "1000", "--tier", "a=1GB/s,1ms"], "--model"),
+    (["--recompute-tokens-per-s", "0", "--model", "tiny-gqa", "--tier", "a=1GB/s,1ms"], "> 0 tokens/s"),
+    (["--profile", "no-such", "--tier", "a=1GB/s,1ms"], "unknown compute preset"),
+    (["--recompute-tokens-per-s", "1000", "--model", "no-such", "--tier", "a=1GB/s,1ms"], "unknown models preset"),
+    (["--recompute-tokens-per-s", "1000", "--model", "tiny-gqa", "--tier", "a=1GB/s,1ms", "--tier", "a=2GB/s,1ms"],
+     "repeat"),
+])
+def test_bad_inputs_are_one_line(cli, args, msg):
+    r = cli("check", *args)
+    assert r.exit_code == 2
+    assert msg in r.output and r.output.count("\n") == 1 and "Traceback" not in r.output
+
+
+def test_run_without_tier_measurements_is_one_line(cli, tmp_path):
+    root = write_run(tmp_path / "dry", tiers={"l2": {"hit_ratio": 0.4, "read_bytes": 0}})
+    r = cli("check", "--recompute-tokens-per-s", "1000", "--run", root)
+    assert r.exit_code == 2 and r.output.count("\n") == 1 and "no tier has read measurements" in r.output

@@ -1,0 +1,68 @@
+"""Endurance arithmetic on hand-computed cases."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from kvbench.analysis.endurance import (Rating, bytes_per_day, capacity_for_dwpd, endurance, required_dwpd)
+from kvbench.errors import SpecError
+
+TB = 10**12
+
+
+def test_bytes_per_day_scales_window_and_rate():
+    # 1 TB written in a 1-hour window -> 24 TB/day
+    assert bytes_per_day(TB, 3600) == pytest.approx(24 * TB)
+    # the trace ran at 4 req/s; at 50 req/s the same workload writes 12.5x more
+    assert bytes_per_day(TB, 3600, trace_rate=4.0, target_rate=50.0) == pytest.approx(24 * TB * 12.5)
+    with pytest.raises(SpecError):
+        bytes_per_day(TB, 0)
+    with pytest.raises(SpecError):
+        bytes_per_day(TB, 10, trace_rate=None, target_rate=5)
+
+
+def test_required_dwpd_hand_case():
+    # 7.68 TB drive receiving 23.04 TB/day -> 3 DWPD
+    assert required_dwpd(23.04 * TB, 7.68 * TB) == pytest.approx(3.0)
+    assert capacity_for_dwpd(23.04 * TB, 1.0) == pytest.approx(23.04 * TB)
+
+
+def test_lifetime_against_dwpd_rating():
+    cap = 3.84 * TB
+    # rated 1 DWPD for 5 years: TBW = 3.84 TB * 365 * 5 = 7008 TB
+    r = Rating(dwpd=1.0, warranty_years=5)
+    assert r.tbw(cap) == pytest.approx(7008 * TB)
+    # writing 2 drive-writes per day uses it up in 2.5 years
+    e = endurance(2 * cap, cap, waf=1.8, rating=r)
+    assert e.dwpd == pytest.approx(2.0)
+    assert e.nand_bytes_per_day == pytest.approx(2 * cap * 1.8)
+    assert e.lifetime_years == pytest.approx(2.5)
+    assert e.rated_dwpd == pytest.approx(1.0)
+
+
+def test_lifetime_against_tbw_and_reference_waf():
+    cap = 7.68 * TB
+    r = Rating(tbw_bytes=14_000 * TB, warranty_years=5, reference_waf=2.0)
+    # 10 TB/day host at WAF 4: NAND budget 28,000 TB / (40 TB/day * 365) = 1.918 years
+    e = endurance(10 * TB, cap, waf=4.0, rating=r)
+    assert e.lifetime_years == pytest.approx(28_000 / (40 * 365))
+    # a log-structured layout at WAF 1 lasts 4x longer than a slot layout at WAF 4 on the same rating
+    e1 = endurance(10 * TB, cap, waf=1.0, rating=r)
+    assert e1.lifetime_years / e.lifetime_years == pytest.approx(4.0)
+    # without a reference WAF the rating is read as host bytes: 14,000 / (10 * 365)
+    e2 = endurance(10 * TB, cap, waf=4.0, rating=Rating(tbw_bytes=14_000 * TB))
+    assert e2.lifetime_years == pytest.approx(14_000 / 3650)
+
+
+def test_nothing_written_lasts_forever_and_bad_values_raise():
+    assert endurance(0, TB, rating=Rating(dwpd=1)).lifetime_years == math.inf
+    with pytest.raises(SpecError):
+        endurance(TB, TB, waf=0.5)
+    with pytest.raises(SpecError):
+        endurance(TB, 0)
+    with pytest.raises(SpecError):
+        endurance(TB, TB, rating=Rating())
+    with pytest.raises(SpecError):
+        Rating(dwpd=-1).validate()

@@ -1,0 +1,138 @@
+"""``kvbench prefill`` on the CPU: real torch stacks of tiny presets end to end, layer planning and scaling,
+and bad inputs. torch (CPU build) is an optional extra: the torch tests skip without it, the error test not."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+
+import numpy as np
+import pytest
+
+from kvbench.compute.copy import copy_profile_from_points
+from kvbench.compute.stack import layer_param_counts, plan_layers
+from kvbench.compute.timing import scaled_totals
+from kvbench.errors import DependencyError, SpecError
+from kvbench.spec.models import load_model
+
+needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                                 reason="torch not installed (optional extra kvbench[gpu])")
+
+
+def _run(cli, *args):
+    r = cli("prefill", *args, "--threads", "1")  # one thread: steady on a shared CI machine
+    assert r.exit_code == 0, r.output
+    return json.loads(r.output)
+
+
+@needs_torch
+def test_cpu_prefill_tiny_gqa_end_to_end(cli, tmp_path):
+    out = _run(cli, "--model", "tiny-gqa", "--device", "cpu", "--lengths", "32,64,128", "--reps", "2",
+               "--results", tmp_path, "--out", tmp_path / "p.json", "--json")
+    assert out["kind"] == "measured" and out["model"] == "tiny-gqa" and out["device"].startswith("cpu")
+    assert out["points"]["tokens"] == [32, 64, 128] and all(s > 0 for s in out["points"]["seconds"])
+    assert out["scaling"] == {"layers_total": 2, "layers_measured": 2, "scaled": False}
+    assert min(out["fit"]["a"], out["fit"]["b"], out["fit"]["c"]) >= 0
+    assert "torch" in out["versions"] and out["dtype"] == "fp32"
+    assert all(len(r["seconds"]) == 2 for r in out["lengths"])
+    from kvbench.compute.profile import load_profile
+    p = load_profile(out["run_dir"])  # the run folder holds profile.toml
+    q = load_profile(tmp_path / "p.json")
+    assert p.kind == q.kind == "measured" and p.points_seconds == pytest.approx(q.points_seconds)
+    # the measured profile feeds the inequality
+    r = cli("check", "--profile", out["profile"], "--tier", "x=1GB/s,10us", "--json")
+    assert r.exit_code == 0 and "x" in json.loads(r.output)["tiers"]
+
+
+@needs_torch
+def test_cpu_prefill_tiny_mla_moe(cli, tmp_path):
+    out = _run(cli, "--model", "tiny-mla", "--device", "cpu", "--lengths", "16,512", "--reps", "2", "--results", tmp_path, "--json")
+    assert out["scaling"]["layers_total"] == 2 and out["fit"]["b"] + out["fit"]["c"] > 0
+
+
+@needs_torch
+def test_partial_stack_is_scaled_and_says_so(cli, tmp_path):
+    # an 8-layer tiny MoE model (2 dense first), 3 layers built: 1 dense + 2 MoE, scaled to 2 + 6
+    model = tmp_path / "tiny8.toml"
+    model.write_text("""attention = "mla"\nlayers = 8\nhidden_size = 64\nnum_heads = 2\nhead_dim = 24
+kv_lora_rank = 16\nqk_rope_dim = 8\nqk_nope_dim = 16\nv_head_dim = 16\nq_lora_rank = 32\nintermediate_size = 128
+moe_intermediate_size = 32\nnum_experts = 4\nexperts_per_token = 2\nshared_experts = 1\nfirst_dense_layers = 2
+vocab_size = 100\n""")
+    out = _run(cli, "--model", model, "--device", "cpu", "--lengths", "16,256", "--layers", "3", "--reps", "2", "--results", tmp_path, "--json")
+    assert out["scaling"] == {"layers_total": 8, "layers_measured": 3, "scaled": True}
+    assert "3 of 8 layers built (1 dense, 2 MoE)" in out["notes"]
+    for row in out["lengths"]:  # the scaled model time exceeds the built stack's time
+        assert np.median(row["seconds"]) > np.median(row["stack_seconds"])
+
+
+def test_plan_layers():
+    ds = load_model("deepseek-v3")
+    p = plan_layers(ds, 8)
+    assert (p.dense_total, p.moe_total, p.dense_measured, p.moe_measured, p.scaled) == (3, 58, 1, 7, True)
+    assert plan_layers(ds, None).layers_measured == 61
+    llama = plan_layers(load_model("llama-3.1-8b"), 4)
+    assert (llama.dense_total, llama.dense_measured, llama.moe_measured) == (32, 4, 0)
+    with pytest.raises(SpecError, match=">= 2"):
+        plan_layers(ds, 1)
+    with pytest.raises(SpecError):
+        plan_layers(ds, 0)
+
+
+def test_param_counts_match_published_sizes():
+    # Llama-3.1-8B: 32 x 218M + 525M embedding (+ tied head) ~ 7.5B of 8.0B (untied head adds 0.5B)
+    c = layer_param_counts(load_model("llama-3.1-8b"))
+    assert 32 * c["dense"] + 2 * c["embedding"] == pytest.approx(8.03e9, rel=0.01)
+    # DeepSeek-V3 active parameters: 37B published (3 dense + 58 MoE with 8 + 1 experts active, embeddings)
+    d = layer_param_counts(load_model("deepseek-v3"))
+    assert 3 * d["dense"] + 58 * d["moe"] + 2 * d["embedding"] == pytest.approx(37e9, rel=0.05)
+
+
+def test_scaled_totals_by_kind():
+    # stages: embed, dense, moe, moe, head
+    stages = np.array([[1.0, 10.0, 20.0, 22.0, 2.0]])
+    total = scaled_totals(stages, ["dense", "moe", "moe"], {"dense": 3, "moe": 10})
+    assert total[0] == pytest.approx(1 + 2 + 3 * 10 + 10 * 21)
+
+
+def test_copy_profile_fit():
+    sizes = np.array([4096 * 4**i for i in range(8)])
+    c = copy_profile_from_points(sizes, 8e-6 + sizes / 50e9, device="test")
+    assert c.bandwidth_bytes_per_s == pytest.approx(50e9, rel=1e-6) and c.latency_s == pytest.approx(8e-6, rel=1e-6)
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--model", "no-such-model"], "unknown models preset"),
+    (["--model", "tiny-gqa", "--lengths", "64,0"], "integer > 0"),
+    (["--model", "tiny-gqa", "--lengths", "64,-5"], "integer > 0"),
+    (["--model", "tiny-gqa", "--lengths", "64,abc"], "not an integer"),
+    (["--model", "tiny-gqa", "--lengths", "64"], "two distinct"),
+    (["--model", "tiny-gqa", "--device", "tpu", "--lengths", "8,16"], "cpu or cuda"),
+    (["--model", "tiny-mla", "--layers", "1", "--lengths", "8,16"], ">= 2"),
+    (["--model", "tiny-gqa", "--reps", "0", "--lengths", "8,16"], "--reps"),
+    (["--model", "tiny-gqa", "--out", "p.yaml", "--lengths", "8,16"], ".toml or .json"),
+])
+@needs_torch
+def test_bad_inputs_are_one_line(cli, tmp_path, args, msg):
+    r = cli("prefill", *args, "--results", tmp_path)
+    assert r.exit_code == 2, r.output
+    assert msg in r.output and r.output.count("\n") == 1 and "Traceback" not in r.output
+    assert not list(tmp_path.iterdir())  # nothing written
+
+
+@needs_torch
+def test_cuda_without_a_gpu_is_one_line(cli, tmp_path):
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    r = cli("prefill", "--model", "tiny-gqa", "--device", "cuda", "--lengths", "8,16", "--results", tmp_path)
+    assert r.exit_code == 1 and "no CUDA device" in r.output and r.output.count("\n") == 1
+
+
+def test_missing_torch_is_a_dependency_error(cli, monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch -> ImportError
+    from kvbench.compute.stack import require_torch
+    with pytest.raises(DependencyError, match="torch is not installed"):
+        require_torch()
+    r = cli("prefill", "--model", "tiny-gqa", "--lengths", "8,16", "--results", tmp_path)
+    assert r.exit_code == 1 and r.output.count("\n") == 1 and "pip install" in r.output

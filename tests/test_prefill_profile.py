@@ -1,0 +1,118 @@
+"""The T(n) fit and compute profiles: exact recovery, non-negativity, round trips, shipped presets, bad files."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from kvbench.compute.fit import QuadraticFit, fit_quadratic
+from kvbench.compute.profile import (ComputeProfile, CopyProfile, load_profile, profile_names, rate_profile,
+                                     save_profile)
+from kvbench.errors import SpecError
+
+
+def test_fit_recovers_known_coefficients_exactly():
+    n = np.array([128, 256, 512, 1024, 2048, 4096, 8192])
+    a, b, c = 0.012, 2.5e-5, 3.0e-10
+    f = fit_quadratic(n, a + b * n + c * n * n)
+    assert f.a == pytest.approx(a, rel=1e-9)
+    assert f.b == pytest.approx(b, rel=1e-9)
+    assert f.c == pytest.approx(c, rel=1e-7)
+    assert f.rel_rms < 1e-12
+
+
+def test_fit_recovers_coefficients_under_noise():
+    rng = np.random.default_rng(7)
+    n = np.repeat([256, 512, 1024, 2048, 4096, 8192, 16384], 5)
+    a, b, c = 0.004, 1.0e-5, 2.0e-10
+    t = (a + b * n + c * n * n) * (1 + rng.normal(0, 0.01, n.size))  # 1% timing noise
+    f = fit_quadratic(n, t)
+    assert f.b == pytest.approx(b, rel=0.05)
+    assert f.c == pytest.approx(c, rel=0.10)
+    assert f.seconds(10000) == pytest.approx(a + b * 1e4 + c * 1e8, rel=0.01)
+
+
+def test_fit_never_goes_negative():
+    # Times that an unconstrained fit would give a negative quadratic term (concave, saturating curve).
+    n = np.array([100, 200, 400, 800, 1600])
+    t = np.array([1.0, 1.9, 3.5, 6.2, 10.0]) * 1e-3
+    unconstrained = np.polyfit(n, t, 2)
+    assert unconstrained[0] < 0  # the case is real
+    f = fit_quadratic(n, t)
+    assert min(f.a, f.b, f.c) >= 0
+    assert f.c == 0.0
+
+
+@pytest.mark.parametrize("n,t", [([], []), ([0, 10], [1.0, 2.0]), ([10, 20], [1.0, float("nan")]), ([1, 2], [1.0])])
+def test_fit_rejects_bad_points(n, t):
+    with pytest.raises(SpecError):
+        fit_quadratic(n, t)
+
+
+def test_published_profiles_are_labelled_and_sourced():
+    names = profile_names()
+    assert {"llama-3.1-8b-h200-trtllm-fp8", "llama-3.3-70b-h200-trtllm-fp8", "deepseek-v3-h800-production"} <= set(names)
+    p = load_profile("llama-3.1-8b-h200-trtllm-fp8")
+    assert p.kind == "published" and "TensorRT-LLM" in p.source and p.model == "llama-3.1-8b"
+    assert p.tokens_per_s == pytest.approx(39000, rel=1e-9)
+    assert float(p.seconds(5000)) == pytest.approx(5000 / 39000)
+    assert load_profile("llama-3.3-70b-h200-trtllm-fp8").tokens_per_s == pytest.approx(5700)
+    assert load_profile("deepseek-v3-h800-production").tokens_per_s == pytest.approx(9200)
+    for name in names:  # every shipped profile loads and none pretends to be measured without raw points
+        q = load_profile(name)
+        assert q.kind in ("measured", "published")
+        assert q.kind == "published" or len(q.points_tokens) >= 2
+
+
+def _measured() -> ComputeProfile:
+    return ComputeProfile(name="t", kind="measured", model="tiny-gqa", device="cpu", dtype="fp32",
+                          fit=QuadraticFit(0.001, 2e-6, 1e-10, 0.01), reference_tokens=512,
+                          points_tokens=(128, 256, 512), points_seconds=(0.0013, 0.0015, 0.002),
+                          layers_total=2, layers_measured=1, scaled=True, versions={"torch": "2.13.0"},
+                          copy=CopyProfile((4096, 65536), (1e-5, 2e-5), 5e9, 9e-6))
+
+
+@pytest.mark.parametrize("suffix", [".toml", ".json"])
+def test_save_load_round_trip(tmp_path, suffix):
+    p = _measured()
+    path = save_profile(p, tmp_path / f"profile{suffix}")
+    q = load_profile(path)
+    assert q.fit == p.fit and q.points_tokens == p.points_tokens and q.points_seconds == p.points_seconds
+    assert (q.kind, q.scaled, q.layers_measured, q.versions) == ("measured", True, 1, {"torch": "2.13.0"})
+    assert q.copy == p.copy
+    assert load_profile(tmp_path).fit == p.fit  # a run folder holding profile.<ext>
+
+
+def test_rate_profile_is_linear():
+    p = rate_profile(10000)
+    assert p.kind == "rate" and float(p.seconds(5000)) == pytest.approx(0.5)
+    with pytest.raises(SpecError):
+        rate_profile(0)
+
+
+@pytest.mark.parametrize("body,msg", [
+    ('kind = "guessed"\nmodel = "m"\ndevice = "d"\n[fit]\nb = 1e-5\n', "kind"),
+    ('kind = "published"\nmodel = "m"\ndevice = "d"\n[fit]\nb = 1e-5\n', "source"),
+    ('kind = "measured"\nmodel = "m"\ndevice = "d"\n[fit]\nb = 1e-5\n', "points"),
+    ('kind = "published"\nsource = "x"\nmodel = "m"\ndevice = "d"\n[fit]\nb = -1e-5\n', "coefficient b"),
+    ('kind = "published"\nsource = "x"\nmodel = "m"\ndevice = "d"\n', "[fit]"),
+])
+def test_bad_profiles_name_file_and_field(tmp_path, body, msg):
+    f = tmp_path / "bad.toml"
+    f.write_text(body)
+    with pytest.raises(SpecError) as e:
+        load_profile(f)
+    assert str(f) in str(e.value) and msg in str(e.value) and "\n" not in str(e.value)
+
+
+def test_unknown_profile_and_bad_json(tmp_path):
+    with pytest.raises(SpecError, match="unknown compute preset"):
+        load_profile("no-such-profile")
+    f = tmp_path / "p.json"
+    f.write_text("{not json")
+    with pytest.raises(SpecError, match="invalid JSON"):
+        load_profile(f)
+    f.write_text(json.dumps({"kind": "published", "source": "s", "model": "m", "device": "d", "fit": {"b": 1e-4}}))
+    assert load_profile(f).tokens_per_s == pytest.approx(1e4)

@@ -1,0 +1,171 @@
+"""The load-vs-recompute inequality on hand-computed cases, and reading a replay run's measurements."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from kvbench.analysis.recompute import (Inequality, Tier, analyse_run_hits, analyse_tiers, fit_tier_from_requests,
+                                        parse_tier, read_run)
+from kvbench.compute.fit import QuadraticFit
+from kvbench.compute.profile import ComputeProfile, rate_profile
+from kvbench.errors import SpecError
+
+
+def _prof(a=0.0, b=1e-4, c=0.0) -> ComputeProfile:
+    return ComputeProfile(name="p", kind="published", model="m", device="d", dtype="", fit=QuadraticFit(a, b, c),
+                          reference_tokens=1000, source="test")
+
+
+def test_linear_break_even_by_hand():
+    # recompute 10k tok/s (1e-4 s/token); KV 1000 B/token at 100 MB/s = 1e-5 s/token; 1 ms first byte.
+    # margin(n) = 1e-4 n - (1e-3 + 1e-5 n) > 0  <=>  n > 1e-3 / 9e-5 = 11.1  ->  n* = 12
+    ineq = Inequality(rate_profile(10_000), bytes_per_token=1000, layers=10)
+    tier = Tier("t", 100e6, 1e-3)
+    assert ineq.break_even(tier) == 12
+    assert float(ineq.margin(tier, 12)) > 0 > float(ineq.margin(tier, 11))
+    assert float(ineq.margin(tier, 1000)) == pytest.approx(0.1 - (1e-3 + 0.01))
+    assert ineq.win_ranges(tier, max_tokens=5000) == [(12, 5000)]
+
+
+def test_fixed_overhead_is_not_saved_by_loading():
+    # a = 50 ms is paid whether or not the prefix is loaded: it must not make loading look better.
+    with_a, without_a = Inequality(_prof(a=0.05), 1000, 10), Inequality(_prof(a=0.0), 1000, 10)
+    tier = Tier("t", 100e6, 1e-3)
+    assert with_a.break_even(tier) == without_a.break_even(tier) == 12
+    assert float(with_a.recompute_saved(0)) == 0.0
+
+
+def test_a_tier_that_never_wins():
+    # 5 MB/s: loading costs 2e-4 s/token, recompute 1e-4 s/token: never, at any length
+    ineq = Inequality(rate_profile(10_000), bytes_per_token=1000, layers=10)
+    slow = Tier("slow", 5e6, 0.0)
+    assert ineq.break_even(slow) is None and ineq.win_ranges(slow) == []
+    out = analyse_tiers(ineq, [slow], lengths=[100, 1000])
+    assert out["slow"]["break_even_tokens"] is None
+    assert out["slow"]["verdict"].startswith("slow (5 MB/s, 0 ns): RECOMPUTE: loading never wins")
+    # bandwidth needed to break even at the 1000-token reference: 1000*1000 B / 0.1 s = 10 MB/s
+    assert out["slow"]["bandwidth_needed_at_reference"] == pytest.approx(10e6)
+    assert "10 MB/s" in out["slow"]["verdict"]
+    # a latency above the whole recompute time can never be bought back by bandwidth
+    assert ineq.bandwidth_needed(Tier("far", 1e12, 1.0), 1000) is None
+
+
+def test_quadratic_profile_closed_form():
+    # c n^2 + (b - k) n - t = 0 with b = 1e-5, k = bpt/BW = 2e-5 (loading slower per token), c = 1e-9, t = 1 ms:
+    # the attention term makes recompute lose eventually: n* = ceil(((k-b) + sqrt((k-b)^2 + 4 c t)) / (2c))
+    b, c, k, t = 1e-5, 1e-9, 2e-5, 1e-3
+    ineq = Inequality(_prof(b=b, c=c), bytes_per_token=2000, layers=32)
+    tier = Tier("t", 2000 / k, t)
+    root = ((k - b) + math.sqrt((k - b) ** 2 + 4 * c * t)) / (2 * c)
+    assert ineq.break_even(tier) == math.ceil(root)
+
+
+def test_pipelining_hides_all_but_one_layer_when_compute_dominates():
+    ineq = Inequality(rate_profile(10_000), bytes_per_token=1000, layers=10, pipelined=True)
+    tier = Tier("t", 1e6, 2e-3)  # 1e-3 s/token load, 10x slower than recompute
+    # n = 100: load 0.1 s = 10 ms per layer; suffix 2000 tokens: 0.2 s compute = 20 ms per layer > load
+    assert float(ineq.load_exposed(tier, 100, suffix=2000)) == pytest.approx(2e-3 + 0.01)
+    # nothing to overlap: identical to loading before compute
+    plain = Inequality(rate_profile(10_000), 1000, 10)
+    assert float(ineq.load_exposed(tier, 100, 0)) == pytest.approx(float(plain.load_exposed(tier, 100)))
+    # load 30 ms per layer vs 20 ms compute: exposed = t + l + 9 * (l - c)
+    assert float(ineq.load_exposed(tier, 300, suffix=2000)) == pytest.approx(2e-3 + 0.03 + 9 * 0.01)
+
+
+def test_pipelining_can_make_a_slow_tier_win_a_middle_range():
+    # load 5e-4 s/token (5x slower than recompute) with a 2000-token suffix (20 ms compute per layer):
+    # hidden while 5e-5 n <= 0.02 (n <= 400): exposed 2.1e-3 + 5e-5 n < 1e-4 n  <=>  n >= 43;
+    # beyond: exposed 2.1e-3 + 5e-4 n - 0.18 < 1e-4 n  <=>  n <= 444.  Without pipelining it never wins.
+    ineq = Inequality(rate_profile(10_000), bytes_per_token=1000, layers=10, pipelined=True)
+    tier = Tier("t", 2e6, 2.1e-3)
+    assert ineq.win_ranges(tier, suffix=2000, max_tokens=100_000) == [(43, 444)]
+    assert ineq.break_even(tier, suffix=2000, max_tokens=100_000) is None
+    assert Inequality(rate_profile(10_000), 1000, 10).win_ranges(tier, max_tokens=100_000) == []
+    out = analyse_tiers(ineq, [tier], lengths=[100], suffix=2000, max_tokens=100_000)
+    assert "MIXED" in out["t"]["verdict"]
+
+
+@pytest.mark.parametrize("text", ["fast", "fast=10GB/s", "fast=10GB/s,", "=1GB/s,1ms", "f=10GB,1ms", "f=10GB/s,1 ms",
+                                  "f=0GB/s,1ms"])
+def test_bad_tier_specs(text):
+    with pytest.raises(SpecError) as e:
+        parse_tier(text)
+    assert "\n" not in str(e.value)
+
+
+def test_parse_tier_units():
+    t = parse_tier("l3=6.5GB/s,90us")
+    assert (t.name, t.bandwidth_bytes_per_s, t.latency_s) == ("l3", 6.5e9, pytest.approx(90e-6))
+
+
+# --- replay runs ------------------------------------------------------------------------------------------
+def write_run(root, *, tiers=None, requests=None, block_tokens=16, model="tiny-gqa"):
+    root.mkdir(parents=True, exist_ok=True)
+    tiers = tiers if tiers is not None else {
+        "l1": {"hit_ratio": 0.1, "read_bytes": 0},
+        "l2": {"hit_ratio": 0.3, "read_bw_bytes_per_s": 20e9, "read_lat_us": {"p50": 4.0, "p99": 20.0}},
+        "l3": {"hit_ratio": 0.2, "read_bw_bytes_per_s": 1e9, "read_lat_us": {"p50": 100.0, "p99": 900.0}},
+    }
+    (root / "summary.json").write_text(json.dumps({"kind": "replay-kv", "status": "complete", "run_dir": str(root),
+                                                   "tiers": tiers}))
+    (root / "run.json").write_text(json.dumps({"config": {"model": model, "block_tokens": block_tokens}}))
+    if requests is not None:
+        (root / "requests.csv").write_text(requests)
+    return root
+
+
+REQUESTS = """arrival_s,input_tokens,hit_blocks_l1,hit_blocks_l2,hit_blocks_l3,load_time_us
+0.0,100,0,0,0,0
+0.1,100,0,2,0,50
+0.2,100,0,4,0,400000
+0.3,100,2,0,2,30
+0.4,100,0,0,0,0
+"""
+
+
+def test_read_run_and_hit_analysis(tmp_path):
+    run = read_run(write_run(tmp_path / "r", requests=REQUESTS))
+    assert [t.name for t in run.tiers] == ["l2", "l3"]  # l1 has no read measurements
+    assert run.tiers[1].bandwidth_bytes_per_s == 1e9 and run.tiers[1].latency_s == pytest.approx(1e-4)
+    assert (run.model, run.block_tokens) == ("tiny-gqa", 16)
+    assert any("l1" in n for n in run.notes)
+    # recompute 1e-4 s/token: 32 tokens saved 3.2 ms vs 50 us loaded (win); 64 tokens 6.4 ms vs 400 ms (loss);
+    # 32 loaded on top of 32 free tokens: 3.2 ms vs 30 us (win)
+    ineq = Inequality(rate_profile(10_000), bytes_per_token=1000, layers=2)
+    h = analyse_run_hits(ineq, run.tiers, run.hits, run.block_tokens)
+    assert h["requests"] == 5 and h["requests_with_loaded_hits"] == 3
+    assert h["wins_fraction"] == pytest.approx(2 / 3)
+    saved = np.array([3.2e-3 - 50e-6, 6.4e-3 - 0.4, 3.2e-3 - 30e-6])
+    assert h["ttft_saved_s"]["p50"] == pytest.approx(np.percentile(saved, 50))
+    assert h["ttft_saved_s"]["p99"] == pytest.approx(np.percentile(saved, 99))
+    assert h["tiers"]["l2"]["hit_requests"] == 2 and h["tiers"]["l3"]["hit_requests"] == 1
+
+
+def test_hits_are_capped_below_the_prompt(tmp_path):
+    req = "input_tokens,hit_blocks_l3,load_time_ms\n32,2,1\n"  # 2 blocks = 32 tokens = the whole prompt
+    run = read_run(write_run(tmp_path / "r", requests=req))
+    h = analyse_run_hits(Inequality(rate_profile(10_000), 1000, 2), run.tiers, run.hits, 16)
+    assert h["loaded_tokens"]["p50"] == 31  # the last token is always computed
+
+
+def test_tier_fitted_from_single_tier_requests(tmp_path):
+    blocks = np.arange(1, 21)
+    load_us = 80 + blocks * 16 * 1000 / 2e9 * 1e6  # 80 us + bytes / 2 GB/s, block = 16 tokens * 1000 B
+    rows = "\n".join(f"100,{b},0,{t}" for b, t in zip(blocks, load_us))
+    run = read_run(write_run(tmp_path / "r", requests="input_tokens,hit_blocks_l3,hit_blocks_l2,load_time_us\n" + rows))
+    t = fit_tier_from_requests("l3", run.hits, block_bytes=16 * 1000)
+    assert t.bandwidth_bytes_per_s == pytest.approx(2e9, rel=1e-6) and t.latency_s == pytest.approx(80e-6, rel=1e-6)
+    assert fit_tier_from_requests("l2", run.hits, block_bytes=16000) is None  # no l2-only requests
+
+
+def test_run_without_tier_measurements_is_an_error(tmp_path):
+    root = write_run(tmp_path / "dry", tiers={"l1": {"hit_ratio": 0.5}, "l3": {"hit_ratio": 0.2, "read_bytes": 0}})
+    with pytest.raises(SpecError) as e:
+        read_run(root)
+    assert "no tier has read measurements" in str(e.value) and str(root) in str(e.value)
+    with pytest.raises(SpecError, match="no summary.json"):
+        read_run(tmp_path)

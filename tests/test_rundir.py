@@ -1,0 +1,35 @@
+"""RunDir: run.json with environment and target facts, incremental timeseries, summary status."""
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from kvbench.metrics.histogram import LatencyHistogram
+from kvbench.metrics.run import RunDir
+
+
+def test_rundir_files(tmp_path):
+    target = tmp_path / "t.dat"
+    target.write_bytes(b"x" * 4096)
+    rd = RunDir.create("io", {"bs": 4096, "rate": np.float64(1.5)}, root=tmp_path / "results", targets=[target])
+    run = json.loads((rd.path / "run.json").read_text())
+    assert run["kind"] == "io" and run["config"]["rate"] == 1.5
+    env = run["environment"]
+    assert env["kernel"] and env["memory_bytes"] > 0 and env["kvbench_version"]
+    t = run["targets"][0]
+    assert t["path"] == str(target) and t["kind"] == "file" and t["filesystem"]
+    # a partial summary exists from the start (a killed run still leaves one)
+    assert json.loads((rd.path / "summary.json").read_text())["status"] == "running"
+    rd.append_timeseries({"t_s": [0, 1], "iops": [10.0, 20.0]})
+    rd.append_timeseries({"t_s": 2, "iops": 30.0, "errors": 1})
+    df = pd.read_csv(rd.path / "timeseries.csv")
+    assert list(df["iops"]) == [10.0, 20.0, 30.0] and list(df.columns) == ["t_s", "iops", "errors"]
+    h = LatencyHistogram()
+    h.record([1000, 2000, 3000])
+    rd.write_histograms({"read": h})
+    back = LatencyHistogram.from_dict(json.loads((rd.path / "histograms.json").read_text())["read"])
+    assert back.count == 3
+    rd.write_summary({"iops": float("nan")}, status="partial")
+    s = json.loads((rd.path / "summary.json").read_text())
+    assert s == {"kind": "io", "status": "partial", "run_dir": str(rd.path), "iops": None}

@@ -1,0 +1,145 @@
+"""Target safety: foreign files, pseudo filesystems, tmpfs, free space, locks, raw (loop) block devices."""
+
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from kvbench.engine import make_plan, open_target, run_plan
+from kvbench.engine import safety
+from kvbench.errors import SafetyError, TargetError
+
+MiB = 1 << 20
+ROOT = os.geteuid() == 0
+
+
+def test_creates_and_marks_own_file_and_reopens(tmp_path):
+    p = tmp_path / "own.dat"
+    with open_target(p, size=MiB, write=True) as t:
+        assert t.created and t.size == MiB and t.lbs in (512, 4096) and safety.is_owned(str(p))
+    with open_target(p, size=2 * MiB, write=True) as t:      # kvbench's own file may grow and be rewritten
+        assert t.size == 2 * MiB and os.path.getsize(p) == 2 * MiB
+
+
+def test_never_overwrites_a_foreign_file(tmp_path):
+    p = tmp_path / "precious.dat"
+    p.write_bytes(b"important" * 1000)
+    with pytest.raises(SafetyError, match="not created by kvbench"):
+        open_target(p, size=MiB, write=True)
+    with open_target(p) as t:                                # reading is fine, and opens read-only
+        assert not t.writable and t.size == 9000 - 9000 % t.lbs
+    with pytest.raises(TargetError, match="fewer than --size"):
+        open_target(p, size=MiB)
+    assert p.read_bytes() == b"important" * 1000
+
+
+@pytest.mark.parametrize("path", ["/proc/kvbench_test", "/sys/kvbench_test", "/dev/kvbench_test"])
+def test_pseudo_paths_refused(path):
+    with pytest.raises(SafetyError, match="under /"):
+        open_target(path, size=MiB, write=True)
+    assert not os.path.exists(path)
+
+
+def test_tmpfs_refused_with_fix():
+    if not os.path.isdir("/dev/shm"):
+        pytest.skip("no /dev/shm tmpfs here")
+    # /dev/shm is refused twice over (under /dev, and tmpfs): use a tmpfs mount elsewhere when root
+    if not ROOT:
+        pytest.skip("needs root to mount a tmpfs")
+    d = "/tmp/kvbench-tmpfs-test"
+    os.makedirs(d, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", d], check=True)
+    try:
+        with pytest.raises(TargetError, match="O_DIRECT.*ext4"):
+            open_target(f"{d}/x.dat", size=MiB, write=True)
+        assert not os.path.exists(f"{d}/x.dat")
+    finally:
+        subprocess.run(["umount", d], check=True)
+
+
+def test_free_space_checked_before_writing(tmp_path):
+    free = shutil.disk_usage(tmp_path).free
+    with pytest.raises(TargetError, match="free"):
+        open_target(tmp_path / "huge.dat", size=(free // 4096 + 1024) * 4096, write=True)
+    assert not (tmp_path / "huge.dat").exists()
+
+
+def test_lock_refuses_second_run(tmp_path):
+    p = tmp_path / "locked.dat"
+    with open_target(p, size=MiB, write=True):
+        with pytest.raises(SafetyError, match="in use by another kvbench run"):
+            open_target(p, size=MiB, write=True)
+    open_target(p).close()                                   # released on close
+
+
+def test_unaligned_size_names_block_size(tmp_path):
+    with pytest.raises(TargetError, match="logical block size"):
+        open_target(tmp_path / "odd.dat", size=1000, write=True)
+
+
+def test_system_disk_is_refused_for_writes():
+    root_dev = safety.devno_name(os.stat("/").st_dev)
+    if not root_dev or not os.path.exists(f"/dev/{root_dev}"):
+        pytest.skip("the root filesystem has no block device node here")
+    why = safety.block_write_refusal(f"/dev/{root_dev}")
+    assert why and ("root filesystem" in why or "mounted" in why)
+
+
+# --- loop devices ------------------------------------------------------------------------------------
+@pytest.fixture
+def loopdev(tmp_path):
+    if not ROOT or shutil.which("losetup") is None:
+        pytest.skip("loop devices need root and losetup")
+    img = tmp_path / "loop.img"
+    with open(img, "wb") as f:
+        f.truncate(32 * MiB)
+    try:
+        dev = subprocess.run(["losetup", "-f", "--show", str(img)], check=True, capture_output=True,
+                             text=True).stdout.strip()
+    except subprocess.CalledProcessError as e:
+        pytest.skip(f"losetup failed here: {e.stderr.strip()}")
+    yield dev, img
+    subprocess.run(["umount", dev], capture_output=True)
+    subprocess.run(["losetup", "-d", dev], check=False)
+
+
+def test_loop_read_needs_no_flag_write_needs_matching_flag(loopdev):
+    dev, _ = loopdev
+    with open_target(dev) as t:
+        assert t.kind == "block" and t.size == 32 * MiB and t.lbs == 512
+        r = run_plan(make_plan(0, np.arange(16) * 4096, 4096), [t], qd=4)
+        assert r.status == "complete"
+    with pytest.raises(SafetyError, match="--destroy-data"):
+        open_target(dev, write=True)
+    with pytest.raises(SafetyError, match="does not name the target"):
+        open_target(dev, write=True, destroy_data="/dev/null")
+    with open_target(dev, write=True, destroy_data=dev) as t:
+        w = run_plan(make_plan(1, np.arange(32) * MiB, MiB, tag=11), [t], qd=4)
+        r = run_plan(make_plan(0, np.arange(512) * 65536, 65536, tag=11), [t], qd=8, verify="all")
+        assert w.status == r.status == "complete" and r.verify["mismatches"] == 0
+
+
+def test_loop_with_filesystem_or_partitions_refused(loopdev, tmp_path):
+    dev, img = loopdev
+    if shutil.which("mkfs.ext4") is None:
+        pytest.skip("mkfs.ext4 missing")
+    subprocess.run(["mkfs.ext4", "-q", "-F", dev], check=True)
+    with pytest.raises(SafetyError, match="ext4"):
+        open_target(dev, write=True, destroy_data=dev)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    subprocess.run(["mount", dev, str(mnt)], check=True)
+    try:
+        with pytest.raises(SafetyError, match="mounted"):
+            open_target(dev, write=True, destroy_data=dev)
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)
+    subprocess.run(["wipefs", "-q", "-a", dev], check=True)
+    if shutil.which("sfdisk"):
+        subprocess.run(["sfdisk", "-q", dev], input="label: dos\n,8M\n", text=True, check=True,
+                       capture_output=True)
+        subprocess.run(["blockdev", "--rereadpt", dev], capture_output=True)
+        with pytest.raises(SafetyError, match="partition|dos"):
+            open_target(dev, write=True, destroy_data=dev)
