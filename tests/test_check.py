@@ -75,3 +75,32 @@ def test_run_without_tier_measurements_is_one_line(cli, tmp_path):
     root = write_run(tmp_path / "dry", tiers={"l2": {"hit_ratio": 0.4, "read_bytes": 0}})
     r = cli("check", "--recompute-tokens-per-s", "1000", "--run", root)
     assert r.exit_code == 2 and r.output.count("\n") == 1 and "no tier has read measurements" in r.output
+
+
+def test_margins_at_a_traces_prefix_lengths(cli):
+    out = _json(cli("check", "--profile", "llama-3.1-8b-h200-trtllm-fp8", "--tier", "nvme=6.5GB/s,90us",
+                    "--tier", "hdd=150MB/s,8ms", "--trace", "mooncake-sample", "--json"))
+    tr = out["trace"]
+    assert tr["requests"] == 1000 and 0 < tr["requests_with_prefix"] < 1000 and tr["block_tokens"] == 512
+    # loading from nvme wins exactly for the prefixes at or above its break-even (a few prompts are shorter
+    # than n*: 13-token prompts whose one block was seen before leave a 12-token prefix)
+    from kvbench.analysis.recompute import trace_prefixes
+    pre = trace_prefixes("mooncake-sample").hit_tokens
+    pre = pre[pre > 0]
+    n_star = out["tiers"]["nvme"]["break_even_tokens"]
+    assert tr["tiers"]["nvme"]["wins_fraction"] == pytest.approx((pre >= n_star).mean())
+    assert 0.9 < tr["tiers"]["nvme"]["wins_fraction"] < 1.0 and tr["tiers"]["hdd"]["wins_fraction"] == 0.0
+    r = cli("check", "--profile", "llama-3.1-8b-h200-trtllm-fp8", "--tier", "nvme=6.5GB/s,90us",
+            "--trace", "mooncake-sample")
+    assert r.exit_code == 0 and "reuse a prefix" in r.output and "loading wins for 96.6%" in r.output
+
+
+def test_profile_copy_tier_is_checked(cli, tmp_path):
+    from kvbench.compute.fit import QuadraticFit
+    from kvbench.compute.profile import ComputeProfile, CopyProfile, save_profile
+    p = ComputeProfile(name="g", kind="measured", model="llama-3.1-8b", device="gpu", dtype="bf16",
+                       fit=QuadraticFit(0.01, 5e-5, 1e-10), points_tokens=(1024, 2048), points_seconds=(0.06, 0.11),
+                       copy=CopyProfile((4096, 1 << 20), (1e-5, 4e-5), 50e9, 1e-5, True, "gpu"))
+    save_profile(p, tmp_path / "g.toml")
+    out = _json(cli("check", "--profile", tmp_path / "g.toml", "--json"))  # no --tier: the copy tier alone
+    assert list(out["tiers"]) == ["h2d-pinned"] and out["tiers"]["h2d-pinned"]["bandwidth_bytes_per_s"] == 50e9

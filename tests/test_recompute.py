@@ -169,3 +169,83 @@ def test_run_without_tier_measurements_is_an_error(tmp_path):
     assert "no tier has read measurements" in str(e.value) and str(root) in str(e.value)
     with pytest.raises(SpecError, match="no summary.json"):
         read_run(tmp_path)
+
+
+# The columns `kvbench replay kv` writes (kvbench/replay/kv.py): per-tier hits and load times, NaN when none.
+REPLAY_REQUESTS = """request,arrival_s,blocks,hit_blocks,hit_l1,hit_l2,hit_l3,hit_l4,produced,load_ms,l2_load_ms,l3_load_ms,l4_load_ms
+0,0.0,4,0,0,0,0,0,4,,,,
+1,0.1,4,3,1,2,0,0,1,0.0100,0.0100,,
+2,0.2,4,3,0,0,3,0,1,0.5000,,0.5000,
+3,0.3,4,4,0,0,4,0,0,0.6000,,0.6000,
+"""
+
+
+def test_replay_kv_requests_format(tmp_path):
+    root = write_run(tmp_path / "r", requests=REPLAY_REQUESTS)
+    run = read_run(root)
+    assert set(run.hits.hit_blocks) == {"l1", "l2", "l3", "l4"}  # the total hit_blocks column is not a tier
+    assert run.hits.tier_load_s["l3"][2] == pytest.approx(0.5e-3) and np.isnan(run.hits.load_s[0])
+    ineq = Inequality(rate_profile(10_000), bytes_per_token=1000, layers=2)
+    h = analyse_run_hits(ineq, run.tiers, run.hits, block_tokens=16)
+    # request 1: 32 tokens loaded on top of 16 free (l1) -> 3.2 ms recompute vs 10 us load
+    # request 2: 48 tokens -> 4.8 ms vs 0.5 ms; request 3: 4 blocks = whole prompt, capped at 63 -> 6.3 ms vs 0.6 ms
+    assert h["requests_with_loaded_hits"] == 3 and h["wins_fraction"] == 1.0
+    assert h["loaded_tokens"]["p50"] == 48
+    saved = np.array([3.2e-3 - 1e-5, 4.8e-3 - 5e-4, 6.3e-3 - 6e-4])
+    assert h["ttft_saved_s"]["p50"] == pytest.approx(np.median(saved))
+
+
+def test_tier_fitted_from_its_own_load_column(tmp_path):
+    blocks = np.arange(1, 11)
+    l3_ms = (100e-6 + blocks * 16_000 / 4e9) * 1e3  # 100 us + bytes / 4 GB/s
+    rows = "\n".join(f"{b + 2},{b},1,{t:.6f}" for b, t in zip(blocks, l3_ms))
+    run = read_run(write_run(tmp_path / "r", requests="blocks,hit_l3,hit_l2,l3_load_ms\n" + rows))
+    t = fit_tier_from_requests("l3", run.hits, block_bytes=16_000)  # mixed l2+l3 requests still count
+    assert t.bandwidth_bytes_per_s == pytest.approx(4e9, rel=1e-3) and t.latency_s == pytest.approx(100e-6, rel=1e-3)
+    assert "l3's load times" in t.source
+
+
+def test_dry_run_has_no_tier_measurements(tmp_path):
+    root = write_run(tmp_path / "dry")
+    summary = json.loads((root / "summary.json").read_text())
+    (root / "summary.json").write_text(json.dumps({**summary, "dry_run": True}))
+    with pytest.raises(SpecError, match="dry-run"):
+        read_run(root)
+
+
+def _reference_prefixes(trace):
+    seen, out = set(), []
+    for r in range(trace.n_requests):
+        ks = trace.keys[trace.offsets[r]:trace.offsets[r + 1]].tolist()
+        lead = 0
+        while lead < len(ks) and ks[lead] in seen:
+            lead += 1
+        out.append(min(lead * trace.block_tokens, max(int(trace.input_tokens[r]) - 1, 0)))
+        seen.update(ks)
+    return np.array(out)
+
+
+@pytest.mark.parametrize("batch", [65536, 7])
+def test_trace_prefixes_match_a_set_reference(batch):
+    from kvbench.analysis.recompute import trace_prefixes
+    from kvbench.stream.traces import read_trace, resolve_trace
+    tr = read_trace(resolve_trace("mooncake-sample"))
+    pre = trace_prefixes("mooncake-sample", batch_requests=batch)
+    ref = _reference_prefixes(tr)
+    assert (ref > 0).sum() > 10  # the sample does reuse prefixes
+    np.testing.assert_array_equal(pre.hit_tokens, ref)
+
+
+def test_trace_prefixes_by_hand(tmp_path):
+    from kvbench.analysis.recompute import analyse_trace_prefixes, trace_prefixes
+    f = tmp_path / "t.jsonl"  # mooncake format, 512-token blocks, ids already prefix-chained
+    f.write_text("\n".join(json.dumps(r) for r in [
+        {"timestamp": 0, "input_length": 1500, "output_length": 1, "hash_ids": [1, 2, 3]},
+        {"timestamp": 1, "input_length": 2000, "output_length": 1, "hash_ids": [1, 2, 4, 5]},
+        {"timestamp": 2, "input_length": 1024, "output_length": 1, "hash_ids": [1, 2]},   # whole prompt seen
+        {"timestamp": 3, "input_length": 900, "output_length": 1, "hash_ids": [9, 2]},    # leading block unseen
+    ]) + "\n")
+    pre = trace_prefixes(f, batch_requests=2)
+    assert pre.hit_tokens.tolist() == [0, 1024, 1023, 0]
+    out = analyse_trace_prefixes(Inequality(rate_profile(10_000), 1000, 2), [Tier("t", 100e6, 1e-3)], pre)
+    assert out["requests_with_prefix"] == 2 and out["tiers"]["t"]["wins_fraction"] == 1.0

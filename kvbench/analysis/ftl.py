@@ -593,3 +593,39 @@ def bytes_to_pages(ops, offsets, lengths, page_size: int):
     first = np.where(ops == OP_TRIM, -(-offsets // page_size), offsets // page_size)
     end = np.where(ops == OP_TRIM, (offsets + lengths) // page_size, -(-(offsets + lengths) // page_size))
     return ops, first, np.maximum(end - first, 0)
+
+
+# --- the WAF of a KV block-store layout ------------------------------------------------------------------
+LAYOUTS = {"slot": "fixed slots, random overwrites", "log": "append in segments, reclaim the oldest"}
+
+
+def layout_waf(layout: str, slot_bytes: int, *, erase_block_bytes: int = 256 << 20, op: float = 0.07,
+               gc: str = "greedy", page_bytes: int = 16 << 10, segment_bytes: int = 64 << 20,
+               max_pages: int = 1 << 22, min_blocks: int = 512, writes: float = 4.0,
+               seed: int = 1) -> tuple[float, dict]:
+    """Steady-state device WAF of a KV block store filling a drive: ``slot`` overwrites block-sized slots at
+    random (a freed slot is reused wherever it is), ``log`` appends segments and reclaims the oldest.
+
+    WAF depends on ratios (slot size / erase unit, over-provisioning), not on the drive's absolute size, so
+    the drive is modelled scaled down: at least ``min_blocks`` erase blocks (so that the GC's free-block
+    reserve is a small part of the spare, as on a real drive with thousands of erase units) and 256 slots,
+    pages coarsened (>= 16 KiB) until the model holds at most ``max_pages`` pages. Returns the WAF and the
+    model's parameters."""
+    if layout not in LAYOUTS:
+        raise SpecError(f"unknown store layout {layout!r}", f"choose one of: {', '.join(LAYOUTS)}")
+    if slot_bytes <= 0 or erase_block_bytes <= 0:
+        raise SpecError("slot and erase-block sizes must be > 0", "check the model preset and --erase-block")
+    unit = segment_bytes if layout == "log" else slot_bytes
+    n_units = max(256, -(-min_blocks * erase_block_bytes // unit))
+    page = page_bytes
+    while n_units * -(-unit // page) * (1.0 + op) > max_pages and page < min(unit, erase_block_bytes):
+        page *= 2
+    unit_pages = -(-unit // page)
+    block_pages = max(2, erase_block_bytes // page)
+    cfg = FtlConfig(user_bytes=n_units * unit_pages * page, page_size=page, op=op, block_pages=block_pages, gc=gc)
+    pattern = "sequential" if layout == "log" else "uniform"
+    r = simulate(cfg, pattern=pattern, writes=writes, warmup=0.5, seed=seed, io_pages=unit_pages)
+    params = {"layout": layout, "model_capacity_bytes": cfg.user_bytes, "page_bytes": page,
+              "unit_bytes": unit_pages * page, "erase_block_bytes": block_pages * page, "op": op, "gc": gc,
+              "writes": writes, "model_seconds": r.seconds}
+    return r.waf, params

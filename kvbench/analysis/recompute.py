@@ -19,7 +19,7 @@ winning stretches, which pipelining can create, are kept in ``win_ranges``.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -168,9 +168,12 @@ def analyse_tiers(ineq: Inequality, tiers: list[Tier], *, lengths, suffix: int =
 
 
 # --- a replay run's measurements ------------------------------------------------------------------------
-_HIT_COLS = (re.compile(r"^hit_blocks_(\w+)$"), re.compile(r"^(\w+)_hit_blocks$"), re.compile(r"^hits_(\w+)$"))
-_LOAD_COLS = {"load_time_s": 1.0, "load_time_ms": 1e-3, "load_time_us": 1e-6, "load_time_ns": 1e-9,
-              "load_s": 1.0, "load_ms": 1e-3, "load_us": 1e-6}
+# requests.csv of ``kvbench replay kv``: hit_l1..hit_l4, load_ms, l2_load_ms..l4_load_ms, blocks; other spellings
+# (hit_blocks_<tier>, load_time_us, input_tokens) are accepted for runs imported from elsewhere.
+_HIT_COLS = (re.compile(r"^hit_(l\d+)$"), re.compile(r"^hit_blocks_(\w+)$"), re.compile(r"^(\w+)_hit_blocks$"))
+_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+_LOAD_COLS = {f"{stem}_{u}": k for stem in ("load_time", "load") for u, k in _UNITS.items()}
+_TIER_LOAD_COL = re.compile(r"^(\w+?)_load_(s|ms|us|ns)$")
 
 
 @dataclass(frozen=True)
@@ -180,6 +183,8 @@ class RunHits:
     hit_blocks: dict            # tier name -> int64 array (one per request)
     load_s: np.ndarray | None   # measured load time per request (first issue to last completion), or None
     input_tokens: np.ndarray | None
+    blocks: np.ndarray | None = None            # blocks per request (prompt length in blocks)
+    tier_load_s: dict = field(default_factory=dict)  # tier name -> that tier's load time per request (NaN: none)
 
 
 @dataclass(frozen=True)
@@ -210,6 +215,9 @@ def read_run(run_dir) -> RunMeasurements:
     if not summary_path.is_file():
         raise SpecError(f"{root}: no summary.json (not a run folder)", "give a folder written by kvbench replay kv")
     summary = _read_json(summary_path)
+    if summary.get("dry_run"):
+        raise SpecError(f"{summary_path}: a --dry-run replay has no tier measurements",
+                        "give a replay run that did real I/O, or use --tier NAME=BW,LATENCY")
     run_json = _read_json(root / "run.json") if (root / "run.json").is_file() else {}
     config = run_json.get("config") or {}
     tiers, notes = [], []
@@ -250,24 +258,38 @@ def _read_requests(path) -> RunHits:
         raise SpecError(f"{path}: no hit-block columns (hit_blocks_<tier>)", "give requests.csv of kvbench replay kv")
     load = next(((df[c].to_numpy(dtype=np.float64) * k) for c, k in _LOAD_COLS.items() if c in df.columns), None)
     inp = df["input_tokens"].to_numpy(dtype=np.int64) if "input_tokens" in df.columns else None
-    return RunHits(hit_blocks, load, inp)
+    blocks = df["blocks"].to_numpy(dtype=np.int64) if "blocks" in df.columns else None
+    tier_load = {}
+    for col in df.columns:
+        m = _TIER_LOAD_COL.match(str(col))
+        if m and m.group(1) in hit_blocks:
+            tier_load[m.group(1)] = df[col].to_numpy(dtype=np.float64) * _UNITS[m.group(2)]
+    return RunHits(hit_blocks, load, inp, blocks, tier_load)
 
 
 def fit_tier_from_requests(name: str, hits: RunHits, block_bytes: float, min_requests: int = 8) -> Tier | None:
     """Latency + bytes/bandwidth fitted to requests whose hits all came from tier ``name`` (as experienced
     per request, unlike a run-average bandwidth); None when too few such requests or sizes."""
     from kvbench.compute.fit import fit_line
-    if hits.load_s is None or name not in hits.hit_blocks:
+    if name not in hits.hit_blocks:
         return None
     own = hits.hit_blocks[name]
-    others = sum((b for k, b in hits.hit_blocks.items() if k != name), np.zeros_like(own))
-    sel = (own > 0) & (others == 0) & np.isfinite(hits.load_s) & (hits.load_s > 0)
+    if name in hits.tier_load_s:  # the tier's own load time per request: every request that hit it counts
+        load, what = hits.tier_load_s[name], f"{name}'s load times of"
+        sel = own > 0
+    elif hits.load_s is not None:
+        others = sum((b for k, b in hits.hit_blocks.items() if k != name), np.zeros_like(own))
+        load, what = hits.load_s, "load times of single-tier"
+        sel = (own > 0) & (others == 0)
+    else:
+        return None
+    sel &= np.isfinite(load) & (load > 0)
     if sel.sum() < min_requests or np.unique(own[sel]).size < 2:
         return None
-    a, b = fit_line(own[sel] * block_bytes, hits.load_s[sel])
+    a, b = fit_line(own[sel] * block_bytes, load[sel])
     if b <= 0:
         return None
-    return Tier(name, 1.0 / b, a, source=f"fit to {int(sel.sum())} single-tier requests in requests.csv")
+    return Tier(name, 1.0 / b, a, source=f"fit to {what} {int(sel.sum())} requests in requests.csv")
 
 
 def _pct(x: np.ndarray) -> dict:
@@ -287,11 +309,13 @@ def analyse_run_hits(ineq: Inequality, tiers: list[Tier], hits: RunHits, block_t
     zeros = np.zeros(next(iter(hits.hit_blocks.values())).size, dtype=np.int64)
     loaded = sum((b for k, b in hits.hit_blocks.items() if k in names), zeros) * block_tokens
     free = sum((b for k, b in hits.hit_blocks.items() if k not in names), zeros) * block_tokens
-    if hits.input_tokens is not None:  # the last prompt token is always computed
-        room = np.maximum(hits.input_tokens - 1, 0)
+    prompt = hits.input_tokens if hits.input_tokens is not None else (
+        hits.blocks * block_tokens if hits.blocks is not None else None)
+    if prompt is not None:  # the last prompt token is always computed
+        room = np.maximum(prompt - 1, 0)
         free = np.minimum(free, room)
         loaded = np.minimum(loaded, room - free)
-        suffix = hits.input_tokens - free - loaded
+        suffix = prompt - free - loaded
     else:
         suffix = np.ones_like(loaded)
     per_tier = {}
@@ -307,9 +331,65 @@ def analyse_run_hits(ineq: Inequality, tiers: list[Tier], hits: RunHits, block_t
     is_hit = loaded > 0
     out = {"requests": int(zeros.size), "requests_with_loaded_hits": int(is_hit.sum()),
            "loaded_tokens": _pct(loaded[is_hit].astype(np.float64)), "tiers": per_tier}
+    if hits.load_s is not None:
+        is_hit &= np.isfinite(hits.load_s)
     if hits.load_s is not None and is_hit.any():
         recompute = ineq.profile.seconds(free[is_hit] + loaded[is_hit]) - ineq.profile.seconds(free[is_hit])
         saved = recompute - hits.load_s[is_hit]
         out.update({"measured_load_s": _pct(hits.load_s[is_hit]), "wins_fraction": float((saved > 0).mean()),
                     "ttft_saved_s": _pct(saved), "ttft_saved_s_if_best_choice": _pct(np.maximum(saved, 0.0))})
+    return out
+
+
+# --- a trace's reusable prefixes --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TracePrefixes:
+    """Per request, the prefix (tokens) an unbounded cache would hold: its leading blocks seen in earlier
+    requests. An upper bound on real hit lengths (no capacity, no TTL), used for margins at real lengths."""
+
+    path: str
+    hit_tokens: np.ndarray      # int64 per request (0 when no prefix was seen before)
+    input_tokens: np.ndarray
+    block_tokens: int
+
+
+def trace_prefixes(path, *, batch_requests: int = 65536, limit: int | None = None) -> TracePrefixes:
+    """Leading already-seen blocks per request, vectorised per batch; memory is the set of distinct keys."""
+    from kvbench.stream.traces import iter_trace, resolve_trace
+    seen = np.zeros(0, dtype=np.uint64)
+    hits, inputs, block_tokens = [], [], 0
+    for tr in iter_trace(resolve_trace(path), batch_requests=batch_requests, limit=limit):
+        block_tokens = tr.block_tokens
+        keys, off = tr.keys, tr.offsets.astype(np.int64)
+        counts = np.diff(off)
+        owner = np.repeat(np.arange(counts.size), counts)          # request of each block (in the batch)
+        uniq, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        earlier_in_batch = owner[first[inverse]] < owner              # first seen in an earlier request
+        was_seen = np.isin(keys, seen, assume_unique=False) | earlier_in_batch
+        local = np.arange(keys.size, dtype=np.int64) - np.repeat(off[:-1], counts)
+        unseen_at = np.where(was_seen, np.iinfo(np.int64).max, local)
+        lead = counts.copy()                                          # all seen unless an unseen block comes first
+        nonempty = counts > 0
+        if keys.size:
+            first_unseen = np.minimum.reduceat(unseen_at, off[:-1][nonempty])
+            lead[nonempty] = np.minimum(first_unseen, counts[nonempty])
+        tokens = np.minimum(lead * block_tokens, np.maximum(tr.input_tokens - 1, 0))  # last token computed
+        hits.append(tokens.astype(np.int64))
+        inputs.append(tr.input_tokens.astype(np.int64))
+        seen = np.union1d(seen, uniq)
+    return TracePrefixes(str(path), np.concatenate(hits) if hits else np.zeros(0, np.int64),
+                         np.concatenate(inputs) if inputs else np.zeros(0, np.int64), block_tokens)
+
+
+def analyse_trace_prefixes(ineq: Inequality, tiers: list[Tier], pre: TracePrefixes) -> dict:
+    """Per tier, at the trace's reusable prefix lengths: the fraction where loading wins and the margin."""
+    sel = pre.hit_tokens > 0
+    n, suffix = pre.hit_tokens[sel], (pre.input_tokens - pre.hit_tokens)[sel]
+    out = {"path": pre.path, "requests": int(pre.hit_tokens.size), "requests_with_prefix": int(sel.sum()),
+           "block_tokens": pre.block_tokens, "prefix_tokens": _pct(n.astype(np.float64)),
+           "bound": "unbounded cache (every earlier prefix resident): an upper bound on hits", "tiers": {}}
+    for tier in tiers:
+        m = ineq.margin(tier, n, suffix) if n.size else np.zeros(0)
+        out["tiers"][tier.name] = {"wins_fraction": float((m > 0).mean()) if m.size else None, "margin_s": _pct(m),
+                                   "ttft_saved_s_if_best_choice": _pct(np.maximum(m, 0.0))}
     return out

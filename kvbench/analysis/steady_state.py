@@ -58,7 +58,7 @@ class SteadyState:
         if self.first_round is None:
             return f"steady state: not assessed ({self.rounds} of {self.window} rounds needed)"
         what = "reached" if self.reached else "not reached"
-        return (f"steady state {what}: rounds {self.first_round}-{self.last_round}, mean {self.mean:.4g}, "
+        return (f"steady state {what}: rounds {self.first_round + 1}-{self.last_round + 1}, mean {self.mean:.4g}, "
                 f"range {100 * self.range_frac:.1f}% (<= {100 * self.max_range:.0f}%), "
                 f"slope excursion {100 * self.excursion_frac:.1f}% (<= {100 * self.max_excursion:.0f}%)")
 

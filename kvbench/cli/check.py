@@ -34,6 +34,8 @@ def _lengths(ctx, param, value):
               help="A replay run folder: tier bandwidth/latency from summary.json, hits from requests.csv.")
 @click.option("--tier", "tier_specs", multiple=True, metavar="NAME=BW,LATENCY",
               help="A tier to check, e.g. l3=6.5GB/s,90us (repeatable).")
+@click.option("--trace", "trace_path", default=None,
+              help="A trace (path or built-in name): margins at its reusable prefix lengths (unbounded-cache bound).")
 @click.option("--model", "model_name", default=None,
               help="Model preset for KV bytes per token and layers (default: the profile's or the run's model).")
 @click.option("--kv-dtype", default=None, help="KV cache dtype override (bf16, fp8, ...).")
@@ -44,12 +46,13 @@ def _lengths(ctx, param, value):
 @click.option("--max-tokens", type=int, default=1 << 20, show_default=True,
               help="Longest prefix considered for the break-even.")
 @json_option
-def check_cmd(profile_name, rate, run_dir, tier_specs, model_name, kv_dtype, pipelined, suffix_tokens, lengths,
+def check_cmd(profile_name, rate, run_dir, tier_specs, trace_path, model_name, kv_dtype, pipelined, suffix_tokens, lengths,
               max_tokens, as_json):
     """Load vs recompute per tier: T_load(n) = first byte + n*bytes_per_token/BW (optionally pipelined) against
     the prefill profile's T(n); prints the break-even prefix n*, margins, and a verdict per tier."""
     from kvbench.analysis.recompute import (Inequality, Tier, analyse_run_hits, analyse_tiers,
-                                            fit_tier_from_requests, parse_tier, read_run)
+                                            analyse_trace_prefixes, fit_tier_from_requests, parse_tier, read_run,
+                                            trace_prefixes)
     from kvbench.compute.profile import load_profile, rate_profile
     from kvbench.spec.models import load_model
     from kvbench.units import format_bytes, format_duration
@@ -57,8 +60,6 @@ def check_cmd(profile_name, rate, run_dir, tier_specs, model_name, kv_dtype, pip
     if (profile_name is None) == (rate is None):
         raise SpecError("give exactly one of --profile and --recompute-tokens-per-s",
                         "e.g. --profile llama-3.1-8b-h200-trtllm-fp8 or --recompute-tokens-per-s 39000")
-    if not run_dir and not tier_specs:
-        raise SpecError("nothing to check: give --run RUN_DIR or --tier NAME=BW,LATENCY", "e.g. --tier l3=6.5GB/s,90us")
     if suffix_tokens < 0 or max_tokens < 1:
         raise SpecError("--suffix-tokens must be >= 0 and --max-tokens >= 1", "fix the option")
     tiers = [parse_tier(t) for t in tier_specs]
@@ -82,6 +83,9 @@ def check_cmd(profile_name, rate, run_dir, tier_specs, model_name, kv_dtype, pip
             if fitted is None:
                 run_notes.append(f"tier {t.name}: bandwidth is the run average (bytes / wall time), a lower bound "
                                  "on what the tier delivers per request")
+    if not tiers:
+        raise SpecError("nothing to check: give --run RUN_DIR or --tier NAME=BW,LATENCY (or a profile with a "
+                        "measured copy tier)", "e.g. --tier l3=6.5GB/s,90us")
     names = [t.name for t in tiers]
     if len(set(names)) != len(names):
         raise SpecError(f"tier names repeat: {', '.join(names)}", "give each --tier a distinct name")
@@ -101,6 +105,8 @@ def check_cmd(profile_name, rate, run_dir, tier_specs, model_name, kv_dtype, pip
                 raise SpecError(f"{run.path}: block_tokens is in neither summary.json nor run.json config",
                                 "re-run the replay with a current kvbench")
             out["run"]["hits"] = analyse_run_hits(ineq, tiers, run.hits, block_tokens)
+    if trace_path:
+        out["trace"] = analyse_trace_prefixes(ineq, tiers, trace_prefixes(trace_path))
     if as_json:
         emit_json(out)
         return
@@ -134,6 +140,16 @@ def check_cmd(profile_name, rate, run_dir, tier_specs, model_name, kv_dtype, pip
                 click.echo(f"  measured loads: loading won in {h['wins_fraction']:.1%} of {h['requests_with_loaded_hits']:,}"
                            f" requests with loaded hits; TTFT saved p50 {format_duration(h['ttft_saved_s']['p50'])}, "
                            f"p99 {format_duration(h['ttft_saved_s']['p99'])}")
+
+    if trace_path:
+        tr = out["trace"]
+        p = tr["prefix_tokens"]
+        click.echo(f"trace {tr['path']}: {tr['requests_with_prefix']:,} of {tr['requests']:,} requests reuse a prefix "
+                   f"(unbounded cache); prefix p50 {p['p50'] or 0:,.0f}, p99 {p['p99'] or 0:,.0f} tokens")
+        for name, t in tr["tiers"].items():
+            if t["wins_fraction"] is not None:
+                click.echo(f"  {name}: loading wins for {t['wins_fraction']:.1%} of them; margin p50 "
+                           f"{format_duration(t['margin_s']['p50'])}, p99 {format_duration(t['margin_s']['p99'])}")
 
 
 COMMANDS = [check_cmd]

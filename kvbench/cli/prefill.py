@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as _dt
-import json
 from pathlib import Path
 
 import click
@@ -17,22 +15,6 @@ def _lengths(ctx, param, value):
         return None
     from kvbench.compute.prefill import validate_lengths
     return validate_lengths(value.split(","))
-
-
-def _out_dir(root: str, model: str, config: dict) -> tuple[Path, object]:
-    """A run folder: RunDir when the metrics package provides it, else a timestamped folder under ``root``."""
-    try:
-        from kvbench.metrics.run import RunDir
-    except ImportError:
-        RunDir = None
-    if RunDir is not None:
-        rd = RunDir.create("prefill", config, root=root)
-        return Path(rd.path), rd
-    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
-    path = Path(root) / f"{stamp}-prefill-{model}"
-    path.mkdir(parents=True, exist_ok=False)
-    (path / "run.json").write_text(json.dumps({"kind": "prefill", "config": config}, indent=2) + "\n")
-    return path, None
 
 
 @click.command("prefill")
@@ -61,9 +43,10 @@ def prefill_cmd(model_name, device, lengths, layers, dtype, warmup, reps, measur
                 threads, seed, as_json):
     """Measure prefill time over prompt lengths with random weights; fit T(n) = a + b*n + c*n^2 and save a
     measured compute profile (profile.toml in a run folder) for `kvbench check`."""
-    from kvbench.compute.prefill import DEFAULT_LENGTHS, measure_prefill
+    from kvbench.compute.prefill import DEFAULT_LENGTHS, prepare_prefill, run_prefill
     from kvbench.compute.profile import save_profile
     from kvbench.compute.stack import require_torch
+    from kvbench.metrics.run import RunDir
     from kvbench.spec.models import load_model
     from kvbench.units import format_duration, format_rate
 
@@ -72,36 +55,40 @@ def prefill_cmd(model_name, device, lengths, layers, dtype, warmup, reps, measur
         raise SpecError(f"--out {out_file}: the profile file must end in .toml or .json", "e.g. --out prof.toml")
     torch = require_torch()
     dev_kind = (device or ("cuda" if torch.cuda.is_available() else "cpu")).split(":")[0]
-    lengths = lengths or DEFAULT_LENGTHS.get(dev_kind, DEFAULT_LENGTHS["cpu"])
-    config = {"model": spec.name, "device": device, "lengths": list(lengths), "layers": layers, "dtype": dtype,
-              "warmup": warmup, "reps": reps, "copy": measure_copy, "seed": seed,
-              "threads": threads}
+    setup = prepare_prefill(spec, lengths or DEFAULT_LENGTHS.get(dev_kind, DEFAULT_LENGTHS["cpu"]), device=device,
+                            dtype=dtype, layers=layers, warmup=warmup, reps=reps, seed=seed, name=name,
+                            measure_copy=measure_copy, threads=threads)
+    rd = RunDir.create("prefill", setup.to_dict(), root=results)
+    done = []
 
-    shown = []
+    def rows():
+        return [{"tokens": r.tokens, "seconds_median": r.median_s, "seconds": list(r.model_seconds),
+                 "stack_seconds": list(r.stack_seconds)} for r in done]
 
     def progress(r):
+        done.append(r)
+        rd.write_summary({"kind": "prefill", "run_dir": str(rd.path), "model": spec.name, "lengths": rows()},
+                         status="partial")
         if not as_json:
-            if not shown:  # printed once the inputs are validated and the stack is built
-                shown.append(True)
-                click.echo(f"prefill {spec.name}: lengths {','.join(map(str, lengths))}")
+            if len(done) == 1:
+                click.echo(f"prefill {spec.name} on {setup.device} ({setup.dtype}, {setup.plan.layers_measured}/"
+                           f"{setup.plan.layers_total} layers): lengths {','.join(map(str, setup.lengths))}")
             click.echo(f"  {r.tokens:>7} tokens  {format_duration(r.median_s):>10}  "
-                       f"{r.tokens / r.median_s:>12,.0f} tok/s", err=False)
+                       f"{r.tokens / r.median_s:>12,.0f} tok/s")
 
-    profile, rows = measure_prefill(spec, lengths, device=device, dtype=dtype, layers=layers, warmup=warmup,
-                                    reps=reps, seed=seed, name=name, measure_copy=measure_copy, threads=threads,
-                                    progress=progress)
-    run_path, rd = _out_dir(results, spec.name, config)
-    prof_path = save_profile(profile, run_path / "profile.toml")
+    try:
+        profile, _ = run_prefill(setup, progress)
+    except BaseException as e:  # keep what was measured, marked as such, then let the CLI report it
+        rd.write_summary({"kind": "prefill", "run_dir": str(rd.path), "model": spec.name, "lengths": rows(),
+                          "error": str(e)}, status="interrupted" if isinstance(e, KeyboardInterrupt) else "failed")
+        raise
+    prof_path = save_profile(profile, rd.path / "profile.toml")
     if out_file:
         save_profile(profile, out_file)
-    summary = {"kind": "prefill", "status": "complete", "run_dir": str(run_path), "profile": str(prof_path),
-               "profile_out": out_file, **profile.to_dict(),
-               "lengths": [{"tokens": r.tokens, "seconds_median": r.median_s, "seconds": list(r.model_seconds),
-                            "stack_seconds": list(r.stack_seconds)} for r in rows]}
-    if rd is not None:
-        rd.write_summary(summary, status="complete")
-    else:
-        (run_path / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    summary = {"kind": "prefill", "run_dir": str(rd.path), "profile": str(prof_path), "profile_out": out_file,
+               **profile.to_dict(), "lengths": rows()}
+    rd.write_summary(summary, status="complete")
+    summary["status"] = "complete"
     if as_json:
         emit_json(summary)
         return
@@ -112,7 +99,7 @@ def prefill_cmd(model_name, device, lengths, layers, dtype, warmup, reps, measur
         click.echo(f"host->device copy (pinned): {format_rate(profile.copy.bandwidth_bytes_per_s)}, "
                    f"latency {format_duration(profile.copy.latency_s)}")
     click.echo(f"profile: {prof_path}" + (f" (and {out_file})" if out_file else ""))
-    click.echo(f"run_dir: {run_path}")
+    click.echo(f"run_dir: {rd.path}")
 
 
 COMMANDS = [prefill_cmd]

@@ -78,7 +78,8 @@ def device_name(torch, device: str) -> str:
                     break
     except OSError:
         pass
-    return f"cpu: {model} ({torch.get_num_threads()} threads)"
+    threads = torch.get_num_threads()
+    return f"cpu: {model} ({threads} thread{'s' if threads != 1 else ''})"
 
 
 def versions(torch) -> dict:
@@ -113,11 +114,34 @@ def choose_layers(torch, spec: ModelSpec, device: str, dtype: str, layers: int |
     return plan
 
 
-def measure_prefill(spec: ModelSpec, lengths, *, device: str | None = None, dtype: str | None = None,
+@dataclass(frozen=True)
+class PrefillSetup:
+    """Validated inputs of a prefill measurement (everything checked before anything is built or written)."""
+
+    spec: ModelSpec
+    lengths: tuple[int, ...]
+    device: str
+    dtype: str
+    plan: LayerPlan
+    warmup: int
+    reps: int
+    threads: int | None
+    seed: int
+    name: str
+    measure_copy: bool
+
+    def to_dict(self) -> dict:
+        return {"model": self.spec.name, "lengths": list(self.lengths), "device": self.device, "dtype": self.dtype,
+                "layers_measured": self.plan.layers_measured, "layers_total": self.plan.layers_total,
+                "warmup": self.warmup, "reps": self.reps, "threads": self.threads, "seed": self.seed,
+                "name": self.name, "copy": self.measure_copy}
+
+
+def prepare_prefill(spec: ModelSpec, lengths, *, device: str | None = None, dtype: str | None = None,
                     layers: int | None = None, warmup: int | None = None, reps: int | None = None,
                     seed: int = 0, name: str | None = None, measure_copy: bool = True,
-                    threads: int | None = None, progress=None) -> tuple[ComputeProfile, list[LengthResult]]:
-    """Time prefill of ``spec`` at each length and return a measured profile and the raw results."""
+                    threads: int | None = None) -> PrefillSetup:
+    """Check every input and choose defaults (device, dtype, layers, repetitions); raises before any work."""
     lengths = validate_lengths(lengths)
     torch = require_torch()
     device = resolve_device(torch, device)
@@ -129,17 +153,26 @@ def measure_prefill(spec: ModelSpec, lengths, *, device: str | None = None, dtyp
     reps = (10 if cuda else 3) if reps is None else reps
     if warmup < 0 or reps < 1:
         raise SpecError("--warmup must be >= 0 and --reps >= 1", "e.g. --warmup 1 --reps 3")
-    if threads is not None:
-        if threads < 1:
-            raise SpecError(f"--threads must be >= 1, got {threads}", "e.g. --threads 1")
-        torch.set_num_threads(threads)  # CPU intra-op threads; on a busy machine 1 is far steadier
+    if threads is not None and threads < 1:
+        raise SpecError(f"--threads must be >= 1, got {threads}", "e.g. --threads 1")
     plan = choose_layers(torch, spec, device, dtype, layers)
-    stack = Stack(spec, plan, device=device, dtype=dtype, seed=seed)
+    return PrefillSetup(spec, lengths, device, dtype, plan, warmup, reps, threads, seed,
+                        name or f"{spec.name}-{device.split(':')[0]}-measured", measure_copy)
+
+
+def run_prefill(setup: PrefillSetup, progress=None) -> tuple[ComputeProfile, list[LengthResult]]:
+    """Build the stack, time every length (``progress(result)`` after each), fit, and make the profile."""
+    torch = require_torch()
+    spec, plan, device = setup.spec, setup.plan, setup.device
+    cuda = device.startswith("cuda")
+    if setup.threads is not None:
+        torch.set_num_threads(setup.threads)  # CPU intra-op threads; on a busy machine 1 is far steadier
+    stack = Stack(spec, plan, device=device, dtype=setup.dtype, seed=setup.seed)
     totals = {"dense": plan.dense_total, "moe": plan.moe_total}
     results = []
     try:
-        for n in lengths:
-            stages = time_stages(stack, n, warmup=warmup, reps=reps)
+        for n in setup.lengths:
+            stages = time_stages(stack, n, warmup=setup.warmup, reps=setup.reps)
             model_s = scaled_totals(stages, stack.kinds, totals)
             results.append(LengthResult(n, tuple(stages.sum(axis=1).tolist()), tuple(model_s.tolist())))
             if progress:
@@ -149,23 +182,24 @@ def measure_prefill(spec: ModelSpec, lengths, *, device: str | None = None, dtyp
                            "give shorter --lengths or fewer --layers") from None
     finally:
         del stack
+        if cuda:
+            torch.cuda.empty_cache()
     fit = fit_quadratic([r.tokens for r in results], [r.median_s for r in results])
     if fit.b == 0 and fit.c == 0:
-        raise KvbenchError(f"prefill time did not grow with length over {', '.join(map(str, lengths))} tokens "
-                           "(fixed overhead dominates, or the machine was busy)",
+        raise KvbenchError(f"prefill time did not grow with length over {', '.join(map(str, setup.lengths))} "
+                           "tokens (fixed overhead dominates, or the machine was busy)",
                            "measure longer --lengths or more --reps")
     copy = None
-    if cuda and measure_copy:
+    if cuda and setup.measure_copy:
         from kvbench.compute.copy import measure_h2d
         copy = measure_h2d(torch, device)
-    dev = device_name(torch, device)
     how = (f"{plan.layers_measured} of {plan.layers_total} layers built ({plan.dense_measured} dense, "
            f"{plan.moe_measured} MoE), per-layer times scaled to the full stack" if plan.scaled
            else f"all {plan.layers_total} layers built")
     profile = ComputeProfile(
-        name=name or f"{spec.name}-{device.split(':')[0]}-measured", kind="measured", model=spec.name, device=dev,
-        dtype=dtype, fit=fit, reference_tokens=max(lengths), source="kvbench prefill (random weights, batch 1)",
-        notes=f"{how}; median of {reps} repetitions after {warmup} warm-up; "
+        name=setup.name, kind="measured", model=spec.name, device=device_name(torch, device), dtype=setup.dtype,
+        fit=fit, reference_tokens=max(setup.lengths), source="kvbench prefill (random weights, batch 1)",
+        notes=f"{how}; median of {setup.reps} repetitions after {setup.warmup} warm-up; "
               f"{'CUDA events' if cuda else 'perf_counter'}",
         points_tokens=tuple(r.tokens for r in results), points_seconds=tuple(r.median_s for r in results),
         layers_total=plan.layers_total, layers_measured=plan.layers_measured, scaled=plan.scaled,
@@ -174,4 +208,10 @@ def measure_prefill(spec: ModelSpec, lengths, *, device: str | None = None, dtyp
     return profile, results
 
 
-__all__ = ["measure_prefill", "validate_lengths", "LengthResult", "DEFAULT_LENGTHS"]
+def measure_prefill(spec: ModelSpec, lengths, *, progress=None, **options) -> tuple[ComputeProfile, list[LengthResult]]:
+    """Validate, then time prefill of ``spec`` at each length: a measured profile and the raw results."""
+    return run_prefill(prepare_prefill(spec, lengths, **options), progress)
+
+
+__all__ = ["measure_prefill", "prepare_prefill", "run_prefill", "PrefillSetup", "validate_lengths", "LengthResult",
+           "DEFAULT_LENGTHS"]

@@ -26,6 +26,7 @@ from kvbench.errors import DependencyError, SpecError
 from kvbench.spec.models import ModelSpec
 
 TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+_SDPA_GQA: bool | None = None  # whether scaled_dot_product_attention takes enable_gqa (torch >= 2.5)
 
 
 def require_torch():
@@ -111,11 +112,24 @@ def _apply_rope(torch, x, cos, sin):
     return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
 
 
+def _sdpa_has_gqa(torch) -> bool:
+    """Probe (the builtin has no inspectable signature) whether SDPA takes ``enable_gqa`` (torch >= 2.5)."""
+    q, kv = torch.zeros(1, 2, 1, 4), torch.zeros(1, 1, 1, 4)
+    try:
+        torch.nn.functional.scaled_dot_product_attention(q, kv, kv, enable_gqa=True)
+        return True
+    except TypeError:
+        return False
+
+
 class Stack:
     """The instantiated layers and the forward pass, with a hook between layers for timing."""
 
     def __init__(self, spec: ModelSpec, plan: LayerPlan, *, device: str, dtype: str, seed: int = 0):
+        global _SDPA_GQA
         torch = require_torch()
+        if _SDPA_GQA is None:
+            _SDPA_GQA = _sdpa_has_gqa(torch)
         if dtype not in TORCH_DTYPES:
             raise SpecError(f"unknown compute dtype {dtype!r}", f"use one of {', '.join(TORCH_DTYPES)}")
         self.torch, self.spec, self.plan, self.device = torch, spec, plan, torch.device(device)
@@ -166,7 +180,11 @@ class Stack:
 
     # --- forward ---------------------------------------------------------------------------------------
     def _rms(self, x, w):
-        return self.torch.nn.functional.rms_norm(x, (x.shape[-1],), w, 1e-6)
+        F = self.torch.nn.functional
+        if hasattr(F, "rms_norm"):  # torch >= 2.4
+            return F.rms_norm(x, (x.shape[-1],), w, 1e-6)
+        xf = x.float()
+        return (xf * self.torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6)).to(x.dtype) * w
 
     def _swiglu(self, x, p):
         F = self.torch.nn.functional
@@ -180,8 +198,10 @@ class Stack:
         v = F.linear(x, L["v"]).view(n, KV, d).transpose(0, 1)
         cos, sin = rope
         q, k = _apply_rope(torch, q, cos, sin), _apply_rope(torch, k, cos, sin)
-        o = F.scaled_dot_product_attention(q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), is_causal=True,
-                                           enable_gqa=KV != H)
+        if KV != H and not _SDPA_GQA:  # torch < 2.5: expand the KV heads (extra copies, same FLOPs)
+            k, v = k.repeat_interleave(H // KV, dim=0), v.repeat_interleave(H // KV, dim=0)
+        gqa = {"enable_gqa": True} if KV != H and _SDPA_GQA else {}
+        o = F.scaled_dot_product_attention(q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), is_causal=True, **gqa)
         return F.linear(o.squeeze(0).transpose(0, 1).reshape(n, H * d), L["o"])
 
     def _attn_mla(self, x, L, rope):

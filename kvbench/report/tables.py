@@ -32,7 +32,8 @@ def fmt(key: str, v) -> str:
         k = key.lower()
         if k.endswith(("bytes_per_s", "bw")) or "_bytes_per_s" in k:
             return format_rate(f)
-        if k.endswith("bytes") or "capacity" in k or re.fullmatch(r"(config\.)?l[1-4](_capacity)?", k) or "_bytes." in k or k.startswith("capacity_bytes"):
+        if k.endswith("bytes") or "capacity" in k or re.fullmatch(r"(config\.)?l[1-4](_capacity)?", k) \
+                or re.search(r"(^|[._])size$", k) or "_bytes." in k or k.startswith("capacity_bytes"):
             return format_bytes(f)
         if re.search(r"(_us|lat_us\.[a-z0-9.]+|fetch_us\.[a-z0-9.]+)$", k) or "_us." in k:
             return format_duration(f * 1e-6)
@@ -217,6 +218,8 @@ def environment_rows(rd: RunData) -> dict[str, str]:
             if run.get(key) is not None:
                 out[f"{prefix}{key}"] = str(run[key])
         for k, v in flatten(run.get("environment") or {}).items():
+            out[f"{prefix}{k}"] = fmt(k, v)
+        for k, v in flatten({"targets": run.get("targets")} if run.get("targets") else {}).items():
             out[f"{prefix}{k}"] = fmt(k, v)
         for k, v in flatten(run.get("config") or {}).items():
             out[f"{prefix}config.{k}"] = fmt(k, v)

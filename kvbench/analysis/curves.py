@@ -1,0 +1,367 @@
+"""Hit-ratio-vs-capacity curves of a trace: exact LRU (Mattson, one pass), SHARDS, retention, other policies.
+
+The reference stream is the trace's block keys in touch order (requests by arrival, each request's blocks
+deepest-first: DESIGN.md "Prefix hits"), so for prefix-chained keys block hits are prefix hits. One pass of
+LRU stack distances gives the hit ratio at every capacity; retention (TTL) is exact too, because under LRU a
+block idle longer than the TTL is also the least recent (it is a miss iff its distance > C or its idle gap >
+TTL). SHARDS (Waldspurger et al., FAST'15) samples keys by hash, fixed-rate or fixed-size, for traces too large
+for the exact pass. Other policies (FIFO, S3-FIFO) come from ``kvbench.sim.policies``, simulated per size.
+
+Capacities are in blocks internally; ``unit="bytes"`` converts through a model preset's block size (a block
+occupies a full slot of ``block_tokens * bytes_per_token``, even when partial).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kvbench.errors import UsageError
+from kvbench.stream.traces import Trace
+
+UNITS = ("blocks", "bytes")
+
+
+# --- the reference stream ------------------------------------------------------------------------------
+def reference_stream(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """Keys in touch order and each reference's arrival time (seconds)."""
+    order = trace.touch_order()
+    times = np.repeat(trace.timestamp_s, trace.blocks_per_request)
+    return trace.keys[order], times
+
+
+def dense_ids(keys: np.ndarray) -> tuple[np.ndarray, int]:
+    """Map uint64 keys to 0..n_keys-1 (hash-based, first-seen order)."""
+    import pandas as pd
+
+    codes, uniques = pd.factorize(keys, sort=False)
+    return codes.astype(np.int64, copy=False), int(len(uniques))
+
+
+def _warmup_refs(trace: Trace, warmup: float) -> int:
+    if not 0.0 <= warmup < 1.0:
+        raise UsageError(f"warm-up fraction must be in [0, 1), got {warmup}", "give e.g. --warmup 0.1")
+    return int(trace.offsets[int(np.floor(warmup * trace.n_requests))])
+
+
+# --- stack-distance profiles ----------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class ReuseProfile:
+    """Weighted histogram of (estimated) LRU stack distances: hits(C) = weight of references with distance <= C.
+
+    ``steps`` are ascending distances in blocks (estimated, so possibly fractional, when sampled);
+    ``cum_hits[i]`` is the hit weight at capacity ``steps[i]``. ``references`` counts the references measured
+    (after warm-up); ``cold`` the first references among them (estimated when sampled).
+    """
+
+    steps: np.ndarray
+    cum_hits: np.ndarray
+    references: int
+    cold: float
+    distinct_blocks: float
+    method: str
+    sample_rate: float = 1.0
+    ttl_s: float | None = None
+    warmup: float = 0.0
+    sampled_references: int = 0
+    extra: dict = field(default_factory=dict)
+
+    def hits_at(self, capacities_blocks) -> np.ndarray:
+        c = np.asarray(capacities_blocks, dtype=np.float64)
+        idx = np.searchsorted(self.steps, c, side="right") - 1
+        out = np.where(idx >= 0, self.cum_hits[np.maximum(idx, 0)] if self.cum_hits.size else 0.0, 0.0)
+        return np.clip(out, 0.0, float(self.references))
+
+    def hit_ratio(self, capacities_blocks) -> np.ndarray:
+        if self.references == 0:
+            return np.zeros(np.shape(capacities_blocks))
+        return self.hits_at(capacities_blocks) / self.references
+
+    @property
+    def infinite_hit_ratio(self) -> float:
+        if self.references == 0 or self.cum_hits.size == 0:
+            return 0.0
+        return float(np.clip(self.cum_hits[-1] / self.references, 0.0, 1.0))
+
+    @property
+    def max_distance(self) -> float:
+        return float(self.steps[-1]) if self.steps.size else 0.0
+
+    def default_capacities(self, points: int = 256) -> np.ndarray:
+        """Log-spaced capacities (blocks) from 1 to the largest distance: the whole curve in ``points``."""
+        top = max(1.0, np.ceil(self.max_distance))
+        caps = np.unique(np.round(np.geomspace(1.0, top, max(2, points))).astype(np.int64))
+        return caps[caps >= 1]
+
+
+def _profile_from(dist_est: np.ndarray, weights: np.ndarray | float, references: int, cold: float,
+                  distinct: float, method: str, **kw) -> ReuseProfile:
+    """Build a profile from the (estimated) distances of reuse references (dist > 0) and their weights."""
+    if np.isscalar(weights):
+        if np.issubdtype(dist_est.dtype, np.integer):
+            hist = np.bincount(dist_est)
+            steps = np.flatnonzero(hist)
+            cum = np.cumsum(hist[steps]).astype(np.float64) * float(weights)
+            return ReuseProfile(steps.astype(np.float64), cum, references, cold, distinct, method, **kw)
+        weights = np.full(dist_est.size, float(weights))
+    order = np.argsort(dist_est, kind="stable")
+    d, w = dist_est[order], weights[order]
+    steps, first = np.unique(d, return_index=True)
+    cum = np.cumsum(w)
+    last = np.append(first[1:], d.size) - 1
+    return ReuseProfile(steps.astype(np.float64), cum[last] if d.size else cum, references, cold, distinct,
+                        method, **kw)
+
+
+def _profile_from_hist(hist: np.ndarray, weight: float, references: int, cold: float, distinct: float,
+                       method: str, **kw) -> ReuseProfile:
+    steps = np.flatnonzero(hist)
+    cum = np.cumsum(hist[steps]).astype(np.float64) * weight
+    return ReuseProfile(steps.astype(np.float64) / (1.0 if kw.get("sample_rate", 1.0) == 1.0 else
+                                                    kw["sample_rate"]), cum, references, cold, distinct, method,
+                        **kw)
+
+
+def exact_profile(trace: Trace, *, ttl_s: float | None = None, warmup: float = 0.0) -> ReuseProfile:
+    """Exact LRU stack-distance profile of the whole trace (optionally retention-limited), one pass."""
+    from kvbench.analysis.mrc import LRUStack
+
+    start = _warmup_refs(trace, warmup)
+    stack = LRUStack(ttl_s=ttl_s, count_from=start, expected_keys=max(1024, trace.n_blocks // 8))
+    stack.feed(trace)
+    return _profile_from_hist(stack.counts(), 1.0, stack.references, stack.cold, stack.distinct, "exact",
+                              ttl_s=ttl_s, warmup=warmup, sampled_references=stack.references)
+
+
+def _salted(keys: np.ndarray, salt: int) -> np.ndarray:
+    return keys ^ np.uint64(salt) if salt else keys
+
+
+def _key_hash_fraction(keys: np.ndarray) -> np.ndarray:
+    from kvbench.stream.chain import splitmix64
+
+    return (splitmix64(keys) >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
+
+
+def _threshold(rate: float) -> np.uint64:
+    return np.uint64(min(int(rate * 2.0**64), 2**64 - 1))
+
+
+def sampled_trace(trace: Trace, rate: float, salt: int = 0) -> tuple[Trace, int]:
+    """The trace restricted to blocks whose key hash falls below ``rate`` (SHARDS' spatial sample).
+
+    Returns the sampled Trace (same requests, fewer blocks, order kept) and the number of sampled references
+    before the warm-up boundary is applied by the caller.
+    """
+    from dataclasses import replace
+
+    from kvbench.analysis.mrc_kernels import sample_mask
+
+    flat = sample_mask(_salted(trace.keys, salt), _threshold(rate))
+    req = np.searchsorted(trace.offsets, flat, side="right") - 1
+    offsets = np.zeros(trace.n_requests + 1, dtype=np.int64)
+    np.cumsum(np.bincount(req, minlength=trace.n_requests), out=offsets[1:])
+    return replace(trace, keys=trace.keys[flat], offsets=offsets), int(flat.size)
+
+
+def _touch_stream(trace: Trace, flat: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Touch positions, keys and times of the references at flat indices ``flat``, in touch order."""
+    req = np.searchsorted(trace.offsets, flat, side="right") - 1
+    pos = trace.offsets[req] + trace.offsets[req + 1] - 1 - flat          # position in touch order
+    order = np.argsort(pos, kind="stable")
+    pos, flat, req = pos[order], flat[order], req[order]
+    return pos, trace.keys[flat], trace.timestamp_s[req]
+
+
+def _fixed_size_candidates(trace: Trace, size: int, r0: float, salt: int) -> np.ndarray:
+    """Flat indices of the references fixed-size SHARDS may sample, found chunk by chunk (whole requests).
+
+    Its threshold never rises and, once ``size + 1`` distinct keys below it were seen, it is at most the
+    (size+1)-th smallest of their hashes; references at or above that bound in later chunks are dropped up
+    front, so the sequential kernel sees a small stream.
+    """
+    from kvbench.stream.chain import splitmix64
+
+    thr = _threshold(r0)
+    best = np.zeros(0, dtype=np.uint64)
+    out = []
+    chunk = max(1 << 16, 4 * size)
+    r = 0
+    while r < trace.n_requests:
+        r_end = int(np.searchsorted(trace.offsets, trace.offsets[r] + chunk, side="right"))
+        r_end = min(max(r_end, r + 1), trace.n_requests)
+        a, b = int(trace.offsets[r]), int(trace.offsets[r_end])
+        h = splitmix64(_salted(trace.keys[a:b], salt))
+        sel = np.flatnonzero(h < thr)
+        out.append(sel + a)
+        best = np.unique(np.concatenate([best, h[sel]]))[: size + 1]
+        if best.size > size:
+            thr = min(thr, best[size])
+        r = r_end
+    return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+
+
+def shards_profile(trace: Trace, *, rate: float | None = None, size: int | None = None,
+                   ttl_s: float | None = None, warmup: float = 0.0, salt: int = 0) -> ReuseProfile:
+    """SHARDS profile: fixed-rate (``rate``) or fixed-size (``size`` keys, starting at ``rate`` or 1.0).
+
+    Estimated distance = sampled distance / rate; each sampled reference weighs 1/rate (the rate in force at
+    that reference, for fixed-size); the SHARDS_adj correction (references minus their estimate from the
+    sample) is added at the smallest distance.
+    """
+    if size is None and rate is None:
+        raise UsageError("SHARDS needs a sampling rate or a sample size", "give --sample 0.01 or --sample-size 8192")
+    if rate is not None and not 0.0 < rate <= 1.0:
+        raise UsageError(f"sampling rate must be in (0, 1], got {rate}", "give e.g. --sample 0.01")
+    if size is not None and size < 1:
+        raise UsageError(f"sample size must be >= 1 key, got {size}", "give e.g. --sample-size 8192")
+    start = _warmup_refs(trace, warmup)
+    references = trace.n_blocks - start
+    r0 = 1.0 if rate is None else float(rate)
+    if size is None:
+        from kvbench.analysis.mrc import LRUStack
+
+        sub, _ = sampled_trace(trace, r0, salt)
+        # references before the warm-up boundary: count how many sampled ones fall before it
+        n_warm = int(np.floor(warmup * trace.n_requests))
+        stack = LRUStack(ttl_s=ttl_s, count_from=int(sub.offsets[n_warm]),
+                         expected_keys=max(1024, sub.n_blocks // 8))
+        stack.feed(sub)
+        hist = stack.counts().astype(np.float64)
+        adj = references - stack.references / r0
+        if hist.size > 1:
+            hist[np.flatnonzero(hist)[0] if hist.any() else 1] += adj * r0
+        prof = _profile_from_hist(hist, 1.0 / r0, int(references), stack.cold / r0, stack.distinct / r0,
+                                  "shards-fixed-rate", sample_rate=r0, ttl_s=ttl_s, warmup=warmup,
+                                  sampled_references=stack.references, extra={"adjustment": adj})
+        return prof
+    from kvbench.analysis.mrc_kernels import shards_fixed_size
+
+    want = ttl_s is not None
+    pos, keys, times = _touch_stream(trace, _fixed_size_candidates(trace, int(size), r0, salt))
+    ids, n_keys = dense_ids(keys)
+    first = np.zeros(n_keys, dtype=np.uint64)
+    first[ids] = _salted(keys, salt)
+    frac = _key_hash_fraction(first)
+    dist, rates, gaps, taken = shards_fixed_size(ids, frac, n_keys, int(size), r0, times if want else times[:0],
+                                                 want)
+    final_rate = float(rates[taken][-1]) if taken.any() else r0
+    keep = taken & (pos >= start)
+    d, w = dist[keep], 1.0 / np.where(keep, rates, 1.0)[keep]
+    cold = float(w[d == 0].sum())
+    if want:
+        d = np.where(gaps[keep] <= ttl_s, d, 0)
+    reuse = d > 0
+    est = d[reuse] * w[reuse]
+    weights = w[reuse].copy()
+    adj = references - float(w.sum())
+    if est.size:
+        weights[np.argmin(est)] += adj
+    return _profile_from(est, weights, int(references), cold, float(np.sum(1.0 / rates[taken][dist[taken] == 0])),
+                         "shards-fixed-size", sample_rate=final_rate, ttl_s=ttl_s, warmup=warmup,
+                         sampled_references=int(keep.sum()), extra={"adjustment": adj})
+
+
+# --- other policies: simulated per size ----------------------------------------------------------------
+def policy_hit_ratios(trace: Trace, policy: str, capacities_blocks, *, ttl_s: float | None = None,
+                      warmup: float = 0.0) -> tuple[np.ndarray, int]:
+    """Prefix hit ratio of ``policy`` at each capacity (one simulation per size, warm-up requests excluded)."""
+    from kvbench.sim.policies import make_policy, simulate_prefix
+
+    n_warm = int(np.floor(warmup * trace.n_requests))
+    _warmup_refs(trace, warmup)
+    warm, measured = trace.slice(0, n_warm), trace.slice(n_warm, trace.n_requests)
+    base = make_policy(policy, 1, ttl_s=ttl_s)
+    out = []
+    for c in np.asarray(capacities_blocks, dtype=np.int64):
+        cache = base.clone(int(c))
+        if n_warm:
+            simulate_prefix([warm], cache)
+        out.append(simulate_prefix([measured], cache).hit_ratio)
+    return np.asarray(out, dtype=np.float64), measured.n_blocks
+
+
+# --- the curve a user asks for ------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class Curve:
+    """Hit ratio at each capacity for one policy; capacities in the unit asked (blocks or bytes)."""
+
+    policy: str
+    method: str
+    unit: str
+    capacities: np.ndarray
+    capacities_blocks: np.ndarray
+    hit_ratio: np.ndarray
+    infinite_hit_ratio: float
+    references: int
+    distinct_blocks: float
+    block_bytes: int | None
+    ttl_s: float | None
+    warmup: float
+    sample_rate: float = 1.0
+    sampled_references: int = 0
+
+    def to_dict(self) -> dict:
+        return {"policy": self.policy, "method": self.method, "unit": self.unit,
+                "capacities": self.capacities.tolist(), "capacities_blocks": self.capacities_blocks.tolist(),
+                "hit_ratio": self.hit_ratio.tolist(), "infinite_hit_ratio": self.infinite_hit_ratio,
+                "references": self.references, "distinct_blocks": self.distinct_blocks,
+                "block_bytes": self.block_bytes, "ttl_s": self.ttl_s, "warmup": self.warmup,
+                "sample_rate": self.sample_rate, "sampled_references": self.sampled_references}
+
+
+def capacity_blocks(capacities, unit: str, block_bytes: int | None) -> np.ndarray:
+    """Capacities in the user's unit -> whole blocks (bytes round down to full slots)."""
+    if unit not in UNITS:
+        raise UsageError(f"unknown capacity unit {unit!r}", f"use one of {', '.join(UNITS)}")
+    caps = np.asarray(capacities, dtype=np.int64)
+    if caps.size == 0 or np.any(caps <= 0):
+        bad = caps[caps <= 0][0] if caps.size else "none"
+        raise UsageError(f"capacities must be > 0 (got {bad})", "give positive capacities, e.g. --capacities 1000,10000")
+    if unit == "blocks":
+        return caps
+    if not block_bytes:
+        raise UsageError("capacities in bytes need a block size", "pass --model NAME (and the trace's block size)")
+    return caps // int(block_bytes)
+
+
+def hit_ratio_curve(trace: Trace, *, capacities=None, unit: str = "blocks", block_bytes: int | None = None,
+                    policy: str = "lru", ttl_s: float | None = None, sample: float | None = None,
+                    sample_size: int | None = None, warmup: float = 0.0, points: int = 256,
+                    profile: ReuseProfile | None = None) -> Curve:
+    """The curve of one policy. LRU: exact or SHARDS profile; others: per-size simulation.
+
+    Without ``capacities`` the curve covers 1 block .. the largest reuse distance, log-spaced (``points``;
+    fewer for simulated policies, which cost one run per size).
+    """
+    if ttl_s is not None and not ttl_s > 0:
+        raise UsageError(f"retention must be > 0 s, got {ttl_s}", "give e.g. --ttl 10m")
+    if policy == "lru":
+        if profile is None:
+            profile = (shards_profile(trace, rate=sample, size=sample_size, ttl_s=ttl_s, warmup=warmup)
+                       if (sample is not None or sample_size is not None)
+                       else exact_profile(trace, ttl_s=ttl_s, warmup=warmup))
+        if capacities is None:
+            caps_b = profile.default_capacities(points)
+            caps = caps_b * (block_bytes if unit == "bytes" else 1)
+        else:
+            caps = np.asarray(capacities, dtype=np.int64)
+            caps_b = capacity_blocks(caps, unit, block_bytes)
+        return Curve("lru", profile.method, unit, caps, caps_b, profile.hit_ratio(caps_b),
+                     profile.infinite_hit_ratio, profile.references, float(profile.distinct_blocks), block_bytes,
+                     ttl_s, warmup, profile.sample_rate, profile.sampled_references)
+    if capacities is None:
+        top = float(np.unique(trace.keys).size)
+        caps_b = np.unique(np.round(np.geomspace(1, max(2.0, top), min(points, 16))).astype(np.int64))
+        caps = caps_b * (block_bytes if unit == "bytes" else 1)
+    else:
+        caps = np.asarray(capacities, dtype=np.int64)
+        caps_b = capacity_blocks(caps, unit, block_bytes)
+    if np.any(caps_b < 1):
+        raise UsageError(f"a capacity is smaller than one block ({block_bytes} B)", "give larger capacities")
+    ratios, refs = policy_hit_ratios(trace, policy, caps_b, ttl_s=ttl_s, warmup=warmup)
+    exact = profile if profile is not None and profile.method == "exact" else \
+        exact_profile(trace, ttl_s=ttl_s, warmup=warmup)      # no evictions at infinite size: any policy
+    return Curve(policy, "simulation", unit, caps, caps_b, ratios, exact.infinite_hit_ratio, refs,
+                 float(exact.distinct_blocks), block_bytes, ttl_s, warmup, 1.0, refs)

@@ -1,0 +1,420 @@
+"""Compiled sequential kernels for LRU stack distances (numba; imported lazily by ``curves``).
+
+Why compiled: Mattson stack distances are inherently sequential (each reference's distance depends on every
+earlier one); numpy cannot vectorise them and a Python loop runs at ~1M refs/s. The classic O(n log n) way is
+a Fenwick tree over access slots: every key's latest access holds a mark, and a reference's distance is 1 +
+the marks after the key's previous slot. Slots are compacted (live marks renumbered in order) whenever they
+run out, so the tree stays at 2x the distinct keys instead of growing with the trace.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, types
+from numba.extending import intrinsic
+
+
+@njit(cache=True, nogil=True)
+def _rebuild(tree, owner, last, width):
+    """Compact live slots to 0..live-1 (order kept) and rebuild the Fenwick tree; returns live count."""
+    j = 0
+    for s in range(width):
+        o = owner[s]
+        if o >= 0:
+            owner[j] = o
+            last[o] = j
+            j += 1
+    for s in range(j, width):
+        owner[s] = -1
+    for s in range(width + 1):
+        tree[s] = 0
+    for s in range(1, width + 1):
+        if s <= j:
+            tree[s] += 1
+        parent = s + (s & -s)
+        if parent <= width:
+            tree[parent] += tree[s]
+    return j
+
+
+@njit(cache=True, nogil=True)
+def stack_distances(ids, n_keys, times, want_gaps):
+    """LRU stack distance of every reference (0 = first reference, cold) and, if asked, its idle gap.
+
+    ``ids``: dense key ids 0..n_keys-1 in touch order. ``times``: arrival time of each reference (used when
+    ``want_gaps``). Returns ``(dist int64[n], gap float64[n or 0])``; a reference hits an LRU cache of C blocks
+    iff ``1 <= dist <= C`` (and, with retention T, ``gap <= T``).
+    """
+    n = ids.shape[0]
+    width = max(2 * n_keys, 1024)
+    if width > n + 1:
+        width = max(n + 1, 1)
+    tree = np.zeros(width + 1, np.int64)
+    owner = np.full(width, -1, np.int64)
+    last = np.full(n_keys, -1, np.int64)
+    last_t = np.zeros(n_keys if want_gaps else 0, np.float64)
+    dist = np.empty(n, np.int64)
+    gaps = np.empty(n if want_gaps else 0, np.float64)
+    slot = 0
+    live = 0
+    for i in range(n):
+        k = ids[i]
+        if slot == width:
+            slot = _rebuild(tree, owner, last, width)
+        p = last[k]
+        if p >= 0:
+            s = p + 1
+            c = 0
+            while s > 0:
+                c += tree[s]
+                s -= s & -s
+            dist[i] = live - c + 1
+            s = p + 1
+            while s <= width:
+                tree[s] -= 1
+                s += s & -s
+            owner[p] = -1
+            if want_gaps:
+                gaps[i] = times[i] - last_t[k]
+        else:
+            dist[i] = 0
+            live += 1
+            if want_gaps:
+                gaps[i] = np.inf
+        s = slot + 1
+        while s <= width:
+            tree[s] += 1
+            s += s & -s
+        owner[slot] = k
+        last[k] = slot
+        if want_gaps:
+            last_t[k] = times[i]
+        slot += 1
+    return dist, gaps
+
+
+@njit(cache=True, nogil=True)
+def sample_mask(keys, threshold):
+    """SHARDS spatial filter: indices of references whose key hash (splitmix64) is below ``threshold``."""
+    n = keys.shape[0]
+    out = np.empty(n, np.int64)
+    m = 0
+    for i in range(n):
+        z = keys[i] + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+        if z < threshold:
+            out[m] = i
+            m += 1
+    return out[:m]
+
+
+@njit(cache=True, nogil=True)
+def _heap_push(heap, size, item, hashes):
+    heap[size] = item
+    hv_item = hashes[item]
+    i = size
+    while i > 0:
+        parent = (i - 1) >> 1
+        if hashes[heap[parent]] >= hv_item:
+            break
+        heap[i] = heap[parent]
+        i = parent
+    heap[i] = item
+    return size + 1
+
+
+@njit(cache=True, nogil=True)
+def _heap_pop(heap, size, hashes):
+    top = heap[0]
+    size -= 1
+    item = heap[size]
+    hv_item = hashes[item]
+    i = 0
+    while True:
+        c = 2 * i + 1
+        if c >= size:
+            break
+        if c + 1 < size and hashes[heap[c + 1]] > hashes[heap[c]]:
+            c += 1
+        if hashes[heap[c]] <= hv_item:
+            break
+        heap[i] = heap[c]
+        i = c
+    if size > 0:
+        heap[i] = item
+    return top, size
+
+
+@njit(cache=True, nogil=True)
+def shards_fixed_size(ids, key_hash, n_keys, s_max, threshold, times, want_gaps):
+    """Fixed-size SHARDS (Waldspurger et al., FAST'15) over a pre-filtered reference stream.
+
+    ``ids``: dense ids (touch order) of references whose hash is below the initial ``threshold`` (a float in
+    (0, 1], the fraction of hash space); ``key_hash``: each dense id's hash as a fraction in [0, 1). At most
+    ``s_max`` keys are tracked: when one more arrives, the key with the largest hash is dropped and the
+    threshold (the sampling rate) lowered to its hash. Returns per sampled reference the rate in force, the
+    sampled stack distance (0 = cold) and the idle gap, plus a mask of references actually sampled.
+    """
+    n = ids.shape[0]
+    width = max(2 * s_max + 2, 1024)
+    tree = np.zeros(width + 1, np.int64)
+    owner = np.full(width, -1, np.int64)
+    last = np.full(n_keys, -1, np.int64)
+    last_t = np.zeros(n_keys if want_gaps else 0, np.float64)
+    in_set = np.zeros(n_keys, np.bool_)
+    heap = np.empty(s_max + 2, np.int64)
+    hsize = 0
+    dist = np.zeros(n, np.int64)
+    rate = np.zeros(n, np.float64)
+    gaps = np.empty(n if want_gaps else 0, np.float64)
+    taken = np.zeros(n, np.bool_)
+    slot = 0
+    live = 0
+    thr = threshold
+    for i in range(n):
+        k = ids[i]
+        if key_hash[k] >= thr:
+            continue
+        if slot == width:
+            slot = _rebuild(tree, owner, last, width)
+        taken[i] = True
+        p = last[k]
+        if p >= 0:
+            s = p + 1
+            c = 0
+            while s > 0:
+                c += tree[s]
+                s -= s & -s
+            dist[i] = live - c + 1
+            s = p + 1
+            while s <= width:
+                tree[s] -= 1
+                s += s & -s
+            owner[p] = -1
+            if want_gaps:
+                gaps[i] = times[i] - last_t[k]
+        else:
+            dist[i] = 0
+            live += 1
+            in_set[k] = True
+            hsize = _heap_push(heap, hsize, k, key_hash)
+            if want_gaps:
+                gaps[i] = np.inf
+        rate[i] = thr
+        s = slot + 1
+        while s <= width:
+            tree[s] += 1
+            s += s & -s
+        owner[slot] = k
+        last[k] = slot
+        if want_gaps:
+            last_t[k] = times[i]
+        slot += 1
+        while hsize > s_max:
+            victim, hsize = _heap_pop(heap, hsize, key_hash)
+            thr = key_hash[victim]
+            in_set[victim] = False
+            pv = last[victim]
+            s = pv + 1
+            while s <= width:
+                tree[s] -= 1
+                s += s & -s
+            owner[pv] = -1
+            last[victim] = -1
+            live -= 1
+    return dist, rate, gaps, taken
+
+
+# --- streaming exact LRU: hash table + three-level mark counts -----------------------------------------
+# The kernel above needs dense key ids (a factorize pass) and a Fenwick tree (three ~log2(W)-step walks per
+# reference). This one maps keys with its own open-addressing table (keys stay in it forever: one entry per
+# distinct key, whose value is the slot of its latest access) and counts live marks with a bitmap plus
+# counts per 4096 and per 262144 slots: "marks after slot p" is a popcount, <= 63 word popcounts, <= 63 block
+# counts and a few group counts, and recent keys (short distances, the common case) touch only hot words.
+# Marking and unmarking are O(1). State persists across calls, so a trace is fed batch by batch.
+
+_GOLD = np.uint64(0x9E3779B97F4A7C15)
+
+
+@intrinsic
+def _popcnt_u64(typingctx, x):
+    """LLVM ctpop: one POPCNT instruction on x86-64 (numba has no popcount of its own)."""
+    sig = types.uint64(types.uint64)
+
+    def codegen(context, builder, signature, args):
+        return builder.ctpop(args[0])
+
+    return sig, codegen
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _popcnt(x):
+    return np.int64(_popcnt_u64(x))
+
+
+@njit(cache=True, nogil=True)
+def _marks_after(bits, c2, c3, p, t):
+    """Number of marks in slots (p, t); every mark is below t.
+
+    Within p's 4096-slot block and p's 262144-slot group, sums the shorter side (before or after p) and
+    subtracts from the block/group total when that side is the one before p.
+    """
+    w = p >> 6
+    blk = w >> 6
+    tw = (t - 1) >> 6
+    tb = tw >> 6
+    b = np.uint64(p & 63)
+    wend = min((blk + 1) << 6, tw + 1)
+    if wend - (w + 1) <= w - (blk << 6):
+        # marks after p in its word, then in the following words of its block
+        cnt = _popcnt((bits[w] >> b) >> np.uint64(1))
+        for x in range(w + 1, wend):
+            cnt += _popcnt(bits[x])
+    else:
+        # block total minus the marks at or before p in the block
+        cnt = c2[blk] - _popcnt(bits[w] & ((np.uint64(2) << b) - np.uint64(1)))
+        for x in range(blk << 6, w):
+            cnt -= _popcnt(bits[x])
+    if tb > blk:
+        grp = blk >> 6
+        tg = tb >> 6
+        bend = min((grp + 1) << 6, tb + 1)
+        if bend - (blk + 1) <= blk - (grp << 6) + 1:
+            for y in range(blk + 1, bend):
+                cnt += c2[y]
+        else:
+            cnt += c3[grp]
+            for y in range(grp << 6, blk + 1):
+                cnt -= c2[y]
+        for z in range(grp + 1, tg + 1):
+            cnt += c3[z]
+    return cnt
+
+
+@njit(cache=True, nogil=True)
+def _mark(bits, c2, c3, s):
+    bits[s >> 6] |= np.uint64(1) << np.uint64(s & 63)
+    c2[s >> 12] += 1
+    c3[s >> 18] += 1
+
+
+@njit(cache=True, nogil=True)
+def _unmark(bits, c2, c3, s):
+    bits[s >> 6] &= ~(np.uint64(1) << np.uint64(s & 63))
+    c2[s >> 12] -= 1
+    c3[s >> 18] -= 1
+
+
+@njit(cache=True, nogil=True)
+def lru_compact_into(owner, tab, width, new_owner, new_bits, new_c2, new_c3):
+    """Renumber live slots 0..live-1 (order kept) into fresh arrays; returns the next free slot.
+
+    A slot is live when the table entry it names still points back at it (stale owners are never cleared).
+    """
+    j = 0
+    for s in range(width):
+        e = owner[s]
+        if e >= 0 and tab[2 * e + 1] == np.uint64(s + 1):
+            new_owner[j] = e
+            tab[2 * e + 1] = np.uint64(j + 1)
+            j += 1
+    for s in range(j, new_owner.shape[0]):
+        new_owner[s] = -1
+    new_bits[:] = 0
+    new_c2[:] = 0
+    new_c3[:] = 0
+    for s in range(j):
+        _mark(new_bits, new_c2, new_c3, s)
+    return j
+
+
+@njit(cache=True, nogil=True)
+def lru_rehash(tab, ttime, ntab, ntime, owner, shift, with_time):
+    """Move every table entry into a larger table (``shift`` = 64 - log2(new size)); fix slot owners."""
+    mask = ntab.shape[0] // 2 - 1
+    for j in range(tab.shape[0] // 2):
+        s1 = tab[2 * j + 1]
+        if s1 != 0:
+            k = tab[2 * j]
+            h = np.int64((k * _GOLD) >> np.uint64(shift))
+            while ntab[2 * h + 1] != 0:
+                h = (h + 1) & mask
+            ntab[2 * h] = k
+            ntab[2 * h + 1] = s1
+            if with_time:
+                ntime[h] = ttime[j]
+            owner[np.int64(s1) - 1] = h
+
+
+@njit(cache=True, nogil=True)
+def lru_feed(keys, offsets, times, r_start, ref_base, count_from, ttl, shift,
+             tab, ttime, owner, bits, c2, c3, hist, state):
+    """Feed requests ``r_start..`` of a batch (blocks touched deepest-first) into the LRU stack.
+
+    ``tab`` interleaves (key, slot + 1) per entry, 0 = empty, so a probe is one cache line. ``state``
+    (int64[5]): entries, next slot, counted references, cold references, ttl-expired references. A reference
+    at global touch index >= ``count_from`` adds 1 to ``hist[distance]`` (a hit for every capacity >=
+    distance) unless it is cold or idle longer than ``ttl``. Returns ``(r, code)``: code 0 done; 1 grow the
+    table, 2 grow the slot space, 3 grow the histogram, then call again from request ``r``.
+    """
+    cap = tab.shape[0] // 2
+    mask = cap - 1
+    width = owner.shape[0]
+    n_req = offsets.shape[0] - 1
+    with_time = ttl != np.inf
+    entries = state[0]
+    slot = state[1]
+    for r in range(r_start, n_req):
+        a = offsets[r]
+        b = offsets[r + 1]
+        nb = b - a
+        if 2 * (entries + nb) > cap:
+            state[0] = entries
+            state[1] = slot
+            return r, 1
+        if hist.shape[0] < entries + nb + 2:
+            state[0] = entries
+            state[1] = slot
+            return r, 3
+        if slot + nb > width:
+            if 2 * (entries + nb) > width:
+                state[0] = entries
+                state[1] = slot
+                return r, 2
+            slot = lru_compact_into(owner, tab, width, owner, bits, c2, c3)
+        now = times[r]
+        for i in range(b - 1, a - 1, -1):
+            k = keys[i]
+            h = np.int64((k * _GOLD) >> np.uint64(shift))
+            while True:
+                s1 = tab[2 * h + 1]
+                if s1 == 0 or tab[2 * h] == k:
+                    break
+                h = (h + 1) & mask
+            counted = ref_base + a + (b - 1 - i) >= count_from
+            if s1 == 0:
+                tab[2 * h] = k
+                entries += 1
+                if counted:
+                    state[2] += 1
+                    state[3] += 1
+            else:
+                p = np.int64(s1) - 1
+                if counted:
+                    state[2] += 1
+                    if not with_time or now - ttime[h] <= ttl:
+                        hist[_marks_after(bits, c2, c3, p, slot) + 1] += 1
+                    else:
+                        state[4] += 1
+                _unmark(bits, c2, c3, p)
+            tab[2 * h + 1] = np.uint64(slot + 1)
+            if with_time:
+                ttime[h] = now
+            owner[slot] = h
+            _mark(bits, c2, c3, slot)
+            slot += 1
+    state[0] = entries
+    state[1] = slot
+    return n_req, 0

@@ -1,0 +1,121 @@
+"""``kvbench mrc``: hit ratio vs cache capacity of a trace (exact LRU, SHARDS, retention, other policies)."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from kvbench.cli._common import DURATION, emit_json, json_option
+from kvbench.cli.trace_cmds import trace_from_options, trace_options
+
+
+def _capacities(text: str | None, unit: str):
+    if text is None:
+        return None
+    from kvbench.errors import UsageError
+    from kvbench.units import parse_size
+
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if part.startswith("-"):
+            raise UsageError(f"--capacities: {part} is not > 0", "give positive capacities, e.g. 1000,10000")
+        out.append(parse_size(part, what="--capacities"))
+    if not out:
+        raise UsageError("--capacities is empty", "give e.g. --capacities 1000,10000")
+    if min(out) <= 0:
+        raise UsageError(f"--capacities: {min(out)} is not > 0", "give positive capacities, e.g. 1000,10000")
+    return out
+
+
+@click.command("mrc")
+@click.argument("trace", default="mooncake-sample")
+@trace_options
+@click.option("--capacities", default=None, metavar="C1,C2,..",
+              help="Capacities (blocks, or bytes with units like 64GiB under --unit bytes). Default: a full curve.")
+@click.option("--unit", type=click.Choice(["blocks", "bytes"]), default="blocks", show_default=True)
+@click.option("--model", default=None, help="Model preset for bytes per block (needed for --unit bytes).")
+@click.option("--tp", type=int, default=None, help="Tensor-parallel degree for the model's KV bytes.")
+@click.option("--policy", default="lru", show_default=True,
+              help="Policies, comma-separated: lru (exact, one pass), fifo, s3fifo (simulated per size).")
+@click.option("--ttl", type=DURATION, default=None, help="Retention: a block idle longer than this is gone (e.g. 10m).")
+@click.option("--sample", type=float, default=None, help="SHARDS fixed-rate sampling, e.g. 0.01 (LRU only).")
+@click.option("--sample-size", type=int, default=None, help="SHARDS fixed-size sampling: keys kept (LRU only).")
+@click.option("--warmup", type=float, default=0.0, show_default=True,
+              help="Fraction of requests that warm the cache but are not counted.")
+@click.option("--points", type=int, default=64, show_default=True, help="Points of a full curve (log-spaced).")
+@json_option
+def mrc_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, capacities, unit, model, tp,
+            policy, ttl, sample, sample_size, warmup, points, as_json):
+    """Hit ratio vs capacity of TRACE (file or built-in name; default mooncake-sample).
+
+    Requests touch their blocks deepest-first, so for prefix-chained keys a block hit is a prefix hit; the exact
+    LRU curve comes from one pass of stack distances, for every capacity at once.
+    """
+    from kvbench.analysis.curves import exact_profile, hit_ratio_curve, shards_profile
+    from kvbench.errors import UsageError
+    from kvbench.spec.models import load_model
+
+    policies = [p.strip().lower() for p in policy.split(",") if p.strip()]
+    from kvbench.sim.policies import POLICIES
+
+    for p in policies:
+        if p not in POLICIES:
+            raise UsageError(f"unknown policy {p!r}", f"use one of {', '.join(POLICIES)}")
+    if (sample is not None or sample_size is not None) and policies != ["lru"]:
+        raise UsageError("SHARDS sampling applies to LRU only", "drop --sample or use --policy lru")
+    if points < 2:
+        raise UsageError(f"--points must be >= 2, got {points}", "give e.g. --points 64")
+    caps = _capacities(capacities, unit)
+    t0 = time.perf_counter()
+    tr = trace_from_options(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit)
+    t_read = time.perf_counter() - t0
+    spec = load_model(model, tp=tp) if model else None
+    block_bytes = spec.block_bytes(tr.block_tokens) if spec else None
+    if unit == "bytes" and spec is None:
+        raise UsageError("--unit bytes needs a model preset for the block size", "pass --model NAME (see kvbench models)")
+    t1 = time.perf_counter()
+    sampled = sample is not None or sample_size is not None
+    profile = None
+    if "lru" in policies or caps is None:
+        profile = (shards_profile(tr, rate=sample, size=sample_size, ttl_s=ttl, warmup=warmup) if sampled
+                   else exact_profile(tr, ttl_s=ttl, warmup=warmup))
+    t_prof = time.perf_counter() - t1
+    if caps is None and profile is not None and len(policies) > 1:
+        # one capacity grid for every policy: log-spaced up to the largest LRU reuse distance
+        grid = profile.default_capacities(min(points, 16))
+        caps = (grid * block_bytes).tolist() if unit == "bytes" else grid.tolist()
+    curves = [hit_ratio_curve(tr, capacities=caps, unit=unit, block_bytes=block_bytes, policy=p, ttl_s=ttl,
+                              warmup=warmup, points=points, profile=profile if p == "lru" else None)
+              for p in policies]
+    elapsed = time.perf_counter() - t0
+    main_curve = curves[0]
+    out = main_curve.to_dict() | {
+        "trace": tr.path, "format": tr.fmt, "block_tokens": tr.block_tokens, "requests": tr.n_requests,
+        "model": spec.name if spec else None, "bytes_per_token": spec.bytes_per_token if spec else None,
+        "capacities_bytes": (main_curve.capacities_blocks * block_bytes).tolist() if block_bytes else None,
+        "read_s": t_read, "profile_s": t_prof, "elapsed_s": elapsed,
+        "refs_per_s": tr.n_blocks / t_prof if profile is not None and t_prof > 0 else None,
+    }
+    if len(curves) > 1:
+        out["curves"] = [c.to_dict() for c in curves]
+    if as_json:
+        emit_json(out)
+        return
+    from kvbench.units import format_bytes
+
+    what = main_curve.method + (f", ttl {ttl:g} s" if ttl else "") + (f", warm-up {warmup:.0%}" if warmup else "")
+    click.echo(f"{tr.path}: {tr.n_requests:,} requests, {main_curve.references:,} block references "
+               f"({what}); infinite-cache hit ratio {main_curve.infinite_hit_ratio:.4f}")
+    head = f"{'capacity':>14}" + (f" {'bytes':>11}" if block_bytes else "") + "".join(f" {c.policy:>8}" for c in curves)
+    click.echo(head)
+    for i, cb in enumerate(main_curve.capacities_blocks):
+        row = f"{int(cb):>14,}" + (f" {format_bytes(int(cb) * block_bytes):>11}" if block_bytes else "")
+        row += "".join(f" {c.hit_ratio[i]:>8.4f}" for c in curves)
+        click.echo(row)
+
+
+COMMANDS = [mrc_cmd]

@@ -1,0 +1,151 @@
+"""``kvbench plan``: capacity per tier, DWPD, WAF, lifetime and the bill for a trace (and optionally a run)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from kvbench.cli._common import DURATION, SIZE, emit_json, json_option
+from kvbench.errors import SpecError, UsageError
+from kvbench.units import format_bytes
+
+
+def _read_run(run_dir: str) -> tuple[dict, float | None, str | None]:
+    """summary.json of a replay run, with the L3 capacity and layout from its summary or run.json."""
+    d = Path(run_dir)
+    if not (d / "summary.json").is_file():
+        raise UsageError(f"{run_dir}: no summary.json", "give a results/<run> folder written by kvbench replay kv")
+    try:
+        summary = json.loads((d / "summary.json").read_text())
+        run = json.loads((d / "run.json").read_text()) if (d / "run.json").is_file() else {}
+    except json.JSONDecodeError as e:
+        raise SpecError(f"{run_dir}: invalid JSON at line {e.lineno}: {e.msg}", "re-run or repair the run folder") \
+            from None
+    l3 = (summary.get("tiers") or {}).get("l3") or {}
+    config = run.get("config") or {}
+    capacity = l3.get("capacity_bytes") or config.get("l3_capacity") or config.get("l3_capacity_bytes")
+    layout = l3.get("layout") or config.get("layout")
+    return summary, (float(capacity) if capacity else None), layout
+
+
+@click.command("plan")
+@click.option("--trace", "trace_path", required=True, help="Trace file or built-in trace name.")
+@click.option("--model", required=True, help="Model preset (KV bytes per token).")
+@click.option("--target-hit", "targets", type=float, multiple=True,
+              help="Target hit ratio, as a fraction of the infinite-cache hit ratio (repeatable; default 0.9, "
+                   "0.95, 0.99; the first is the headline).")
+@click.option("--absolute", is_flag=True, help="Targets are absolute hit ratios, not fractions of the infinite one.")
+@click.option("--retention", type=DURATION, default=None, help="KV retention (idle TTL), e.g. 1h.")
+@click.option("--rate", type=float, default=None, help="Requests per second to plan for (default: the trace's).")
+@click.option("--rate-model", type=click.Choice(["compress", "replicate"]), default="compress", show_default=True,
+              help="compress: the same requests arrive faster; replicate: independent copies of the users.")
+@click.option("--run", "run_dir", type=click.Path(file_okay=False), default=None,
+              help="A replay run folder: measured L3 write bytes instead of simulated write-through.")
+@click.option("--prices", default="2025-h2", show_default=True, help="Price preset name or TOML path.")
+@click.option("--price", "price_overrides", multiple=True, help="Override a price: dram=6, gpu=2.5, ssd.qlc=0.05.")
+@click.option("--profile", "profile_name", default=None, help="Compute profile (prefill rate) name or path.")
+@click.option("--recompute-tokens-per-s", type=float, default=None, help="Prefill rate when no profile is given.")
+@click.option("--layout", type=click.Choice(["slot", "log"]), default="slot", show_default=True,
+              help="L3 block-store layout for the device WAF model.")
+@click.option("--ssd-op", type=float, default=0.07, show_default=True, help="Drive over-provisioning (FTL model).")
+@click.option("--erase-block", type=SIZE, default="256MiB", show_default=True, help="Erase unit (FTL model).")
+@click.option("--waf", type=float, default=None, help="A measured device WAF (skips the FTL model).")
+@click.option("--dram", "dram_bytes", type=SIZE, default=None, help="Fixed L2 DRAM size (default: the knee).")
+@click.option("--ssd-class", default=None, help="SSD class from the price preset (default: cheapest per day).")
+@click.option("--store-fill", type=float, default=1.0, show_default=True, help="Fraction of the SSD the store uses.")
+@click.option("--warmup", type=float, default=0.0, show_default=True, help="Fraction of requests excluded (cold start).")
+@click.option("--block-tokens", type=int, default=None, help="Override the trace's tokens per block.")
+@json_option
+def plan_cmd(trace_path, model, targets, absolute, retention, rate, rate_model, run_dir, prices, price_overrides,
+             profile_name, recompute_tokens_per_s, layout, ssd_op, erase_block, waf, dram_bytes, ssd_class,
+             store_fill, warmup, block_tokens, as_json):
+    """Plan DRAM and SSD for a trace: capacity per tier for target hit ratios, the knee, required DWPD with the
+    device WAF beside it, lifetime on each SSD class, and the cost per day against recomputing."""
+    from dataclasses import replace
+
+    from kvbench.analysis.cost import PlanOptions, build_plan, load_prices
+    from kvbench.spec.models import load_model
+    from kvbench.stream.traces import read_trace
+
+    spec = load_model(model)
+    trace = read_trace(trace_path)
+    if block_tokens:
+        trace = replace(trace, block_tokens=int(block_tokens))
+    block_bytes = spec.block_bytes(trace.block_tokens)
+    price_table = load_prices(prices, price_overrides)
+    if profile_name and recompute_tokens_per_s:
+        raise UsageError("--profile and --recompute-tokens-per-s are exclusive", "give one prefill rate source")
+    if profile_name:
+        from kvbench.compute.profile import load_profile
+
+        prof = load_profile(profile_name)
+        tokens_per_s, compute = prof.tokens_per_s, {"profile": prof.name, "kind": prof.kind, "device": prof.device,
+                                                    "tokens_per_s": prof.tokens_per_s, "source": prof.source}
+    else:
+        tokens_per_s = recompute_tokens_per_s or 10_000.0
+        compute = {"profile": None, "kind": "rate", "tokens_per_s": tokens_per_s,
+                   "source": "--recompute-tokens-per-s" if recompute_tokens_per_s else
+                   "assumption: 10,000 prefill tokens/s per GPU (give --profile or --recompute-tokens-per-s)"}
+    summary = l3_cap = run_layout = None
+    if run_dir:
+        summary, l3_cap, run_layout = _read_run(run_dir)
+    opts = PlanOptions(targets=tuple(targets) or (0.9, 0.95, 0.99), relative=not absolute, retention_s=retention,
+                       rate=rate, rate_model=rate_model, warmup=warmup, layout=layout, ssd_op=ssd_op,
+                       erase_block_bytes=erase_block, store_fill=store_fill, dram_bytes=dram_bytes,
+                       ssd_class=ssd_class, waf=waf)
+    out = build_plan(trace, block_bytes=block_bytes, prices=price_table, tokens_per_s=tokens_per_s, options=opts,
+                     summary=summary, run_l3_capacity=l3_cap, run_layout=run_layout, compute=compute,
+                     model=spec.name)
+    if run_dir:
+        out["run"] = str(run_dir)
+    if as_json:
+        emit_json(out)
+        return
+    _print(out)
+
+
+def _money(x) -> str:
+    return "inf" if x is None or x == float("inf") else f"${x:,.2f}"
+
+
+def _print(out: dict) -> None:
+    ret = "unlimited" if out["retention_s"] is None else f"{out['retention_s']:g} s"
+    click.echo(f"trace {out['trace']}: {out['requests']} requests over {out['span_s']:.0f} s "
+               f"({out['trace_rate']:.2f} req/s), planned at {out['rate']:.2f} req/s ({out['rate_model']}); "
+               f"model {out['model']}, block {format_bytes(out['block_bytes'])}; retention {ret}")
+    click.echo(f"infinite-cache hit ratio {out['infinite_hit_ratio']:.3f}; knee at "
+               f"{format_bytes(out['knee_bytes'])}; device WAF {out['waf']:.2f} ({out['waf_source']})")
+    click.echo(f"{'target':>7} {'hit':>6} {'L2 DRAM':>11} {'L3 SSD':>11} {'writes/day':>11} {'DWPD':>7} "
+               f"{'life (y)':>8} {'SSD/DRAM':>8}  class")
+    for k, t in out["per_target"].items():
+        if not t.get("reachable"):
+            click.echo(f"{k:>7} unreachable (target {t['target_hit_ratio']:.3f} > infinite "
+                       f"{t['infinite_hit_ratio']:.3f})")
+            continue
+        life = t["lifetime_years"]
+        click.echo(f"{k:>7} {t['hit_ratio']:6.3f} {format_bytes(t['l2_bytes']):>11} {format_bytes(t['l3_bytes']):>11} "
+                   f"{format_bytes(t['l3_write_bytes_per_day']):>11} {t['dwpd']:7.2f} "
+                   f"{('inf' if life == float('inf') else f'{life:.1f}'):>8} {t['ssd_per_dram_gb']:8.2f}  "
+                   f"{t['ssd_class']}")
+    head = str(out["targets"][0])
+    head = f"{float(head):g}"
+    if head in out["plans"]:
+        click.echo(f"cost per day at target {head} (prices {out['prices']['name']}, {out['prices']['status']}):")
+        for p in out["plans"][head]:
+            u = p["usd_per_day"]
+            click.echo(f"  {p['name']:<22} total {_money(u['total']):>12}  (DRAM {_money(u['dram'])}, "
+                       f"SSD {_money(u['ssd'])}, GPU {_money(u['gpu'])})")
+    click.echo("retention sweep (headline target): " + "; ".join(
+        f"{'unlimited' if r['retention_s'] is None else format(r['retention_s'], 'g') + ' s'}: "
+        + (f"{format_bytes(r['l3_bytes'])}, {r['dwpd']:.2f} DWPD" if "dwpd" in r else "unreachable")
+        for r in out["retention_sweep"]))
+    for w in out.get("warnings", []):
+        click.echo(f"warning: {w}")
+    rb = out.get("retention_bound")
+    if rb:
+        click.echo(f"retention-bound estimate: {format_bytes(rb['l3_bytes'])} of SSD, {rb['dwpd']:.2f} DWPD")
+
+
+COMMANDS = [plan_cmd]

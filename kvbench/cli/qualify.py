@@ -1,0 +1,58 @@
+"""``kvbench qualify PROFILE --target DEV``: precondition, run the profile's workloads, pass/fail per criterion."""
+
+from __future__ import annotations
+
+import click
+
+from kvbench.cli._common import SIZE, emit_json, json_option
+
+
+def _drive_kv(ctx, param, values):
+    out = {}
+    for v in values:
+        k, sep, val = v.partition("=")
+        if not sep or not k:
+            raise click.BadParameter(f"{v!r}: write KEY=VALUE, e.g. rated_dwpd=3")
+        try:
+            out[k] = float(val)
+        except ValueError:
+            out[k] = val
+    return out
+
+
+@click.command("qualify")
+@click.argument("profile")
+@click.option("--target", required=True, help="Drive under test: a raw block device or a file (created if absent).")
+@click.option("--size", type=SIZE, default=None, help="Bytes of the target to use (required for a new file).")
+@click.option("--destroy-data", default=None, metavar="DEV",
+              help="Allow writing to this raw block device (must name --target): its data is destroyed.")
+@click.option("--drive", "drive", multiple=True, callback=_drive_kv, metavar="KEY=VALUE",
+              help="Override the profile's [drive] facts, e.g. --drive rated_dwpd=3 (repeatable).")
+@click.option("--skip-precondition", is_flag=True, help="Skip the fill and steady-state rounds (drive already conditioned).")
+@click.option("--results", "results_root", default="results", show_default=True, help="Folder for run folders.")
+@click.option("-o", "--output", default=None, type=click.Path(dir_okay=False), help="HTML report path.")
+@json_option
+def qualify_cmd(profile, target, size, destroy_data, drive, skip_precondition, results_root, output, as_json):
+    """Qualify a drive against PROFILE (a name in workloads/qualify or a .toml path).
+
+    Preconditions (sequential fill, random writes until the SNIA PTS steady-state rule holds), runs the
+    profile's workloads, judges each criterion, writes the run folder and an HTML report. Exit status 0 when
+    every criterion passes, 1 when any fails.
+    """
+    from kvbench.qualify.job import QualificationFailed, qualify
+    from kvbench.qualify.profile import load_qualify_profile
+
+    prof = load_qualify_profile(profile)
+    summary, run_dir = qualify(prof, target, size=size, destroy_data=destroy_data, results_root=results_root,
+                               report_path=output, skip_precondition=skip_precondition, drive=drive)
+    if as_json:
+        emit_json(summary)
+    else:
+        click.echo(f"{'PASS' if summary['passed'] else 'FAIL'}: {summary['criteria_passed']}/{summary['criteria']} "
+                   f"criteria of {prof.name}; report: {summary.get('report')}; run_dir: {run_dir}")
+    if not summary["passed"]:
+        raise QualificationFailed(f"{prof.name}: {len(summary['failed'])} criteria failed: "
+                                  f"{'; '.join(summary['failed'][:4])}", f"see the report {summary.get('report')}")
+
+
+COMMANDS = [qualify_cmd]

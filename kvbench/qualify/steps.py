@@ -1,0 +1,107 @@
+"""Run kvbench commands as the steps of a job (``kvbench qualify``, ``kvbench run``) and read their ``--json``.
+
+Each step is a child process of this same kvbench (same interpreter, same package on PYTHONPATH), so a step
+that crashes, is killed or runs out of memory cannot take the job down with it, and its own progress output
+(on stderr) reaches the user unchanged. The JSON contract of every command (``run_dir`` and its documented
+fields) is the interface; nothing here depends on another command's internals.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import kvbench
+from kvbench.errors import Interrupted
+
+
+@dataclass(frozen=True)
+class StepResult:
+    name: str
+    argv: tuple
+    returncode: int
+    seconds: float
+    result: dict | None          # the parsed --json object (None when the step printed none)
+    error: str | None            # the step's one-line error when it failed
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and self.result is not None
+
+    @property
+    def run_dir(self) -> str | None:
+        return (self.result or {}).get("run_dir")
+
+
+def option_args(options: dict) -> list[str]:
+    """``{"bs": "4k", "closed_loop": True, "tier": ["a", "b"]}`` -> ``--bs 4k --closed-loop --tier a --tier b``."""
+    out: list[str] = []
+    for k, v in options.items():
+        flag = "--" + str(k).replace("_", "-")
+        if v is True:
+            out.append(flag)
+        elif v is False or v is None:
+            continue
+        elif isinstance(v, (list, tuple)):
+            for x in v:
+                out += [flag, str(x)]
+        else:
+            out += [flag, str(v)]
+    return out
+
+
+def kvbench_argv(words, args=(), options: dict | None = None) -> list[str]:
+    return [sys.executable, "-m", "kvbench", *words, *map(str, args), *option_args(options or {}), "--json"]
+
+
+def _env() -> dict:
+    root = str(Path(kvbench.__file__).resolve().parents[1])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+def run_step(name: str, argv: list[str], *, timeout_s: float | None = None, cwd=None) -> StepResult:
+    """Run one kvbench command; stderr passes through to the user, stdout is the JSON result."""
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
+                           timeout=timeout_s, cwd=cwd)
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        return StepResult(name, tuple(argv), 124, time.monotonic() - t0, _parse(out),
+                          f"timed out after {timeout_s:.0f} s")
+    except KeyboardInterrupt:
+        raise Interrupted(f"interrupted during step {name!r}", "rerun the job") from None
+    if p.returncode == 130:
+        raise Interrupted(f"step {name!r} was interrupted", "rerun the job")
+    err_lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    if p.stderr:
+        # progress and warnings of the step, indented under the job's own lines
+        for ln in err_lines[-40:]:
+            print(f"    {ln}", file=sys.stderr)
+    error = None
+    if p.returncode != 0:
+        error = next((ln.split("error:", 1)[1].strip() for ln in reversed(err_lines) if "error:" in ln),
+                     err_lines[-1] if err_lines else f"exit status {p.returncode}")
+    return StepResult(name, tuple(argv), p.returncode, time.monotonic() - t0, _parse(p.stdout), error)
+
+
+def _parse(stdout: str) -> dict | None:
+    s = (stdout or "").strip()
+    if not s:
+        return None
+    try:
+        obj = json.loads(s)
+    except json.JSONDecodeError:
+        start = s.find("{")        # a command that printed a line before its JSON
+        try:
+            obj = json.loads(s[start:]) if start >= 0 else None
+        except json.JSONDecodeError:
+            return None
+    return obj if isinstance(obj, dict) else None

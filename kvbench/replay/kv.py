@@ -1,0 +1,816 @@
+"""``kvbench replay kv``: trace -> tier simulation -> I/O plan per target -> engine -> load times and metrics.
+
+Pipeline, per window of requests (memory is bounded by resident keys and one window's plan, not by the trace):
+
+1. :class:`kvbench.sim.tiers.Hierarchy` simulates the window (Python loop over blocks: the only per-block
+   Python code) and emits block events (hit reads, creation/promotion/demotion writes, trims).
+2. :func:`events_to_plan` turns events into engine rows, vectorised: each block is split into chunk I/Os
+   (``chunk_bytes``, default 1 MiB) at ``base + slot * slot_bytes``; tags are ``f(key, version)`` so that
+   every read can be verified against the exact content its block was last written with; requests issue at
+   trace time / speed; FENCE marks an I/O whose range an earlier, possibly in-flight I/O writes (or reads,
+   for a write) since the last fence (:func:`add_fences`).
+3. The engine runs the L2 rows (DRAM arena, ``dram`` engine) and the L3/L4 rows (files or block devices,
+   O_DIRECT, libaio) concurrently, each with its own queue. Content is synthetic (stamped from the tag), so
+   the two domains share no data dependency; hazards only exist within a target.
+4. Per request: load time = first issue to last completion of its hit reads (per tier and overall; an L4
+   link model adds latency + bytes / bandwidth). Per tier: hit ratio, bytes, bandwidth over the run's wall
+   time, read latency histograms. Application write amplification = bytes written to L3 / KV bytes produced.
+
+Results: ``results/<run>/`` with run.json, summary.json, timeseries.csv (per second and tier), requests.csv
+(arrival, hit blocks per tier, load times), histograms.json.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from kvbench.errors import KvbenchError, SpecError, TargetError, UsageError, VerifyError
+from kvbench.sim.tiers import (DEMOTE_READ, EVENT_DTYPE, HIT_READ, KIND_NAMES, REQUEST_DTYPE, TIER_MEDIA,
+                               TIER_NAMES, Hierarchy, HierarchySpec, TierSpec)
+from kvbench.units import format_bytes
+
+MiB = 1 << 20
+PLAN_META_DTYPE = np.dtype([("tier", "u1"), ("kind", "u1"), ("key", "u8"), ("version", "i8")])
+L4_FILE = "kvbench-l4.store"
+
+
+# --- configuration --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ReplayConfig:
+    """Everything ``kvbench replay kv`` takes; ``validate()`` runs before any I/O."""
+
+    trace: str
+    model: str
+    fmt: str = "auto"
+    tp: int | None = None
+    l1: int = 0
+    l2: int = 0
+    l3: str | None = None
+    l3_capacity: int = 0
+    l4: str | None = None
+    l4_capacity: int = 0
+    l4_link_bw: float | None = None        # bytes/s of a modelled link in front of L4 (None: no model)
+    l4_link_latency_s: float = 0.0
+    policy: str = "lru"
+    ttl_s: float | None = None
+    write_policy: str = "through"
+    inclusion: str = "inclusive"
+    promote: bool = True
+    layout: str = "slot"
+    trim: bool = False
+    segment_bytes: int = 64 * MiB
+    chunk_bytes: int = 1 * MiB
+    speed: float = 1.0
+    closed_loop: bool = False
+    duration_s: float | None = None
+    max_requests: int | None = None
+    verify: str = "sampled"
+    qd: int = 32
+    engine: str = "libaio"
+    dry_run: bool = False
+    export_iolog: str | None = None
+    destroy_data: str | None = None
+    results: str = "results"
+    window_ios: int = 262144
+
+    def validate(self) -> None:
+        if self.l3 and self.l3_capacity <= 0:
+            raise UsageError(f"--l3 {self.l3} needs --l3-capacity", "give e.g. --l3-capacity 64GiB")
+        if self.l3_capacity > 0 and not self.l3:
+            raise UsageError("--l3-capacity without --l3 PATH", "give the store file or block device with --l3")
+        if self.l4 and self.l4_capacity <= 0:
+            raise UsageError(f"--l4 {self.l4} needs --l4-capacity", "give e.g. --l4-capacity 1TiB")
+        if self.l4_capacity > 0 and not self.l4:
+            raise UsageError("--l4-capacity without --l4 DIR", "give a directory on the remote filesystem")
+        if self.l4 and not os.path.isdir(self.l4):
+            raise TargetError(f"--l4 {self.l4} is not a directory", "give an existing directory (NFS, FUSE, ...)")
+        if not (self.speed > 0 and math.isfinite(self.speed)):
+            raise UsageError(f"--speed must be > 0, not {self.speed}", "give e.g. --speed 10")
+        if self.chunk_bytes < 4096 or self.chunk_bytes % 4096:
+            raise UsageError(f"--chunk {self.chunk_bytes} is not a multiple of 4 KiB", "give e.g. --chunk 1MiB")
+        if self.verify not in ("off", "sampled", "all"):
+            raise UsageError(f"unknown --verify {self.verify!r}", "use sampled, all or off")
+        if self.qd < 1:
+            raise UsageError(f"--qd must be >= 1, not {self.qd}", "give e.g. --qd 32")
+        if self.duration_s is not None and self.duration_s <= 0:
+            raise UsageError("--duration must be > 0", "give e.g. --duration 60s")
+        if self.l4_link_bw is not None and self.l4_link_bw <= 0:
+            raise UsageError("--l4-link-bw must be > 0", "give e.g. --l4-link-bw 10GB/s")
+
+
+def hierarchy_spec(cfg: ReplayConfig, block_bytes: int, block_desc: str = "") -> HierarchySpec:
+    tiers = []
+    for name, cap in (("l1", cfg.l1), ("l2", cfg.l2), ("l3", cfg.l3_capacity), ("l4", cfg.l4_capacity)):
+        if cap:
+            tiers.append(TierSpec(name, int(cap), cfg.policy, cfg.ttl_s,
+                                  layout=cfg.layout if name == "l3" else "slot", trim=cfg.trim))
+    return HierarchySpec(tuple(tiers), int(block_bytes), write_policy=cfg.write_policy, inclusion=cfg.inclusion,
+                         promote=cfg.promote, segment_bytes=cfg.segment_bytes, block_desc=block_desc)
+
+
+# --- plan building (vectorised) -------------------------------------------------------------------------
+def block_tags(keys: np.ndarray, versions: np.ndarray) -> np.ndarray:
+    """Content tag of a block's version: splitmix64(key * golden + version), never 0."""
+    with np.errstate(over="ignore"):
+        z = keys.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15) + versions.astype(np.uint64) + np.uint64(1)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    return np.where(z == 0, np.uint64(1), z)
+
+
+def events_to_plan(events: np.ndarray, issue_ns_of_request, slot_bytes: int, chunk_bytes: int,
+                   tier_target: dict, tier_base: dict | None = None):
+    """Block events -> (PLAN_DTYPE rows, PLAN_META_DTYPE rows), one row per chunk I/O, in event order.
+
+    ``issue_ns_of_request(request_ids) -> int64 ns``; ``tier_target`` maps tier level (1..3) to target index;
+    ``tier_base`` to the byte offset of that tier's store in its target (default 0). Trims stay whole.
+    """
+    from kvbench.engine.plan import PLAN_DTYPE
+
+    ev = events[events["tier"] > 0]
+    n = len(ev)
+    if n == 0:
+        return np.zeros(0, PLAN_DTYPE), np.zeros(0, PLAN_META_DTYPE)
+    tier_base = tier_base or {}
+    base_of = np.zeros(4, dtype=np.uint64)
+    tgt_of = np.zeros(4, dtype=np.uint16)
+    for lvl, t in tier_target.items():
+        tgt_of[lvl] = t
+        base_of[lvl] = tier_base.get(lvl, 0)
+    sb, cb = int(slot_bytes), int(chunk_bytes)
+    per_block = -(-sb // cb)
+    is_trim = ev["op"] == 2
+    nch = np.where(is_trim, 1, per_block).astype(np.int64)
+    rep = np.repeat(np.arange(n), nch)
+    starts = np.cumsum(nch) - nch
+    j = (np.arange(rep.size) - starts[rep]).astype(np.uint64)
+    e = ev[rep]
+    ev_off = base_of[e["tier"]] + e["slot"].astype(np.uint64) * np.uint64(sb)
+    plan = np.zeros(rep.size, dtype=PLAN_DTYPE)
+    plan["op"] = e["op"]
+    plan["target"] = tgt_of[e["tier"]]
+    plan["offset"] = ev_off + j * np.uint64(cb)
+    trim_rows = is_trim[rep]
+    plan["length"] = np.where(trim_rows, e["nslots"].astype(np.int64) * sb,
+                              np.minimum(cb, sb - j.astype(np.int64) * cb))
+    plan["issue_ns"] = issue_ns_of_request(e["request"])
+    plan["tag"] = np.where(trim_rows, np.uint64(0), block_tags(e["key"], e["version"]))
+    plan["group"] = e["request"]
+    meta = np.zeros(rep.size, dtype=PLAN_META_DTYPE)
+    meta["tier"], meta["kind"], meta["key"], meta["version"] = e["tier"], e["kind"], e["key"], e["version"]
+    return plan, meta
+
+
+def add_fences(plan: np.ndarray, grain: int) -> int:
+    """Set FENCE on each I/O that may race an earlier in-flight I/O of an overlapping range of its target.
+
+    Ranges are compared in units of ``grain`` bytes (every offset and length of the plan is a multiple of it,
+    e.g. gcd(slot, chunk)). A read races an earlier write/trim of a unit it covers; a write/trim races any
+    earlier I/O of such a unit (a pending read would see new data, a pending write could land last). The
+    earlier I/O can only still be in flight if no FENCE was issued after it, so one sequential pass over the
+    candidates places the fewest fences that keep the plan exact. Returns the number of fences.
+    """
+    from kvbench.engine.plan import FLAG_FENCE
+
+    n = len(plan)
+    if n < 2:
+        return 0
+    g = np.uint64(grain)
+    first = plan["offset"] // g
+    last = (plan["offset"] + plan["length"].astype(np.uint64) - np.uint64(1)) // g
+    span = (last - first + np.uint64(1)).astype(np.int64)
+    row = np.repeat(np.arange(n, dtype=np.int64), span)
+    k = np.arange(row.size, dtype=np.int64) - np.repeat(np.cumsum(span) - span, span)
+    unit = (plan["target"][row].astype(np.uint64) << np.uint64(48)) | (first[row] + k.astype(np.uint64))
+    is_w = plan["op"][row] != 0
+    order = np.lexsort((row, unit))
+    u, r, w = unit[order], row[order], is_w[order]
+    same = np.empty(u.size, dtype=bool)
+    same[0] = False
+    same[1:] = u[1:] == u[:-1]
+    prev_any = np.where(same, np.roll(r, 1), -1)
+    # last write/trim strictly before, within the same unit: segmented running max
+    gid = np.cumsum(~same) - 1
+    big = np.int64(n + 1)
+    val = gid * big + np.where(w, r + 1, 0)
+    incl = np.maximum.accumulate(val) - gid * big - 1          # last write at or before this position
+    prev_w = np.where(same, np.roll(incl, 1), -1)
+    conflict = np.where(w, prev_any, prev_w)
+    per_row = np.full(n, -1, dtype=np.int64)
+    np.maximum.at(per_row, r, conflict)
+    cand = np.flatnonzero(per_row >= 0)
+    if cand.size == 0:
+        return 0
+    prevs = per_row[cand].tolist()
+    fences = []
+    last_fence = -1
+    for i, p in zip(cand.tolist(), prevs):
+        if p >= last_fence:
+            fences.append(i)
+            last_fence = i
+    if fences:
+        plan["flags"][np.asarray(fences)] |= FLAG_FENCE
+    return len(fences)
+
+
+# --- iolog export ---------------------------------------------------------------------------------------
+class IologWriter:
+    """fio iolog v3 (``time_ms file action offset length``) for the device targets (DRAM rows are skipped)."""
+
+    ACTIONS = np.array(["read", "write", "trim"])
+
+    def __init__(self, path: str, files: dict):
+        self.path, self.files = path, files          # target index -> file name
+        self.fh = open(path, "w")
+        self.fh.write("fio version 3 iolog\n")
+        for f in files.values():
+            self.fh.write(f"0 {f} add\n")
+        for f in files.values():
+            self.fh.write(f"0 {f} open\n")
+        self.last_ms = 0
+
+    def write(self, plan: np.ndarray) -> None:
+        if not len(plan):
+            return
+        import pandas as pd
+        ms = (plan["issue_ns"] // 1_000_000).astype(np.int64)
+        names = np.array([self.files[t] for t in sorted(self.files)], dtype=object)
+        idx = np.searchsorted(np.array(sorted(self.files)), plan["target"])
+        df = pd.DataFrame({"t": ms, "f": names[idx], "a": self.ACTIONS[plan["op"]],
+                           "o": plan["offset"].astype(np.int64), "l": plan["length"].astype(np.int64)})
+        df.to_csv(self.fh, sep=" ", header=False, index=False)
+        self.last_ms = max(self.last_ms, int(ms.max()))
+
+    def close(self) -> None:
+        for f in self.files.values():
+            self.fh.write(f"{self.last_ms} {f} close\n")
+        self.fh.close()
+
+
+# --- device counters ------------------------------------------------------------------------------------
+def diskstats(device: str | None) -> dict | None:
+    """Bytes read/written/discarded by a block device so far (/proc/diskstats, 512-byte sectors)."""
+    if not device:
+        return None
+    try:
+        with open("/proc/diskstats") as fh:
+            for line in fh:
+                f = line.split()
+                if len(f) >= 10 and f[2] == device:
+                    disc = int(f[16]) * 512 if len(f) > 16 else 0
+                    return {"read_bytes": int(f[5]) * 512, "write_bytes": int(f[9]) * 512, "discard_bytes": disc}
+    except OSError:
+        return None
+    return None
+
+
+# --- the run --------------------------------------------------------------------------------------------
+@dataclass
+class _Targets:
+    dram: list = field(default_factory=list)        # [l2 target]
+    dev: list = field(default_factory=list)         # [l3?, l4?]
+    tier_domain: dict = field(default_factory=dict)  # level -> ("dram"|"dev", target index)
+    notes: dict = field(default_factory=dict)
+
+    def close(self):
+        for t in self.dram + self.dev:
+            try:
+                t.close()
+            except Exception:  # noqa: BLE001 - closing is best effort
+                pass
+
+
+def _open_targets(cfg: ReplayConfig, hier: Hierarchy) -> _Targets:
+    """Open L2 arena, L3 store, L4 file; refuse a store that does not fit its target (before any I/O)."""
+    from kvbench.engine.targets import open_target
+
+    out = _Targets()
+    try:
+        for t in hier.tiers:
+            name = t.spec.name
+            if name == "l1":
+                continue
+            need = t.store.footprint_bytes
+            if name == "l2":
+                tgt = open_target(f"dram:{need}")
+                out.dram.append(tgt)
+                out.tier_domain[t.level] = ("dram", 0)
+                continue
+            path = cfg.l3 if name == "l3" else os.path.join(cfg.l4, L4_FILE)
+            if name == "l3" and os.path.exists(path) and not os.path.isfile(path):
+                tgt = open_target(path, write=True, destroy_data=cfg.destroy_data)
+            else:
+                try:
+                    tgt = open_target(path, size=need, write=True)
+                    mode = "O_DIRECT"
+                except TargetError as e:
+                    if name != "l4" or "O_DIRECT" not in str(e):
+                        raise
+                    tgt = open_target(path, size=need, write=True, direct=False)
+                    mode = f"buffered (no O_DIRECT on this filesystem: {e.problem})"
+                out.notes[name] = {"io_mode": mode}
+            if tgt.size < need:
+                tgt.close()
+                raise TargetError(f"the {name} store needs {format_bytes(need)} ({t.store.n_slots} slots of "
+                                  f"{format_bytes(t.store.slot_bytes)}) but {tgt.path} holds "
+                                  f"{format_bytes(tgt.size)}",
+                                  f"give a smaller --{name}-capacity or a larger target")
+            out.dev.append(tgt)
+            out.tier_domain[t.level] = ("dev", len(out.dev) - 1)
+    except BaseException:
+        out.close()
+        raise
+    return out
+
+
+def _load_trace_meta(cfg: ReplayConfig):
+    """Validate the whole trace (line/field errors before any I/O); return (block_tokens, requests, blocks)."""
+    from kvbench.stream.traces import iter_trace
+
+    bt, nreq, nblk = None, 0, 0
+    for b in iter_trace(cfg.trace, cfg.fmt):
+        bt = b.block_tokens
+        nreq += b.n_requests
+        nblk += int(b.offsets[-1] - b.offsets[0])
+    if bt is None or nreq == 0:
+        raise UsageError(f"trace {cfg.trace} has no requests", "give a non-empty trace")
+    return bt, nreq, nblk
+
+
+class _Windows:
+    """Cut the simulation into windows of whole requests with about ``window_ios`` chunk I/Os each."""
+
+    def __init__(self, cfg: ReplayConfig, hier: Hierarchy, ios_per_block: int):
+        self.cfg, self.hier = cfg, hier
+        self.block_limit = max(64, cfg.window_ios // max(1, ios_per_block))
+        self.sim_s = 0.0
+        self.sim_blocks = 0
+
+    def __iter__(self):
+        from kvbench.stream.traces import iter_trace
+
+        cfg = self.cfg
+        done = 0
+        for b in iter_trace(cfg.trace, cfg.fmt, batch_requests=8192):
+            ts, offs, keys = b.timestamp_s, b.offsets - b.offsets[0], b.keys
+            n = b.n_requests
+            if cfg.max_requests is not None:
+                n = min(n, cfg.max_requests - done)
+            if cfg.duration_s is not None and not cfg.closed_loop:
+                n = min(n, int(np.searchsorted(ts, cfg.duration_s * cfg.speed, side="left")))
+            r = 0
+            while r < n:
+                # grow the window until ~block_limit block touches
+                stop = int(np.searchsorted(offs, offs[r] + self.block_limit, side="right")) - 1
+                stop = min(max(stop, r + 1), n)
+                t0 = time.perf_counter()
+                reqs, ev = self.hier.run(ts[r:stop], offs[r:stop + 1] - offs[r], keys[offs[r]:offs[stop]],
+                                         first_request=done + r)
+                self.sim_s += time.perf_counter() - t0
+                self.sim_blocks += int(offs[stop] - offs[r])
+                yield reqs, ev
+                r = stop
+            done += n
+            if n < b.n_requests:
+                return
+
+
+def _first_per_group(groups: np.ndarray, values: np.ndarray, fn) -> tuple[np.ndarray, np.ndarray]:
+    """Reduce ``values`` per run of equal ``groups`` (groups sorted): returns (group ids, reduced)."""
+    if groups.size == 0:
+        return groups, values
+    starts = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]])
+    return groups[starts], fn.reduceat(values, starts)
+
+
+class _Accumulator:
+    """Run-wide metrics gathered window by window (fixed memory: histograms and per-second bins)."""
+
+    def __init__(self, levels):
+        from kvbench.metrics.histogram import LatencyHistogram
+
+        self.levels = levels
+        self.hist = {(lvl, op): LatencyHistogram() for lvl in levels for op in ("read", "write")}
+        self.load_hist = LatencyHistogram()
+        self.tier_load_hist = {lvl: LatencyHistogram() for lvl in levels}
+        self.lag_hist = LatencyHistogram()
+        self.lag_max_ns = 0
+        self.bytes = {(lvl, op): 0 for lvl in levels for op in (0, 1, 2)}
+        self.ios = {(lvl, op): 0 for lvl in levels for op in (0, 1, 2)}
+        self.first_ns = None
+        self.last_ns = None
+        self.verify_checked = 0
+        self.verify_errors = 0
+        self.first_mismatch = None
+        self.errors = []
+        self.status = "complete"
+        self.sec_bytes: dict = {}          # (second, lvl, op) -> bytes
+
+
+def _run_domain(plan, targets, cfg, verify, runtime_s, results, key, handle_signals):
+    from kvbench.engine import run_plan
+
+    try:
+        results[key] = run_plan(plan, targets, engine="dram" if key == "dram" else cfg.engine, qd=cfg.qd,
+                                workers=1, pacing="closed" if cfg.closed_loop else "open", speed=1.0,
+                                verify=verify, runtime_s=runtime_s, handle_signals=handle_signals)
+    except BaseException as e:  # noqa: BLE001 - reported by the caller
+        results[key] = e
+
+
+def replay_kv(cfg: ReplayConfig, *, progress=None) -> dict:
+    """Run (or with ``dry_run`` only simulate) a KV replay; returns the summary (also in summary.json)."""
+    from kvbench.spec.models import load_model
+
+    cfg.validate()
+    model = load_model(cfg.model, tp=cfg.tp)
+    block_tokens, n_requests, n_blocks = _load_trace_meta(cfg)
+    block_bytes = model.block_bytes(block_tokens)
+    spec = hierarchy_spec(cfg, block_bytes, f"{model.name}, {block_tokens} tokens")
+    hier = Hierarchy(spec)                      # validates capacities / policy / combos
+    slot_bytes = spec.slot_bytes
+    ios_per_block = -(-slot_bytes // cfg.chunk_bytes)
+    levels = [t.level for t in hier.tiers]
+    config = {**asdict(cfg), "block_tokens": block_tokens, "block_bytes": block_bytes, "slot_bytes": slot_bytes,
+              "bytes_per_token": model.bytes_per_token,
+              "tiers": {t.spec.name: {"capacity_bytes": t.spec.capacity_bytes, "capacity_blocks":
+                                      t.policy.capacity, "policy": t.spec.policy, "ttl_s": t.spec.ttl_s,
+                                      "medium": TIER_MEDIA[t.spec.name],
+                                      **({"layout": t.store.layout, "slots": t.store.n_slots,
+                                          "footprint_bytes": t.store.footprint_bytes} if t.store else {})}
+                        for t in hier.tiers}}
+    targets = _Targets() if cfg.dry_run else _open_targets(cfg, hier)
+    from kvbench.metrics.run import RunDir
+
+    try:
+        rd = RunDir.create("replay-kv", config, root=cfg.results, targets=[t.path for t in targets.dev])
+        if targets.notes:
+            rd.update_run(tier_io=targets.notes)
+        return _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_bytes, slot_bytes,
+                       ios_per_block, progress)
+    finally:
+        targets.close()
+
+
+def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_bytes, slot_bytes,
+            ios_per_block, progress):
+    acc = _Accumulator(levels)
+    io_levels = [lvl for lvl in levels if lvl > 0]
+    dev_files = {targets.tier_domain[lvl][1]: (targets.dev[targets.tier_domain[lvl][1]].path)
+                 for lvl in io_levels if targets.tier_domain.get(lvl, ("", 0))[0] == "dev"}
+    iolog = IologWriter(cfg.export_iolog, dev_files or {0: cfg.l3 or "l3"}) if cfg.export_iolog else None
+    dev_name = None
+    for lvl in io_levels:
+        dom = targets.tier_domain.get(lvl)
+        if dom and dom[0] == "dev" and lvl == 2:
+            dev_name = targets.dev[dom[1]].device
+    disk0 = diskstats(dev_name) if not cfg.dry_run else None
+    windows = _Windows(cfg, hier, ios_per_block)
+    req_path = rd.path / "requests.csv"
+    req_header = True
+    fences_total = planned_ios = 0
+    planned_bytes = {(lvl, op): 0 for lvl in levels for op in (0, 1, 2)}
+    totals = {"requests": 0, "blocks": 0, "hit_blocks": 0, "produced": 0}
+    lvl_hits = np.zeros(4, dtype=np.int64)
+    run_t0 = time.perf_counter_ns()
+    scale = 1e9 / cfg.speed
+    interrupted = False
+    try:
+        for reqs, ev in windows:
+            arrivals = reqs["arrival_s"]
+            first_req = int(reqs["request"][0])
+
+            def issue_ns(req_ids, _a=arrivals, _f=first_req):
+                if cfg.closed_loop:
+                    return np.zeros(len(req_ids), dtype=np.int64)
+                return (_a[req_ids - _f] * scale).astype(np.int64)
+
+            load_ms = np.full(len(reqs), np.nan)
+            tier_ms = {lvl: np.full(len(reqs), np.nan) for lvl in (1, 2, 3)}
+            io_ev = ev[ev["tier"] > 0]
+            n_trim = int((io_ev["op"] == 2).sum())
+            planned_ios += (len(io_ev) - n_trim) * ios_per_block + n_trim
+            for lvl in io_levels:
+                for op in (0, 1, 2):
+                    sel = (io_ev["tier"] == lvl) & (io_ev["op"] == op)
+                    planned_bytes[(lvl, op)] += int(io_ev["nslots"][sel].astype(np.int64).sum()) * slot_bytes
+            if not cfg.dry_run or iolog is not None:      # a dry run only simulates, unless asked for the plan
+                tier_target = {lvl: targets.tier_domain[lvl][1] if lvl in targets.tier_domain else 0
+                               for lvl in io_levels}
+                plan, meta = events_to_plan(ev, issue_ns, slot_bytes, cfg.chunk_bytes, tier_target)
+                dram_rows = meta["tier"] == 1
+                parts = {}
+                if dram_rows.any():
+                    parts["dram"] = np.flatnonzero(dram_rows)
+                if (~dram_rows).any():
+                    parts["dev"] = np.flatnonzero(~dram_rows)
+                subplans = {}
+                for dom, rows in parts.items():
+                    sp = plan[rows]
+                    fences_total += add_fences(sp, math.gcd(slot_bytes, cfg.chunk_bytes))
+                    subplans[dom] = sp
+                if iolog is not None and "dev" in subplans:
+                    iolog.write(subplans["dev"])
+                if not cfg.dry_run and subplans:
+                    _execute(cfg, subplans, parts, plan, meta, targets, acc, run_t0, reqs, load_ms, tier_ms,
+                             slot_bytes)
+            totals["requests"] += len(reqs)
+            totals["blocks"] += int(reqs["blocks"].sum())
+            totals["hit_blocks"] += int(reqs["hit_blocks"].sum())
+            totals["produced"] += int(reqs["produced"].sum())
+            for i, name in enumerate(TIER_NAMES):
+                lvl_hits[i] += int(reqs[f"hit_{name}"].sum())
+            _write_requests(req_path, reqs, load_ms, tier_ms, req_header, cfg, slot_bytes)
+            req_header = False
+            if not cfg.dry_run:
+                _flush_timeseries(rd, acc, final=False)
+                rd.write_summary(_summary(cfg, hier, acc, totals, lvl_hits, levels, block_bytes, slot_bytes,
+                                          fences_total, planned_ios, planned_bytes, windows, n_requests, None,
+                                          None), status="partial")
+            if progress:
+                progress(totals["requests"], n_requests)
+            if acc.status in ("failed", "interrupted"):
+                interrupted = acc.status == "interrupted"
+                break
+            if cfg.closed_loop and cfg.duration_s is not None and \
+                    (time.perf_counter_ns() - run_t0) / 1e9 >= cfg.duration_s:
+                break
+    except KeyboardInterrupt:
+        interrupted = True
+        acc.status = "interrupted"
+    finally:
+        if iolog is not None:
+            iolog.close()
+    disk1 = diskstats(dev_name) if disk0 is not None else None
+    host = None
+    if disk0 and disk1:
+        host = {k: disk1[k] - disk0[k] for k in disk0}
+        host["device"] = dev_name
+    if not cfg.dry_run:
+        _flush_timeseries(rd, acc, final=True)
+        hists = {f"{TIER_NAMES[lvl]}.{op}": h for (lvl, op), h in acc.hist.items() if len(h)}
+        hists["load_time"] = acc.load_hist
+        hists["issue_lag"] = acc.lag_hist
+        rd.write_histograms(hists)
+    summary = _summary(cfg, hier, acc, totals, lvl_hits, levels, block_bytes, slot_bytes, fences_total,
+                       planned_ios, planned_bytes, windows, n_requests, host, time.perf_counter_ns() - run_t0)
+    status = acc.status
+    if acc.verify_errors:
+        status = "failed"
+    rd.write_summary(summary, status=status)
+    summary = {"kind": "replay-kv", "status": status, "run_dir": str(rd.path), **summary}
+    if interrupted:
+        from kvbench.errors import Interrupted
+        raise Interrupted(f"interrupted after {totals['requests']} requests; results so far in {rd.path}",
+                          "rerun to completion")
+    if acc.errors:
+        raise acc.errors[0]
+    if acc.verify_errors:
+        f = acc.first_mismatch or {}
+        raise VerifyError(f"verify: {acc.verify_errors} of {acc.verify_checked} checked reads returned wrong data; "
+                          f"first: {f.get('tier')} block key {f.get('key')} version {f.get('version')} at "
+                          f"offset {f.get('offset')} of {f.get('target')} (results in {rd.path})",
+                          "check the device and the write path")
+    return summary
+
+
+def _execute(cfg, subplans, parts, plan, meta, targets, acc, run_t0, reqs, load_ms, tier_ms, slot_bytes):
+    """Run one window's sub-plans (DRAM and devices concurrently); fold results into ``acc`` and load times."""
+    elapsed = time.perf_counter_ns() - run_t0
+    runtime_s = None
+    if cfg.closed_loop and cfg.duration_s is not None:
+        runtime_s = max(0.001, cfg.duration_s - elapsed / 1e9)
+    for dom, sp in subplans.items():
+        if not cfg.closed_loop:
+            sp["issue_ns"] = np.maximum(sp["issue_ns"].astype(np.int64) - elapsed, 0)
+    results: dict = {}
+    threads = []
+    t_call = time.perf_counter_ns()
+    if "dram" in subplans and "dev" in subplans:      # the arena in a thread, the devices here
+        th = threading.Thread(target=_run_domain, args=(subplans["dram"], targets.dram, cfg, cfg.verify,
+                                                        runtime_s, results, "dram", False))
+        th.start()
+        threads.append(th)
+    if "dev" in subplans:
+        _run_domain(subplans["dev"], targets.dev, cfg, cfg.verify, runtime_s, results, "dev", True)
+    elif "dram" in subplans:
+        _run_domain(subplans["dram"], targets.dram, cfg, cfg.verify, runtime_s, results, "dram", True)
+    for th in threads:
+        th.join()
+    n = len(plan)
+    sub_abs = np.full(n, -1, dtype=np.int64)
+    comp_abs = np.full(n, -1, dtype=np.int64)
+    ok = np.zeros(n, dtype=bool)
+    offset_ns = t_call - run_t0 + 1_000_000           # the engine's clock starts ~1 ms after the call
+    for dom, rows in parts.items():
+        res = results.get(dom)
+        if isinstance(res, BaseException):
+            if isinstance(res, KeyboardInterrupt):
+                acc.status = "interrupted"
+                continue
+            if isinstance(res, KvbenchError):
+                acc.errors.append(res)
+                acc.status = "failed"
+                continue
+            raise res
+        if res is None:
+            continue
+        sub = res.submit_ns.astype(np.int64)
+        comp = res.complete_ns.astype(np.int64)
+        sub_abs[rows] = np.where(sub >= 0, sub + offset_ns, -1)
+        comp_abs[rows] = np.where(comp >= 0, comp + offset_ns, -1)
+        ok[rows] = res.ok
+        for (tidx, op), h in res.histograms.items():
+            lvl = next((lv for lv, (d, i) in targets.tier_domain.items() if d == dom and i == tidx), None)
+            if lvl is not None and op in ("read", "write"):
+                acc.hist[(lvl, op)].merge(h)
+        v = res.verify or {}
+        acc.verify_checked += int(v.get("checked", 0) or 0)
+        bad = int(v.get("mismatches", 0) or 0)
+        if bad:
+            acc.verify_errors += bad
+            f = v.get("first") or {}
+            idx = f.get("index")
+            if acc.first_mismatch is None and idx is not None:
+                g = rows[int(idx)]
+                tg = (targets.dram if dom == "dram" else targets.dev)[int(plan["target"][g])]
+                acc.first_mismatch = {"tier": TIER_NAMES[int(meta["tier"][g])], "key": int(meta["key"][g]),
+                                      "version": int(meta["version"][g]), "offset": int(plan["offset"][g]),
+                                      "target": tg.path, "kind": KIND_NAMES[int(meta["kind"][g])]}
+        if res.status == "interrupted":
+            acc.status = "interrupted"
+        elif res.status == "failed":
+            acc.status = "failed"
+            try:
+                res.raise_for_status()
+            except KvbenchError as e:
+                acc.errors.append(e)
+    done = ok & (comp_abs >= 0)
+    if done.any():
+        acc.first_ns = int(sub_abs[done].min()) if acc.first_ns is None else min(acc.first_ns, int(sub_abs[done].min()))
+        acc.last_ns = max(acc.last_ns or 0, int(comp_abs[done].max()))
+    lengths = plan["length"].astype(np.int64)
+    for lvl in acc.levels:
+        if lvl == 0:
+            continue
+        for op in (0, 1, 2):
+            sel = done & (meta["tier"] == lvl) & (plan["op"] == op)
+            acc.bytes[(lvl, op)] += int(lengths[sel].sum())
+            acc.ios[(lvl, op)] += int(sel.sum())
+            if sel.any():
+                sec = comp_abs[sel] // 1_000_000_000
+                us, inv = np.unique(sec, return_inverse=True)
+                sums = np.bincount(inv, weights=lengths[sel])
+                for s, b in zip(us.tolist(), sums.tolist()):
+                    acc.sec_bytes[(s, lvl, op)] = acc.sec_bytes.get((s, lvl, op), 0) + b
+    # issue lag (open loop): achieved - intended
+    if not cfg.closed_loop:
+        issued = sub_abs >= 0
+        if issued.any():
+            # plan["issue_ns"] still holds intended times from run start (the sub-plans are copies)
+            lag = np.maximum(sub_abs[issued] - plan["issue_ns"][issued].astype(np.int64), 0)
+            acc.lag_hist.record(lag)
+            acc.lag_max_ns = max(acc.lag_max_ns, int(lag.max()))
+    # per-request load times from hit reads
+    hit = done & (meta["kind"] == HIT_READ)
+    if hit.any():
+        g = plan["group"][hit]
+        first_req = int(reqs["request"][0])
+        ids, lo = _first_per_group(g, sub_abs[hit], np.minimum)
+        _, hi = _first_per_group(g, comp_abs[hit], np.maximum)
+        load_ms[ids - first_req] = (hi - lo) / 1e6
+        for lvl in (1, 2, 3):
+            sel = hit & (meta["tier"] == lvl)
+            if sel.any():
+                gi = plan["group"][sel]
+                tid, tlo = _first_per_group(gi, sub_abs[sel], np.minimum)
+                _, thi = _first_per_group(gi, comp_abs[sel], np.maximum)
+                t_ms = (thi - tlo) / 1e6
+                if lvl == 3 and (cfg.l4_link_bw or cfg.l4_link_latency_s):
+                    nbytes = reqs["hit_l4"][tid - first_req].astype(np.float64) * slot_bytes
+                    t_ms = t_ms + 1e3 * (cfg.l4_link_latency_s + (nbytes / cfg.l4_link_bw if cfg.l4_link_bw else 0))
+                tier_ms[lvl][tid - first_req] = t_ms
+                acc.tier_load_hist[lvl].record((t_ms * 1e6).astype(np.int64))
+        if cfg.l4_link_bw or cfg.l4_link_latency_s:
+            l4 = tier_ms[3]
+            has = ~np.isnan(l4)
+            load_ms[has] = np.fmax(load_ms[has], l4[has])
+        got = ~np.isnan(load_ms)
+        acc.load_hist.record((load_ms[got] * 1e6).astype(np.int64))
+
+
+def _write_requests(path: Path, reqs, load_ms, tier_ms, header: bool, cfg, slot_bytes) -> None:
+    import pandas as pd
+
+    df = pd.DataFrame({
+        "request": reqs["request"], "arrival_s": reqs["arrival_s"], "blocks": reqs["blocks"],
+        "hit_blocks": reqs["hit_blocks"], "hit_l1": reqs["hit_l1"], "hit_l2": reqs["hit_l2"],
+        "hit_l3": reqs["hit_l3"], "hit_l4": reqs["hit_l4"], "produced": reqs["produced"],
+        "load_ms": load_ms, "l2_load_ms": tier_ms[1], "l3_load_ms": tier_ms[2], "l4_load_ms": tier_ms[3],
+    })
+    df.to_csv(path, mode="w" if header else "a", header=header, index=False, float_format="%.4f")
+
+
+def _flush_timeseries(rd, acc: _Accumulator, final: bool) -> None:
+    """Write finished seconds: per tier and op, bytes per second."""
+    if not acc.sec_bytes:
+        return
+    secs = sorted({s for s, _, _ in acc.sec_bytes})
+    if not final:
+        secs = secs[:-1]            # the last second may still grow in the next window
+    if not secs:
+        return
+    rows = []
+    for s in secs:
+        row = {"t_s": s}
+        for lvl in acc.levels:
+            if lvl == 0:
+                continue
+            for op, name in ((0, "read"), (1, "write")):
+                row[f"{TIER_NAMES[lvl]}_{name}_bw_bytes_per_s"] = acc.sec_bytes.pop((s, lvl, op), 0)
+            acc.sec_bytes.pop((s, lvl, 2), None)
+        rows.append(row)
+    rd.append_timeseries(rows)
+
+
+def _pcts(h, keys=("p50", "p99", "p99.9")) -> dict:
+    p = h.percentiles() if len(h) else {}
+    return {k: p.get(k) for k in keys}
+
+
+def _summary(cfg, hier, acc, totals, lvl_hits, levels, block_bytes, slot_bytes, fences, planned_ios,
+             planned_bytes, windows, n_requests, host, wall_ns) -> dict:
+    wall_s = None
+    if acc.first_ns is not None and acc.last_ns is not None and acc.last_ns > acc.first_ns:
+        wall_s = (acc.last_ns - acc.first_ns) / 1e9
+    blocks = max(1, totals["blocks"])
+    tiers = {}
+    counters = hier.counters()
+    for t in hier.tiers:
+        lvl, name, c = t.level, t.spec.name, counters[t.spec.name]
+        if cfg.dry_run or lvl == 0:
+            rb = c.reads * (block_bytes if lvl == 0 else slot_bytes)
+            wb = c.writes * (block_bytes if lvl == 0 else slot_bytes)
+        else:
+            rb, wb = acc.bytes[(lvl, 0)], acc.bytes[(lvl, 1)]
+        entry = {
+            "hit_ratio": int(lvl_hits[lvl]) / blocks,
+            "hit_blocks": int(lvl_hits[lvl]),
+            "read_bytes": rb, "write_bytes": wb,
+            "trim_bytes": (acc.bytes[(lvl, 2)] if not cfg.dry_run and lvl else c.trims_slots * slot_bytes),
+            "read_bw_bytes_per_s": rb / wall_s if wall_s else None,
+            "write_bw_bytes_per_s": wb / wall_s if wall_s else None,
+            "read_lat_us": _pcts(acc.hist[(lvl, "read")]) if lvl else {"p50": None, "p99": None, "p99.9": None},
+            "write_lat_us": _pcts(acc.hist[(lvl, "write")]) if lvl else {"p50": None, "p99": None, "p99.9": None},
+            "load_ms": {k: (v / 1e3 if v is not None else None) for k, v in _pcts(acc.tier_load_hist[lvl]).items()}
+            if lvl else None,
+            "blocks": {"hit_reads": c.hit_reads, "demote_reads": c.demote_reads, "create_writes": c.create_writes,
+                       "promote_writes": c.promote_writes, "demote_writes": c.demote_writes,
+                       "evictions": c.evictions, "expirations": c.expirations, "reclaim_drops": c.reclaim_drops,
+                       "trimmed_slots": c.trims_slots, "peak_resident": c.peak_resident},
+            "capacity_blocks": t.policy.capacity, "policy": t.spec.policy, "medium": TIER_MEDIA[name],
+        }
+        if t.store is not None:
+            entry["layout"] = t.store.layout
+            entry["footprint_bytes"] = t.store.footprint_bytes
+        tiers[name] = entry
+    produced_bytes = hier.produced * block_bytes
+    l3 = next((t for t in hier.tiers if t.spec.name == "l3"), None)
+    l3_written = (counters["l3"].writes * slot_bytes) if l3 is not None else 0
+    load = _pcts(acc.load_hist, ("p50", "p90", "p99", "p99.9", "max", "mean"))
+    out = {
+        "trace": cfg.trace, "model": cfg.model, "requests": totals["requests"], "trace_requests": n_requests,
+        "blocks": totals["blocks"], "hit_blocks": totals["hit_blocks"], "hit_ratio": totals["hit_blocks"] / blocks,
+        "produced_blocks": hier.produced, "block_bytes": block_bytes, "slot_bytes": slot_bytes,
+        "chunk_bytes": cfg.chunk_bytes, "dry_run": cfg.dry_run,
+        "load_time_ms": {k: (v / 1e3 if v is not None else None) for k, v in load.items()},
+        "app_write_amplification": (l3_written / produced_bytes) if (l3 is not None and produced_bytes) else None,
+        "verify": cfg.verify, "verify_checked": acc.verify_checked, "verify_errors": acc.verify_errors,
+        "first_mismatch": acc.first_mismatch,
+        "tiers": tiers,
+        "write_policy": cfg.write_policy, "inclusion": cfg.inclusion, "promote": cfg.promote,
+        "pacing": "closed" if cfg.closed_loop else "open", "speed": None if cfg.closed_loop else cfg.speed,
+        "qd": cfg.qd, "engine": cfg.engine,
+        "wall_s": wall_s, "elapsed_s": wall_ns / 1e9 if wall_ns else None,
+        "planned_ios": planned_ios, "fences": fences if (not cfg.dry_run or cfg.export_iolog) else None,
+        "planned_bytes": {f"{TIER_NAMES[lvl]}_{('read', 'write', 'trim')[op]}": v
+                          for (lvl, op), v in planned_bytes.items() if lvl and v},
+        "simulation": {"blocks": windows.sim_blocks, "seconds": windows.sim_s,
+                       "blocks_per_s": windows.sim_blocks / windows.sim_s if windows.sim_s else None},
+        "host_bytes": host,
+    }
+    if not cfg.closed_loop and not cfg.dry_run:
+        out["issue_lag_us"] = {**_pcts(acc.lag_hist, ("p50", "p99", "max")),
+                               "note": "achieved - intended issue time (trace time / speed)"}
+    if host and l3_written:
+        out["host_write_amplification"] = host["write_bytes"] / max(1, acc.bytes.get((2, 1), 0)) \
+            if acc.bytes.get((2, 1)) else None
+    return out

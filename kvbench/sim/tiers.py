@@ -1,0 +1,350 @@
+"""The L1..L4 tier hierarchy: which block lives where, and the block I/O every request causes (pure).
+
+Per request (DESIGN.md prefix semantics), at arrival time ``now``:
+
+1. Retention: every tier drops keys idle longer than its TTL (handled like evictions, below).
+2. Blocks are touched deepest-first. A block resident in some tier is looked up there (recency updated); a
+   missing block is *produced* (prefill) with a new version and written to its creation tiers. The
+   request's hit blocks are the leading run of blocks found resident; for a single LRU tier this is exactly
+   the Mattson stack-distance count of ``kvbench mrc`` at the same capacity.
+3. Load phase: each hit block is read from the tier it was found in (L1 is simulated HBM: no I/O).
+4. Promotion, deepest-first: a hit below the top tier is copied into every present tier above it
+   (``promote=True``) or only into L1 (the GPU holds what it uses; ``promote=False``). Exclusive
+   hierarchies move it to the top tier instead (removed below).
+
+Write policy: write-through writes a new block to every present tier at creation; write-back writes it to
+the volatile tiers (L1, L2; the top present tier if neither) and a block reaches L3/L4 when evicted from the
+tier above (demotion: read from the evicting tier, write to the next). Exclusive hierarchies (a block lives
+in one tier only) create in the top tier, demote on eviction and move on promotion; they need write-back.
+An evicted block whose next tier already holds a copy (inclusive) is dropped without a write.
+
+The output is a stream of block events (``EVENT_DTYPE``): one row per block read/write/trim on L2..L4, in an
+order that is safe to issue (each request: its hit reads first, then writes, demotions, trims in simulation
+order). The planner (:mod:`kvbench.replay.plan`) turns them into chunked I/O with content tags and fences.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kvbench.errors import SpecError
+from kvbench.sim.blockstore import make_store, slot_bytes_for
+from kvbench.sim.policies import POLICIES, make_policy
+from kvbench.units import format_bytes
+
+TIER_NAMES = ("l1", "l2", "l3", "l4")
+TIER_MEDIA = {"l1": "HBM (simulated)", "l2": "DRAM arena", "l3": "NVMe block store", "l4": "remote directory"}
+
+# event kinds
+HIT_READ, CREATE_WRITE, PROMOTE_WRITE, DEMOTE_READ, DEMOTE_WRITE, TRIM = range(6)
+KIND_NAMES = ("hit_read", "create_write", "promote_write", "demote_read", "demote_write", "trim")
+EV_READ, EV_WRITE, EV_TRIM = 0, 1, 2
+
+EVENT_DTYPE = np.dtype([
+    ("request", "i8"),    # global request index
+    ("tier", "u1"),       # 0..3 = l1..l4 (only l2..l4 carry I/O)
+    ("op", "u1"),         # 0 read, 1 write, 2 trim
+    ("kind", "u1"),       # HIT_READ .. TRIM
+    ("slot", "i8"),       # first slot on the tier's store
+    ("nslots", "i4"),     # slots covered (1 except segment trims)
+    ("key", "u8"),        # block key (0 for trims)
+    ("version", "i8"),    # production number of the block's content (-1 for trims)
+])
+
+REQUEST_DTYPE = np.dtype([
+    ("request", "i8"), ("arrival_s", "f8"), ("blocks", "i4"), ("hit_blocks", "i4"),
+    ("hit_l1", "i4"), ("hit_l2", "i4"), ("hit_l3", "i4"), ("hit_l4", "i4"), ("produced", "i4"),
+])
+
+WRITE_POLICIES = ("through", "back")
+INCLUSIONS = ("inclusive", "exclusive")
+
+
+@dataclass(frozen=True)
+class TierSpec:
+    """One tier: name (l1..l4), capacity in bytes, policy, retention (idle TTL) and L3/L4 store layout."""
+
+    name: str
+    capacity_bytes: int
+    policy: str = "lru"
+    ttl_s: float | None = None
+    layout: str = "slot"
+    trim: bool = False
+
+
+@dataclass(frozen=True)
+class HierarchySpec:
+    """Present tiers (top-down), KV block size and the hierarchy's write/promotion/inclusion rules."""
+
+    tiers: tuple
+    block_bytes: int
+    write_policy: str = "through"
+    inclusion: str = "inclusive"
+    promote: bool = True
+    segment_bytes: int = 64 << 20
+    spare_slots: int = 64
+    block_desc: str = ""          # e.g. "llama-3.1-8b, 512 tokens" for messages
+
+    @property
+    def slot_bytes(self) -> int:
+        return slot_bytes_for(self.block_bytes)
+
+    def capacity_blocks(self, tier: TierSpec) -> int:
+        unit = self.block_bytes if tier.name == "l1" else self.slot_bytes
+        return tier.capacity_bytes // unit
+
+    def validate(self) -> None:
+        if not self.tiers:
+            raise SpecError("no cache tier is present", "give at least one of --l1, --l2, --l3, --l4 a capacity")
+        if self.block_bytes <= 0:
+            raise SpecError("KV block size must be > 0", "check the model preset and block_tokens")
+        names = [t.name for t in self.tiers]
+        if len(set(names)) != len(names) or any(n not in TIER_NAMES for n in names) or \
+                names != sorted(names, key=TIER_NAMES.index):
+            raise SpecError(f"tiers must be distinct names among {TIER_NAMES}, top-down, not {names}",
+                            "list tiers as l1, l2, l3, l4")
+        if self.write_policy not in WRITE_POLICIES:
+            raise SpecError(f"unknown write policy {self.write_policy!r}", "use --write-policy through or back")
+        if self.inclusion not in INCLUSIONS:
+            raise SpecError(f"unknown inclusion {self.inclusion!r}", "use inclusive or exclusive")
+        if self.inclusion == "exclusive" and self.write_policy != "back":
+            raise SpecError("an exclusive hierarchy cannot write through (a new block would live in two tiers)",
+                            "use --write-policy back with --exclusive")
+        for t in self.tiers:
+            if t.policy not in POLICIES:
+                raise SpecError(f"{t.name}: unknown cache policy {t.policy!r}", f"use one of {', '.join(POLICIES)}")
+            need = self.block_bytes if t.name == "l1" else self.slot_bytes
+            if self.capacity_blocks(t) < 1:
+                raise SpecError(f"--{t.name}{'' if t.name in ('l1', 'l2') else '-capacity'} "
+                                f"{format_bytes(t.capacity_bytes)} cannot hold one KV block of "
+                                f"{format_bytes(need)}{' (' + self.block_desc + ')' if self.block_desc else ''}",
+                                f"give at least {format_bytes(need)} or 0 to drop the tier")
+            if t.ttl_s is not None and not t.ttl_s > 0:
+                raise SpecError(f"{t.name}: retention must be > 0 s", "give a positive --ttl")
+
+
+@dataclass
+class TierCounters:
+    """Block counts per tier (bytes = blocks x slot size; L1 counts blocks only)."""
+
+    hit_blocks: int = 0
+    hit_reads: int = 0
+    create_writes: int = 0
+    promote_writes: int = 0
+    demote_reads: int = 0
+    demote_writes: int = 0
+    trims_slots: int = 0
+    evictions: int = 0
+    expirations: int = 0
+    reclaim_drops: int = 0
+    peak_resident: int = 0
+
+    @property
+    def writes(self) -> int:
+        return self.create_writes + self.promote_writes + self.demote_writes
+
+    @property
+    def reads(self) -> int:
+        return self.hit_reads + self.demote_reads
+
+
+@dataclass
+class _Tier:
+    level: int                     # 0..3
+    spec: TierSpec
+    policy: object
+    store: object | None           # None for L1 (simulated)
+    meta: dict = field(default_factory=dict)     # key -> (slot, version)
+    c: TierCounters = field(default_factory=TierCounters)
+
+
+class Hierarchy:
+    """Runs requests through the tiers; collects block events and per-request hit counts."""
+
+    def __init__(self, spec: HierarchySpec):
+        spec.validate()
+        self.spec = spec
+        self.tiers: list[_Tier] = []
+        for t in spec.tiers:
+            cap = spec.capacity_blocks(t)
+            store = None
+            if t.name != "l1":
+                layout = "slot" if t.name == "l2" else t.layout
+                kw = {"segment_bytes": spec.segment_bytes} if layout == "log" else {"spare_slots": spec.spare_slots}
+                store = make_store(layout, cap, spec.slot_bytes, trim=t.trim and t.name != "l2", **kw)
+            self.tiers.append(_Tier(TIER_NAMES.index(t.name), t, make_policy(t.policy, cap, t.ttl_s), store))
+        self.demote = spec.write_policy == "back" or spec.inclusion == "exclusive"
+        self.exclusive = spec.inclusion == "exclusive"
+        if self.exclusive:
+            self.create_at = [0]
+        elif spec.write_policy == "through":
+            self.create_at = list(range(len(self.tiers)))
+        else:
+            vol = [i for i, t in enumerate(self.tiers) if t.level <= 1]
+            self.create_at = vol or [0]
+        self.produced = 0
+        self._seq = 0
+        self._req = 0
+        self._now = 0.0
+        self._ev: list = []           # events of the request being simulated
+        self._out: list = []          # events of the batch, in issue order
+
+    # --- events ----------------------------------------------------------------------------------------
+    def _emit(self, t: _Tier, op: int, kind: int, slot: int, key: int, version: int, nslots: int = 1):
+        self._ev.append((self._req, t.level, op, kind, slot, nslots, key, version))
+
+    def _trims(self, t: _Tier, trims: list):
+        for first, n in trims:
+            self._emit(t, EV_TRIM, TRIM, first, 0, -1, n)
+            t.c.trims_slots += n
+
+    # --- tier operations -------------------------------------------------------------------------------
+    def _insert(self, ti: int, key, version: int, kind: int) -> None:
+        t = self.tiers[ti]
+        if key in t.meta:               # already resident (same content): refresh only
+            t.policy.insert(key, self._now)
+            return
+        for victim in t.policy.insert(key, self._now):
+            t.c.evictions += 1
+            self._evict(ti, victim)
+        if t.store is None:
+            t.meta[key] = (-1, version)
+        else:
+            slot, dropped, trims = t.store.alloc(key)
+            for victim in dropped:           # log reclaim: demote (read) before the segment is trimmed/reused
+                t.policy.remove(victim)
+                t.c.reclaim_drops += 1
+                self._evict(ti, victim, freed=True)
+            self._trims(t, trims)
+            t.meta[key] = (slot, version)
+            self._emit(t, EV_WRITE, kind, slot, key, version)
+        if kind == CREATE_WRITE:
+            t.c.create_writes += 1
+        elif kind == PROMOTE_WRITE:
+            t.c.promote_writes += 1
+        else:
+            t.c.demote_writes += 1
+        n = len(t.meta)
+        if n > t.c.peak_resident:
+            t.c.peak_resident = n
+
+    def _evict(self, ti: int, key, freed: bool = False) -> None:
+        """``key`` left tier ``ti`` (its policy already dropped it): demote it if asked, free its slot."""
+        t = self.tiers[ti]
+        slot, version = t.meta.pop(key)
+        if self.demote and ti + 1 < len(self.tiers):
+            u = self.tiers[ti + 1]
+            if key not in u.meta:
+                if t.store is not None:
+                    self._emit(t, EV_READ, DEMOTE_READ, slot, key, version)
+                    t.c.demote_reads += 1
+                self._insert(ti + 1, key, version, DEMOTE_WRITE)
+        if t.store is not None and not freed:
+            self._trims(t, t.store.free(slot))
+
+    def _remove(self, ti: int, key) -> None:
+        """Take ``key`` out of tier ``ti`` without demotion (exclusive promotion)."""
+        t = self.tiers[ti]
+        t.policy.remove(key)
+        slot, _ = t.meta.pop(key)
+        if t.store is not None:
+            self._trims(t, t.store.free(slot))
+
+    # --- one request -----------------------------------------------------------------------------------
+    def request(self, now: float, keys: list) -> tuple[int, list, int]:
+        """Simulate one request; returns (hit blocks, hits per tier level [4], blocks produced)."""
+        self._now = now
+        tiers = self.tiers
+        for ti, t in enumerate(tiers):
+            for key in t.policy.expire(now):
+                t.c.expirations += 1
+                self._evict(ti, key)
+        n = len(keys)
+        found = [-1] * n
+        produced = 0
+        for i in range(n - 1, -1, -1):
+            key = keys[i]
+            for ti, t in enumerate(tiers):
+                if t.policy.lookup(key, now):
+                    found[i] = ti
+                    break
+            else:
+                version = self._seq
+                self._seq += 1
+                produced += 1
+                for ti in self.create_at:
+                    self._insert(ti, key, version, CREATE_WRITE)
+        h = 0
+        while h < n and found[h] >= 0:
+            h += 1
+        per_level = [0, 0, 0, 0]
+        load = []
+        versions = [0] * h
+        for i in range(h):
+            t = tiers[found[i]]
+            slot, version = t.meta[keys[i]]
+            versions[i] = version
+            per_level[t.level] += 1
+            t.c.hit_blocks += 1
+            if t.store is not None:
+                load.append((self._req, t.level, EV_READ, HIT_READ, slot, 1, keys[i], version))
+                t.c.hit_reads += 1
+        # promotion, deepest-first
+        top_is_l1 = tiers[0].level == 0
+        for i in range(h - 1, -1, -1):
+            ti = found[i]
+            if ti == 0:
+                continue
+            key, version = keys[i], versions[i]
+            if self.exclusive:
+                for tj in range(1, len(tiers)):
+                    if key in tiers[tj].meta:
+                        self._remove(tj, key)
+                self._insert(0, key, version, PROMOTE_WRITE)
+            else:
+                ups = range(ti - 1, -1, -1) if self.spec.promote else ([0] if top_is_l1 else [])
+                for tj in ups:
+                    if key not in tiers[tj].meta:
+                        self._insert(tj, key, version, PROMOTE_WRITE)
+        out = self._out                 # the request's hit reads go first: they are its load time
+        out.extend(load)
+        out.extend(self._ev)
+        self._ev = []
+        self.produced += produced
+        self._req += 1
+        return h, per_level, produced
+
+    def run(self, timestamps, offsets, keys, first_request: int = 0):
+        """Simulate a batch of requests (CSR arrays as in ``Trace``); returns (requests, events) arrays."""
+        self._req = first_request
+        times = np.asarray(timestamps, dtype=np.float64).tolist()
+        offs = np.asarray(offsets).tolist()
+        key_list = np.asarray(keys).tolist()
+        rows = []
+        self._out = []
+        for r in range(len(times)):
+            a, b = offs[r], offs[r + 1]
+            h, lv, produced = self.request(times[r], key_list[a:b])
+            rows.append((first_request + r, times[r], b - a, h, lv[0], lv[1], lv[2], lv[3], produced))
+        reqs = np.array(rows, dtype=REQUEST_DTYPE) if rows else np.zeros(0, REQUEST_DTYPE)
+        events = np.array(self._out, dtype=EVENT_DTYPE) if self._out else np.zeros(0, EVENT_DTYPE)
+        self._out = []
+        return reqs, events
+
+    # --- inspection ------------------------------------------------------------------------------------
+    def resident(self, name: str) -> set:
+        for t in self.tiers:
+            if t.spec.name == name:
+                return set(t.meta)
+        raise KeyError(name)
+
+    def tier(self, name: str) -> _Tier:
+        for t in self.tiers:
+            if t.spec.name == name:
+                return t
+        raise KeyError(name)
+
+    def counters(self) -> dict:
+        return {t.spec.name: t.c for t in self.tiers}

@@ -1,0 +1,109 @@
+"""Capacity from hit-ratio curves: capacity-for-target against an exact (brute-force LRU) curve, knee, sizing."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from kvbench.analysis.capacity import (HitCurve, capacity_for_target, knee, pays_until, ssd_sizing, target_hit)
+from kvbench.errors import SpecError
+
+
+def lru_hits(stream, capacity: int) -> int:
+    """Brute-force LRU: hits of a reference stream at one capacity."""
+    cache, hits = OrderedDict(), 0
+    for k in stream:
+        if k in cache:
+            hits += 1
+            cache.move_to_end(k)
+        else:
+            cache[k] = None
+            if len(cache) > capacity:
+                cache.popitem(last=False)
+    return hits
+
+
+def stack_profile(stream):
+    """Exact stack-distance profile (steps, cum_hits, references) by brute force."""
+    stack, dists = [], []
+    for k in stream:
+        if k in stack:
+            i = stack.index(k)
+            dists.append(i + 1)
+            stack.pop(i)
+        stack.insert(0, k)
+    hist = np.bincount(np.asarray(dists, dtype=np.int64)) if dists else np.zeros(1, np.int64)
+    steps = np.flatnonzero(hist)
+    cum = np.cumsum(hist[steps]).astype(float)
+    refs = len(stream)
+    return SimpleNamespace(steps=steps.astype(float), cum_hits=cum, references=refs,
+                           infinite_hit_ratio=(cum[-1] / refs if cum.size else 0.0))
+
+
+@pytest.fixture(scope="module")
+def zipf_stream():
+    rng = np.random.default_rng(3)
+    return (rng.zipf(1.3, 6000) % 800).tolist()
+
+
+def test_capacity_for_target_is_exact_against_brute_force_lru(zipf_stream):
+    prof = stack_profile(zipf_stream)
+    curve = HitCurve.from_profile(prof, block_bytes=1000)
+    refs = len(zipf_stream)
+    for t in (0.5, 0.9, 0.95, 0.99, 1.0):
+        c = capacity_for_target(curve, t)
+        want = t * curve.infinite_hit_ratio
+        assert lru_hits(zipf_stream, int(c)) / refs >= want - 1e-12          # reaches the target ...
+        if c > 1:
+            assert lru_hits(zipf_stream, int(c) - 1) / refs < want - 1e-12   # ... and one block less does not
+        assert curve.at(c) == pytest.approx(lru_hits(zipf_stream, int(c)) / refs)
+    # absolute targets: unreachable above the infinite-cache ratio
+    assert capacity_for_target(curve, min(1.0, curve.infinite_hit_ratio + 0.01), relative=False) is None
+    assert target_hit(curve, 0.5, relative=False) == 0.5
+
+
+def test_curve_from_arrays_and_step_lookup():
+    c = HitCurve.from_arrays([10, 100, 1000], [0.2, 0.5, 0.6], block_bytes=4096)
+    assert c.at([5, 10, 99, 100, 5000]).tolist() == [0.0, 0.2, 0.2, 0.5, 0.6]
+    assert capacity_for_target(c, 0.5 / 0.6) == 100
+    with pytest.raises(SpecError):
+        HitCurve.from_arrays([10, 5], [0.1, 0.2], block_bytes=1)
+    with pytest.raises(SpecError):
+        HitCurve.from_arrays([1, 2], [0.3, 0.2], block_bytes=1)
+    with pytest.raises(SpecError):
+        capacity_for_target(c, 1.5)
+
+
+def test_knee_of_a_known_curve():
+    # h(c) = 1 - exp(-c / 1000) up to c = 10000: the normalised gap h/h(top) - c/top peaks where
+    # h'(c) / h(top) = 1/top, i.e. c = 1000 * ln(top / (1000 * h(top)))
+    caps = np.arange(1, 10001)
+    h = 1 - np.exp(-caps / 1000)
+    curve = HitCurve.from_arrays(caps, h, block_bytes=1)
+    expected = 1000 * np.log(10000 / (1000 * h[-1]))
+    assert knee(curve) == pytest.approx(expected, rel=0.01)
+
+
+def test_pays_until_matches_marginal_value():
+    # linear curve: each block adds 1e-4 hit ratio up to 1000 blocks; 1e6 refs/day, $0.01 per hit ->
+    # each block is worth $1/day: it pays when it costs less than $1/day, never when it costs more
+    caps = np.arange(1, 1001)
+    curve = HitCurve.from_arrays(caps, caps * 1e-4, block_bytes=1)
+    assert pays_until(curve, value_per_hit_per_day=0.01, refs_per_day=1e6, cost_per_block_per_day=0.5) == 1000
+    assert pays_until(curve, value_per_hit_per_day=0.01, refs_per_day=1e6, cost_per_block_per_day=2.0) == 0
+
+
+def test_ssd_sizing_capacity_vs_endurance_bound():
+    GB = 1e9
+    # 100 GB working set written 50 GB/day on 1-DWPD drives: capacity-bound, 1 GB SSD per GB DRAM
+    s = ssd_sizing(100 * GB, 50 * GB, rated_dwpd=1.0)
+    assert s.bound == "capacity" and s.ssd_per_dram_gb == pytest.approx(1.0)
+    # 300 GB/day on 1-DWPD drives needs 300 GB of SSD: 3 GB SSD replace 1 GB DRAM
+    s = ssd_sizing(100 * GB, 300 * GB, rated_dwpd=1.0)
+    assert s.bound == "endurance" and s.ssd_bytes == pytest.approx(300 * GB) and s.ssd_per_dram_gb == pytest.approx(3)
+    # a store filling 80% of the drive needs 125 GB; a WAF twice the rating's reference doubles the endurance need
+    assert ssd_sizing(100 * GB, 0, rated_dwpd=1, store_fill=0.8).ssd_bytes == pytest.approx(125 * GB)
+    assert ssd_sizing(100 * GB, 300 * GB, rated_dwpd=1, waf=4, reference_waf=2).ssd_bytes == pytest.approx(600 * GB)

@@ -1,0 +1,159 @@
+"""Qualification: profiles parse (and bad ones are refused with file and field), criteria pass and fail on
+their thresholds, and a real qualification preconditions a file with the engine, judges, reports and sets
+the exit code.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+import pytest
+
+from kvbench.errors import SpecError
+from kvbench.qualify.criteria import evaluate, overall
+from kvbench.qualify.profile import load_qualify_profile, parse_profile
+from kvbench.qualify.steps import option_args
+from kvbench.spec.presets import preset_names
+from tests.test_report_fixtures import assert_report_renders
+
+PROFILE = {
+    "name": "unit",
+    "drive": {"rated_dwpd": 1.0},
+    "workload": [{"name": "load", "kind": "io", "rw": "randread", "bs": "128k", "qd": 32, "runtime": 5},
+                 {"name": "replay", "kind": "replay-kv", "args": ["t.jsonl"], "model": "llama-3.1-8b"}],
+    "criterion": [{"name": "bw", "workload": "load", "metric": "bw_bytes_per_s", "min": "2GB/s"},
+                  {"name": "tail", "workload": "load", "metric": "lat_us.p99.9", "max": "5ms"},
+                  {"name": "l3 tail", "workload": "replay", "metric": "tiers.l3.read_lat_us.p99", "max": "2ms"},
+                  {"name": "verified", "workload": "replay", "metric": "verify_errors", "equals": 0},
+                  {"name": "dwpd", "workload": "replay", "metric": "dwpd", "max": "drive.rated_dwpd"}],
+}
+
+
+def _results(bw=3.1e9, p999_us=4200.0, l3_p99_us=1500.0, verify=0, dwpd=0.6):
+    return {"load": {"bw_bytes_per_s": bw, "lat_us": {"p50": 300.0, "p99.9": p999_us}},
+            "replay": {"tiers": {"l3": {"read_lat_us": {"p99": l3_p99_us}}}, "verify_errors": verify, "dwpd": dwpd}}
+
+
+def test_thresholds_with_units_are_converted_to_the_metric_unit():
+    p = parse_profile(PROFILE, "unit.toml")
+    assert [(c.metric, c.op, c.threshold) for c in p.criteria] == [
+        ("bw_bytes_per_s", ">=", 2e9), ("lat_us.p99.9", "<=", 5000.0), ("tiers.l3.read_lat_us.p99", "<=", 2000.0),
+        ("verify_errors", "==", 0), ("dwpd", "<=", "drive.rated_dwpd")]
+
+
+def test_profile_passes_when_every_threshold_holds():
+    p = parse_profile(PROFILE, "unit.toml")
+    got = evaluate(p.criteria, _results(), p.drive)
+    assert [r.passed for r in got] == [True] * 5 and overall(got)
+    assert got[4].threshold == 1.0                       # drive.rated_dwpd resolved
+
+
+@pytest.mark.parametrize("change, failing", [
+    ({"bw": 1.9e9}, "bw"),                   # below a min
+    ({"p999_us": 5000.1}, "tail"),           # just over a max
+    ({"verify": 1}, "verified"),             # an equality
+    ({"dwpd": 1.2}, "dwpd"),                 # over the drive's rating
+])
+def test_profile_fails_on_the_threshold_that_is_crossed(change, failing):
+    p = parse_profile(PROFILE, "unit.toml")
+    got = evaluate(p.criteria, _results(**change), p.drive)
+    assert [r.name for r in got if not r.passed] == [failing]
+    assert not overall(got)
+    # the rating can be overridden from the command line: a 3-DWPD drive passes the endurance criterion
+    if failing == "dwpd":
+        assert overall(evaluate(p.criteria, _results(**change), {"rated_dwpd": 3.0}))
+
+
+def test_unmeasured_metrics_and_failed_workloads_fail_with_a_note():
+    p = parse_profile(PROFILE, "unit.toml")
+    res = _results()
+    res["replay"] = {"error": "trace not found"}
+    del res["load"]["lat_us"]
+    got = {r.name: r for r in evaluate(p.criteria, res, p.drive)}
+    assert got["bw"].passed and not got["tail"].passed and "absent" in got["tail"].note
+    assert not got["l3 tail"].passed and "workload failed: trace not found" in got["l3 tail"].note
+    assert "not measured" in got["l3 tail"].line()
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda d: d["workload"][0].update(kind="fio"), r"\[\[workload\]\] #1: unknown kind 'fio'"),
+    (lambda d: d["criterion"][0].update(workload="nope"), r"\[\[criterion\]\] #1: workload 'nope' is not defined"),
+    (lambda d: d["criterion"][1].update(max="5 ms"), r"\[\[criterion\]\] #2.max: cannot read threshold"),
+    (lambda d: d["criterion"][1].update(min=1), r"exactly one of max, min, equals"),
+    (lambda d: d["criterion"][4].update(max="drive.tbw"), r"drive.tbw is not in the profile's \[drive\] table"),
+    (lambda d: d.update(precondition={"round_s": 0}), r"\[precondition\]: need round_s > 0"),
+    (lambda d: d.update(colour="red"), r"unknown field\(s\) colour"),
+])
+def test_bad_profiles_name_file_and_field(mutate, message):
+    d = json.loads(json.dumps(PROFILE))
+    mutate(d)
+    with pytest.raises(SpecError, match=message) as e:
+        parse_profile(d, "bad.toml")
+    assert str(e.value).startswith("bad.toml: ")
+
+
+def test_shipped_profiles_load():
+    names = preset_names("qualify")
+    assert {"kv-cache-offload", "engram-table"} <= set(names)
+    for n in names:
+        p = load_qualify_profile(n)
+        assert p.criteria and (p.workloads or p.precondition)
+    kv = load_qualify_profile("kv-cache-offload")
+    assert kv.precondition.window == 5 and kv.precondition.max_range == 0.2 and kv.precondition.max_excursion == 0.1
+
+
+def test_option_args():
+    assert option_args({"bs": "4k", "closed_loop": True, "trim": False, "tier": ["a=1", "b=2"], "l3_capacity": 7}) == \
+        ["--bs", "4k", "--closed-loop", "--tier", "a=1", "--tier", "b=2", "--l3-capacity", "7"]
+
+
+TINY = """
+name = "tiny"
+[drive]
+rated_dwpd = 1
+[precondition]
+fill_passes = 1
+fill_bs = "128k"
+bs = "4k"
+qd = 16
+round_s = 0.25
+max_rounds = {max_rounds}
+min_rounds = 5
+[[criterion]]
+name = "fill bandwidth"
+workload = "precondition"
+metric = "fill.bw_bytes_per_s"
+min = "{fill_min}"
+[[criterion]]
+name = "random-write IOPS, round 1"
+workload = "precondition"
+metric = "rounds.0.iops"
+min = {iops_min}
+"""
+
+
+def test_qualification_on_a_real_file_passes_and_fails_with_exit_code_and_report(tmp_path, cli, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    prof = tmp_path / "tiny.toml"
+    prof.write_text(TINY.format(max_rounds=6, fill_min="1MB/s", iops_min=10))
+    target = tmp_path / "drive.img"
+    r = cli("qualify", prof, "--target", target, "--size", "32MiB", "--json", "-o", tmp_path / "q.html")
+    assert r.exit_code == 0, r.output
+    summary = json.loads(r.stdout)
+    assert summary["passed"] is True and summary["criteria_passed"] == 2 and summary["status"] == "complete"
+    ss = json.loads((tmp_path / summary["run_dir"] / "steady_state.json").read_text())
+    assert 5 <= len(ss["values"]) <= 6 and ss["metric"] == "iops" and all(v > 0 for v in ss["values"])
+    q = json.loads((tmp_path / summary["run_dir"] / "qualify.json").read_text())
+    assert [c["passed"] for c in q["criteria"]] == [True, True]
+    assert_report_renders(tmp_path / "q.html", tmp_path, min_plots=1, screenshot=True)
+    html = (tmp_path / "q.html").read_text()
+    assert "Qualification" in html and "PASS" in html and "steady state" in html.lower()
+
+    # the same drive against an impossible IOPS threshold: FAIL, exit 1, one line naming the criterion
+    prof.write_text(TINY.format(max_rounds=5, fill_min="1MB/s", iops_min="1e12"))
+    r = cli("qualify", prof, "--target", target, "--size", "32MiB")
+    assert r.exit_code == 1, r.output
+    assert "FAIL: 1/2 criteria of tiny" in r.output
+    assert re.search(r"kvbench: error: tiny: 1 criteria failed: random-write IOPS, round 1", r.output)

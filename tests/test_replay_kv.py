@@ -1,0 +1,227 @@
+"""kvbench replay kv: dry runs against the exact curve, real replays on files and a loop device with verify,
+a flipped byte caught, write accounting, iolog export and one-line errors before any I/O."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kvbench.errors import VerifyError
+from kvbench.replay.kv import ReplayConfig, add_fences, block_tags, replay_kv
+from kvbench.sim.policies import make_policy, simulate_prefix
+
+BLOCK = 262144          # tiny-gqa: 512 B/token x 512-token Mooncake blocks
+
+
+def _write_trace(path: Path, requests) -> Path:
+    """Mooncake-format lines: (timestamp_ms, hash_ids)."""
+    with open(path, "w") as f:
+        for ts, ids in requests:
+            f.write(json.dumps({"timestamp": ts, "input_length": 512 * len(ids), "output_length": 1,
+                                "hash_ids": list(ids)}) + "\n")
+    return path
+
+
+def _json(result):
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output[result.output.index("{"):])
+
+
+@pytest.fixture
+def store_dir(tmp_path):
+    """A folder on a device-backed filesystem for O_DIRECT stores (tmp_path unless it is tmpfs)."""
+    d = tmp_path
+    if subprocess.run(["stat", "-f", "-c", "%T", str(d)], capture_output=True, text=True).stdout.strip() == "tmpfs":
+        d = Path("/var/tmp") / f"kvbench-test-{os.getpid()}"
+        d.mkdir(exist_ok=True)
+        yield d
+        shutil.rmtree(d, ignore_errors=True)
+    else:
+        yield d
+
+
+def test_dry_run_single_tier_lru_equals_simulation_and_curve(cli, tmp_path):
+    from kvbench.stream.traces import read_trace
+
+    tr = read_trace("mooncake-sample")
+    cap_blocks = 700
+    s = _json(cli("replay", "kv", "mooncake-sample", "--model", "tiny-gqa", "--l2", str(cap_blocks * BLOCK),
+                  "--dry-run", "--json", "--results", tmp_path))
+    ref = simulate_prefix([tr], make_policy("lru", cap_blocks))
+    assert s["tiers"]["l2"]["hit_blocks"] == ref.hit_blocks and s["blocks"] == ref.block_refs
+    assert s["requests"] == tr.n_requests and s["dry_run"]
+    curves = pytest.importorskip("kvbench.analysis.curves")
+    exact = curves.exact_profile(tr)
+    assert s["tiers"]["l2"]["hit_ratio"] == pytest.approx(float(exact.hit_ratio([cap_blocks])[0]), abs=1e-12)
+    for key in ("run_dir", "requests", "load_time_ms", "app_write_amplification", "verify_errors", "tiers"):
+        assert key in s
+    rows = (Path(s["run_dir"]) / "requests.csv").read_text().splitlines()
+    assert len(rows) == tr.n_requests + 1 and rows[0].startswith("request,arrival_s,blocks,hit_blocks,hit_l1")
+
+
+def test_dry_run_ttl_matches_retention_curve(cli, tmp_path):
+    from kvbench.stream.traces import read_trace
+
+    tr = read_trace("mooncake-sample")
+    s = _json(cli("replay", "kv", "mooncake-sample", "--model", "tiny-gqa", "--l2", "64GiB", "--ttl", "20s",
+                  "--dry-run", "--json", "--results", tmp_path))
+    ref = simulate_prefix([tr], make_policy("lru", (64 << 30) // BLOCK, ttl_s=20.0))
+    assert s["hit_blocks"] == ref.hit_blocks
+    no_ttl = simulate_prefix([tr], make_policy("lru", (64 << 30) // BLOCK))
+    assert ref.hit_blocks < no_ttl.hit_blocks
+    curves = pytest.importorskip("kvbench.analysis.curves")
+    exact = curves.exact_profile(tr, ttl_s=20.0)
+    assert s["hit_ratio"] == pytest.approx(float(exact.hit_ratio([(64 << 30) // BLOCK])[0]), abs=1e-12)
+
+
+def test_replay_on_file_verifies_and_accounts_bytes(cli, tmp_path, store_dir):
+    store = store_dir / "l3.store"
+    iolog = tmp_path / "plan.iolog"
+    s = _json(cli("replay", "kv", "mooncake-sample", "--model", "tiny-gqa", "--l2", "8MiB", "--l3", store,
+                  "--l3-capacity", "64MiB", "--max-requests", "60", "--closed-loop", "--verify", "all",
+                  "--write-policy", "back", "--trim", "--export-iolog", iolog, "--json", "--results", tmp_path))
+    assert s["status"] == "complete" and s["verify_errors"] == 0 and s["verify_checked"] > 0
+    l3 = s["tiers"]["l3"]
+    b = l3["blocks"]
+    assert l3["write_bytes"] == (b["create_writes"] + b["demote_writes"] + b["promote_writes"]) * BLOCK
+    assert l3["read_bytes"] == (b["hit_reads"] + b["demote_reads"]) * BLOCK
+    assert b["create_writes"] == 0 and b["demote_writes"] > 0             # write-back: L3 gets evictions only
+    assert s["app_write_amplification"] == pytest.approx(b["demote_writes"] / s["produced_blocks"])
+    assert s["tiers"]["l2"]["read_lat_us"]["p50"] is not None
+    assert s["load_time_ms"]["p50"] is not None and s["load_time_ms"]["p99"] >= s["load_time_ms"]["p50"]
+    lines = iolog.read_text().splitlines()
+    assert lines[0] == "fio version 3 iolog"
+    io = [ln.split() for ln in lines if ln.split()[2] in ("read", "write", "trim")]
+    assert len(io) == s["planned_ios"] - _dram_rows(s)
+    assert {x[1] for x in io} == {str(store)}
+    req = (Path(s["run_dir"]) / "requests.csv").read_text().splitlines()
+    assert len(req) == 61
+    assert (Path(s["run_dir"]) / "timeseries.csv").exists() and (Path(s["run_dir"]) / "histograms.json").exists()
+
+
+def _dram_rows(s):
+    """Planned DRAM I/Os of a run whose chunk >= block (one I/O per block event)."""
+    b = s["tiers"]["l2"]["blocks"]
+    return b["hit_reads"] + b["demote_reads"] + b["create_writes"] + b["promote_writes"] + b["demote_writes"]
+
+
+def test_verify_catches_a_byte_flipped_in_the_store_file(tmp_path, store_dir):
+    ids = list(range(64))
+    trace = _write_trace(tmp_path / "t.jsonl", [(0, ids), (1000, ids)])
+    store = store_dir / "flip.store"
+    flipped = []
+
+    def flip(done, total):
+        if done == 1 and not flipped:                    # after the window that wrote request 0
+            fd = os.open(store, os.O_RDWR)
+            try:
+                b = bytearray(os.pread(fd, 1, 4096 + 100))
+                b[0] ^= 0x40
+                os.pwrite(fd, bytes(b), 4096 + 100)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            flipped.append(True)
+
+    cfg = ReplayConfig(trace=str(trace), model="tiny-gqa", l3=str(store), l3_capacity=128 * BLOCK,
+                       closed_loop=True, verify="all", results=str(tmp_path), window_ios=64)
+    with pytest.raises(VerifyError, match=r"l3 block key \d+ version \d+ at offset 0 "):
+        replay_kv(cfg, progress=flip)
+    assert flipped
+    run = next(tmp_path.glob("replay-kv-*"))
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "failed" and summary["verify_errors"] == 1
+    assert summary["first_mismatch"]["tier"] == "l3" and summary["first_mismatch"]["offset"] == 0
+    # without the flip the same replay is clean
+    cfg2 = ReplayConfig(**{**cfg.__dict__, "results": str(tmp_path / "clean")})
+    s = replay_kv(cfg2)
+    assert s["verify_errors"] == 0 and s["tiers"]["l3"]["hit_blocks"] == 64
+
+
+@pytest.mark.root
+def test_replay_on_a_loop_device(cli, tmp_path):
+    if os.geteuid() != 0 or shutil.which("losetup") is None:
+        pytest.skip("needs root and losetup")
+    backing = Path("/var/tmp") / f"kvbench-loop-{os.getpid()}.img"
+    with open(backing, "wb") as f:
+        f.truncate(96 << 20)
+    try:
+        dev = subprocess.run(["losetup", "--find", "--show", str(backing)], capture_output=True, text=True)
+        if dev.returncode != 0:
+            pytest.skip(f"losetup failed: {dev.stderr.strip()}")
+        dev = dev.stdout.strip()
+        try:
+            s = _json(cli("replay", "kv", "mooncake-sample", "--model", "tiny-gqa", "--l3", dev, "--l3-capacity",
+                          "64MiB", "--destroy-data", dev, "--max-requests", "80", "--speed", "200", "--verify",
+                          "all", "--layout", "log", "--segment", "4MiB", "--trim", "--json", "--results", tmp_path))
+            assert s["status"] == "complete" and s["verify_errors"] == 0 and s["verify_checked"] > 0
+            assert s["tiers"]["l3"]["write_bytes"] > 0 and s["tiers"]["l3"]["read_lat_us"]["p99"] is not None
+            assert s["host_bytes"]["write_bytes"] >= s["tiers"]["l3"]["write_bytes"]
+            assert s["issue_lag_us"]["p50"] is not None
+            # a store larger than the device: refused before any I/O
+            r = cli("replay", "kv", "mooncake-sample", "--model", "tiny-gqa", "--l3", dev, "--l3-capacity",
+                    "1GiB", "--destroy-data", dev, "--results", tmp_path / "big")
+            assert r.exit_code == 2 and "holds" in r.output and r.output.count("\n") == 1
+            assert not (tmp_path / "big").exists()
+        finally:
+            subprocess.run(["losetup", "-d", dev], check=False)
+    finally:
+        backing.unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--l2", "64KiB"], "--l2 64 KiB cannot hold one KV block of 256 KiB"),
+    (["--l2", "1GiB", "--policy", "clock"], "unknown cache policy 'clock'"),
+    (["--l2", "1GiB", "--model", "no-such-model"], "no-such-model"),
+    (["--l3-capacity", "1GiB"], "--l3-capacity without --l3"),
+    (["--l2", "1GiB", "--l3", "X", "--l3-capacity", "1GiB", "--exclusive"], "exclusive"),
+])
+def test_bad_input_is_one_line_before_any_io(cli, tmp_path, args, message):
+    base = ["replay", "kv", "mooncake-sample", "--model", "tiny-gqa"]
+    if "--model" in args:
+        base = base[:3]
+    r = cli(*base, *args, "--results", tmp_path / "res")
+    assert r.exit_code == 2, r.output
+    assert message in r.output and r.output.strip().count("\n") == 0
+    assert not (tmp_path / "res").exists()
+
+
+def test_trace_error_names_file_and_line(cli, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": [1]}\n'
+                   '{"timestamp": 5, "input_length": 10, "output_length": 1, "hash_ids": "x"}\n')
+    r = cli("replay", "kv", bad, "--model", "tiny-gqa", "--l2", "1GiB", "--results", tmp_path / "res")
+    assert r.exit_code == 2 and f"{bad}:2" in r.output and "hash_ids" in r.output
+    assert not (tmp_path / "res").exists()
+
+
+def test_fences_are_placed_only_on_hazards():
+    from kvbench.engine.plan import FLAG_FENCE, make_plan
+
+    sb = 8192
+    # write slot 0, read slot 1, read slot 0 (RAW: fence), write slot 2, read slot 2 (RAW after the fence: fence),
+    # read slot 1 (no hazard), write slot 1 (WAR with reads of slot 1 after the last fence: fence)
+    ops = [1, 0, 0, 1, 0, 0, 1]
+    slots = [0, 1, 0, 2, 2, 1, 1]
+    plan = make_plan(np.array(ops), np.array(slots) * sb, sb)
+    assert add_fences(plan, sb) == 3
+    assert list(np.flatnonzero(plan["flags"] & FLAG_FENCE)) == [2, 4, 6]
+    # reads only: no fence; different targets never conflict
+    plan = make_plan(np.zeros(4, np.uint8), np.zeros(4, np.uint64), sb)
+    assert add_fences(plan, sb) == 0
+    plan = make_plan(np.array([1, 0]), np.array([0, 0]), sb, target=np.array([0, 1]))
+    assert add_fences(plan, sb) == 0
+
+
+def test_block_tags_depend_on_key_and_version():
+    keys = np.array([1, 1, 2, 2], dtype=np.uint64)
+    vers = np.array([0, 1, 0, 1], dtype=np.int64)
+    tags = block_tags(keys, vers)
+    assert len(set(tags.tolist())) == 4 and (tags != 0).all()
+    assert (block_tags(keys, vers) == tags).all()
