@@ -68,10 +68,13 @@ def main():
     ap.add_argument("--chunk", default="256KiB")
     ap.add_argument("--qd", type=int, default=16)
     ap.add_argument("--seconds", type=float, default=8.0)
+    ap.add_argument("--speed", type=float, default=1000.0,
+                    help="Open loop at trace time / SPEED (far beyond the device); 0 = closed loop")
     ap.add_argument("--throttle", default=None, metavar="RATE",
                     help="Replay on a loop device throttled to RATE (e.g. 300MB/s) by the blkio cgroup: a drive of "
                          "known bandwidth instead of the VM's noisy disk (needs root).")
     a = ap.parse_args()
+    a.speed = a.speed or None
     if a.throttle:
         return _throttled(a)
     return _run(a)
@@ -141,8 +144,9 @@ def _run(a):
         for _ in range(2):
             if read_pct is not None:
                 ios.append(_io(a, read_pct, res))
+            pacing = ["--closed-loop"] if a.speed is None else ["--speed", a.speed]
             rep = kvbench("replay", "kv", a.trace, "--model", a.model, "--l3", a.target, "--l3-capacity",
-                          a.capacity, "--closed-loop", "--duration", f"{a.seconds}s", "--chunk", a.chunk,
+                          a.capacity, *pacing, "--duration", f"{a.seconds}s", "--chunk", a.chunk,
                           "--qd", a.qd, "--verify", "off", "--results", res, *_destroy(a))
             l3 = rep["tiers"]["l3"]
             moved = l3["read_bytes"] + l3["write_bytes"]
@@ -150,7 +154,8 @@ def _run(a):
             reps.append({"bw_bytes_per_s": moved / rep["wall_s"], "read_pct": read_pct, "wall_s": rep["wall_s"],
                          "requests": rep["requests"], "fences": rep["fences"], "planned_ios": rep["planned_ios"],
                          "read_lat_us": l3["read_lat_us"], "write_lat_us": l3["write_lat_us"],
-                         "load_time_ms": rep["load_time_ms"], "hit_ratio": rep["hit_ratio"]})
+                         "load_time_ms": rep["load_time_ms"], "hit_ratio": rep["hit_ratio"],
+                         "issue_lag_us": rep.get("issue_lag_us"), "pacing": rep["pacing"]})
         ios.append(_io(a, read_pct, res))
     finally:
         if created:

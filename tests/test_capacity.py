@@ -107,3 +107,16 @@ def test_ssd_sizing_capacity_vs_endurance_bound():
     # a store filling 80% of the drive needs 125 GB; a WAF twice the rating's reference doubles the endurance need
     assert ssd_sizing(100 * GB, 0, rated_dwpd=1, store_fill=0.8).ssd_bytes == pytest.approx(125 * GB)
     assert ssd_sizing(100 * GB, 300 * GB, rated_dwpd=1, waf=4, reference_waf=2).ssd_bytes == pytest.approx(600 * GB)
+
+
+def test_capacity_for_target_on_the_real_mooncake_trace(shared_dir):
+    from kvbench.analysis.curves import exact_profile, reference_stream
+    from kvbench.stream.traces import read_trace
+
+    trace = read_trace(shared_dir / "traces" / "mooncake-fast25" / "synthetic_trace.jsonl")
+    curve = HitCurve.from_profile(exact_profile(trace), block_bytes=1)
+    keys, _ = reference_stream(trace)
+    stream = keys.tolist()
+    c = capacity_for_target(curve, 0.95)
+    want = 0.95 * curve.infinite_hit_ratio
+    assert lru_hits(stream, int(c)) / len(stream) >= want - 1e-12 > lru_hits(stream, int(c) - 1) / len(stream)

@@ -104,3 +104,30 @@ def test_profile_copy_tier_is_checked(cli, tmp_path):
     save_profile(p, tmp_path / "g.toml")
     out = _json(cli("check", "--profile", tmp_path / "g.toml", "--json"))  # no --tier: the copy tier alone
     assert list(out["tiers"]) == ["h2d-pinned"] and out["tiers"]["h2d-pinned"]["bandwidth_bytes_per_s"] == 50e9
+
+
+def test_check_a_real_replay_run(cli, tmp_path):
+    """End to end: `kvbench replay kv` on real files (O_DIRECT L3 store), then `kvbench check --run`."""
+    import numpy as np
+    rng = np.random.default_rng(3)
+    lines, next_id = [], 1000
+    bases = [list(range(i * 100, i * 100 + 12)) for i in range(4)]  # 4 shared documents of 12 blocks
+    for t in range(40):
+        base = bases[t % 4]
+        keep = int(rng.integers(1, 12))
+        ids = base[:keep] + list(range(next_id, next_id + 2))
+        next_id += 2
+        lines.append(json.dumps({"timestamp": t * 10, "input_length": len(ids) * 512 - 7, "output_length": 1,
+                                 "hash_ids": ids}))
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("\n".join(lines) + "\n")
+    r = cli("replay", "kv", trace, "--model", "tiny-gqa", "--l2", "1MiB", "--l3", tmp_path / "l3.store",
+            "--l3-capacity", "64MiB", "--closed-loop", "--results", tmp_path / "results", "--json")
+    assert r.exit_code == 0, r.output
+    run_dir = json.loads(r.output)["run_dir"]
+    out = _json(cli("check", "--recompute-tokens-per-s", "20000", "--run", run_dir, "--json"))
+    assert "l3" in out["tiers"] and out["run"]["block_tokens"] == 512
+    assert "requests.csv" in out["tiers"]["l3"]["source"]  # as requests experienced it, not the run average
+    hits = out["run"]["hits"]
+    assert hits["requests"] == 40 and hits["requests_with_loaded_hits"] > 0
+    assert 0.0 <= hits["wins_fraction"] <= 1.0 and hits["ttft_saved_s"]["p50"] is not None

@@ -106,9 +106,11 @@ def test_open_loop_follows_plan_times(target):
     r = run_plan(plan, [target], qd=4, pacing="open", speed=2.0)
     intended = plan["issue_ns"] // 2
     lag = r.submit_ns - intended
-    assert (lag >= 0).all()
-    assert np.median(lag) < 1_000_000          # issued within 1 ms of plan time (2-core shared VM)
-    assert 0.19 < r.wall_s < 0.4               # 200 I/Os every 1 ms at speed 2: ~0.2 s
+    assert (lag >= 0).all()                    # never early
+    # typically tens of microseconds late; the bound allows a loaded 2-core VM's scheduling stalls
+    assert np.median(lag) < 5_000_000 and lag.max() < 200_000_000
+    assert 0.19 < r.wall_s < 0.5               # 200 I/Os every 1 ms at speed 2: ~0.2 s
+    assert r.lag.count == n and r.lag.max_ns == lag.max()
     s = r.summary()
     assert s["issue_lag_us"]["n"] == n and s["issue_lag_us"]["p50"] is not None
 
@@ -177,3 +179,42 @@ def test_disk_full_error_class(target):
     assert r.status == "failed" and r.errno == errno.ENOSPC
     with pytest.raises(DiskFullError):
         r.raise_for_status()
+
+
+def test_libaio_missing_falls_back_to_psync_with_warning(target, monkeypatch):
+    from kvbench.engine.engines import aio, engine_class
+
+    def broken():
+        raise OSError("libaio.so.1: cannot open shared object file")
+    monkeypatch.setattr(aio, "_load", broken)
+    with pytest.warns(RuntimeWarning, match="falling back to the psync engine"):
+        cls = engine_class("libaio")
+    assert cls.name == "psync"
+    fill(target)
+    with pytest.warns(RuntimeWarning):
+        r = run_plan(make_plan(0, np.arange(64) * 4096, 4096, tag=7), [target], qd=8, verify="all")
+    assert r.engine == "psync" and r.verify["mismatches"] == 0
+
+
+def test_time_based_loop_counts_every_pass(target):
+    fill(target)
+    plan = make_plan(0, np.arange(256) * 4096, 4096, tag=7)
+    r = run_plan(plan, [target], qd=8, runtime_s=0.4, loop=True, verify="all")
+    assert r.passes >= 2 and r.issued_total >= 2 * 256
+    assert r.latency().count == r.ios_by_op()["read"] == r.verify["checked"]
+    assert 0.35 < r.wall_s < 0.8 and r.verify["mismatches"] == 0
+
+
+def test_two_targets_have_their_own_histograms(tmp_path):
+    a = open_target(tmp_path / "a.dat", size=MiB, write=True)
+    b = open_target(tmp_path / "b.dat", size=MiB, write=True)
+    plan = make_plan(1, np.arange(32) * 4096, 4096, tag=4, target=np.arange(32) % 2)
+    r = run_plan(plan, [a, b], qd=4)
+    s = r.summary()
+    assert s["per_target"]["0"]["write"]["ios"] == 16 and s["per_target"]["1"]["write"]["ios"] == 16
+    assert r.latency("write", 0).count == r.latency("write", 1).count == 16
+    with open(b.path, "rb") as f:
+        f.seek(4096)
+        assert f.read(4096) == expected_buffer(4, 4096, 4096, b.lbs)
+    a.close()
+    b.close()

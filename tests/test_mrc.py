@@ -183,3 +183,35 @@ def test_shared_traces_exact(shared_dir):
     t = read_trace(shared_dir / "traces" / "mooncake-fast25" / "synthetic_trace.jsonl")
     assert exact_profile(t).infinite_hit_ratio == pytest.approx(0.640, abs=5e-4)   # README: 1 - 43924/121877
     assert np.allclose(exact_profile(t, ttl_s=300).hit_ratio(caps), brute_lru(t, caps, ttl_s=300), atol=1e-9)
+
+
+def test_stream_profile_equals_whole(tmp_path):
+    from kvbench.analysis.curves import stream_profile
+    from kvbench.stream.traces import iter_trace
+
+    t = read_trace(SAMPLE)
+    caps = [10, 100, 1000, 10000]
+    p, meta = stream_profile(iter_trace(SAMPLE, batch_requests=64), ttl_s=120)
+    assert meta["requests"] == 1000 and meta["references"] == t.n_blocks and meta["format"] == "mooncake"
+    assert np.allclose(p.hit_ratio(caps), exact_profile(t, ttl_s=120).hit_ratio(caps), atol=1e-12)
+    s, _ = stream_profile(iter_trace(SAMPLE, batch_requests=64), rate=0.3)
+    assert np.allclose(s.hit_ratio(caps), shards_profile(t, rate=0.3).hit_ratio(caps), atol=1e-12)
+
+
+def test_large_slot_space_cross_checked():
+    """More than 262,144 slots (every level of the mark counts in play): the exact curve equals the independent
+    Fenwick-tree kernel (fixed-size SHARDS that never samples) everywhere, and brute force at two sizes."""
+    rng = np.random.default_rng(7)
+    n_req = 12000
+    counts = np.full(n_req, 50)
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    keys = rng.integers(0, 160_000, int(offsets[-1])).astype(np.uint64)
+    t = Trace(np.arange(n_req, dtype=float), counts * 16, counts, offsets, keys, 16, "test", "-")
+    stack = LRUStack(expected_keys=1)
+    stack.feed(t)
+    assert stack.owner.shape[0] > 262144
+    exact = exact_profile(t)
+    fenwick = shards_profile(t, size=10**9)
+    full = np.arange(1, 160_001, 97)
+    assert np.allclose(exact.hit_ratio(full), fenwick.hit_ratio(full), rtol=0, atol=1e-12)
+    assert np.allclose(exact.hit_ratio([70_000, 150_000]), brute_lru(t, [70_000, 150_000]), rtol=0, atol=1e-9)

@@ -71,6 +71,7 @@ def test_hand_trace_writes_dwpd_and_capacity(prices):
     assert out["lifetime_years"] == t["lifetime_years"]
     # GPU: 4608 prompt tokens per window, 5 hit blocks of 512 tokens saved
     plans = {p["name"]: p for p in out["plans"]["0.95"]}
+    assert plans["recompute"]["gpu_hours_per_day"] == pytest.approx(4608 * 2880 / 10_000 / 3600)
     assert plans["recompute"]["usd_per_day"]["gpu"] == pytest.approx(4608 * 2880 / 10_000 / 3600 * 3.0)
     assert plans["dram-only"]["usd_per_day"]["gpu"] == pytest.approx((4608 - 2560) * 2880 / 10_000 / 3600 * 3.0)
     assert plans["dram-only"]["usd_per_day"]["dram"] == pytest.approx(3e6 / 1e9 * 5.0 / (5 * 365))
@@ -149,7 +150,6 @@ def test_layout_waf_log_is_one_and_slots_amplify():
 
 
 def test_plan_cli_json(cli):
-    pytest.importorskip("kvbench.analysis.curves")
     r = cli("plan", "--trace", "mooncake-sample", "--model", "llama-3.1-8b", "--target-hit", "0.95",
             "--retention", "1h", "--rate", "50", "--recompute-tokens-per-s", "39000", "--json")
     assert r.exit_code == 0, r.output
@@ -159,6 +159,10 @@ def test_plan_cli_json(cli):
     assert out["capacity_bytes"]["l3"]["0.95"] > 0 and out["capacity_bytes"]["l2"]["0.95"] > 0
     assert out["dwpd"] > 0 and out["waf"] >= 1.0 and out["lifetime_years"] > 0
     assert out["rate"] == 50
+    # the headline WAF: the FTL model fed the simulated store's own L3 writes and trims
+    assert "this policy's L3 writes" in out["waf_source"]
+    assert set(out["write_policies"]) == {"through", "back"} and set(out["layouts"]) == {"slot", "log"}
+    assert out["layouts"]["log"]["waf"] == pytest.approx(1.0) and out["layouts"]["slot"]["waf"] > 1.0
 
 
 def test_plan_cli_bad_input(cli):
@@ -166,3 +170,34 @@ def test_plan_cli_bad_input(cli):
     assert r.exit_code == 2 and "unknown models preset" in r.output
     r = cli("plan", "--trace", "mooncake-sample", "--model", "llama-3.1-8b", "--target-hit", "1.5")
     assert r.exit_code == 2
+
+
+def test_plan_cli_with_run_folder(cli, tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "summary.json").write_text(json.dumps({"kind": "replay-kv", "status": "complete", "requests": 1000,
+                                                  "tiers": {"l3": {"write_bytes": 64 << 30,
+                                                                   "capacity_bytes": 256 << 30}}}))
+    # the run's L3 writes: a log-structured store appending 64 MiB segments round-robin
+    seg = 64 << 20
+    lines = [f"{i} /store write {(i % 4096) * seg} {seg}\n" for i in range(3 * 4096)]
+    (run / "l3.iolog").write_text("fio version 3 iolog\n0 /store add\n" + "".join(lines))
+    r = cli("plan", "--trace", "mooncake-sample", "--model", "llama-3.1-8b", "--target-hit", "0.9",
+            "--run", run, "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert out["waf"] == pytest.approx(1.0) and "run's I/O" in out["waf_source"]
+    span = out["span_s"]                       # the run replayed all 1000 requests
+    assert out["l3_write_bytes_per_day"] == pytest.approx((64 << 30) / span * 86400, rel=0.01)
+    assert out["dwpd"] == pytest.approx(out["l3_write_bytes_per_day"] / (256 << 30))
+
+
+def test_write_policies_from_the_tier_simulation(prices):
+    out = plan(prices, dram_bytes=1_000_000)       # L2 holds one block, L3 the three-block working set
+    wp = out["write_policies"]
+    # write-through: each of the 4 produced blocks is written to L3 once, as the curve-based estimate says
+    assert wp["through"]["l3_write_blocks"] == 4 == wp["through"]["produced_blocks"]
+    assert wp["through"]["l3_write_bytes_per_day"] == pytest.approx(out["l3_write_bytes_per_day"], rel=0.01)
+    # write-back writes a block to L3 only when L2 evicts it: fewer writes, never more
+    assert 0 < wp["back"]["l3_write_blocks"] < wp["through"]["l3_write_blocks"]
+    assert wp["back"]["dwpd"] < wp["through"]["dwpd"]

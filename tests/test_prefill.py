@@ -36,6 +36,9 @@ def test_cpu_prefill_tiny_gqa_end_to_end(cli, tmp_path):
     assert min(out["fit"]["a"], out["fit"]["b"], out["fit"]["c"]) >= 0
     assert "torch" in out["versions"] and out["dtype"] == "fp32"
     assert all(len(r["seconds"]) == 3 for r in out["lengths"])
+    pts = out["points"]
+    assert pts["repetitions"] == 3 and all(lo <= med <= hi for lo, med, hi in
+                                            zip(pts["seconds_min"], pts["seconds"], pts["seconds_max"]))
     from kvbench.compute.profile import load_profile
     p = load_profile(out["run_dir"])  # the run folder holds profile.toml
     q = load_profile(tmp_path / "p.json")

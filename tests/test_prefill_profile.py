@@ -70,6 +70,8 @@ def _measured() -> ComputeProfile:
     return ComputeProfile(name="t", kind="measured", model="tiny-gqa", device="cpu", dtype="fp32",
                           fit=QuadraticFit(0.001, 2e-6, 1e-10, 0.01), reference_tokens=512,
                           points_tokens=(128, 256, 512), points_seconds=(0.0013, 0.0015, 0.002),
+                          points_seconds_min=(0.0012, 0.0014, 0.0019), points_seconds_max=(0.002, 0.003, 0.004),
+                          repetitions=5,
                           layers_total=2, layers_measured=1, scaled=True, versions={"torch": "2.13.0"},
                           copy=CopyProfile((4096, 65536), (1e-5, 2e-5), 5e9, 9e-6))
 
@@ -80,6 +82,7 @@ def test_save_load_round_trip(tmp_path, suffix):
     path = save_profile(p, tmp_path / f"profile{suffix}")
     q = load_profile(path)
     assert q.fit == p.fit and q.points_tokens == p.points_tokens and q.points_seconds == p.points_seconds
+    assert (q.points_seconds_min, q.points_seconds_max, q.repetitions) == (p.points_seconds_min, p.points_seconds_max, 5)
     assert (q.kind, q.scaled, q.layers_measured, q.versions) == ("measured", True, 1, {"torch": "2.13.0"})
     assert q.copy == p.copy
     assert load_profile(tmp_path).fit == p.fit  # a run folder holding profile.<ext>

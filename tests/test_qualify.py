@@ -130,7 +130,24 @@ min = "{fill_min}"
 name = "random-write IOPS, round 1"
 workload = "precondition"
 metric = "rounds.0.iops"
+min = 10
+[[workload]]
+name = "reads"
+kind = "io"
+rw = "randread"
+bs = "4k"
+qd = 8
+runtime = 1
+[[criterion]]
+name = "4 KiB read IOPS"
+workload = "reads"
+metric = "iops"
 min = {iops_min}
+[[criterion]]
+name = "4 KiB read p99"
+workload = "reads"
+metric = "lat_us.p99"
+max = "1s"
 """
 
 
@@ -142,11 +159,13 @@ def test_qualification_on_a_real_file_passes_and_fails_with_exit_code_and_report
     r = cli("qualify", prof, "--target", target, "--size", "32MiB", "--json", "-o", tmp_path / "q.html")
     assert r.exit_code == 0, r.output
     summary = json.loads(r.stdout)
-    assert summary["passed"] is True and summary["criteria_passed"] == 2 and summary["status"] == "complete"
+    assert summary["passed"] is True and summary["criteria_passed"] == 4 and summary["status"] == "complete"
+    reads = json.loads((tmp_path / summary["parts"]["reads"] / "summary.json").read_text())
+    assert reads["kind"] == "io" and reads["iops"] > 10      # the io workload ran on the qualified file
     ss = json.loads((tmp_path / summary["run_dir"] / "steady_state.json").read_text())
     assert 5 <= len(ss["values"]) <= 6 and ss["metric"] == "iops" and all(v > 0 for v in ss["values"])
     q = json.loads((tmp_path / summary["run_dir"] / "qualify.json").read_text())
-    assert [c["passed"] for c in q["criteria"]] == [True, True]
+    assert [c["passed"] for c in q["criteria"]] == [True, True, True, True]
     assert_report_renders(tmp_path / "q.html", tmp_path, min_plots=1, screenshot=True)
     html = (tmp_path / "q.html").read_text()
     assert "Qualification" in html and "PASS" in html and "steady state" in html.lower()
@@ -155,5 +174,21 @@ def test_qualification_on_a_real_file_passes_and_fails_with_exit_code_and_report
     prof.write_text(TINY.format(max_rounds=5, fill_min="1MB/s", iops_min="1e12"))
     r = cli("qualify", prof, "--target", target, "--size", "32MiB")
     assert r.exit_code == 1, r.output
-    assert "FAIL: 1/2 criteria of tiny" in r.output
-    assert re.search(r"kvbench: error: tiny: 1 criteria failed: random-write IOPS, round 1", r.output)
+    assert "FAIL: 3/4 criteria of tiny" in r.output
+    assert re.search(r"kvbench: error: tiny: 1 criteria failed: 4 KiB read IOPS", r.output)
+
+
+def test_shipped_profiles_use_options_the_real_commands_accept(cli):
+    """Every workload of every shipped profile parses against the real command (unknown options fail)."""
+    from kvbench.qualify.job import workload_argv
+
+    for n in preset_names("qualify"):
+        p = load_qualify_profile(n)
+        runs = {}
+        for w in p.workloads:
+            argv = workload_argv(w, target="/dev/nvme9n1", size=8 << 30, destroy_data=None, results_root="results",
+                                 run_dirs=runs)[3:]
+            runs[w.name] = "results/x"
+            assert argv[-1] == "--json"
+            r = cli(*argv[:-1], "--help")
+            assert r.exit_code == 0, f"{n}/{w.name}: {' '.join(argv)}: {r.output[-500:]}"

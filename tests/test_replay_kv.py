@@ -105,6 +105,22 @@ def test_replay_on_file_verifies_and_accounts_bytes(cli, tmp_path, store_dir):
     assert (Path(s["run_dir"]) / "timeseries.csv").exists() and (Path(s["run_dir"]) / "histograms.json").exists()
 
 
+def test_four_tiers_with_remote_directory_and_link_model(cli, tmp_path, store_dir):
+    l4 = store_dir / "remote"
+    l4.mkdir()
+    s = _json(cli("replay", "kv", "mooncake-sample", "--model", "tiny-gqa", "--l1", "4MiB", "--l2", "8MiB",
+                  "--l3", store_dir / "l3.store", "--l3-capacity", "16MiB", "--l4", l4, "--l4-capacity", "256MiB",
+                  "--l4-link-latency", "5ms", "--l4-link-bw", "1GB/s", "--write-policy", "back", "--max-requests",
+                  "150", "--closed-loop", "--verify", "all", "--json", "--results", tmp_path))
+    assert s["verify_errors"] == 0 and set(s["tiers"]) == {"l1", "l2", "l3", "l4"}
+    t4 = s["tiers"]["l4"]
+    assert t4["hit_blocks"] > 0 and t4["io_mode"] == "O_DIRECT" and t4["link_model"]["latency_s"] == 0.005
+    assert t4["load_ms"]["p50"] >= 5.0                       # modelled link latency is part of L4 load time
+    assert s["tiers"]["l1"]["read_bw_bytes_per_s"] is None   # simulated HBM: no measured rate
+    assert sum(s["tiers"][n]["hit_blocks"] for n in s["tiers"]) == s["hit_blocks"]
+    assert (l4 / "kvbench-l4.store").exists()
+
+
 def _dram_rows(s):
     """Planned DRAM I/Os of a run whose chunk >= block (one I/O per block event)."""
     b = s["tiers"]["l2"]["blocks"]
@@ -225,3 +241,13 @@ def test_block_tags_depend_on_key_and_version():
     tags = block_tags(keys, vers)
     assert len(set(tags.tolist())) == 4 and (tags != 0).all()
     assert (block_tags(keys, vers) == tags).all()
+
+
+def test_duration_stops_the_replay_and_counts_only_what_ran(cli, tmp_path, store_dir):
+    s = _json(cli("replay", "kv", "mooncake-sample", "--model", "tiny-gqa", "--l3", store_dir / "d.store",
+                  "--l3-capacity", "32MiB", "--speed", "1000", "--duration", "0.3s", "--chunk", "64KiB", "--qd", "4",
+                  "--json", "--results", tmp_path))
+    assert 0 < s["requests"] < 1000 and s["status"] == "complete"
+    rows = (Path(s["run_dir"]) / "requests.csv").read_text().splitlines()
+    assert len(rows) == s["requests"] + 1
+    assert s["issue_lag_us"]["p50"] is not None and s["wall_s"] < 5

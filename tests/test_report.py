@@ -91,6 +91,18 @@ def test_percentile_sets_convert_units_and_name_paths():
     assert dig({"a": [{"b": 1}]}, "a.0.b") == 1
 
 
+def test_latency_from_engine_histograms_gives_percentiles_and_a_dense_tail_curve(tmp_path):
+    from kvbench.report.rundata import latency_curves, latency_sets
+
+    rd = load_run(make_io_run(tmp_path, "io-h", p50_us=500.0))
+    pct = latency_sets(rd)["target0.read"]
+    assert pct["p50"] == pytest.approx(500.0, rel=0.03)          # lognormal median, within histogram + sample error
+    assert pct["p50"] < pct["p99"] < pct["p99.9"] < pct["max"]
+    xs, ys = latency_curves(rd)["target0.read"]
+    assert xs[0] == pytest.approx(0.30103) and xs[-1] == pytest.approx(min(5.0, np.log10(200_000)))
+    assert all(b >= a for a, b in zip(ys, ys[1:]))                # a tail curve never decreases
+
+
 def test_tail_axis_and_knee():
     assert [tail_x(k) for k in ("p50", "p90", "p99", "p99.9", "p99.99")] == pytest.approx([0.30103, 1, 2, 3, 4], abs=1e-5)
     assert tail_x("max") is None
@@ -107,3 +119,62 @@ def test_the_chromium_check_catches_a_javascript_error(tmp_path):
     out.write_text(out.read_text().replace("</body>", "<script>notDefinedAnywhere();</script></body>"))
     with pytest.raises(AssertionError, match="notDefinedAnywhere"):
         assert_report_renders(out, tmp_path, min_plots=1, screenshot=False)
+
+
+def test_comparison_of_two_real_io_runs(tmp_path):
+    """Two real `kvbench io` runs (4 KiB and 64 KiB random reads on one file) reported side by side."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    env = {**__import__("os").environ, "PYTHONPATH": str(REPO)}
+    dirs = []
+    for bs in ("4k", "64k"):
+        p = subprocess.run([sys.executable, "-m", "kvbench", "io", "--target", str(tmp_path / "t.dat"), "--size", "16MiB",
+                            "--rw", "randread", "--bs", bs, "--qd", "8", "--runtime", "1", "--results",
+                            str(tmp_path / "results"), "--json"], capture_output=True, text=True, cwd=REPO, env=env,
+                           timeout=120)
+        assert p.returncode == 0, p.stderr[-2000:]
+        dirs.append(json.loads(p.stdout)["run_dir"])
+    out, index = build_report(dirs, tmp_path / "io-cmp.html")
+    assert "latency_tail" in index["figures"] and "throughput_over_time" in index["figures"]
+    text = out.read_text()
+    names = [__import__("pathlib").Path(d).name for d in dirs]
+    assert all(n in text for n in names)
+    assert_report_renders(out, tmp_path, min_plots=2, screenshot=False)
+
+
+def test_prefill_run_shows_points_and_fit(tmp_path):
+    d = tmp_path / "prefill-x"
+    d.mkdir()
+    (d / "run.json").write_text(json.dumps({"kind": "prefill", "command": "kvbench prefill --model tiny-gqa"}))
+    n = [64, 256, 1024, 4096]
+    fit = {"a": 0.002, "b": 2e-5, "c": 1e-9, "rel_rms": 0.03}
+    (d / "summary.json").write_text(json.dumps({
+        "kind": "prefill", "status": "complete", "run_dir": str(d), "model": "tiny-gqa", "device": "cpu",
+        "tokens_per_s": 40000.0, "reference_tokens": 1024, "fit": fit,
+        "points": {"tokens": n, "seconds": [fit["a"] + fit["b"] * x + fit["c"] * x * x for x in n]}}))
+    from kvbench.report.figures import prefill_profile
+
+    fig = prefill_profile([load_run(d)])
+    assert [t.name for t in fig.data] == ["measured (cpu)", "fit a+bn+cn² (rel rms 3.0%)"]
+    assert list(fig.data[0].y) == pytest.approx([1e3 * (0.002 + 2e-5 * x + 1e-9 * x * x) for x in n])
+    _, index = build_report([d], tmp_path / "p.html")
+    assert index["figures"] == ["prefill_profile"]
+    assert "40,000" in (tmp_path / "p.html").read_text()
+
+
+def test_break_even_curves_from_a_check_result_do_not_extrapolate():
+    from kvbench.report.figures import break_even_curves
+
+    n = np.array([100.0, 1000.0, 10_000.0, 1e6])
+    check = {"profile": {"fit": {"a": 0.01, "b": 2e-5, "c": 0.0}},
+             "tiers": {"l3": {"curve": {"tokens": [100, 10_000], "load_s": [0.002, 0.2]}, "break_even_tokens": 120},
+                       "l2": {"bandwidth_bytes_per_s": 1e10, "latency_s": 1e-5}},
+             "bytes_per_token": 131072}
+    curves, rec = break_even_curves(check, n)
+    assert rec == pytest.approx(0.01 + 2e-5 * n)
+    l3, nstar = curves["l3"]
+    assert nstar == 120 and l3[:3] == pytest.approx([0.002, 0.02, 0.2]) and np.isnan(l3[3])   # log-log interpolation
+    assert curves["l2"][0] == pytest.approx(1e-5 + n * 131072 / 1e10)                           # T_load = t0 + n*B/BW

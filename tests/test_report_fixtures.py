@@ -105,7 +105,12 @@ def make_io_run(root: Path, name: str, *, iops: float = 50_000, p50_us: float = 
     pd.DataFrame({"t_s": np.arange(1, n + 1, dtype=float), "iops": s, "read_bytes_per_s": s * 4096,
                   "p99_us": p50_us * 3.5 * (1 + rng.normal(0, 0.05, n)), "cpu_percent": 60 + rng.normal(0, 3, n)}
                  ).to_csv(d / "timeseries.csv", index=False)
-    _write(d, "histograms.json", {"target0.read": {"percentiles": _pcts(p50_us)}})
+    # a real engine histogram of lognormal latencies around p50_us (the engine's own histograms.json format)
+    from kvbench.metrics.histogram import LatencyHistogram
+
+    h = LatencyHistogram()
+    h.record((rng.lognormal(np.log(p50_us * 1e3), 0.6, 200_000)).astype(np.int64))
+    _write(d, "histograms.json", {"target0.read": h.to_dict()})
     _write(d, "summary.json", {"kind": "io", "status": status, "run_dir": str(d), "iops": float(s.mean()),
                                "bw_bytes_per_s": float(s.mean() * 4096), "ios": int(s.sum()), "runtime_s": float(n),
                                "lat_us": _pcts(p50_us)})

@@ -20,7 +20,7 @@ def test_rundir_files(tmp_path):
     t = run["targets"][0]
     assert t["path"] == str(target) and t["kind"] == "file" and t["filesystem"]
     # a partial summary exists from the start (a killed run still leaves one)
-    assert json.loads((rd.path / "summary.json").read_text())["status"] == "running"
+    assert json.loads((rd.path / "summary.json").read_text())["status"] == "partial"
     rd.append_timeseries({"t_s": [0, 1], "iops": [10.0, 20.0]})
     rd.append_timeseries({"t_s": 2, "iops": 30.0, "errors": 1})
     df = pd.read_csv(rd.path / "timeseries.csv")

@@ -82,3 +82,13 @@ def test_live_nvme_drive_reads():  # pragma: no cover - only on machines with an
     dev = sorted(Path("/dev").glob("nvme*n1"))[0]
     c = try_read_counters(dev)
     assert c is None or c.smart is None or c.smart.data_units_written >= 0
+
+
+def test_device_watch_off_nvme_gives_none(tmp_path):
+    from kvbench.metrics.smart import DeviceWatch
+
+    f = tmp_path / "store"
+    f.write_bytes(b"0")
+    w = DeviceWatch({"l3": f})
+    if nvme_device_for(f) is None:
+        assert w.stop() == {"l3": None}

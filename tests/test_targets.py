@@ -96,7 +96,7 @@ def loopdev(tmp_path):
     with open(img, "wb") as f:
         f.truncate(32 * MiB)
     try:
-        dev = subprocess.run(["losetup", "-f", "--show", str(img)], check=True, capture_output=True,
+        dev = subprocess.run(["losetup", "-P", "-f", "--show", str(img)], check=True, capture_output=True,
                              text=True).stdout.strip()
     except subprocess.CalledProcessError as e:
         pytest.skip(f"losetup failed here: {e.stderr.strip()}")
@@ -137,9 +137,15 @@ def test_loop_with_filesystem_or_partitions_refused(loopdev, tmp_path):
     finally:
         subprocess.run(["umount", str(mnt)], check=True)
     subprocess.run(["wipefs", "-q", "-a", dev], check=True)
-    if shutil.which("sfdisk"):
-        subprocess.run(["sfdisk", "-q", dev], input="label: dos\n,8M\n", text=True, check=True,
-                       capture_output=True)
-        subprocess.run(["blockdev", "--rereadpt", dev], capture_output=True)
-        with pytest.raises(SafetyError, match="partition|dos"):
-            open_target(dev, write=True, destroy_data=dev)
+    # a DOS partition table with one partition (written by hand: no partitioning tool needed)
+    mbr = bytearray(512)
+    mbr[446:462] = bytes([0, 0, 0, 0, 0x83, 0, 0, 0]) + (2048).to_bytes(4, "little") + (8192).to_bytes(4, "little")
+    mbr[510:512] = b"\x55\xaa"
+    with open(dev, "r+b") as f:
+        f.write(mbr)
+    subprocess.run(["blockdev", "--rereadpt", dev], capture_output=True)
+    with pytest.raises(SafetyError, match="partition|dos"):
+        open_target(dev, write=True, destroy_data=dev)
+    part = f"{dev}p1"
+    if os.path.exists(part):
+        assert "partitions" in safety.block_write_refusal(dev)

@@ -84,6 +84,11 @@ def test_trace_stats(cli):
     assert not d["ids"]["prefix_chained"] and d["ids"]["chained_by_reader"]
     r = cli("trace", "stats")
     assert r.exit_code == 0 and "infinite-cache reuse" in r.output
+    d = json.loads(cli("trace", "stats", FIXTURES / "traces" / "bailian_sample.jsonl", "--json").output)
+    recs = [json.loads(x) for x in open(FIXTURES / "traces" / "bailian_sample.jsonl")]
+    assert d["sessions"]["roots"] == sum(r["parent_chat_id"] == -1 for r in recs)
+    assert d["sessions"]["turn"]["max"] == max(r["turn"] for r in recs) and d["block_tokens"] == 16
+    assert "conversations" in cli("trace", "stats", FIXTURES / "traces" / "bailian_sample.jsonl").output
 
 
 def test_trace_gen_roundtrip(cli, tmp_path):

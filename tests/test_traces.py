@@ -213,3 +213,16 @@ def test_shared_traces(shared_dir):
     # README: infinite-cache reuse 0.645 when a block hits only if its whole id-prefix was seen before
     assert 1 - np.unique(gmi.keys).size / gmi.n_blocks == pytest.approx(0.645, abs=5e-4)
     assert gmi.duration_s == pytest.approx(86245, abs=1)
+
+
+def test_shared_gmi_stats(shared_dir):
+    from kvbench.stream.stats import prefix_chaining, trace_stats
+
+    raw = read_trace(shared_dir / "traces" / "lmbench-gmi" / "gmi_trace.jsonl", chain=False)
+    chk = prefix_chaining(raw)           # README: 1,336 ids in several contexts, 16 requests repeat an id
+    assert (chk["prefix_chained"], chk["ids_in_several_contexts"], chk["repeated_ids_within_requests"]) == \
+        (False, 1336, 16)
+    s = trace_stats(raw)
+    assert s["tokens_per_block_id"]["p50"] == pytest.approx(34.1, abs=0.05)
+    assert s["tokens_per_block_id"]["max"] == pytest.approx(101.6, abs=0.05)
+    assert s["lines_matching_block_size"] == pytest.approx(758 / 1931)

@@ -12,6 +12,8 @@ import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import numpy as np
+
 from kvbench.errors import SpecError
 from kvbench.spec.presets import load_preset
 
@@ -160,6 +162,9 @@ RATE_MODELS = {
     "replicate": "rate/trace-rate independent copies of the trace's users: capacity and writes scale with the "
                  "copies, retention and hit ratios do not change",
 }
+LAYOUT_NAMES = ("slot", "log")
+LAYOUT_MODELS = {"slot": "synthetic: block-sized slots overwritten in uniform random order (worst case)",
+                 "log": "synthetic: segments appended in order, the oldest reclaimed"}
 DEFAULT_SWEEP = (300.0, 3600.0, 6 * 3600.0, 86400.0, None)
 
 
@@ -182,6 +187,8 @@ class PlanOptions:
     ssd_class: str | None = None          # default: the cheapest class per day
     sweep: tuple = DEFAULT_SWEEP          # retention values (s; None = unlimited) for the sweep
     waf: float | None = None              # a measured device WAF (skips the FTL model)
+    waf_source: str = "given (--waf)"
+    write_policies: bool = True           # simulate the tiers under write-through and write-back
 
     def validate(self) -> "PlanOptions":
         if not self.targets:
@@ -214,6 +221,49 @@ def _exact_profile(trace, ttl_s, warmup):
                               "update kvbench; plan needs the exact LRU curve") from None
 
     return exact_profile(trace, ttl_s=ttl_s, warmup=warmup)
+
+
+def simulate_write_policies(trace, *, block_bytes: int, l2_blocks: int, l3_blocks: int, ttl_s: float | None,
+                            layout: str, per_day: float, ftl_op: float, erase_block_bytes: int, gc: str,
+                            policies=("through", "back"), model_ftl: bool = True) -> dict:
+    """L3 writes per day under each write policy, from the tier simulation (:mod:`kvbench.sim.tiers`), and the
+    device WAF of each policy's own L3 write/trim stream (slot numbers from the store's allocator) through the
+    FTL model. L2 DRAM and L3 of the given sizes, LRU, the retention on both."""
+    from kvbench.analysis import ftl
+    from kvbench.sim.tiers import EV_TRIM, EV_WRITE, Hierarchy, HierarchySpec, TierSpec
+
+    out = {}
+    for wp in policies:
+        probe = HierarchySpec(tiers=(TierSpec("l3", 1),), block_bytes=block_bytes)
+        slot = probe.slot_bytes
+        tiers = ((TierSpec("l2", max(1, l2_blocks) * slot, ttl_s=ttl_s),) if l2_blocks > 0 else ()) + \
+            (TierSpec("l3", max(1, l3_blocks) * slot, ttl_s=ttl_s, layout=layout, trim=True),)
+        h = Hierarchy(HierarchySpec(tiers=tiers, block_bytes=block_bytes, write_policy=wp))
+        _, ev = h.run(trace.timestamp_s, trace.offsets, trace.keys)
+        c = h.counters()["l3"]
+        l3 = ev[(ev["tier"] == 2) & ((ev["op"] == EV_WRITE) | (ev["op"] == EV_TRIM))]
+        writes_day = c.writes * slot * per_day
+        row = {"l3_write_bytes_per_day": writes_day, "l3_write_blocks": int(c.writes),
+               "produced_blocks": int(h.produced), "dwpd": writes_day / (max(1, l3_blocks) * slot)}
+        if model_ftl and np.count_nonzero(l3["op"] == EV_WRITE):
+            top = int((l3["slot"] + l3["nslots"]).max()) * slot
+            erase = min(erase_block_bytes, max(1 << 20, top // 64))   # a small store: >= 64 erase units
+            page = 16 << 10
+            while -(-top // page) * (1.0 + ftl_op) > (1 << 22) and page < min(slot, erase):
+                page *= 2
+            block_pages = max(2, erase // page)
+            blocks = max(64, -(-(-(-top // page)) // block_pages))
+            cfg = ftl.FtlConfig(user_bytes=blocks * block_pages * page, page_size=page, op=ftl_op,
+                                block_pages=block_pages, gc=gc)
+            ops = np.where(l3["op"] == EV_WRITE, ftl.OP_WRITE, ftl.OP_TRIM).astype(np.uint8)
+            ext = ftl.bytes_to_pages(ops, l3["slot"].astype(np.int64) * slot,
+                                     l3["nslots"].astype(np.int64) * slot, page)
+            r = ftl.simulate(cfg, extents=ext, writes=3.0, warmup=0.5)
+            row["waf"] = r.waf
+            row["waf_source"] = (f"FTL model fed this policy's L3 writes and trims ({layout} store), op {ftl_op:g}, "
+                                 f"{block_pages * page >> 20} MiB erase units")
+        out[wp] = row
+    return out
 
 
 def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, options: PlanOptions,
@@ -260,12 +310,16 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
     value_per_hit = trace.block_tokens * usd_token
 
     # device WAF of the L3 store
-    layout = run_layout or opt.layout
+    layout = run_layout if run_layout in LAYOUT_NAMES else opt.layout
     if opt.waf is not None:
-        waf, waf_source = float(opt.waf), "given (--waf)"
-    else:
-        waf, waf_params = layout_waf(layout, block_bytes, erase_block_bytes=opt.erase_block_bytes, op=opt.ssd_op,
-                                     gc=opt.gc)
+        waf, waf_source = float(opt.waf), opt.waf_source
+    layout_wafs = {}
+    if opt.waf is None:
+        for name in LAYOUT_NAMES:   # both layouts: the comparison shows what the layout does to the NAND
+            layout_wafs[name] = layout_waf(name, block_bytes, erase_block_bytes=opt.erase_block_bytes,
+                                           op=opt.ssd_op, gc=opt.gc)[0]
+    if opt.waf is None:
+        waf = layout_wafs[layout]
         waf_source = (f"FTL model: {layout} layout, {block_bytes} B slots, op {opt.ssd_op:g}, "
                       f"{opt.erase_block_bytes >> 20} MiB erase units, {opt.gc} GC")
 
@@ -284,6 +338,18 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
 
     dram_cls_cost = prices.dram_usd_per_gb / GB * block_bytes / (prices.dram_service_years * 365.0)
     knee_blocks = cap.knee(curve)
+    # the tiers simulated at the headline target's sizes: L3 writes under each write policy, and the device
+    # WAF of the store's own write/trim stream (the headline WAF unless one was measured or given)
+    policies = None
+    c0 = cap.capacity_for_target(curve, opt.targets[0], relative=opt.relative)
+    if opt.write_policies and c0 is not None and summary is None:
+        l2_0 = (opt.dram_bytes / copies // block_bytes) if opt.dram_bytes is not None else min(knee_blocks, c0)
+        policies = simulate_write_policies(
+            trace, block_bytes=block_bytes, l2_blocks=int(min(l2_0, c0)), l3_blocks=int(c0),
+            ttl_s=ttl_in_trace(opt.retention_s), layout=layout, per_day=per_day, ftl_op=opt.ssd_op,
+            erase_block_bytes=opt.erase_block_bytes, gc=opt.gc, model_ftl=opt.waf is None)
+        if opt.waf is None and "waf" in policies["through"]:
+            waf, waf_source = policies["through"]["waf"], policies["through"]["waf_source"]
     per_target, plans = {}, {}
     capacity_bytes = {"l2": {}, "l3": {}}
     for t in opt.targets:
@@ -350,6 +416,12 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
         }
 
     primary = per_target[_key(opt.targets[0])]
+    layouts = {}
+    if primary.get("reachable"):
+        for name, w in layout_wafs.items():
+            nand = primary["l3_write_bytes_per_day"] * w
+            layouts[name] = {"waf": w, "model": LAYOUT_MODELS[name], "nand_bytes_per_day": nand,
+                             "nand_writes_per_day": nand / primary["dwpd_capacity_bytes"]}
     # the trace's horizon: reuse (and residence) longer than the wall time the trace covers is not observed
     wall_span = window_s / scale if compress else window_s
     warnings, retention_bound = [], None
@@ -365,7 +437,7 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
                                "note": "steady state: a store holding every block produced in the last retention "
                                        "period (write-through) is rewritten once per period: DWPD = 1 day / retention"}
     sweep = []
-    for r in dict.fromkeys(list(opt.sweep) + [opt.retention_s]):
+    for r in sorted(dict.fromkeys(list(opt.sweep) + [opt.retention_s]), key=lambda x: math.inf if x is None else x):
         c = curve if r == opt.retention_s else curve_for(r)
         cb = cap.capacity_for_target(c, opt.targets[0], relative=opt.relative)
         row = {"retention_s": r, "infinite_hit_ratio": c.infinite_hit_ratio}
@@ -378,6 +450,9 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
                         "nand_bytes_per_day": wd * waf})
         sweep.append(row)
 
+    for rows in plans.values():
+        for p in rows:
+            p["gpu_hours_per_day"] = p["usd_per_day"]["gpu"] / prices.gpu_usd_per_hour
     return {
         "model": model, "trace": str(trace.path), "block_tokens": trace.block_tokens, "block_bytes": block_bytes,
         "requests": n, "references": refs, "span_s": span, "trace_rate": trace_rate, "rate": opt.rate or trace_rate,
@@ -389,7 +464,7 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
         "lifetime_years": primary.get("lifetime_years"), "nand_bytes_per_day": primary.get("nand_bytes_per_day"),
         "l3_write_bytes_per_day": primary.get("l3_write_bytes_per_day"), "ssd_class": primary.get("ssd_class"),
         "ssd_per_dram_gb": primary.get("ssd_per_dram_gb"),
-        "trace_wall_span_s": wall_span, "warnings": warnings, "retention_bound": retention_bound,
+        "layouts": layouts, "write_policies": policies, "trace_wall_span_s": wall_span, "warnings": warnings, "retention_bound": retention_bound,
         "per_target": per_target, "plans": plans, "retention_sweep": sweep,
         "prices": prices.to_dict(), "compute": compute or {"tokens_per_s": tokens_per_s},
         "assumptions": [

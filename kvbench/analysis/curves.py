@@ -128,7 +128,8 @@ def exact_profile(trace: Trace, *, ttl_s: float | None = None, warmup: float = 0
     from kvbench.analysis.mrc import LRUStack
 
     start = _warmup_refs(trace, warmup)
-    stack = LRUStack(ttl_s=ttl_s, count_from=start, expected_keys=max(1024, trace.n_blocks // 8))
+    stack = LRUStack(ttl_s=ttl_s, count_from=start,
+                     expected_keys=min(1 << 22, max(1024, trace.n_blocks // 8)))
     stack.feed(trace)
     return _profile_from_hist(stack.counts(), 1.0, stack.references, stack.cold, stack.distinct, "exact",
                               ttl_s=ttl_s, warmup=warmup, sampled_references=stack.references)
@@ -226,7 +227,7 @@ def shards_profile(trace: Trace, *, rate: float | None = None, size: int | None 
         # references before the warm-up boundary: count how many sampled ones fall before it
         n_warm = int(np.floor(warmup * trace.n_requests))
         stack = LRUStack(ttl_s=ttl_s, count_from=int(sub.offsets[n_warm]),
-                         expected_keys=max(1024, sub.n_blocks // 8))
+                         expected_keys=min(1 << 22, max(1024, sub.n_blocks // 8)))
         stack.feed(sub)
         hist = stack.counts().astype(np.float64)
         adj = references - stack.references / r0
@@ -244,8 +245,9 @@ def shards_profile(trace: Trace, *, rate: float | None = None, size: int | None 
     first = np.zeros(n_keys, dtype=np.uint64)
     first[ids] = _salted(keys, salt)
     frac = _key_hash_fraction(first)
-    dist, rates, gaps, taken = shards_fixed_size(ids, frac, n_keys, int(size), r0, times if want else times[:0],
-                                                 want)
+    # never more keys than the stream holds: a size above that samples everything (and allocates nothing more)
+    dist, rates, gaps, taken = shards_fixed_size(ids, frac, n_keys, max(1, min(int(size), n_keys)), r0,
+                                                 times if want else times[:0], want)
     final_rate = float(rates[taken][-1]) if taken.any() else r0
     keep = taken & (pos >= start)
     d, w = dist[keep], 1.0 / np.where(keep, rates, 1.0)[keep]
@@ -261,6 +263,39 @@ def shards_profile(trace: Trace, *, rate: float | None = None, size: int | None 
     return _profile_from(est, weights, int(references), cold, float(np.sum(1.0 / rates[taken][dist[taken] == 0])),
                          "shards-fixed-size", sample_rate=final_rate, ttl_s=ttl_s, warmup=warmup,
                          sampled_references=int(keep.sum()), extra={"adjustment": adj})
+
+
+def stream_profile(batches, *, rate: float | None = None, ttl_s: float | None = None,
+                   salt: int = 0) -> tuple[ReuseProfile, dict]:
+    """Exact (or fixed-rate SHARDS) LRU profile of a trace read batch by batch (``iter_trace``).
+
+    Memory is bounded by the distinct keys (sampled keys for SHARDS) and one batch, never the whole trace.
+    Returns the profile and what was read: requests, references, the first batch's path, format, block size.
+    """
+    from kvbench.analysis.mrc import LRUStack
+
+    if rate is not None and not 0.0 < rate <= 1.0:
+        raise UsageError(f"sampling rate must be in (0, 1], got {rate}", "give e.g. --sample 0.01")
+    r0 = 1.0 if rate is None else float(rate)
+    stack = LRUStack(ttl_s=ttl_s)
+    meta = {"requests": 0, "references": 0}
+    for b in batches:
+        if not meta["requests"]:
+            meta |= {"path": b.path, "format": b.fmt, "block_tokens": b.block_tokens}
+        meta["requests"] += b.n_requests
+        meta["references"] += b.n_blocks
+        stack.feed(sampled_trace(b, r0, salt)[0] if rate is not None else b)
+    references = meta["references"]
+    if rate is None:
+        return _profile_from_hist(stack.counts(), 1.0, stack.references, stack.cold, stack.distinct, "exact",
+                                  ttl_s=ttl_s, sampled_references=stack.references), meta
+    hist = stack.counts().astype(np.float64)
+    adj = references - stack.references / r0
+    if hist.size > 1:
+        hist[np.flatnonzero(hist)[0] if hist.any() else 1] += adj * r0
+    return _profile_from_hist(hist, 1.0 / r0, int(references), stack.cold / r0, stack.distinct / r0,
+                              "shards-fixed-rate", sample_rate=r0, ttl_s=ttl_s,
+                              sampled_references=stack.references, extra={"adjustment": adj}), meta
 
 
 # --- other policies: simulated per size ----------------------------------------------------------------

@@ -437,6 +437,9 @@ def _extent_chunks(ops, starts, counts, total: int, chunk: int = 1 << 20):
     per_pass = int(counts[writes].sum())
     if per_pass <= 0:
         raise SpecError("the write stream contains no writes", "give an iolog or plan with write operations")
+    if len(ops) < chunk // 2:   # a short stream: tile it so each kernel call gets a large batch
+        reps = max(1, min(chunk // max(1, len(ops)), -(-total // per_pass)))
+        ops, starts, counts = np.tile(ops, reps), np.tile(starts, reps), np.tile(counts, reps)
     done = 0
     while done < total:
         for i in range(0, len(ops), chunk):
@@ -523,11 +526,12 @@ PATTERNS = {"uniform": "uniform random single-page writes", "sequential": "seque
 _IOLOG_OPS = {"write": OP_WRITE, "trim": OP_TRIM, "read": 0}
 
 
-def read_iolog(path, *, target: str | None = None):
+def read_iolog(path, *, target: str | None = None, largest: bool = False):
     """Writes and trims of a fio iolog (v2 or v3) as ``(ops, offsets, lengths)`` byte arrays.
 
     Reads and file actions (add/open/close/sync) are skipped. An iolog naming several files needs ``target``
-    (the file whose writes the drive sees). A malformed line raises TraceError naming the file and line."""
+    (the file whose writes the drive sees) or ``largest`` (the file written most). A malformed line raises
+    TraceError naming the file and line."""
     import pandas as pd
 
     from kvbench.errors import TraceError
@@ -552,6 +556,11 @@ def read_iolog(path, *, target: str | None = None):
         if df.empty:
             raise TraceError(f"no I/O for file {target!r} in the iolog", "give one of its file names", path=path)
     files = df["file"].unique()
+    if len(files) > 1 and target is None and largest:
+        sizes = pd.to_numeric(df["length"], errors="coerce").where(action == OP_WRITE, 0).groupby(df["file"]).sum()
+        pick = sizes.idxmax()
+        df, action = df[df["file"] == pick], action[df["file"] == pick]
+        files = [pick]
     if len(files) > 1:
         raise TraceError(f"the iolog writes {len(files)} files ({', '.join(map(str, files[:3]))}, ...)",
                          "choose one with --iolog-target NAME", path=path)

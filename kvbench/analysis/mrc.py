@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-_STATE = ("entries", "slot", "references", "cold", "expired")
+_STATE = ("entries", "slot", "references", "cold", "expired", "scratch")
 
 
 class LRUStack:

@@ -1,10 +1,11 @@
-"""Compiled sequential kernels for LRU stack distances (numba; imported lazily by ``curves``).
+"""Compiled sequential kernels for LRU stack distances and SHARDS (numba; imported lazily by ``curves``).
 
 Why compiled: Mattson stack distances are inherently sequential (each reference's distance depends on every
-earlier one); numpy cannot vectorise them and a Python loop runs at ~1M refs/s. The classic O(n log n) way is
-a Fenwick tree over access slots: every key's latest access holds a mark, and a reference's distance is 1 +
-the marks after the key's previous slot. Slots are compacted (live marks renumbered in order) whenever they
-run out, so the tree stays at 2x the distinct keys instead of growing with the trace.
+earlier one); numpy cannot vectorise them and a Python loop runs at ~1M refs/s. ``lru_feed`` (the exact
+curve) keeps a mark at every key's latest access slot and counts the marks after a key's previous slot with a
+bitmap and block counts; ``shards_fixed_size`` uses the classic Fenwick tree over slots because it must also
+drop keys from the sample. Slots are compacted (live marks renumbered in order) when they run out, so memory
+stays proportional to the distinct keys instead of growing with the trace.
 """
 
 from __future__ import annotations
@@ -35,62 +36,6 @@ def _rebuild(tree, owner, last, width):
         if parent <= width:
             tree[parent] += tree[s]
     return j
-
-
-@njit(cache=True, nogil=True)
-def stack_distances(ids, n_keys, times, want_gaps):
-    """LRU stack distance of every reference (0 = first reference, cold) and, if asked, its idle gap.
-
-    ``ids``: dense key ids 0..n_keys-1 in touch order. ``times``: arrival time of each reference (used when
-    ``want_gaps``). Returns ``(dist int64[n], gap float64[n or 0])``; a reference hits an LRU cache of C blocks
-    iff ``1 <= dist <= C`` (and, with retention T, ``gap <= T``).
-    """
-    n = ids.shape[0]
-    width = max(2 * n_keys, 1024)
-    if width > n + 1:
-        width = max(n + 1, 1)
-    tree = np.zeros(width + 1, np.int64)
-    owner = np.full(width, -1, np.int64)
-    last = np.full(n_keys, -1, np.int64)
-    last_t = np.zeros(n_keys if want_gaps else 0, np.float64)
-    dist = np.empty(n, np.int64)
-    gaps = np.empty(n if want_gaps else 0, np.float64)
-    slot = 0
-    live = 0
-    for i in range(n):
-        k = ids[i]
-        if slot == width:
-            slot = _rebuild(tree, owner, last, width)
-        p = last[k]
-        if p >= 0:
-            s = p + 1
-            c = 0
-            while s > 0:
-                c += tree[s]
-                s -= s & -s
-            dist[i] = live - c + 1
-            s = p + 1
-            while s <= width:
-                tree[s] -= 1
-                s += s & -s
-            owner[p] = -1
-            if want_gaps:
-                gaps[i] = times[i] - last_t[k]
-        else:
-            dist[i] = 0
-            live += 1
-            if want_gaps:
-                gaps[i] = np.inf
-        s = slot + 1
-        while s <= width:
-            tree[s] += 1
-            s += s & -s
-        owner[slot] = k
-        last[k] = slot
-        if want_gaps:
-            last_t[k] = times[i]
-        slot += 1
-    return dist, gaps
 
 
 @njit(cache=True, nogil=True)
@@ -366,6 +311,7 @@ def lru_feed(keys, offsets, times, r_start, ref_base, count_from, ttl, shift,
     with_time = ttl != np.inf
     entries = state[0]
     slot = state[1]
+    warm = np.uint64(0)
     for r in range(r_start, n_req):
         a = offsets[r]
         b = offsets[r + 1]
@@ -387,6 +333,9 @@ def lru_feed(keys, offsets, times, r_start, ref_base, count_from, ttl, shift,
         now = times[r]
         for i in range(b - 1, a - 1, -1):
             k = keys[i]
+            # touch the table line of a reference 8 ahead (in file order) so its cache miss overlaps this work
+            j = i - 8 if i - 8 >= 0 else i
+            warm ^= tab[2 * np.int64((keys[j] * _GOLD) >> np.uint64(shift)) + 1]
             h = np.int64((k * _GOLD) >> np.uint64(shift))
             while True:
                 s1 = tab[2 * h + 1]
@@ -417,4 +366,5 @@ def lru_feed(keys, offsets, times, r_start, ref_base, count_from, ttl, shift,
             slot += 1
     state[0] = entries
     state[1] = slot
+    state[5] ^= np.int64(warm & np.uint64(1))      # keep the warming loads alive
     return n_req, 0

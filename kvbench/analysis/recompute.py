@@ -151,6 +151,7 @@ def analyse_tiers(ineq: Inequality, tiers: list[Tier], *, lengths, suffix: int =
     """Per tier: break-even, win ranges, margins at ``lengths``, the verdict (a JSON-ready dict)."""
     lengths = np.asarray(sorted(set(int(x) for x in lengths)), dtype=np.int64)
     ref = int(ref_tokens or ineq.profile.reference_tokens)
+    curve_n = curve_tokens(max(int(lengths.max()) if lengths.size else 1, ref))
     out = {}
     for tier in tiers:
         ranges = ineq.win_ranges(tier, suffix, max_tokens)
@@ -162,9 +163,15 @@ def analyse_tiers(ineq: Inequality, tiers: list[Tier], *, lengths, suffix: int =
             "margin_s": {str(int(n)): float(m) for n, m in zip(lengths, margins)},
             "load_s": {str(int(n)): float(t) for n, t in zip(lengths, ineq.load_exposed(tier, lengths, suffix))},
             "bandwidth_needed_at_reference": ineq.bandwidth_needed(tier, ref),
+            "curve": {"tokens": curve_n.tolist(), "load_s": ineq.load_exposed(tier, curve_n, suffix).tolist()},
             "verdict": verdict(tier, n_star, ranges, ineq, ref, max_tokens),
         }
     return out
+
+
+def curve_tokens(max_tokens: int, points: int = 64) -> np.ndarray:
+    """Prefix lengths for plotting load and recompute curves: 1 .. max_tokens, geometric."""
+    return np.unique(np.round(np.geomspace(1, max(2, max_tokens), points)).astype(np.int64))
 
 
 # --- a replay run's measurements ------------------------------------------------------------------------
@@ -267,9 +274,12 @@ def _read_requests(path) -> RunHits:
     return RunHits(hit_blocks, load, inp, blocks, tier_load)
 
 
-def fit_tier_from_requests(name: str, hits: RunHits, block_bytes: float, min_requests: int = 8) -> Tier | None:
-    """Latency + bytes/bandwidth fitted to requests whose hits all came from tier ``name`` (as experienced
-    per request, unlike a run-average bandwidth); None when too few such requests or sizes."""
+def fit_tier_from_requests(name: str, hits: RunHits, block_bytes: float, min_requests: int = 8,
+                           latency_s: float | None = None) -> Tier | None:
+    """The tier as requests experienced it (unlike a run-average bandwidth, which a write-heavy or open-loop run
+    drags down): latency + bytes/bandwidth fitted to the tier's per-request load times when there are
+    ``min_requests`` of two or more sizes; with fewer, bytes over load time at the given ``latency_s``; None
+    when no request loaded from the tier (or no latency is known for the fallback)."""
     from kvbench.compute.fit import fit_line
     if name not in hits.hit_blocks:
         return None
@@ -284,12 +294,19 @@ def fit_tier_from_requests(name: str, hits: RunHits, block_bytes: float, min_req
     else:
         return None
     sel &= np.isfinite(load) & (load > 0)
-    if sel.sum() < min_requests or np.unique(own[sel]).size < 2:
+    if not sel.any():
         return None
-    a, b = fit_line(own[sel] * block_bytes, load[sel])
-    if b <= 0:
+    nbytes = own[sel] * block_bytes
+    if sel.sum() >= min_requests and np.unique(own[sel]).size >= 2:
+        a, b = fit_line(nbytes, load[sel])
+        if b > 0:
+            return Tier(name, 1.0 / b, a, source=f"fit to {what} {int(sel.sum())} requests in requests.csv")
+    if latency_s is None:
         return None
-    return Tier(name, 1.0 / b, a, source=f"fit to {what} {int(sel.sum())} requests in requests.csv")
+    # too few requests for a fit: bytes over load time per request (latency included, so pessimistic)
+    return Tier(name, float(nbytes.sum() / load[sel].sum()), latency_s,
+                source=f"bytes / load time over {what} {int(sel.sum())} requests in requests.csv "
+                       "(too few or too alike for a fit), p50 read latency")
 
 
 def _pct(x: np.ndarray) -> dict:

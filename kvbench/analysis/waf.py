@@ -80,7 +80,8 @@ def from_summary(summary: dict, *, tier: str = "l3") -> WriteAmplification:
     unique = summary.get("unique_kv_bytes")
     if unique is None and app and store is not None:
         unique = store / app
-    device = _dig(summary, "tiers", tier, "device_write_bytes") or _dig(summary, "host_counters", tier, "write_bytes")
+    device = _dig(summary, "tiers", tier, "device_write_bytes") or _dig(summary, "host_counters", tier, "write_bytes") \
+        or _dig(summary, "host_bytes", "write_bytes")          # kvbench replay kv: /proc/diskstats delta
     engine = _dig(summary, "tiers", tier, "engine_write_bytes", default=store)
     smart = _dig(summary, "device_counters", tier) or _dig(summary, "smart", tier)
     nand, source = None, ""

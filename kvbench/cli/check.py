@@ -51,7 +51,7 @@ def check_cmd(profile_name, rate, run_dir, tier_specs, trace_path, model_name, k
     """Load vs recompute per tier: T_load(n) = first byte + n*bytes_per_token/BW (optionally pipelined) against
     the prefill profile's T(n); prints the break-even prefix n*, margins, and a verdict per tier."""
     from kvbench.analysis.recompute import (Inequality, Tier, analyse_run_hits, analyse_tiers,
-                                            analyse_trace_prefixes, fit_tier_from_requests, parse_tier, read_run,
+                                            analyse_trace_prefixes, curve_tokens, fit_tier_from_requests, parse_tier, read_run,
                                             trace_prefixes)
     from kvbench.compute.profile import load_profile, rate_profile
     from kvbench.spec.models import load_model
@@ -77,7 +77,7 @@ def check_cmd(profile_name, rate, run_dir, tier_specs, trace_path, model_name, k
         block_tokens = run.block_tokens
         run_notes = list(run.notes)
         for t in run.tiers:
-            fitted = (fit_tier_from_requests(t.name, run.hits, model.block_bytes(block_tokens))
+            fitted = (fit_tier_from_requests(t.name, run.hits, model.block_bytes(block_tokens), latency_s=t.latency_s)
                       if run.hits is not None and block_tokens else None)
             tiers.append(fitted or t)
             if fitted is None:
@@ -98,6 +98,9 @@ def check_cmd(profile_name, rate, run_dir, tier_specs, trace_path, model_name, k
            "model": model.name, "bytes_per_token": model.bytes_per_token, "kv_dtype": model.dtype,
            "layers": model.layers, "pipelined": pipelined, "suffix_tokens": suffix_tokens, "max_tokens": max_tokens,
            "tiers": result_tiers}
+    # the TTFT recomputing a prefix costs, T(n) - T(0), on the grid of each tier's "curve" (for plots)
+    cn = curve_tokens(max(max(lengths), profile.reference_tokens))
+    out["recompute_curve"] = {"tokens": cn.tolist(), "seconds": ineq.recompute_saved(cn).tolist()}
     if run is not None:
         out["run"] = {"run_dir": run.path, "block_tokens": block_tokens, "notes": run_notes}
         if run.hits is not None:
@@ -113,6 +116,8 @@ def check_cmd(profile_name, rate, run_dir, tier_specs, trace_path, model_name, k
     click.echo(f"recompute: {profile.describe()}")
     if profile.kind != "measured":
         click.echo(f"  ({profile.kind}: {profile.source})")
+    elif profile.fit.rel_rms > 0.10:
+        click.echo(f"  warning: this profile's fit misses its points by {profile.fit.rel_rms:.0%} rms (noisy timings)")
     click.echo(f"KV: {model.name}, {model.bytes_per_token:,} B/token ({model.dtype}), {model.layers} layers; "
                f"load {'pipelined layer by layer over ' + str(suffix_tokens) + ' suffix tokens' if pipelined else 'before compute'}")
     show = [n for n in lengths][:6]
@@ -123,6 +128,9 @@ def check_cmd(profile_name, rate, run_dir, tier_specs, trace_path, model_name, k
         margins = " ".join(f"{format_duration(r['margin_s'][str(n)]):>10}" for n in show)
         click.echo(f"{name:<12} {format_bytes(r['bandwidth_bytes_per_s'], binary=False) + '/s':>11} "
                    f"{format_duration(r['latency_s']):>9} {n_star:>9}  {margins}")
+    for name, r in result_tiers.items():
+        if r["source"] != "given":
+            click.echo(f"  {name}: {r['source']}")
     for r in result_tiers.values():
         click.echo(r["verdict"])
     if run is not None:

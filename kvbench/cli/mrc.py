@@ -8,6 +8,7 @@ import click
 
 from kvbench.cli._common import DURATION, emit_json, json_option
 from kvbench.cli.trace_cmds import trace_from_options, trace_options
+from kvbench.stream.traces import DEFAULT_TRACE
 
 
 def _capacities(text: str | None, unit: str):
@@ -32,7 +33,7 @@ def _capacities(text: str | None, unit: str):
 
 
 @click.command("mrc")
-@click.argument("trace", default="mooncake-sample")
+@click.argument("trace", default=DEFAULT_TRACE)
 @trace_options
 @click.option("--capacities", default=None, metavar="C1,C2,..",
               help="Capacities (blocks, or bytes with units like 64GiB under --unit bytes). Default: a full curve.")
@@ -70,20 +71,33 @@ def mrc_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, ca
     if points < 2:
         raise UsageError(f"--points must be >= 2, got {points}", "give e.g. --points 64")
     caps = _capacities(capacities, unit)
-    t0 = time.perf_counter()
-    tr = trace_from_options(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit)
-    t_read = time.perf_counter() - t0
     spec = load_model(model, tp=tp) if model else None
-    block_bytes = spec.block_bytes(tr.block_tokens) if spec else None
     if unit == "bytes" and spec is None:
         raise UsageError("--unit bytes needs a model preset for the block size", "pass --model NAME (see kvbench models)")
-    t1 = time.perf_counter()
     sampled = sample is not None or sample_size is not None
-    profile = None
-    if "lru" in policies or caps is None:
-        profile = (shards_profile(tr, rate=sample, size=sample_size, ttl_s=ttl, warmup=warmup) if sampled
-                   else exact_profile(tr, ttl_s=ttl, warmup=warmup))
-    t_prof = time.perf_counter() - t1
+    t0 = time.perf_counter()
+    if policies == ["lru"] and not warmup and sample_size is None and not sort_time:
+        # streamed: memory bounded by the distinct blocks, whatever the trace length
+        from kvbench.analysis.curves import stream_profile
+        from kvbench.stream.traces import iter_trace, parse_field_mapping
+
+        batches = iter_trace(trace, fmt, block_tokens=block_tokens, time_unit=time_unit,
+                             fields=parse_field_mapping(field_map) or None, limit=limit)
+        profile, meta = stream_profile(batches, rate=sample, ttl_s=ttl)
+        tr, t_read = None, 0.0
+        t_prof = time.perf_counter() - t0
+    else:
+        tr = trace_from_options(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit)
+        meta = {"path": tr.path, "format": tr.fmt, "block_tokens": tr.block_tokens, "requests": tr.n_requests,
+                "references": tr.n_blocks}
+        t_read = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        profile = None
+        if "lru" in policies or caps is None:
+            profile = (shards_profile(tr, rate=sample, size=sample_size, ttl_s=ttl, warmup=warmup) if sampled
+                       else exact_profile(tr, ttl_s=ttl, warmup=warmup))
+        t_prof = time.perf_counter() - t1
+    block_bytes = spec.block_bytes(meta["block_tokens"]) if spec else None
     if caps is None and profile is not None and len(policies) > 1:
         # one capacity grid for every policy: log-spaced up to the largest LRU reuse distance
         grid = profile.default_capacities(min(points, 16))
@@ -94,11 +108,12 @@ def mrc_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, ca
     elapsed = time.perf_counter() - t0
     main_curve = curves[0]
     out = main_curve.to_dict() | {
-        "trace": tr.path, "format": tr.fmt, "block_tokens": tr.block_tokens, "requests": tr.n_requests,
+        "trace": meta["path"], "format": meta["format"], "block_tokens": meta["block_tokens"],
+        "requests": meta["requests"], "streamed": tr is None,
         "model": spec.name if spec else None, "bytes_per_token": spec.bytes_per_token if spec else None,
         "capacities_bytes": (main_curve.capacities_blocks * block_bytes).tolist() if block_bytes else None,
         "read_s": t_read, "profile_s": t_prof, "elapsed_s": elapsed,
-        "refs_per_s": tr.n_blocks / t_prof if profile is not None and t_prof > 0 else None,
+        "refs_per_s": meta["references"] / t_prof if profile is not None and t_prof > 0 else None,
     }
     if len(curves) > 1:
         out["curves"] = [c.to_dict() for c in curves]
@@ -108,7 +123,7 @@ def mrc_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, ca
     from kvbench.units import format_bytes
 
     what = main_curve.method + (f", ttl {ttl:g} s" if ttl else "") + (f", warm-up {warmup:.0%}" if warmup else "")
-    click.echo(f"{tr.path}: {tr.n_requests:,} requests, {main_curve.references:,} block references "
+    click.echo(f"{meta['path']}: {meta['requests']:,} requests, {main_curve.references:,} block references "
                f"({what}); infinite-cache hit ratio {main_curve.infinite_hit_ratio:.4f}")
     head = f"{'capacity':>14}" + (f" {'bytes':>11}" if block_bytes else "") + "".join(f" {c.policy:>8}" for c in curves)
     click.echo(head)

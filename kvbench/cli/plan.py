@@ -26,8 +26,38 @@ def _read_run(run_dir: str) -> tuple[dict, float | None, str | None]:
     l3 = (summary.get("tiers") or {}).get("l3") or {}
     config = run.get("config") or {}
     capacity = l3.get("capacity_bytes") or config.get("l3_capacity") or config.get("l3_capacity_bytes")
+    if not capacity and l3.get("capacity_blocks") and (summary.get("slot_bytes") or config.get("slot_bytes")):
+        capacity = l3["capacity_blocks"] * (summary.get("slot_bytes") or config.get("slot_bytes"))
     layout = l3.get("layout") or config.get("layout")
+    summary.setdefault("_iolog", config.get("export_iolog"))
     return summary, (float(capacity) if capacity else None), layout
+
+
+def _run_iolog_waf(run_dir: str, capacity: float | None, op: float, erase_block: int, exported: str | None = None):
+    """Device WAF of the run's own write stream: its exported fio iolog through the FTL model (None if absent)."""
+    from kvbench.analysis import ftl
+
+    logs = sorted(Path(run_dir).glob("*.iolog")) + sorted(Path(run_dir).glob("*iolog*.txt"))
+    if exported and Path(exported).is_file():
+        logs.insert(0, Path(exported))
+    if not logs:
+        return None
+    ops, offsets, lengths = ftl.read_iolog(logs[0], largest=True)
+    writes = ops == ftl.OP_WRITE
+    if not writes.any():
+        return None
+    page = 16 << 10
+    top = max(float(capacity or 0), float((offsets + lengths).max()))
+    pages = -(-int(top) // page)
+    block_pages = max(2, erase_block // page)
+    while pages * (1 + op) > (1 << 22) and page < erase_block:  # keep the model small: coarser pages
+        page *= 2
+        pages, block_pages = -(-int(top) // page), max(2, erase_block // page)
+    blocks_needed = max(64, -(-pages // block_pages))
+    cfg = ftl.FtlConfig(user_bytes=blocks_needed * block_pages * page, page_size=page, op=op,
+                        block_pages=block_pages).validate()
+    r = ftl.simulate(cfg, extents=ftl.bytes_to_pages(ops, offsets, lengths, page), writes=4.0, warmup=0.5)
+    return r.waf, f"FTL model fed the run's I/O ({logs[0].name}), op {op:g}, {erase_block >> 20} MiB erase units"
 
 
 @click.command("plan")
@@ -89,17 +119,28 @@ def plan_cmd(trace_path, model, targets, absolute, retention, rate, rate_model, 
                    "source": "--recompute-tokens-per-s" if recompute_tokens_per_s else
                    "assumption: 10,000 prefill tokens/s per GPU (give --profile or --recompute-tokens-per-s)"}
     summary = l3_cap = run_layout = None
+    waf_source = "given (--waf)"
     if run_dir:
+        from kvbench.analysis.waf import from_summary
+
         summary, l3_cap, run_layout = _read_run(run_dir)
+        exported = summary.pop("_iolog", None)
+        layers = from_summary(summary)
+        if waf is None and layers.device is not None and layers.device_waf_source:
+            waf, waf_source = layers.device, f"measured in the run ({layers.device_waf_source})"
+        elif waf is None:
+            waf, waf_source = _run_iolog_waf(run_dir, l3_cap, ssd_op, erase_block, exported) \
+                or (None, waf_source)
     opts = PlanOptions(targets=tuple(targets) or (0.9, 0.95, 0.99), relative=not absolute, retention_s=retention,
                        rate=rate, rate_model=rate_model, warmup=warmup, layout=layout, ssd_op=ssd_op,
                        erase_block_bytes=erase_block, store_fill=store_fill, dram_bytes=dram_bytes,
-                       ssd_class=ssd_class, waf=waf)
+                       ssd_class=ssd_class, waf=waf, waf_source=waf_source)
     out = build_plan(trace, block_bytes=block_bytes, prices=price_table, tokens_per_s=tokens_per_s, options=opts,
                      summary=summary, run_l3_capacity=l3_cap, run_layout=run_layout, compute=compute,
                      model=spec.name)
     if run_dir:
         out["run"] = str(run_dir)
+        out["write_amplification"] = layers.to_dict()
     if as_json:
         emit_json(out)
         return
@@ -141,6 +182,16 @@ def _print(out: dict) -> None:
         f"{'unlimited' if r['retention_s'] is None else format(r['retention_s'], 'g') + ' s'}: "
         + (f"{format_bytes(r['l3_bytes'])}, {r['dwpd']:.2f} DWPD" if "dwpd" in r else "unreachable")
         for r in out["retention_sweep"]))
+    wp = out.get("write_policies") or {}
+    if wp:
+        click.echo("write policy (tiers simulated at the headline sizes): " + "; ".join(
+            f"{name}: {format_bytes(r['l3_write_bytes_per_day'])}/day, {r['dwpd']:.2f} DWPD"
+            + (f", WAF {r['waf']:.2f}" if "waf" in r else "") for name, r in wp.items()))
+    lay = out.get("layouts") or {}
+    if lay:
+        click.echo("store layout (synthetic FTL models): " + "; ".join(
+            f"{name}: WAF {r['waf']:.2f}, {r['nand_writes_per_day']:.2f} NAND drive-writes/day"
+            for name, r in lay.items()))
     for w in out.get("warnings", []):
         click.echo(f"warning: {w}")
     rb = out.get("retention_bound")

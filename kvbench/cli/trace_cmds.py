@@ -11,6 +11,7 @@ import functools
 import click
 
 from kvbench.cli._common import emit_json, json_option
+from kvbench.stream.traces import DEFAULT_TRACE
 
 
 def trace_options(f):
@@ -50,7 +51,7 @@ def _fmt_pct(d: dict, scale: float = 1.0, unit: str = "") -> str:
 
 
 @click.command("stats")
-@click.argument("trace", default="mooncake-sample")
+@click.argument("trace", default=DEFAULT_TRACE)
 @trace_options
 @json_option
 def stats_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, as_json):
@@ -85,6 +86,10 @@ def stats_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, 
     w = s["reuse_within"]
     if w["1m"] is not None:
         click.echo("reused within " + ", ".join(f"{k}: {v:.1%}" for k, v in w.items()))
+    if "sessions" in s:
+        ss = s["sessions"]
+        click.echo(f"sessions     {ss['roots']:,} conversations, {ss['follow_ups']:,} follow-up requests"
+                   + (f", turn {_fmt_pct(ss['turn'])}" if ss["turn"] else ""))
     ids = s["ids"]
     click.echo(f"ids          prefix-chained: {'yes' if ids['prefix_chained'] else 'no'} "
                f"({ids['ids_in_several_contexts']:,} ids in several contexts, "
@@ -92,7 +97,8 @@ def stats_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, 
                + ("; chained by the reader" if ids["chained_by_reader"] else ""))
     if s["lines_matching_block_size"] is not None and s["lines_matching_block_size"] < 1:
         click.echo(f"note         len(hash_ids) == ceil(input/{s['block_tokens']}) on "
-                   f"{s['lines_matching_block_size']:.0%} of requests: the block size is approximate")
+                   f"{s['lines_matching_block_size']:.0%} of requests: the block size is approximate "
+                   f"(input tokens per id: {_fmt_pct(s['tokens_per_block_id'])})")
 
 
 @click.command("gen")

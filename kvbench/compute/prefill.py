@@ -202,6 +202,8 @@ def run_prefill(setup: PrefillSetup, progress=None) -> tuple[ComputeProfile, lis
         notes=f"{how}; median of {setup.reps} repetitions after {setup.warmup} warm-up; "
               f"{'CUDA events' if cuda else 'perf_counter'}",
         points_tokens=tuple(r.tokens for r in results), points_seconds=tuple(r.median_s for r in results),
+        points_seconds_min=tuple(min(r.model_seconds) for r in results),
+        points_seconds_max=tuple(max(r.model_seconds) for r in results), repetitions=setup.reps,
         layers_total=plan.layers_total, layers_measured=plan.layers_measured, scaled=plan.scaled,
         versions=versions(torch), created=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         copy=copy)

@@ -60,7 +60,10 @@ class ComputeProfile:
     source: str = ""
     notes: str = ""
     points_tokens: tuple[int, ...] = ()
-    points_seconds: tuple[float, ...] = ()
+    points_seconds: tuple[float, ...] = ()     # median per length
+    points_seconds_min: tuple[float, ...] = ()  # fastest and slowest repetition per length (spread = noise)
+    points_seconds_max: tuple[float, ...] = ()
+    repetitions: int = 0
     layers_total: int = 0
     layers_measured: int = 0           # < layers_total: per-layer times scaled to the full stack
     scaled: bool = False
@@ -84,6 +87,8 @@ class ComputeProfile:
         return n / self.fit.seconds(n)
 
     def describe(self) -> str:
+        if self.kind == "rate":
+            return f"{self.name} [rate]: {self.tokens_per_s:,.0f} tok/s at any length (linear what-if, not measured)"
         scaled = f", {self.layers_measured}/{self.layers_total} layers measured, scaled" if self.scaled else ""
         return (f"{self.name} [{self.kind}] {self.model} on {self.device} ({self.dtype}{scaled}): "
                 f"{self.tokens_per_s:,.0f} tok/s at {self.reference_tokens} tokens")
@@ -94,6 +99,9 @@ class ComputeProfile:
              "notes": self.notes, "created": self.created, "fit": self.fit.to_dict()}
         if self.points_tokens:
             d["points"] = {"tokens": list(self.points_tokens), "seconds": list(self.points_seconds)}
+            if self.points_seconds_min:
+                d["points"].update(seconds_min=list(self.points_seconds_min),
+                                   seconds_max=list(self.points_seconds_max), repetitions=self.repetitions)
         if self.layers_total:
             d["scaling"] = {"layers_total": self.layers_total, "layers_measured": self.layers_measured,
                             "scaled": self.scaled}
@@ -134,7 +142,9 @@ def profile_from_dict(d: dict, *, where: str) -> ComputeProfile:
     points = d.get("points") or {}
     tokens = tuple(int(x) for x in points.get("tokens", ()))
     secs = tuple(float(x) for x in points.get("seconds", ()))
-    if len(tokens) != len(secs):
+    smin = tuple(float(x) for x in points.get("seconds_min", ()))
+    smax = tuple(float(x) for x in points.get("seconds_max", ()))
+    if len(tokens) != len(secs) or (smin and len(smin) != len(tokens)) or (smax and len(smax) != len(tokens)):
         raise SpecError(f"{where}: [points] tokens and seconds differ in length", "give one time per length")
     if kind == "measured" and not tokens:
         raise SpecError(f"{where}: a measured profile must keep its raw [points]", "re-run kvbench prefill")
@@ -146,7 +156,8 @@ def profile_from_dict(d: dict, *, where: str) -> ComputeProfile:
     return ComputeProfile(
         name=str(d.get("name", "")), kind=kind, model=d["model"], device=d["device"], dtype=str(d.get("dtype", "")),
         fit=fit, reference_tokens=ref, source=str(d.get("source", "")), notes=str(d.get("notes", "")),
-        points_tokens=tokens, points_seconds=secs, layers_total=int(scaling.get("layers_total", 0)),
+        points_tokens=tokens, points_seconds=secs, points_seconds_min=smin, points_seconds_max=smax,
+        repetitions=int(points.get("repetitions", 0)), layers_total=int(scaling.get("layers_total", 0)),
         layers_measured=int(scaling.get("layers_measured", 0)), scaled=bool(scaling.get("scaled", False)),
         versions=dict(d.get("versions") or {}), created=str(d.get("created", "")), copy=copy)
 

@@ -40,6 +40,8 @@ class DriverConfig:
     stamp: bool = True              # stamp written data with the content pattern
     flush_ns: int = 250_000_000
     faults: FaultSpec | None = None
+    loop: bool = False              # closed loop: start the plan over until runtime_ns (time-based runs)
+    hugepages: bool = True          # back I/O buffers with transparent huge pages (madvise)
 
 
 class StopFlag:
@@ -58,11 +60,14 @@ class SecondStats:
     bytes: np.ndarray = field(default_factory=lambda: np.zeros(3, dtype=np.int64))
     errors: int = 0
     hist: LatencyHistogram = field(default_factory=LatencyHistogram)
+    cpu_s: float = 0.0            # CPU time (user + system) the driver process used in this second
+
 
     def merge(self, o: "SecondStats") -> "SecondStats":
         self.ios += o.ios
         self.bytes += o.bytes
         self.errors += o.errors
+        self.cpu_s += o.cpu_s
         self.hist.merge(o.hist)
         return self
 
@@ -71,14 +76,14 @@ class SecondStats:
         nz = np.flatnonzero(self.hist.counts)
         h = self.hist
         return (self.second, self.ios, self.bytes, self.errors, nz, h.counts[nz], h.count, h.total_ns,
-                h.min_ns, h.max_ns)
+                h.min_ns, h.max_ns, self.cpu_s)
 
     @classmethod
     def expand(cls, t: tuple) -> "SecondStats":
-        s, ios, by, err, nz, cnt, count, total, lo, hi = t
+        s, ios, by, err, nz, cnt, count, total, lo, hi, cpu = t
         counts = np.zeros(N_BUCKETS, dtype=np.int64)
         counts[nz] = cnt
-        return cls(s, ios, by, err, LatencyHistogram(counts, count, total, lo, hi))
+        return cls(s, ios, by, err, LatencyHistogram(counts, count, total, lo, hi), cpu)
 
 
 class Driver:
@@ -101,9 +106,15 @@ class Driver:
         self.verify_checked = 0
         self.verify_bad = 0
         self.verify_first = None
-        self._done_log = np.empty(n, dtype=np.int64)
+        self._done_log = np.empty(max(n, 4 * cfg.qd), dtype=np.int64)
         self._nd = 0
         self._flushed = 0
+        self.counts: dict[tuple[int, str], list] = {}    # (target, op) -> [ios, bytes] of successful I/Os
+        self.t_first = -1
+        self.t_last = -1
+        self.passes = 0
+        self.n_issued = 0
+        self._cpu_mark = sum(os.times()[:2])
 
     # ---- the loop ----------------------------------------------------------------------------------------
     def run(self) -> dict:
@@ -123,6 +134,11 @@ class Driver:
         batch = cfg.batch or qd
         slot_bytes = max(PAGE, -(-int(ln.max() if n else PAGE) // PAGE) * PAGE)
         mm = mmap.mmap(-1, qd * slot_bytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        if cfg.hugepages:  # fewer scatter-gather segments per large O_DIRECT I/O (virtio allows 254)
+            try:
+                mm.madvise(mmap.MADV_HUGEPAGE)
+            except (AttributeError, OSError):
+                pass
         buffers = np.frombuffer(mm, dtype=np.uint8).reshape(qd, slot_bytes)
         buffers[:, ::PAGE] = 0
         words = buffers.view(np.uint64)
@@ -142,12 +158,15 @@ class Driver:
         stopping = False
         stop = self.stop
         deadline = t0 + cfg.runtime_ns if cfg.runtime_ns else 0
+        loop = cfg.loop and n >= 2 * qd and deadline and not open_loop
+        half = n // 2
         ru0 = resource.getrusage(resource.RUSAGE_SELF)
         while pc() < t0:
             d = t0 - pc()
             if d > 2_000_000:
                 time.sleep((d - 1_000_000) / 1e9)
         last_flush = t0
+        pend = None   # the last reaped batch: its slots are reused first, its bookkeeping done after
         try:
             while True:
                 now = pc()
@@ -181,10 +200,34 @@ class Driver:
                                 self._stamp(words, sl[w], tags[i:j][w], off[i:j][w], ln[i:j][w], tg[i:j][w],
                                             lbs, one_lbs)
                         t = pc()
-                        sub[i:j] = t - t0
-                        engine.submit(sl, ops[i:j], tg[i:j], off[i:j], ln[i:j])
+                        ts = engine.submit(sl, ops[i:j], tg[i:j], off[i:j], ln[i:j])
+                        sub[i:j] = (t if ts is None else ts) - t0
                         inflight += k
+                        self.n_issued += k
+                        if self.t_first < 0:
+                            self.t_first = t - t0
+                        if loop and i < half <= j:
+                            self._flush(ops, tg, ln, pc() - t0)
                         i = j
+                        if loop and i == n:   # completions of this pass are folded in before reuse
+                            self._flush(ops, tg, ln, pc() - t0)
+                            i = fp = 0
+                            self.passes += 1
+                if pend is not None:
+                    p, r, t = pend
+                    pend = None
+                    if faults is not None and not verify:
+                        fe = faults.failing(self.gidx[p])
+                        if fe.any():
+                            r = np.where(fe > 0, -fe, r)
+                    comp[p] = t - t0
+                    res[p] = r
+                    bad = r != ln[p]
+                    if bad.any():
+                        self._record_errors(p[bad], r[bad], ops, off, ln)
+                    m = len(p)
+                    done_log[self._nd:self._nd + m] = p
+                    self._nd += m
                 if inflight == 0:
                     if i >= n or stopping:
                         break
@@ -204,23 +247,17 @@ class Driver:
                 if m:
                     t = pc() if tc is None else tc
                     p = slot_pidx[s]
-                    if faults is not None:
-                        fe = faults.failing(self.gidx[p])
-                        if fe.any():
-                            r = np.where(fe > 0, -fe, r)
-                    comp[p] = t - t0
-                    res[p] = r
-                    bad = r != ln[p]
-                    if bad.any():
-                        self._record_errors(p[bad], r[bad], ops, off, ln)
-                    if verify:
+                    if verify:   # before the slots' buffers are reused
+                        if faults is not None:
+                            fe = faults.failing(self.gidx[p])
+                            if fe.any():
+                                r = np.where(fe > 0, -fe, r)
                         self._verify(words, s, p, r, ops, tags, off, ln, tg, lbs, faults)
-                    done_log[self._nd:self._nd + m] = p
-                    self._nd += m
+                    pend = (p, r, t)
                     free[nfree:nfree + m] = s
                     nfree += m
                     inflight -= m
-                if now - last_flush >= cfg.flush_ns:
+                if now - last_flush >= cfg.flush_ns or self._nd + qd > len(done_log):
                     self._flush(ops, tg, ln, now - t0)
                     last_flush = now
         finally:
@@ -288,12 +325,20 @@ class Driver:
 
     def _flush(self, ops, tg, ln, now_rel):
         a, b = self._flushed, self._nd
+        cpu = sum(os.times()[:2])
+        cpu_sec = (now_rel if now_rel is not None else max(self.t_last, 0)) // 1_000_000_000
+        cpu_st = self.seconds.get(int(cpu_sec))
+        if cpu_st is None:
+            cpu_st = self.seconds[int(cpu_sec)] = SecondStats(int(cpu_sec))
+        cpu_st.cpu_s += cpu - self._cpu_mark
+        self._cpu_mark = cpu
         if b > a:
             p = self._done_log[a:b]
-            self._flushed = b
+            self._nd = self._flushed = 0
             r = self.res[p]
             ok = r == ln[p]
             lat = self.comp[p] - self.sub[p]
+            self.t_last = max(self.t_last, int(self.comp[p].max()))
             bidx = bucket_index(lat)
             key = tg[p] * 3 + ops[p]
             for kv in np.unique(key[ok]):
@@ -302,8 +347,11 @@ class Driver:
                 h = self.hists.get(hk)
                 if h is None:
                     h = self.hists[hk] = LatencyHistogram()
+                    self.counts[hk] = [0, 0]
                 ls = lat[sel]
                 h.record_buckets(bidx[sel], int(ls.sum()), int(ls.min()), int(ls.max()))
+                self.counts[hk][0] += int(sel.sum())
+                self.counts[hk][1] += int(r[sel].sum())
             sec = self.comp[p] // 1_000_000_000
             for sv in np.unique(sec):
                 sel = sec == sv
@@ -337,4 +385,5 @@ class Driver:
                 "short": self.short, "first_error": self.first_error, "failed": self.failed,
                 "interrupted": bool(self.stop.value), "verify_checked": self.verify_checked,
                 "verify_bad": self.verify_bad, "verify_first": self.verify_first,
-                "cpu_user_s": utime, "cpu_sys_s": stime, "pid": os.getpid()}
+                "cpu_user_s": utime, "cpu_sys_s": stime, "pid": os.getpid(), "counts": self.counts,
+                "t_first": self.t_first, "t_last": self.t_last, "passes": self.passes, "issued_total": self.n_issued}

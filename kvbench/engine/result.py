@@ -42,6 +42,11 @@ class PlanResult:
     verify: dict = field(default_factory=dict)
     cpu: dict = field(default_factory=dict)
     timeseries: list = field(default_factory=list)
+    counts: dict = field(default_factory=dict)    # (target, op) -> [ios, bytes] of successful I/Os
+    t_first_ns: int = -1                          # first submit, from run start
+    t_last_ns: int = -1                           # last completion
+    passes: int = 0                               # full passes over the plan (time-based loops)
+    issued_total: int = 0                         # I/Os submitted, over all passes
 
     # ---- derived -----------------------------------------------------------------------------------------
     @property
@@ -55,18 +60,17 @@ class PlanResult:
     @property
     def wall_s(self) -> float:
         """First submit to last completion, seconds."""
-        s = self.submit_ns[self.submit_ns >= 0]
-        c = self.complete_ns[self.complete_ns >= 0]
-        return float((c.max() - s.min()) / 1e9) if s.size and c.size else 0.0
+        if self.t_first_ns < 0 or self.t_last_ns < 0:
+            return 0.0
+        return (self.t_last_ns - self.t_first_ns) / 1e9
 
-    def bytes_by_op(self) -> dict:
-        ok = self.ok
-        return {name: int(self.lengths[ok & (self.ops == code)].astype(np.int64).sum())
-                for code, name in OP_NAMES.items()}
+    def bytes_by_op(self, target: int | None = None) -> dict:
+        return {name: sum(c[1] for (t, o), c in self.counts.items() if o == name and target in (None, t))
+                for name in OP_NAMES.values()}
 
-    def ios_by_op(self) -> dict:
-        ok = self.ok
-        return {name: int((ok & (self.ops == code)).sum()) for code, name in OP_NAMES.items()}
+    def ios_by_op(self, target: int | None = None) -> dict:
+        return {name: sum(c[0] for (t, o), c in self.counts.items() if o == name and target in (None, t))
+                for name in OP_NAMES.values()}
 
     def latency(self, op: str | None = None, target: int | None = None) -> LatencyHistogram:
         return merged(h for (t, o), h in self.histograms.items()
@@ -88,10 +92,16 @@ class PlanResult:
                          "bw_bytes_per_s": by[op] / wall if wall > 0 else None,
                          "lat_us": self.latency(op).percentiles()}
                     for op in ios if ios[op]},
-            "issued": self.issued, "planned": int(len(self.submit_ns)),
+            "issued": self.issued_total, "planned": int(len(self.submit_ns)), "passes": self.passes,
             "errors": {(_errno.errorcode.get(k, str(k))): v for k, v in self.errors.items()},
             "short_ios": self.short, "first_error": self.first_error, "verify": self.verify, "cpu": self.cpu,
         }
+        tgts = sorted({t for t, _ in self.histograms})
+        if len(tgts) > 1:
+            out["per_target"] = {str(t): {op: {"ios": self.ios_by_op(t)[op], "bytes": self.bytes_by_op(t)[op],
+                                               "lat_us": self.latency(op, t).percentiles()}
+                                          for op in OP_NAMES.values() if self.ios_by_op(t)[op]}
+                                 for t in tgts}
         if self.pacing == "open":
             out["speed"] = self.speed
             out["issue_lag_us"] = {**self.lag.percentiles(), **(self.lag_stats or {})}

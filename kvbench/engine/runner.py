@@ -30,10 +30,12 @@ def run_plan(plan: np.ndarray, targets, engine: str = "libaio", qd: int = 32, wo
              pacing: str = "closed", speed: float = 1.0, verify: str = "off", *, verify_every: int = 16,
              runtime_s: float | None = None, batch: int = 0, on_error: str = "stop",
              faults: FaultSpec | str | None = None, stamp: bool = True, on_second=None,
-             handle_signals: bool = True, split: str = "auto", stop=None) -> PlanResult:
+             handle_signals: bool = True, split: str = "auto", stop=None, loop: bool = False,
+             hugepages: bool = True) -> PlanResult:
     """Run ``plan`` (PLAN_DTYPE rows) against opened ``targets`` and return a PlanResult.
 
-    ``workers`` processes each drive their share at queue depth ``qd`` (split by ``group`` when the plan
+    ``loop=True`` (closed loop with ``runtime_s``) starts the plan over until the runtime is up; per-I/O
+    arrays then hold the last pass, while histograms and counts cover every pass. ``workers`` processes each drive their share at queue depth ``qd`` (split by ``group`` when the plan
     has FENCE flags or ``split="group"``, else round-robin). ``pacing="open"`` issues each I/O at
     ``issue_ns / speed`` and records the issue lag; ``"closed"`` keeps the queue full. ``on_second(row)``
     receives each finished second's merged row (for incremental time series). SIGINT/SIGTERM stop issuing;
@@ -63,10 +65,11 @@ def run_plan(plan: np.ndarray, targets, engine: str = "libaio", qd: int = 32, wo
     if engine in ("libaio", "psync") and any(t.kind == "dram" for t in targets):
         raise UsageError("dram:<size> targets need the dram engine", "run DRAM and device targets separately")
     eng = engine_class(engine)
+    eng.prepare()
     cfg = DriverConfig(qd=int(qd), pacing=pacing, speed=float(speed), verify=verify,
                        verify_every=max(1, int(verify_every)), batch=int(batch),
                        runtime_ns=int(runtime_s * 1e9) if runtime_s else 0, on_error=on_error, stamp=stamp,
-                       faults=faults)
+                       faults=faults, loop=bool(loop), hugepages=bool(hugepages))
     workers = max(1, min(int(workers), max(1, len(plan))))
     parts = _split(plan, workers, split)
     merger = _SecondsMerger(workers, on_second)
@@ -81,7 +84,7 @@ def run_plan(plan: np.ndarray, targets, engine: str = "libaio", qd: int = 32, wo
         interrupted = bool(stop.value)
     else:
         outs, interrupted = _run_workers(plan, parts, targets, eng, cfg, merger, handle_signals, stop)
-    end_rel = max((int(o["comp"].max()) for o in outs if len(o["comp"])), default=0)
+    end_rel = max((o["t_last"] for o in outs), default=0)
     merger.finish(end_rel)
     return _merge(plan, outs, eng.name, cfg, workers, interrupted, merger.rows)
 
@@ -119,6 +122,19 @@ class _signals:
 
 def _worker_main(wid, plan, gidx, targets, eng, cfg, t0, stop, q):
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C reaches the whole group: the parent decides
+    try:  # if the parent dies (even SIGKILL), get SIGTERM: stop issuing instead of running on orphaned
+        import ctypes
+        ctypes.CDLL(None).prctl(1, int(signal.SIGTERM))   # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    parent = os.getppid()
+    if parent == 1:
+        stop.value = 1
+
+    def orphaned():
+        if os.getppid() != parent:       # nobody will read the queue: leave without blocking on it
+            q.cancel_join_thread()
+            os._exit(1)
 
     def on_term(signum, frame):
         stop.value = 1
@@ -127,6 +143,7 @@ def _worker_main(wid, plan, gidx, targets, eng, cfg, t0, stop, q):
         d = Driver(plan, gidx, targets, eng, cfg, t0, stop,
                    lambda sts, wm: q.put(("sec", wid, [s.compact() for s in sts], wm)))
         out = d.run()
+        orphaned()
         q.put(("done", wid, out))
     except KvbenchError as e:
         q.put(("error", wid, (type(e).__name__, e.problem, e.fix)))
@@ -194,7 +211,8 @@ class _SecondsMerger:
             cur = self.pending.get(st.second)
             self.pending[st.second] = st if cur is None else cur.merge(st)
         self.wm[wid] = math.inf if wm is None else wm
-        self._emit(min(self.wm))
+        if min(self.wm) < math.inf:      # the last seconds wait for finish(), which knows the end time
+            self._emit(min(self.wm))
 
     def finish(self, end_rel_ns):
         self._end_rel = end_rel_ns
@@ -215,7 +233,7 @@ class _SecondsMerger:
                    "write_bw_bytes_per_s": int(st.bytes[1]) / interval,
                    "lat_p50_us": p["p50"], "lat_p99_us": p["p99"], "lat_max_us": p["max"],
                    "lat_mean_us": p["mean"], "errors": st.errors,
-                   "cpu_pct": psutil.cpu_percent(interval=None)}
+                   "cpu_pct": psutil.cpu_percent(interval=None), "kvbench_cpu_pct": 100.0 * st.cpu_s / interval}
             self.rows.append(row)
             if self.on_row is not None:
                 self.on_row(row)
@@ -234,11 +252,20 @@ def _merge(plan, outs, engine, cfg, workers, interrupted, rows) -> PlanResult:
     failed = False
     cpu_u = cpu_s = 0.0
     lag_parts = []
+    counts: dict = {}
+    t_first = [o["t_first"] for o in outs if o["t_first"] >= 0]
+    t_last = [o["t_last"] for o in outs if o["t_last"] >= 0]
+    issued = 0
     for o in outs:
+        issued += o["issued_total"]
         g = o["gidx"]
         sub[g], comp[g], res[g] = o["sub"], o["comp"], o["res"]
         for k, h in o["hists"].items():
             hists.setdefault(k, LatencyHistogram()).merge(h)
+        for k, c in o["counts"].items():
+            cur = counts.setdefault(k, [0, 0])
+            cur[0] += c[0]
+            cur[1] += c[1]
         lag.merge(o["lag"])
         for e, c in o["errors"].items():
             errors[e] = errors.get(e, 0) + c
@@ -273,10 +300,7 @@ def _merge(plan, outs, engine, cfg, workers, interrupted, rows) -> PlanResult:
                  f"{sum(errors.values()) + short} failed I/O(s); results so far were written")
     elif interrupted:
         status = "interrupted"
-    wall = 0.0
-    ok = comp >= 0
-    if ok.any():
-        wall = (comp[ok].max() - sub[sub >= 0].min()) / 1e9
+    wall = (max(t_last) - min(t_first)) / 1e9 if t_first and t_last else 0.0
     verify = {"mode": cfg.verify, "checked": vchecked, "mismatches": vbad,
               "first": min(vfirsts, key=lambda f: f["index"]) if vfirsts else None}
     return PlanResult(submit_ns=sub, complete_ns=comp, result=res, histograms=hists, lag=lag,
@@ -286,4 +310,6 @@ def _merge(plan, outs, engine, cfg, workers, interrupted, rows) -> PlanResult:
                       errors=errors, short=short, first_error=first, verify=verify,
                       cpu={"user_s": cpu_u, "sys_s": cpu_s,
                            "utilisation": (cpu_u + cpu_s) / wall if wall > 0 else None},
-                      timeseries=rows)
+                      timeseries=rows, counts=counts, t_first_ns=min(t_first) if t_first else -1,
+                      t_last_ns=max(t_last) if t_last else -1, passes=min(o["passes"] for o in outs),
+                      issued_total=issued)

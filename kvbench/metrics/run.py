@@ -95,7 +95,7 @@ class RunDir:
             "targets": [target_facts(t) for t in targets],
         }
         rd.write_json("run.json", rd._run)
-        rd.write_summary({}, status="running")
+        rd.write_summary({}, status="partial")     # until the run says otherwise: a killed run stays partial
         return rd
 
     @classmethod

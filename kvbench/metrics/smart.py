@@ -263,3 +263,23 @@ def try_read_counters(path: str | os.PathLike) -> DeviceCounters | None:
     except DependencyError:
         return None
     return c if (c.smart or c.ocp) else None
+
+
+class DeviceWatch:
+    """Read the counters of the NVMe drives behind some paths before a run and again after it.
+
+    ``watch = DeviceWatch({"l3": "/mnt/nvme/store"}); ...run...; summary["device_counters"] = watch.stop()``
+    gives, per name, the delta (host bytes, NAND bytes, device WAF, wear, media errors) or None where the path
+    is not on an NVMe drive or nvme-cli is missing. Never raises: counters are a bonus, not a precondition."""
+
+    def __init__(self, paths: dict[str, str | os.PathLike]):
+        self.paths = dict(paths)
+        self.before = {name: try_read_counters(p) for name, p in self.paths.items()}
+
+    def stop(self) -> dict[str, dict | None]:
+        out = {}
+        for name, p in self.paths.items():
+            b = self.before.get(name)
+            a = try_read_counters(p) if b is not None else None
+            out[name] = delta(b, a).to_dict() if (a is not None and b is not None) else None
+        return out

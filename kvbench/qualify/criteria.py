@@ -31,9 +31,12 @@ class CriterionResult:
         return asdict(self)
 
     def line(self) -> str:
+        from kvbench.report.tables import fmt
+
         verdict = "PASS" if self.passed else "FAIL"
-        got = "not measured" if self.value is None else f"{self.value:.6g}" if isinstance(self.value, float) else str(self.value)
-        return f"{verdict}  {self.name}: {self.metric} = {got} (need {self.op} {self.threshold})" + (f"; {self.note}" if self.note else "")
+        got = "not measured" if self.value is None else fmt(self.metric, self.value)
+        return (f"{verdict}  {self.name}: {self.metric} = {got} (need {self.op} {fmt(self.metric, self.threshold)})"
+                + (f"; {self.note}" if self.note else ""))
 
 
 def evaluate(criteria, results: dict, drive: dict | None = None) -> list[CriterionResult]:

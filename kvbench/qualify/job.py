@@ -120,11 +120,16 @@ def qualify(profile: QualifyProfile, target: str, *, size: int | None = None, de
                           "run_dir": st.run_dir, "argv": list(st.argv[3:])})
             progress(f"  {w.name}: " + ("done" if st.ok else f"FAILED: {st.error}") + f" in {st.seconds:.1f} s")
             save("running")
-    except KvbenchError as e:
-        save("interrupted" if e.exit_code == 130 else "failed", {"reason": str(e)})
-        raise
     except BaseException as e:
-        save("interrupted", {"reason": f"{type(e).__name__}"})
+        status = "failed" if isinstance(e, KvbenchError) and e.exit_code != 130 else "interrupted"
+        reason = str(e) if isinstance(e, KvbenchError) else type(e).__name__
+        save(status, {"reason": reason})
+        try:   # what ran so far, reported; the interruption or error itself is what the caller sees
+            out = Path(report_path) if report_path else default_report_path([rd.path])
+            path, _ = build_report([rd.path], out, title=f"kvbench qualification ({status}): {profile.name} on {target}")
+            save(status, {"reason": reason, "report": str(path)})
+        except Exception:  # noqa: BLE001
+            pass
         raise
 
     verdicts = evaluate(profile.criteria, results, drive_facts)

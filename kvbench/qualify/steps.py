@@ -66,30 +66,58 @@ def _env() -> dict:
     return env
 
 
-def run_step(name: str, argv: list[str], *, timeout_s: float | None = None, cwd=None) -> StepResult:
-    """Run one kvbench command; stderr passes through to the user, stdout is the JSON result."""
+def run_step(name: str, argv: list[str], *, timeout_s: float | None = None, cwd=None, echo=True) -> StepResult:
+    """Run one kvbench command: its stderr (progress, warnings) streams live to ours, indented; its stdout is
+    the JSON result. A step that exits 130 (Ctrl-C) interrupts the job."""
+    import tempfile
+    import threading
+
     t0 = time.monotonic()
-    try:
-        p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
-                           timeout=timeout_s, cwd=cwd)
-    except subprocess.TimeoutExpired as e:
-        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-        return StepResult(name, tuple(argv), 124, time.monotonic() - t0, _parse(out),
-                          f"timed out after {timeout_s:.0f} s")
-    except KeyboardInterrupt:
-        raise Interrupted(f"interrupted during step {name!r}", "rerun the job") from None
+    tail: list[str] = []
+    with tempfile.TemporaryFile(mode="w+") as out:
+        p = subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE, text=True, env=_env(), cwd=cwd,
+                             bufsize=1)
+
+        def pump():
+            for ln in p.stderr:
+                ln = ln.rstrip("\n")
+                if not ln.strip():
+                    continue
+                tail.append(ln)
+                del tail[:-50]
+                if echo:
+                    print(f"    {ln}", file=sys.stderr, flush=True)
+
+        th = threading.Thread(target=pump, daemon=True)
+        th.start()
+        timed_out = False
+        try:
+            p.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            p.terminate()
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        except KeyboardInterrupt:
+            p.terminate()
+            p.wait()
+            raise Interrupted(f"interrupted during step {name!r}", "rerun the job") from None
+        th.join(timeout=5)
+        out.seek(0)
+        result = _parse(out.read())
+    seconds = time.monotonic() - t0
+    if timed_out:
+        return StepResult(name, tuple(argv), 124, seconds, result, f"timed out after {timeout_s:.0f} s")
     if p.returncode == 130:
         raise Interrupted(f"step {name!r} was interrupted", "rerun the job")
-    err_lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
-    if p.stderr:
-        # progress and warnings of the step, indented under the job's own lines
-        for ln in err_lines[-40:]:
-            print(f"    {ln}", file=sys.stderr)
     error = None
     if p.returncode != 0:
-        error = next((ln.split("error:", 1)[1].strip() for ln in reversed(err_lines) if "error:" in ln),
-                     err_lines[-1] if err_lines else f"exit status {p.returncode}")
-    return StepResult(name, tuple(argv), p.returncode, time.monotonic() - t0, _parse(p.stdout), error)
+        error = next((ln.split("error:", 1)[1].strip() for ln in reversed(tail) if "error:" in ln),
+                     tail[-1] if tail else f"exit status {p.returncode}")
+    return StepResult(name, tuple(argv), p.returncode, seconds, result, error)
 
 
 def _parse(stdout: str) -> dict | None:

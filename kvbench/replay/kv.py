@@ -9,8 +9,9 @@ Pipeline, per window of requests (memory is bounded by resident keys and one win
    every read can be verified against the exact content its block was last written with; requests issue at
    trace time / speed; FENCE marks an I/O whose range an earlier, possibly in-flight I/O writes (or reads,
    for a write) since the last fence (:func:`add_fences`).
-3. The engine runs the L2 rows (DRAM arena, ``dram`` engine) and the L3/L4 rows (files or block devices,
-   O_DIRECT, libaio) concurrently, each with its own queue. Content is synthetic (stamped from the tag), so
+3. The engine runs the L2 rows (DRAM arena, ``dram`` engine, one copy at a time: a CPU copy is serial, so
+   an L2 latency is one block-chunk copy) and the L3/L4 rows (files or block devices, O_DIRECT, libaio, at
+   ``qd``) concurrently. Content is synthetic (stamped from the tag), so
    the two domains share no data dependency; hazards only exist within a target.
 4. Per request: load time = first issue to last completion of its hit reads (per tier and overall; an L4
    link model adds latency + bytes / bandwidth). Per tier: hit ratio, bytes, bandwidth over the run's wall
@@ -419,7 +420,8 @@ def _run_domain(plan, targets, cfg, verify, runtime_s, results, key, handle_sign
     from kvbench.engine import run_plan
 
     try:
-        results[key] = run_plan(plan, targets, engine="dram" if key == "dram" else cfg.engine, qd=cfg.qd,
+        results[key] = run_plan(plan, targets, engine="dram" if key == "dram" else cfg.engine,
+                                qd=1 if key == "dram" else cfg.qd,
                                 workers=1, pacing="closed" if cfg.closed_loop else "open", speed=1.0,
                                 verify=verify, runtime_s=runtime_s, handle_signals=handle_signals)
     except BaseException as e:  # noqa: BLE001 - reported by the caller
@@ -464,9 +466,11 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
             ios_per_block, progress):
     acc = _Accumulator(levels)
     io_levels = [lvl for lvl in levels if lvl > 0]
-    dev_files = {targets.tier_domain[lvl][1]: (targets.dev[targets.tier_domain[lvl][1]].path)
-                 for lvl in io_levels if targets.tier_domain.get(lvl, ("", 0))[0] == "dev"}
-    iolog = IologWriter(cfg.export_iolog, dev_files or {0: cfg.l3 or "l3"}) if cfg.export_iolog else None
+    # device targets in a fixed order (L3 then L4), the same whether opened (real run) or only planned
+    dev_levels = [lvl for lvl in io_levels if lvl >= 2]
+    dev_index = {lvl: i for i, lvl in enumerate(dev_levels)}
+    dev_files = {i: (cfg.l3 if lvl == 2 else os.path.join(cfg.l4, L4_FILE)) for lvl, i in dev_index.items()}
+    iolog = IologWriter(cfg.export_iolog, dev_files) if cfg.export_iolog and dev_files else None
     dev_name = None
     for lvl in io_levels:
         dom = targets.tier_domain.get(lvl)
@@ -485,6 +489,7 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
     interrupted = False
     try:
         for reqs, ev in windows:
+            cut = False
             arrivals = reqs["arrival_s"]
             first_req = int(reqs["request"][0])
 
@@ -503,8 +508,7 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
                     sel = (io_ev["tier"] == lvl) & (io_ev["op"] == op)
                     planned_bytes[(lvl, op)] += int(io_ev["nslots"][sel].astype(np.int64).sum()) * slot_bytes
             if not cfg.dry_run or iolog is not None:      # a dry run only simulates, unless asked for the plan
-                tier_target = {lvl: targets.tier_domain[lvl][1] if lvl in targets.tier_domain else 0
-                               for lvl in io_levels}
+                tier_target = {lvl: dev_index.get(lvl, 0) for lvl in io_levels}     # L2: index 0 of its arena
                 plan, meta = events_to_plan(ev, issue_ns, slot_bytes, cfg.chunk_bytes, tier_target)
                 dram_rows = meta["tier"] == 1
                 parts = {}
@@ -520,8 +524,12 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
                 if iolog is not None and "dev" in subplans:
                     iolog.write(subplans["dev"])
                 if not cfg.dry_run and subplans:
-                    _execute(cfg, subplans, parts, plan, meta, targets, acc, run_t0, reqs, load_ms, tier_ms,
-                             slot_bytes)
+                    issued = _execute(cfg, subplans, parts, plan, meta, targets, acc, run_t0, reqs, load_ms,
+                                      tier_ms, slot_bytes)
+                    if issued < len(reqs):         # stopped early (--duration, error, Ctrl-C): count what ran
+                        reqs, load_ms = reqs[:issued], load_ms[:issued]
+                        tier_ms = {k: v[:issued] for k, v in tier_ms.items()}
+                        cut = True
             totals["requests"] += len(reqs)
             totals["blocks"] += int(reqs["blocks"].sum())
             totals["hit_blocks"] += int(reqs["hit_blocks"].sum())
@@ -534,13 +542,15 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
                 _flush_timeseries(rd, acc, final=False)
                 rd.write_summary(_summary(cfg, hier, acc, totals, lvl_hits, levels, block_bytes, slot_bytes,
                                           fences_total, planned_ios, planned_bytes, windows, n_requests, None,
-                                          None), status="partial")
+                                          None, targets.notes), status="partial")
             if progress:
                 progress(totals["requests"], n_requests)
             if acc.status in ("failed", "interrupted"):
                 interrupted = acc.status == "interrupted"
                 break
-            if cfg.closed_loop and cfg.duration_s is not None and \
+            if cut:
+                break
+            if cfg.duration_s is not None and not cfg.dry_run and \
                     (time.perf_counter_ns() - run_t0) / 1e9 >= cfg.duration_s:
                 break
     except KeyboardInterrupt:
@@ -561,7 +571,8 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
         hists["issue_lag"] = acc.lag_hist
         rd.write_histograms(hists)
     summary = _summary(cfg, hier, acc, totals, lvl_hits, levels, block_bytes, slot_bytes, fences_total,
-                       planned_ios, planned_bytes, windows, n_requests, host, time.perf_counter_ns() - run_t0)
+                       planned_ios, planned_bytes, windows, n_requests, host, time.perf_counter_ns() - run_t0,
+                       targets.notes)
     status = acc.status
     if acc.verify_errors:
         status = "failed"
@@ -586,7 +597,7 @@ def _execute(cfg, subplans, parts, plan, meta, targets, acc, run_t0, reqs, load_
     """Run one window's sub-plans (DRAM and devices concurrently); fold results into ``acc`` and load times."""
     elapsed = time.perf_counter_ns() - run_t0
     runtime_s = None
-    if cfg.closed_loop and cfg.duration_s is not None:
+    if cfg.duration_s is not None:              # both pacings: stop issuing when the replay time is up
         runtime_s = max(0.001, cfg.duration_s - elapsed / 1e9)
     for dom, sp in subplans.items():
         if not cfg.closed_loop:
@@ -653,6 +664,10 @@ def _execute(cfg, subplans, parts, plan, meta, targets, acc, run_t0, reqs, load_
                 res.raise_for_status()
             except KvbenchError as e:
                 acc.errors.append(e)
+    # requests whose every I/O was issued: the leading ones (the engine issues in plan order)
+    first_req = int(reqs["request"][0])
+    not_issued = plan["group"][sub_abs < 0]
+    issued_reqs = len(reqs) if not_issued.size == 0 else int(not_issued.min()) - first_req
     done = ok & (comp_abs >= 0)
     if done.any():
         acc.first_ns = int(sub_abs[done].min()) if acc.first_ns is None else min(acc.first_ns, int(sub_abs[done].min()))
@@ -703,8 +718,13 @@ def _execute(cfg, subplans, parts, plan, meta, targets, acc, run_t0, reqs, load_
             l4 = tier_ms[3]
             has = ~np.isnan(l4)
             load_ms[has] = np.fmax(load_ms[has], l4[has])
-        got = ~np.isnan(load_ms)
+    # a request whose hits all came from L1 (HBM, simulated) loads nothing from storage: 0 ms
+    l1_only = np.isnan(load_ms) & (reqs["hit_blocks"] > 0) & (reqs["hit_blocks"] == reqs["hit_l1"])
+    load_ms[l1_only] = 0.0
+    got = ~np.isnan(load_ms)
+    if got.any():
         acc.load_hist.record((load_ms[got] * 1e6).astype(np.int64))
+    return issued_reqs
 
 
 def _write_requests(path: Path, reqs, load_ms, tier_ms, header: bool, cfg, slot_bytes) -> None:
@@ -747,7 +767,8 @@ def _pcts(h, keys=("p50", "p99", "p99.9")) -> dict:
 
 
 def _summary(cfg, hier, acc, totals, lvl_hits, levels, block_bytes, slot_bytes, fences, planned_ios,
-             planned_bytes, windows, n_requests, host, wall_ns) -> dict:
+             planned_bytes, windows, n_requests, host, wall_ns, io_notes=None) -> dict:
+    io_notes = io_notes or {}
     wall_s = None
     if acc.first_ns is not None and acc.last_ns is not None and acc.last_ns > acc.first_ns:
         wall_s = (acc.last_ns - acc.first_ns) / 1e9
@@ -766,8 +787,8 @@ def _summary(cfg, hier, acc, totals, lvl_hits, levels, block_bytes, slot_bytes, 
             "hit_blocks": int(lvl_hits[lvl]),
             "read_bytes": rb, "write_bytes": wb,
             "trim_bytes": (acc.bytes[(lvl, 2)] if not cfg.dry_run and lvl else c.trims_slots * slot_bytes),
-            "read_bw_bytes_per_s": rb / wall_s if wall_s else None,
-            "write_bw_bytes_per_s": wb / wall_s if wall_s else None,
+            "read_bw_bytes_per_s": rb / wall_s if (wall_s and lvl) else None,     # L1 is simulated: no rate
+            "write_bw_bytes_per_s": wb / wall_s if (wall_s and lvl) else None,
             "read_lat_us": _pcts(acc.hist[(lvl, "read")]) if lvl else {"p50": None, "p99": None, "p99.9": None},
             "write_lat_us": _pcts(acc.hist[(lvl, "write")]) if lvl else {"p50": None, "p99": None, "p99.9": None},
             "load_ms": {k: (v / 1e3 if v is not None else None) for k, v in _pcts(acc.tier_load_hist[lvl]).items()}
@@ -781,6 +802,11 @@ def _summary(cfg, hier, acc, totals, lvl_hits, levels, block_bytes, slot_bytes, 
         if t.store is not None:
             entry["layout"] = t.store.layout
             entry["footprint_bytes"] = t.store.footprint_bytes
+        if name in io_notes:
+            entry.update(io_notes[name])
+        if name == "l4" and (cfg.l4_link_bw or cfg.l4_link_latency_s):
+            entry["link_model"] = {"bw_bytes_per_s": cfg.l4_link_bw, "latency_s": cfg.l4_link_latency_s,
+                                   "note": "load_ms adds latency + bytes / bw per request (modelled)"}
         tiers[name] = entry
     produced_bytes = hier.produced * block_bytes
     l3 = next((t for t in hier.tiers if t.spec.name == "l3"), None)

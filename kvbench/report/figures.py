@@ -13,7 +13,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from kvbench.report.rundata import TAIL_KEYS, RunData, dig, latency_sets
+from kvbench.report.rundata import TAIL_KEYS, RunData, dig, latency_curves, latency_sets
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f")
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
@@ -69,6 +69,7 @@ def latency_tail(runs: list[RunData]) -> go.Figure | None:
     max_x = 0.0
     for ri, rd in enumerate(runs):
         sets = latency_sets(rd)
+        curves = latency_curves(rd)
         for si, (series, vals) in enumerate(sorted(sets.items())):
             pts = sorted((tail_x(k), v, k) for k, v in vals.items() if tail_x(k) is not None and v > 0)
             if not pts:
@@ -79,10 +80,16 @@ def latency_tail(runs: list[RunData]) -> go.Figure | None:
                 ys.append(vals["max"])
                 ks.append("max")
             max_x = max(max_x, xs[-1])
+            color = PALETTE[si % len(PALETTE)]
             fig.add_trace(go.Scatter(
-                x=xs, y=ys, mode="lines+markers", name=_name(runs, rd, series), customdata=ks,
-                line=dict(color=PALETTE[si % len(PALETTE)], dash=DASHES[ri % len(DASHES)]),
+                x=xs, y=ys, mode="markers" if series in curves else "lines+markers", name=_name(runs, rd, series),
+                customdata=ks, legendgroup=f"{ri}-{series}", marker=dict(color=color, size=7),
+                line=dict(color=color, dash=DASHES[ri % len(DASHES)]),
                 hovertemplate="%{customdata}: %{y:.4g} us<extra>%{fullData.name}</extra>"))
+            if series in curves:   # the full histogram between the marked percentiles
+                cx, cy = curves[series]
+                fig.add_trace(go.Scatter(x=cx, y=cy, mode="lines", legendgroup=f"{ri}-{series}", showlegend=False,
+                                         line=dict(color=color, dash=DASHES[ri % len(DASHES)]), hoverinfo="skip"))
             any_series = True
     if not any_series:
         return None
@@ -136,6 +143,10 @@ def throughput_over_time(runs: list[RunData]) -> go.Figure | None:
                           row=row, col=1)
         if title.startswith("latency"):
             fig.update_yaxes(type="log", row=row, col=1)
+        elif title.startswith("bandwidth"):
+            fig.update_yaxes(tickformat=".3s", ticksuffix="B/s", rangemode="tozero", row=row, col=1)
+        else:
+            fig.update_yaxes(tickformat=".3s", rangemode="tozero", row=row, col=1)
     fig.update_xaxes(title="time since start (s)", row=len(order), col=1)
     fig.update_layout(title="Bandwidth and IOPS over time", **{**_LAYOUT, "height": 260 * len(order) + 120})
     return fig
@@ -162,15 +173,26 @@ def knee_index(x, y) -> int | None:
     return int(idx[k]) if d[k] > 0 else None
 
 
-def _curve(rd: RunData):
-    """(capacities in bytes or blocks, hit ratios, unit, infinite ratio) from the attached curve, if any."""
+def _curves(rd: RunData) -> list[tuple]:
+    """[(label, capacities, hit ratios, unit, infinite ratio)] from the attached curves: an ``mrc`` result
+    (KV blocks), or an Engram run's ``curve.json`` (DRAM bytes against row hit ratio, one series per policy)."""
+    out = []
     for src in (rd.analysis("mrc"), dig(rd.analysis("plan"), "curve"), dig(rd.summary, "curve")):
         if isinstance(src, dict) and src.get("capacities") and src.get("hit_ratio"):
             cap = np.asarray(src["capacities"], dtype=float)
             hr = np.asarray([np.nan if v is None else v for v in src["hit_ratio"]], dtype=float)
             unit = str(src.get("unit", "bytes" if cap.max() > 1e7 else "blocks"))
-            return cap, hr, unit, _num(src.get("infinite_hit_ratio"))
-    return None
+            out.append(("hit ratio (exact LRU)", cap, hr, unit, _num(src.get("infinite_hit_ratio"))))
+            break
+    eng = rd.analysis("curve")
+    if isinstance(eng, dict) and eng.get("dram_bytes"):
+        cap = np.asarray(eng["dram_bytes"], dtype=float)
+        for policy, vals in eng.items():
+            if policy in ("dram_bytes", "dram_rows") or not isinstance(vals, list) or len(vals) != cap.size:
+                continue
+            hr = np.asarray([np.nan if v is None else v for v in vals], dtype=float)
+            out.append((f"DRAM row hit ratio ({policy})", cap, hr, "bytes", None))
+    return out
 
 
 def chosen_capacities(rd: RunData) -> dict[str, float]:
@@ -182,6 +204,9 @@ def chosen_capacities(rd: RunData) -> dict[str, float]:
                 v = _num(t.get("capacity_bytes") or t.get("capacity"))
                 if v:
                     out[tier] = v
+    for prefix, s in rd.all_summaries():
+        if _num(s.get("dram_bytes")) and s.get("kind") == "replay-engram":
+            out["DRAM row cache"] = _num(s["dram_bytes"])
     if not out:
         for r in (rd, *rd.parts.values()):
             cfg = r.run.get("config") or {}
@@ -212,14 +237,19 @@ def hit_ratio_curve(runs: list[RunData]) -> go.Figure | None:
     fig = _fig("Hit ratio vs capacity")
     lo, hi, drawn, unit = math.inf, 0.0, False, "bytes"
     for ri, rd in enumerate(runs):
-        c = _curve(rd)
-        if c is None:
+        curves = _curves(rd)
+        if not curves:
             continue
-        cap, hr, unit, inf = c
         color = PALETTE[ri % len(PALETTE)]
+        for ci, (label, cap, hr, unit, inf) in enumerate(curves[1:], start=1):   # extra series (Engram policies)
+            ok = cap > 0
+            lo, hi = min(lo, cap[ok].min()), max(hi, cap[ok].max())
+            fig.add_trace(go.Scatter(x=cap[ok], y=hr[ok], mode="lines", name=_name(runs, rd, label),
+                                     line=dict(color=PALETTE[(ri + ci) % len(PALETTE)], dash=DASHES[ci % len(DASHES)])))
+        label, cap, hr, unit, inf = curves[0]
         ok = cap > 0
         lo, hi = min(lo, cap[ok].min()), max(hi, cap[ok].max())
-        fig.add_trace(go.Scatter(x=cap[ok], y=hr[ok], mode="lines", name=_name(runs, rd, "hit ratio (exact LRU)"),
+        fig.add_trace(go.Scatter(x=cap[ok], y=hr[ok], mode="lines", name=_name(runs, rd, label),
                                  line=dict(color=color, width=2.5)))
         if inf is not None:
             fig.add_trace(go.Scatter(x=[cap[ok].min(), cap[ok].max()], y=[inf, inf], mode="lines",
@@ -293,23 +323,36 @@ def request_times(rd: RunData):
     if isinstance(rc, list) and len(rc) == len(df):
         recompute_ms = np.asarray(rc, dtype=float)
     else:
-        prof = check.get("profile")
-        name = prof.get("name") or prof.get("path") if isinstance(prof, dict) else prof
-        tps = _num(check.get("recompute_tokens_per_s"))
-        if name:
-            try:
-                from kvbench.compute.profile import load_profile
-                recompute_ms = np.asarray(load_profile(str(name)).seconds(tokens.astype(np.int64)), dtype=float) * 1e3
-            except Exception:  # noqa: BLE001 - profile not available here: fall back to the rate
-                recompute_ms = None
-        if recompute_ms is None and tps:
-            recompute_ms = tokens / tps * 1e3
+        f = recompute_seconds(check)
+        recompute_ms = None if f is None else f(tokens) * 1e3
     if recompute_ms is None:
         return None
     ok = (tokens > 0) & np.isfinite(load_ms) & np.isfinite(recompute_ms)
     if not ok.any():
         return None
     return tokens[ok], load_ms[ok], recompute_ms[ok]
+
+
+def recompute_seconds(check: dict):
+    """T_recompute(n) in seconds from a check result: the profile's fit, else its plain rate, else the
+    profile file itself; None when the check names no recompute model."""
+    prof = check.get("profile")
+    fit = prof.get("fit") if isinstance(prof, dict) else None
+    if isinstance(fit, dict) and all(_num(fit.get(k)) is not None for k in "abc"):
+        a, b, c = (float(fit[k]) for k in "abc")
+        return lambda n: a + b * np.asarray(n, float) + c * np.asarray(n, float) ** 2
+    tps = _num(check.get("recompute_tokens_per_s")) or (_num(prof.get("tokens_per_s")) if isinstance(prof, dict) else None)
+    if tps:
+        return lambda n: np.asarray(n, float) / tps
+    name = (prof.get("path") or prof.get("name")) if isinstance(prof, dict) else prof
+    if name:
+        try:
+            from kvbench.compute.profile import load_profile
+            p = load_profile(str(name))
+            return lambda n: np.asarray(p.seconds(np.asarray(n).astype(np.int64)), dtype=float)
+        except Exception:  # noqa: BLE001 - profile not shipped on this machine
+            return None
+    return None
 
 
 def load_vs_recompute(runs: list[RunData]) -> go.Figure | None:
@@ -368,6 +411,10 @@ def dwpd_vs_retention(runs: list[RunData]) -> go.Figure | None:
         fig.add_trace(go.Scatter(x=x, y=[float(r["dwpd"]) for r in rows], mode="lines+markers",
                                  name=_name(runs, rd, "required DWPD"), line=dict(color=color, width=2.5)),
                       secondary_y=False)
+        bound = [_num(r.get("dwpd_retention_bound")) for r in rows]
+        if any(b is not None for b in bound):
+            fig.add_trace(go.Scatter(x=x, y=bound, mode="lines+markers", name=_name(runs, rd, "DWPD if every block is kept for the retention"),
+                                     line=dict(color=color, dash="dash")), secondary_y=False)
         caps = [_num(r.get("capacity_bytes")) for r in rows]
         if any(c for c in caps):
             fig.add_trace(go.Scatter(x=x, y=[(c or 0) / 2**30 for c in caps], mode="lines+markers",
@@ -390,6 +437,14 @@ _LAT_KEYS = (("first_byte_s", 1.0), ("t_first_byte_s", 1.0), ("latency_s", 1.0),
 _BW_KEYS = ("bw_bytes_per_s", "bandwidth_bytes_per_s", "read_bw_bytes_per_s", "bandwidth")
 
 
+def _interp_inside(n: np.ndarray, xs, ys) -> np.ndarray:
+    """Interpolate on a log-token axis inside the given points only (NaN outside: no flat extrapolation)."""
+    xs = np.asarray(xs, float)
+    ys = np.asarray(ys, float)
+    out = np.exp(np.interp(np.log(n), np.log(xs), np.log(np.maximum(ys, 1e-12))))
+    return np.where((n >= xs.min()) & (n <= xs.max()), out, np.nan)
+
+
 def break_even_curves(check: dict, n: np.ndarray):
     """{tier: (load_s, break_even_tokens)} and recompute_s over token counts ``n`` from a check result."""
     curves = {}
@@ -401,7 +456,7 @@ def break_even_curves(check: dict, n: np.ndarray):
         tok = t.get("curve_tokens") or dig(t, "curve.tokens")
         load = t.get("curve_load_s") or dig(t, "curve.load_s")
         if tok and load:
-            curves[tier] = (np.interp(n, np.asarray(tok, float), np.asarray(load, float)), _num(t.get("break_even_tokens")))
+            curves[tier] = (_interp_inside(n, tok, load), _num(t.get("break_even_tokens")))
             continue
         lat = next((_num(t[k]) * s for k, s in _LAT_KEYS if _num(t.get(k)) is not None), None)
         bw = next((_num(t[k]) for k in _BW_KEYS if _num(t.get(k))), None)
@@ -412,22 +467,10 @@ def break_even_curves(check: dict, n: np.ndarray):
     ctok = check.get("recompute_curve_tokens") or dig(check, "recompute_curve.tokens")
     cs = check.get("recompute_curve_s") or dig(check, "recompute_curve.seconds")
     if ctok and cs:
-        rec = np.interp(n, np.asarray(ctok, float), np.asarray(cs, float))
+        rec = _interp_inside(n, ctok, cs)
     else:
-        prof = check.get("profile")
-        coef = prof.get("fit") if isinstance(prof, dict) else None
-        if isinstance(coef, dict) and all(k in coef for k in "abc"):
-            rec = coef["a"] + coef["b"] * n + coef["c"] * n * n
-        elif _num(check.get("recompute_tokens_per_s")):
-            rec = n / _num(check["recompute_tokens_per_s"])
-        else:
-            name = prof.get("name") if isinstance(prof, dict) else prof
-            if name:
-                try:
-                    from kvbench.compute.profile import load_profile
-                    rec = np.asarray(load_profile(str(name)).seconds(n.astype(np.int64)), dtype=float)
-                except Exception:  # noqa: BLE001 - profile not shipped here
-                    rec = None
+        f = recompute_seconds(check)
+        rec = None if f is None else f(n)
     return curves, rec
 
 
@@ -450,8 +493,9 @@ def break_even(runs: list[RunData]) -> go.Figure | None:
             color = PALETTE[ti % len(PALETTE)]
             fig.add_trace(go.Scatter(x=n, y=load_s * 1e3, mode="lines", name=_name(runs, rd, f"load from {tier}"),
                                      line=dict(color=color, dash=DASHES[ri % len(DASHES)])))
-            if nstar and n[0] <= nstar <= n[-1]:
-                fig.add_trace(go.Scatter(x=[nstar], y=[float(np.interp(nstar, n, load_s)) * 1e3], mode="markers+text",
+            ok = np.isfinite(load_s)
+            if nstar and ok.any() and n[ok][0] <= nstar <= n[ok][-1]:
+                fig.add_trace(go.Scatter(x=[nstar], y=[float(np.interp(nstar, n[ok], load_s[ok])) * 1e3], mode="markers+text",
                                          text=[f"n*={nstar:.0f}"], textposition="bottom right",
                                          marker=dict(size=11, color=color, symbol="circle-open", line=dict(width=2)),
                                          name=_name(runs, rd, f"{tier} break-even")))
@@ -498,6 +542,35 @@ def steady_state_rounds(runs: list[RunData]) -> go.Figure | None:
     return fig
 
 
+# --- a measured prefill profile ---------------------------------------------------------------------------
+
+def prefill_profile(runs: list[RunData]) -> go.Figure | None:
+    """Measured prefill time against prompt length with the fitted T(n) = a + b n + c n^2."""
+    fig = _fig("Prefill time vs prompt length (measured points and fit)")
+    drawn = False
+    for ri, rd in enumerate(runs):
+        for _, s in rd.all_summaries():
+            pts, fit = s.get("points"), s.get("fit")
+            if s.get("kind") != "prefill" or not isinstance(pts, dict) or not pts.get("tokens"):
+                continue
+            n = np.asarray(pts["tokens"], dtype=float)
+            t = np.asarray(pts["seconds"], dtype=float)
+            color = PALETTE[ri % len(PALETTE)]
+            fig.add_trace(go.Scatter(x=n, y=t * 1e3, mode="markers", marker=dict(color=color, size=9),
+                                     name=_name(runs, rd, f"measured ({s.get('device', '')})")))
+            if isinstance(fit, dict) and all(_num(fit.get(k)) is not None for k in "abc"):
+                xs = np.geomspace(max(1.0, n.min()), n.max(), 60)
+                ys = fit["a"] + fit["b"] * xs + fit["c"] * xs * xs
+                fig.add_trace(go.Scatter(x=xs, y=ys * 1e3, mode="lines", line=dict(color=color),
+                                         name=_name(runs, rd, f"fit a+bn+cn² (rel rms {100 * (_num(fit.get('rel_rms')) or 0):.1f}%)")))
+            drawn = True
+    if not drawn:
+        return None
+    fig.update_xaxes(title="prompt tokens (log)", type="log")
+    fig.update_yaxes(title="prefill time (ms, log)", type="log")
+    return fig
+
+
 #: the report's figures, in order (section title, builder)
 FIGURES = (
     ("Latency", latency_tail),
@@ -507,4 +580,5 @@ FIGURES = (
     ("Break-even prefix length", break_even),
     ("Endurance vs retention", dwpd_vs_retention),
     ("Steady state", steady_state_rounds),
+    ("Prefill profile", prefill_profile),
 )

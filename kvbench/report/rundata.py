@@ -20,7 +20,7 @@ import pandas as pd
 from kvbench.errors import UsageError
 
 #: analyses a job may attach to a folder, by file name -> key in ``RunData.analyses``
-ANALYSES = ("mrc", "plan", "check", "retention", "qualify", "steady_state")
+ANALYSES = ("mrc", "plan", "check", "retention", "qualify", "steady_state", "probes", "curve")
 
 #: percentile keys in the order of a tail axis
 TAIL_KEYS = ("p50", "p90", "p99", "p99.9", "p99.99")
@@ -191,6 +191,32 @@ def histogram_percentiles(raw: dict) -> dict[str, dict[str, float]]:
             clean = {k: _finite(v) for k, v in vals.items() if _finite(v) is not None}
             if clean.get("max", 1) > 0 and clean:
                 out[str(name)] = clean
+    return out
+
+
+def latency_curves(rd: RunData, points: int = 48) -> dict[str, tuple[list, list]]:
+    """Dense tail curves (x = -log10(1 - q), latency us) from the engine's histograms, where written.
+
+    The curve stops at the rank the sample supports (1 - q >= 1/count): beyond it a percentile is the max."""
+    import math
+
+    out: dict[str, tuple[list, list]] = {}
+    try:
+        from kvbench.metrics.histogram import LatencyHistogram
+    except ImportError:
+        return out
+    for r in (rd, *rd.parts.values()):
+        for name, d in (r.histograms or {}).items():
+            try:
+                h = LatencyHistogram.from_dict(d)
+            except Exception:  # noqa: BLE001 - not an engine histogram (older layout, stored percentiles only)
+                continue
+            if not getattr(h, "count", 0):
+                continue
+            x_hi = max(0.31, min(5.0, math.log10(h.count)))
+            xs = [0.30103 + (x_hi - 0.30103) * i / (points - 1) for i in range(points)]
+            ys = [h.value_at(100.0 * (1.0 - 10.0 ** -x)) / 1e3 for x in xs]
+            out[str(name)] = (xs, ys)
     return out
 
 

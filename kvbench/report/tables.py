@@ -33,12 +33,14 @@ def fmt(key: str, v) -> str:
         if k.endswith(("bytes_per_s", "bw")) or "_bytes_per_s" in k:
             return format_rate(f)
         if k.endswith("bytes") or "capacity" in k or re.fullmatch(r"(config\.)?l[1-4](_capacity)?", k) \
-                or re.search(r"(^|[._])size$", k) or "_bytes." in k or k.startswith("capacity_bytes"):
+                or re.search(r"(^|[._])(size|dram|page|scale_to|segment|chunk)$", k) or "_bytes." in k or k.startswith("capacity_bytes"):
             return format_bytes(f)
         if re.search(r"(_us|lat_us\.[a-z0-9.]+|fetch_us\.[a-z0-9.]+)$", k) or "_us." in k:
             return format_duration(f * 1e-6)
         if "_ms." in k or k.endswith("_ms"):
             return format_duration(f * 1e-3)
+        if k.endswith("per_s"):
+            return _fmt_number(f)
         if k.endswith(("_s", "seconds")) or "_s." in k:
             return format_duration(f)
         if "ratio" in k or k.endswith(("fraction", "wins")):
@@ -64,6 +66,8 @@ HEADLINES = {
     "replay-engram": (("rows per token", "rows_per_token"), ("DRAM hit ratio", "dram_hit_ratio"),
                       ("read amplification", "read_amplification"), ("fetch p50", "fetch_us.p50"),
                       ("fetch p99", "fetch_us.p99"), ("window miss ratio", "window_miss_ratio"), ("IOPS", "iops")),
+    "prefill": (("model", "model"), ("device", "device"), ("dtype", "dtype"),
+                ("prefill tokens/s at the reference length", "tokens_per_s"), ("reference length", "reference_tokens")),
 }
 _TIER_FIELDS = (("hit ratio", "hit_ratio"), ("capacity", "capacity_bytes"), ("read bytes", "read_bytes"),
                 ("write bytes", "write_bytes"), ("read bandwidth", "read_bw_bytes_per_s"),
@@ -114,6 +118,12 @@ def verdict_rows(rd: RunData) -> list[tuple[str, str, str]]:
                     rows.append(("endurance" if key != "knee_bytes" else "capacity", f"{label} {k2}", fmt(key, v2)))
             elif v is not None:
                 rows.append(("endurance" if key in ("dwpd", "waf", "lifetime_years") else "capacity", label, fmt(key, v)))
+    # tier probes: what each tier can do at the replay's I/O size
+    for pr in rd.analysis("probes") or []:
+        if isinstance(pr, dict) and pr.get("name"):
+            rows.append((f"tier {pr['name']}", f"probe: bandwidth at {fmt('io_bytes', pr.get('io_size'))}, QD{pr.get('qd')}",
+                         fmt("bw_bytes_per_s", pr.get("bandwidth_bytes_per_s"))))
+            rows.append((f"tier {pr['name']}", "probe: first byte (QD1 p50)", fmt("first_byte_s", pr.get("first_byte_s"))))
     # the load-vs-recompute inequality per tier
     check = rd.analysis("check")
     if isinstance(check, dict):
@@ -124,13 +134,21 @@ def verdict_rows(rd: RunData) -> list[tuple[str, str, str]]:
             rows.append(("inequality", f"{tier} break-even n*", "never (recompute wins)" if n is None else f"{float(n):,.0f} tokens"))
             if t.get("verdict"):
                 rows.append(("inequality", f"{tier} verdict", str(t["verdict"])))
-            for key in ("load_wins_fraction", "ttft_saved_ms"):
+            for key in ("load_wins_fraction", "ttft_saved_ms", "wins_fraction"):
                 v = t.get(key)
                 if isinstance(v, dict):
                     for k2, v2 in v.items():
                         rows.append(("inequality", f"{tier} {key} {k2}", fmt(f"{key}.{k2}", v2)))
                 elif v is not None:
                     rows.append(("inequality", f"{tier} {key.replace('_', ' ')}", fmt(key, v)))
+        hits = dig(check, "run.hits")
+        if isinstance(hits, dict):
+            if hits.get("wins_fraction") is not None:
+                rows.append(("inequality", "requests where loading won", f"{100 * float(hits['wins_fraction']):.1f}%"))
+            for k in ("p50", "p99"):
+                v = dig(hits, f"ttft_saved_s.{k}")
+                if v is not None:
+                    rows.append(("inequality", f"TTFT saved {k}", fmt("ttft_saved_s", v)))
     q = rd.analysis("qualify") or (rd.summary.get("qualify") if isinstance(rd.summary.get("qualify"), dict) else None)
     if isinstance(q, dict) and "passed" in q:
         crit = q.get("criteria") or []

@@ -17,7 +17,7 @@ Both return trims as ``(first_slot, n_slots)`` so the planner turns them into by
 
 from __future__ import annotations
 
-from collections import deque
+from collections import OrderedDict, deque
 from typing import Callable
 
 import numpy as np
@@ -89,7 +89,7 @@ class LogStore:
         self.slot_live = np.zeros(self.n_slots, dtype=bool)
         self.seg_live = np.zeros(self.n_segments, dtype=np.int64)
         self._free_segs: deque = deque(range(1, self.n_segments))
-        self._sealed: deque = deque()          # oldest first
+        self._sealed: OrderedDict = OrderedDict()      # sealed segments, oldest first (O(1) removal)
         self._head, self._pos = 0, 0
         self.used = 0
         self.reclaimed_segments = 0
@@ -110,11 +110,11 @@ class LogStore:
                 self._free_segs.append(self._head)
                 trims += self._trim_seg(self._head)
             else:
-                self._sealed.append(self._head)
+                self._sealed[self._head] = None
             if self._free_segs:
                 self._head = self._free_segs.popleft()
             else:
-                seg = self._sealed.popleft()
+                seg = self._sealed.popitem(last=False)[0]
                 lo = seg * self.segment_slots
                 live = np.flatnonzero(self.slot_live[lo:lo + self.segment_slots])
                 dropped = self.slot_key[lo + live].tolist()
@@ -143,9 +143,7 @@ class LogStore:
         seg = slot // self.segment_slots
         self.seg_live[seg] -= 1
         if self.seg_live[seg] == 0 and seg != self._head:
-            try:
-                self._sealed.remove(seg)
-            except ValueError:
+            if self._sealed.pop(seg, 0) is not None:       # not sealed (values are None)
                 return []
             self._free_segs.append(seg)
             return self._trim_seg(seg)

@@ -7,7 +7,9 @@ Per request (DESIGN.md prefix semantics), at arrival time ``now``:
    missing block is *produced* (prefill) with a new version and written to its creation tiers. The
    request's hit blocks are the leading run of blocks found resident; for a single LRU tier this is exactly
    the Mattson stack-distance count of ``kvbench mrc`` at the same capacity.
-3. Load phase: each hit block is read from the tier it was found in (L1 is simulated HBM: no I/O).
+3. Load phase: each hit block is read from the tier it was found in (L1 is simulated HBM: no I/O). Reads
+   are issued before the request's writes, except for a block that a demotion cascade of this same request
+   moved into the slot it is read from: that read follows the write.
 4. Promotion, deepest-first: a hit below the top tier is copied into every present tier above it
    (``promote=True``) or only into L1 (the GPU holds what it uses; ``promote=False``). Exclusive
    hierarchies move it to the top tier instead (removed below).
@@ -279,8 +281,13 @@ class Hierarchy:
         h = 0
         while h < n and found[h] >= 0:
             h += 1
+        loop_ev = self._ev
+        self._ev = []
+        # A hit block normally sat in its slot since before the request, so its read may go first. One
+        # that a demotion cascade moved there during this request must be read after that write.
+        moved = {(e[1], e[4]) for e in loop_ev if e[2] == EV_WRITE} if h and loop_ev else ()
         per_level = [0, 0, 0, 0]
-        load = []
+        load, late = [], []
         versions = [0] * h
         for i in range(h):
             t = tiers[found[i]]
@@ -289,7 +296,8 @@ class Hierarchy:
             per_level[t.level] += 1
             t.c.hit_blocks += 1
             if t.store is not None:
-                load.append((self._req, t.level, EV_READ, HIT_READ, slot, 1, keys[i], version))
+                e = (self._req, t.level, EV_READ, HIT_READ, slot, 1, keys[i], version)
+                (late if (t.level, slot) in moved else load).append(e)
                 t.c.hit_reads += 1
         # promotion, deepest-first
         top_is_l1 = tiers[0].level == 0
@@ -310,7 +318,9 @@ class Hierarchy:
                         self._insert(tj, key, version, PROMOTE_WRITE)
         out = self._out                 # the request's hit reads go first: they are its load time
         out.extend(load)
-        out.extend(self._ev)
+        out.extend(loop_ev)
+        out.extend(late)
+        out.extend(self._ev)            # promotions
         self._ev = []
         self.produced += produced
         self._req += 1

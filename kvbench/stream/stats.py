@@ -74,9 +74,16 @@ def trace_stats(trace: Trace) -> dict:
         "block_references": trace.n_blocks,
         "distinct_blocks": distinct,
         "infinite_cache_reuse": 1.0 - distinct / trace.n_blocks if trace.n_blocks else 0.0,
+        "tokens_per_block_id": _pct(trace.input_tokens[trace.blocks_per_request > 0]
+                                    / trace.blocks_per_request[trace.blocks_per_request > 0]),
         "lines_matching_block_size": float(np.mean(expect_blocks == trace.blocks_per_request)) if n else None,
         "reuse_time_s": _pct(rt),
         "reuse_within": {k: float(np.mean(rt <= v)) if rt.size else None for k, v in REUSE_WINDOWS_S.items()},
         "out_of_order_requests": int(np.count_nonzero(gaps < 0)),
     }
+    if "parent_chat_id" in trace.extras:           # Bailian: conversations are explicit
+        parent, turn = trace.extras["parent_chat_id"], trace.extras.get("turn")
+        out["sessions"] = {"roots": int(np.count_nonzero(parent < 0)),
+                           "follow_ups": int(np.count_nonzero(parent >= 0)),
+                           "turn": _pct(turn.astype(np.float64)) if turn is not None else None}
     return out

@@ -34,6 +34,7 @@ class _Timespec(ctypes.Structure):
 
 
 _lib = None
+_submit_each = None
 
 
 def _load():
@@ -58,6 +59,23 @@ def _load():
     return _lib
 
 
+def submit_each_kernel():
+    """The compiled one-iocb-per-call submission loop (see aio_kernel); compiled once, then cached on disk."""
+    global _submit_each
+    if _submit_each is None:
+        import numpy as _np
+
+        from kvbench.engine.engines.aio_kernel import fill_submit, submit_each
+        submit_each(0, 0, 0, _np.zeros(2, _np.int64), _np.zeros(1, _np.int64))
+        iocbs = _np.zeros(1, dtype=IOCB_DTYPE)
+        z = _np.zeros(0, _np.int64)
+        fill_submit(0, z, _np.zeros(0, _np.uint8), z, _np.zeros(0, _np.uint64), z, _np.zeros(1, _np.int32),
+                    iocbs["opcode"], iocbs["fildes"], iocbs["nbytes"], iocbs["offset"], 0,
+                    _np.zeros(1, _np.uint64), _np.zeros(2, _np.int64), _np.zeros(1, _np.int64))
+        _submit_each = (submit_each, fill_submit)
+    return _submit_each
+
+
 class LibaioEngine(Engine):
     name = "libaio"
     caps = frozenset({CAP_ASYNC, CAP_ALIGNED})
@@ -66,10 +84,26 @@ class LibaioEngine(Engine):
     def check_available(cls) -> None:
         _load()
 
+    @classmethod
+    def prepare(cls) -> None:
+        if cls.submit_mode == "each":
+            try:
+                submit_each_kernel()
+            except Exception:  # noqa: BLE001 - the batch path is used instead
+                pass
+
+    submit_mode = "each"    # "each": one iocb per io_submit, stamped one by one; "batch": one call per batch
+
     def __init__(self, targets, qd, buffers, buf_addr):
         super().__init__(targets, qd, buffers, buf_addr)
         lib = _load()
         self._lib = lib
+        self._each = None               # (submit_each, fill_submit) compiled kernels
+        if self.submit_mode == "each":
+            try:
+                self._each = submit_each_kernel()
+            except Exception:  # noqa: BLE001 - numba missing or failing: the batch path is still correct
+                self._each = None
         self._ctx = ctypes.c_ulong(0)
         r = lib.io_setup(qd, ctypes.byref(self._ctx))
         if r < 0:
@@ -83,14 +117,19 @@ class LibaioEngine(Engine):
         self._ev_ptr = self.events.ctypes.data
         self._ptrs = np.zeros(qd, dtype=np.uint64)
         self._ptrs_addr = self._ptrs.ctypes.data
+        self._stamps = np.zeros(qd, dtype=np.int64)
+        self._tsbuf = np.zeros(2, dtype=np.int64)
         self._ts = _Timespec()
         self._ts_ptr = ctypes.addressof(self._ts)
         self._stash_s, self._stash_r = [], []   # completions reaped inside submit (partial io_submit, trims)
         self._f_op, self._f_fd = self.iocbs["opcode"], self.iocbs["fildes"]
         self._f_n, self._f_off = self.iocbs["nbytes"], self.iocbs["offset"]
 
-    def submit(self, slots, ops, tgts, offsets, lengths) -> None:
+    def submit(self, slots, ops, tgts, offsets, lengths):
+        """Start the I/Os; returns per-I/O submit times (perf_counter_ns clock) or None."""
+        stamped = self._each is not None
         if (ops == 2).any():
+            stamped = False
             trim = ops == 2
             for s, t, o, n in zip(slots[trim], tgts[trim], offsets[trim], lengths[trim]):
                 r = self.targets[int(t)].trim(int(o), int(n))
@@ -100,17 +139,27 @@ class LibaioEngine(Engine):
             slots, ops, tgts, offsets, lengths = slots[keep], ops[keep], tgts[keep], offsets[keep], lengths[keep]
         k = len(slots)
         if k == 0:
-            return
-        self._f_op[slots] = _OP_TO_CMD[ops]
-        self._f_fd[slots] = self.fds[tgts]
-        self._f_n[slots] = lengths
-        self._f_off[slots] = offsets
-        ptrs = self._ptrs[:k]
-        np.multiply(slots, 64, out=ptrs, casting="unsafe")
-        ptrs += self._iocb_base
+            return None
+        ctx = self._ctx.value
+        if self._each is not None:      # fill and submit in the compiled loop
+            r = self._each[1](ctx, slots, ops, tgts, offsets, lengths, self.fds, self._f_op, self._f_fd,
+                              self._f_n, self._f_off, int(self._iocb_base), self._ptrs, self._tsbuf, self._stamps)
+        else:                           # vectorised fill, one io_submit for the batch
+            self._f_op[slots] = _OP_TO_CMD[ops]
+            self._f_fd[slots] = self.fds[tgts]
+            self._f_n[slots] = lengths
+            self._f_off[slots] = offsets
+            ptrs = self._ptrs[:k]
+            np.multiply(slots, 64, out=ptrs, casting="unsafe")
+            ptrs += self._iocb_base
+            r = None
         done = 0
         while done < k:
-            r = self._lib.io_submit(self._ctx.value, k - done, self._ptrs_addr + 8 * done)
+            if r is None:
+                if self._each is not None:
+                    r = self._each[0](ctx, k - done, self._ptrs_addr + 8 * done, self._tsbuf, self._stamps[done:k])
+                else:
+                    r = self._lib.io_submit(ctx, k - done, self._ptrs_addr + 8 * done)
             if r > 0:
                 done += r
             elif r == -errno.EAGAIN:
@@ -119,6 +168,8 @@ class LibaioEngine(Engine):
                 self._stash_s.append(np.array([slots[done]], dtype=np.int64))
                 self._stash_r.append(np.array([r if r < 0 else -errno.EIO], dtype=np.int64))
                 done += 1
+            r = None
+        return self._stamps[:k].copy() if stamped else None
 
     def _getevents(self, min_nr, timeout_ns):
         if timeout_ns is None:

@@ -15,7 +15,8 @@ class Engine:
     """Base class. ``buffers`` is a (qd, slot_bytes) uint8 view of page-aligned memory; slot s owns row s.
 
     submit(slots, ops, tgts, offsets, lengths) starts the I/Os (all of them: an engine that cannot take a
-    whole batch at once keeps the rest itself); reap(min_nr, timeout_ns) returns (slots, results, t_ns):
+    whole batch at once keeps the rest itself) and returns their submit times (perf_counter_ns clock) when
+    it stamped them one by one, else None (the driver's stamp just before the call holds); reap(min_nr, timeout_ns) returns (slots, results, t_ns):
     results are bytes done or -errno, t_ns the completion times (perf_counter_ns) or None when the driver
     should stamp them at return.
     """
@@ -31,6 +32,10 @@ class Engine:
     @classmethod
     def check_available(cls) -> None:
         """Raise OSError/ImportError when this engine cannot run here."""
+
+    @classmethod
+    def prepare(cls) -> None:
+        """One-time set-up in the parent before worker processes fork (e.g. compiling kernels)."""
 
     def close(self) -> None:
         pass

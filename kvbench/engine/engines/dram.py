@@ -28,7 +28,7 @@ class DramEngine(Engine):
         self._blocks = [t.arena.reshape(-1, t.lbs) for t in targets]
         self._done = []
 
-    def submit(self, slots, ops, tgts, offsets, lengths) -> None:
+    def submit(self, slots, ops, tgts, offsets, lengths):
         res = lengths.astype(np.int64)
         for t in np.unique(tgts):
             sel_t = tgts == t

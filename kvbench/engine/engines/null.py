@@ -15,7 +15,7 @@ class NullEngine(Engine):
         super().__init__(*a, **k)
         self._slots, self._res = [], []
 
-    def submit(self, slots, ops, tgts, offsets, lengths) -> None:
+    def submit(self, slots, ops, tgts, offsets, lengths):
         self._slots.append(slots.copy())
         self._res.append(lengths.astype(np.int64))
 

@@ -50,7 +50,7 @@ class PsyncEngine(Engine):
                 r = -(e.errno or errno.EIO)
             self._done.put((slot, r, time.perf_counter_ns()))
 
-    def submit(self, slots, ops, tgts, offsets, lengths) -> None:
+    def submit(self, slots, ops, tgts, offsets, lengths):
         for item in zip(slots.tolist(), ops.tolist(), tgts.tolist(), offsets.tolist(), lengths.tolist()):
             self._work.put(item)
 

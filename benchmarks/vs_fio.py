@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""kvbench vs fio on identical I/O: the same offsets (exported as a fio iolog v3), the same file, one run.
+
+For each case the plan is built once, written as an iolog, and replayed by fio (libaio, direct=1,
+numjobs=1, replay_no_stall=1, lat_percentiles=1) and by kvbench's engine, alternating in several rounds so
+that drift of a shared machine hits both; the medians over rounds give the ratios. kvbench runs with
+``--workers W`` processes sharing the same total queue depth (qd / W each), so both keep the same number of
+I/Os in flight. Latency is total latency (submit to reaped completion) for both.
+
+    .venv/bin/python benchmarks/vs_fio.py [--target results/vsfio.dat] [--size 1GiB] [--seconds 3] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from kvbench.engine import make_plan, open_target, run_plan  # noqa: E402
+from kvbench.engine.iolog import write_iolog  # noqa: E402
+from kvbench.metrics import diskstats  # noqa: E402
+from kvbench.units import parse_size  # noqa: E402
+
+CASES = [  # name, op, random, bs, qd
+    ("4k-randread-qd32", 0, True, 4096, 32),
+    ("128k-randread-qd32", 0, True, 128 << 10, 32),
+    ("1m-seqread-qd8", 0, False, 1 << 20, 8),
+    ("4k-randwrite-qd32", 1, True, 4096, 32),
+]
+TAG = 0x5653464
+
+def build(op, rand, bs, size, n, seed=1):
+    blocks = size // bs
+    idx = np.random.default_rng(seed).integers(0, blocks, n) if rand else np.arange(n) % blocks
+    return make_plan(op, idx * bs, bs, tag=TAG)
+
+
+def run_fio(log, qd, n, bs, op):
+    cmd = ["fio", "--name=vs", "--ioengine=libaio", "--direct=1", f"--iodepth={qd}", f"--read_iolog={log}",
+           "--replay_no_stall=1", "--lat_percentiles=1", f"--io_size={n * bs}", "--output-format=json"]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    j = json.loads(out[out.index("{"):])["jobs"][0]["write" if op else "read"]
+    p = j["lat_ns"]["percentile"]
+    return {"iops": j["iops"], "bw": j["bw_bytes"], "p50": p["50.000000"] / 1e3, "p99": p["99.000000"] / 1e3,
+            "ios": j["total_ios"]}
+
+
+def run_kv(target, plan, qd, workers, hugepages=True):
+    r = run_plan(plan, [target], qd=max(1, qd // workers), workers=workers, hugepages=hugepages)
+    r.raise_for_status()
+    s = r.summary()
+    return {"iops": s["iops"], "bw": s["bw_bytes_per_s"], "p50": s["lat_us"]["p50"], "p99": s["lat_us"]["p99"],
+            "ios": s["ios"], "cpu": s["cpu"]["utilisation"]}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--target", default="results/vsfio-scratch.dat")
+    ap.add_argument("--size", default="1GiB")
+    ap.add_argument("--seconds", type=float, default=3.0, help="target duration of each measurement")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="kvbench worker counts to compare")
+    ap.add_argument("--cases", nargs="+", default=[c[0] for c in CASES])
+    ap.add_argument("--kv-4k-pages", action="store_true",
+                    help="also run kvbench with 4 KiB-page buffers like fio's (default: huge pages only)")
+    a = ap.parse_args(argv)
+    if shutil.which("fio") is None:
+        sys.exit("vs_fio: fio is not installed (apt-get install fio)")
+    size = parse_size(a.size)
+    os.makedirs(os.path.dirname(os.path.abspath(a.target)), exist_ok=True)
+    t = open_target(a.target, size=size, write=True)
+    if t.created:                                   # fill it so reads reach the device
+        r = run_plan(make_plan(1, np.arange(size >> 20) << 20, 1 << 20, tag=TAG), [t], qd=8)
+        r.raise_for_status()
+        os.fsync(t.fd)
+    print(f"target {t.path} ({t.fstype}, device {t.device}, lbs {t.lbs}), {a.rounds} rounds, "
+          f"~{a.seconds:g} s each; medians; ratio = kvbench / fio")
+    tmp = tempfile.mkdtemp(prefix="vsfio-")
+    rows = []
+    try:
+        for name, op, rand, bs, qd in CASES:
+            if name not in a.cases:
+                continue
+            probe = run_kv(t, build(op, rand, bs, size, 4000 if bs <= 16384 else 400), qd, 1)
+            n = int(max(2000, min(probe["iops"] * a.seconds, 4_000_000)))
+            plan = build(op, rand, bs, size, n)
+            log = os.path.join(tmp, f"{name}.iolog")
+            write_iolog(log, plan, [t.path])
+            res = {"fio": []} | {f"kv{w}": [] for w in a.workers}
+            if a.kv_4k_pages:
+                res |= {f"kv{w}-4k": [] for w in a.workers}
+            host = {}
+            for _ in range(a.rounds):
+                for who in res:
+                    before = diskstats.snapshot([t.device])
+                    if who == "fio":
+                        t.close()                   # fio opens the file itself; kvbench's lock must not block it
+                        res[who].append(run_fio(log, qd, n, bs, op))
+                        t = open_target(a.target, write=True)
+                    else:
+                        w = int(who[2:].split("-")[0])
+                        res[who].append(run_kv(t, plan, qd, w, hugepages=not who.endswith("-4k")))
+                    d = diskstats.delta(before, diskstats.snapshot([t.device])).get(t.device, {})
+                    host.setdefault(who, []).append(d.get("write_bytes" if op else "read_bytes", 0) / (n * bs))
+            med = {who: {k: statistics.median(x[k] for x in v) for k in ("iops", "bw", "p50", "p99")}
+                   for who, v in res.items()}
+            f = med["fio"]
+            print(f"\n{name}: {n} I/Os per run; fio iops {f['iops']:.0f} bw {f['bw'] / 1e6:.0f} MB/s "
+                  f"p50 {f['p50']:.0f} us p99 {f['p99']:.0f} us (device bytes / planned: "
+                  f"{statistics.median(host['fio']):.2f})")
+            for who in res:
+                if who == "fio":
+                    continue
+                k = med[who]
+                w = int(who[2:].split("-")[0])
+                row = {"case": name, "kvbench_workers": w, "buffers": "4k-pages" if who.endswith("-4k") else "hugepages",
+                       "iops_ratio": k["iops"] / f["iops"],
+                       "bw_ratio": k["bw"] / f["bw"], "p50_ratio": k["p50"] / f["p50"], "p99_ratio": k["p99"] / f["p99"],
+                       "kv_iops": k["iops"], "fio_iops": f["iops"]}
+                rows.append(row)
+                print(f"  kvbench workers={w} (qd {max(1, qd // w)} each, {row['buffers']}): iops {k['iops']:.0f} "
+                      f"(x{row['iops_ratio']:.2f}) bw x{row['bw_ratio']:.2f} p50 {k['p50']:.0f} us "
+                      f"(x{row['p50_ratio']:.2f}) p99 {k['p99']:.0f} us (x{row['p99_ratio']:.2f}) "
+                      f"device bytes / planned {statistics.median(host[who]):.2f}")
+    finally:
+        t.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("\nJSON " + json.dumps(rows))
+
+
+if __name__ == "__main__":
+    main()

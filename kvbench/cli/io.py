@@ -1,0 +1,80 @@
+"""``kvbench io``: a fio-like micro-benchmark on the kvbench engine (O_DIRECT, libaio by default)."""
+
+from __future__ import annotations
+
+import click
+
+from kvbench.cli._common import DURATION, SIZE, emit_json, json_option
+
+
+@click.command("io")
+@click.option("--target", default=None, metavar="PATH",
+              help="File, raw block device or dram:<size> (default: a scratch file results/io-scratch.dat).")
+@click.option("--rw", default="randread", show_default=True,
+              type=click.Choice(["read", "write", "randread", "randwrite", "randrw", "rw"]))
+@click.option("--bs", type=SIZE, default="4k", show_default=True, help="Block size (multiple of the LBA size).")
+@click.option("--qd", type=int, default=32, show_default=True, help="Queue depth per worker.")
+@click.option("--workers", type=int, default=1, show_default=True, help="Worker processes, each with --qd.")
+@click.option("--size", type=SIZE, default=None, help="Bytes of the target to use (new files: 1GiB).")
+@click.option("--runtime", type=DURATION, default=10.0, show_default=True,
+              help="Run time (e.g. 10s); 0 = one pass over --size.")
+@click.option("--rwmixread", type=int, default=70, show_default=True, help="Percent reads for randrw/rw.")
+@click.option("--seed", type=int, default=1, show_default=True, help="The offset sequence depends only on it.")
+@click.option("--engine", default="libaio", show_default=True,
+              type=click.Choice(["libaio", "psync", "dram", "null"]))
+@click.option("--rate", "rate_iops", type=float, default=None,
+              help="Open loop: issue at this many IOPS (else closed loop keeps --qd full).")
+@click.option("--arrival", type=click.Choice(["uniform", "poisson"]), default="uniform", show_default=True,
+              help="Open-loop inter-arrival times.")
+@click.option("--speed", type=float, default=1.0, show_default=True, help="Open loop: scale plan time.")
+@click.option("--verify", type=click.Choice(["off", "sampled", "all"]), default="off", show_default=True,
+              help="Check read data against the content kvbench io wrote.")
+@click.option("--destroy-data", metavar="DEV", default=None,
+              help="Allow writing to raw block device DEV (must name the --target device).")
+@click.option("--prefill/--no-prefill", default=None,
+              help="Write the target before reading it (default: when kvbench just created it).")
+@click.option("--export-iolog", type=click.Path(dir_okay=False), default=None,
+              help="Write the exact I/O as a fio iolog v3 (replay with fio --read_iolog).")
+@click.option("--results", "results_root", default="results", show_default=True, help="Results folder root.")
+@click.option("--inject-fault", "faults", default=None, metavar="SPEC",
+              help="Testing: eio@N, enospc@N, eio-every=N, corrupt@N, corrupt-every=N.")
+@json_option
+def io(target, rw, bs, qd, workers, size, runtime, rwmixread, seed, engine, rate_iops, arrival, speed, verify,
+       destroy_data, prefill, export_iolog, results_root, faults, as_json):
+    """Measure a block pattern on a file, raw device or DRAM arena (like fio, on the kvbench engine)."""
+    import warnings
+
+    from kvbench.engine.microbench import IoSpec, default_target, run_io
+    from kvbench.units import format_bytes, format_rate
+
+    if target is None:
+        import os
+        os.makedirs(results_root, exist_ok=True)
+    spec = IoSpec(target=target or default_target(results_root), rw=rw, bs=bs, qd=qd, workers=workers, size=size,
+                  runtime_s=runtime, rwmixread=rwmixread, seed=seed, engine=engine, rate_iops=rate_iops,
+                  arrival=arrival, speed=speed, verify=verify, destroy_data=destroy_data, prefill=prefill,
+                  faults=faults)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        summary, rd, result = _run(run_io, spec, results_root, export_iolog)
+    for w in caught:
+        click.echo(f"kvbench: warning: {w.message}", err=True)
+    if as_json:
+        emit_json(summary)
+    else:
+        lat = summary["lat_us"]
+        click.echo(f"{spec.rw} bs={format_bytes(spec.bs)} qd={spec.qd} workers={summary['workers']} "
+                   f"engine={summary['engine']} target={summary['target']}")
+        if summary["iops"]:
+            click.echo(f"  iops={summary['iops']:.0f} bw={format_rate(summary['bw_bytes_per_s'])} "
+                       f"ios={summary['ios']} runtime={summary['runtime_s']:.2f}s")
+            click.echo("  lat (us): " + " ".join(f"{k}={v:.1f}" for k, v in lat.items() if v is not None))
+        click.echo(f"  run_dir={rd.path}")
+    result.raise_for_status()
+
+
+def _run(run_io, spec, results_root, export_iolog):
+    return run_io(spec, results_root=results_root, export_iolog=export_iolog)
+
+
+COMMANDS = [io]

@@ -1,0 +1,321 @@
+"""``kvbench run``: the main job. Built-in defaults: the shipped trace sample, a model preset, DRAM and NVMe
+tiers sized to this machine, a scratch store under results/; it replays, analyses and writes the HTML report.
+
+The job is a sequence of kvbench commands (each with its own run folder inside the job's folder), joined by
+their ``--json`` contracts: ``mrc`` (the exact hit-ratio curve), ``replay kv`` (real DRAM and O_DIRECT I/O),
+``plan`` (capacity, DWPD, WAF, and DWPD against retention), ``check`` (load vs recompute per tier with a
+shipped published prefill profile), then ``report``. A step that fails is recorded and the job goes on, so
+the report shows everything that could be measured and says the job is partial.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import click
+
+from kvbench.cli._common import DURATION, SIZE, emit_json, json_option
+
+DEFAULT_TRACE = "mooncake-sample"
+DEFAULT_MODEL = "llama-3.1-8b"
+DEFAULT_PROFILE = "llama-3.1-8b-h200-trtllm-fp8"
+RETENTIONS = "10m,1h,6h,1d"
+MiB = 1 << 20
+
+
+@dataclass(frozen=True)
+class TierSizes:
+    """What the job gives each tier, and why."""
+
+    l2_bytes: int
+    l3_bytes: int
+    footprint_bytes: int          # every distinct block of the trace at the model's block size
+    block_bytes: int
+    reason: str
+
+
+def size_tiers(footprint: int, block_bytes: int, free_disk: int, avail_mem: int, *,
+               max_store: int = 32 << 30, max_dram: int = 4 << 30) -> TierSizes:
+    """Pick L2 (DRAM) and L3 (store) capacities: L2 a quarter of the footprint within 10% of free memory,
+    L3 the whole footprint within 20% of free disk; both whole blocks, L3 at least 4 blocks (else an error)."""
+    from kvbench.errors import TargetError
+
+    if block_bytes <= 0:
+        raise TargetError("model block size is 0", "check the model preset")
+    blocks = max(1, footprint // block_bytes)
+    l3_cap = min(blocks * block_bytes, int(free_disk * 0.20), max_store)
+    l3 = (l3_cap // block_bytes) * block_bytes
+    if l3 < 4 * block_bytes:
+        raise TargetError(f"not enough free disk for a store of 4 blocks of {block_bytes / MiB:.0f} MiB "
+                          f"(20% of free space is {free_disk * 0.2 / MiB:.0f} MiB)",
+                          "free disk space, pass --l3-capacity, or a --results folder on a larger filesystem")
+    l2_cap = min(blocks * block_bytes // 4, int(avail_mem * 0.10), max_dram)
+    l2 = max(0, (l2_cap // block_bytes) * block_bytes)
+    reason = (f"footprint {blocks:,} blocks x {block_bytes / MiB:.3g} MiB; L2 = min(footprint/4, 10% of free "
+              f"memory, {max_dram >> 30} GiB); L3 = min(footprint, 20% of free disk, {max_store >> 30} GiB)")
+    return TierSizes(l2, l3, blocks * block_bytes, block_bytes, reason)
+
+
+def _trace_path(trace: str) -> str:
+    """A built-in trace name -> its shipped file (works on a clone without ../shared); paths pass through."""
+    from kvbench.spec.presets import workloads_dir
+
+    p = Path(trace)
+    if p.exists():
+        return str(p)
+    for cand in (workloads_dir() / "traces" / trace, workloads_dir() / "traces" / f"{trace}.jsonl"):
+        if cand.is_file():
+            return str(cand)
+    from kvbench.errors import SpecError
+
+    names = sorted(x.stem for x in (workloads_dir() / "traces").glob("*.jsonl"))
+    raise SpecError(f"trace not found: {trace}", f"give a trace file or one of: {', '.join(names) or '(none)'}")
+
+
+def _footprint_blocks(trace_path: str, max_requests: int | None) -> tuple[int, int]:
+    """(distinct blocks, block_tokens) of the trace (or of its first ``max_requests`` requests)."""
+    import numpy as np
+
+    from kvbench.stream.traces import read_trace
+
+    t = read_trace(trace_path)
+    keys = t.keys if not max_requests else t.keys[: t.offsets[min(max_requests, len(t.offsets) - 1)]]
+    return int(np.unique(keys).size), int(t.block_tokens)
+
+
+def _remove_store(store: str) -> None:
+    from kvbench.engine.safety import unmark
+
+    Path(store).unlink(missing_ok=True)
+    unmark(store)
+
+
+def _probe_tiers(tiers: dict, store: str, l2_bytes: int, l3_bytes: int, chunk: int, seconds: float) -> list:
+    """Probe the DRAM and NVMe tiers the replay used (both, even when the replay loaded from them: a probe
+    says what the tier can do at the I/O size, the replay what it did under the workload)."""
+    from kvbench.qualify.probe import probe_tier
+
+    out = []
+    for name, t in tiers.items():
+        if not isinstance(t, dict):
+            continue
+        if name == "l3" and Path(store).exists():
+            written = int(t.get("write_bytes") or 0)
+            span = min(l3_bytes, written) if written else l3_bytes
+            if span >= chunk:
+                out.append(probe_tier("l3", store, span=span, io_size=chunk, seconds=seconds))
+        elif name == "l2" and l2_bytes > 0:
+            arena = max(chunk, min(l2_bytes, 1 << 30) // chunk * chunk)
+            out.append(probe_tier("l2", f"dram:{arena}", io_size=chunk, seconds=seconds))
+    return out
+
+
+class _Progress:
+    def __init__(self, total: int):
+        self.total, self.i, self.t0 = total, 0, time.monotonic()
+
+    def step(self, what: str) -> float:
+        self.i += 1
+        click.echo(f"[{self.i}/{self.total} {time.monotonic() - self.t0:6.1f}s] {what}", err=True)
+        return time.monotonic()
+
+    def done(self, t: float, what: str) -> None:
+        click.echo(f"        {what} ({time.monotonic() - t:.1f} s)", err=True)
+
+
+def _first_number(obj):
+    if isinstance(obj, (int, float)) and not isinstance(obj, bool):
+        return float(obj)
+    if isinstance(obj, dict):
+        for v in obj.values():
+            got = _first_number(v)
+            if got is not None:
+                return got
+    return None
+
+
+@click.command("run")
+@click.option("--trace", default=DEFAULT_TRACE, show_default=True, help="Trace file or built-in trace name.")
+@click.option("--model", default=DEFAULT_MODEL, show_default=True, help="Model preset (KV bytes per token).")
+@click.option("--profile", "compute_profile", default=DEFAULT_PROFILE, show_default=True,
+              help="Compute profile for load vs recompute (shipped published reference by default).")
+@click.option("--l2", type=SIZE, default=None, help="L2 DRAM capacity (default: sized to free memory and the trace).")
+@click.option("--l3", "l3_path", default=None, metavar="PATH",
+              help="L3 store: file or raw block device (default: a scratch file in the job folder, removed after).")
+@click.option("--l3-capacity", type=SIZE, default=None, help="L3 capacity (default: sized to free disk and the trace).")
+@click.option("--destroy-data", default=None, metavar="DEV", help="Allow writing to the raw block device given as --l3.")
+@click.option("--duration", type=DURATION, default="60s", show_default=True,
+              help="Wall-clock budget of the replay (closed loop: as fast as the devices allow).")
+@click.option("--max-requests", type=int, default=None, help="Replay only the first N requests.")
+@click.option("--rate", type=float, default=None, help="Requests per second to plan DWPD for (default: the trace's).")
+@click.option("--retentions", default=RETENTIONS, show_default=True,
+              help="Retention times for the DWPD-vs-retention sweep (comma list; empty: no sweep).")
+@click.option("--probe-seconds", type=float, default=2.0, show_default=True, help="Seconds per tier probe.")
+@click.option("--keep-store", is_flag=True, help="Keep the scratch L3 store file after the job.")
+@click.option("--results", "results_root", default="results", show_default=True, help="Folder for run folders.")
+@click.option("-o", "--output", default=None, type=click.Path(dir_okay=False), help="HTML report (default reports/<run>.html).")
+@json_option
+def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_data, duration, max_requests, rate,
+            retentions, probe_seconds, keep_store, results_root, output, as_json):
+    """The main job: replay a trace through DRAM and NVMe tiers, analyse capacity, DWPD and load vs recompute,
+    and write one HTML report. Everything has a default: `kvbench run` alone takes a few minutes."""
+    import psutil
+
+    from kvbench.metrics.run import RunDir
+    from kvbench.qualify.steps import kvbench_argv, run_step
+    from kvbench.report import build_report, default_report_path
+    from kvbench.spec.models import load_model
+
+    from kvbench.units import parse_duration
+
+    retention_s = [parse_duration(x.strip(), what="--retentions") for x in retentions.split(",") if x.strip()]
+    prog = _Progress(7)
+    trace_path = _trace_path(trace)
+    spec = load_model(model)
+    t = prog.step(f"sizing tiers for {Path(trace_path).name} with {spec.name} ({spec.bytes_per_token:,} B/token)")
+    distinct, block_tokens = _footprint_blocks(trace_path, max_requests)
+    block_bytes = spec.block_bytes(block_tokens)
+    Path(results_root).mkdir(parents=True, exist_ok=True)
+    free_disk = psutil.disk_usage(results_root).free
+    sizes = size_tiers(distinct * block_bytes, block_bytes, free_disk, psutil.virtual_memory().available)
+    l2_bytes = sizes.l2_bytes if l2 is None else l2
+    l3_bytes = sizes.l3_bytes if l3_capacity is None else l3_capacity
+    config = {"trace": trace_path, "model": spec.name, "bytes_per_token": spec.bytes_per_token,
+              "block_tokens": block_tokens, "block_bytes": block_bytes, "l2": l2_bytes, "l3": l3_bytes,
+              "l3_path": l3_path, "profile": compute_profile, "duration_s": duration, "max_requests": max_requests,
+              "rate": rate, "sizing": asdict(sizes)}
+    rd = RunDir.create("run", config, root=results_root)
+    store = l3_path or str(rd.path / "l3-store.bin")
+    prog.done(t, f"L2 DRAM {l2_bytes / 2**30:.3g} GiB, L3 {l3_bytes / 2**30:.3g} GiB on {store}; {sizes.reason}")
+    parts: dict = {}
+    steps: list = []
+
+    def save(status, extra=None):
+        rd.write_summary({"parts": parts, "steps": steps, "config": config, **(extra or {})}, status=status)
+
+    def step(name, words, args=(), options=None):
+        st = run_step(name, kvbench_argv(words, args, options))
+        steps.append({"name": name, "ok": st.ok, "seconds": round(st.seconds, 2), "error": st.error,
+                      "run_dir": st.run_dir, "argv": list(st.argv[3:])})
+        if st.run_dir:
+            parts[name] = st.run_dir
+        save("running")
+        return st
+
+    try:
+        t = prog.step("hit-ratio curve (kvbench mrc, exact LRU)")
+        st = step("mrc", ["mrc"], [trace_path], {"unit": "bytes", "model": spec.name})
+        if st.result:
+            rd.write_json("mrc.json", st.result)
+        prog.done(t, f"infinite-cache hit ratio {(st.result or {}).get('infinite_hit_ratio', 'n/a')}" if st.ok
+                  else f"FAILED: {st.error}")
+
+        t = prog.step(f"replay through DRAM + NVMe (kvbench replay kv, closed loop, up to {duration:.0f} s)")
+        opts = {"model": spec.name, "l2": l2_bytes, "l3": store, "l3_capacity": l3_bytes, "closed_loop": True,
+                "duration": f"{duration}s", "max_requests": max_requests, "results": str(rd.path),
+                "destroy_data": destroy_data}
+        st = step("replay", ["replay", "kv"], [trace_path], opts)
+        replay_dir = st.run_dir
+        r = st.result or {}
+        prog.done(t, f"{r.get('requests', 0)} requests; load time p50 {(r.get('load_time_ms') or {}).get('p50')} ms"
+                  if st.ok else f"FAILED: {st.error}")
+        t = prog.step("tier probes (first byte at QD1, bandwidth at the replay's chunk size)")
+        probes = []
+        tiers = r.get("tiers") or {}
+        try:
+            if st.ok:
+                probes = _probe_tiers(tiers, store, l2_bytes, l3_bytes, int(r.get("chunk_bytes") or MiB), probe_seconds)
+        finally:
+            if not keep_store and l3_path is None:
+                _remove_store(store)
+        if probes:
+            rd.write_json("probes.json", [p.to_dict() for p in probes])
+        prog.done(t, "; ".join(f"{p.name}: {p.bandwidth_bytes_per_s / 1e9:.3g} GB/s at {p.io_size >> 10} KiB, first byte "
+                               f"{p.first_byte_s * 1e6:.0f} us" for p in probes) or "no tier to probe")
+
+        t = prog.step("capacity, DWPD and retention (kvbench plan)")
+        popts = {"trace": trace_path, "model": spec.name, "run": replay_dir, "rate": rate}
+        st = step("plan", ["plan"], (), {**popts, "retention": "1h"})
+        if st.result:
+            rd.write_json("plan.json", st.result)
+        rows = []
+        for ret in retention_s:
+            if ret == 3600.0 and st.ok:
+                s2 = st             # the main plan already is the 1 h point
+            else:
+                s2 = run_step(f"plan-{ret:.0f}s", kvbench_argv(["plan"], (), {**popts, "retention": f"{ret:.0f}s"}),
+                              echo=False)
+            if s2.ok:
+                res = s2.result
+                cap = res.get("capacity_bytes") or {}
+                rows.append({"retention_s": ret, "dwpd": _first_number(res.get("dwpd")),
+                             "capacity_bytes": _first_number((cap.get("l3") or {}).get("0.95") if isinstance(cap, dict) else None)
+                             or _first_number(cap), "waf": _first_number(res.get("waf")),
+                             "dwpd_retention_bound": _first_number((res.get("retention_bound") or {}).get("dwpd"))})
+        if rows:
+            rd.write_json("retention.json", rows)
+        prog.done(t, f"DWPD {_first_number((st.result or {}).get('dwpd'))} at 1 h retention; "
+                     f"{len(rows)} retention points" if st.ok else f"FAILED: {st.error}")
+
+        t = prog.step(f"load vs recompute (kvbench check, profile {compute_profile})")
+        measured = [k for k, v in tiers.items() if isinstance(v, dict) and (v.get("read_bytes") or 0) > 0]
+        if replay_dir and (measured or probes):
+            copts = {"profile": compute_profile, "model": spec.name}
+            # the replay's own loads first; where it has none (or check cannot read them), the probed tiers
+            # tiers the replay never loaded from are checked from their probes, beside the run's own
+            extra = [p.tier_arg() for p in probes if p.name not in measured]
+            st = step("check", ["check"], (), {**copts, "run": replay_dir, "tier": extra}) if measured else None
+            if (st is None or not st.ok) and probes:
+                if st is not None:
+                    steps[-1].update(name="check-run", ok=True, note="fell back to the tier probes: " + str(st.error))
+                st = step("check", ["check"], (), {**copts, "tier": [p.tier_arg() for p in probes]})
+            if st.result:
+                rd.write_json("check.json", st.result)
+            verdicts = [v.get("verdict") for v in ((st.result or {}).get("tiers") or {}).values() if isinstance(v, dict)]
+            prog.done(t, "; ".join(str(v) for v in verdicts) if st.ok else f"FAILED: {st.error}")
+        else:
+            steps.append({"name": "check", "ok": False, "error": "no tier measurements to check"})
+            prog.done(t, "skipped: no tier was measured")
+    except BaseException as e:
+        # Ctrl-C or a fatal error: the scratch store goes, what was measured stays, with a report of it
+        if not keep_store and l3_path is None:
+            _remove_store(store)
+        save("interrupted", {"reason": f"{type(e).__name__}: {e}"})
+        try:
+            out = Path(output) if output else default_report_path([rd.path])
+            path, _ = build_report([rd.path], out, title=f"kvbench run (interrupted): {Path(trace_path).name}")
+            save("interrupted", {"reason": f"{type(e).__name__}: {e}", "report": str(path)})
+            click.echo(f"report of the part that ran: {path}", err=True)
+        except Exception:  # noqa: BLE001 - the report is a courtesy here; the interruption is what matters
+            pass
+        raise
+
+    t = prog.step("HTML report")
+    failed = [s["name"] for s in steps if not s["ok"]]
+    status = "complete" if not failed else "partial"
+    extra = {"reason": "failed steps: " + ", ".join(failed)} if failed else {}
+    save(status, extra)
+    out = Path(output) if output else default_report_path([rd.path])
+    path, index = build_report([rd.path], out, title=f"kvbench run: {Path(trace_path).name}, {spec.name}")
+    save(status, {**extra, "report": str(path), "figures": index["figures"]})
+    prog.done(t, f"{path} ({len(index['figures'])} figures)")
+    import json
+
+    summary = json.loads((rd.path / "summary.json").read_text())
+    if as_json:
+        emit_json(summary)
+    else:
+        click.echo(f"report: {path}\nrun_dir: {rd.path}")
+    if failed:
+        from kvbench.errors import KvbenchError
+
+        raise KvbenchError(f"the run is partial: step(s) {', '.join(failed)} failed "
+                           f"({'; '.join(str(s.get('error')) for s in steps if not s['ok'])[:300]})",
+                           f"the report {path} shows what was measured; rerun after fixing the step")
+
+
+COMMANDS = [run_cmd]
