@@ -8,6 +8,7 @@ that drift of a shared machine hits both; the medians over rounds give the ratio
 I/Os in flight. Latency is total latency (submit to reaped completion) for both.
 
     .venv/bin/python benchmarks/vs_fio.py [--target results/vsfio.dat] [--size 1GiB] [--seconds 3] [--rounds 3]
+    .venv/bin/python benchmarks/vs_fio.py --fidelity     # drives of known speed: throttled loop devices
 """
 
 from __future__ import annotations
@@ -63,6 +64,55 @@ def run_kv(target, plan, qd, workers, hugepages=True):
             "ios": s["ios"], "cpu": s["cpu"]["utilisation"]}
 
 
+def fidelity(seconds: float) -> None:
+    """Two loop devices throttled by the blkio cgroup to a 4.7x bandwidth ratio: drives of known speed.
+
+    kvbench and fio each read them (128 KiB random, QD 8) from inside the throttled cgroup; both must report
+    the bandwidth that was set and the 4.7x ratio (DESIGN.md)."""
+    blkio = Path("/sys/fs/cgroup/blkio")
+    if os.geteuid() != 0 or not (blkio / "blkio.throttle.read_bps_device").exists():
+        sys.exit("vs_fio --fidelity: needs root and the cgroup-v1 blkio controller")
+    tmp = tempfile.mkdtemp(prefix="vsfio-fid-", dir="/var/tmp")
+    devs, cgs, rows = [], [], []
+    repo = Path(__file__).resolve().parents[1]
+    try:
+        for i, bps in enumerate((16 << 20, int((16 << 20) * 4.7))):
+            img = os.path.join(tmp, f"d{i}.img")
+            with open(img, "wb") as f:
+                f.truncate(256 << 20)
+            dev = subprocess.run(["losetup", "-f", "--show", img], check=True, capture_output=True,
+                                 text=True).stdout.strip()
+            devs.append(dev)
+            cg = blkio / f"kvbench-vsfio-{os.getpid()}-{i}"
+            cg.mkdir()
+            cgs.append(cg)
+            majmin = Path(f"/sys/block/{os.path.basename(dev)}/dev").read_text().strip()
+            (cg / "blkio.throttle.read_bps_device").write_text(f"{majmin} {bps}")
+            inside = f"echo $$ > {cg}/cgroup.procs && exec "
+            kv = subprocess.run(["sh", "-c", inside + f"{sys.executable} -m kvbench io --target {dev} --rw randread "
+                                 f"--bs 128k --qd 8 --runtime {seconds}s --results {tmp}/results --json"],
+                                cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)}, capture_output=True, text=True,
+                                check=True)
+            fio = subprocess.run(["sh", "-c", inside + f"fio --name=f --filename={dev} --rw=randread --bs=128k "
+                                  f"--iodepth=8 --ioengine=libaio --direct=1 --time_based --runtime={seconds} "
+                                  "--output-format=json"], capture_output=True, text=True, check=True)
+            kv_bw = json.loads(kv.stdout)["bw_bytes_per_s"]
+            fio_bw = json.loads(fio.stdout)["jobs"][0]["read"]["bw_bytes"]
+            rows.append((bps, kv_bw, fio_bw))
+            print(f"device {dev} throttled to {bps / 1e6:.1f} MB/s: kvbench {kv_bw / 1e6:.1f} MB/s "
+                  f"(x{kv_bw / bps:.3f}), fio {fio_bw / 1e6:.1f} MB/s (x{fio_bw / bps:.3f})")
+        (s0, k0, f0), (s1, k1, f1) = rows
+        print(f"ratio set {s1 / s0:.2f}: kvbench measured {k1 / k0:.2f}, fio measured {f1 / f0:.2f}")
+        print("JSON " + json.dumps({"set_ratio": s1 / s0, "kvbench_ratio": k1 / k0, "fio_ratio": f1 / f0,
+                                    "rows": rows}))
+    finally:
+        for d in devs:
+            subprocess.run(["losetup", "-d", d])
+        for cg in cgs:
+            cg.rmdir()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", default="results/vsfio-scratch.dat")
@@ -73,9 +123,14 @@ def main(argv=None):
     ap.add_argument("--cases", nargs="+", default=[c[0] for c in CASES])
     ap.add_argument("--kv-4k-pages", action="store_true",
                     help="also run kvbench with 4 KiB-page buffers like fio's (default: huge pages only)")
+    ap.add_argument("--fidelity", action="store_true",
+                    help="instead: measure two blkio-throttled loop devices (known 4.7x bandwidth ratio)")
     a = ap.parse_args(argv)
     if shutil.which("fio") is None:
         sys.exit("vs_fio: fio is not installed (apt-get install fio)")
+    if a.fidelity:
+        fidelity(a.seconds)
+        return
     size = parse_size(a.size)
     os.makedirs(os.path.dirname(os.path.abspath(a.target)), exist_ok=True)
     t = open_target(a.target, size=size, write=True)

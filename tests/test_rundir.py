@@ -33,3 +33,13 @@ def test_rundir_files(tmp_path):
     rd.write_summary({"iops": float("nan")}, status="partial")
     s = json.loads((rd.path / "summary.json").read_text())
     assert s == {"kind": "io", "status": "partial", "run_dir": str(rd.path), "iops": None}
+
+
+def test_rundir_accepts_opened_targets(tmp_path):
+    from kvbench.engine import open_target
+    with open_target(tmp_path / "t.dat", size=1 << 20, write=True) as t, open_target("dram:1MiB") as d:
+        rd = RunDir.create("x", {}, root=tmp_path / "r", targets=[t, d])
+    facts = json.loads((rd.path / "run.json").read_text())["targets"]
+    assert facts[0]["path"] == str(tmp_path / "t.dat") and facts[0]["logical_block_size"] == t.lbs
+    assert facts[0]["size"] == 1 << 20 and facts[0]["filesystem"]
+    assert facts[1]["kind"] == "dram" and facts[1]["size"] == 1 << 20

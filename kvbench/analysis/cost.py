@@ -450,8 +450,9 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
             wd = run_bytes_per_day if (run_bytes_per_day is not None and r == opt.retention_s) else \
                 c.references * (1.0 - hit) * block_bytes * per_day
             l3 = cb * block_bytes * copies
-            row.update({"hit_ratio": hit, "l3_bytes": l3, "l3_write_bytes_per_day": wd, "dwpd": wd / l3,
-                        "nand_bytes_per_day": wd * waf})
+            row.update({"hit_ratio": hit, "l3_bytes": l3, "capacity_bytes": l3, "l3_write_bytes_per_day": wd,
+                        "dwpd": wd / l3, "nand_bytes_per_day": wd * waf,
+                        "dwpd_retention_bound": 86_400.0 / r if r else None})
         sweep.append(row)
 
     for rows in plans.values():

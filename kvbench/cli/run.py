@@ -87,6 +87,38 @@ def _footprint_blocks(trace_path: str, max_requests: int | None) -> tuple[int, i
     return int(np.unique(keys).size), int(t.block_tokens)
 
 
+def _replay_progress(job_dir: Path, elapsed: float) -> str:
+    """One progress line from what the replay has written so far (its partial summary and time series)."""
+    import json
+
+    import pandas as pd
+
+    dirs = sorted(job_dir.glob("replay-kv-*"))
+    line = f"replay {elapsed:5.0f} s"
+    if not dirs:
+        return line + ": starting"
+    d = dirs[-1]
+    try:
+        summ = json.loads((d / "summary.json").read_text())
+    except (OSError, ValueError):
+        summ = {}
+    done = summ.get("requests")
+    if not done:
+        return line + ": first window of requests in flight"
+    line += f": {done:,} requests done"
+    tiers = summ.get("tiers") or {}
+    moved = [f"{t} read {(v.get('read_bytes') or 0) / 2**30:.2f} GiB / wrote {(v.get('write_bytes') or 0) / 2**30:.2f} GiB"
+             for t, v in tiers.items() if isinstance(v, dict)]
+    if (d / "timeseries.csv").is_file():
+        df = pd.read_csv(d / "timeseries.csv")
+        if not df.empty:
+            last = df.iloc[-1]
+            moved.append("last second " + ", ".join(
+                f"{c.replace('_bw_bytes_per_s', '').replace('_', ' ')} {last[c] / 1e9:.2f} GB/s"
+                for c in df.columns if c.endswith("_bw_bytes_per_s") and last[c] > 0))
+    return line + ("; " + "; ".join(moved) if moved else "")
+
+
 def _remove_store(store: str) -> None:
     from kvbench.engine.safety import unmark
 
@@ -197,8 +229,8 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
     def save(status, extra=None):
         rd.write_summary({"parts": parts, "steps": steps, "config": config, **(extra or {})}, status=status)
 
-    def step(name, words, args=(), options=None):
-        st = run_step(name, kvbench_argv(words, args, options))
+    def step(name, words, args=(), options=None, heartbeat=None):
+        st = run_step(name, kvbench_argv(words, args, options), heartbeat=heartbeat)
         steps.append({"name": name, "ok": st.ok, "seconds": round(st.seconds, 2), "error": st.error,
                       "run_dir": st.run_dir, "argv": list(st.argv[3:])})
         if st.run_dir:
@@ -218,7 +250,7 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
         opts = {"model": spec.name, "l2": l2_bytes, "l3": store, "l3_capacity": l3_bytes, "closed_loop": True,
                 "duration": f"{duration}s", "max_requests": max_requests, "results": str(rd.path),
                 "destroy_data": destroy_data}
-        st = step("replay", ["replay", "kv"], [trace_path], opts)
+        st = step("replay", ["replay", "kv"], [trace_path], opts, heartbeat=lambda s: _replay_progress(rd.path, s))
         replay_dir = st.run_dir
         r = st.result or {}
         prog.done(t, f"{r.get('requests', 0)} requests; load time p50 {(r.get('load_time_ms') or {}).get('p50')} ms"

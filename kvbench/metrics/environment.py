@@ -126,7 +126,11 @@ def mount_of(path: str | Path) -> dict | None:
 
 
 def target_facts(path: str | Path) -> dict:
-    """Path, kind, filesystem and backing device facts of a target (file or block device)."""
+    """Path, kind, filesystem and backing device facts of a target (a path, or an opened Target)."""
+    if hasattr(path, "facts") and hasattr(path, "path"):       # an opened kvbench.engine.targets.Target
+        opened = path.facts()
+        base = target_facts(path.path)
+        return {**base, **{k: v for k, v in opened.items() if v is not None}}
     path = str(path)
     if path.startswith("dram:"):
         return {"path": path, "kind": "dram"}

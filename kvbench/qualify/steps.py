@@ -66,7 +66,8 @@ def _env() -> dict:
     return env
 
 
-def run_step(name: str, argv: list[str], *, timeout_s: float | None = None, cwd=None, echo=True) -> StepResult:
+def run_step(name: str, argv: list[str], *, timeout_s: float | None = None, cwd=None, echo=True,
+             heartbeat=None, every_s: float = 10.0) -> StepResult:
     """Run one kvbench command: its stderr (progress, warnings) streams live to ours, indented; its stdout is
     the JSON result. A step that exits 130 (Ctrl-C) interrupts the job."""
     import tempfile
@@ -92,7 +93,22 @@ def run_step(name: str, argv: list[str], *, timeout_s: float | None = None, cwd=
         th.start()
         timed_out = False
         try:
-            p.wait(timeout=timeout_s)
+            deadline = None if timeout_s is None else time.monotonic() + timeout_s
+            while True:
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                try:
+                    p.wait(timeout=every_s if left is None else min(every_s, left))
+                    break
+                except subprocess.TimeoutExpired:
+                    if deadline is not None and time.monotonic() >= deadline:
+                        raise
+                    if heartbeat is not None:
+                        try:
+                            msg = heartbeat(time.monotonic() - t0)
+                        except Exception:  # noqa: BLE001 - a progress line must never break the step
+                            msg = None
+                        if msg:
+                            print(f"    {msg}", file=sys.stderr, flush=True)
         except subprocess.TimeoutExpired:
             timed_out = True
             p.terminate()

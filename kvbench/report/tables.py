@@ -60,7 +60,8 @@ def _esc(s) -> str:
 HEADLINES = {
     "io": (("IOPS", "iops"), ("bandwidth", "bw_bytes_per_s"), ("I/Os", "ios"), ("runtime", "runtime_s"),
            ("p50 latency", "lat_us.p50"), ("p99 latency", "lat_us.p99"), ("p99.9 latency", "lat_us.p99.9"),
-           ("max latency", "lat_us.max")),
+           ("max latency", "lat_us.max"), ("open-loop issue lag p99", "issue_lag_us.p99"),
+           ("open-loop issue lag max", "issue_lag_us.max")),
     "replay-kv": (("requests", "requests"), ("load time p50", "load_time_ms.p50"), ("load time p99", "load_time_ms.p99"),
                   ("application write amplification", "app_write_amplification"), ("verify errors", "verify_errors")),
     "replay-engram": (("rows per token", "rows_per_token"), ("DRAM hit ratio", "dram_hit_ratio"),
