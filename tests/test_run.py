@@ -107,3 +107,13 @@ def test_ctrl_c_during_the_replay_removes_the_store_and_keeps_a_report(tmp_path,
     summary = json.loads((job / "summary.json").read_text())
     assert summary["status"] == "interrupted" and summary["report"] == str(tmp_path / "int.html")
     assert "is <b>interrupted</b>" in (tmp_path / "int.html").read_text()
+
+
+def test_the_compute_profile_follows_the_model():
+    from kvbench.cli.run import DEFAULT_PROFILE, _pick_profile
+
+    assert _pick_profile(None, "deepseek-v3") == ("deepseek-v3-h800-production", None)
+    assert _pick_profile(None, "llama-3.1-8b") == ("llama-3.1-8b-h200-trtllm-fp8", None)
+    name, note = _pick_profile(None, "tiny-gqa")
+    assert name == DEFAULT_PROFILE and "stand-in" in note and "kvbench prefill --model tiny-gqa" in note
+    assert _pick_profile("my.toml", "tiny-gqa") == ("my.toml", None)

@@ -87,6 +87,27 @@ def _footprint_blocks(trace_path: str, max_requests: int | None) -> tuple[int, i
     return int(np.unique(keys).size), int(t.block_tokens)
 
 
+def _pick_profile(given: str | None, model: str) -> tuple[str, str | None]:
+    """The compute profile for ``model``: the one given, else a shipped one for that model (measured first),
+    else the default published profile, with a note saying it stands in for a different model."""
+    if given:
+        return given, None
+    from kvbench.compute.profile import load_profile, profile_names
+
+    mine = []
+    for name in profile_names():
+        try:
+            p = load_profile(name)
+        except Exception:  # noqa: BLE001 - a broken preset must not stop the main job
+            continue
+        if p.model == model:
+            mine.append((p.kind != "measured", name))
+    if mine:
+        return sorted(mine)[0][1], None
+    return DEFAULT_PROFILE, (f"no compute profile ships for {model}; load vs recompute uses {DEFAULT_PROFILE} as a "
+                             f"stand-in (measure one with kvbench prefill --model {model}, or pass --profile)")
+
+
 def _replay_progress(job_dir: Path, elapsed: float) -> str:
     """One progress line from what the replay has written so far (its partial summary and time series)."""
     import json
@@ -173,8 +194,9 @@ def _first_number(obj):
 @click.command("run")
 @click.option("--trace", default=DEFAULT_TRACE, show_default=True, help="Trace file or built-in trace name.")
 @click.option("--model", default=DEFAULT_MODEL, show_default=True, help="Model preset (KV bytes per token).")
-@click.option("--profile", "compute_profile", default=DEFAULT_PROFILE, show_default=True,
-              help="Compute profile for load vs recompute (shipped published reference by default).")
+@click.option("--profile", "compute_profile", default=None,
+              help="Compute profile for load vs recompute (default: a shipped profile of the model, measured before "
+                   f"published; {DEFAULT_PROFILE} as a stand-in when the model has none).")
 @click.option("--l2", type=SIZE, default=None, help="L2 DRAM capacity (default: sized to free memory and the trace).")
 @click.option("--l3", "l3_path", default=None, metavar="PATH",
               help="L3 store: file or raw block device (default: a scratch file in the job folder, removed after).")
@@ -208,6 +230,9 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
     prog = _Progress(7)
     trace_path = _trace_path(trace)
     spec = load_model(model)
+    compute_profile, profile_note = _pick_profile(compute_profile, spec.name)
+    if profile_note:
+        click.echo(f"note: {profile_note}", err=True)
     t = prog.step(f"sizing tiers for {Path(trace_path).name} with {spec.name} ({spec.bytes_per_token:,} B/token)")
     distinct, block_tokens = _footprint_blocks(trace_path, max_requests)
     block_bytes = spec.block_bytes(block_tokens)
@@ -218,7 +243,7 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
     l3_bytes = sizes.l3_bytes if l3_capacity is None else l3_capacity
     config = {"trace": trace_path, "model": spec.name, "bytes_per_token": spec.bytes_per_token,
               "block_tokens": block_tokens, "block_bytes": block_bytes, "l2": l2_bytes, "l3": l3_bytes,
-              "l3_path": l3_path, "profile": compute_profile, "duration_s": duration, "max_requests": max_requests,
+              "l3_path": l3_path, "profile": compute_profile, "profile_note": profile_note, "duration_s": duration, "max_requests": max_requests,
               "rate": rate, "sizing": asdict(sizes)}
     rd = RunDir.create("run", config, root=results_root)
     store = l3_path or str(rd.path / "l3-store.bin")

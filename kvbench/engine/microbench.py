@@ -20,7 +20,6 @@ from kvbench.engine.runner import run_plan
 from kvbench.engine.targets import open_target
 from kvbench.errors import TargetError, UsageError
 from kvbench.metrics import diskstats
-from kvbench.metrics.histogram import LatencyHistogram
 from kvbench.metrics.run import RunDir
 
 RW_MODES = ("read", "write", "randread", "randwrite", "randrw", "rw")

@@ -9,7 +9,6 @@ unsupported), never under /proc, /sys or /dev, and only after checking free spac
 
 from __future__ import annotations
 
-import errno
 import os
 import stat
 import subprocess
@@ -233,9 +232,5 @@ def check_block_write(path: str, destroy_data: str | None) -> None:
                           "use a device that holds nothing (wipefs -a it yourself if you are sure)")
 
 
-def is_errno(e: OSError, *codes) -> bool:
-    return getattr(e, "errno", None) in codes
-
-
-__all__ = ["check_file_path", "mark_owned", "is_owned", "check_free_space", "check_block_write",
-           "block_write_refusal", "errno"]
+__all__ = ["check_file_path", "mark_owned", "is_owned", "unmark", "check_free_space", "check_block_write",
+           "block_write_refusal", "devno_name"]

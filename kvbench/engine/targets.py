@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kvbench.errors import EngineError, SafetyError, TargetError
+from kvbench.errors import SafetyError, TargetError
 from kvbench.engine import safety
 from kvbench.metrics.environment import devno_name, mount_of, whole_disk
 from kvbench.units import format_bytes, parse_size
@@ -267,4 +267,4 @@ def close_all(targets) -> None:
         t.close()
 
 
-__all__ = ["Target", "open_target", "open_dram", "close_all", "MEMORY_FILESYSTEMS", "EngineError"]
+__all__ = ["Target", "open_target", "open_dram", "close_all", "MEMORY_FILESYSTEMS"]

@@ -150,6 +150,9 @@ def verdict_rows(rd: RunData) -> list[tuple[str, str, str]]:
                 v = dig(hits, f"ttft_saved_s.{k}")
                 if v is not None:
                     rows.append(("inequality", f"TTFT saved {k}", fmt("ttft_saved_s", v)))
+    note = dig(rd.run, "config.profile_note")
+    if note:
+        rows.append(("inequality", "note", str(note)))
     q = rd.analysis("qualify") or (rd.summary.get("qualify") if isinstance(rd.summary.get("qualify"), dict) else None)
     if isinstance(q, dict) and "passed" in q:
         crit = q.get("criteria") or []

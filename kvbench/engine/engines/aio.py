@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import time
 
 import numpy as np
 
