@@ -218,3 +218,13 @@ def test_two_targets_have_their_own_histograms(tmp_path):
         assert f.read(4096) == expected_buffer(4, 4096, 4096, b.lbs)
     a.close()
     b.close()
+
+
+def test_dram_arena_is_shared_by_worker_processes():
+    t = open_target("dram:4MiB")
+    w = run_plan(make_plan(1, np.arange(64) * 65536, 65536, tag=21), [t], qd=4, workers=2)
+    assert w.workers == 2 and w.ios_by_op()["write"] == 64
+    assert (t.arena.view(np.uint64)[::512] == 21 ^ np.arange(0, 8192, 8, dtype=np.uint64)).all()
+    r = run_plan(make_plan(0, np.arange(64) * 65536, 65536, tag=21), [t], qd=4, workers=2, verify="all")
+    assert r.verify["checked"] == 64 and r.verify["mismatches"] == 0
+    t.close()

@@ -60,9 +60,11 @@ def test_tmpfs_refused_with_fix():
 
 
 def test_free_space_checked_before_writing(tmp_path):
-    free = shutil.disk_usage(tmp_path).free
+    # far beyond the free space: other processes freeing space meanwhile must not make it fit (on a shared
+    # machine, free+4 MiB once passed the check and allocated 68 GB)
+    usage = shutil.disk_usage(tmp_path)
     with pytest.raises(TargetError, match="free"):
-        open_target(tmp_path / "huge.dat", size=(free // 4096 + 1024) * 4096, write=True)
+        open_target(tmp_path / "huge.dat", size=((usage.free + usage.total) // 4096 + 1024) * 4096, write=True)
     assert not (tmp_path / "huge.dat").exists()
 
 

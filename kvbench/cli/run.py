@@ -10,8 +10,6 @@ the report shows everything that could be measured and says the job is partial.
 
 from __future__ import annotations
 
-import os
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path

@@ -108,7 +108,8 @@ def open_dram(spec: str, *, lbs: int = 512) -> Target:
         raise TargetError(f"{spec}: a DRAM arena needs a size > 0 that is a multiple of {lbs}",
                           "write e.g. dram:1GiB")
     try:
-        mm = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_POPULATE", 0))
+        # shared, so that forked worker processes write into the same arena
+        mm = mmap.mmap(-1, size, flags=mmap.MAP_SHARED | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_POPULATE", 0))
     except (OSError, OverflowError) as e:
         raise TargetError(f"{spec}: cannot allocate {format_bytes(size)} of DRAM: {e}",
                           "give a smaller dram:<size>") from None

@@ -79,6 +79,9 @@ def qualify(profile: QualifyProfile, target: str, *, size: int | None = None, de
 
     drive_facts = {**profile.drive, **(drive or {})}
     size = size or _target_size(target)
+    from kvbench.engine.targets import open_target
+    # every refusal (safety, O_DIRECT, free space, lock) comes before a run folder is made or a byte written
+    open_target(target, size=size, write=True, destroy_data=destroy_data).close()
     rd = RunDir.create("qualify", {"profile": profile.name, "profile_path": profile.path, "target": target,
                                    "size": size, "skip_precondition": skip_precondition, "drive": drive_facts},
                        root=results_root)
