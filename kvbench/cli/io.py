@@ -69,6 +69,13 @@ def io(target, rw, bs, qd, workers, size, runtime, rwmixread, seed, engine, rate
             click.echo(f"  iops={summary['iops']:.0f} bw={format_rate(summary['bw_bytes_per_s'])} "
                        f"ios={summary['ios']} runtime={summary['runtime_s']:.2f}s")
             click.echo("  lat (us): " + " ".join(f"{k}={v:.1f}" for k, v in lat.items() if v is not None))
+        host = summary.get("host", {})
+        if host.get("device"):
+            wa = host.get("write_amplification")
+            click.echo(f"  host /dev/{host['device']}: read {format_bytes(host['read_bytes'])}, written "
+                       f"{format_bytes(host['write_bytes'])}" + (f" (host WA {wa:.2f})" if wa else "") +
+                       {True: ", O_DIRECT bypass verified", False: ", WARNING: fewer device reads than engine "
+                        "reads (page cache?)", None: ""}[host.get("direct_io_verified")])
         click.echo(f"  run_dir={rd.path}")
     result.raise_for_status()
 

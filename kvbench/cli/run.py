@@ -178,6 +178,11 @@ class _Progress:
         click.echo(f"        {what} ({time.monotonic() - t:.1f} s)", err=True)
 
 
+def _g(v) -> str:
+    """A number for a progress line (4 significant digits), or n/a."""
+    return f"{v:.4g}" if isinstance(v, (int, float)) and not isinstance(v, bool) else "n/a"
+
+
 def _first_number(obj):
     if isinstance(obj, (int, float)) and not isinstance(obj, bool):
         return float(obj)
@@ -266,7 +271,7 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
         st = step("mrc", ["mrc"], [trace_path], {"unit": "bytes", "model": spec.name})
         if st.result:
             rd.write_json("mrc.json", st.result)
-        prog.done(t, f"infinite-cache hit ratio {(st.result or {}).get('infinite_hit_ratio', 'n/a')}" if st.ok
+        prog.done(t, f"infinite-cache hit ratio {_g((st.result or {}).get('infinite_hit_ratio'))}" if st.ok
                   else f"FAILED: {st.error}")
 
         t = prog.step(f"replay through DRAM + NVMe (kvbench replay kv, closed loop, up to {duration:.0f} s)")
@@ -276,7 +281,7 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
         st = step("replay", ["replay", "kv"], [trace_path], opts, heartbeat=lambda s: _replay_progress(rd.path, s))
         replay_dir = st.run_dir
         r = st.result or {}
-        prog.done(t, f"{r.get('requests', 0)} requests; load time p50 {(r.get('load_time_ms') or {}).get('p50')} ms"
+        prog.done(t, f"{r.get('requests', 0)} requests; load time p50 {_g((r.get('load_time_ms') or {}).get('p50'))} ms"
                   if st.ok else f"FAILED: {st.error}")
         t = prog.step("tier probes (first byte at QD1, bandwidth at the replay's chunk size)")
         probes = []
@@ -313,7 +318,7 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
                              "dwpd_retention_bound": _first_number((res.get("retention_bound") or {}).get("dwpd"))})
         if rows:
             rd.write_json("retention.json", rows)
-        prog.done(t, f"DWPD {_first_number((st.result or {}).get('dwpd'))} at 1 h retention; "
+        prog.done(t, f"DWPD {_g(_first_number((st.result or {}).get('dwpd')))} at 1 h retention; "
                      f"{len(rows)} retention points" if st.ok else f"FAILED: {st.error}")
 
         t = prog.step(f"load vs recompute (kvbench check, profile {compute_profile})")
