@@ -1,5 +1,8 @@
-"""``kvbench run``: the main job. Built-in defaults: the shipped trace sample, a model preset, DRAM and NVMe
-tiers sized to this machine, a scratch store under results/; it replays, analyses and writes the HTML report.
+"""``kvbench run``: the main job. Built-in defaults: the whole shipped Mooncake synthetic trace, a model preset,
+DRAM and NVMe tiers sized to this machine, a scratch store under results/; it replays, analyses and writes the
+HTML report. The trace's footprint (terabytes) cannot fit a test disk, so the replay is key-sampled
+(miniature simulation) at the rate that puts the sized store at the exact curve's knee: its hit ratios are
+those of a knee-sized cache (:mod:`kvbench.analysis.miniature`).
 
 The job is a sequence of kvbench commands (each with its own run folder inside the job's folder), joined by
 their ``--json`` contracts: ``mrc`` (the exact hit-ratio curve), ``replay kv`` (real DRAM and O_DIRECT I/O),
@@ -18,7 +21,7 @@ import click
 
 from kvbench.cli._common import DURATION, SIZE, emit_json, json_option
 
-DEFAULT_TRACE = "mooncake-sample"
+DEFAULT_TRACE = "mooncake-synthetic"      # the whole trace, key-sampled to fit the disk
 DEFAULT_MODEL = "llama-3.1-8b"
 DEFAULT_PROFILE = "llama-3.1-8b-h200-trtllm-fp8"
 RETENTIONS = "10m,1h,6h,1d"
@@ -65,12 +68,13 @@ def _trace_path(trace: str) -> str:
     p = Path(trace)
     if p.exists():
         return str(p)
-    for cand in (workloads_dir() / "traces" / trace, workloads_dir() / "traces" / f"{trace}.jsonl"):
+    for cand in (workloads_dir() / "traces" / trace, workloads_dir() / "traces" / f"{trace}.jsonl",
+                 workloads_dir() / "traces" / f"{trace}.jsonl.gz"):
         if cand.is_file():
             return str(cand)
     from kvbench.errors import SpecError
 
-    names = sorted(x.stem for x in (workloads_dir() / "traces").glob("*.jsonl"))
+    names = sorted(x.name.split(".jsonl")[0] for x in (workloads_dir() / "traces").glob("*.jsonl*"))
     raise SpecError(f"trace not found: {trace}", f"give a trace file or one of: {', '.join(names) or '(none)'}")
 
 
@@ -83,6 +87,26 @@ def _footprint_blocks(trace_path: str, max_requests: int | None) -> tuple[int, i
     t = read_trace(trace_path)
     keys = t.keys if not max_requests else t.keys[: t.offsets[min(max_requests, len(t.offsets) - 1)]]
     return int(np.unique(keys).size), int(t.block_tokens)
+
+
+def _sampling(trace_path: str, max_requests: int | None, sample_keys: str, block_bytes: int, l2_bytes: int,
+              l3_bytes: int):
+    """The replay's key sample rate (``auto``: store at the curve's knee) and the full-size L2/L3 it models."""
+    from kvbench.analysis.miniature import SampleChoice, choose_sample_rate, modelled_bytes
+    from kvbench.sim.blockstore import slot_bytes_for
+    from kvbench.stream.sampling import check_rate
+    from kvbench.stream.traces import read_trace
+
+    if str(sample_keys).strip().lower() != "auto":
+        r = check_rate(sample_keys)
+        slot = slot_bytes_for(block_bytes)
+        return SampleChoice(r, 0.0, 0.0, 0, l3_bytes // slot, modelled_bytes(l3_bytes, r, slot),
+                            modelled_bytes(l2_bytes, r, slot), f"key sample rate {r:g} (given)" if r < 1 else
+                            "no key sampling (given)")
+    t = read_trace(trace_path)
+    if max_requests:
+        t = t.slice(0, max_requests)
+    return choose_sample_rate(t, block_bytes=block_bytes, l3_bytes=l3_bytes, l2_bytes=l2_bytes)
 
 
 def _pick_profile(given: str | None, model: str) -> tuple[str, str | None]:
@@ -208,6 +232,9 @@ def _first_number(obj):
 @click.option("--duration", type=DURATION, default="60s", show_default=True,
               help="Wall-clock budget of the replay (closed loop: as fast as the devices allow).")
 @click.option("--max-requests", type=int, default=None, help="Replay only the first N requests.")
+@click.option("--sample-keys", default="auto", show_default=True, metavar="auto|RATE",
+              help="Key sampling of the replay: auto puts the store at the hit-ratio curve's knee (rate = store / "
+                   "knee); a fraction in (0, 1] fixes it (1: none). L2/L3 sizes stay what goes on the device.")
 @click.option("--rate", type=float, default=None, help="Requests per second to plan DWPD for (default: the trace's).")
 @click.option("--retentions", default=RETENTIONS, show_default=True,
               help="Retention times for the DWPD-vs-retention sweep (comma list; empty: no sweep).")
@@ -216,8 +243,8 @@ def _first_number(obj):
 @click.option("--results", "results_root", default="results", show_default=True, help="Folder for run folders.")
 @click.option("-o", "--output", default=None, type=click.Path(dir_okay=False), help="HTML report (default reports/<run>.html).")
 @json_option
-def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_data, duration, max_requests, rate,
-            retentions, probe_seconds, keep_store, results_root, output, as_json):
+def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_data, duration, max_requests, sample_keys,
+            rate, retentions, probe_seconds, keep_store, results_root, output, as_json):
     """The main job: replay a trace through DRAM and NVMe tiers, analyse capacity, DWPD and load vs recompute,
     and write one HTML report. Everything has a default: `kvbench run` alone takes a few minutes."""
     import psutil
@@ -244,13 +271,15 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
     sizes = size_tiers(distinct * block_bytes, block_bytes, free_disk, psutil.virtual_memory().available)
     l2_bytes = sizes.l2_bytes if l2 is None else l2
     l3_bytes = sizes.l3_bytes if l3_capacity is None else l3_capacity
+    sampling = _sampling(trace_path, max_requests, sample_keys, block_bytes, l2_bytes, l3_bytes)
     config = {"trace": trace_path, "model": spec.name, "bytes_per_token": spec.bytes_per_token,
               "block_tokens": block_tokens, "block_bytes": block_bytes, "l2": l2_bytes, "l3": l3_bytes,
               "l3_path": l3_path, "profile": compute_profile, "profile_note": profile_note, "duration_s": duration, "max_requests": max_requests,
-              "rate": rate, "sizing": asdict(sizes)}
+              "rate": rate, "sizing": asdict(sizes), "sample_rate": sampling.rate, "sampling": asdict(sampling)}
     rd = RunDir.create("run", config, root=results_root)
     store = l3_path or str(rd.path / "l3-store.bin")
     prog.done(t, f"L2 DRAM {l2_bytes / 2**30:.3g} GiB, L3 {l3_bytes / 2**30:.3g} GiB on {store}; {sizes.reason}")
+    click.echo(f"        {sampling.reason}", err=True)
     parts: dict = {}
     steps: list = []
 
@@ -275,14 +304,19 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
                   else f"FAILED: {st.error}")
 
         t = prog.step(f"replay through DRAM + NVMe (kvbench replay kv, closed loop, up to {duration:.0f} s)")
-        opts = {"model": spec.name, "l2": l2_bytes, "l3": store, "l3_capacity": l3_bytes, "closed_loop": True,
+        opts = {"model": spec.name, "l2": sampling.modelled_l2_bytes, "l3": store,
+                "l3_capacity": sampling.modelled_l3_bytes, "sample_keys": sampling.rate if sampling.rate < 1 else None,
+                "closed_loop": True,
                 "duration": f"{duration}s", "max_requests": max_requests, "results": str(rd.path),
                 "destroy_data": destroy_data}
         st = step("replay", ["replay", "kv"], [trace_path], opts, heartbeat=lambda s: _replay_progress(rd.path, s))
         replay_dir = st.run_dir
         r = st.result or {}
-        prog.done(t, f"{r.get('requests', 0)} requests; load time p50 {_g((r.get('load_time_ms') or {}).get('p50'))} ms"
-                  if st.ok else f"FAILED: {st.error}")
+        est = (f" (estimate for L2/L3 of {_g(sampling.modelled_l2_bytes / 2**30)}/"
+               f"{_g(sampling.modelled_l3_bytes / 2**30)} GiB from a {sampling.rate:g} key sample; load times cover "
+               f"sampled blocks)") if sampling.rate < 1 else ""
+        prog.done(t, f"{r.get('requests', 0)} requests; hit ratio {_g(r.get('hit_ratio'))}{est}; load time p50 "
+                     f"{_g((r.get('load_time_ms') or {}).get('p50'))} ms" if st.ok else f"FAILED: {st.error}")
         t = prog.step("tier probes (first byte at QD1, bandwidth at the replay's chunk size)")
         probes = []
         tiers = r.get("tiers") or {}
