@@ -124,8 +124,8 @@ def test_workload_reads_are_the_unique_pages_of_missed_rows(tiny_preset):
 
 def test_table_written_once_and_verified_on_read(tiny_preset, tmp_path):
     from kvbench.engine import open_target, run_plan
-    cfg = R.EngramReplayConfig(preset=tiny_preset, text=str(TEXT), batch=4, seq_len=128, window_us=1e6,
-                               steps=150)
+    cfg = R.EngramReplayConfig(preset=tiny_preset, text=str(TEXT), batch=4, seq_len=128, window_us=1e8,
+                               steps=150)   # a 100 s window: no step may miss it, even on a loaded VM
     w = R.build_workload(cfg)
     path = tmp_path / "table.bin"
     lay = w.layouts["hash"]

@@ -326,7 +326,9 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
     # measured writes (a replay run) or simulated write-through
     run_bytes_per_day = None
     if summary is not None:
-        wb = ((summary.get("tiers") or {}).get("l3") or {}).get("write_bytes")
+        l3_run = (summary.get("tiers") or {}).get("l3") or {}
+        # a key-sampled replay measured rate x the volume: full_write_bytes is the full-size estimate
+        wb = l3_run.get("full_write_bytes", l3_run.get("write_bytes"))
         if wb is None:
             raise SpecError("the run's summary.json has no tiers.l3.write_bytes",
                             "give a 'kvbench replay kv' run with an L3 tier, or plan without --run")
@@ -365,7 +367,9 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
         l2_bytes = float(opt.dram_bytes) if opt.dram_bytes is not None else min(knee_blocks, c_blocks) * block_bytes * copies
         l2_bytes = min(l2_bytes, l3_bytes)
         if run_bytes_per_day is not None:
-            writes_day, writes_source = run_bytes_per_day, "measured: replay run tiers.l3.write_bytes"
+            writes_day, writes_source = run_bytes_per_day, "measured: replay run tiers.l3.write_bytes" + (
+                f" / sample rate {summary['sample_rate']:g} (tiers.l3.full_write_bytes)"
+                if (summary.get("sample_rate") or 1.0) < 1.0 else "")
         else:
             writes_day = refs * (1.0 - hit) * block_bytes * per_day
             writes_source = "simulated write-through: each block produced (miss at the L3 size) written once"

@@ -48,12 +48,16 @@ GROUP = "replay"
               help="Write the L3/L4 I/O plan as a fio iolog v3 (replay it with fio --read_iolog).")
 @click.option("--destroy-data", default=None, metavar="DEV",
               help="Allow writing the raw block device DEV given as --l3 (its data is destroyed).")
+@click.option("--sample-keys", "sample_keys", type=float, default=None, metavar="RATE",
+              help="Miniature simulation: replay only block keys hashing under RATE (e.g. 0.01) with every tier at "
+                   "capacity x RATE (give the full-size capacities to model); hit ratios estimate the full cache.")
+@click.option("--sample-seed", type=int, default=0, show_default=True, help="Hash salt of --sample-keys.")
 @click.option("--results", default="results", show_default=True, help="Results folder.")
 @json_option
 def replay_kv_cmd(trace, model, tp, fmt, l1, l2, l3, l3_capacity, l4, l4_capacity, l4_link_bw, l4_link_latency,
                   policy, ttl, write_policy, exclusive, promote, layout, segment_bytes, trim, chunk_bytes, qd, engine,
-                  speed, closed_loop, duration, max_requests, verify, dry_run, export_iolog, destroy_data, results,
-                  as_json):
+                  speed, closed_loop, duration, max_requests, verify, dry_run, export_iolog, destroy_data, sample_keys,
+                  sample_seed, results, as_json):
     """Replay TRACE through the tiers: hits read from where they live, misses produced and written, evictions
     cascade; per-request load times, per-tier hit ratios, bytes, bandwidth and latency."""
     from kvbench.replay.kv import ReplayConfig, replay_kv
@@ -66,23 +70,34 @@ def replay_kv_cmd(trace, model, tp, fmt, l1, l2, l3, l3_capacity, l4, l4_capacit
                        trim=trim, segment_bytes=segment_bytes, chunk_bytes=chunk_bytes, speed=speed,
                        closed_loop=closed_loop, duration_s=duration, max_requests=max_requests, verify=verify,
                        qd=qd, engine=engine, dry_run=dry_run, export_iolog=export_iolog, destroy_data=destroy_data,
-                       results=results)
+                       results=results, sample_keys=sample_keys, sample_seed=sample_seed)
     s = replay_kv(cfg)
     if as_json:
         emit_json(s)
         return
     lt = s["load_time_ms"]
+    sampled = s.get("sample_rate", 1.0) < 1.0
     click.echo(f"replayed {s['requests']} requests, {s['blocks']} blocks of {format_bytes(s['block_bytes'])}: "
                f"hit ratio {s['hit_ratio']:.3f}" + (" (dry run)" if s["dry_run"] else ""))
+    if sampled:
+        click.echo(f"  key sample {s['sample_rate']:g}: hit ratios estimate the full cache "
+                   f"({', '.join(f'{k} {format_bytes(v)}' for k, v in s['sampling']['modelled_capacity_bytes'].items())}"
+                   f" modelled, simulated at x{s['sample_rate']:g}); bytes measured (full size = / rate)")
     for name, t in s["tiers"].items():
         bw = "" if t["read_bw_bytes_per_s"] is None else \
             f"  read {format_rate(t['read_bw_bytes_per_s'])} write {format_rate(t['write_bw_bytes_per_s'])}"
         lat = t["read_lat_us"]
         lat_s = "" if lat.get("p50") is None else f"  read p50 {lat['p50']:.0f} us p99 {lat['p99']:.0f} us"
         click.echo(f"  {name}: hit {t['hit_ratio']:.3f}  read {format_bytes(t['read_bytes'])}  "
-                   f"written {format_bytes(t['write_bytes'])}{bw}{lat_s}")
+                   f"written {format_bytes(t['write_bytes'])}{bw}{lat_s}" +
+                   (f"  (full size: read {format_bytes(t['full_read_bytes'])} written "
+                    f"{format_bytes(t['full_write_bytes'])})" if sampled else ""))
     if lt.get("p50") is not None:
-        click.echo(f"  load time p50 {lt['p50']:.3f} ms  p99 {lt['p99']:.3f} ms")
+        click.echo(f"  load time p50 {lt['p50']:.3f} ms  p99 {lt['p99']:.3f} ms" +
+                   (" (sampled blocks only)" if sampled else ""))
+        fl = (s.get("sampling") or {}).get("full_load_time_ms_est") or {}
+        if sampled and fl.get("p50") is not None:
+            click.echo(f"  estimated full-request load time p50 {fl['p50']:.3f} ms  p99 {fl['p99']:.3f} ms")
     if s["app_write_amplification"] is not None:
         click.echo(f"  application write amplification (L3 bytes / KV produced): {s['app_write_amplification']:.3f}")
     click.echo(f"  verify: {s['verify_checked']} reads checked, {s['verify_errors']} errors")

@@ -80,6 +80,17 @@ class ReplayConfig:
     destroy_data: str | None = None
     results: str = "results"
     window_ios: int = 262144
+    sample_keys: float | None = None       # miniature simulation: keep keys hashing under this rate
+    sample_seed: int = 0
+
+    @property
+    def sample_rate(self) -> float:
+        return 1.0 if self.sample_keys is None else float(self.sample_keys)
+
+    def modelled_capacities(self) -> dict:
+        """Capacity per tier as given (the full-size cache being modelled), bytes; absent tiers left out."""
+        caps = {"l1": self.l1, "l2": self.l2, "l3": self.l3_capacity, "l4": self.l4_capacity}
+        return {k: int(v) for k, v in caps.items() if v}
 
     def validate(self) -> None:
         if self.l3 and self.l3_capacity <= 0:
@@ -104,13 +115,18 @@ class ReplayConfig:
             raise UsageError("--duration must be > 0", "give e.g. --duration 60s")
         if self.l4_link_bw is not None and self.l4_link_bw <= 0:
             raise UsageError("--l4-link-bw must be > 0", "give e.g. --l4-link-bw 10GB/s")
+        if self.sample_keys is not None:
+            from kvbench.stream.sampling import check_rate
+            check_rate(self.sample_keys)
 
 
 def hierarchy_spec(cfg: ReplayConfig, block_bytes: int, block_desc: str = "") -> HierarchySpec:
+    """The simulated hierarchy: every given tier at its capacity x the key sample rate (1 when not sampled)."""
     tiers = []
-    for name, cap in (("l1", cfg.l1), ("l2", cfg.l2), ("l3", cfg.l3_capacity), ("l4", cfg.l4_capacity)):
+    rate = cfg.sample_rate
+    for name, cap in cfg.modelled_capacities().items():
         if cap:
-            tiers.append(TierSpec(name, int(cap), cfg.policy, cfg.ttl_s,
+            tiers.append(TierSpec(name, int(cap * rate) if rate < 1.0 else int(cap), cfg.policy, cfg.ttl_s,
                                   layout=cfg.layout if name == "l3" else "slot", trim=cfg.trim))
     return HierarchySpec(tuple(tiers), int(block_bytes), write_policy=cfg.write_policy, inclusion=cfg.inclusion,
                          promote=cfg.promote, segment_bytes=cfg.segment_bytes, block_desc=block_desc)
@@ -354,13 +370,17 @@ class _Windows:
         self.block_limit = max(64, cfg.window_ios // max(1, ios_per_block))
         self.sim_s = 0.0
         self.sim_blocks = 0
+        self.full_blocks = None         # sampled runs: each yielded request's block count before sampling
 
     def __iter__(self):
+        from kvbench.stream.sampling import FULL_BLOCKS, sample_keys
         from kvbench.stream.traces import iter_trace
 
         cfg = self.cfg
         done = 0
         for b in iter_trace(cfg.trace, cfg.fmt, batch_requests=8192):
+            if cfg.sample_keys is not None:
+                b = sample_keys(b, cfg.sample_keys, seed=cfg.sample_seed)
             ts, offs, keys = b.timestamp_s, b.offsets - b.offsets[0], b.keys
             n = b.n_requests
             if cfg.max_requests is not None:
@@ -377,6 +397,8 @@ class _Windows:
                                          first_request=done + r)
                 self.sim_s += time.perf_counter() - t0
                 self.sim_blocks += int(offs[stop] - offs[r])
+                if cfg.sample_keys is not None:
+                    self.full_blocks = b.extras[FULL_BLOCKS][r:stop]
                 yield reqs, ev
                 r = stop
             done += n
@@ -401,6 +423,8 @@ class _Accumulator:
         self.levels = levels
         self.hist = {(lvl, op): LatencyHistogram() for lvl in levels for op in ("read", "write")}
         self.load_hist = LatencyHistogram()
+        self.full_load_hist = LatencyHistogram()        # sampled runs: estimated full-request load times
+        self.full_hit_blocks_est = 0.0
         self.tier_load_hist = {lvl: LatencyHistogram() for lvl in levels}
         self.lag_hist = LatencyHistogram()
         self.lag_max_ns = 0
@@ -437,6 +461,8 @@ def replay_kv(cfg: ReplayConfig, *, progress=None) -> dict:
     block_tokens, n_requests, n_blocks = _load_trace_meta(cfg)
     block_bytes = model.block_bytes(block_tokens)
     spec = hierarchy_spec(cfg, block_bytes, f"{model.name}, {block_tokens} tokens")
+    if cfg.sample_keys is not None:
+        _check_sampled_capacities(cfg, spec)
     hier = Hierarchy(spec)                      # validates capacities / policy / combos
     slot_bytes = spec.slot_bytes
     ios_per_block = -(-slot_bytes // cfg.chunk_bytes)
@@ -448,7 +474,8 @@ def replay_kv(cfg: ReplayConfig, *, progress=None) -> dict:
                                       "medium": TIER_MEDIA[t.spec.name],
                                       **({"layout": t.store.layout, "slots": t.store.n_slots,
                                           "footprint_bytes": t.store.footprint_bytes} if t.store else {})}
-                        for t in hier.tiers}}
+                        for t in hier.tiers},
+              "sample_rate": cfg.sample_rate, "modelled_capacity_bytes": cfg.modelled_capacities()}
     targets = _Targets() if cfg.dry_run else _open_targets(cfg, hier)
     from kvbench.metrics.run import RunDir
 
@@ -460,6 +487,33 @@ def replay_kv(cfg: ReplayConfig, *, progress=None) -> dict:
                        ios_per_block, progress)
     finally:
         targets.close()
+
+
+def _check_sampled_capacities(cfg: ReplayConfig, spec: HierarchySpec) -> None:
+    """A tier scaled by the sample rate must still hold a block: say which and how to fix it (before I/O)."""
+    modelled = cfg.modelled_capacities()
+    for t in spec.tiers:
+        unit = spec.block_bytes if t.name == "l1" else spec.slot_bytes
+        if t.capacity_bytes < unit:
+            flag = f"--{t.name}" if t.name in ("l1", "l2") else f"--{t.name}-capacity"
+            raise UsageError(f"{flag} {format_bytes(modelled[t.name])} x --sample-keys {cfg.sample_keys:g} = "
+                             f"{format_bytes(t.capacity_bytes)} cannot hold one KV block of {format_bytes(unit)}",
+                             f"raise --sample-keys to at least {unit / modelled[t.name]:.3g} or the capacity")
+
+
+def _full_estimates(reqs, load_ms, full_blocks, rate: float):
+    """Sampled run: estimated full hit blocks and full-request load times per request.
+
+    Full hits = sampled hits / rate, clipped to [sampled hits, the request's full blocks] (unbiased over the
+    hash in total, an estimate per request). Full load time = measured load time x full hits / sampled hits:
+    each block is ``slot_bytes / chunk`` chunk I/Os already, so a load is bandwidth-bound and scales with its
+    blocks. Undefined (NaN) where the request had no sampled hit or no measured load.
+    """
+    h = reqs["hit_blocks"].astype(np.float64)
+    full = np.minimum(np.maximum(h / rate, h), np.asarray(full_blocks[: len(reqs)], dtype=np.float64))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        est = np.where(h > 0, load_ms * full / h, np.nan)
+    return full, est
 
 
 def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_bytes, slot_bytes,
@@ -530,13 +584,22 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
                         reqs, load_ms = reqs[:issued], load_ms[:issued]
                         tier_ms = {k: v[:issued] for k, v in tier_ms.items()}
                         cut = True
+            extra_cols = None
+            if cfg.sample_keys is not None and windows.full_blocks is not None:
+                full_hits, full_ms = _full_estimates(reqs, load_ms, windows.full_blocks, cfg.sample_rate)
+                extra_cols = {"full_blocks": np.asarray(windows.full_blocks[: len(reqs)]),
+                              "full_hits_est": full_hits, "full_load_ms_est": full_ms}
+                acc.full_hit_blocks_est += float(full_hits.sum())
+                ok = np.isfinite(full_ms)
+                if ok.any():
+                    acc.full_load_hist.record((full_ms[ok] * 1e6).astype(np.int64))
             totals["requests"] += len(reqs)
             totals["blocks"] += int(reqs["blocks"].sum())
             totals["hit_blocks"] += int(reqs["hit_blocks"].sum())
             totals["produced"] += int(reqs["produced"].sum())
             for i, name in enumerate(TIER_NAMES):
                 lvl_hits[i] += int(reqs[f"hit_{name}"].sum())
-            _write_requests(req_path, reqs, load_ms, tier_ms, req_header, cfg, slot_bytes)
+            _write_requests(req_path, reqs, load_ms, tier_ms, req_header, cfg, slot_bytes, extra_cols)
             req_header = False
             if not cfg.dry_run:
                 _flush_timeseries(rd, acc, final=False)
@@ -727,7 +790,9 @@ def _execute(cfg, subplans, parts, plan, meta, targets, acc, run_t0, reqs, load_
     return issued_reqs
 
 
-def _write_requests(path: Path, reqs, load_ms, tier_ms, header: bool, cfg, slot_bytes) -> None:
+def _write_requests(path: Path, reqs, load_ms, tier_ms, header: bool, cfg, slot_bytes, extra=None) -> None:
+    """requests.csv rows; a sampled run adds ``full_blocks``, ``full_hits_est``, ``full_load_ms_est`` (the
+    other hit and load columns cover the request's sampled blocks only)."""
     import pandas as pd
 
     df = pd.DataFrame({
@@ -735,6 +800,7 @@ def _write_requests(path: Path, reqs, load_ms, tier_ms, header: bool, cfg, slot_
         "hit_blocks": reqs["hit_blocks"], "hit_l1": reqs["hit_l1"], "hit_l2": reqs["hit_l2"],
         "hit_l3": reqs["hit_l3"], "hit_l4": reqs["hit_l4"], "produced": reqs["produced"],
         "load_ms": load_ms, "l2_load_ms": tier_ms[1], "l3_load_ms": tier_ms[2], "l4_load_ms": tier_ms[3],
+        **(extra or {}),
     })
     df.to_csv(path, mode="w" if header else "a", header=header, index=False, float_format="%.4f")
 
@@ -775,6 +841,8 @@ def _summary(cfg, hier, acc, totals, lvl_hits, levels, block_bytes, slot_bytes, 
     blocks = max(1, totals["blocks"])
     tiers = {}
     counters = hier.counters()
+    rate = cfg.sample_rate
+    modelled = cfg.modelled_capacities()
     for t in hier.tiers:
         lvl, name, c = t.level, t.spec.name, counters[t.spec.name]
         if cfg.dry_run or lvl == 0:
@@ -798,7 +866,14 @@ def _summary(cfg, hier, acc, totals, lvl_hits, levels, block_bytes, slot_bytes, 
                        "evictions": c.evictions, "expirations": c.expirations, "reclaim_drops": c.reclaim_drops,
                        "trimmed_slots": c.trims_slots, "peak_resident": c.peak_resident},
             "capacity_blocks": t.policy.capacity, "policy": t.spec.policy, "medium": TIER_MEDIA[name],
+            # the cache modelled (as given) and the one simulated/allocated (x the key sample rate)
+            "capacity_bytes": modelled.get(name, t.spec.capacity_bytes),
+            "simulated_capacity_bytes": t.spec.capacity_bytes,
         }
+        # byte volumes of the full-size cache: measured / sample rate (= measured when not sampled);
+        # ``kvbench plan --run`` takes its DWPD from ``full_write_bytes``
+        for k in ("read_bytes", "write_bytes", "trim_bytes"):
+            entry[f"full_{k}"] = entry[k] / rate if rate < 1.0 else entry[k]
         if t.store is not None:
             entry["layout"] = t.store.layout
             entry["footprint_bytes"] = t.store.footprint_bytes
@@ -836,6 +911,27 @@ def _summary(cfg, hier, acc, totals, lvl_hits, levels, block_bytes, slot_bytes, 
     if not cfg.closed_loop and not cfg.dry_run:
         out["issue_lag_us"] = {**_pcts(acc.lag_hist, ("p50", "p99", "max")),
                                "note": "achieved - intended issue time (trace time / speed)"}
+    out["sample_rate"] = rate
+    if rate < 1.0:
+        fl = _pcts(acc.full_load_hist, ("p50", "p90", "p99", "p99.9", "max", "mean"))
+        out["sampling"] = {
+            "method": "spatial key sampling (miniature simulation, Waldspurger et al. ATC'17): block references "
+                      "whose splitmix64 key hash is under the rate; every tier simulated and allocated at "
+                      "capacity x rate",
+            "rate": rate, "seed": cfg.sample_seed,
+            "modelled_capacity_bytes": modelled,
+            "simulated_capacity_bytes": {t.spec.name: t.spec.capacity_bytes for t in hier.tiers},
+            "hit_ratios": "estimates of the full-size cache (per-block hit ratios of the sample)",
+            "bytes": "tiers.<t>.read/write/trim_bytes are measured on the sample; full_*_bytes = measured / rate",
+            "load_time_ms": "per-request load times cover each request's sampled blocks only",
+            "full_load_time_ms_est": {k: (v / 1e3 if v is not None else None) for k, v in fl.items()},
+            "full_load_time_note": "estimated full-request load time = measured x (sampled hits / rate) / sampled "
+                                   "hits per request with a sampled hit (a block is many chunk I/Os, so a load "
+                                   "is bandwidth-bound and scales with its blocks; fixed latency is "
+                                   "over-counted by the same factor); requests.csv column full_load_ms_est",
+            "full_hit_blocks_est": acc.full_hit_blocks_est,
+            "full_produced_blocks_est": hier.produced / rate,
+        }
     if host and l3_written:
         out["host_write_amplification"] = host["write_bytes"] / max(1, acc.bytes.get((2, 1), 0)) \
             if acc.bytes.get((2, 1)) else None

@@ -189,7 +189,8 @@ def get_format(name: str) -> TraceFormat:
 
 # --- files ---------------------------------------------------------------------------------------------
 def builtin_traces() -> dict[str, Path]:
-    """Traces shipped in ``workloads/traces/`` by name (``mooncake-sample``)."""
+    """Traces shipped in ``workloads/traces/`` by name (``mooncake-sample``, ``mooncake-synthetic``; a
+    ``.jsonl.gz`` file is named without its suffixes)."""
     from kvbench.spec.presets import workloads_dir
 
     folder = workloads_dir() / "traces"
