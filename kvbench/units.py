@@ -14,7 +14,7 @@ import re
 
 from kvbench.errors import UnitError
 
-_BINARY = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
+_BINARY = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50, "e": 1 << 60}
 _SIZE_SUFFIX = {
     "": 1,
     "B": 1,
@@ -22,7 +22,7 @@ _SIZE_SUFFIX = {
     **{p: v for p, v in _BINARY.items() if p},                  # 4k, 4m
     **{p.upper() + "iB": v for p, v in _BINARY.items() if p},   # 4KiB
     **{p.upper() + "IB": v for p, v in _BINARY.items() if p},   # 4KIB
-    "kB": 10**3, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "PB": 10**15,
+    "kB": 10**3, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "PB": 10**15, "EB": 10**18,
 }
 _NUM = r"([0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)"
 _SIZE_RE = re.compile(rf"^{_NUM}([A-Za-z]*)$")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from kvbench.engine import make_plan, open_target, run_plan
-from kvbench.errors import DiskFullError
+from kvbench.errors import DiskFullError, TargetError
 
 MiB = 1 << 20
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="mounting and losetup need root")
@@ -70,3 +70,18 @@ def test_failing_device_reports_errors(tmp_path):
         if dev:
             subprocess.run(["losetup", "-d", dev])
         subprocess.run(["umount", str(mnt)])
+
+
+@needs_root
+def test_read_only_filesystem_is_a_clear_error(small_ext4, cli):
+    """A target on a read-only mount: one line naming the path and the fix, exit 2, nothing written."""
+    subprocess.run(["mount", "-o", "remount,ro", str(small_ext4)], check=True)
+    try:
+        with pytest.raises(TargetError, match="read-only|Read-only"):
+            open_target(small_ext4 / "kv.dat", size=4 * MiB, write=True)
+        r = cli("io", "--target", small_ext4 / "kv.dat", "--size", "4MiB", "--rw", "write", "--runtime", "0",
+                "--results", small_ext4.parent / "results")
+        assert r.exit_code == 2 and "kv.dat" in r.output and "fix:" in r.output
+        assert not (small_ext4 / "kv.dat").exists() and not (small_ext4.parent / "results").exists()
+    finally:
+        subprocess.run(["mount", "-o", "remount,rw", str(small_ext4)], check=True)

@@ -178,3 +178,17 @@ def test_break_even_curves_from_a_check_result_do_not_extrapolate():
     l3, nstar = curves["l3"]
     assert nstar == 120 and l3[:3] == pytest.approx([0.002, 0.02, 0.2]) and np.isnan(l3[3])   # log-log interpolation
     assert curves["l2"][0] == pytest.approx(1e-5 + n * 131072 / 1e10)                           # T_load = t0 + n*B/BW
+
+
+def test_a_moved_job_folder_still_finds_its_step_folders(tmp_path):
+    """A job records its steps' folders relative to where it ran; the report finds them after a move."""
+    job = tmp_path / "elsewhere" / "run-1"
+    job.mkdir(parents=True)
+    make_replay_run(job, "replay-kv-1", analyses=False)
+    (job / "run.json").write_text(json.dumps({"kind": "run", "command": "kvbench run"}))
+    (job / "summary.json").write_text(json.dumps({"kind": "run", "status": "complete", "run_dir": "results/run-1",
+                                                  "parts": {"replay": "results/run-1/replay-kv-1"}}))
+    rd = load_run(job)
+    assert list(rd.parts) == ["replay"] and rd.parts["replay"].kind == "replay-kv"
+    _, index = build_report([job], tmp_path / "moved.html")
+    assert {"latency_tail", "throughput_over_time"} <= set(index["figures"])

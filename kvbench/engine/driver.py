@@ -21,7 +21,7 @@ import numpy as np
 
 from kvbench.engine import content
 from kvbench.engine.faults import FaultSpec
-from kvbench.engine.plan import FLAG_FENCE, OP_NAMES, OP_READ, OP_WRITE
+from kvbench.engine.plan import FLAG_FENCE, OP_NAMES, OP_READ, OP_TRIM, OP_WRITE
 from kvbench.metrics.histogram import N_BUCKETS, LatencyHistogram, bucket_index
 
 PAGE = mmap.PAGESIZE
@@ -167,6 +167,13 @@ class Driver:
                 time.sleep((d - 1_000_000) / 1e9)
         last_flush = t0
         pend = None   # the last reaped batch: its slots are reused first, its bookkeeping done after
+        # compiled closed-loop fast path (libaio): used between fences and trims, when no per-batch Python
+        # work (verify, fault injection, open-loop pacing, stamping over mixed block sizes) is needed
+        fast = getattr(engine, "closed_loop", None)
+        if open_loop or verify or faults is not None or (stamp and not one_lbs):
+            fast = None
+        stops = np.append(np.flatnonzero((plan["flags"] & FLAG_FENCE) | (ops == OP_TRIM)), n)
+        st = np.zeros(5, dtype=np.int64)
         try:
             while True:
                 now = pc()
@@ -228,6 +235,42 @@ class Driver:
                     m = len(p)
                     done_log[self._nd:self._nd + m] = p
                     self._nd += m
+                if fast is not None and not stopping and i < n:
+                    e = int(stops[np.searchsorted(stops, i)])
+                    if loop and i < half:
+                        e = min(e, half)
+                    if e > i:
+                        now = pc()
+                        until = min(now + 50_000_000, last_flush + cfg.flush_ns, deadline or now + 50_000_000)
+                        i0, nd0 = i, self._nd
+                        st[:] = (i, nfree, inflight, nd0, 0)
+                        why = fast(st, e, until, t0, stamp, one_lbs, ops, tg, off, ln, tags, words, free,
+                                   slot_pidx, sub, comp, res, done_log)
+                        if why is None:
+                            fast = None
+                        elif why >= 0:
+                            i, nfree, inflight, self._nd = int(st[0]), int(st[1]), int(st[2]), int(st[3])
+                            if st[4]:   # a syscall failed: the Python path below handles (and reports) it
+                                fast = None
+                            self.n_issued += i - i0
+                            if self.t_first < 0 and i > i0:
+                                self.t_first = int(sub[i0])
+                            if self._nd > nd0:
+                                p = done_log[nd0:self._nd]
+                                bad = res[p] != ln[p]
+                                if bad.any():
+                                    self._record_errors(p[bad], res[p][bad], ops, off, ln)
+                            if loop and i0 < half <= i:
+                                self._flush(ops, tg, ln, pc() - t0)
+                            if loop and i == n:
+                                self._flush(ops, tg, ln, pc() - t0)
+                                i = fp = 0
+                                self.passes += 1
+                            now = pc()
+                            if now - last_flush >= cfg.flush_ns or self._nd + qd > len(done_log):
+                                self._flush(ops, tg, ln, now - t0)
+                                last_flush = now
+                            continue
                 if inflight == 0:
                     if i >= n or stopping:
                         break

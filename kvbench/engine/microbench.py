@@ -140,6 +140,7 @@ def run_io(spec: IoSpec, *, results_root: str = "results", export_iolog: str | N
     # reach the device, so reading them would measure nothing
     target = open_target(path, size=size, write=spec.writes or spec.prefill is True,
                          destroy_data=spec.destroy_data)
+    rd = None
     try:
         if spec.bs % target.lbs:
             raise TargetError(f"--bs {spec.bs} is not a multiple of the logical block size {target.lbs} of "
@@ -190,6 +191,10 @@ def run_io(spec: IoSpec, *, results_root: str = "results", export_iolog: str | N
         summary["run_dir"] = str(rd.path)
         rd.write_summary(summary, status=status)
         return summary, rd, result
+    except BaseException:
+        if rd is None:          # refused before any I/O: a file made for this run goes too
+            target.discard()
+        raise
     finally:
         target.close()
 

@@ -47,6 +47,7 @@ class Target:
     lbs: int
     writable: bool
     created: bool = False     # kvbench created (or extended) it in this call: contents are not yet written
+    new_file: bool = False    # kvbench created the file itself in this call (discard() may remove it)
     fstype: str | None = None
     device: str | None = None  # kernel name of the backing block device (for /proc/diskstats)
     arena: np.ndarray | None = field(default=None, repr=False)
@@ -80,6 +81,17 @@ class Target:
             except BufferError:
                 pass
             self._mm = None
+
+    def discard(self) -> None:
+        """Close, and remove the file if this call created it: a run refused before any I/O leaves nothing."""
+        self.close()
+        if self.new_file and self.kind == "file":
+            for p in (self.path, str(safety.sidecar(self.path))):
+                try:
+                    os.unlink(p)
+                except FileNotFoundError:
+                    pass
+            self.new_file = False
 
     def __enter__(self):
         return self
@@ -230,7 +242,7 @@ def _open_file(path, st, size, write, create, lock, direct) -> Target:
         os.close(fd)
         raise TargetError(f"{path} is empty", "pass --size to create or grow it")
     return Target(path=path, kind="file", fd=fd, size=size, lbs=lbs, writable=write or created,
-                  created=created, fstype=fstype, device=dev_name)
+                  created=created, new_file=st is None, fstype=fstype, device=dev_name)
 
 
 def _check_size_aligned(path, size, lbs):

@@ -425,8 +425,17 @@ def dwpd_vs_retention(runs: list[RunData]) -> go.Figure | None:
         return None
     fig.update_layout(title="Required DWPD vs retention time", **_LAYOUT)
     fig.update_xaxes(title="retention (hours, log)", type="log")
-    fig.update_yaxes(title="drive writes per day", secondary_y=False, rangemode="tozero")
-    fig.update_yaxes(title="capacity (GiB)", secondary_y=True, rangemode="tozero", showgrid=False)
+
+    def spans_decades(secondary: bool) -> bool:   # series two decades apart are unreadable on a linear axis
+        ys = [v for t in fig.data if bool(getattr(t, "yaxis", "y") == "y2") == secondary
+              for v in (t.y or ()) if v is not None and v > 0]
+        return bool(ys) and max(ys) / min(ys) > 100
+
+    log1, log2 = spans_decades(False), spans_decades(True)
+    fig.update_yaxes(title="drive writes per day" + (" (log)" if log1 else ""), secondary_y=False,
+                     **({"type": "log"} if log1 else {"rangemode": "tozero"}))
+    fig.update_yaxes(title="capacity (GiB" + (", log)" if log2 else ")"), secondary_y=True, showgrid=False,
+                     **({"type": "log"} if log2 else {"rangemode": "tozero"}))
     return fig
 
 

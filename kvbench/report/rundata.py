@@ -120,11 +120,13 @@ def load_run(path, *, _depth: int = 0) -> RunData:
     parts = {}
     if _depth == 0:
         for name, sub in (summary.get("parts") or {}).items():
-            sp = Path(sub)
-            if not sp.is_absolute() and not sp.exists():
-                sp = p / sub
-            if sp.is_dir() and sp.resolve() != p.resolve():
-                parts[name] = load_run(sp, _depth=1)
+            # recorded relative to the job's working directory; the folders may have moved since: look inside
+            # the job folder and beside it by name too
+            sub = Path(str(sub))
+            for sp in (sub, p / sub, p / sub.name, p.parent / sub.name):
+                if sp.is_dir() and sp.resolve() != p.resolve():
+                    parts[name] = load_run(sp, _depth=1)
+                    break
     return RunData(path=p, run=run, summary=summary, timeseries=_read_csv(p / "timeseries.csv"),
                    histograms=hist if isinstance(hist, dict) else {}, requests=_read_csv(p / "requests.csv"),
                    analyses=analyses, parts=parts)

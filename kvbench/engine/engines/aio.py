@@ -34,6 +34,7 @@ class _Timespec(ctypes.Structure):
 
 _lib = None
 _submit_each = None
+_closed_loop = None
 
 
 def _load():
@@ -75,6 +76,22 @@ def submit_each_kernel():
     return _submit_each
 
 
+def closed_loop_kernel():
+    """The compiled closed-loop fast path (aio_kernel.closed_loop), compiled for the driver's array types."""
+    global _closed_loop
+    if _closed_loop is None:
+        from kvbench.engine.engines.aio_kernel import closed_loop
+        i64, u8 = np.int64, np.uint64
+        iocbs, events = np.zeros(1, dtype=IOCB_DTYPE), np.zeros(1, dtype=EVENT_DTYPE)
+        z = np.zeros(1, i64)
+        closed_loop(0, np.zeros(5, i64), 0, 0, 0, True, 512, np.zeros(1, np.uint8), z, np.zeros(1, u8), z,
+                    np.zeros(1, u8), np.zeros(1, np.int32), iocbs["opcode"], iocbs["fildes"], iocbs["nbytes"],
+                    iocbs["offset"], 0, np.zeros(1, u8), events["data"], events["res"], 0,
+                    np.zeros((1, 64), u8), z, z, z, z, z, z, np.zeros(2, i64), np.zeros(2, i64))
+        _closed_loop = closed_loop
+    return _closed_loop
+
+
 class LibaioEngine(Engine):
     name = "libaio"
     caps = frozenset({CAP_ASYNC, CAP_ALIGNED})
@@ -88,6 +105,7 @@ class LibaioEngine(Engine):
         if cls.submit_mode == "each":
             try:
                 submit_each_kernel()
+                closed_loop_kernel()
             except Exception:  # noqa: BLE001 - the batch path is used instead
                 pass
 
@@ -98,11 +116,13 @@ class LibaioEngine(Engine):
         lib = _load()
         self._lib = lib
         self._each = None               # (submit_each, fill_submit) compiled kernels
+        self._loop = None               # the compiled closed loop (driver fast path)
         if self.submit_mode == "each":
             try:
                 self._each = submit_each_kernel()
+                self._loop = closed_loop_kernel()
             except Exception:  # noqa: BLE001 - numba missing or failing: the batch path is still correct
-                self._each = None
+                self._each = self._loop = None
         self._ctx = ctypes.c_ulong(0)
         r = lib.io_setup(qd, ctypes.byref(self._ctx))
         if r < 0:
@@ -123,6 +143,21 @@ class LibaioEngine(Engine):
         self._stash_s, self._stash_r = [], []   # completions reaped inside submit (partial io_submit, trims)
         self._f_op, self._f_fd = self.iocbs["opcode"], self.iocbs["fildes"]
         self._f_n, self._f_off = self.iocbs["nbytes"], self.iocbs["offset"]
+        self._tmo = np.zeros(2, dtype=np.int64)
+
+    def closed_loop(self, state, iend, until, t0, stamp, lbs, ops, tgts, offsets, lengths, tags, words, free,
+                    slot_pidx, sub, comp, res, done_log):
+        """Run the driver's closed loop in compiled code (see aio_kernel.closed_loop); None when unavailable
+        (no compiled kernel), -1 when not now (completions stashed by the Python path, e.g. trims, are
+        still to be handed over through reap)."""
+        if self._loop is None:
+            return None
+        if self._stash_s:
+            return -1
+        return self._loop(self._ctx.value, state, iend, until, t0, stamp, lbs, ops, tgts, offsets, lengths, tags,
+                          self.fds, self._f_op, self._f_fd, self._f_n, self._f_off, int(self._iocb_base),
+                          self._ptrs, self.events["data"], self.events["res"], self._ev_ptr, words, free,
+                          slot_pidx, sub, comp, res, done_log, self._tsbuf, self._tmo)
 
     def submit(self, slots, ops, tgts, offsets, lengths):
         """Start the I/Os; returns per-I/O submit times (perf_counter_ns clock) or None."""

@@ -13,6 +13,7 @@ import ctypes.util
 
 import llvmlite.binding as llb
 import numba
+import numpy as np
 from numba import types
 
 for _name in ("libaio.so.1t64", "libaio.so.1"):
@@ -69,3 +70,99 @@ def fill_submit(ctx, slots, ops, tgts, offsets, lengths, fds, f_op, f_fd, f_n, f
             return done if r == 0 else (r if done == 0 else done)
         done += 1
     return done
+
+
+_io_getevents = types.ExternalFunction(
+    "io_getevents", types.intc(types.uint64, types.int64, types.int64, types.uint64, types.uint64))
+EINTR = 4
+LOOP_WINDOW, LOOP_TIME, LOOP_ERROR, LOOP_LOG_FULL = 0, 1, 2, 3
+
+
+@numba.njit(cache=True, nogil=True)
+def closed_loop(ctx, state, iend, until, t0, stamp, lbs,
+                ops, tgts, offsets, lengths, tags, fds, f_op, f_fd, f_n, f_off, iocb_base, ptrs,
+                ev_data, ev_res, ev_addr, words, free, slot_pidx, sub, comp, res, done_log, ts, tmo):
+    """The closed loop of the driver for plan entries [state[0], iend) (reads/writes, no fence among them).
+
+    Keeps the queue full: each freed slot gets the next plan entry at once (stamped with its write content,
+    submitted one iocb per call with its submit time), completions are reaped with io_getevents and stamped
+    once per reaped batch, like the driver does. state = [i, nfree, inflight, nd, io_submit error] is read
+    and written back. Returns why it stopped: LOOP_WINDOW (plan entries up to iend submitted), LOOP_TIME
+    (``until`` passed: the driver flushes and checks its stop flag), LOOP_ERROR (a result other than the
+    length, or a syscall error in state[4]) or LOOP_LOG_FULL (done_log needs a flush)."""
+    i, nfree, inflight, nd = state[0], state[1], state[2], state[3]
+    state[4] = 0
+    qd = slot_pidx.shape[0]
+    wpb = lbs // 8
+    ulbs = np.uint64(lbs)
+    why = LOOP_WINDOW
+    while True:
+        while nfree > 0 and i < iend:
+            s = free[nfree - 1]
+            op = ops[i]
+            f_op[s] = op                 # plan op 0/1 = IO_CMD_PREAD/IO_CMD_PWRITE
+            f_fd[s] = fds[tgts[i]]
+            f_n[s] = lengths[i]
+            f_off[s] = offsets[i]
+            if stamp and op == 1:
+                first = offsets[i] // ulbs   # all uint64: numba turns uint64 mixed with int64 into float
+                tag = tags[i]
+                for b in range(lengths[i] // lbs):
+                    v = tag ^ (first + np.uint64(b))
+                    for w in range(b * wpb, (b + 1) * wpb):
+                        words[s, w] = v
+            ptrs[0] = iocb_base + s * 64
+            _clock_gettime(CLOCK_MONOTONIC, ts.ctypes.data)
+            t = ts[0] * 1_000_000_000 + ts[1]
+            r = _io_submit(ctx, 1, ptrs.ctypes.data)
+            if r != 1:                   # EAGAIN or a refused iocb: the driver's own path deals with it
+                state[4] = r if r < 0 else -11
+                why = LOOP_ERROR
+                break
+            sub[i] = t - t0
+            slot_pidx[s] = i
+            nfree -= 1
+            inflight += 1
+            i += 1
+        if why == LOOP_ERROR or i >= iend or inflight == 0:
+            break
+        if nd + qd > done_log.shape[0]:
+            why = LOOP_LOG_FULL
+            break
+        _clock_gettime(CLOCK_MONOTONIC, ts.ctypes.data)
+        now = ts[0] * 1_000_000_000 + ts[1]
+        if now >= until:
+            why = LOOP_TIME
+            break
+        left = until - now
+        tmo[0] = left // 1_000_000_000
+        tmo[1] = left % 1_000_000_000
+        m = _io_getevents(ctx, 1, qd, ev_addr, tmo.ctypes.data)
+        if m < 0:
+            if m == -EINTR:
+                continue
+            state[4] = m
+            why = LOOP_ERROR
+            break
+        if m == 0:
+            continue
+        _clock_gettime(CLOCK_MONOTONIC, ts.ctypes.data)
+        tc = ts[0] * 1_000_000_000 + ts[1] - t0
+        bad = False
+        for e in range(m):
+            s = ev_data[e]
+            p = slot_pidx[s]
+            comp[p] = tc
+            res[p] = ev_res[e]
+            if ev_res[e] != lengths[p]:
+                bad = True
+            done_log[nd] = p
+            nd += 1
+            free[nfree] = s
+            nfree += 1
+        inflight -= m
+        if bad:
+            why = LOOP_ERROR
+            break
+    state[0], state[1], state[2], state[3] = i, nfree, inflight, nd
+    return why

@@ -1,0 +1,111 @@
+"""The libaio engine's compiled closed loop (driver fast path): same data, same stats, same fallbacks."""
+
+import os
+
+import numpy as np
+import pytest
+
+from kvbench.engine import FLAG_FENCE, make_plan, open_target, run_plan
+from kvbench.engine.engines import aio
+
+MiB = 1 << 20
+
+
+@pytest.fixture
+def target(tmp_path):
+    t = open_target(tmp_path / "t.dat", size=8 * MiB, write=True)
+    yield t
+    t.close()
+
+
+@pytest.fixture
+def fast_calls(monkeypatch):
+    """Count the fast-path calls; ``calls.off()`` makes the engine refuse it (the Python path runs)."""
+    class Calls:
+        n = 0
+        enabled = True
+
+        def off(self):
+            self.enabled = False
+    calls = Calls()
+    orig = aio.LibaioEngine.closed_loop
+
+    def wrapped(self, *a):
+        if not calls.enabled:
+            return None
+        calls.n += 1
+        return orig(self, *a)
+    monkeypatch.setattr(aio.LibaioEngine, "closed_loop", wrapped)
+    return calls
+
+
+def mixed_plan(t, n=3000, seed=4):
+    """Random non-overlapping 4-16 KiB writes with random tags (one I/O per 16 KiB cell)."""
+    rng = np.random.default_rng(seed)
+    cells = rng.permutation(t.size // (16 << 10))[:n]
+    ln = rng.choice([4096, 8192, 16384], n)
+    plan = make_plan(1, cells * (16 << 10), 4096)
+    plan["length"] = ln
+    plan["tag"] = rng.integers(1, 2**63, n, dtype=np.uint64)
+    return plan
+
+
+def read_back(t, plan):
+    rp = plan.copy()
+    rp["op"] = 0
+    r = run_plan(rp, [t], qd=16, verify="all")
+    assert r.status == "complete"
+    return r.verify
+
+
+def test_fast_path_writes_the_content_contract(target, fast_calls):
+    plan = mixed_plan(target, n=min(512, target.size // (16 << 10)))
+    r = run_plan(plan, [target], qd=32)
+    assert r.status == "complete" and fast_calls.n >= 1
+    assert (r.result == plan["length"]).all() and (r.submit_ns >= 0).all() and (r.complete_ns > r.submit_ns).all()
+    assert r.latency().count == len(plan)
+    assert round(sum(row["write_iops"] * row["interval_s"] for row in r.timeseries)) == len(plan)
+    v = read_back(target, plan)
+    assert v["checked"] == len(plan) and v["mismatches"] == 0
+
+
+def test_fast_and_python_paths_report_the_same_stats(target, fast_calls):
+    plan = mixed_plan(target, n=512, seed=9)
+    a = run_plan(plan, [target], qd=8)
+    fast_calls.off()
+    b = run_plan(plan, [target], qd=8)
+    assert a.status == b.status == "complete"
+    assert a.counts == b.counts and a.ios_by_op() == b.ios_by_op()
+    assert a.latency().count == b.latency().count == len(plan)
+    for r in (a, b):   # latency = reaped - submitted, per I/O, in the histogram
+        lat = r.complete_ns - r.submit_ns
+        assert abs(r.latency().total_ns - int(lat.sum())) <= 1e-9 * int(lat.sum()) + 1
+
+
+def test_fences_and_trims_split_the_fast_path(target, fast_calls):
+    rng = np.random.default_rng(2)
+    n = 1200
+    plan = make_plan(1, rng.integers(0, target.size // 4096, n) * 4096, 4096, tag=11)
+    plan["flags"][::100] |= FLAG_FENCE
+    plan["op"][50::300] = 2
+    r = run_plan(plan, [target], qd=16)
+    assert r.status == "complete" and fast_calls.n >= 12
+    assert (r.result == 4096).all()
+    for f in np.flatnonzero(plan["flags"] & FLAG_FENCE)[1:]:
+        assert r.submit_ns[f] >= r.complete_ns[:f].max()
+
+
+def test_verify_and_faults_keep_the_python_path(target, fast_calls):
+    plan = make_plan(1, np.arange(256) * 4096, 4096, tag=5)
+    run_plan(plan, [target], qd=8, faults="eio-every=1000", on_error="continue")
+    rp = plan.copy()
+    rp["op"] = 0
+    r = run_plan(rp, [target], qd=8, verify="sampled")
+    assert r.status == "complete" and fast_calls.n == 0
+
+
+def test_fast_path_read_error_stops_the_run(target, fast_calls):
+    run_plan(make_plan(1, np.arange(8) * MiB, MiB, tag=7), [target], qd=4)
+    os.truncate(target.path, 4 * MiB)          # the file shrank: reads past 4 MiB come back short
+    r = run_plan(make_plan(0, np.arange(128) * 65536, 65536, tag=7), [target], qd=8)
+    assert fast_calls.n >= 1 and r.status == "failed" and r.first_error["index"] == 64
