@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import math
 import sys
 
 import click
 
 from kvbench import units
 from kvbench.errors import UnitError
+from kvbench.metrics.run import to_jsonable
 
 
 def json_option(f):
@@ -17,29 +17,9 @@ def json_option(f):
     return click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object on stdout.")(f)
 
 
-def _clean(obj):
-    """Make an object JSON-safe: numpy scalars/arrays to Python, NaN/inf to null."""
-    try:
-        import numpy as np
-    except ImportError:  # pragma: no cover
-        np = None
-    if isinstance(obj, dict):
-        return {str(k): _clean(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_clean(v) for v in obj]
-    if np is not None:
-        if isinstance(obj, np.ndarray):
-            return _clean(obj.tolist())
-        if isinstance(obj, np.generic):
-            obj = obj.item()
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
-
-
 def emit_json(obj) -> None:
     """Print one JSON object on stdout (NaN/inf as null, numpy types converted)."""
-    sys.stdout.write(json.dumps(_clean(obj), indent=2, sort_keys=False) + "\n")
+    sys.stdout.write(json.dumps(to_jsonable(obj), indent=2, sort_keys=False) + "\n")
     sys.stdout.flush()
 
 

@@ -22,15 +22,15 @@ from kvbench.metrics.environment import environment, target_facts
 STATUSES = ("running", "complete", "partial", "interrupted", "failed")
 
 
-def _clean(obj):
-    """JSON-safe: numpy scalars/arrays to Python, NaN/inf to null."""
+def to_jsonable(obj):
+    """JSON-safe: numpy scalars/arrays to Python, NaN/inf to null, paths to str (run files and --json alike)."""
     import numpy as np
     if isinstance(obj, dict):
-        return {str(k): _clean(v) for k, v in obj.items()}
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_clean(v) for v in obj]
+        return [to_jsonable(v) for v in obj]
     if isinstance(obj, np.ndarray):
-        return _clean(obj.tolist())
+        return to_jsonable(obj.tolist())
     if isinstance(obj, np.generic):
         obj = obj.item()
     if isinstance(obj, float) and not math.isfinite(obj):
@@ -124,7 +124,7 @@ class RunDir:
 
     def write_json(self, name: str, obj) -> Path:
         p = self.path / name
-        atomic_write_text(p, json.dumps(_clean(obj), indent=2) + "\n")
+        atomic_write_text(p, json.dumps(to_jsonable(obj), indent=2) + "\n")
         return p
 
     def append_timeseries(self, rows, name: str = "timeseries.csv") -> None:
@@ -171,7 +171,7 @@ class RunDir:
 
 
 def _csv_value(v):
-    v = _clean(v)
+    v = to_jsonable(v)
     return "" if v is None else v
 
 
