@@ -175,6 +175,13 @@ def test_sampled_real_replay_marks_load_times_and_estimates_full_ones(cli, tmp_p
 
         m = read_run(s["run_dir"])
         assert set(m.hits.hit_blocks) == {"l1", "l2", "l3", "l4"}
+        # ... and judges hits at full size: hit lengths / rate, the full-request load time estimate
+        assert m.hits.sample_rate == 0.05 and any("key-sampled" in n for n in m.notes)
+        full = m.hits.full_size()
+        sampled_hits = sum(m.hits.hit_blocks.values())
+        full_hits = sum(full.hit_blocks.values())
+        assert np.all(full_hits >= sampled_hits) and np.all(full_hits <= m.hits.full_blocks)
+        np.testing.assert_array_equal(full.blocks, m.hits.full_blocks)
     finally:
         if d != tmp_path:
             shutil.rmtree(d, ignore_errors=True)
@@ -233,3 +240,17 @@ def test_run_replays_the_whole_synthetic_trace_key_sampled_at_the_knee(tmp_path,
     cfg = json.loads((job / "summary.json").read_text())["config"]
     assert cfg["sample_rate"] == rate and "knee" in cfg["sampling"]["reason"]
     assert "key sample rate" in r.output
+
+
+def test_check_scales_a_sampled_runs_hits_to_full_size():
+    """Hand case: rate 0.1, so 2 sampled L3 hit blocks stand for 20; 5 would be 50, capped at the request's 40."""
+    from kvbench.analysis.recompute import RunHits
+
+    h = RunHits({"l2": np.array([0, 0, 1]), "l3": np.array([0, 2, 4])}, np.array([np.nan, 0.01, 0.02]), None,
+                np.array([1, 3, 5]), sample_rate=0.1, full_blocks=np.array([10, 30, 40]),
+                full_load_s=np.array([np.nan, 0.1, 0.35]))
+    f = h.full_size()
+    assert f.hit_blocks["l3"].tolist() == [0, 20, 32] and f.hit_blocks["l2"].tolist() == [0, 0, 8]
+    assert f.blocks.tolist() == [10, 30, 40] and f.load_s[1:].tolist() == [0.1, 0.35]
+    unsampled = RunHits({"l3": np.array([1])}, None, None, np.array([2]))
+    assert unsampled.full_size() is unsampled

@@ -19,7 +19,7 @@ winning stretches, which pipelining can create, are kept in ``win_ranges``.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -192,6 +192,22 @@ class RunHits:
     input_tokens: np.ndarray | None
     blocks: np.ndarray | None = None            # blocks per request (prompt length in blocks)
     tier_load_s: dict = field(default_factory=dict)  # tier name -> that tier's load time per request (NaN: none)
+    sample_rate: float | None = None            # a key-sampled replay (--sample-keys): hits cover the sample
+    full_blocks: np.ndarray | None = None       # blocks per request before sampling
+    full_load_s: np.ndarray | None = None       # the replay's full-request load time estimate
+
+    def full_size(self) -> "RunHits":
+        """For a key-sampled run, the requests at full size: hits per tier / rate (capped at the request's
+        blocks), the unsampled prompt length and the estimated full-request load time; else itself. Tier fits
+        stay on the sampled rows (measured bytes against measured time); margins and wins need full lengths."""
+        if not self.sample_rate or self.full_blocks is None:
+            return self
+        est = {k: v / self.sample_rate for k, v in self.hit_blocks.items()}
+        total = sum(est.values())
+        cap = np.where(total > self.full_blocks, self.full_blocks / np.maximum(total, 1e-12), 1.0)
+        hit = {k: np.floor(v * cap + 0.5).astype(np.int64) for k, v in est.items()}
+        return replace(self, hit_blocks=hit, blocks=self.full_blocks, load_s=self.full_load_s, input_tokens=None,
+                       tier_load_s={}, sample_rate=None, full_blocks=None, full_load_s=None)
 
 
 @dataclass(frozen=True)
@@ -245,6 +261,10 @@ def read_run(run_dir) -> RunMeasurements:
     hits = _read_requests(root / "requests.csv") if (root / "requests.csv").is_file() else None
     if hits is None:
         notes.append("no requests.csv: per-hit results unavailable")
+    elif summary.get("sample_rate") and hits.full_blocks is not None:
+        hits = replace(hits, sample_rate=float(summary["sample_rate"]))
+        notes.append(f"key-sampled replay (rate {summary['sample_rate']}): tiers fitted on the sampled loads; hit "
+                     "lengths, wins and TTFT saved use the full-size estimates (hits / rate, full_load_ms_est)")
     return RunMeasurements(str(root), tiers, model, int(block_tokens) if block_tokens else None, hits, tuple(notes))
 
 
@@ -271,7 +291,9 @@ def _read_requests(path) -> RunHits:
         m = _TIER_LOAD_COL.match(str(col))
         if m and m.group(1) in hit_blocks:
             tier_load[m.group(1)] = df[col].to_numpy(dtype=np.float64) * _UNITS[m.group(2)]
-    return RunHits(hit_blocks, load, inp, blocks, tier_load)
+    full_blocks = df["full_blocks"].to_numpy(dtype=np.int64) if "full_blocks" in df.columns else None
+    full_load = df["full_load_ms_est"].to_numpy(dtype=np.float64) * 1e-3 if "full_load_ms_est" in df.columns else None
+    return RunHits(hit_blocks, load, inp, blocks, tier_load, full_blocks=full_blocks, full_load_s=full_load)
 
 
 def fit_tier_from_requests(name: str, hits: RunHits, block_bytes: float, min_requests: int = 8,
@@ -322,6 +344,7 @@ def analyse_run_hits(ineq: Inequality, tiers: list[Tier], hits: RunHits, block_t
     Hits in tiers without read measurements (a simulated HBM tier) cost no load: for those requests the
     choice is between loading the rest and recomputing it on top of the free part, ``T(free+loaded) - T(free)``.
     """
+    hits = hits.full_size()
     names = {t.name for t in tiers}
     zeros = np.zeros(next(iter(hits.hit_blocks.values())).size, dtype=np.int64)
     loaded = sum((b for k, b in hits.hit_blocks.items() if k in names), zeros) * block_tokens
