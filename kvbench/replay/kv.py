@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from kvbench.errors import KvbenchError, SpecError, TargetError, UsageError, VerifyError
+from kvbench.metrics.smart import DeviceWatch
 from kvbench.sim.tiers import (DEMOTE_READ, EVENT_DTYPE, HIT_READ, KIND_NAMES, REQUEST_DTYPE, TIER_MEDIA,
                                TIER_NAMES, Hierarchy, HierarchySpec, TierSpec)
 from kvbench.units import format_bytes
@@ -531,6 +532,8 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
         if dom and dom[0] == "dev" and lvl == 2:
             dev_name = targets.dev[dom[1]].device
     disk0 = diskstats(dev_name) if not cfg.dry_run else None
+    # NVMe SMART / OCP counters before and after (device WAF for plan); None where the store is not on NVMe
+    watch = DeviceWatch({"l3": cfg.l3}) if cfg.l3 and not cfg.dry_run else None
     windows = _Windows(cfg, hier, ios_per_block)
     req_path = rd.path / "requests.csv"
     req_header = True
@@ -636,6 +639,8 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
     summary = _summary(cfg, hier, acc, totals, lvl_hits, levels, block_bytes, slot_bytes, fences_total,
                        planned_ios, planned_bytes, windows, n_requests, host, time.perf_counter_ns() - run_t0,
                        targets.notes)
+    if watch is not None:
+        summary["device_counters"] = watch.stop()
     status = acc.status
     if acc.verify_errors:
         status = "failed"
