@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))     # this checkout's kvbench, also for in-process imports
 MOONCAKE = REPO.parent / "shared" / "traces" / "mooncake-fast25" / "synthetic_trace.jsonl"
 
 
@@ -85,35 +86,21 @@ def _throttled(a):
     global CGROUP
     from kvbench.units import parse_rate, parse_size
 
+    from kvbench.engine.throttle import throttled_loop
+
     bps = int(parse_rate(a.throttle))
-    backing = "/var/tmp/kvbench-bench-loop.img"
     size = parse_size(a.capacity) + (2 << 30)
-    subprocess.run(["fallocate", "-l", str(size), backing], check=True)     # allocated: no first-write cost
-    dev = subprocess.run(["losetup", "--find", "--show", "--direct-io=on", backing], capture_output=True, text=True,
-                         check=True)
-    dev = dev.stdout.strip()
-    cg = f"/sys/fs/cgroup/blkio/kvbench-bench-{os.getpid()}"
-    try:
-        os.makedirs(cg, exist_ok=True)
-        st = os.stat(dev)
-        majmin = f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}"
-        for knob in ("blkio.throttle.read_bps_device", "blkio.throttle.write_bps_device"):
-            with open(os.path.join(cg, knob), "w") as f:
-                f.write(f"{majmin} {bps}")
-        CGROUP = cg
-        a.target = dev
-        a.destroy = dev
-        out = _run(a)
-        out["throttle_bytes_per_s"] = bps
-        return out
-    finally:
-        CGROUP = None
-        subprocess.run(["losetup", "-d", dev], check=False)
+    # fallocated (no first-write cost) and direct-I/O loop (no host page cache): the throttle sets the speed
+    with throttled_loop("/var/tmp/kvbench-bench-loop.img", size, allocate=True, direct_io=True,
+                        read_bps=bps, write_bps=bps) as loop:
+        CGROUP = str(loop.cgroup)
         try:
-            os.rmdir(cg)
-        except OSError:
-            pass
-        os.unlink(backing)
+            a.target = a.destroy = loop.device
+            out = _run(a)
+            out["throttle_bytes_per_s"] = bps
+            return out
+        finally:
+            CGROUP = None
 
 
 def _run(a):

@@ -69,33 +69,27 @@ def fidelity(seconds: float) -> None:
 
     kvbench and fio each read them (128 KiB random, QD 8) from inside the throttled cgroup; both must report
     the bandwidth that was set and the 4.7x ratio (DESIGN.md)."""
-    blkio = Path("/sys/fs/cgroup/blkio")
-    if os.geteuid() != 0 or not (blkio / "blkio.throttle.read_bps_device").exists():
-        sys.exit("vs_fio --fidelity: needs root and the cgroup-v1 blkio controller")
+    from kvbench.engine.throttle import throttled_loop, unavailable
+
+    why = unavailable()
+    if why:
+        sys.exit(f"vs_fio --fidelity: throttled loop devices {why}")
     tmp = tempfile.mkdtemp(prefix="vsfio-fid-", dir="/var/tmp")
-    devs, cgs, rows = [], [], []
+    rows = []
     repo = Path(__file__).resolve().parents[1]
     try:
         for i, bps in enumerate((16 << 20, int((16 << 20) * 4.7))):
-            img = os.path.join(tmp, f"d{i}.img")
-            with open(img, "wb") as f:
-                f.truncate(256 << 20)
-            dev = subprocess.run(["losetup", "-f", "--show", img], check=True, capture_output=True,
-                                 text=True).stdout.strip()
-            devs.append(dev)
-            cg = blkio / f"kvbench-vsfio-{os.getpid()}-{i}"
-            cg.mkdir()
-            cgs.append(cg)
-            majmin = Path(f"/sys/block/{os.path.basename(dev)}/dev").read_text().strip()
-            (cg / "blkio.throttle.read_bps_device").write_text(f"{majmin} {bps}")
-            inside = f"echo $$ > {cg}/cgroup.procs && exec "
-            kv = subprocess.run(["sh", "-c", inside + f"{sys.executable} -m kvbench io --target {dev} --rw randread "
-                                 f"--bs 128k --qd 8 --runtime {seconds}s --results {tmp}/results --json"],
-                                cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)}, capture_output=True, text=True,
-                                check=True)
-            fio = subprocess.run(["sh", "-c", inside + f"fio --name=f --filename={dev} --rw=randread --bs=128k "
-                                  f"--iodepth=8 --ioengine=libaio --direct=1 --time_based --runtime={seconds} "
-                                  "--output-format=json"], capture_output=True, text=True, check=True)
+            with throttled_loop(os.path.join(tmp, f"d{i}.img"), 256 << 20, read_bps=bps) as loop:
+                dev = loop.device
+                kv = subprocess.run(loop.argv([sys.executable, "-m", "kvbench", "io", "--target", dev, "--rw",
+                                               "randread", "--bs", "128k", "--qd", "8", "--runtime", f"{seconds}s",
+                                               "--results", f"{tmp}/results", "--json"]),
+                                    cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)}, capture_output=True,
+                                    text=True, check=True)
+                fio = subprocess.run(loop.argv(["fio", "--name=f", f"--filename={dev}", "--rw=randread", "--bs=128k",
+                                                "--iodepth=8", "--ioengine=libaio", "--direct=1", "--time_based",
+                                                f"--runtime={seconds}", "--output-format=json"]),
+                                     capture_output=True, text=True, check=True)
             kv_bw = json.loads(kv.stdout)["bw_bytes_per_s"]
             fio_bw = json.loads(fio.stdout)["jobs"][0]["read"]["bw_bytes"]
             rows.append((bps, kv_bw, fio_bw))
@@ -106,10 +100,6 @@ def fidelity(seconds: float) -> None:
         print("JSON " + json.dumps({"set_ratio": s1 / s0, "kvbench_ratio": k1 / k0, "fio_ratio": f1 / f0,
                                     "rows": rows}))
     finally:
-        for d in devs:
-            subprocess.run(["losetup", "-d", d])
-        for cg in cgs:
-            cg.rmdir()
         shutil.rmtree(tmp, ignore_errors=True)
 
 

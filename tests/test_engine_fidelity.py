@@ -8,46 +8,32 @@ import json
 import os
 import subprocess
 import sys
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
 
+from kvbench.engine.throttle import throttled_loop, unavailable
+
 REPO = Path(__file__).resolve().parents[1]
-BLKIO = Path("/sys/fs/cgroup/blkio")
 MiB = 1 << 20
 
 
 @pytest.fixture
 def throttled(tmp_path):
-    if os.geteuid() != 0 or not (BLKIO / "blkio.throttle.read_bps_device").exists():
-        pytest.skip("needs root and the cgroup-v1 blkio controller at /sys/fs/cgroup/blkio")
-    made, devs = [], []
-
-    def make(bps):
-        img = tmp_path / f"d{len(devs)}.img"
-        with open(img, "wb") as f:
-            f.truncate(64 * MiB)
-        dev = subprocess.run(["losetup", "-f", "--show", str(img)], check=True, capture_output=True,
-                             text=True).stdout.strip()
-        devs.append(dev)
-        cg = BLKIO / f"kvbench-test-{os.getpid()}-{len(made)}"
-        cg.mkdir()
-        made.append(cg)
-        majmin = Path(f"/sys/block/{os.path.basename(dev)}/dev").read_text().strip()
-        (cg / "blkio.throttle.read_bps_device").write_text(f"{majmin} {bps}")
-        return dev, cg
-    yield make
-    for d in devs:
-        subprocess.run(["losetup", "-d", d])
-    for cg in made:
-        cg.rmdir()
+    why = unavailable()
+    if why:
+        pytest.skip(f"throttled loop devices: {why}")
+    with ExitStack() as stack:
+        yield lambda bps: stack.enter_context(
+            throttled_loop(tmp_path / f"d{bps}.img", 64 * MiB, read_bps=bps))
 
 
-def measure(dev, cg, tmp_path):
+def measure(loop, tmp_path):
     """kvbench io in a child process placed in the throttled cgroup; returns its JSON summary."""
-    script = (f"echo $$ > {cg}/cgroup.procs && exec {sys.executable} -m kvbench io --target {dev} --rw randread "
-              f"--bs 128k --qd 8 --runtime 1.5s --results {tmp_path}/results --json")
-    r = subprocess.run(["sh", "-c", script], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+    argv = [sys.executable, "-m", "kvbench", "io", "--target", loop.device, "--rw", "randread", "--bs", "128k",
+            "--qd", "8", "--runtime", "1.5s", "--results", tmp_path / "results", "--json"]
+    r = subprocess.run(loop.argv(argv), cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
@@ -55,8 +41,8 @@ def measure(dev, cg, tmp_path):
 
 def test_measures_the_bandwidth_it_was_given_and_the_ratio(throttled, tmp_path):
     slow_bps, fast_bps = 16 * MiB, int(16 * MiB * 4.7)
-    slow = measure(*throttled(slow_bps), tmp_path)
-    fast = measure(*throttled(fast_bps), tmp_path)
+    slow = measure(throttled(slow_bps), tmp_path)
+    fast = measure(throttled(fast_bps), tmp_path)
     assert slow["bw_bytes_per_s"] == pytest.approx(slow_bps, rel=0.08)
     assert fast["bw_bytes_per_s"] == pytest.approx(fast_bps, rel=0.08)
     assert fast["bw_bytes_per_s"] / slow["bw_bytes_per_s"] == pytest.approx(4.7, rel=0.08)

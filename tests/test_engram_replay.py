@@ -235,46 +235,31 @@ def test_window_from_compute_profile_and_needed_rates(tiny_preset):
     assert R.EngramReplayConfig(preset=tiny_preset, text=str(TEXT)).validate() is None
 
 
-BLKIO = Path("/sys/fs/cgroup/blkio")
 
 
 @pytest.mark.root
 def test_fetch_iops_follow_a_throttled_loop_device(tmp_path, tiny_preset):
     """A loop device throttled by the blkio cgroup is a drive whose true IOPS we set: kvbench must report it."""
-    import shutil
     import subprocess
     import sys
-    if os.geteuid() != 0 or not shutil.which("losetup") or not (BLKIO / "blkio.throttle.read_iops_device").exists():
-        pytest.skip("needs root, losetup and the cgroup-v1 blkio throttle")
+
+    from kvbench.engine.throttle import throttled_loop, unavailable
+
+    why = unavailable()
+    if why:
+        pytest.skip(f"throttled loop devices: {why}")
     # back the loop device with RAM (/dev/shm) so that the throttle, not a busy host disk, sets its speed
     shm = Path("/dev/shm")
     img = (shm if shm.is_dir() else tmp_path) / f"kvbench-engram-test-{os.getpid()}.img"
-    with open(img, "wb") as f:
-        f.truncate(64 << 20)
-    p = subprocess.run(["losetup", "-f", "--show", str(img)], capture_output=True, text=True)
-    if p.returncode:
-        img.unlink(missing_ok=True)
-        pytest.skip(f"losetup failed: {p.stderr.strip()}")
-    loop = p.stdout.strip()
-    cg = BLKIO / f"kvbench-engram-test-{os.getpid()}"
-    try:
-        st = os.stat(loop)
-        cg.mkdir()
-        (cg / "blkio.throttle.read_iops_device").write_text(f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)} 2500\n")
+    with throttled_loop(img, 64 << 20, read_iops=2500) as loop:
         repo = Path(__file__).resolve().parents[1]
         cmd = [sys.executable, "-m", "kvbench", "replay", "engram", "--preset", tiny_preset, "--zipf", "1.0",
                "--tokenizer", "utf8-bytes",
-               "--tokens", "8192", "--batch", "8", "--seq-len", "512", "--steps", "100", "--target", loop,
-               "--destroy-data", loop, "--json", "--results", str(tmp_path / "res")]
-        script = f'echo $$ > {cg}/tasks && exec "$@"'
-        r = subprocess.run(["sh", "-c", script, "sh", *cmd], capture_output=True, text=True, cwd=repo,
+               "--tokens", "8192", "--batch", "8", "--seq-len", "512", "--steps", "100", "--target", loop.device,
+               "--destroy-data", loop.device, "--json", "--results", str(tmp_path / "res")]
+        r = subprocess.run(loop.argv(cmd), capture_output=True, text=True, cwd=repo,
                            env={**os.environ, "PYTHONPATH": str(repo)}, timeout=120)
         assert r.returncode == 0, r.stderr
         d = json.loads(r.stdout)
         assert d["reads"] > 2000 and d["verify"]["mismatches"] == 0
         assert d["iops"] == pytest.approx(2500, rel=0.12), (d["reads"], d["runtime_s"])
-    finally:
-        if cg.exists():
-            cg.rmdir()
-        subprocess.run(["losetup", "-d", loop], check=False)
-        img.unlink(missing_ok=True)
