@@ -31,3 +31,17 @@ def cli():
         return runner.invoke(main, [str(a) for a in args], input=input, catch_exceptions=False)
 
     return run
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _trace_cache_dir(tmp_path_factory):
+    """Trace ingest caches go to a scratch folder for the session, never the user's ~/.cache."""
+    import os
+
+    old = os.environ.get("KVBENCH_CACHE_DIR")
+    os.environ["KVBENCH_CACHE_DIR"] = str(tmp_path_factory.mktemp("kvbench-cache"))
+    yield
+    if old is None:
+        os.environ.pop("KVBENCH_CACHE_DIR", None)
+    else:
+        os.environ["KVBENCH_CACHE_DIR"] = old
