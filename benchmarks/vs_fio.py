@@ -2,10 +2,14 @@
 """kvbench vs fio on identical I/O: the same offsets (exported as a fio iolog v3), the same file, one run.
 
 For each case the plan is built once, written as an iolog, and replayed by fio (libaio, direct=1,
-numjobs=1, replay_no_stall=1, lat_percentiles=1) and by kvbench's engine, alternating in several rounds so
-that drift of a shared machine hits both; the medians over rounds give the ratios. kvbench runs with
-``--workers W`` processes sharing the same total queue depth (qd / W each), so both keep the same number of
-I/Os in flight. Latency is total latency (submit to reaped completion) for both.
+numjobs=1, replay_no_stall=1, slat/clat/lat percentiles) and by kvbench's engine, alternating in several
+rounds so that drift of a shared machine hits both; the medians over rounds give the ratios. kvbench runs with
+``--workers W`` processes sharing the same total queue depth (qd / W each).
+
+Latency is compared as fio defines it, each kind with its own: slat (handed to io_submit -> io_submit
+returned), clat (io_submit returned -> completion reaped) and lat (their sum). The depth each tool really kept
+is measured the same way for both, by Little's law: inflight = IOPS x mean total latency (fio's JSON, and
+kvbench's ``inflight_mean``); latencies only compare at equal measured depth, so it is printed beside them.
 
     .venv/bin/python benchmarks/vs_fio.py [--target results/vsfio.dat] [--size 1GiB] [--seconds 3] [--rounds 3]
     .venv/bin/python benchmarks/vs_fio.py --fidelity     # drives of known speed: throttled loop devices
@@ -39,6 +43,8 @@ CASES = [  # name, op, random, bs, qd
     ("4k-randwrite-qd32", 1, True, 4096, 32),
 ]
 TAG = 0x5653464
+KINDS = ("slat", "clat", "lat")
+STATS = ("iops", "bw", "inflight", *(f"{k}_{q}" for k in KINDS for q in ("p50", "p99")))
 
 def build(op, rand, bs, size, n, seed=1):
     blocks = size // bs
@@ -48,20 +54,29 @@ def build(op, rand, bs, size, n, seed=1):
 
 def run_fio(log, qd, n, bs, op):
     cmd = ["fio", "--name=vs", "--ioengine=libaio", "--direct=1", f"--iodepth={qd}", f"--read_iolog={log}",
-           "--replay_no_stall=1", "--lat_percentiles=1", f"--io_size={n * bs}", "--output-format=json"]
+           "--replay_no_stall=1", "--lat_percentiles=1", "--clat_percentiles=1", "--slat_percentiles=1",
+           f"--io_size={n * bs}", "--output-format=json"]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     j = json.loads(out[out.index("{"):])["jobs"][0]["write" if op else "read"]
-    p = j["lat_ns"]["percentile"]
-    return {"iops": j["iops"], "bw": j["bw_bytes"], "p50": p["50.000000"] / 1e3, "p99": p["99.000000"] / 1e3,
-            "ios": j["total_ios"]}
+    row = {"iops": j["iops"], "bw": j["bw_bytes"], "ios": j["total_ios"],
+           "inflight": j["iops"] * j["lat_ns"]["mean"] / 1e9}
+    for kind in KINDS:
+        p = j[f"{kind}_ns"].get("percentile", {})
+        row[f"{kind}_p50"] = p.get("50.000000", float("nan")) / 1e3
+        row[f"{kind}_p99"] = p.get("99.000000", float("nan")) / 1e3
+    return row
 
 
 def run_kv(target, plan, qd, workers, hugepages=True):
     r = run_plan(plan, [target], qd=max(1, qd // workers), workers=workers, hugepages=hugepages)
     r.raise_for_status()
     s = r.summary()
-    return {"iops": s["iops"], "bw": s["bw_bytes_per_s"], "p50": s["lat_us"]["p50"], "p99": s["lat_us"]["p99"],
-            "ios": s["ios"], "cpu": s["cpu"]["utilisation"]}
+    row = {"iops": s["iops"], "bw": s["bw_bytes_per_s"], "ios": s["ios"], "cpu": s["cpu"]["utilisation"],
+           "inflight": s["inflight_mean"]}
+    for kind in KINDS:
+        row[f"{kind}_p50"] = s[f"{kind}_us"]["p50"]
+        row[f"{kind}_p99"] = s[f"{kind}_us"]["p99"]
+    return row
 
 
 def fidelity(seconds: float) -> None:
@@ -157,26 +172,32 @@ def main(argv=None):
                         res[who].append(run_kv(t, plan, qd, w, hugepages=not who.endswith("-4k")))
                     d = diskstats.delta(before, diskstats.snapshot([t.device])).get(t.device, {})
                     host.setdefault(who, []).append(d.get("write_bytes" if op else "read_bytes", 0) / (n * bs))
-            med = {who: {k: statistics.median(x[k] for x in v) for k in ("iops", "bw", "p50", "p99")}
-                   for who, v in res.items()}
+            med = {who: {k: statistics.median(x[k] for x in v) for k in STATS} for who, v in res.items()}
             f = med["fio"]
             print(f"\n{name}: {n} I/Os per run; fio iops {f['iops']:.0f} bw {f['bw'] / 1e6:.0f} MB/s "
-                  f"p50 {f['p50']:.0f} us p99 {f['p99']:.0f} us (device bytes / planned: "
-                  f"{statistics.median(host['fio']):.2f})")
+                  f"in flight {f['inflight']:.1f}; "
+                  + " ".join(f"{k} p50/p99 {f[k + '_p50']:.1f}/{f[k + '_p99']:.0f} us" for k in KINDS)
+                  + f" (device bytes / planned: {statistics.median(host['fio']):.2f})")
             for who in res:
                 if who == "fio":
                     continue
                 k = med[who]
                 w = int(who[2:].split("-")[0])
                 row = {"case": name, "kvbench_workers": w, "buffers": "4k-pages" if who.endswith("-4k") else "hugepages",
-                       "iops_ratio": k["iops"] / f["iops"],
-                       "bw_ratio": k["bw"] / f["bw"], "p50_ratio": k["p50"] / f["p50"], "p99_ratio": k["p99"] / f["p99"],
+                       "iops_ratio": k["iops"] / f["iops"], "bw_ratio": k["bw"] / f["bw"],
+                       "kv_inflight": k["inflight"], "fio_inflight": f["inflight"],
                        "kv_iops": k["iops"], "fio_iops": f["iops"]}
+                for kind in KINDS:
+                    for q in ("p50", "p99"):
+                        row[f"{kind}_{q}_ratio"] = k[f"{kind}_{q}"] / f[f"{kind}_{q}"] if f[f"{kind}_{q}"] else None
                 rows.append(row)
                 print(f"  kvbench workers={w} (qd {max(1, qd // w)} each, {row['buffers']}): iops {k['iops']:.0f} "
-                      f"(x{row['iops_ratio']:.2f}) bw x{row['bw_ratio']:.2f} p50 {k['p50']:.0f} us "
-                      f"(x{row['p50_ratio']:.2f}) p99 {k['p99']:.0f} us (x{row['p99_ratio']:.2f}) "
-                      f"device bytes / planned {statistics.median(host[who]):.2f}")
+                      f"(x{row['iops_ratio']:.2f}) bw x{row['bw_ratio']:.2f} in flight {k['inflight']:.1f} "
+                      f"(fio {f['inflight']:.1f}); "
+                      + " ".join(f"{kind} p50 {k[kind + '_p50']:.1f} us (x{row[kind + '_p50_ratio'] or 0:.2f}) "
+                                 f"p99 {k[kind + '_p99']:.0f} us (x{row[kind + '_p99_ratio'] or 0:.2f})"
+                                 for kind in KINDS)
+                      + f"; device bytes / planned {statistics.median(host[who]):.2f}")
     finally:
         t.close()
         shutil.rmtree(tmp, ignore_errors=True)

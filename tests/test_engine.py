@@ -230,3 +230,23 @@ def test_dram_arena_is_shared_by_worker_processes():
     r = run_plan(make_plan(0, np.arange(64) * 65536, 65536, tag=21), [t], qd=4, workers=2, verify="all")
     assert r.verify["checked"] == 64 and r.verify["mismatches"] == 0
     t.close()
+
+
+@pytest.mark.parametrize("engine,qd", [("libaio", 16), ("psync", 4), ("libaio", 1)])
+def test_latency_splits_into_slat_and_clat_and_depth_follows_littles_law(target, engine, qd):
+    fill(target)
+    rng = np.random.default_rng(3)
+    r = run_plan(make_plan(0, rng.integers(0, target.size // 4096, 3000) * 4096, 4096, tag=7), [target],
+                 engine=engine, qd=qd)
+    assert r.status == "complete", r.error
+    lat, slat, clat = (r.latency(kind=k) for k in ("lat", "slat", "clat"))
+    assert lat.count == slat.count == clat.count == 3000
+    assert lat.total_ns == slat.total_ns + clat.total_ns            # per I/O: lat = slat + clat, to the ns
+    assert slat.min_ns >= 0 and clat.min_ns >= 0 and slat.max_ns <= lat.max_ns and clat.max_ns <= lat.max_ns
+    ok = r.complete_ns >= 0
+    depth = (r.complete_ns[ok] - r.submit_ns[ok]).sum() / (r.complete_ns[ok].max() - r.submit_ns[ok].min())
+    assert r.inflight_mean() == pytest.approx(depth, rel=1e-9)
+    assert 0 < r.inflight_mean() <= qd + 1e-9
+    s = r.summary()
+    assert set(s["slat_us"]) == set(s["clat_us"]) == set(s["lat_us"]) and s["inflight_mean"] == r.inflight_mean()
+    assert s["ops"]["read"]["clat_us"]["p50"] <= s["ops"]["read"]["lat_us"]["p50"]

@@ -29,6 +29,8 @@ def test_io_json_and_run_folder(cli, tmp_path):
     for key in ("iops", "bw_bytes_per_s", "ios", "runtime_s", "lat_us", "run_dir"):
         assert key in s
     assert set(s["lat_us"]) == LAT_KEYS and s["ios"] == 2048 and s["status"] == "complete"
+    assert set(s["slat_us"]) == set(s["clat_us"]) == LAT_KEYS and 0 < s["inflight_mean"] <= 8
+    assert s["slat_us"]["mean"] + s["clat_us"]["mean"] == pytest.approx(s["lat_us"]["mean"], rel=1e-9)
     assert s["verify"]["checked"] == 2048 and s["verify"]["mismatches"] == 0
     assert s["prefill"]["bytes"] == 8 << 20          # a new file is written before it is read
     rd = Path(s["run_dir"])

@@ -3,7 +3,9 @@
 One Driver runs in one process over its share of a plan. Engines only move bytes; this loop stamps
 ``perf_counter_ns`` once per submitted batch (just before the engine's submit call) and once per reaped
 batch (just after reap returns, unless the engine stamped completions itself), so latency = completion
-reaped - submitted, the same for every engine. All bookkeeping is vectorised over batches: no Python object
+reaped - submitted, the same for every engine. Like fio, that total latency is split at the moment the submit
+call returned: submission latency (slat = returned - submitted) and completion latency (clat = reaped -
+returned); the mean number of I/Os in flight follows from Little's law (sum of latencies / elapsed). All bookkeeping is vectorised over batches: no Python object
 per I/O. Completed I/Os are folded into histograms and per-second rows every ``flush_ns`` so that a long
 run's time series is written as it goes.
 """
@@ -95,9 +97,12 @@ class Driver:
         self.on_second = on_second
         n = len(plan)
         self.sub = np.full(n, -1, dtype=np.int64)
+        self.sdone = np.full(n, -1, dtype=np.int64)     # the submit call returned
         self.comp = np.full(n, -1, dtype=np.int64)
         self.res = np.zeros(n, dtype=np.int64)
         self.hists: dict[tuple[int, str], LatencyHistogram] = {}
+        self.slat: dict[tuple[int, str], LatencyHistogram] = {}     # submission latency
+        self.clat: dict[tuple[int, str], LatencyHistogram] = {}     # completion latency
         self.seconds: dict[int, SecondStats] = {}
         self.errors: dict[int, int] = {}
         self.first_error = None
@@ -147,7 +152,7 @@ class Driver:
         faults = cfg.faults if cfg.faults is not None and cfg.faults.active else None
         verify = cfg.verify != "off"
         stamp = cfg.stamp and bool((ops == OP_WRITE).any())
-        sub, comp, res, done_log = self.sub, self.comp, self.res, self._done_log
+        sub, sdone, comp, res, done_log = self.sub, self.sdone, self.comp, self.res, self._done_log
         free = np.arange(qd - 1, -1, -1, dtype=np.int64)
         nfree = qd
         slot_pidx = np.zeros(qd, dtype=np.int64)
@@ -208,11 +213,16 @@ class Driver:
                                             lbs, one_lbs)
                         t = pc()
                         ts = engine.submit(sl, ops[i:j], tg[i:j], off[i:j], ln[i:j])
-                        sub[i:j] = (t if ts is None else ts) - t0
+                        if ts is None:
+                            sub[i:j] = t - t0
+                            sdone[i:j] = pc() - t0
+                        else:
+                            sub[i:j] = ts[0] - t0
+                            sdone[i:j] = ts[1] - t0
                         inflight += k
                         self.n_issued += k
                         if self.t_first < 0:
-                            self.t_first = t - t0
+                            self.t_first = int(sub[i])
                         if loop and i < half <= j:
                             self._flush(ops, tg, ln, pc() - t0)
                         i = j
@@ -245,7 +255,7 @@ class Driver:
                         i0, nd0 = i, self._nd
                         st[:] = (i, nfree, inflight, nd0, 0)
                         why = fast(st, e, until, t0, stamp, one_lbs, ops, tg, off, ln, tags, words, free,
-                                   slot_pidx, sub, comp, res, done_log)
+                                   slot_pidx, sub, sdone, comp, res, done_log)
                         if why is None:
                             fast = None
                         elif why >= 0:
@@ -393,6 +403,9 @@ class Driver:
                     self.counts[hk] = [0, 0]
                 ls = lat[sel]
                 h.record_buckets(bidx[sel], int(ls.sum()), int(ls.min()), int(ls.max()))
+                ps = p[sel]
+                self.slat.setdefault(hk, LatencyHistogram()).record(self.sdone[ps] - self.sub[ps])
+                self.clat.setdefault(hk, LatencyHistogram()).record(self.comp[ps] - self.sdone[ps])
                 self.counts[hk][0] += int(sel.sum())
                 self.counts[hk][1] += int(r[sel].sum())
             sec = self.comp[p] // 1_000_000_000
@@ -424,6 +437,7 @@ class Driver:
                          "max_us": float(d.max() / 1e3) if d.size else None,
                          "late_1ms": int((d > 1_000_000).sum())}
         return {"sub": self.sub, "comp": self.comp, "res": self.res, "gidx": self.gidx, "hists": self.hists,
+                "slat": self.slat, "clat": self.clat,
                 "lag": lag, "lag_stats": lag_stats, "issued": int(issued), "errors": self.errors,
                 "short": self.short, "first_error": self.first_error, "failed": self.failed,
                 "interrupted": bool(self.stop.value), "verify_checked": self.verify_checked,

@@ -17,7 +17,9 @@ from kvbench.metrics.histogram import LatencyHistogram, merged
 class PlanResult:
     """Per-I/O arrays are in plan order: ``submit_ns``/``complete_ns`` from run start (-1: never issued /
     never completed), ``result`` bytes done or -errno. ``histograms`` maps (target index, op name) to
-    latency histograms of successful I/Os; ``lag`` holds open-loop issue lag (achieved - intended)."""
+    latency histograms of successful I/Os (total: submitted to reaped); ``slat``/``clat`` split it where the
+    submit call returned (fio's submission and completion latency); ``lag`` holds open-loop issue lag
+    (achieved - intended)."""
 
     submit_ns: np.ndarray
     complete_ns: np.ndarray
@@ -47,6 +49,8 @@ class PlanResult:
     t_last_ns: int = -1                           # last completion
     passes: int = 0                               # full passes over the plan (time-based loops)
     issued_total: int = 0                         # I/Os submitted, over all passes
+    slat: dict = field(default_factory=dict)      # (target, op) -> submission latency histogram
+    clat: dict = field(default_factory=dict)      # (target, op) -> completion latency histogram
 
     # ---- derived -----------------------------------------------------------------------------------------
     @property
@@ -72,9 +76,21 @@ class PlanResult:
         return {name: sum(c[0] for (t, o), c in self.counts.items() if o == name and target in (None, t))
                 for name in OP_NAMES.values()}
 
-    def latency(self, op: str | None = None, target: int | None = None) -> LatencyHistogram:
-        return merged(h for (t, o), h in self.histograms.items()
-                      if (op is None or o == op) and (target is None or t == target))
+    def latency(self, op: str | None = None, target: int | None = None, kind: str = "lat") -> LatencyHistogram:
+        """Merged histogram of ``kind``: ``lat`` (total), ``slat`` (submission) or ``clat`` (completion)."""
+        src = {"lat": self.histograms, "slat": self.slat, "clat": self.clat}[kind]
+        return merged(h for (t, o), h in src.items() if (op is None or o == op) and (target is None or t == target))
+
+    def inflight_mean(self, op: str | None = None) -> float | None:
+        """Time-averaged I/Os in flight (submitted, not yet reaped) from first submit to last completion:
+        by Little's law, the sum of total latencies over the elapsed time (fio: iops x mean lat)."""
+        h = self.latency(op)
+        wall_ns = self.wall_s * 1e9
+        return h.total_ns / wall_ns if wall_ns > 0 and h.count else None
+
+    def _lat_fields(self, op: str | None = None) -> dict:
+        return {"lat_us": self.latency(op).percentiles(), "slat_us": self.latency(op, kind="slat").percentiles(),
+                "clat_us": self.latency(op, kind="clat").percentiles(), "inflight_mean": self.inflight_mean(op)}
 
     def summary(self) -> dict:
         """JSON-ready aggregate numbers (io command fields: iops, bw_bytes_per_s, ios, runtime_s, lat_us)."""
@@ -87,10 +103,9 @@ class PlanResult:
             "ios": total_ios, "runtime_s": wall,
             "iops": total_ios / wall if wall > 0 else None,
             "bw_bytes_per_s": total_bytes / wall if wall > 0 else None,
-            "bytes": by, "lat_us": self.latency().percentiles(),
+            "bytes": by, **self._lat_fields(),
             "ops": {op: {"ios": ios[op], "bytes": by[op], "iops": ios[op] / wall if wall > 0 else None,
-                         "bw_bytes_per_s": by[op] / wall if wall > 0 else None,
-                         "lat_us": self.latency(op).percentiles()}
+                         "bw_bytes_per_s": by[op] / wall if wall > 0 else None, **self._lat_fields(op)}
                     for op in ios if ios[op]},
             "issued": self.issued_total, "planned": int(len(self.submit_ns)), "passes": self.passes,
             "errors": {(_errno.errorcode.get(k, str(k))): v for k, v in self.errors.items()},

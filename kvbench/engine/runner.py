@@ -245,6 +245,8 @@ def _merge(plan, outs, engine, cfg, workers, interrupted, rows) -> PlanResult:
     comp = np.full(n, -1, dtype=np.int64)
     res = np.zeros(n, dtype=np.int64)
     hists: dict = {}
+    slat: dict = {}
+    clat: dict = {}
     lag = LatencyHistogram()
     errors: dict = {}
     firsts, vfirsts = [], []
@@ -262,6 +264,9 @@ def _merge(plan, outs, engine, cfg, workers, interrupted, rows) -> PlanResult:
         sub[g], comp[g], res[g] = o["sub"], o["comp"], o["res"]
         for k, h in o["hists"].items():
             hists.setdefault(k, LatencyHistogram()).merge(h)
+        for mine, theirs in ((slat, o["slat"]), (clat, o["clat"])):
+            for k, h in theirs.items():
+                mine.setdefault(k, LatencyHistogram()).merge(h)
         for k, c in o["counts"].items():
             cur = counts.setdefault(k, [0, 0])
             cur[0] += c[0]
@@ -303,7 +308,7 @@ def _merge(plan, outs, engine, cfg, workers, interrupted, rows) -> PlanResult:
     wall = (max(t_last) - min(t_first)) / 1e9 if t_first and t_last else 0.0
     verify = {"mode": cfg.verify, "checked": vchecked, "mismatches": vbad,
               "first": min(vfirsts, key=lambda f: f["index"]) if vfirsts else None}
-    return PlanResult(submit_ns=sub, complete_ns=comp, result=res, histograms=hists, lag=lag,
+    return PlanResult(submit_ns=sub, complete_ns=comp, result=res, histograms=hists, slat=slat, clat=clat, lag=lag,
                       lag_stats=lag_stats, ops=plan["op"].copy(), lengths=plan["length"].copy(),
                       targets=plan["target"].copy(), engine=engine, qd=cfg.qd, workers=workers,
                       pacing=cfg.pacing, speed=cfg.speed, status=status, error=error, errno=code,

@@ -66,12 +66,13 @@ def submit_each_kernel():
         import numpy as _np
 
         from kvbench.engine.engines.aio_kernel import fill_submit, submit_each
-        submit_each(0, 0, 0, _np.zeros(2, _np.int64), _np.zeros(1, _np.int64))
+        submit_each(0, 0, 0, _np.zeros(2, _np.int64), _np.zeros(1, _np.int64), _np.zeros(1, _np.int64))
         iocbs = _np.zeros(1, dtype=IOCB_DTYPE)
         z = _np.zeros(0, _np.int64)
         fill_submit(0, z, _np.zeros(0, _np.uint8), z, _np.zeros(0, _np.uint64), z, _np.zeros(1, _np.int32),
                     iocbs["opcode"], iocbs["fildes"], iocbs["nbytes"], iocbs["offset"], 0,
-                    _np.zeros(1, _np.uint64), _np.zeros(2, _np.int64), _np.zeros(1, _np.int64))
+                    _np.zeros(1, _np.uint64), _np.zeros(2, _np.int64), _np.zeros(1, _np.int64),
+                    _np.zeros(1, _np.int64))
         _submit_each = (submit_each, fill_submit)
     return _submit_each
 
@@ -87,7 +88,7 @@ def closed_loop_kernel():
         closed_loop(0, np.zeros(5, i64), 0, 0, 0, True, 512, np.zeros(1, np.uint8), z, np.zeros(1, u8), z,
                     np.zeros(1, u8), np.zeros(1, np.int32), iocbs["opcode"], iocbs["fildes"], iocbs["nbytes"],
                     iocbs["offset"], 0, np.zeros(1, u8), events["data"], events["res"], 0,
-                    np.zeros((1, 64), u8), z, z, z, z, z, z, np.zeros(2, i64), np.zeros(2, i64))
+                    np.zeros((1, 64), u8), z, z, z, z, z, z, z, np.zeros(2, i64), np.zeros(2, i64))
         _closed_loop = closed_loop
     return _closed_loop
 
@@ -136,7 +137,7 @@ class LibaioEngine(Engine):
         self._ev_ptr = self.events.ctypes.data
         self._ptrs = np.zeros(qd, dtype=np.uint64)
         self._ptrs_addr = self._ptrs.ctypes.data
-        self._stamps = np.zeros(qd, dtype=np.int64)
+        self._stamps = np.zeros((2, qd), dtype=np.int64)    # [handed to io_submit; io_submit returned]
         self._tsbuf = np.zeros(2, dtype=np.int64)
         self._ts = _Timespec()
         self._ts_ptr = ctypes.addressof(self._ts)
@@ -146,7 +147,7 @@ class LibaioEngine(Engine):
         self._tmo = np.zeros(2, dtype=np.int64)
 
     def closed_loop(self, state, iend, until, t0, stamp, lbs, ops, tgts, offsets, lengths, tags, words, free,
-                    slot_pidx, sub, comp, res, done_log):
+                    slot_pidx, sub, sdone, comp, res, done_log):
         """Run the driver's closed loop in compiled code (see aio_kernel.closed_loop); None when unavailable
         (no compiled kernel), -1 when not now (completions stashed by the Python path, e.g. trims, are
         still to be handed over through reap)."""
@@ -157,10 +158,10 @@ class LibaioEngine(Engine):
         return self._loop(self._ctx.value, state, iend, until, t0, stamp, lbs, ops, tgts, offsets, lengths, tags,
                           self.fds, self._f_op, self._f_fd, self._f_n, self._f_off, int(self._iocb_base),
                           self._ptrs, self.events["data"], self.events["res"], self._ev_ptr, words, free,
-                          slot_pidx, sub, comp, res, done_log, self._tsbuf, self._tmo)
+                          slot_pidx, sub, sdone, comp, res, done_log, self._tsbuf, self._tmo)
 
     def submit(self, slots, ops, tgts, offsets, lengths):
-        """Start the I/Os; returns per-I/O submit times (perf_counter_ns clock) or None."""
+        """Start the I/Os; returns per-I/O [submit; submit-returned] times (perf_counter_ns clock), or None."""
         stamped = self._each is not None
         if (ops == 2).any():
             stamped = False
@@ -177,7 +178,8 @@ class LibaioEngine(Engine):
         ctx = self._ctx.value
         if self._each is not None:      # fill and submit in the compiled loop
             r = self._each[1](ctx, slots, ops, tgts, offsets, lengths, self.fds, self._f_op, self._f_fd,
-                              self._f_n, self._f_off, int(self._iocb_base), self._ptrs, self._tsbuf, self._stamps)
+                              self._f_n, self._f_off, int(self._iocb_base), self._ptrs, self._tsbuf, self._stamps[0],
+                              self._stamps[1])
         else:                           # vectorised fill, one io_submit for the batch
             self._f_op[slots] = _OP_TO_CMD[ops]
             self._f_fd[slots] = self.fds[tgts]
@@ -191,7 +193,8 @@ class LibaioEngine(Engine):
         while done < k:
             if r is None:
                 if self._each is not None:
-                    r = self._each[0](ctx, k - done, self._ptrs_addr + 8 * done, self._tsbuf, self._stamps[done:k])
+                    r = self._each[0](ctx, k - done, self._ptrs_addr + 8 * done, self._tsbuf,
+                                      self._stamps[0, done:k], self._stamps[1, done:k])
                 else:
                     r = self._lib.io_submit(ctx, k - done, self._ptrs_addr + 8 * done)
             if r > 0:
@@ -203,7 +206,7 @@ class LibaioEngine(Engine):
                 self._stash_r.append(np.array([r if r < 0 else -errno.EIO], dtype=np.int64))
                 done += 1
             r = None
-        return self._stamps[:k].copy() if stamped else None
+        return self._stamps[:, :k].copy() if stamped else None
 
     def _getevents(self, min_nr, timeout_ns):
         if timeout_ns is None:

@@ -32,8 +32,9 @@ CLOCK_MONOTONIC = 1
 
 
 @numba.njit(cache=True, nogil=True)
-def submit_each(ctx, n, ptrs_addr, ts, stamps):
-    """Submit n iocbs (pointer array at ptrs_addr) one per call; stamps[j] = submit time of iocb j.
+def submit_each(ctx, n, ptrs_addr, ts, stamps, returned):
+    """Submit n iocbs (pointer array at ptrs_addr) one per call; stamps[j] = time iocb j was handed to io_submit,
+    returned[j] = time that call returned (slat is the difference, as fio's).
 
     Returns the number submitted, or a negative errno when the first one was refused."""
     done = 0
@@ -41,6 +42,8 @@ def submit_each(ctx, n, ptrs_addr, ts, stamps):
         _clock_gettime(CLOCK_MONOTONIC, ts.ctypes.data)
         stamps[done] = ts[0] * 1_000_000_000 + ts[1]
         r = _io_submit(ctx, 1, ptrs_addr + 8 * done)
+        _clock_gettime(CLOCK_MONOTONIC, ts.ctypes.data)
+        returned[done] = ts[0] * 1_000_000_000 + ts[1]
         if r != 1:
             return done if r == 0 else (r if done == 0 else done)
         done += 1
@@ -48,7 +51,8 @@ def submit_each(ctx, n, ptrs_addr, ts, stamps):
 
 
 @numba.njit(cache=True, nogil=True)
-def fill_submit(ctx, slots, ops, tgts, offsets, lengths, fds, f_op, f_fd, f_n, f_off, iocb_base, ptrs, ts, stamps):
+def fill_submit(ctx, slots, ops, tgts, offsets, lengths, fds, f_op, f_fd, f_n, f_off, iocb_base, ptrs, ts, stamps,
+                returned):
     """Fill the iocbs of a batch (reads and writes) and submit them one per call, stamping each.
 
     Returns the number submitted, or a negative errno when the first one was refused; the pointer array is
@@ -66,6 +70,8 @@ def fill_submit(ctx, slots, ops, tgts, offsets, lengths, fds, f_op, f_fd, f_n, f
         _clock_gettime(CLOCK_MONOTONIC, ts.ctypes.data)
         stamps[done] = ts[0] * 1_000_000_000 + ts[1]
         r = _io_submit(ctx, 1, ptrs.ctypes.data + 8 * done)
+        _clock_gettime(CLOCK_MONOTONIC, ts.ctypes.data)
+        returned[done] = ts[0] * 1_000_000_000 + ts[1]
         if r != 1:
             return done if r == 0 else (r if done == 0 else done)
         done += 1
@@ -81,12 +87,13 @@ LOOP_WINDOW, LOOP_TIME, LOOP_ERROR, LOOP_LOG_FULL = 0, 1, 2, 3
 @numba.njit(cache=True, nogil=True)
 def closed_loop(ctx, state, iend, until, t0, stamp, lbs,
                 ops, tgts, offsets, lengths, tags, fds, f_op, f_fd, f_n, f_off, iocb_base, ptrs,
-                ev_data, ev_res, ev_addr, words, free, slot_pidx, sub, comp, res, done_log, ts, tmo):
+                ev_data, ev_res, ev_addr, words, free, slot_pidx, sub, sdone, comp, res, done_log, ts, tmo):
     """The closed loop of the driver for plan entries [state[0], iend) (reads/writes, no fence among them).
 
     Keeps the queue full: each freed slot gets the next plan entry at once (stamped with its write content,
     submitted one iocb per call with its submit time), completions are reaped with io_getevents and stamped
-    once per reaped batch, like the driver does. state = [i, nfree, inflight, nd, io_submit error] is read
+    once per reaped batch, like the driver does; sdone[i] is when io_submit returned (slat = sdone - sub, clat =
+    comp - sdone, as fio splits them). state = [i, nfree, inflight, nd, io_submit error] is read
     and written back. Returns why it stopped: LOOP_WINDOW (plan entries up to iend submitted), LOOP_TIME
     (``until`` passed: the driver flushes and checks its stop flag), LOOP_ERROR (a result other than the
     length, or a syscall error in state[4]) or LOOP_LOG_FULL (done_log needs a flush)."""
@@ -119,6 +126,8 @@ def closed_loop(ctx, state, iend, until, t0, stamp, lbs,
                 state[4] = r if r < 0 else -11
                 why = LOOP_ERROR
                 break
+            _clock_gettime(CLOCK_MONOTONIC, ts.ctypes.data)
+            sdone[i] = ts[0] * 1_000_000_000 + ts[1] - t0
             sub[i] = t - t0
             slot_pidx[s] = i
             nfree -= 1

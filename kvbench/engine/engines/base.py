@@ -15,8 +15,10 @@ class Engine:
     """Base class. ``buffers`` is a (qd, slot_bytes) uint8 view of page-aligned memory; slot s owns row s.
 
     submit(slots, ops, tgts, offsets, lengths) starts the I/Os (all of them: an engine that cannot take a
-    whole batch at once keeps the rest itself) and returns their submit times (perf_counter_ns clock) when
-    it stamped them one by one, else None (the driver's stamp just before the call holds); reap(min_nr, timeout_ns) returns (slots, results, t_ns):
+    whole batch at once keeps the rest itself) and returns, when it stamped them one by one, a (2, k) array of
+    per-I/O times (perf_counter_ns clock): handed to the kernel, and the submit call returned; else None (the
+    driver's stamps just before and after the call hold). Their difference is the submission latency (slat);
+    reap(min_nr, timeout_ns) returns (slots, results, t_ns):
     results are bytes done or -errno, t_ns the completion times (perf_counter_ns) or None when the driver
     should stamp them at return.
     """
