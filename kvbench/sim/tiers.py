@@ -20,6 +20,9 @@ tier above (demotion: read from the evicting tier, write to the next). Exclusive
 in one tier only) create in the top tier, demote on eviction and move on promotion; they need write-back.
 An evicted block whose next tier already holds a copy (inclusive) is dropped without a write.
 
+:class:`Hierarchy` runs the per-block loop compiled (numba); :class:`ReferenceHierarchy` is the same
+simulation in Python, the reference it is tested against.
+
 The output is a stream of block events (``EVENT_DTYPE``): one row per block read/write/trim on L2..L4, in an
 order that is safe to issue (each request: its hit reads first, then writes, demotions, trims in simulation
 order). The planner (:mod:`kvbench.replay.plan`) turns them into chunked I/O with content tags and fences.
@@ -162,8 +165,12 @@ class _Tier:
     c: TierCounters = field(default_factory=TierCounters)
 
 
-class Hierarchy:
-    """Runs requests through the tiers; collects block events and per-request hit counts."""
+class ReferenceHierarchy:
+    """The tier simulation in plain Python: the readable definition of its semantics.
+
+    :class:`Hierarchy` (compiled, :mod:`kvbench.sim.tiers_kernel`) must give identical requests, events,
+    counters and residency for every spec; the tests hold the two together on randomized traces.
+    """
 
     def __init__(self, spec: HierarchySpec):
         spec.validate()
@@ -351,6 +358,280 @@ class Hierarchy:
         raise KeyError(name)
 
     def tier(self, name: str) -> _Tier:
+        for t in self.tiers:
+            if t.spec.name == name:
+                return t
+        raise KeyError(name)
+
+    def counters(self) -> dict:
+        return {t.spec.name: t.c for t in self.tiers}
+
+
+# --- the compiled hierarchy ----------------------------------------------------------------------------------
+_POLICY_CODES = {"lru": 0, "fifo": 1, "s3fifo": 2}
+_STORE_CODES = {None: 0, "slot": 1, "log": 2}
+
+
+class _StoreView:
+    """Layout figures of a tier's block store (as SlotStore/LogStore report them) and its live counters."""
+
+    def __init__(self, hier: "Hierarchy", t: int, layout: str, capacity: int, slot_bytes: int, n_slots: int,
+                 segment_slots: int, n_segments: int, trim: bool):
+        self._h, self._t = hier, t
+        self.layout, self.capacity_blocks, self.slot_bytes = layout, capacity, slot_bytes
+        self.n_slots, self.segment_slots, self.n_segments, self.trim_enabled = n_slots, segment_slots, n_segments, trim
+
+    @property
+    def footprint_bytes(self) -> int:
+        return self.n_slots * self.slot_bytes
+
+    def _i(self, f):
+        from kvbench.sim import tiers_kernel as K
+
+        return int(self._h._I[self._t, getattr(K, f)])
+
+    used = property(lambda self: self._i("USED"))
+    reclaimed_segments = property(lambda self: self._i("RECLAIMED"))
+    dropped_blocks = property(lambda self: self._i("DROPPED"))
+
+
+class _TierView:
+    """One tier of a compiled Hierarchy, with the attributes of the reference's tiers (level, spec, policy,
+    store, c, meta), read from the compiled state."""
+
+    def __init__(self, hier: "Hierarchy", t: int, level: int, spec: TierSpec, policy, store):
+        self._h, self._t = hier, t
+        self.level, self.spec, self.policy, self.store = level, spec, policy, store
+
+    @property
+    def c(self) -> TierCounters:
+        from kvbench.sim import tiers_kernel as K
+
+        row = self._h._I[self._t]
+        return TierCounters(*(int(row[f]) for f in (K.C_HIT_BLOCKS, K.C_HIT_READS, K.C_CREATE, K.C_PROMOTE,
+                                                       K.C_DEMOTE_READS, K.C_DEMOTE_WRITES, K.C_TRIMS, K.C_EVICT,
+                                                       K.C_EXPIRE, K.C_RECLAIM, K.C_PEAK)))
+
+    @property
+    def meta(self) -> dict:
+        """key -> (slot, version) of the blocks this tier holds (built on each call: for inspection)."""
+        from kvbench.sim.tiers_kernel import tier_keys
+
+        keys, slots, vers = tier_keys(self._h._S, self._t, True)
+        return dict(zip(keys.view(np.uint64).tolist(), zip(slots.tolist(), vers.tolist())))
+
+
+class Hierarchy:
+    """Runs requests through the tiers; collects block events and per-request hit counts (compiled).
+
+    Same interface and results as :class:`ReferenceHierarchy`: ``run`` (a batch), ``request`` (one),
+    ``tiers`` (level, spec, policy, store, c, meta), ``tier``, ``resident``, ``counters``, ``produced``.
+    """
+
+    def __init__(self, spec: HierarchySpec):
+        from kvbench.sim import tiers_kernel as K
+
+        spec.validate()
+        self.spec = spec
+        self._K = K
+        self.tiers: list[_TierView] = []
+        sizes = []
+        for t, ts in enumerate(spec.tiers):
+            cap = spec.capacity_blocks(ts)
+            pol = make_policy(ts.policy, cap, ts.ttl_s)        # validates; holds capacity/name for callers
+            layout = None if ts.name == "l1" else ("slot" if ts.name == "l2" else ts.layout)
+            segs = nseg = 0
+            if layout == "slot":
+                n_slots = cap + max(0, spec.spare_slots)
+            elif layout == "log":
+                segs = max(1, spec.segment_bytes // spec.slot_bytes)
+                nseg = -(-cap // segs) + 1
+                n_slots = nseg * segs
+            else:
+                n_slots = 0
+            trim = bool(ts.trim and ts.name not in ("l1", "l2"))
+            store = None if layout is None else _StoreView(self, t, layout, cap, spec.slot_bytes, n_slots, segs,
+                                                           nseg, trim)
+            self.tiers.append(_TierView(self, t, TIER_NAMES.index(ts.name), ts, pol, store))
+            sizes.append(dict(pol=_POLICY_CODES[pol.name], cap=cap,
+                              scap=getattr(pol, "small_capacity", 0), mcap=getattr(pol, "main_capacity", 0),
+                              ttl=ts.ttl_s, store=_STORE_CODES[layout], trim=trim,
+                              level=TIER_NAMES.index(ts.name), n_slots=n_slots, segs=segs, nseg=nseg))
+        self._sizes = sizes
+        self.exclusive = spec.inclusion == "exclusive"
+        self.demote = spec.write_policy == "back" or self.exclusive
+        if self.exclusive:
+            create_at = [0]
+        elif spec.write_policy == "through":
+            create_at = list(range(len(self.tiers)))
+        else:
+            create_at = [i for i, t in enumerate(self.tiers) if t.level <= 1] or [0]
+        self._pec = 0
+        self._S = None
+        self._build(256)
+        G = self._G
+        G[K.G_NT] = len(self.tiers)
+        G[K.G_DEMOTE], G[K.G_EXCL] = int(self.demote), int(self.exclusive)
+        G[K.G_PROMOTE], G[K.G_TOPL1] = int(spec.promote), int(self.tiers[0].level == 0)
+        G[K.G_NCREATE] = len(create_at)
+        G[K.G_CREATE0:K.G_CREATE0 + len(create_at)] = create_at
+        self._req = 0
+
+    # --- state ---------------------------------------------------------------------------------------------
+    def _build(self, pec: int) -> None:
+        """(Re)lay out the state for requests of up to ``pec`` blocks, keeping what an old state holds."""
+        from numba.typed import List
+
+        K = self._K
+        old = self._S
+        T = len(self._sizes)
+        I = np.zeros((T, K.NFIELDS), dtype=np.int64)
+        F = np.zeros(T, dtype=np.float64)
+        base = dict(node=0, ht=0, heap=0, pexp=0, slot=0, seg=0, drop=0)
+        for t, z in enumerate(self._sizes):
+            nn = z["cap"] + (z["mcap"] if z["pol"] == 2 else 0) + 2 * pec + 256
+            hsize = 1 << max(4, int(2 * nn - 1).bit_length())
+            heap = 2 * z["cap"] + 70 if z["ttl"] is not None and z["pol"] != 0 else 0
+            row = I[t]
+            row[K.POL], row[K.CAP], row[K.SCAP], row[K.MCAP] = z["pol"], z["cap"], z["scap"], z["mcap"]
+            row[K.HASTTL] = z["ttl"] is not None
+            F[t] = z["ttl"] or 0.0
+            row[K.STORE], row[K.TRIMF], row[K.LEVEL] = z["store"], z["trim"], z["level"]
+            row[K.NB], row[K.NN], row[K.HB], row[K.HM] = base["node"], nn, base["ht"], hsize - 1
+            row[K.HPB], row[K.HPC], row[K.PEB], row[K.PEC] = base["heap"], heap, base["pexp"], pec
+            row[K.SLOTB], row[K.NSLOTS], row[K.SFB] = base["slot"], z["n_slots"], base["slot"]
+            row[K.SEGS], row[K.NSEG], row[K.SEGB], row[K.DRB] = z["segs"], z["nseg"], base["seg"], base["drop"]
+            for q in range(3):
+                row[K.QH0 + q] = row[K.QT0 + q] = -1
+            row[K.SLH] = row[K.SLT] = -1
+            base["node"] += nn
+            base["ht"] += hsize
+            base["heap"] += heap
+            base["pexp"] += pec
+            base["slot"] += z["n_slots"]
+            base["seg"] += z["nseg"]
+            base["drop"] += z["segs"]
+        nodes = base["node"]
+        arrs = dict(ht=np.zeros(base["ht"], np.int64), nkey=np.zeros(nodes, np.int64),
+                    nprev=np.zeros(nodes, np.int64), nnext=np.zeros(nodes, np.int64),
+                    nslot=np.zeros(nodes, np.int64), nver=np.zeros(nodes, np.int64),
+                    nlast=np.zeros(nodes, np.float64), nwhere=np.zeros(nodes, np.int8),
+                    nmeta=np.zeros(nodes, np.int8), nfreq=np.zeros(nodes, np.int8), nfree=np.zeros(nodes, np.int64),
+                    hd=np.zeros(base["heap"], np.float64), hk=np.zeros(base["heap"], np.int64),
+                    pexp=np.zeros(base["pexp"], np.int64), sfree=np.zeros(base["slot"], np.int64),
+                    skey=np.zeros(base["slot"], np.int64), slive=np.zeros(base["slot"], np.int8),
+                    swr=np.zeros(base["slot"], np.int64), segl=np.zeros(base["seg"], np.int64),
+                    sprev=np.zeros(base["seg"], np.int64), snext=np.zeros(base["seg"], np.int64),
+                    sealed=np.zeros(base["seg"], np.int8), fsegs=np.zeros(base["seg"], np.int64),
+                    drop=np.zeros(base["drop"], np.int64))
+        G = np.zeros(K.NG, dtype=np.int64) if old is None else self._G
+        if old is None:
+            for t, z in enumerate(self._sizes):
+                row = I[t]
+                nb, nn, sb, gb = row[K.NB], row[K.NN], row[K.SLOTB], row[K.SEGB]
+                arrs["nfree"][nb:nb + nn] = np.arange(nn - 1, -1, -1)
+                row[K.FTOP] = nn
+                if z["store"] == 1:
+                    arrs["sfree"][sb:sb + z["n_slots"]] = np.arange(z["n_slots"])
+                    row[K.SFN] = z["n_slots"]
+                elif z["store"] == 2:
+                    arrs["fsegs"][gb:gb + z["nseg"] - 1] = np.arange(1, z["nseg"])
+                    row[K.FSN] = z["nseg"] - 1
+        else:
+            self._relayout(old, I, arrs)
+        self._I, self._F, self._G = I, F, G
+        evs = List()
+        evs.append(np.empty((1024, 8), np.int64))
+        a = arrs
+        self._S = (I, F, G, a["ht"], a["nkey"], a["nprev"], a["nnext"], a["nslot"], a["nver"], a["nlast"],
+                   a["nwhere"], a["nmeta"], a["nfreq"], a["nfree"], a["hd"], a["hk"], a["pexp"], a["sfree"],
+                   a["skey"], a["slive"], a["swr"], a["segl"], a["sprev"], a["snext"], a["sealed"], a["fsegs"],
+                   a["drop"], evs)
+        self._pec = pec
+        self._xbuf = np.zeros(max(z["cap"] for z in self._sizes) + pec + 16, np.int64)
+
+    def _relayout(self, old, I, arrs) -> None:
+        """Copy an old state into larger per-tier regions (node pools and pending lists grow; the rest keeps)."""
+        K = self._K
+        oI = old[K.S_I]
+        names = ["ht", "nkey", "nprev", "nnext", "nslot", "nver", "nlast", "nwhere", "nmeta", "nfreq", "nfree",
+                 "hd", "hk", "pexp", "sfree", "skey", "slive", "swr", "segl", "sprev", "snext", "sealed", "fsegs",
+                 "drop"]
+        o = dict(zip(names, old[K.S_HT:K.S_EVS]))
+        keep = [f for f in range(K.NFIELDS) if f not in (K.NB, K.NN, K.HB, K.HM, K.PEB, K.PEC, K.FTOP)]
+        for t in range(I.shape[0]):
+            r, orow = I[t], oI[t]
+            r[keep] = orow[keep]
+            ob, nb, on, nn = orow[K.NB], r[K.NB], orow[K.NN], r[K.NN]
+            for f in ("nkey", "nprev", "nnext", "nslot", "nver", "nlast", "nwhere", "nmeta", "nfreq"):
+                arrs[f][nb:nb + on] = o[f][ob:ob + on]
+            top = orow[K.FTOP]
+            arrs["nfree"][nb:nb + top] = o["nfree"][ob:ob + top]
+            arrs["nfree"][nb + top:nb + top + nn - on] = np.arange(nn - 1, on - 1, -1)
+            r[K.FTOP] = top + nn - on
+            K.rehash(o["ht"], orow[K.HB], orow[K.HM] + 1, arrs["ht"], r[K.HB], r[K.HM], arrs["nkey"], nb)
+            pen = orow[K.PEN]
+            arrs["pexp"][r[K.PEB]:r[K.PEB] + pen] = o["pexp"][orow[K.PEB]:orow[K.PEB] + pen]
+        for f in ("hd", "hk", "sfree", "skey", "slive", "swr", "segl", "sprev", "snext", "sealed", "fsegs", "drop"):
+            arrs[f][:] = o[f]
+
+    # --- simulation ----------------------------------------------------------------------------------------
+    @property
+    def produced(self) -> int:
+        return int(self._G[self._K.G_PRODUCED])
+
+    def run(self, timestamps, offsets, keys, first_request: int = 0):
+        """Simulate a batch of requests (CSR arrays as in ``Trace``); returns (requests, events) arrays."""
+        K = self._K
+        times = np.ascontiguousarray(timestamps, dtype=np.float64)
+        offs = np.ascontiguousarray(offsets, dtype=np.int64)
+        keys = np.ascontiguousarray(keys, dtype=np.uint64).view(np.int64)
+        n = times.shape[0]
+        self._req = first_request + n
+        if n == 0:
+            return np.zeros(0, REQUEST_DTYPE), np.zeros(0, EVENT_DTYPE)
+        most = int(np.diff(offs).max())
+        if most + 16 > self._pec:
+            self._build(max(2 * self._pec, most + 16))
+        S, G = self._S, self._G
+        G[K.G_NEV] = 0
+        rows = np.zeros((n, 8), np.int64)
+        found = np.zeros(most + 1, np.int64)
+        versions = np.zeros(most + 1, np.int64)
+        done = K.run_requests(S, times, offs, keys, first_request, rows, self._xbuf, found, versions,
+                              np.zeros(4, np.int64))
+        if G[K.G_ERR]:
+            what = {K.ERR_NODES: "a tier's node pool ran out", K.ERR_META: "a hit block has no slot"}
+            raise RuntimeError(f"tier simulation: {what.get(int(G[K.G_ERR]), 'failed')} at request "
+                               f"{first_request + done}; the state is lost (rerun with ReferenceHierarchy)")
+        reqs = np.zeros(n, REQUEST_DTYPE)
+        reqs["request"] = rows[:, 0]
+        reqs["arrival_s"] = times
+        reqs["blocks"], reqs["hit_blocks"] = rows[:, 1], rows[:, 2]
+        for lv, name in enumerate(("hit_l1", "hit_l2", "hit_l3", "hit_l4")):
+            reqs[name] = rows[:, 3 + lv]
+        reqs["produced"] = rows[:, 7]
+        ne = int(G[K.G_NEV])
+        ev = S[K.S_EVS][0][:ne]
+        events = np.zeros(ne, EVENT_DTYPE)
+        for c, name in enumerate(EVENT_DTYPE.names):
+            col = ev[:, c]
+            events[name] = col.view(np.uint64) if name == "key" else col
+        return reqs, events
+
+    def request(self, now: float, keys: list) -> tuple[int, list, int]:
+        """Simulate one request; returns (hit blocks, hits per tier level [4], blocks produced)."""
+        r = self._req
+        k = np.asarray(keys, dtype=np.uint64)
+        reqs, _ = self.run(np.array([now]), np.array([0, k.size]), k, first_request=r)
+        row = reqs[0]
+        return int(row["hit_blocks"]), [int(row[f"hit_l{i}"]) for i in range(1, 5)], int(row["produced"])
+
+    # --- inspection ----------------------------------------------------------------------------------------
+    def resident(self, name: str) -> set:
+        return set(self.tier(name).meta)
+
+    def tier(self, name: str) -> _TierView:
         for t in self.tiers:
             if t.spec.name == name:
                 return t
