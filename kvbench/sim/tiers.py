@@ -468,6 +468,7 @@ class Hierarchy:
             create_at = [i for i, t in enumerate(self.tiers) if t.level <= 1] or [0]
         self._pec = 0
         self._S = None
+        self._pools = [min(self._pool_max(z, 256), 4096) for z in sizes]
         self._build(256)
         G = self._G
         G[K.G_NT] = len(self.tiers)
@@ -478,8 +479,14 @@ class Hierarchy:
         self._req = 0
 
     # --- state ---------------------------------------------------------------------------------------------
+    @staticmethod
+    def _pool_max(z: dict, pec: int) -> int:
+        """Nodes a tier can need: keys in the policy, S3-FIFO's ghosts, and meta-only keys (expired, pending)."""
+        return z["cap"] + (z["mcap"] if z["pol"] == 2 else 0) + 2 * pec + 256
+
     def _build(self, pec: int) -> None:
-        """(Re)lay out the state for requests of up to ``pec`` blocks, keeping what an old state holds."""
+        """(Re)lay out the state for requests of up to ``pec`` blocks and node pools of ``self._pools``,
+        keeping what an old state holds."""
         from numba.typed import List
 
         K = self._K
@@ -489,15 +496,17 @@ class Hierarchy:
         F = np.zeros(T, dtype=np.float64)
         base = dict(node=0, ht=0, heap=0, pexp=0, slot=0, seg=0, drop=0)
         for t, z in enumerate(self._sizes):
-            nn = z["cap"] + (z["mcap"] if z["pol"] == 2 else 0) + 2 * pec + 256
+            nmax = self._pool_max(z, pec)
+            nn = min(nmax, self._pools[t])
             hsize = 1 << max(4, int(2 * nn - 1).bit_length())
-            heap = 2 * z["cap"] + 70 if z["ttl"] is not None and z["pol"] != 0 else 0
+            heap = 2 * nn + 70 if z["ttl"] is not None and z["pol"] != 0 else 0
             row = I[t]
             row[K.POL], row[K.CAP], row[K.SCAP], row[K.MCAP] = z["pol"], z["cap"], z["scap"], z["mcap"]
             row[K.HASTTL] = z["ttl"] is not None
             F[t] = z["ttl"] or 0.0
             row[K.STORE], row[K.TRIMF], row[K.LEVEL] = z["store"], z["trim"], z["level"]
             row[K.NB], row[K.NN], row[K.HB], row[K.HM] = base["node"], nn, base["ht"], hsize - 1
+            row[K.NNMAX] = nmax
             row[K.HPB], row[K.HPC], row[K.PEB], row[K.PEC] = base["heap"], heap, base["pexp"], pec
             row[K.SLOTB], row[K.NSLOTS], row[K.SFB] = base["slot"], z["n_slots"], base["slot"]
             row[K.SEGS], row[K.NSEG], row[K.SEGB], row[K.DRB] = z["segs"], z["nseg"], base["seg"], base["drop"]
@@ -540,15 +549,18 @@ class Hierarchy:
         else:
             self._relayout(old, I, arrs)
         self._I, self._F, self._G = I, F, G
-        evs = List()
-        evs.append(np.empty((1024, 8), np.int64))
+        if old is None:
+            evs = List()
+            evs.append(np.empty((1024, 8), np.int64))
+        else:
+            evs = old[K.S_EVS]
         a = arrs
         self._S = (I, F, G, a["ht"], a["nkey"], a["nprev"], a["nnext"], a["nslot"], a["nver"], a["nlast"],
                    a["nwhere"], a["nmeta"], a["nfreq"], a["nfree"], a["hd"], a["hk"], a["pexp"], a["sfree"],
                    a["skey"], a["slive"], a["swr"], a["segl"], a["sprev"], a["snext"], a["sealed"], a["fsegs"],
                    a["drop"], evs)
         self._pec = pec
-        self._xbuf = np.zeros(max(z["cap"] for z in self._sizes) + pec + 16, np.int64)
+        self._xbuf = np.zeros(int(I[:, K.NN].max()) + pec + 16, np.int64)
 
     def _relayout(self, old, I, arrs) -> None:
         """Copy an old state into larger per-tier regions (node pools and pending lists grow; the rest keeps)."""
@@ -558,7 +570,8 @@ class Hierarchy:
                  "hd", "hk", "pexp", "sfree", "skey", "slive", "swr", "segl", "sprev", "snext", "sealed", "fsegs",
                  "drop"]
         o = dict(zip(names, old[K.S_HT:K.S_EVS]))
-        keep = [f for f in range(K.NFIELDS) if f not in (K.NB, K.NN, K.HB, K.HM, K.PEB, K.PEC, K.FTOP)]
+        keep = [f for f in range(K.NFIELDS)
+                if f not in (K.NB, K.NN, K.HB, K.HM, K.PEB, K.PEC, K.FTOP, K.HPB, K.HPC, K.NNMAX)]
         for t in range(I.shape[0]):
             r, orow = I[t], oI[t]
             r[keep] = orow[keep]
@@ -572,7 +585,10 @@ class Hierarchy:
             K.rehash(o["ht"], orow[K.HB], orow[K.HM] + 1, arrs["ht"], r[K.HB], r[K.HM], arrs["nkey"], nb)
             pen = orow[K.PEN]
             arrs["pexp"][r[K.PEB]:r[K.PEB] + pen] = o["pexp"][orow[K.PEB]:orow[K.PEB] + pen]
-        for f in ("hd", "hk", "sfree", "skey", "slive", "swr", "segl", "sprev", "snext", "sealed", "fsegs", "drop"):
+            hn = orow[K.HPN]
+            for f in ("hd", "hk"):
+                arrs[f][r[K.HPB]:r[K.HPB] + hn] = o[f][orow[K.HPB]:orow[K.HPB] + hn]
+        for f in ("sfree", "skey", "slive", "swr", "segl", "sprev", "snext", "sealed", "fsegs", "drop"):
             arrs[f][:] = o[f]
 
     # --- simulation ----------------------------------------------------------------------------------------
@@ -593,13 +609,24 @@ class Hierarchy:
         most = int(np.diff(offs).max())
         if most + 16 > self._pec:
             self._build(max(2 * self._pec, most + 16))
-        S, G = self._S, self._G
+        G = self._G
         G[K.G_NEV] = 0
+        G[K.G_NEED] = 8 * most + 256 + 4 * max(z["segs"] for z in self._sizes)
         rows = np.zeros((n, 8), np.int64)
         found = np.zeros(most + 1, np.int64)
         versions = np.zeros(most + 1, np.int64)
-        done = K.run_requests(S, times, offs, keys, first_request, rows, self._xbuf, found, versions,
-                              np.zeros(4, np.int64))
+        done = 0
+        while True:
+            done += K.run_requests(self._S, times[done:], offs[done:], keys, first_request + done, rows[done:],
+                                   self._xbuf, found, versions, np.zeros(4, np.int64))
+            if G[K.G_ERR] != K.NEED_GROW:
+                break
+            G[K.G_ERR] = 0
+            for t in range(len(self._sizes)):
+                if self._I[t, K.FTOP] < G[K.G_NEED]:
+                    self._pools[t] = max(2 * int(self._I[t, K.NN]), int(self._I[t, K.NN]) + int(G[K.G_NEED]))
+            self._build(self._pec)
+        S = self._S
         if G[K.G_ERR]:
             what = {K.ERR_NODES: "a tier's node pool ran out", K.ERR_META: "a hit block has no slot"}
             raise RuntimeError(f"tier simulation: {what.get(int(G[K.G_ERR]), 'failed')} at request "

@@ -33,16 +33,17 @@ from numba import njit
  SLOTB, NSLOTS, SFB, SFH, SFN,
  SEGS, NSEG, SEGB, LHEAD, LPOS, FSB, FSH, FSN, SLH, SLT, USED, RECLAIMED, DROPPED,
  C_HIT_BLOCKS, C_HIT_READS, C_CREATE, C_PROMOTE, C_DEMOTE_READS, C_DEMOTE_WRITES, C_TRIMS, C_EVICT, C_EXPIRE,
- C_RECLAIM, C_PEAK, DRB, DRN, TRN, TR0F, TR0N, TR1F, TR1N, NFIELDS) = range(66)
+ C_RECLAIM, C_PEAK, DRB, DRN, TRN, TR0F, TR0N, TR1F, TR1N, NNMAX, NFIELDS) = range(67)
 POL_LRU, POL_FIFO, POL_S3 = 0, 1, 2
 STORE_NONE, STORE_SLOT, STORE_LOG = 0, 1, 2
 # global ints G[]
 (G_REQ, G_SEQ, G_NEV, G_PHASE, G_ERR, G_PRODUCED, G_NT, G_DEMOTE, G_EXCL, G_PROMOTE, G_TOPL1, G_NCREATE,
- G_MARK) = range(13)
+ G_MARK, G_NEED) = range(14)
 G_CREATE0 = 16          # G[G_CREATE0 + j]: the j-th tier a new block is created in
 NG = 20
 ERR_NODES = 1           # a tier's node pool ran out
 ERR_META = 2            # a hit block without meta (the reference raises KeyError there)
+NEED_GROW = 3           # not an error: a node pool is low before a request; the caller grows it and resumes
 # event kinds / ops (as kvbench.sim.tiers)
 HIT_READ, CREATE_WRITE, PROMOTE_WRITE, DEMOTE_READ, DEMOTE_WRITE, TRIM = range(6)
 EV_READ, EV_WRITE, EV_TRIM = 0, 1, 2
@@ -844,6 +845,10 @@ def run_requests(S, times, offsets, keys, first_request, reqs, xbuf, found, vers
     nreq = times.shape[0]
     for r in range(nreq):
         now = times[r]
+        for t in range(nt):               # pools start small and grow (between requests) as tiers fill
+            if I[t, FTOP] < G[G_NEED] and I[t, NN] < I[t, NNMAX]:
+                G[G_ERR] = NEED_GROW
+                return r
         G[G_REQ] = first_request + r
         G[G_MARK] += 1
         G[G_PHASE] = 1
