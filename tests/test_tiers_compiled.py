@@ -84,11 +84,14 @@ WP_INCL = [("through", "inclusive"), ("back", "inclusive"), ("back", "exclusive"
                          list(itertools.product(("lru", "fifo", "s3fifo"), (None, 3.0), WP_INCL, (True, False),
                                                 ("slot", "log"))))
 def test_compiled_equals_reference(policy, ttl, wp_incl, promote, layout):
+    hits = events = 0
     for seed in range(3):
         salt = sum(map(ord, f"{policy}{ttl}{wp_incl}{promote}{layout}"))
         spec = _spec(seed * 7919 + salt, policy, ttl, wp_incl, promote, layout)
         req, ev = _same(spec, *_random_trace(seed))
-        assert req["hit_blocks"].sum() > 0 and len(ev) > 0        # the trace exercised the tiers
+        hits += int(req["hit_blocks"].sum())
+        events += len(ev)
+    assert hits > 0 and events > 0                  # the traces exercised the tiers
 
 
 @pytest.mark.parametrize("seed", range(6))

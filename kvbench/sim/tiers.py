@@ -165,7 +165,25 @@ class _Tier:
     c: TierCounters = field(default_factory=TierCounters)
 
 
-class ReferenceHierarchy:
+class _Inspect:
+    """Inspection both hierarchies share: tiers by name, resident keys, counters."""
+
+    tiers: list
+
+    def tier(self, name: str):
+        for t in self.tiers:
+            if t.spec.name == name:
+                return t
+        raise KeyError(name)
+
+    def resident(self, name: str) -> set:
+        return set(self.tier(name).meta)
+
+    def counters(self) -> dict:
+        return {t.spec.name: t.c for t in self.tiers}
+
+
+class ReferenceHierarchy(_Inspect):
     """The tier simulation in plain Python: the readable definition of its semantics.
 
     :class:`Hierarchy` (compiled, :mod:`kvbench.sim.tiers_kernel`) must give identical requests, events,
@@ -350,21 +368,6 @@ class ReferenceHierarchy:
         self._out = []
         return reqs, events
 
-    # --- inspection ------------------------------------------------------------------------------------
-    def resident(self, name: str) -> set:
-        for t in self.tiers:
-            if t.spec.name == name:
-                return set(t.meta)
-        raise KeyError(name)
-
-    def tier(self, name: str) -> _Tier:
-        for t in self.tiers:
-            if t.spec.name == name:
-                return t
-        raise KeyError(name)
-
-    def counters(self) -> dict:
-        return {t.spec.name: t.c for t in self.tiers}
 
 
 # --- the compiled hierarchy ----------------------------------------------------------------------------------
@@ -421,7 +424,7 @@ class _TierView:
         return dict(zip(keys.view(np.uint64).tolist(), zip(slots.tolist(), vers.tolist())))
 
 
-class Hierarchy:
+class Hierarchy(_Inspect):
     """Runs requests through the tiers; collects block events and per-request hit counts (compiled).
 
     Same interface and results as :class:`ReferenceHierarchy`: ``run`` (a batch), ``request`` (one),
@@ -487,8 +490,6 @@ class Hierarchy:
     def _build(self, pec: int) -> None:
         """(Re)lay out the state for requests of up to ``pec`` blocks and node pools of ``self._pools``,
         keeping what an old state holds."""
-        from numba.typed import List
-
         K = self._K
         old = self._S
         T = len(self._sizes)
@@ -549,11 +550,7 @@ class Hierarchy:
         else:
             self._relayout(old, I, arrs)
         self._I, self._F, self._G = I, F, G
-        if old is None:
-            evs = List()
-            evs.append(np.empty((1024, 8), np.int64))
-        else:
-            evs = old[K.S_EVS]
+        evs = np.empty((1024, 8), np.int64) if old is None else old[K.S_EVS]
         a = arrs
         self._S = (I, F, G, a["ht"], a["nkey"], a["nprev"], a["nnext"], a["nslot"], a["nver"], a["nlast"],
                    a["nwhere"], a["nmeta"], a["nfreq"], a["nfree"], a["hd"], a["hk"], a["pexp"], a["sfree"],
@@ -612,6 +609,9 @@ class Hierarchy:
         G = self._G
         G[K.G_NEV] = 0
         G[K.G_NEED] = 8 * most + 256 + 4 * max(z["segs"] for z in self._sizes)
+        # events one request can write: per block a few per tier, plus log reclaims cascading down
+        nt = len(self._sizes)
+        G[K.G_EVNEED] = (nt + 1) * (8 * (most + 1) + 8 * sum(z["segs"] for z in self._sizes)) + 64
         rows = np.zeros((n, 8), np.int64)
         found = np.zeros(most + 1, np.int64)
         versions = np.zeros(most + 1, np.int64)
@@ -622,13 +622,20 @@ class Hierarchy:
             if G[K.G_ERR] != K.NEED_GROW:
                 break
             G[K.G_ERR] = 0
+            ev = self._S[K.S_EVS]
+            if ev.shape[0] - G[K.G_NEV] < G[K.G_EVNEED]:
+                grown = np.empty((max(2 * ev.shape[0], int(G[K.G_NEV] + 2 * G[K.G_EVNEED])), 8), np.int64)
+                grown[:G[K.G_NEV]] = ev[:G[K.G_NEV]]
+                self._S = self._S[:K.S_EVS] + (grown,)
+                continue
             for t in range(len(self._sizes)):
                 if self._I[t, K.FTOP] < G[K.G_NEED]:
                     self._pools[t] = max(2 * int(self._I[t, K.NN]), int(self._I[t, K.NN]) + int(G[K.G_NEED]))
             self._build(self._pec)
         S = self._S
         if G[K.G_ERR]:
-            what = {K.ERR_NODES: "a tier's node pool ran out", K.ERR_META: "a hit block has no slot"}
+            what = {K.ERR_NODES: "a tier's node pool ran out", K.ERR_META: "a hit block has no slot",
+                    K.ERR_EVENTS: "a request wrote more events than its bound"}
             raise RuntimeError(f"tier simulation: {what.get(int(G[K.G_ERR]), 'failed')} at request "
                                f"{first_request + done}; the state is lost (rerun with ReferenceHierarchy)")
         reqs = np.zeros(n, REQUEST_DTYPE)
@@ -639,7 +646,7 @@ class Hierarchy:
             reqs[name] = rows[:, 3 + lv]
         reqs["produced"] = rows[:, 7]
         ne = int(G[K.G_NEV])
-        ev = S[K.S_EVS][0][:ne]
+        ev = S[K.S_EVS][:ne]
         events = np.zeros(ne, EVENT_DTYPE)
         for c, name in enumerate(EVENT_DTYPE.names):
             col = ev[:, c]
@@ -653,16 +660,3 @@ class Hierarchy:
         reqs, _ = self.run(np.array([now]), np.array([0, k.size]), k, first_request=r)
         row = reqs[0]
         return int(row["hit_blocks"]), [int(row[f"hit_l{i}"]) for i in range(1, 5)], int(row["produced"])
-
-    # --- inspection ----------------------------------------------------------------------------------------
-    def resident(self, name: str) -> set:
-        return set(self.tier(name).meta)
-
-    def tier(self, name: str) -> _TierView:
-        for t in self.tiers:
-            if t.spec.name == name:
-                return t
-        raise KeyError(name)
-
-    def counters(self) -> dict:
-        return {t.spec.name: t.c for t in self.tiers}

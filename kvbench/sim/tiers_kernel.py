@@ -13,7 +13,9 @@ retention, write policy, inclusion, store layout and event order comes out ident
   linked list.
 
 Per-tier integers live in one int64 row ``I[t]`` (field indices below), the rest in flat arrays addressed by a
-per-tier base. Events go to a growable (n, 8) int64 array held in a one-element typed list.
+per-tier base. Events go to an (n, 8) int64 array; before each request the caller has made room for a bound
+of that request's events, and node pools are grown between requests, so nothing allocates inside: the kernel
+runs without numba's reference counting (``_nrt=False``), which was most of its time per call.
 
 Admission (issue 17): ``_admit`` is called by ``_insert`` for every new key a tier would take (creation,
 promotion, demotion) before the policy sees it; it admits everything today. A policy hook adds its state as
@@ -38,12 +40,14 @@ POL_LRU, POL_FIFO, POL_S3 = 0, 1, 2
 STORE_NONE, STORE_SLOT, STORE_LOG = 0, 1, 2
 # global ints G[]
 (G_REQ, G_SEQ, G_NEV, G_PHASE, G_ERR, G_PRODUCED, G_NT, G_DEMOTE, G_EXCL, G_PROMOTE, G_TOPL1, G_NCREATE,
- G_MARK, G_NEED) = range(14)
+ G_MARK, G_NEED, G_EVNEED) = range(15)
 G_CREATE0 = 16          # G[G_CREATE0 + j]: the j-th tier a new block is created in
 NG = 20
 ERR_NODES = 1           # a tier's node pool ran out
 ERR_META = 2            # a hit block without meta (the reference raises KeyError there)
-NEED_GROW = 3           # not an error: a node pool is low before a request; the caller grows it and resumes
+ERR_EVENTS = 4          # a request wrote more events than the room its bound reserved
+NEED_GROW = 3           # not an error: a node pool or the event buffer is low before a request; the caller
+                        # grows it and resumes
 # event kinds / ops (as kvbench.sim.tiers)
 HIT_READ, CREATE_WRITE, PROMOTE_WRITE, DEMOTE_READ, DEMOTE_WRITE, TRIM = range(6)
 EV_READ, EV_WRITE, EV_TRIM = 0, 1, 2
@@ -60,7 +64,7 @@ _MIN = np.int64(-(2 ** 63))
 
 
 # ---- hashing ----------------------------------------------------------------------------------------------
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False, inline="always")
 def _home(key, mask):
     z = np.uint64(key) + np.uint64(0x9E3779B97F4A7C15)
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
@@ -69,7 +73,7 @@ def _home(key, mask):
     return np.int64(z & np.uint64(mask))
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _find(S, t, key):
     """Node of ``key`` in tier t (index relative to the tier's pool), or -1."""
     I, ht, nkey = S[S_I], S[S_HT], S[S_NKEY]
@@ -84,7 +88,7 @@ def _find(S, t, key):
         i = (i + 1) & mask
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _node(S, t, key):
     """The node of ``key`` in tier t, made (empty: no policy, no meta) when absent; -1 when the pool is out."""
     n = _find(S, t, key)
@@ -110,7 +114,7 @@ def _node(S, t, key):
     return n
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _release(S, t, n):
     """Free node n when neither the policy (nor ghost) nor the meta holds it (backward-shift table delete)."""
     I, ht, nkey = S[S_I], S[S_HT], S[S_NKEY]
@@ -139,7 +143,7 @@ def _release(S, t, n):
 
 
 # ---- linked queues (the OrderedDicts) ---------------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _q_append(S, t, q, n):
     I, nprev, nnext = S[S_I], S[S_NPREV], S[S_NNEXT]
     nb = I[t, NB]
@@ -154,7 +158,7 @@ def _q_append(S, t, q, n):
     I[t, QL0 + q] += 1
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _q_unlink(S, t, q, n):
     I, nprev, nnext = S[S_I], S[S_NPREV], S[S_NNEXT]
     nb = I[t, NB]
@@ -171,12 +175,12 @@ def _q_unlink(S, t, q, n):
 
 
 # ---- retention heap of FIFO / S3-FIFO (the reference's _IdleHeap) -----------------------------------------
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False, inline="always")
 def _hless(d1, k1, d2, k2):
     return d1 < d2 or (d1 == d2 and (k1 ^ _MIN) < (k2 ^ _MIN))      # keys compare as unsigned
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _heap_push(S, t, d, k):
     I, hd, hk = S[S_I], S[S_HD], S[S_HK]
     b, n = I[t, HPB], I[t, HPN]
@@ -194,7 +198,7 @@ def _heap_push(S, t, d, k):
     hk[b + i] = k
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _heap_pop(S, t):
     I, hd, hk = S[S_I], S[S_HD], S[S_HK]
     b = I[t, HPB]
@@ -219,7 +223,7 @@ def _heap_pop(S, t):
         hk[b + i] = k
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _live(S, t):
     """len(_IdleHeap.last): the keys the policy holds (small + main for S3-FIFO)."""
     I = S[S_I]
@@ -228,7 +232,7 @@ def _live(S, t):
     return I[t, QL0]
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _touch(S, t, n, now):
     I, F, nlast, nkey, nnext = S[S_I], S[S_F], S[S_NLAST], S[S_NKEY], S[S_NNEXT]
     nb = I[t, NB]
@@ -243,13 +247,13 @@ def _touch(S, t, n, now):
                 m = nnext[nb + m]
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _alive(S, t, n, now):
     I, F = S[S_I], S[S_F]
     return now - S[S_NLAST][I[t, NB] + n] <= F[t]
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _pend_expired(S, t, key):
     I, pexp = S[S_I], S[S_PEXP]
     pexp[I[t, PEB] + I[t, PEN]] = key
@@ -257,7 +261,7 @@ def _pend_expired(S, t, key):
 
 
 # ---- policies: lookup / insert / remove / expire ----------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _p_lookup(S, t, key, now):
     I, nb = S[S_I], S[S_I][t, NB]
     n = _find(S, t, key)
@@ -292,7 +296,7 @@ def _p_lookup(S, t, key, now):
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _s3_evict_one(S, t):
     """S3-FIFO's eviction (the reference's _evict_one); returns the victim's node (now a ghost or free)."""
     I, nfreq, nwhere = S[S_I], S[S_NFREQ], S[S_NWHERE]
@@ -326,7 +330,7 @@ def _s3_evict_one(S, t):
         return n
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _p_insert(S, t, n, now):
     """Admit node n's key to the policy; returns the evicted key's node or -1 (at most one: one in, one out).
 
@@ -374,7 +378,7 @@ def _p_insert(S, t, n, now):
     return victim
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _p_remove(S, t, n):
     """Take node n's key out of the policy (and S3-FIFO's ghost); the caller releases the node."""
     I, nwhere = S[S_I], S[S_NWHERE]
@@ -389,7 +393,7 @@ def _p_remove(S, t, n):
     nwhere[nb + n] = W_NONE
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _p_expire(S, t, now, out):
     """Keys dropped by retention since the last call (pending lookup expiries first); returns how many."""
     I, pexp, nwhere, nlast = S[S_I], S[S_PEXP], S[S_NWHERE], S[S_NLAST]
@@ -436,7 +440,7 @@ def _p_expire(S, t, now, out):
 
 
 # ---- stores -----------------------------------------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _trim_seg(S, t, seg):
     I = S[S_I]
     if I[t, TRIMF]:
@@ -446,7 +450,7 @@ def _trim_seg(S, t, seg):
         I[t, TRN] = j + 1
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _sealed_append(S, t, seg):
     I, sprev, snext, sealed = S[S_I], S[S_SPREV], S[S_SNEXT], S[S_SEALED]
     b = I[t, SEGB]
@@ -461,7 +465,7 @@ def _sealed_append(S, t, seg):
     sealed[b + seg] = 1
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _sealed_unlink(S, t, seg):
     I, sprev, snext, sealed = S[S_I], S[S_SPREV], S[S_SNEXT], S[S_SEALED]
     b = I[t, SEGB]
@@ -477,7 +481,7 @@ def _sealed_unlink(S, t, seg):
     sealed[b + seg] = 0
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _fseg_push(S, t, seg):
     I, fsegs = S[S_I], S[S_FSEGS]
     n = I[t, NSEG]
@@ -485,7 +489,7 @@ def _fseg_push(S, t, seg):
     I[t, FSN] += 1
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _alloc(S, t, key):
     """A slot for ``key``; dropped keys (log reclaim) go to the tier's drop buffer, trims to TR*."""
     I = S[S_I]
@@ -541,7 +545,7 @@ def _alloc(S, t, key):
     return slot
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _free(S, t, slot):
     """Release a slot; trims go to TR* (TRN of them)."""
     I = S[S_I]
@@ -573,7 +577,7 @@ def _free(S, t, slot):
         _trim_seg(S, t, seg)
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _emit_trims(S, t):
     I = S[S_I]
     for j in range(I[t, TRN]):
@@ -584,16 +588,13 @@ def _emit_trims(S, t):
 
 
 # ---- events -----------------------------------------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _emit(S, t, op, kind, slot, nslots, key, version):
-    G, evs = S[S_G], S[S_EVS]
-    ev = evs[0]
+    G, ev = S[S_G], S[S_EVS]
     i = G[G_NEV]
-    if i >= ev.shape[0]:
-        new = np.empty((2 * ev.shape[0] + 64, 8), np.int64)
-        new[:i] = ev[:i]
-        evs[0] = new
-        ev = new
+    if i >= ev.shape[0]:                 # the room reserved per request was not enough: nothing is written
+        G[G_ERR] = ERR_EVENTS
+        return
     ev[i, 0] = G[G_REQ]
     ev[i, 1] = S[S_I][t, LEVEL]
     ev[i, 2] = op
@@ -608,7 +609,7 @@ def _emit(S, t, op, kind, slot, nslots, key, version):
 
 
 # ---- the hierarchy ----------------------------------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _admit(S, t, key, kind, now):
     """Admission hook (issue 17): may tier t take ``key`` (CREATE_WRITE/PROMOTE_WRITE/DEMOTE_WRITE)? All today."""
     return True
@@ -618,7 +619,7 @@ def _admit(S, t, key, kind, now):
 # in turn). numba cannot cache recursive functions (numba#6061: the cached code segfaults), so the chain is
 # unrolled by depth: _insert_d / _evict_d for d = 0..3 (a chain goes down one tier per step, four tiers at most),
 # each a few lines around the shared, non-recursive steps below.
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _ins_begin(S, t, key, kind, now):
     """First half of an insert: refresh a resident key, or admit it and make room. Returns (node, victim
     node or -1); node -1 when the insert is over (refreshed, refused, or out of nodes)."""
@@ -641,7 +642,7 @@ def _ins_begin(S, t, key, kind, now):
     return n, v
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _ins_alloc(S, t, key):
     """The insert's slot (-1 on L1); the keys a log reclaim dropped are in the tier's drop buffer (DRN)."""
     I = S[S_I]
@@ -651,7 +652,7 @@ def _ins_alloc(S, t, key):
     return _alloc(S, t, key)
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _ins_drop(S, t, j):
     """The j-th key a reclaim dropped: out of the policy; returns it (the caller evicts it, freed)."""
     I = S[S_I]
@@ -661,7 +662,7 @@ def _ins_drop(S, t, j):
     return victim
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _ins_finish(S, t, n, key, version, kind, slot):
     I, nmeta = S[S_I], S[S_NMETA]
     nb = I[t, NB]
@@ -683,7 +684,7 @@ def _ins_finish(S, t, n, key, version, kind, slot):
         I[t, C_PEAK] = I[t, NMETA]
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _ev_begin(S, t, key):
     """First half of an eviction (the policy already dropped ``key``): pop the meta, emit the demotion read.
     Returns (node, slot, version, demote?); node -1 when there is nothing more to do."""
@@ -708,7 +709,7 @@ def _ev_begin(S, t, key):
     return n, slot, version, demote
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _ev_end(S, t, n, slot, freed):
     I = S[S_I]
     if I[t, STORE] != STORE_NONE and not freed:
@@ -717,14 +718,14 @@ def _ev_end(S, t, n, slot, freed):
     _release(S, t, n)
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _evict3(S, t, key, freed, now):
     n, slot, version, demote = _ev_begin(S, t, key)      # depth 3 is the fourth tier: nothing below it
     if n >= 0:
         _ev_end(S, t, n, slot, freed)
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _insert3(S, t, key, version, kind, now):
     n, v = _ins_begin(S, t, key, kind, now)
     if n < 0:
@@ -737,7 +738,7 @@ def _insert3(S, t, key, version, kind, now):
     _ins_finish(S, t, n, key, version, kind, slot)
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _evict2(S, t, key, freed, now):
     n, slot, version, demote = _ev_begin(S, t, key)
     if n >= 0:
@@ -746,7 +747,7 @@ def _evict2(S, t, key, freed, now):
         _ev_end(S, t, n, slot, freed)
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _insert2(S, t, key, version, kind, now):
     n, v = _ins_begin(S, t, key, kind, now)
     if n < 0:
@@ -759,7 +760,7 @@ def _insert2(S, t, key, version, kind, now):
     _ins_finish(S, t, n, key, version, kind, slot)
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _evict1(S, t, key, freed, now):
     n, slot, version, demote = _ev_begin(S, t, key)
     if n >= 0:
@@ -768,7 +769,7 @@ def _evict1(S, t, key, freed, now):
         _ev_end(S, t, n, slot, freed)
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _insert1(S, t, key, version, kind, now):
     n, v = _ins_begin(S, t, key, kind, now)
     if n < 0:
@@ -781,7 +782,7 @@ def _insert1(S, t, key, version, kind, now):
     _ins_finish(S, t, n, key, version, kind, slot)
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _evict(S, t, key, freed, now):
     """``key`` left tier t (its policy already dropped it): demote it if asked, free its slot."""
     n, slot, version, demote = _ev_begin(S, t, key)
@@ -791,7 +792,7 @@ def _evict(S, t, key, freed, now):
         _ev_end(S, t, n, slot, freed)
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _insert(S, t, key, version, kind, now):
     """Put ``key`` (content ``version``) in tier t, evicting (and demoting) what it displaces."""
     n, v = _ins_begin(S, t, key, kind, now)
@@ -805,7 +806,7 @@ def _insert(S, t, key, version, kind, now):
     _ins_finish(S, t, n, key, version, kind, slot)
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _remove(S, t, key):
     """Take ``key`` out of tier t without demotion (exclusive promotion)."""
     I, nmeta = S[S_I], S[S_NMETA]
@@ -820,13 +821,13 @@ def _remove(S, t, key):
     _release(S, t, n)
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _resident(S, t, key):
     n = _find(S, t, key)
     return n >= 0 and S[S_NMETA][S[S_I][t, NB] + n] != 0
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _shift_tail(ev, a, b, by):
     """Move rows [a, b) of ev to [a + by, b + by) (overlapping: copy from the end)."""
     for i in range(b - 1, a - 1, -1):
@@ -834,7 +835,7 @@ def _shift_tail(ev, a, b, by):
             ev[i + by, c] = ev[i, c]
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def run_requests(S, times, offsets, keys, first_request, reqs, xbuf, found, versions, hitrow):
     """Simulate requests (CSR keys as int64 bit patterns); fills reqs (n, 9) and the events in S.
 
@@ -849,6 +850,9 @@ def run_requests(S, times, offsets, keys, first_request, reqs, xbuf, found, vers
             if I[t, FTOP] < G[G_NEED] and I[t, NN] < I[t, NNMAX]:
                 G[G_ERR] = NEED_GROW
                 return r
+        if S[S_EVS].shape[0] - G[G_NEV] < G[G_EVNEED]:
+            G[G_ERR] = NEED_GROW
+            return r
         G[G_REQ] = first_request + r
         G[G_MARK] += 1
         G[G_PHASE] = 1
@@ -905,13 +909,11 @@ def run_requests(S, times, offsets, keys, first_request, reqs, xbuf, found, vers
                 else:
                     nload += 1
         if nload + nlate:
-            ev = S[S_EVS][0]
+            ev = S[S_EVS]
             need = loop_end + nload + nlate
             if need > ev.shape[0]:
-                new = np.empty((2 * need + 64, 8), np.int64)
-                new[:loop_end] = ev[:loop_end]
-                S[S_EVS][0] = new
-                ev = new
+                G[G_ERR] = ERR_EVENTS
+                return r
             _shift_tail(ev, start, loop_end, nload)
             pl, pt = start, loop_end + nload
             for i in range(h):
@@ -966,7 +968,7 @@ def run_requests(S, times, offsets, keys, first_request, reqs, xbuf, found, vers
     return nreq
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def rehash(old_ht, old_hb, old_size, ht, hb, mask, nkey, nb):
     """Enter the nodes of an old table region into a new (larger) one."""
     for i in range(old_size):
