@@ -491,101 +491,102 @@ class Hierarchy(_Inspect):
         """(Re)lay out the state for requests of up to ``pec`` blocks and node pools of ``self._pools``,
         keeping what an old state holds."""
         K = self._K
-        old = self._S
+        old, old_arrs = self._S, getattr(self, "_arrs", None)
         T = len(self._sizes)
-        I = np.zeros((T, K.NFIELDS), dtype=np.int64)
-        F = np.zeros(T, dtype=np.float64)
-        base = dict(node=0, ht=0, heap=0, pexp=0, slot=0, seg=0, drop=0)
+        rows = np.zeros((4, K.NFIELDS), dtype=np.int64)
+        F = np.zeros(4, dtype=np.float64)
+        size = {n: 0 for n in K.INT_ARRAYS + K.FLOAT_ARRAYS}
         for t, z in enumerate(self._sizes):
             nmax = self._pool_max(z, pec)
             nn = min(nmax, self._pools[t])
             hsize = 1 << max(4, int(2 * nn - 1).bit_length())
             heap = 2 * nn + 70 if z["ttl"] is not None and z["pol"] != 0 else 0
-            row = I[t]
+            row = rows[t]
             row[K.POL], row[K.CAP], row[K.SCAP], row[K.MCAP] = z["pol"], z["cap"], z["scap"], z["mcap"]
             row[K.HASTTL] = z["ttl"] is not None
             F[t] = z["ttl"] or 0.0
             row[K.STORE], row[K.TRIMF], row[K.LEVEL] = z["store"], z["trim"], z["level"]
-            row[K.NB], row[K.NN], row[K.HB], row[K.HM] = base["node"], nn, base["ht"], hsize - 1
+            row[K.NB], row[K.NN], row[K.HB], row[K.HM] = size["NKEY"], nn, size["HT"], hsize - 1
             row[K.NNMAX] = nmax
-            row[K.HPB], row[K.HPC], row[K.PEB], row[K.PEC] = base["heap"], heap, base["pexp"], pec
-            row[K.SLOTB], row[K.NSLOTS], row[K.SFB] = base["slot"], z["n_slots"], base["slot"]
-            row[K.SEGS], row[K.NSEG], row[K.SEGB], row[K.DRB] = z["segs"], z["nseg"], base["seg"], base["drop"]
+            row[K.HPB], row[K.HPC], row[K.PEB], row[K.PEC] = size["HD"], heap, size["PEXP"], pec
+            row[K.SLOTB], row[K.NSLOTS], row[K.SFB] = size["SFREE"], z["n_slots"], size["SFREE"]
+            row[K.SEGS], row[K.NSEG], row[K.SEGB], row[K.DRB] = z["segs"], z["nseg"], size["SEGL"], size["DROP"]
             for q in range(3):
                 row[K.QH0 + q] = row[K.QT0 + q] = -1
             row[K.SLH] = row[K.SLT] = -1
-            base["node"] += nn
-            base["ht"] += hsize
-            base["heap"] += heap
-            base["pexp"] += pec
-            base["slot"] += z["n_slots"]
-            base["seg"] += z["nseg"]
-            base["drop"] += z["segs"]
-        nodes = base["node"]
-        arrs = dict(ht=np.zeros(base["ht"], np.int64), nkey=np.zeros(nodes, np.int64),
-                    nprev=np.zeros(nodes, np.int64), nnext=np.zeros(nodes, np.int64),
-                    nslot=np.zeros(nodes, np.int64), nver=np.zeros(nodes, np.int64),
-                    nlast=np.zeros(nodes, np.float64), nwhere=np.zeros(nodes, np.int8),
-                    nmeta=np.zeros(nodes, np.int8), nfreq=np.zeros(nodes, np.int8), nfree=np.zeros(nodes, np.int64),
-                    hd=np.zeros(base["heap"], np.float64), hk=np.zeros(base["heap"], np.int64),
-                    pexp=np.zeros(base["pexp"], np.int64), sfree=np.zeros(base["slot"], np.int64),
-                    skey=np.zeros(base["slot"], np.int64), slive=np.zeros(base["slot"], np.int8),
-                    swr=np.zeros(base["slot"], np.int64), segl=np.zeros(base["seg"], np.int64),
-                    sprev=np.zeros(base["seg"], np.int64), snext=np.zeros(base["seg"], np.int64),
-                    sealed=np.zeros(base["seg"], np.int8), fsegs=np.zeros(base["seg"], np.int64),
-                    drop=np.zeros(base["drop"], np.int64))
-        G = np.zeros(K.NG, dtype=np.int64) if old is None else self._G
+            for n in ("NKEY", "NPREV", "NNEXT", "NSLOT", "NVER", "NWHERE", "NMETA", "NFREQ", "NFREE", "NLAST"):
+                size[n] += nn
+            size["HT"] += hsize
+            size["HD"] += heap
+            size["HK"] += heap
+            size["PEXP"] += pec
+            for n in ("SFREE", "SKEY", "SLIVE", "SWR"):
+                size[n] += z["n_slots"]
+            for n in ("SEGL", "SPREV", "SNEXT", "SEALED", "FSEGS"):
+                size[n] += z["nseg"]
+            size["DROP"] += z["segs"]
+        base = K.GB + K.NG
+        A = np.zeros(base + sum(size[n] for n in K.INT_ARRAYS), dtype=np.int64)
+        D = np.zeros(4 + sum(size[n] for n in K.FLOAT_ARRAYS), dtype=np.float64)
+        I, G = A[:K.GB].reshape(4, K.NFIELDS), A[K.GB:K.GB + K.NG]
+        arrs = {}
+        for n in K.INT_ARRAYS:
+            G[getattr(K, "B_" + n)] = base
+            arrs[n] = A[base:base + size[n]]
+            base += size[n]
+        fbase = 4
+        for n in K.FLOAT_ARRAYS:
+            G[getattr(K, "B_" + n)] = fbase
+            arrs[n] = D[fbase:fbase + size[n]]
+            fbase += size[n]
+        D[:4] = F
         if old is None:
+            I[:] = rows
             for t, z in enumerate(self._sizes):
                 row = I[t]
                 nb, nn, sb, gb = row[K.NB], row[K.NN], row[K.SLOTB], row[K.SEGB]
-                arrs["nfree"][nb:nb + nn] = np.arange(nn - 1, -1, -1)
+                arrs["NFREE"][nb:nb + nn] = np.arange(nn - 1, -1, -1)
                 row[K.FTOP] = nn
                 if z["store"] == 1:
-                    arrs["sfree"][sb:sb + z["n_slots"]] = np.arange(z["n_slots"])
+                    arrs["SFREE"][sb:sb + z["n_slots"]] = np.arange(z["n_slots"])
                     row[K.SFN] = z["n_slots"]
                 elif z["store"] == 2:
-                    arrs["fsegs"][gb:gb + z["nseg"] - 1] = np.arange(1, z["nseg"])
+                    arrs["FSEGS"][gb:gb + z["nseg"] - 1] = np.arange(1, z["nseg"])
                     row[K.FSN] = z["nseg"] - 1
+            evs = np.empty((1024, 8), np.int64)
         else:
-            self._relayout(old, I, arrs)
-        self._I, self._F, self._G = I, F, G
-        evs = np.empty((1024, 8), np.int64) if old is None else old[K.S_EVS]
-        a = arrs
-        self._S = (I, F, G, a["ht"], a["nkey"], a["nprev"], a["nnext"], a["nslot"], a["nver"], a["nlast"],
-                   a["nwhere"], a["nmeta"], a["nfreq"], a["nfree"], a["hd"], a["hk"], a["pexp"], a["sfree"],
-                   a["skey"], a["slive"], a["swr"], a["segl"], a["sprev"], a["snext"], a["sealed"], a["fsegs"],
-                   a["drop"], evs)
+            keep_g = [g for g in range(20) if g < K.NG]
+            G[keep_g] = self._G[keep_g]
+            self._relayout(old_arrs, self._I, I, rows, arrs)
+            evs = old[K.S_EVS]
+        self._I, self._G, self._arrs = I[:T], G, arrs
+        self._S = (A, D, evs)
         self._pec = pec
-        self._xbuf = np.zeros(int(I[:, K.NN].max()) + pec + 16, np.int64)
+        self._xbuf = np.zeros(int(I[:T, K.NN].max()) + pec + 16, np.int64)
 
-    def _relayout(self, old, I, arrs) -> None:
+    def _relayout(self, o, oI, I, rows, arrs) -> None:
         """Copy an old state into larger per-tier regions (node pools and pending lists grow; the rest keeps)."""
         K = self._K
-        oI = old[K.S_I]
-        names = ["ht", "nkey", "nprev", "nnext", "nslot", "nver", "nlast", "nwhere", "nmeta", "nfreq", "nfree",
-                 "hd", "hk", "pexp", "sfree", "skey", "slive", "swr", "segl", "sprev", "snext", "sealed", "fsegs",
-                 "drop"]
-        o = dict(zip(names, old[K.S_HT:K.S_EVS]))
-        keep = [f for f in range(K.NFIELDS)
-                if f not in (K.NB, K.NN, K.HB, K.HM, K.PEB, K.PEC, K.FTOP, K.HPB, K.HPC, K.NNMAX)]
-        for t in range(I.shape[0]):
+        moved = (K.NB, K.NN, K.HB, K.HM, K.PEB, K.PEC, K.FTOP, K.HPB, K.HPC, K.NNMAX)
+        for t in range(oI.shape[0]):
             r, orow = I[t], oI[t]
-            r[keep] = orow[keep]
+            r[:] = orow
+            for f in moved:
+                r[f] = rows[t, f]
             ob, nb, on, nn = orow[K.NB], r[K.NB], orow[K.NN], r[K.NN]
-            for f in ("nkey", "nprev", "nnext", "nslot", "nver", "nlast", "nwhere", "nmeta", "nfreq"):
+            for f in ("NKEY", "NPREV", "NNEXT", "NSLOT", "NVER", "NLAST", "NWHERE", "NMETA", "NFREQ"):
                 arrs[f][nb:nb + on] = o[f][ob:ob + on]
             top = orow[K.FTOP]
-            arrs["nfree"][nb:nb + top] = o["nfree"][ob:ob + top]
-            arrs["nfree"][nb + top:nb + top + nn - on] = np.arange(nn - 1, on - 1, -1)
+            arrs["NFREE"][nb:nb + top] = o["NFREE"][ob:ob + top]
+            arrs["NFREE"][nb + top:nb + top + nn - on] = np.arange(nn - 1, on - 1, -1)
             r[K.FTOP] = top + nn - on
-            K.rehash(o["ht"], orow[K.HB], orow[K.HM] + 1, arrs["ht"], r[K.HB], r[K.HM], arrs["nkey"], nb)
+            K.rehash(o["HT"], orow[K.HB], orow[K.HM] + 1, arrs["HT"], r[K.HB], r[K.HM], arrs["NKEY"], nb)
             pen = orow[K.PEN]
-            arrs["pexp"][r[K.PEB]:r[K.PEB] + pen] = o["pexp"][orow[K.PEB]:orow[K.PEB] + pen]
+            arrs["PEXP"][r[K.PEB]:r[K.PEB] + pen] = o["PEXP"][orow[K.PEB]:orow[K.PEB] + pen]
             hn = orow[K.HPN]
-            for f in ("hd", "hk"):
+            for f in ("HD", "HK"):
                 arrs[f][r[K.HPB]:r[K.HPB] + hn] = o[f][orow[K.HPB]:orow[K.HPB] + hn]
-        for f in ("sfree", "skey", "slive", "swr", "segl", "sprev", "snext", "sealed", "fsegs", "drop"):
+        for f in ("SFREE", "SKEY", "SLIVE", "SWR", "SEGL", "SPREV", "SNEXT", "SEALED", "FSEGS", "DROP"):
             arrs[f][:] = o[f]
 
     # --- simulation ----------------------------------------------------------------------------------------
@@ -632,6 +633,7 @@ class Hierarchy(_Inspect):
                 if self._I[t, K.FTOP] < G[K.G_NEED]:
                     self._pools[t] = max(2 * int(self._I[t, K.NN]), int(self._I[t, K.NN]) + int(G[K.G_NEED]))
             self._build(self._pec)
+            G = self._G
         S = self._S
         if G[K.G_ERR]:
             what = {K.ERR_NODES: "a tier's node pool ran out", K.ERR_META: "a hit block has no slot",

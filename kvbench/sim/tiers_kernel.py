@@ -24,7 +24,6 @@ per-tier fields/arrays and its decision there; a refused key is then neither ins
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 from numba import njit
 
@@ -42,7 +41,7 @@ STORE_NONE, STORE_SLOT, STORE_LOG = 0, 1, 2
 (G_REQ, G_SEQ, G_NEV, G_PHASE, G_ERR, G_PRODUCED, G_NT, G_DEMOTE, G_EXCL, G_PROMOTE, G_TOPL1, G_NCREATE,
  G_MARK, G_NEED, G_EVNEED) = range(15)
 G_CREATE0 = 16          # G[G_CREATE0 + j]: the j-th tier a new block is created in
-NG = 20
+NG = 44
 ERR_NODES = 1           # a tier's node pool ran out
 ERR_META = 2            # a hit block without meta (the reference raises KeyError there)
 ERR_EVENTS = 4          # a request wrote more events than the room its bound reserved
@@ -55,12 +54,40 @@ W_NONE, W_MAIN, W_SMALL, W_GHOST = 0, 1, 2, 3
 _MIN = np.int64(-(2 ** 63))
 
 
-# ---- the state tuple S ------------------------------------------------------------------------------------
-# S = (I, F, G, ht, nkey, nprev, nnext, nslot, nver, nlast, nwhere, nmeta, nfreq, nfree,
-#      hd, hk, pexp, sfree, skey, slive, swr, segl, sprev, snext, sealed, fsegs, drop, evs)
-(S_I, S_F, S_G, S_HT, S_NKEY, S_NPREV, S_NNEXT, S_NSLOT, S_NVER, S_NLAST, S_NWHERE, S_NMETA, S_NFREQ, S_NFREE,
- S_HD, S_HK, S_PEXP, S_SFREE, S_SKEY, S_SLIVE, S_SWR, S_SEGL, S_SPREV, S_SNEXT, S_SEALED, S_FSEGS, S_DROP,
- S_EVS) = range(28)
+# ---- the state S = (A, D, EV) ------------------------------------------------------------------------------
+# Three arrays, not dozens: numba passes every array of a call as ~7 scalars, so a call with the state spread
+# over 28 arrays cost ~100 ns. A (int64) holds the tier rows I[t, f] = A[t * NF + f] (4 rows), then G[g] =
+# A[GB + g], then every int array at the base G[B_name]; D (float64) holds the retention per tier (D[t]) and the
+# float arrays at their bases; EV is the (n, 8) event array.
+S_A, S_D, S_EVS = 0, 1, 2
+NF = NFIELDS
+GB = 4 * NF
+B_HT = 20
+B_NKEY = 21
+B_NPREV = 22
+B_NNEXT = 23
+B_NSLOT = 24
+B_NVER = 25
+B_NWHERE = 26
+B_NMETA = 27
+B_NFREQ = 28
+B_NFREE = 29
+B_HK = 30
+B_PEXP = 31
+B_SFREE = 32
+B_SKEY = 33
+B_SLIVE = 34
+B_SWR = 35
+B_SEGL = 36
+B_SPREV = 37
+B_SNEXT = 38
+B_SEALED = 39
+B_FSEGS = 40
+B_DROP = 41
+B_NLAST = 42
+B_HD = 43
+INT_ARRAYS = ('HT', 'NKEY', 'NPREV', 'NNEXT', 'NSLOT', 'NVER', 'NWHERE', 'NMETA', 'NFREQ', 'NFREE', 'HK', 'PEXP', 'SFREE', 'SKEY', 'SLIVE', 'SWR', 'SEGL', 'SPREV', 'SNEXT', 'SEALED', 'FSEGS', 'DROP')
+FLOAT_ARRAYS = ('NLAST', 'HD')
 
 
 # ---- hashing ----------------------------------------------------------------------------------------------
@@ -76,14 +103,14 @@ def _home(key, mask):
 @njit(cache=True, _nrt=False)
 def _find(S, t, key):
     """Node of ``key`` in tier t (index relative to the tier's pool), or -1."""
-    I, ht, nkey = S[S_I], S[S_HT], S[S_NKEY]
-    hb, mask, nb = I[t, HB], I[t, HM], I[t, NB]
+    A = S[S_A]
+    hb, mask, nb = A[(t) * NF + HB], A[(t) * NF + HM], A[(t) * NF + NB]
     i = _home(key, mask)
     while True:
-        v = ht[hb + i]
+        v = A[A[GB + B_HT] + hb + i]
         if v == 0:
             return -1
-        if nkey[nb + v - 1] == key:
+        if A[A[GB + B_NKEY] + nb + v - 1] == key:
             return v - 1
         i = (i + 1) & mask
 
@@ -91,87 +118,87 @@ def _find(S, t, key):
 @njit(cache=True, _nrt=False)
 def _node(S, t, key):
     """The node of ``key`` in tier t, made (empty: no policy, no meta) when absent; -1 when the pool is out."""
+    A = S[S_A]
     n = _find(S, t, key)
     if n >= 0:
         return n
-    I, G, ht, nkey, nfree = S[S_I], S[S_G], S[S_HT], S[S_NKEY], S[S_NFREE]
-    top = I[t, FTOP]
+    top = A[(t) * NF + FTOP]
     if top == 0:
-        G[G_ERR] = ERR_NODES
+        A[GB + G_ERR] = ERR_NODES
         return -1
-    nb = I[t, NB]
-    n = nfree[nb + top - 1]
-    I[t, FTOP] = top - 1
-    nkey[nb + n] = key
-    S[S_NWHERE][nb + n] = W_NONE
-    S[S_NMETA][nb + n] = 0
-    S[S_NFREQ][nb + n] = 0
-    hb, mask = I[t, HB], I[t, HM]
+    nb = A[(t) * NF + NB]
+    n = A[A[GB + B_NFREE] + nb + top - 1]
+    A[(t) * NF + FTOP] = top - 1
+    A[A[GB + B_NKEY] + nb + n] = key
+    A[A[GB + B_NWHERE] + nb + n] = W_NONE
+    A[A[GB + B_NMETA] + nb + n] = 0
+    A[A[GB + B_NFREQ] + nb + n] = 0
+    hb, mask = A[(t) * NF + HB], A[(t) * NF + HM]
     i = _home(key, mask)
-    while ht[hb + i] != 0:
+    while A[A[GB + B_HT] + hb + i] != 0:
         i = (i + 1) & mask
-    ht[hb + i] = n + 1
+    A[A[GB + B_HT] + hb + i] = n + 1
     return n
 
 
 @njit(cache=True, _nrt=False)
 def _release(S, t, n):
     """Free node n when neither the policy (nor ghost) nor the meta holds it (backward-shift table delete)."""
-    I, ht, nkey = S[S_I], S[S_HT], S[S_NKEY]
-    nb = I[t, NB]
-    if S[S_NWHERE][nb + n] != W_NONE or S[S_NMETA][nb + n] != 0:
+    A = S[S_A]
+    nb = A[(t) * NF + NB]
+    if A[A[GB + B_NWHERE] + nb + n] != W_NONE or A[A[GB + B_NMETA] + nb + n] != 0:
         return
-    hb, mask = I[t, HB], I[t, HM]
-    i = _home(nkey[nb + n], mask)
-    while ht[hb + i] != n + 1:
-        if ht[hb + i] == 0:                 # not allocated (already released)
+    hb, mask = A[(t) * NF + HB], A[(t) * NF + HM]
+    i = _home(A[A[GB + B_NKEY] + nb + n], mask)
+    while A[A[GB + B_HT] + hb + i] != n + 1:
+        if A[A[GB + B_HT] + hb + i] == 0:                 # not allocated (already released)
             return
         i = (i + 1) & mask
     j = i
     while True:
         j = (j + 1) & mask
-        v = ht[hb + j]
+        v = A[A[GB + B_HT] + hb + j]
         if v == 0:
             break
-        k = _home(nkey[nb + v - 1], mask)
+        k = _home(A[A[GB + B_NKEY] + nb + v - 1], mask)
         if (j > i and (k <= i or k > j)) or (j < i and (k <= i and k > j)):
-            ht[hb + i] = v
+            A[A[GB + B_HT] + hb + i] = v
             i = j
-    ht[hb + i] = 0
-    S[S_NFREE][nb + I[t, FTOP]] = n
-    I[t, FTOP] += 1
+    A[A[GB + B_HT] + hb + i] = 0
+    A[A[GB + B_NFREE] + nb + A[(t) * NF + FTOP]] = n
+    A[(t) * NF + FTOP] += 1
 
 
 # ---- linked queues (the OrderedDicts) ---------------------------------------------------------------------
 @njit(cache=True, _nrt=False)
 def _q_append(S, t, q, n):
-    I, nprev, nnext = S[S_I], S[S_NPREV], S[S_NNEXT]
-    nb = I[t, NB]
-    tail = I[t, QT0 + q]
-    nprev[nb + n] = tail
-    nnext[nb + n] = -1
+    A = S[S_A]
+    nb = A[(t) * NF + NB]
+    tail = A[(t) * NF + QT0 + q]
+    A[A[GB + B_NPREV] + nb + n] = tail
+    A[A[GB + B_NNEXT] + nb + n] = -1
     if tail >= 0:
-        nnext[nb + tail] = n
+        A[A[GB + B_NNEXT] + nb + tail] = n
     else:
-        I[t, QH0 + q] = n
-    I[t, QT0 + q] = n
-    I[t, QL0 + q] += 1
+        A[(t) * NF + QH0 + q] = n
+    A[(t) * NF + QT0 + q] = n
+    A[(t) * NF + QL0 + q] += 1
 
 
 @njit(cache=True, _nrt=False)
 def _q_unlink(S, t, q, n):
-    I, nprev, nnext = S[S_I], S[S_NPREV], S[S_NNEXT]
-    nb = I[t, NB]
-    p, x = nprev[nb + n], nnext[nb + n]
+    A = S[S_A]
+    nb = A[(t) * NF + NB]
+    p, x = A[A[GB + B_NPREV] + nb + n], A[A[GB + B_NNEXT] + nb + n]
     if p >= 0:
-        nnext[nb + p] = x
+        A[A[GB + B_NNEXT] + nb + p] = x
     else:
-        I[t, QH0 + q] = x
+        A[(t) * NF + QH0 + q] = x
     if x >= 0:
-        nprev[nb + x] = p
+        A[A[GB + B_NPREV] + nb + x] = p
     else:
-        I[t, QT0 + q] = p
-    I[t, QL0 + q] -= 1
+        A[(t) * NF + QT0 + q] = p
+    A[(t) * NF + QL0 + q] -= 1
 
 
 # ---- retention heap of FIFO / S3-FIFO (the reference's _IdleHeap) -----------------------------------------
@@ -182,151 +209,151 @@ def _hless(d1, k1, d2, k2):
 
 @njit(cache=True, _nrt=False)
 def _heap_push(S, t, d, k):
-    I, hd, hk = S[S_I], S[S_HD], S[S_HK]
-    b, n = I[t, HPB], I[t, HPN]
+    A, D = S[S_A], S[S_D]
+    b, n = A[(t) * NF + HPB], A[(t) * NF + HPN]
     i = n
-    I[t, HPN] = n + 1
+    A[(t) * NF + HPN] = n + 1
     while i > 0:
         p = (i - 1) >> 1
-        if _hless(d, k, hd[b + p], hk[b + p]):
-            hd[b + i] = hd[b + p]
-            hk[b + i] = hk[b + p]
+        if _hless(d, k, D[A[GB + B_HD] + b + p], A[A[GB + B_HK] + b + p]):
+            D[A[GB + B_HD] + b + i] = D[A[GB + B_HD] + b + p]
+            A[A[GB + B_HK] + b + i] = A[A[GB + B_HK] + b + p]
             i = p
         else:
             break
-    hd[b + i] = d
-    hk[b + i] = k
+    D[A[GB + B_HD] + b + i] = d
+    A[A[GB + B_HK] + b + i] = k
 
 
 @njit(cache=True, _nrt=False)
 def _heap_pop(S, t):
-    I, hd, hk = S[S_I], S[S_HD], S[S_HK]
-    b = I[t, HPB]
-    n = I[t, HPN] - 1
-    I[t, HPN] = n
-    d, k = hd[b + n], hk[b + n]
+    A, D = S[S_A], S[S_D]
+    b = A[(t) * NF + HPB]
+    n = A[(t) * NF + HPN] - 1
+    A[(t) * NF + HPN] = n
+    d, k = D[A[GB + B_HD] + b + n], A[A[GB + B_HK] + b + n]
     i = 0
     while True:
         c = 2 * i + 1
         if c >= n:
             break
-        if c + 1 < n and _hless(hd[b + c + 1], hk[b + c + 1], hd[b + c], hk[b + c]):
+        if c + 1 < n and _hless(D[A[GB + B_HD] + b + c + 1], A[A[GB + B_HK] + b + c + 1], D[A[GB + B_HD] + b + c], A[A[GB + B_HK] + b + c]):
             c += 1
-        if _hless(hd[b + c], hk[b + c], d, k):
-            hd[b + i] = hd[b + c]
-            hk[b + i] = hk[b + c]
+        if _hless(D[A[GB + B_HD] + b + c], A[A[GB + B_HK] + b + c], d, k):
+            D[A[GB + B_HD] + b + i] = D[A[GB + B_HD] + b + c]
+            A[A[GB + B_HK] + b + i] = A[A[GB + B_HK] + b + c]
             i = c
         else:
             break
     if n > 0:
-        hd[b + i] = d
-        hk[b + i] = k
+        D[A[GB + B_HD] + b + i] = d
+        A[A[GB + B_HK] + b + i] = k
 
 
 @njit(cache=True, _nrt=False)
 def _live(S, t):
     """len(_IdleHeap.last): the keys the policy holds (small + main for S3-FIFO)."""
-    I = S[S_I]
-    if I[t, POL] == POL_S3:
-        return I[t, QL0] + I[t, QL1]
-    return I[t, QL0]
+    A = S[S_A]
+    if A[(t) * NF + POL] == POL_S3:
+        return A[(t) * NF + QL0] + A[(t) * NF + QL1]
+    return A[(t) * NF + QL0]
 
 
 @njit(cache=True, _nrt=False)
 def _touch(S, t, n, now):
-    I, F, nlast, nkey, nnext = S[S_I], S[S_F], S[S_NLAST], S[S_NKEY], S[S_NNEXT]
-    nb = I[t, NB]
-    nlast[nb + n] = now
-    _heap_push(S, t, now + F[t], nkey[nb + n])
-    if I[t, HPN] > 2 * _live(S, t) + 64:        # rebuilt from the live keys, one entry each
-        I[t, HPN] = 0
-        for q in range(2 if I[t, POL] == POL_S3 else 1):
-            m = I[t, QH0 + q]
+    A, D = S[S_A], S[S_D]
+    nb = A[(t) * NF + NB]
+    D[A[GB + B_NLAST] + nb + n] = now
+    _heap_push(S, t, now + D[t], A[A[GB + B_NKEY] + nb + n])
+    if A[(t) * NF + HPN] > 2 * _live(S, t) + 64:        # rebuilt from the live keys, one entry each
+        A[(t) * NF + HPN] = 0
+        for q in range(2 if A[(t) * NF + POL] == POL_S3 else 1):
+            m = A[(t) * NF + QH0 + q]
             while m >= 0:
-                _heap_push(S, t, nlast[nb + m] + F[t], nkey[nb + m])
-                m = nnext[nb + m]
+                _heap_push(S, t, D[A[GB + B_NLAST] + nb + m] + D[t], A[A[GB + B_NKEY] + nb + m])
+                m = A[A[GB + B_NNEXT] + nb + m]
 
 
 @njit(cache=True, _nrt=False)
 def _alive(S, t, n, now):
-    I, F = S[S_I], S[S_F]
-    return now - S[S_NLAST][I[t, NB] + n] <= F[t]
+    A, D = S[S_A], S[S_D]
+    return now - D[A[GB + B_NLAST] + A[(t) * NF + NB] + n] <= D[t]
 
 
 @njit(cache=True, _nrt=False)
 def _pend_expired(S, t, key):
-    I, pexp = S[S_I], S[S_PEXP]
-    pexp[I[t, PEB] + I[t, PEN]] = key
-    I[t, PEN] += 1
+    A = S[S_A]
+    A[A[GB + B_PEXP] + A[(t) * NF + PEB] + A[(t) * NF + PEN]] = key
+    A[(t) * NF + PEN] += 1
 
 
 # ---- policies: lookup / insert / remove / expire ----------------------------------------------------------
 @njit(cache=True, _nrt=False)
 def _p_lookup(S, t, key, now):
-    I, nb = S[S_I], S[S_I][t, NB]
+    A, D = S[S_A], S[S_D]
+    nb = A[(t) * NF + NB]
     n = _find(S, t, key)
     if n < 0:
         return False
-    nwhere, nfreq = S[S_NWHERE], S[S_NFREQ]
-    w = nwhere[nb + n]
+    w = A[A[GB + B_NWHERE] + nb + n]
     if w == W_NONE or w == W_GHOST:
         return False
-    pol = I[t, POL]
+    pol = A[(t) * NF + POL]
     if pol == POL_LRU:
-        if I[t, HASTTL] and now - S[S_NLAST][nb + n] > S[S_F][t]:
+        if A[(t) * NF + HASTTL] and now - D[A[GB + B_NLAST] + nb + n] > D[t]:
             _q_unlink(S, t, 0, n)
-            nwhere[nb + n] = W_NONE
+            A[A[GB + B_NWHERE] + nb + n] = W_NONE
             _pend_expired(S, t, key)
             _release(S, t, n)
             return False
-        S[S_NLAST][nb + n] = now
+        D[A[GB + B_NLAST] + nb + n] = now
         _q_unlink(S, t, 0, n)
         _q_append(S, t, 0, n)
         return True
-    if I[t, HASTTL]:
+    if A[(t) * NF + HASTTL]:
         if not _alive(S, t, n, now):
             _q_unlink(S, t, 0 if w == W_MAIN else 1, n)
-            nwhere[nb + n] = W_NONE
+            A[A[GB + B_NWHERE] + nb + n] = W_NONE
             _pend_expired(S, t, key)
             _release(S, t, n)
             return False
         _touch(S, t, n, now)
-    if pol == POL_S3 and nfreq[nb + n] < 3:
-        nfreq[nb + n] += 1
+    if pol == POL_S3 and A[A[GB + B_NFREQ] + nb + n] < 3:
+        A[A[GB + B_NFREQ] + nb + n] += 1
     return True
 
 
 @njit(cache=True, _nrt=False)
 def _s3_evict_one(S, t):
     """S3-FIFO's eviction (the reference's _evict_one); returns the victim's node (now a ghost or free)."""
-    I, nfreq, nwhere = S[S_I], S[S_NFREQ], S[S_NWHERE]
-    nb = I[t, NB]
+    A = S[S_A]
+    nb = A[(t) * NF + NB]
     while True:
-        if I[t, QL1] > 0 and (I[t, QL1] >= I[t, SCAP] or I[t, QL0] == 0):
-            n = I[t, QH1]
+        if A[(t) * NF + QL1] > 0 and (A[(t) * NF + QL1] >= A[(t) * NF + SCAP] or A[(t) * NF + QL0] == 0):
+            n = A[(t) * NF + QH1]
             _q_unlink(S, t, 1, n)
-            if nfreq[nb + n] > 1:
-                nfreq[nb + n] = 0
-                nwhere[nb + n] = W_MAIN
+            if A[A[GB + B_NFREQ] + nb + n] > 1:
+                A[A[GB + B_NFREQ] + nb + n] = 0
+                A[A[GB + B_NWHERE] + nb + n] = W_MAIN
                 _q_append(S, t, 0, n)
                 continue
-            nwhere[nb + n] = W_GHOST
+            A[A[GB + B_NWHERE] + nb + n] = W_GHOST
             _q_append(S, t, 2, n)
-            while I[t, QL2] > I[t, MCAP]:
-                g = I[t, QH2]
+            while A[(t) * NF + QL2] > A[(t) * NF + MCAP]:
+                g = A[(t) * NF + QH2]
                 _q_unlink(S, t, 2, g)
-                nwhere[nb + g] = W_NONE
+                A[A[GB + B_NWHERE] + nb + g] = W_NONE
                 if g != n:
                     _release(S, t, g)
             return n
-        n = I[t, QH0]
+        n = A[(t) * NF + QH0]
         _q_unlink(S, t, 0, n)
-        f = nfreq[nb + n]
+        f = A[A[GB + B_NFREQ] + nb + n]
         if f > 0:
-            nfreq[nb + n] = f - 1
+            A[A[GB + B_NFREQ] + nb + n] = f - 1
             _q_append(S, t, 0, n)
             continue
-        nwhere[nb + n] = W_NONE
+        A[A[GB + B_NWHERE] + nb + n] = W_NONE
         return n
 
 
@@ -335,16 +362,16 @@ def _p_insert(S, t, n, now):
     """Admit node n's key to the policy; returns the evicted key's node or -1 (at most one: one in, one out).
 
     The victim node is left for the caller, which must call _release on it once done with its key."""
-    I, nwhere, nfreq = S[S_I], S[S_NWHERE], S[S_NFREQ]
-    nb = I[t, NB]
-    pol = I[t, POL]
-    w = nwhere[nb + n]
+    A, D = S[S_A], S[S_D]
+    nb = A[(t) * NF + NB]
+    pol = A[(t) * NF + POL]
+    w = A[A[GB + B_NWHERE] + nb + n]
     if w == W_MAIN or w == W_SMALL:
         if pol == POL_LRU:
-            S[S_NLAST][nb + n] = now
+            D[A[GB + B_NLAST] + nb + n] = now
             _q_unlink(S, t, 0, n)
             _q_append(S, t, 0, n)
-        elif I[t, HASTTL]:
+        elif A[(t) * NF + HASTTL]:
             _touch(S, t, n, now)
         return -1
     victim = -1
@@ -352,28 +379,28 @@ def _p_insert(S, t, n, now):
         was_ghost = w == W_GHOST
         if was_ghost:
             _q_unlink(S, t, 2, n)
-            nwhere[nb + n] = W_NONE
-        if I[t, QL0] + I[t, QL1] >= I[t, CAP]:
+            A[A[GB + B_NWHERE] + nb + n] = W_NONE
+        if A[(t) * NF + QL0] + A[(t) * NF + QL1] >= A[(t) * NF + CAP]:
             victim = _s3_evict_one(S, t)
-        nfreq[nb + n] = 0
+        A[A[GB + B_NFREQ] + nb + n] = 0
         if was_ghost:
-            nwhere[nb + n] = W_MAIN
+            A[A[GB + B_NWHERE] + nb + n] = W_MAIN
             _q_append(S, t, 0, n)
         else:
-            nwhere[nb + n] = W_SMALL
+            A[A[GB + B_NWHERE] + nb + n] = W_SMALL
             _q_append(S, t, 1, n)
-        if I[t, HASTTL]:
+        if A[(t) * NF + HASTTL]:
             _touch(S, t, n, now)
         return victim
-    if I[t, QL0] >= I[t, CAP]:
-        victim = I[t, QH0]
+    if A[(t) * NF + QL0] >= A[(t) * NF + CAP]:
+        victim = A[(t) * NF + QH0]
         _q_unlink(S, t, 0, victim)
-        nwhere[nb + victim] = W_NONE
-    nwhere[nb + n] = W_MAIN
+        A[A[GB + B_NWHERE] + nb + victim] = W_NONE
+    A[A[GB + B_NWHERE] + nb + n] = W_MAIN
     _q_append(S, t, 0, n)
     if pol == POL_LRU:
-        S[S_NLAST][nb + n] = now
-    elif I[t, HASTTL]:
+        D[A[GB + B_NLAST] + nb + n] = now
+    elif A[(t) * NF + HASTTL]:
         _touch(S, t, n, now)
     return victim
 
@@ -381,58 +408,57 @@ def _p_insert(S, t, n, now):
 @njit(cache=True, _nrt=False)
 def _p_remove(S, t, n):
     """Take node n's key out of the policy (and S3-FIFO's ghost); the caller releases the node."""
-    I, nwhere = S[S_I], S[S_NWHERE]
-    nb = I[t, NB]
-    w = nwhere[nb + n]
+    A = S[S_A]
+    nb = A[(t) * NF + NB]
+    w = A[A[GB + B_NWHERE] + nb + n]
     if w == W_MAIN:
         _q_unlink(S, t, 0, n)
     elif w == W_SMALL:
         _q_unlink(S, t, 1, n)
     elif w == W_GHOST:
         _q_unlink(S, t, 2, n)
-    nwhere[nb + n] = W_NONE
+    A[A[GB + B_NWHERE] + nb + n] = W_NONE
 
 
 @njit(cache=True, _nrt=False)
 def _p_expire(S, t, now, out):
     """Keys dropped by retention since the last call (pending lookup expiries first); returns how many."""
-    I, pexp, nwhere, nlast = S[S_I], S[S_PEXP], S[S_NWHERE], S[S_NLAST]
-    nb = I[t, NB]
+    A, D = S[S_A], S[S_D]
+    nb = A[(t) * NF + NB]
     k = 0
-    for j in range(I[t, PEN]):
-        out[k] = pexp[I[t, PEB] + j]
+    for j in range(A[(t) * NF + PEN]):
+        out[k] = A[A[GB + B_PEXP] + A[(t) * NF + PEB] + j]
         k += 1
-    I[t, PEN] = 0
-    if not I[t, HASTTL]:
+    A[(t) * NF + PEN] = 0
+    if not A[(t) * NF + HASTTL]:
         return k
-    ttl = S[S_F][t]
-    if I[t, POL] == POL_LRU:
+    ttl = D[t]
+    if A[(t) * NF + POL] == POL_LRU:
         limit = now - ttl
-        while I[t, QL0] > 0:
-            n = I[t, QH0]
-            if nlast[nb + n] >= limit:
+        while A[(t) * NF + QL0] > 0:
+            n = A[(t) * NF + QH0]
+            if D[A[GB + B_NLAST] + nb + n] >= limit:
                 break
             _q_unlink(S, t, 0, n)
-            nwhere[nb + n] = W_NONE
-            out[k] = S[S_NKEY][nb + n]
+            A[A[GB + B_NWHERE] + nb + n] = W_NONE
+            out[k] = A[A[GB + B_NKEY] + nb + n]
             k += 1
             _release(S, t, n)
         return k
-    hd, hk = S[S_HD], S[S_HK]
-    b = I[t, HPB]
-    while I[t, HPN] > 0 and hd[b] < now:
-        deadline, key = hd[b], hk[b]
+    b = A[(t) * NF + HPB]
+    while A[(t) * NF + HPN] > 0 and D[A[GB + B_HD] + b] < now:
+        deadline, key = D[A[GB + B_HD] + b], A[A[GB + B_HK] + b]
         _heap_pop(S, t)
         n = _find(S, t, key)
         if n < 0:
             continue
-        w = nwhere[nb + n]
+        w = A[A[GB + B_NWHERE] + nb + n]
         if w != W_MAIN and w != W_SMALL:          # not in last (ghost or meta only)
             continue
-        last = nlast[nb + n]
+        last = D[A[GB + B_NLAST] + nb + n]
         if last + ttl == deadline and now - last > ttl:
             _q_unlink(S, t, 0 if w == W_MAIN else 1, n)
-            nwhere[nb + n] = W_NONE
+            A[A[GB + B_NWHERE] + nb + n] = W_NONE
             out[k] = key
             k += 1
             _release(S, t, n)
@@ -442,135 +468,131 @@ def _p_expire(S, t, now, out):
 # ---- stores -----------------------------------------------------------------------------------------------
 @njit(cache=True, _nrt=False)
 def _trim_seg(S, t, seg):
-    I = S[S_I]
-    if I[t, TRIMF]:
-        j = I[t, TRN]
-        I[t, TR0F + 2 * j] = seg * I[t, SEGS]
-        I[t, TR0N + 2 * j] = I[t, SEGS]
-        I[t, TRN] = j + 1
+    A = S[S_A]
+    if A[(t) * NF + TRIMF]:
+        j = A[(t) * NF + TRN]
+        A[(t) * NF + TR0F + 2 * j] = seg * A[(t) * NF + SEGS]
+        A[(t) * NF + TR0N + 2 * j] = A[(t) * NF + SEGS]
+        A[(t) * NF + TRN] = j + 1
 
 
 @njit(cache=True, _nrt=False)
 def _sealed_append(S, t, seg):
-    I, sprev, snext, sealed = S[S_I], S[S_SPREV], S[S_SNEXT], S[S_SEALED]
-    b = I[t, SEGB]
-    tail = I[t, SLT]
-    sprev[b + seg] = tail
-    snext[b + seg] = -1
+    A = S[S_A]
+    b = A[(t) * NF + SEGB]
+    tail = A[(t) * NF + SLT]
+    A[A[GB + B_SPREV] + b + seg] = tail
+    A[A[GB + B_SNEXT] + b + seg] = -1
     if tail >= 0:
-        snext[b + tail] = seg
+        A[A[GB + B_SNEXT] + b + tail] = seg
     else:
-        I[t, SLH] = seg
-    I[t, SLT] = seg
-    sealed[b + seg] = 1
+        A[(t) * NF + SLH] = seg
+    A[(t) * NF + SLT] = seg
+    A[A[GB + B_SEALED] + b + seg] = 1
 
 
 @njit(cache=True, _nrt=False)
 def _sealed_unlink(S, t, seg):
-    I, sprev, snext, sealed = S[S_I], S[S_SPREV], S[S_SNEXT], S[S_SEALED]
-    b = I[t, SEGB]
-    p, x = sprev[b + seg], snext[b + seg]
+    A = S[S_A]
+    b = A[(t) * NF + SEGB]
+    p, x = A[A[GB + B_SPREV] + b + seg], A[A[GB + B_SNEXT] + b + seg]
     if p >= 0:
-        snext[b + p] = x
+        A[A[GB + B_SNEXT] + b + p] = x
     else:
-        I[t, SLH] = x
+        A[(t) * NF + SLH] = x
     if x >= 0:
-        sprev[b + x] = p
+        A[A[GB + B_SPREV] + b + x] = p
     else:
-        I[t, SLT] = p
-    sealed[b + seg] = 0
+        A[(t) * NF + SLT] = p
+    A[A[GB + B_SEALED] + b + seg] = 0
 
 
 @njit(cache=True, _nrt=False)
 def _fseg_push(S, t, seg):
-    I, fsegs = S[S_I], S[S_FSEGS]
-    n = I[t, NSEG]
-    fsegs[I[t, SEGB] + (I[t, FSH] + I[t, FSN]) % n] = seg
-    I[t, FSN] += 1
+    A = S[S_A]
+    n = A[(t) * NF + NSEG]
+    A[A[GB + B_FSEGS] + A[(t) * NF + SEGB] + (A[(t) * NF + FSH] + A[(t) * NF + FSN]) % n] = seg
+    A[(t) * NF + FSN] += 1
 
 
 @njit(cache=True, _nrt=False)
 def _alloc(S, t, key):
     """A slot for ``key``; dropped keys (log reclaim) go to the tier's drop buffer, trims to TR*."""
-    I = S[S_I]
-    I[t, DRN] = 0
-    I[t, TRN] = 0
-    sb = I[t, SLOTB]
-    if I[t, STORE] == STORE_SLOT:
-        sfree = S[S_SFREE]
-        slot = sfree[sb + I[t, SFH]]
-        I[t, SFH] = (I[t, SFH] + 1) % I[t, NSLOTS]
-        I[t, SFN] -= 1
-        I[t, USED] += 1
+    A = S[S_A]
+    A[(t) * NF + DRN] = 0
+    A[(t) * NF + TRN] = 0
+    sb = A[(t) * NF + SLOTB]
+    if A[(t) * NF + STORE] == STORE_SLOT:
+        slot = A[A[GB + B_SFREE] + sb + A[(t) * NF + SFH]]
+        A[(t) * NF + SFH] = (A[(t) * NF + SFH] + 1) % A[(t) * NF + NSLOTS]
+        A[(t) * NF + SFN] -= 1
+        A[(t) * NF + USED] += 1
         return slot
-    segs, skey, slive, segl = I[t, SEGS], S[S_SKEY], S[S_SLIVE], S[S_SEGL]
-    gb = I[t, SEGB]
-    if I[t, LPOS] == segs:
-        head = I[t, LHEAD]
-        if segl[gb + head] == 0:
+    segs = A[(t) * NF + SEGS]
+    gb = A[(t) * NF + SEGB]
+    if A[(t) * NF + LPOS] == segs:
+        head = A[(t) * NF + LHEAD]
+        if A[A[GB + B_SEGL] + gb + head] == 0:
             _fseg_push(S, t, head)
             _trim_seg(S, t, head)
         else:
             _sealed_append(S, t, head)
-        if I[t, FSN] > 0:
-            I[t, LHEAD] = S[S_FSEGS][gb + I[t, FSH]]
-            I[t, FSH] = (I[t, FSH] + 1) % I[t, NSEG]
-            I[t, FSN] -= 1
+        if A[(t) * NF + FSN] > 0:
+            A[(t) * NF + LHEAD] = A[A[GB + B_FSEGS] + gb + A[(t) * NF + FSH]]
+            A[(t) * NF + FSH] = (A[(t) * NF + FSH] + 1) % A[(t) * NF + NSEG]
+            A[(t) * NF + FSN] -= 1
         else:
-            seg = I[t, SLH]
+            seg = A[(t) * NF + SLH]
             _sealed_unlink(S, t, seg)
             lo = seg * segs
-            drop = S[S_DROP]
-            db = I[t, DRB]
+            db = A[(t) * NF + DRB]
             nd = 0
             for s in range(lo, lo + segs):
-                if slive[sb + s]:
-                    drop[db + nd] = skey[sb + s]
+                if A[A[GB + B_SLIVE] + sb + s]:
+                    A[A[GB + B_DROP] + db + nd] = A[A[GB + B_SKEY] + sb + s]
                     nd += 1
-                    slive[sb + s] = 0
-            I[t, DRN] = nd
-            I[t, USED] -= nd
-            segl[gb + seg] = 0
-            I[t, RECLAIMED] += 1
-            I[t, DROPPED] += nd
+                    A[A[GB + B_SLIVE] + sb + s] = 0
+            A[(t) * NF + DRN] = nd
+            A[(t) * NF + USED] -= nd
+            A[A[GB + B_SEGL] + gb + seg] = 0
+            A[(t) * NF + RECLAIMED] += 1
+            A[(t) * NF + DROPPED] += nd
             _trim_seg(S, t, seg)
-            I[t, LHEAD] = seg
-        I[t, LPOS] = 0
-    slot = I[t, LHEAD] * segs + I[t, LPOS]
-    I[t, LPOS] += 1
-    skey[sb + slot] = key
-    slive[sb + slot] = 1
-    segl[gb + I[t, LHEAD]] += 1
-    I[t, USED] += 1
+            A[(t) * NF + LHEAD] = seg
+        A[(t) * NF + LPOS] = 0
+    slot = A[(t) * NF + LHEAD] * segs + A[(t) * NF + LPOS]
+    A[(t) * NF + LPOS] += 1
+    A[A[GB + B_SKEY] + sb + slot] = key
+    A[A[GB + B_SLIVE] + sb + slot] = 1
+    A[A[GB + B_SEGL] + gb + A[(t) * NF + LHEAD]] += 1
+    A[(t) * NF + USED] += 1
     return slot
 
 
 @njit(cache=True, _nrt=False)
 def _free(S, t, slot):
     """Release a slot; trims go to TR* (TRN of them)."""
-    I = S[S_I]
-    I[t, TRN] = 0
-    sb = I[t, SLOTB]
-    if I[t, STORE] == STORE_SLOT:
-        sfree = S[S_SFREE]
-        sfree[sb + (I[t, SFH] + I[t, SFN]) % I[t, NSLOTS]] = slot
-        I[t, SFN] += 1
-        I[t, USED] -= 1
-        if I[t, TRIMF]:
-            I[t, TR0F] = slot
-            I[t, TR0N] = 1
-            I[t, TRN] = 1
+    A = S[S_A]
+    A[(t) * NF + TRN] = 0
+    sb = A[(t) * NF + SLOTB]
+    if A[(t) * NF + STORE] == STORE_SLOT:
+        A[A[GB + B_SFREE] + sb + (A[(t) * NF + SFH] + A[(t) * NF + SFN]) % A[(t) * NF + NSLOTS]] = slot
+        A[(t) * NF + SFN] += 1
+        A[(t) * NF + USED] -= 1
+        if A[(t) * NF + TRIMF]:
+            A[(t) * NF + TR0F] = slot
+            A[(t) * NF + TR0N] = 1
+            A[(t) * NF + TRN] = 1
         return
-    slive, segl = S[S_SLIVE], S[S_SEGL]
-    if not slive[sb + slot]:
+    if not A[A[GB + B_SLIVE] + sb + slot]:
         return
-    slive[sb + slot] = 0
-    I[t, USED] -= 1
-    gb = I[t, SEGB]
-    seg = slot // I[t, SEGS]
-    segl[gb + seg] -= 1
-    if segl[gb + seg] == 0 and seg != I[t, LHEAD]:
-        if not S[S_SEALED][gb + seg]:
+    A[A[GB + B_SLIVE] + sb + slot] = 0
+    A[(t) * NF + USED] -= 1
+    gb = A[(t) * NF + SEGB]
+    seg = slot // A[(t) * NF + SEGS]
+    A[A[GB + B_SEGL] + gb + seg] -= 1
+    if A[A[GB + B_SEGL] + gb + seg] == 0 and seg != A[(t) * NF + LHEAD]:
+        if not A[A[GB + B_SEALED] + gb + seg]:
             return
         _sealed_unlink(S, t, seg)
         _fseg_push(S, t, seg)
@@ -579,33 +601,33 @@ def _free(S, t, slot):
 
 @njit(cache=True, _nrt=False)
 def _emit_trims(S, t):
-    I = S[S_I]
-    for j in range(I[t, TRN]):
-        n = I[t, TR0N + 2 * j]
-        _emit(S, t, EV_TRIM, TRIM, I[t, TR0F + 2 * j], n, 0, -1)
-        I[t, C_TRIMS] += n
-    I[t, TRN] = 0
+    A = S[S_A]
+    for j in range(A[(t) * NF + TRN]):
+        n = A[(t) * NF + TR0N + 2 * j]
+        _emit(S, t, EV_TRIM, TRIM, A[(t) * NF + TR0F + 2 * j], n, 0, -1)
+        A[(t) * NF + C_TRIMS] += n
+    A[(t) * NF + TRN] = 0
 
 
 # ---- events -----------------------------------------------------------------------------------------------
 @njit(cache=True, _nrt=False)
 def _emit(S, t, op, kind, slot, nslots, key, version):
-    G, ev = S[S_G], S[S_EVS]
-    i = G[G_NEV]
+    A, ev = S[S_A], S[S_EVS]
+    i = A[GB + G_NEV]
     if i >= ev.shape[0]:                 # the room reserved per request was not enough: nothing is written
-        G[G_ERR] = ERR_EVENTS
+        A[GB + G_ERR] = ERR_EVENTS
         return
-    ev[i, 0] = G[G_REQ]
-    ev[i, 1] = S[S_I][t, LEVEL]
+    ev[i, 0] = A[GB + G_REQ]
+    ev[i, 1] = A[(t) * NF + LEVEL]
     ev[i, 2] = op
     ev[i, 3] = kind
     ev[i, 4] = slot
     ev[i, 5] = nslots
     ev[i, 6] = key
     ev[i, 7] = version
-    G[G_NEV] = i + 1
-    if G[G_PHASE] and op == EV_WRITE:        # a slot written while the request's blocks were looked up
-        S[S_SWR][S[S_I][t, SLOTB] + slot] = G[G_MARK]
+    A[GB + G_NEV] = i + 1
+    if A[GB + G_PHASE] and op == EV_WRITE:        # a slot written while the request's blocks were looked up
+        A[A[GB + B_SWR] + A[(t) * NF + SLOTB] + slot] = A[GB + G_MARK]
 
 
 # ---- the hierarchy ----------------------------------------------------------------------------------------
@@ -623,12 +645,12 @@ def _admit(S, t, key, kind, now):
 def _ins_begin(S, t, key, kind, now):
     """First half of an insert: refresh a resident key, or admit it and make room. Returns (node, victim
     node or -1); node -1 when the insert is over (refreshed, refused, or out of nodes)."""
-    I, nmeta = S[S_I], S[S_NMETA]
-    nb = I[t, NB]
+    A = S[S_A]
+    nb = A[(t) * NF + NB]
     n = _node(S, t, key)
     if n < 0:
         return -1, -1
-    if nmeta[nb + n]:                       # already resident (same content): refresh only
+    if A[A[GB + B_NMETA] + nb + n]:                       # already resident (same content): refresh only
         v = _p_insert(S, t, n, now)
         if v >= 0:
             _release(S, t, v)               # the reference ignores this eviction (it cannot happen in order)
@@ -638,16 +660,16 @@ def _ins_begin(S, t, key, kind, now):
         return -1, -1
     v = _p_insert(S, t, n, now)
     if v >= 0:
-        I[t, C_EVICT] += 1
+        A[(t) * NF + C_EVICT] += 1
     return n, v
 
 
 @njit(cache=True, _nrt=False)
 def _ins_alloc(S, t, key):
     """The insert's slot (-1 on L1); the keys a log reclaim dropped are in the tier's drop buffer (DRN)."""
-    I = S[S_I]
-    if I[t, STORE] == STORE_NONE:
-        I[t, DRN] = 0
+    A = S[S_A]
+    if A[(t) * NF + STORE] == STORE_NONE:
+        A[(t) * NF + DRN] = 0
         return -1
     return _alloc(S, t, key)
 
@@ -655,64 +677,64 @@ def _ins_alloc(S, t, key):
 @njit(cache=True, _nrt=False)
 def _ins_drop(S, t, j):
     """The j-th key a reclaim dropped: out of the policy; returns it (the caller evicts it, freed)."""
-    I = S[S_I]
-    victim = S[S_DROP][I[t, DRB] + j]
+    A = S[S_A]
+    victim = A[A[GB + B_DROP] + A[(t) * NF + DRB] + j]
     _p_remove(S, t, _find(S, t, victim))
-    I[t, C_RECLAIM] += 1
+    A[(t) * NF + C_RECLAIM] += 1
     return victim
 
 
 @njit(cache=True, _nrt=False)
 def _ins_finish(S, t, n, key, version, kind, slot):
-    I, nmeta = S[S_I], S[S_NMETA]
-    nb = I[t, NB]
-    I[t, DRN] = 0
-    nmeta[nb + n] = 1
-    S[S_NSLOT][nb + n] = slot
-    S[S_NVER][nb + n] = version
-    I[t, NMETA] += 1
-    if I[t, STORE] != STORE_NONE:
+    A = S[S_A]
+    nb = A[(t) * NF + NB]
+    A[(t) * NF + DRN] = 0
+    A[A[GB + B_NMETA] + nb + n] = 1
+    A[A[GB + B_NSLOT] + nb + n] = slot
+    A[A[GB + B_NVER] + nb + n] = version
+    A[(t) * NF + NMETA] += 1
+    if A[(t) * NF + STORE] != STORE_NONE:
         _emit_trims(S, t)
         _emit(S, t, EV_WRITE, kind, slot, 1, key, version)
     if kind == CREATE_WRITE:
-        I[t, C_CREATE] += 1
+        A[(t) * NF + C_CREATE] += 1
     elif kind == PROMOTE_WRITE:
-        I[t, C_PROMOTE] += 1
+        A[(t) * NF + C_PROMOTE] += 1
     else:
-        I[t, C_DEMOTE_WRITES] += 1
-    if I[t, NMETA] > I[t, C_PEAK]:
-        I[t, C_PEAK] = I[t, NMETA]
+        A[(t) * NF + C_DEMOTE_WRITES] += 1
+    if A[(t) * NF + NMETA] > A[(t) * NF + C_PEAK]:
+        A[(t) * NF + C_PEAK] = A[(t) * NF + NMETA]
 
 
 @njit(cache=True, _nrt=False)
 def _ev_begin(S, t, key):
     """First half of an eviction (the policy already dropped ``key``): pop the meta, emit the demotion read.
     Returns (node, slot, version, demote?); node -1 when there is nothing more to do."""
-    I, G, nmeta = S[S_I], S[S_G], S[S_NMETA]
-    nb = I[t, NB]
+    A = S[S_A]
+    nb = A[(t) * NF + NB]
     n = _find(S, t, key)
     if n < 0:
         return -1, -1, -1, False
-    if not nmeta[nb + n]:
+    if not A[A[GB + B_NMETA] + nb + n]:
         _release(S, t, n)
         return -1, -1, -1, False
-    slot, version = S[S_NSLOT][nb + n], S[S_NVER][nb + n]
-    nmeta[nb + n] = 0
-    I[t, NMETA] -= 1
+    slot, version = A[A[GB + B_NSLOT] + nb + n], A[A[GB + B_NVER] + nb + n]
+    A[A[GB + B_NMETA] + nb + n] = 0
+    A[(t) * NF + NMETA] -= 1
     demote = False
-    if G[G_DEMOTE] and t + 1 < G[G_NT]:
+    if A[GB + G_DEMOTE] and t + 1 < A[GB + G_NT]:
         if not _resident(S, t + 1, key):
-            if I[t, STORE] != STORE_NONE:
+            if A[(t) * NF + STORE] != STORE_NONE:
                 _emit(S, t, EV_READ, DEMOTE_READ, slot, 1, key, version)
-                I[t, C_DEMOTE_READS] += 1
+                A[(t) * NF + C_DEMOTE_READS] += 1
             demote = True
     return n, slot, version, demote
 
 
 @njit(cache=True, _nrt=False)
 def _ev_end(S, t, n, slot, freed):
-    I = S[S_I]
-    if I[t, STORE] != STORE_NONE and not freed:
+    A = S[S_A]
+    if A[(t) * NF + STORE] != STORE_NONE and not freed:
         _free(S, t, slot)
         _emit_trims(S, t)
     _release(S, t, n)
@@ -727,13 +749,14 @@ def _evict3(S, t, key, freed, now):
 
 @njit(cache=True, _nrt=False)
 def _insert3(S, t, key, version, kind, now):
+    A = S[S_A]
     n, v = _ins_begin(S, t, key, kind, now)
     if n < 0:
         return
     if v >= 0:
-        _evict3(S, t, S[S_NKEY][S[S_I][t, NB] + v], False, now)
+        _evict3(S, t, A[A[GB + B_NKEY] + A[(t) * NF + NB] + v], False, now)
     slot = _ins_alloc(S, t, key)
-    for j in range(S[S_I][t, DRN]):
+    for j in range(A[(t) * NF + DRN]):
         _evict3(S, t, _ins_drop(S, t, j), True, now)
     _ins_finish(S, t, n, key, version, kind, slot)
 
@@ -749,13 +772,14 @@ def _evict2(S, t, key, freed, now):
 
 @njit(cache=True, _nrt=False)
 def _insert2(S, t, key, version, kind, now):
+    A = S[S_A]
     n, v = _ins_begin(S, t, key, kind, now)
     if n < 0:
         return
     if v >= 0:
-        _evict2(S, t, S[S_NKEY][S[S_I][t, NB] + v], False, now)
+        _evict2(S, t, A[A[GB + B_NKEY] + A[(t) * NF + NB] + v], False, now)
     slot = _ins_alloc(S, t, key)
-    for j in range(S[S_I][t, DRN]):
+    for j in range(A[(t) * NF + DRN]):
         _evict2(S, t, _ins_drop(S, t, j), True, now)
     _ins_finish(S, t, n, key, version, kind, slot)
 
@@ -771,13 +795,14 @@ def _evict1(S, t, key, freed, now):
 
 @njit(cache=True, _nrt=False)
 def _insert1(S, t, key, version, kind, now):
+    A = S[S_A]
     n, v = _ins_begin(S, t, key, kind, now)
     if n < 0:
         return
     if v >= 0:
-        _evict1(S, t, S[S_NKEY][S[S_I][t, NB] + v], False, now)
+        _evict1(S, t, A[A[GB + B_NKEY] + A[(t) * NF + NB] + v], False, now)
     slot = _ins_alloc(S, t, key)
-    for j in range(S[S_I][t, DRN]):
+    for j in range(A[(t) * NF + DRN]):
         _evict1(S, t, _ins_drop(S, t, j), True, now)
     _ins_finish(S, t, n, key, version, kind, slot)
 
@@ -795,13 +820,14 @@ def _evict(S, t, key, freed, now):
 @njit(cache=True, _nrt=False)
 def _insert(S, t, key, version, kind, now):
     """Put ``key`` (content ``version``) in tier t, evicting (and demoting) what it displaces."""
+    A = S[S_A]
     n, v = _ins_begin(S, t, key, kind, now)
     if n < 0:
         return
     if v >= 0:
-        _evict(S, t, S[S_NKEY][S[S_I][t, NB] + v], False, now)
+        _evict(S, t, A[A[GB + B_NKEY] + A[(t) * NF + NB] + v], False, now)
     slot = _ins_alloc(S, t, key)
-    for j in range(S[S_I][t, DRN]):
+    for j in range(A[(t) * NF + DRN]):
         _evict(S, t, _ins_drop(S, t, j), True, now)
     _ins_finish(S, t, n, key, version, kind, slot)
 
@@ -809,22 +835,23 @@ def _insert(S, t, key, version, kind, now):
 @njit(cache=True, _nrt=False)
 def _remove(S, t, key):
     """Take ``key`` out of tier t without demotion (exclusive promotion)."""
-    I, nmeta = S[S_I], S[S_NMETA]
-    nb = I[t, NB]
+    A = S[S_A]
+    nb = A[(t) * NF + NB]
     n = _find(S, t, key)
     _p_remove(S, t, n)
-    nmeta[nb + n] = 0
-    I[t, NMETA] -= 1
-    if I[t, STORE] != STORE_NONE:
-        _free(S, t, S[S_NSLOT][nb + n])
+    A[A[GB + B_NMETA] + nb + n] = 0
+    A[(t) * NF + NMETA] -= 1
+    if A[(t) * NF + STORE] != STORE_NONE:
+        _free(S, t, A[A[GB + B_NSLOT] + nb + n])
         _emit_trims(S, t)
     _release(S, t, n)
 
 
 @njit(cache=True, _nrt=False)
 def _resident(S, t, key):
+    A = S[S_A]
     n = _find(S, t, key)
-    return n >= 0 and S[S_NMETA][S[S_I][t, NB] + n] != 0
+    return n >= 0 and A[A[GB + B_NMETA] + A[(t) * NF + NB] + n] != 0
 
 
 @njit(cache=True, _nrt=False)
@@ -839,28 +866,28 @@ def _shift_tail(ev, a, b, by):
 def run_requests(S, times, offsets, keys, first_request, reqs, xbuf, found, versions, hitrow):
     """Simulate requests (CSR keys as int64 bit patterns); fills reqs (n, 9) and the events in S.
 
-    Returns the number of requests done (fewer than asked only when G[G_ERR] is set: the state is then
+    Returns the number of requests done (fewer than asked only when A[GB + G_ERR] is set: the state is then
     inconsistent and the caller must rebuild it)."""
-    I, G = S[S_I], S[S_G]
-    nt = G[G_NT]
+    A = S[S_A]
+    nt = A[GB + G_NT]
     nreq = times.shape[0]
     for r in range(nreq):
         now = times[r]
         for t in range(nt):               # pools start small and grow (between requests) as tiers fill
-            if I[t, FTOP] < G[G_NEED] and I[t, NN] < I[t, NNMAX]:
-                G[G_ERR] = NEED_GROW
+            if A[(t) * NF + FTOP] < A[GB + G_NEED] and A[(t) * NF + NN] < A[(t) * NF + NNMAX]:
+                A[GB + G_ERR] = NEED_GROW
                 return r
-        if S[S_EVS].shape[0] - G[G_NEV] < G[G_EVNEED]:
-            G[G_ERR] = NEED_GROW
+        if S[S_EVS].shape[0] - A[GB + G_NEV] < A[GB + G_EVNEED]:
+            A[GB + G_ERR] = NEED_GROW
             return r
-        G[G_REQ] = first_request + r
-        G[G_MARK] += 1
-        G[G_PHASE] = 1
-        start = G[G_NEV]
+        A[GB + G_REQ] = first_request + r
+        A[GB + G_MARK] += 1
+        A[GB + G_PHASE] = 1
+        start = A[GB + G_NEV]
         for t in range(nt):
             k = _p_expire(S, t, now, xbuf)
             for j in range(k):
-                I[t, C_EXPIRE] += 1
+                A[(t) * NF + C_EXPIRE] += 1
                 _evict(S, t, xbuf[j], False, now)
         a, b = offsets[r], offsets[r + 1]
         n = b - a
@@ -873,38 +900,38 @@ def run_requests(S, times, offsets, keys, first_request, reqs, xbuf, found, vers
                     found[i] = t
                     break
             if found[i] < 0:
-                version = G[G_SEQ]
-                G[G_SEQ] += 1
+                version = A[GB + G_SEQ]
+                A[GB + G_SEQ] += 1
                 produced += 1
-                for j in range(G[G_NCREATE]):
-                    _insert(S, G[G_CREATE0 + j], key, version, CREATE_WRITE, now)
-            if G[G_ERR]:
+                for j in range(A[GB + G_NCREATE]):
+                    _insert(S, A[GB + G_CREATE0 + j], key, version, CREATE_WRITE, now)
+            if A[GB + G_ERR]:
                 return r
         h = 0
         while h < n and found[h] >= 0:
             h += 1
-        G[G_PHASE] = 0
-        loop_end = G[G_NEV]
+        A[GB + G_PHASE] = 0
+        loop_end = A[GB + G_NEV]
         # hit reads: loads first, then the loop's events, then reads of slots the loop wrote ("late")
         for lv in range(4):
             hitrow[lv] = 0
         nload = 0
         nlate = 0
-        req_mark = G[G_MARK]
+        req_mark = A[GB + G_MARK]
         for i in range(h):
             t = found[i]
-            nb = I[t, NB]
+            nb = A[(t) * NF + NB]
             nd = _find(S, t, keys[a + i])
-            if nd < 0 or not S[S_NMETA][nb + nd]:
-                G[G_ERR] = ERR_META
+            if nd < 0 or not A[A[GB + B_NMETA] + nb + nd]:
+                A[GB + G_ERR] = ERR_META
                 return r
-            slot, version = S[S_NSLOT][nb + nd], S[S_NVER][nb + nd]
+            slot, version = A[A[GB + B_NSLOT] + nb + nd], A[A[GB + B_NVER] + nb + nd]
             versions[i] = version
-            hitrow[I[t, LEVEL]] += 1
-            I[t, C_HIT_BLOCKS] += 1
-            if I[t, STORE] != STORE_NONE:
-                I[t, C_HIT_READS] += 1
-                if loop_end > start and S[S_SWR][I[t, SLOTB] + slot] == req_mark:
+            hitrow[A[(t) * NF + LEVEL]] += 1
+            A[(t) * NF + C_HIT_BLOCKS] += 1
+            if A[(t) * NF + STORE] != STORE_NONE:
+                A[(t) * NF + C_HIT_READS] += 1
+                if loop_end > start and A[A[GB + B_SWR] + A[(t) * NF + SLOTB] + slot] == req_mark:
                     nlate += 1
                 else:
                     nload += 1
@@ -912,21 +939,21 @@ def run_requests(S, times, offsets, keys, first_request, reqs, xbuf, found, vers
             ev = S[S_EVS]
             need = loop_end + nload + nlate
             if need > ev.shape[0]:
-                G[G_ERR] = ERR_EVENTS
+                A[GB + G_ERR] = ERR_EVENTS
                 return r
             _shift_tail(ev, start, loop_end, nload)
             pl, pt = start, loop_end + nload
             for i in range(h):
                 t = found[i]
-                if I[t, STORE] == STORE_NONE:
+                if A[(t) * NF + STORE] == STORE_NONE:
                     continue
-                nb = I[t, NB]
+                nb = A[(t) * NF + NB]
                 nd = _find(S, t, keys[a + i])
-                slot = S[S_NSLOT][nb + nd]
-                late = loop_end > start and S[S_SWR][I[t, SLOTB] + slot] == req_mark
+                slot = A[A[GB + B_NSLOT] + nb + nd]
+                late = loop_end > start and A[A[GB + B_SWR] + A[(t) * NF + SLOTB] + slot] == req_mark
                 row = pt if late else pl
-                ev[row, 0] = G[G_REQ]
-                ev[row, 1] = I[t, LEVEL]
+                ev[row, 0] = A[GB + G_REQ]
+                ev[row, 1] = A[(t) * NF + LEVEL]
                 ev[row, 2] = EV_READ
                 ev[row, 3] = HIT_READ
                 ev[row, 4] = slot
@@ -937,28 +964,28 @@ def run_requests(S, times, offsets, keys, first_request, reqs, xbuf, found, vers
                     pt += 1
                 else:
                     pl += 1
-            G[G_NEV] = need
+            A[GB + G_NEV] = need
         # promotion, deepest-first
         for i in range(h - 1, -1, -1):
             ti = found[i]
             if ti == 0:
                 continue
             key, version = keys[a + i], versions[i]
-            if G[G_EXCL]:
+            if A[GB + G_EXCL]:
                 for tj in range(1, nt):
                     if _resident(S, tj, key):
                         _remove(S, tj, key)
                 _insert(S, 0, key, version, PROMOTE_WRITE, now)
-            elif G[G_PROMOTE]:
+            elif A[GB + G_PROMOTE]:
                 for tj in range(ti - 1, -1, -1):
                     if not _resident(S, tj, key):
                         _insert(S, tj, key, version, PROMOTE_WRITE, now)
-            elif G[G_TOPL1]:
+            elif A[GB + G_TOPL1]:
                 if not _resident(S, 0, key):
                     _insert(S, 0, key, version, PROMOTE_WRITE, now)
-            if G[G_ERR]:
+            if A[GB + G_ERR]:
                 return r
-        G[G_PRODUCED] += produced
+        A[GB + G_PRODUCED] += produced
         reqs[r, 0] = first_request + r
         reqs[r, 1] = n
         reqs[r, 2] = h
@@ -970,7 +997,7 @@ def run_requests(S, times, offsets, keys, first_request, reqs, xbuf, found, vers
 
 @njit(cache=True, _nrt=False)
 def rehash(old_ht, old_hb, old_size, ht, hb, mask, nkey, nb):
-    """Enter the nodes of an old table region into a new (larger) one."""
+    """Enter the nodes of an old table region into a new (larger) one (arrays are the regions themselves)."""
     for i in range(old_size):
         v = old_ht[old_hb + i]
         if v == 0:
@@ -984,18 +1011,18 @@ def rehash(old_ht, old_hb, old_size, ht, hb, mask, nkey, nb):
 @njit(cache=True)
 def tier_keys(S, t, meta_only):
     """Keys (int64 bit patterns) with meta in tier t, and their slots and versions."""
-    I = S[S_I]
-    nb, nn = I[t, NB], I[t, NN]
-    out = np.empty(I[t, NMETA], np.int64)
-    slots = np.empty(I[t, NMETA], np.int64)
-    vers = np.empty(I[t, NMETA], np.int64)
+    A = S[S_A]
+    nb, nn = A[(t) * NF + NB], A[(t) * NF + NN]
+    out = np.empty(A[(t) * NF + NMETA], np.int64)
+    slots = np.empty(A[(t) * NF + NMETA], np.int64)
+    vers = np.empty(A[(t) * NF + NMETA], np.int64)
     k = 0
-    hb = I[t, HB]
-    for i in range(I[t, HM] + 1):
-        v = S[S_HT][hb + i]
-        if v != 0 and S[S_NMETA][nb + v - 1]:
-            out[k] = S[S_NKEY][nb + v - 1]
-            slots[k] = S[S_NSLOT][nb + v - 1]
-            vers[k] = S[S_NVER][nb + v - 1]
+    hb = A[(t) * NF + HB]
+    for i in range(A[(t) * NF + HM] + 1):
+        v = A[A[GB + B_HT] + hb + i]
+        if v != 0 and A[A[GB + B_NMETA] + nb + v - 1]:
+            out[k] = A[A[GB + B_NKEY] + nb + v - 1]
+            slots[k] = A[A[GB + B_NSLOT] + nb + v - 1]
+            vers[k] = A[A[GB + B_NVER] + nb + v - 1]
             k += 1
     return out[:k], slots[:k], vers[:k]
