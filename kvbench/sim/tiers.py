@@ -480,6 +480,10 @@ class Hierarchy(_Inspect):
         G[K.G_NCREATE] = len(create_at)
         G[K.G_CREATE0:K.G_CREATE0 + len(create_at)] = create_at
         self._req = 0
+        # load the compiled kernel now (an empty batch), so that timing a run times the simulation
+        z, z1 = np.zeros(0, np.int64), np.zeros(1, np.int64)
+        K.run_requests(self._S, np.zeros(0), z1, z, 0, np.zeros((0, 8), np.int64), self._xbuf, z1, z1.copy(),
+                       np.zeros(4, np.int64))
 
     # --- state ---------------------------------------------------------------------------------------------
     @staticmethod
