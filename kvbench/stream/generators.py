@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gzip
 import heapq
+import io
 import json
 import math
 from dataclasses import asdict, dataclass, fields, replace
@@ -211,16 +212,25 @@ def generate(spec: GenSpec) -> list[dict]:
     return out
 
 
-def write_trace(records: list[dict], path: str | Path) -> Path:
-    """Write Mooncake-format JSONL (gzip when the name ends in .gz)."""
+def open_output(path: str | Path):
+    """Open a trace file for writing as text (gzip when the name ends in .gz); a missing folder is an error."""
     path = Path(path)
     if path.parent and not path.parent.exists():
         raise UsageError(f"output folder does not exist: {path.parent}", "create it or choose another path")
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "wt", encoding="utf-8") as fh:
+    if path.is_dir():
+        raise UsageError(f"{path} is a directory", "give a file name, e.g. out.jsonl.gz")
+    if path.suffix == ".gz":         # mtime 0: the same trace gives the same bytes
+        return io.TextIOWrapper(gzip.GzipFile(filename=str(path), mode="wb", compresslevel=6, mtime=0),
+                                encoding="utf-8")
+    return open(path, "w", encoding="utf-8")
+
+
+def write_trace(records: list[dict], path: str | Path) -> Path:
+    """Write Mooncake-format JSONL (gzip when the name ends in .gz)."""
+    with open_output(path) as fh:
         for r in records:
             fh.write(json.dumps(r, separators=(", ", ": ")) + "\n")
-    return path
+    return Path(path)
 
 
 def spec_dict(spec: GenSpec) -> dict:

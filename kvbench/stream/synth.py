@@ -1,7 +1,7 @@
 """Generate a workload model's requests at any horizon, vectorised, streamed as ``Trace`` batches in time order.
 
 Time is cut into windows of about ``WINDOW_REQUESTS`` requests. In each window the sessions that start in it
-are drawn at once (the arrival process is a unit-rate gamma renewal mapped through the cumulative intensity of
+are drawn at once (the arrival process is a unit-rate renewal process, exponential or lognormal gaps, mapped through the cumulative intensity of
 the daily and weekly cycles), and every one is expanded into all its requests at once (visits, turns, think
 times, returns, context growth): numpy arrays, no Python loop per session or per block. Requests later than
 the window wait in a pending table of per-request scalars (returns days later stay there until due), so memory
@@ -116,7 +116,12 @@ class Generator:
         p = model.prompts
         rng = np.random.default_rng([self.seed, 1])
         self.system_len = _lognormal_mean(rng, p.system_tokens, p.system_sigma, p.system_prompts)
+        if p.system_prompt_tokens:
+            self.system_len = np.rint(np.asarray(p.system_prompt_tokens)).astype(np.int64)
         self.system_cdf = _zipf_cdf(p.system_prompts, p.system_zipf)
+        if p.system_prompt_weights:
+            w = np.cumsum(np.asarray(p.system_prompt_weights, dtype=np.float64))
+            self.system_cdf = w / w[-1]
         n_docs = p.documents if p.document_probability > 0 else 0
         self.doc_len = _lognormal_mean(rng, p.document_tokens, p.document_sigma, n_docs, lo=1)
         self.doc_cdf = _zipf_cdf(n_docs, p.document_zipf) if n_docs else None
@@ -135,12 +140,13 @@ class Generator:
     def _session_starts(self, rng, state: dict, t1: float) -> np.ndarray:
         """Start times (s) of the sessions arriving before ``t1`` not drawn yet (``state`` carries the rest)."""
         cv = self.model.arrivals.burstiness
-        shape = 1.0 / (cv * cv)
+        sigma = math.sqrt(math.log1p(cv * cv))         # lognormal gaps of mean 1 and this CV
         target = float(np.interp(min(t1, self._grid[-1]), self._grid, self._cum))
         parts, last = [state["carry"]], state["last"]
         while last < target:
             n = max(64, int((target - last) * 1.2) + 16)
-            ops = last + np.cumsum(rng.gamma(shape, 1.0 / shape, n))
+            gaps = rng.exponential(1.0, n) if cv == 1.0 else rng.lognormal(-sigma * sigma / 2.0, sigma, n)
+            ops = last + np.cumsum(gaps)
             parts.append(ops)
             last = float(ops[-1])
         ops = np.concatenate(parts)
@@ -155,12 +161,14 @@ class Generator:
         if n == 0:
             return _Rows.empty()
         system = np.searchsorted(self.system_cdf, rng.random(n), side="right").clip(0, p.system_prompts - 1)
+        if p.system_probability < 1.0:
+            system = np.where(rng.random(n) < p.system_probability, system, -1)
         doc = np.full(n, -1, dtype=np.int64)
         if self.doc_cdf is not None:
             has = rng.random(n) < p.document_probability
             doc[has] = np.searchsorted(self.doc_cdf, rng.random(int(has.sum())), side="right").clip(
                 0, len(self.doc_len) - 1)
-        system_len = self.system_len[system]
+        system_len = np.where(system >= 0, self.system_len[np.maximum(system, 0)], 0)
         shared = system_len + np.where(doc >= 0, self.doc_len[np.maximum(doc, 0)] if len(self.doc_len) else 0, 0)
         visits = (rng.geometric(1.0 - s.return_probability, n).astype(np.int64) if s.return_probability > 0
                   else np.ones(n, dtype=np.int64))
@@ -340,3 +348,26 @@ def iter_generated(text: str, batch_requests: int = WINDOW_REQUESTS, limit: int 
 
             b = sample_keys(b, src.sample)
         yield b
+
+
+def write_stream(batches, path) -> dict:
+    """Write ``Trace`` batches as a Mooncake trace (ms timestamps, prefix-chained ``hash_ids``), one line per
+    request; returns what was written (requests, block references, span)."""
+    from pathlib import Path
+
+    from kvbench.stream.generators import open_output
+
+    n = refs = 0
+    last_ms = 0
+    with open_output(path) as fh:
+        for b in batches:
+            ts = np.rint(b.timestamp_s * 1000.0).astype(np.int64).tolist()
+            inp, out = b.input_tokens.tolist(), b.output_tokens.tolist()
+            keys, off = b.keys.tolist(), b.offsets.tolist()
+            fh.write("".join(
+                f'{{"timestamp": {ts[i]}, "input_length": {inp[i]}, "output_length": {out[i]}, "hash_ids": ['
+                + ", ".join(map(str, keys[off[i]:off[i + 1]])) + "]}\n" for i in range(len(ts))))
+            n += len(ts)
+            refs += len(keys)
+            last_ms = ts[-1] if ts else last_ms
+    return {"path": str(Path(path)), "requests": n, "block_references": refs, "span_s": last_ms / 1000.0}

@@ -3,8 +3,8 @@
 A model is what ``kvbench trace fit`` estimates from a real trace and what ``kvbench trace gen --model-file``
 (and a ``gen:`` trace argument) generates from, at any horizon. It has four sections (TOML tables):
 
-``[arrivals]`` Sessions start by a renewal process with gamma inter-arrival times (``burstiness`` is their
-coefficient of variation: 1 = Poisson, > 1 clustered), modulated by a daily cosine (``diurnal_amplitude``,
+``[arrivals]`` Sessions start by a renewal process whose inter-arrival times have coefficient of variation
+``burstiness`` (1: exponential, a Poisson process; otherwise lognormal: > 1 clustered, < 1 regular), modulated by a daily cosine (``diurnal_amplitude``,
 peak at ``peak_hour``) and a weekly cycle (weekends at ``weekend_factor`` of the weekday rate), normalised so
 the long-run request rate is ``rate``.
 
@@ -14,8 +14,10 @@ comes back with probability ``return_probability``, after a lognormal delay (med
 ``return_sigma``: heavy-tailed, hours to days), and continues the same conversation (its whole context is
 reused). A session ends when its context would exceed ``max_context_tokens``.
 
-``[prompts]`` A prompt is: a shared system prompt (tool definitions included) of ``system_prompts`` distinct
-ones, Zipf-popular (``system_zipf``), lognormal lengths around ``system_tokens``; optionally a document
+``[prompts]`` A prompt is: a shared system prompt (tool definitions included; with probability
+``system_probability``, else the prompt starts with the session's own text) of ``system_prompts`` distinct
+ones, Zipf-popular (``system_zipf``), lognormal lengths around ``system_tokens`` (or, listed per prompt,
+``system_prompt_tokens`` and ``system_prompt_weights``: what a fit measured on a trace); optionally a document
 attachment (probability ``document_probability``) of ``documents`` shared documents (Zipf ``document_zipf``,
 lengths around ``document_tokens``); then the conversation: first message ``first_user_tokens``, each later
 turn adds the previous answer (``output_tokens``, when ``append_output``) and a new message
@@ -61,10 +63,13 @@ class Sessions:
 
 @dataclass(frozen=True)
 class Prompts:
+    system_probability: float = 1.0    # chance a session starts with one of the shared system prompts
     system_prompts: int = 1            # distinct shared system prompts (tool definitions included)
     system_tokens: float = 800.0       # mean tokens of a system prompt
     system_sigma: float = 0.5
     system_zipf: float = 1.0           # popularity exponent of system prompts
+    system_prompt_tokens: tuple[float, ...] = ()   # optional: each prompt's length (instead of lognormal draws)
+    system_prompt_weights: tuple[float, ...] = ()  # optional: each prompt's relative popularity (instead of Zipf)
     document_probability: float = 0.0  # chance a session attaches a shared document
     documents: int = 0                 # distinct shared documents
     document_tokens: float = 0.0
@@ -119,6 +124,8 @@ class WorkloadModel:
             (s.return_sigma >= 0, "sessions.return_sigma", s.return_sigma, "a shape >= 0"),
             (s.max_context_tokens >= self.block_tokens, "sessions.max_context_tokens", s.max_context_tokens,
              "at least one block of tokens"),
+            (0 <= p.system_probability <= 1, "prompts.system_probability", p.system_probability,
+             "a value in [0, 1]"),
             (p.system_prompts >= 1, "prompts.system_prompts", p.system_prompts, "at least 1"),
             (p.system_tokens >= 0, "prompts.system_tokens", p.system_tokens, "tokens >= 0"),
             (0 <= p.document_probability <= 1, "prompts.document_probability", p.document_probability,
@@ -131,6 +138,13 @@ class WorkloadModel:
             (p.user_tokens >= 0, "prompts.user_tokens", p.user_tokens, "tokens >= 0"),
             (p.output_tokens >= 0, "prompts.output_tokens", p.output_tokens, "tokens >= 0"),
         ]
+        for name in ("system_prompt_tokens", "system_prompt_weights"):
+            v = getattr(p, name)
+            checks.append((not v or len(v) == p.system_prompts, f"prompts.{name}", len(v),
+                           f"one value per system prompt ({p.system_prompts}), or none"))
+            checks.append((all(x >= 0 and math.isfinite(x) for x in v) and (name != "system_prompt_weights"
+                                                                               or not v or sum(v) > 0),
+                           f"prompts.{name}", v, "values >= 0 (weights not all 0)"))
         for sig in ("system_sigma", "document_sigma", "first_user_sigma", "user_sigma", "output_sigma"):
             checks.append((getattr(p, sig) >= 0, f"prompts.{sig}", getattr(p, sig), "a shape >= 0"))
         for z in ("system_zipf", "document_zipf"):
@@ -142,9 +156,11 @@ class WorkloadModel:
 
     def to_dict(self) -> dict:
         d = asdict(self)
+        prompts = {k: (list(v) if isinstance(v, tuple) else v) for k, v in d["prompts"].items()
+                   if not (isinstance(v, tuple) and not v)}        # empty optional lists are left out
         return {"workload": {"name": d["name"], "description": d["description"], "block_tokens": d["block_tokens"],
                              "sources": list(d["sources"])},
-                "arrivals": d["arrivals"], "sessions": d["sessions"], "prompts": d["prompts"]}
+                "arrivals": d["arrivals"], "sessions": d["sessions"], "prompts": prompts}
 
 
 def _finite(v) -> bool:
@@ -165,6 +181,12 @@ def _coerce(cls, section: str, values: dict, where: str) -> object:
     out = {}
     for k, v in values.items():
         t = types[k]
+        if t.startswith("tuple"):
+            if not isinstance(v, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
+                raise SpecError(f"{where}: {section}.{k} = {v!r} is not a list of numbers",
+                                f"write {section}.{k} = [1.0, 2.0]")
+            out[k] = tuple(float(x) for x in v)
+            continue
         ok = (isinstance(v, bool) if t == "bool" else
               isinstance(v, (int, float)) and not isinstance(v, bool) if t == "float" else
               isinstance(v, int) and not isinstance(v, bool))
@@ -223,6 +245,8 @@ def _toml_value(v) -> str:
     if isinstance(v, float):
         return repr(round(v, 6)) if math.isfinite(v) else "0.0"
     if isinstance(v, (list, tuple)):
+        if all(isinstance(x, (int, float)) for x in v):
+            return "[" + ", ".join(_toml_value(x) for x in v) + "]"
         return "[\n" + "".join(f"  {_toml_value(x)},\n" for x in v) + "]"
     return json.dumps(str(v))          # a TOML basic string is a JSON string
 
