@@ -266,7 +266,7 @@ def _diurnal(starts: np.ndarray, span: float, start_hour: float) -> tuple[float,
     theta = 2 * np.pi * (np.arange(24) + 0.5) / 24.0
     c = np.sum((rate[ok] - 1.0) * np.exp(-1j * theta[ok])) * 2.0 / ok.sum()
     amp = float(min(0.95, abs(c)))
-    peak = float((np.angle(c) % (2 * np.pi)) * 24.0 / (2 * np.pi)) % 24.0
+    peak = float((-np.angle(c) % (2 * np.pi)) * 24.0 / (2 * np.pi)) % 24.0
     return amp, peak
 
 
@@ -322,14 +322,14 @@ def generate_like(model: WorkloadModel, trace: Trace, seed: int = 0) -> Trace:
     gen = Generator(shifted, duration_s=warm + span + 1e-3, seed=seed)
     parts = []
     for b in gen.batches():
-        keep = np.flatnonzero(b.timestamp_s >= warm)
+        keep = np.flatnonzero(b.t0 + b.timestamp_s >= warm)
         if keep.size:
-            parts.append(b.take(keep))
+            parts.append(replace(b.take(keep), timestamp_s=b.t0 + b.timestamp_s[keep] - warm, t0=0.0))
     if not parts:
         raise SpecError("the fitted model generated no requests over the trace's span",
                         "check the fitted rate (a trace with too few requests?)")
     g = Trace.concat(parts)
-    return replace(g, timestamp_s=g.timestamp_s - warm, path=f"generated from {model.name} (seed {seed})")
+    return replace(g, path=f"generated from {model.name} (seed {seed})")
 
 
 def goodness(trace: Trace, model: WorkloadModel, seed: int = 0, points: int = CURVE_POINTS) -> dict:

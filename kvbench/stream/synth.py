@@ -240,6 +240,7 @@ class Generator:
         pending = _Rows.empty()
         next_uid = 0
         emitted = 0
+        first_ms = None
         t0 = 0.0
         meta = dict(meta or {})
         while t0 < self.duration_s:
@@ -264,8 +265,11 @@ class Generator:
                     b = min(b, a + limit - emitted)
                 part = now.take(slice(a, b))
                 keys, offsets = self._keys(part)
-                yield Trace(part.t_ms / 1000.0, part.prompt.copy(), part.output.copy(), offsets, keys,
-                            self.model.block_tokens, "mooncake", path, {}, 0.0, meta=meta)
+                if first_ms is None:
+                    first_ms = int(part.t_ms[0])
+                # as every reader: seconds from the first request, t0 its time on the generator's clock
+                yield Trace((part.t_ms - first_ms) / 1000.0, part.prompt.copy(), part.output.copy(), offsets, keys,
+                            self.model.block_tokens, "mooncake", path, {}, first_ms / 1000.0, meta=meta)
                 emitted += b - a
                 a = b
                 if limit is not None and emitted >= limit:
