@@ -224,19 +224,20 @@ def test_mrc_plan_and_replay_read_gen(cli, tmp_path):
 
 
 def test_week_scale_memory_does_not_grow_with_the_horizon():
-    """mrc --sample over a gen: stream: peak traced memory stays flat while the trace grows 12x."""
+    """mrc --sample over a gen: stream: peak traced memory stays flat while the trace grows 5x (once the
+    generator's window is full: a day at this rate)."""
     from kvbench.analysis.curves import stream_profile
 
     stream_profile(iter_trace("gen:qa,duration=10m,rate=4,seed=1"), rate=0.01)     # compile, import, cache first
     peaks, refs = [], []
-    for d in ("6h", "3d"):
+    for d in ("1d", "5d"):
         tracemalloc.start()
         _, meta = stream_profile(iter_trace(f"gen:qa,duration={d},rate=4,seed=1"), rate=0.01)
         peaks.append(tracemalloc.get_traced_memory()[1])
         tracemalloc.stop()
         refs.append(meta["references"])
-    assert refs[1] > 10 * refs[0]
-    assert peaks[1] < 1.5 * peaks[0] and peaks[1] < 128 << 20
+    assert refs[1] > 4.5 * refs[0]
+    assert peaks[1] < 1.2 * peaks[0] and peaks[1] < 128 << 20, (peaks, refs)
 
 
 # --- fit -----------------------------------------------------------------------------------------------------
