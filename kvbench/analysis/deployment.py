@@ -70,7 +70,12 @@ def parse_deployment(text: str) -> Deployment:
     if util > 1:
         raise SpecError(f"--deployment: utilization={util:g} is above 1", "give the fraction of time GPUs prefill, "
                         "e.g. utilization=0.5")
-    cap = parse_size(vals["drive_capacity"], what="--deployment drive_capacity")
+    from kvbench.errors import UnitError
+
+    try:
+        cap = parse_size(vals["drive_capacity"], what="--deployment drive_capacity")
+    except UnitError as e:
+        raise SpecError(f"--deployment: drive_capacity={vals['drive_capacity']!r} is not a size", fix) from e
     if not cap > 0:
         raise SpecError("--deployment: drive_capacity must be > 0", fix)
     return Deployment(gpus=number("gpus"), drives=number("drives"), drive_capacity_bytes=float(cap),

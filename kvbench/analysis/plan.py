@@ -362,15 +362,19 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
     for t in opt.targets:
         k = _key(t)
         cb = cap.capacity_for_target(hit_curve, t, relative=opt.relative)
-        if cb is None:
+        ret_bytes = (retention or {}).get("capacity_bytes")
+        if cb is None and not ret_bytes:
             per_target[k] = {"reachable": False, "target_hit_ratio": cap.target_hit(hit_curve, t, relative=opt.relative),
                              "infinite_hit_ratio": hit_curve.infinite_hit_ratio}
             capacity_bytes["l2"][k] = capacity_bytes["l3"][k] = None
             continue
-        hit_bytes = sc.bytes(cb)
-        need, reason = hit_bytes, f"hit-ratio target {t:g}"
-        if retention is not None and retention["capacity_bytes"] and retention["capacity_bytes"] > need:
-            need, reason = retention["capacity_bytes"], f"retention {opt.retention_s:g} s"
+        # the need: the hit target's capacity and the retention's, whichever is larger (a target the trace
+        # cannot reach leaves the retention alone)
+        hit_bytes = sc.bytes(cb) if cb is not None else None
+        need, reason = (hit_bytes, f"hit-ratio target {t:g}") if cb is not None else (0.0, "")
+        if ret_bytes and ret_bytes > need:
+            need, reason = ret_bytes, f"retention {opt.retention_s:g} s"
+        cb = cb if cb is not None else sc.blocks(need)
         l2 = float(opt.dram_bytes) if opt.dram_bytes is not None else sc.bytes(min(knee_blocks, cb))
         l2 = min(l2, need)
         st = steady_at(steady, need, sc)
@@ -396,7 +400,7 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
         capacity_bytes["l2"][k], capacity_bytes["l3"][k] = l2, pick["capacity_bytes"]
         drives_by_target[k] = rows
         per_target[k] = {
-            "reachable": True, "target_hit_ratio": cap.target_hit(hit_curve, t, relative=opt.relative),
+            "reachable": hit_bytes is not None, "target_hit_ratio": cap.target_hit(hit_curve, t, relative=opt.relative),
             "hit_ratio": hit, "hit_capacity_bytes": hit_bytes, "need_bytes": need, "need": reason,
             "l2_bytes": l2, "l3_bytes": pick["capacity_bytes"], "write_bytes_per_s": st["write_bytes_per_s"],
             "l3_write_bytes_per_day": (st["write_bytes_per_s"] or 0.0) * SECONDS_PER_DAY,
@@ -417,7 +421,7 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
             layouts[name] = {"waf": w, "model": LAYOUT_MODELS[name], "nand_bytes_per_day": nand,
                              "nand_writes_per_day": nand / pick["capacity_bytes"]}
     policies = None
-    if opt.write_policies and primary.get("reachable"):
+    if opt.write_policies and primary.get("need_bytes"):
         l3_blocks = int(min(sc.blocks(primary["need_bytes"]), steady.distinct + 1))
         policies = simulate_write_policies(
             trace, block_bytes=block_bytes, l2_blocks=int(min(sc.blocks(primary["l2_bytes"]), l3_blocks)),
@@ -484,7 +488,7 @@ def answer(out: dict) -> dict:
     head = _key(out["targets"][0])
     t = out["per_target"].get(head) or {}
     lines = []
-    if not t.get("reachable"):
+    if not t.get("need_bytes"):
         lines.append(f"The hit-ratio target {head} is unreachable on this trace (the infinite-cache hit ratio is "
                      f"{out['infinite_hit_ratio']:.3f}).")
         return {"sentences": lines}

@@ -210,7 +210,7 @@ def _print(out: dict) -> None:
     click.echo(f"{'target':>7} {'hit':>6} {'need':>11} {'L2 DRAM':>11} {'L3 SSD':>11} {'DWPD':>7} {'eq.DWPD':>7} "
                f"{'life (y)':>8} {'SSD/DRAM':>8}  class, bound")
     for k, t in out["per_target"].items():
-        if not t.get("reachable"):
+        if not t.get("need_bytes"):
             click.echo(f"{k:>7} unreachable (target {t['target_hit_ratio']:.3f} > infinite "
                        f"{t['infinite_hit_ratio']:.3f})")
             continue
