@@ -359,7 +359,7 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
 
         t = prog.step("steady-state capacity, DWPD and residence at the deployment (kvbench plan)")
         popts = {"trace": trace_path, "model": spec.name, "run": replay_dir, "deployment": deployment,
-                 "profile": compute_profile, "sweep": retentions, "capacities": f"{sampling.modelled_l3_bytes}"}
+                 "profile": compute_profile, "sweep": retentions}
         st = step("plan", ["plan"], (), popts)
         plan = st.result or {}
         if st.result:
