@@ -300,19 +300,31 @@ def ks_distance(a: np.ndarray, b: np.ndarray) -> float | None:
                                - np.searchsorted(b, x, side="right") / b.size)))
 
 
-def generate_like(model: WorkloadModel, trace: Trace, seed: int = 0) -> Trace:
-    """A trace from ``model`` over ``trace``'s span at its request rate, warmed up first.
+def starts_cold(trace: Trace) -> bool:
+    """Does the trace start with no session under way (a synthetic trace built from whole conversations), rather
+    than in the middle of a running service? True when its first requests continue earlier ones at under half
+    the rate the whole trace does."""
+    from kvbench.stream.sessions import recover_sessions
 
-    The original is a window of a running service: sessions were already under way at its first request. The
-    generator runs a warm-up (a visit's turns, and returns when the model has them) before the window, and the
-    window is cut out of the stream (its first touches are cold misses, as in the original)."""
+    cont = ~recover_sessions(trace).first
+    k = max(20, trace.n_requests // 20)
+    return bool(cont.mean() > 0 and cont[:k].mean() < 0.5 * cont.mean())
+
+
+def generate_like(model: WorkloadModel, trace: Trace, seed: int = 0, cold: bool | None = None) -> Trace:
+    """A trace from ``model`` over ``trace``'s span at its request rate, started as the original starts.
+
+    A window of a running service has sessions under way at its first request: the generator then runs a
+    warm-up (a visit's turns, and returns when the model has them) before the window, which is cut out of the
+    stream (its first touches are cold misses, as in the original). A trace that starts cold (``starts_cold``)
+    is generated from an empty start."""
     from kvbench.stream.synth import Generator
 
     s = model.sessions
     warm = s.turns_mean * s.think_time_s * math.exp(2 * s.think_sigma)
     if s.return_probability > 0:
         warm += s.return_time_s * math.exp(s.return_sigma)
-    warm = float(min(2 * 86_400.0, warm))
+    warm = 0.0 if (starts_cold(trace) if cold is None else cold) else float(min(2 * 86_400.0, warm))
     a = model.arrivals
     shifted = replace(model, arrivals=replace(a, start_hour=(a.start_hour - warm / 3600.0) % 24.0,
                                               start_weekday=int((a.start_weekday
@@ -329,15 +341,16 @@ def generate_like(model: WorkloadModel, trace: Trace, seed: int = 0) -> Trace:
         raise SpecError("the fitted model generated no requests over the trace's span",
                         "check the fitted rate (a trace with too few requests?)")
     g = Trace.concat(parts)
-    return replace(g, path=f"generated from {model.name} (seed {seed})")
+    return replace(g, path=f"generated from {model.name} (seed {seed})", meta={**g.meta, "cold": warm == 0.0})
 
 
-def goodness(trace: Trace, model: WorkloadModel, seed: int = 0, points: int = CURVE_POINTS) -> dict:
+def goodness(trace: Trace, model: WorkloadModel, seed: int = 0, points: int = CURVE_POINTS,
+             cold: bool | None = None) -> dict:
     """Curve MAE / max error over the capacity range and the reuse-time KS distance (see module docstring)."""
     from kvbench.analysis.curves import exact_profile
     from kvbench.stream.stats import reuse_times
 
-    g = generate_like(model, trace, seed)
+    g = generate_like(model, trace, seed, cold)
     po, pg = exact_profile(trace), exact_profile(g)
     top = max(po.max_distance, pg.max_distance, po.distinct_blocks, pg.distinct_blocks, 2.0)
     caps = np.unique(np.round(np.geomspace(1.0, top, points)))
@@ -350,7 +363,7 @@ def goodness(trace: Trace, model: WorkloadModel, seed: int = 0, points: int = CU
         "infinite_hit_ratio": {"original": po.infinite_hit_ratio, "generated": pg.infinite_hit_ratio},
         "requests": {"original": trace.n_requests, "generated": g.n_requests},
         "references": {"original": trace.n_blocks, "generated": g.n_blocks},
-        "capacity_range_blocks": [1.0, float(top)], "seed": seed,
+        "capacity_range_blocks": [1.0, float(top)], "seed": seed, "cold_start": bool(g.meta.get("cold")),
         "curve": {"capacities_blocks": caps.tolist(), "original": ho.tolist(), "generated": hg.tolist()},
     }
 
@@ -358,7 +371,8 @@ def goodness(trace: Trace, model: WorkloadModel, seed: int = 0, points: int = CU
 def goodness_over_seeds(trace: Trace, model: WorkloadModel, seeds: int = 3, seed: int = 0) -> dict:
     """``goodness`` averaged over ``seeds`` generated traces (a short trace's regeneration is noisy): the mean of
     each error, the worst seed's, and every seed's figures."""
-    runs = [goodness(trace, model, seed + i) for i in range(max(1, seeds))]
+    cold = starts_cold(trace)
+    runs = [goodness(trace, model, seed + i, cold=cold) for i in range(max(1, seeds))]
     out = {k: float(np.mean([r[k] for r in runs])) for k in ("curve_mae", "curve_max_error")}
     ks = [r["reuse_time_ks"] for r in runs if r["reuse_time_ks"] is not None]
     out["reuse_time_ks"] = float(np.mean(ks)) if ks else None
@@ -367,5 +381,6 @@ def goodness_over_seeds(trace: Trace, model: WorkloadModel, seeds: int = 3, seed
                     "reuse_time_ks": max(ks) if ks else None}
     out["seeds"] = [{k: v for k, v in r.items() if k != "curve"} for r in runs]
     out["capacity_range_blocks"] = runs[0]["capacity_range_blocks"]
+    out["cold_start"] = cold
     out["curve"] = runs[0]["curve"]
     return out
