@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -27,8 +26,8 @@ def run(args: list[str]) -> tuple[dict, float, float]:
     """Run ``kvbench ARGS --json`` in a fresh child; returns its JSON, wall seconds and peak RSS (MiB)."""
     env = dict(os.environ, PYTHONPATH=REPO)
     t = time.perf_counter()
-    # a fresh interpreter per step: ru_maxrss of RUSAGE_CHILDREN is the largest child so far, so measure in a
-    # grandchild-free wrapper that reports its own peak
+    # ru_maxrss of RUSAGE_CHILDREN is the largest child so far: a fresh wrapper per step runs kvbench as its only
+    # child and reports that child's peak
     code = ("import resource, subprocess, sys; "
             "p = subprocess.run(sys.argv[1:], capture_output=True, text=True); "
             "sys.stderr.write(p.stderr); sys.stdout.write(p.stdout); "
@@ -59,7 +58,7 @@ def main() -> None:
     print(f"mrc --sample {a.sample:g}: {out['requests']:,} requests, {refs:,} block references in {wall:.1f} s "
           f"({refs / wall / 1e6:.2f}M refs/s end to end), peak RSS {rss:,.0f} MiB; keys of the whole trace would "
           f"take {refs * 8 / 2**20:,.0f} MiB; infinite-cache hit ratio {out['infinite_hit_ratio']:.3f}")
-    small = f"gen:{a.model},duration={'1d' if a.quick else '1d'},rate={a.rate:g},seed=1"
+    small = f"gen:{a.model},duration=1d,rate={a.rate:g},seed=1"
     out1, wall1, rss1 = run(["mrc", small, "--sample", str(a.sample), "--points", "16"])
     print(f"  same at 1 day: {out1['references']:,} references, peak RSS {rss1:,.0f} MiB "
           f"(RSS ratio {rss / rss1:.2f} for {refs / max(1, out1['references']):.1f}x the references)")

@@ -235,30 +235,14 @@ def preset_names() -> list[str]:
 
 
 # --- TOML out ----------------------------------------------------------------------------------------
-def _toml_value(v) -> str:
-    import json
-
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        return repr(round(v, 6)) if math.isfinite(v) else "0.0"
-    if isinstance(v, (list, tuple)):
-        if all(isinstance(x, (int, float)) for x in v):
-            return "[" + ", ".join(_toml_value(x) for x in v) + "]"
-        return "[\n" + "".join(f"  {_toml_value(x)},\n" for x in v) + "]"
-    return json.dumps(str(v))          # a TOML basic string is a JSON string
-
-
 def to_toml(model: WorkloadModel, comments: dict[str, str] | None = None, header: str = "") -> str:
     """The model as a TOML document (what ``load_model_file`` reads back); ``comments`` per ``section.key``."""
-    comments = comments or {}
-    lines = [f"# {x}" for x in header.splitlines()] + ([""] if header else [])
-    for section, values in model.to_dict().items():
-        lines.append(f"[{section}]")
-        for k, v in values.items():
-            c = comments.get(f"{section}.{k}")
-            lines.append(f"{k} = {_toml_value(v)}" + (f"   # {c}" if c else ""))
-        lines.append("")
-    return "\n".join(lines)
+    from kvbench.spec.presets import dump_toml
+
+    def rounded(v):
+        if isinstance(v, float):
+            return round(v, 6) if math.isfinite(v) else 0.0
+        return [rounded(x) for x in v] if isinstance(v, list) else v
+
+    d = {s: {k: rounded(v) for k, v in t.items()} for s, t in model.to_dict().items()}
+    return dump_toml(d, comments, header)
