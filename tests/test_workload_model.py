@@ -355,3 +355,18 @@ def test_gen_cli_model_file(cli, tmp_path):
     r = cli(*["trace", "gen", "--model-file", "chat", "--requests", "5", "-o", str(a)])
     assert r.exit_code == 2 and "--requests applies to KIND" in r.output
     assert math.isfinite(out["elapsed_s"])
+
+
+def test_fit_recovers_shared_documents():
+    m = WorkloadModel(name="docs", block_tokens=64, arrivals=Arrivals(rate=0.5),
+                      sessions=Sessions(turns_mean=2.0, think_time_s=20.0),
+                      prompts=Prompts(system_prompts=1, system_tokens=300.0, system_sigma=0.0,
+                                      document_probability=0.5, documents=20, document_tokens=2000.0,
+                                      document_sigma=0.3, document_zipf=0.5, first_user_tokens=200.0,
+                                      user_tokens=80.0, output_tokens=100.0))
+    p = fit_model(_whole(Generator(m, duration_s=43_200, seed=3))).model.prompts
+    assert p.system_prompts == 1 and p.system_prompt_tokens[0] == pytest.approx(300, abs=32)
+    assert p.documents == 20 and p.document_probability == pytest.approx(0.5, abs=0.03)
+    assert p.document_tokens == pytest.approx(2000, rel=0.05) and p.document_sigma == pytest.approx(0.3, abs=0.08)
+    assert p.document_zipf == pytest.approx(0.5, abs=0.15)
+    assert p.first_user_tokens == pytest.approx(200, rel=0.1)
