@@ -370,3 +370,19 @@ def test_fit_recovers_shared_documents():
     assert p.document_tokens == pytest.approx(2000, rel=0.05) and p.document_sigma == pytest.approx(0.3, abs=0.08)
     assert p.document_zipf == pytest.approx(0.5, abs=0.15)
     assert p.first_user_tokens == pytest.approx(200, rel=0.1)
+
+
+def test_explicit_conversations_are_used():
+    """Bailian traces name each request's parent: sessions come from those ids, not from the keys."""
+    from kvbench.stream.sessions import recover_sessions
+
+    fixture = Path(__file__).resolve().parent / "fixtures" / "traces" / "bailian_sample.jsonl"
+    t = read_trace(fixture)
+    rows = [json.loads(x) for x in fixture.read_text().splitlines() if x.strip()]
+    row_of = {r["chat_id"]: i for i, r in enumerate(rows)}
+    expected = [row_of.get(r["parent_chat_id"], -1) for r in rows]
+    s = recover_sessions(t)
+    assert s.parent.tolist() == expected
+    for r, p in enumerate(expected):
+        if p >= 0:
+            assert s.session[r] == s.session[p]

@@ -112,8 +112,12 @@ def fit_model(trace: Trace, defaults: WorkloadModel | None = None, name: str | N
         warn(res, "arrivals.weekend_factor", f"the trace spans {_dur(span)} "
              + ("" if absolute else "on a relative clock ") + f"(a weekly cycle needs {_dur(WEEKLY_SPAN_S)} of "
              "Unix-time stamps)", a.weekend_factor)
-    arrivals = Arrivals(rate=n / span, burstiness=burst, diurnal_amplitude=amp, peak_hour=peak,
+    arrivals = Arrivals(rate=1.0, burstiness=burst, diurnal_amplitude=amp, peak_hour=peak,
                         weekend_factor=weekend, start_hour=start_hour, start_weekday=start_weekday)
+    # the long-run rate: the trace's, over the mean of the cycles across its window (a 17-minute trace taken at
+    # the daily trough, with a default daily cycle, stands for a higher mean)
+    window = _operational_time(WorkloadModel(arrivals=arrivals), np.array([0.0, span]))
+    arrivals = replace(arrivals, rate=n / max(1e-9, float(window[1] - window[0])))
 
     # --- sessions ------------------------------------------------------------------------------------
     s = d.sessions
