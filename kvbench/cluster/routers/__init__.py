@@ -48,7 +48,7 @@ class Router:
         raise NotImplementedError
 
 
-def least_loaded(loads) -> int:
+def argmin_load(loads) -> int:
     """Index of the node with the least outstanding work (lowest index on ties)."""
     best, low = 0, loads[0]
     for i in range(1, len(loads)):

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from kvbench.cluster.routers import Router, least_loaded
+from kvbench.cluster.routers import Router, argmin_load
 
 
 class LeastLoadedRouter(Router):
     name = "least-loaded"
 
     def route(self, req, view) -> int:
-        return least_loaded(view.load())
+        return argmin_load(view.load())
 
 
 ROUTER = LeastLoadedRouter

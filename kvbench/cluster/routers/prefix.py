@@ -9,7 +9,7 @@ instead (counted in ``stats["fallbacks"]``). A request no node holds any of goes
 
 from __future__ import annotations
 
-from kvbench.cluster.routers import Router, least_loaded
+from kvbench.cluster.routers import Router, argmin_load
 
 
 class PrefixRouter(Router):
@@ -26,11 +26,11 @@ class PrefixRouter(Router):
         best_len = max(cached)
         if best_len == 0:
             self.stats["cold_routed"] += 1
-            return least_loaded(loads)
+            return argmin_load(loads)
         cands = [i for i in range(self.n) if cached[i] == best_len]
         best = min(cands, key=lambda i: (loads[i], i))
         mean = sum(loads) / self.n
-        low = least_loaded(loads)
+        low = argmin_load(loads)
         if loads[best] > float(self.opts["load_bound"]) * mean and \
                 loads[best] - loads[low] > float(self.opts["load_slack_s"]):
             self.stats["fallbacks"] += 1
