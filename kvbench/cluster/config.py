@@ -43,7 +43,7 @@ class ClusterConfig:
             raise UsageError(f"--nodes must be >= 1, not {self.nodes}", "give e.g. --nodes 4")
         if self.gpus_per_node < 1:
             raise UsageError(f"--gpus-per-node must be >= 1, not {self.gpus_per_node}", "give e.g. --gpus-per-node 8")
-        check_routers(self.routers)
+        check_routers(self.routers, self.router_opts)
         for flag, v in (("--l2-bw", self.l2_bw), ("--l3-bw", self.l3_bw), ("--l4-pool-bw", self.l4_pool_bw)):
             if v is not None and not (v > 0 and math.isfinite(v)):
                 raise UsageError(f"{flag} must be > 0", f"give e.g. {flag} 10GB/s")

@@ -61,17 +61,21 @@ def router_names() -> list[str]:
     return list(ROUTERS)
 
 
-def make_router(name: str, n_nodes: int, seed: int = 0, **opts) -> Router:
-    """A router by registry name; UsageError names the known ones."""
+def router_class(name: str) -> type:
     mod = _ROUTER_MODULES.get(name)
     if mod is None:
         raise UsageError(f"unknown router {name!r}", f"use one of {', '.join(ROUTERS)}")
-    cls = importlib.import_module(f"{__name__}.{mod}").ROUTER
+    return importlib.import_module(f"{__name__}.{mod}").ROUTER
+
+
+def make_router(name: str, n_nodes: int, seed: int = 0, **opts) -> Router:
+    """A router by registry name, given the options it takes among ``opts`` (shared by compared routers)."""
+    cls = router_class(name)
     return cls(n_nodes, seed, **{k: v for k, v in opts.items() if k in cls.options})
 
 
-def check_routers(names) -> list[str]:
-    """Validate a list of router names (before any work); returns them."""
+def check_routers(names, opts=None) -> list[str]:
+    """Validate router names and options (before any work): each option must be one some router takes."""
     names = [n.strip() for n in names if n.strip()]
     if not names:
         raise UsageError("no router given", f"use --router one of {', '.join(ROUTERS)}")
@@ -80,4 +84,9 @@ def check_routers(names) -> list[str]:
             raise UsageError(f"unknown router {n!r}", f"use one of {', '.join(ROUTERS)}")
     if len(set(names)) != len(names):
         raise UsageError(f"router listed twice in {','.join(names)}", "list each router once")
+    known = {k: n for n in names for k in router_class(n).options}
+    for k in opts or {}:
+        if k not in known:
+            raise UsageError(f"no router of {','.join(names)} has an option {k!r}",
+                             "options: " + (", ".join(f"{o} ({n})" for o, n in known.items()) or "none"))
     return names
