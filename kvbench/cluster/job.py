@@ -92,7 +92,7 @@ def run_cluster(cfg: ClusterConfig, *, progress=None) -> dict:
     measure = None
     if not cfg.dry_run:
         from kvbench.cluster import measure
-        measure.check(cfg, trace)                 # targets, Ray reachable: before any I/O
+        measure.check(cfg, trace, spec)                 # targets, Ray reachable: before any I/O
     timing = _timing(cfg, profile)
     config = {**{k: v for k, v in asdict(cfg).items() if k != "replay"}, "replay": asdict(cfg.replay),
               "block_tokens": trace.block_tokens, "block_bytes": spec.block_bytes, "slot_bytes": spec.slot_bytes,
