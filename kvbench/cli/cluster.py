@@ -93,9 +93,9 @@ def cluster_cmd(trace, model, tp, fmt, nodes, router, routers, router_opts, load
     lost = (s.get("measured") or {}).get("lost") or []
     if lost:
         from kvbench.errors import KvbenchError
-        raise KvbenchError(f"{len(lost)} node(s) lost mid-run: " +
-                           "; ".join(f"node {m['node']}: {m['error']}" for m in lost) +
-                           f" (the other nodes' results are in {s['run_dir']})", "rerun on healthy hosts")
+        raise KvbenchError(f"{len(lost)} of {s['nodes_count']} nodes did not finish: " +
+                           "; ".join(f"node {m['node']} {m['status']}: {m['error']}" for m in lost) +
+                           f"; the other nodes' results are in {s['run_dir']}", "rerun on healthy hosts")
 
 
 def _print(s: dict) -> None:

@@ -3,7 +3,8 @@
 The simulation routes the trace (the headline router); node i's requests become a trace of their own, and
 node i runs ``replay kv`` on it with the cluster's tier options: on one machine each node in its own process
 with its own store (``--l3 PATH`` -> ``PATH.node<i>``, ``--l4 DIR`` -> ``DIR/node-<i>``), on Ray one actor per
-node on the cluster's hosts (``--l3`` names the path on each host). The nodes start together; each node's run
+node on the cluster's hosts (``--l3`` names the path on each host: a block device there is used as it is, a
+file path becomes ``PATH.node<i>`` so that two nodes placed on one host do not share a store). The nodes start together; each node's run
 folder comes back as ``node-<i>/`` and their latency histograms merge exactly into the run's
 ``histograms.json``. A lost node is reported with its error; the others' results are kept.
 
@@ -30,9 +31,9 @@ from kvbench.units import format_bytes
 SUBTRACE_BLOCK_TOKENS = 512         # node traces are written as Mooncake lines (512-token blocks)
 
 
-def node_l3(cfg, i: int) -> str | None:
-    l3 = cfg.replay.l3
-    if not l3 or cfg.nodes == 1 or cfg.ray_address:
+def node_l3(l3: str | None, nodes: int, i: int) -> str | None:
+    """Node i's L3 store on its host: a block device as given, a file as ``PATH.node<i>`` (several nodes)."""
+    if not l3 or nodes == 1 or (os.path.exists(l3) and stat.S_ISBLK(os.stat(l3).st_mode)):
         return l3
     return f"{l3}.node{i}"
 
@@ -81,7 +82,8 @@ def run_node(payload: dict) -> dict:
     with tempfile.TemporaryDirectory(prefix=f"kvbench-node{payload['node']}-") as tmp:
         tr = Path(tmp) / "node-trace.jsonl"
         tr.write_text(payload["trace_text"])
-        rc = dict(payload["replay"], trace=str(tr), fmt="mooncake", results=str(Path(tmp) / "results"))
+        rc = dict(payload["replay"], trace=str(tr), fmt="mooncake", results=str(Path(tmp) / "results"),
+                  l3=node_l3(payload["replay"]["l3"], payload["nodes"], payload["node"]))
         if rc.get("l4"):
             os.makedirs(rc["l4"], exist_ok=True)
         summary, error, status = None, None, "complete"
@@ -106,11 +108,11 @@ def _jobs(cfg, trace, nodes_of: np.ndarray) -> list:
     per_l4 = cfg.replay.l4_capacity // cfg.nodes if cfg.replay.l4_capacity else 0
     for i in range(cfg.nodes):
         rows = np.flatnonzero(nodes_of == i)
-        rc = replace(cfg.replay, l3=node_l3(cfg, i), l4=node_l4(cfg, i), l4_capacity=per_l4, max_requests=None,
+        rc = replace(cfg.replay, l4=node_l4(cfg, i), l4_capacity=per_l4, max_requests=None,
                      dry_run=False, export_iolog=None)
         d = asdict(rc)
         jobs.append(("kvbench.cluster.measure:run_node",
-                     {"node": i, "replay": d, "trace_text": node_trace_text(trace, rows) if rows.size else "",
+                     {"node": i, "nodes": cfg.nodes, "replay": d, "trace_text": node_trace_text(trace, rows) if rows.size else "",
                       "requests": int(rows.size)}))
     return jobs
 
