@@ -63,21 +63,6 @@ def test_local_lost_node_keeps_the_other(cli, store_dir):  # noqa: F811
     assert (run / "node-0" / "histograms.json").is_file() and not (run / "node-1").exists()
 
 
-@pytest.fixture(scope="module")
-def ray_cluster():
-    """A local Ray cluster of two nodes (one CPU each) on this machine."""
-    ray = pytest.importorskip("ray")
-    from ray.cluster_utils import Cluster
-
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
-    c.add_node(num_cpus=1)
-    ray.init(address=c.address, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
-    c.wait_for_nodes()
-    yield c.address
-    ray.shutdown()
-    c.shutdown()
-
-
 def test_ray_two_nodes_merge_histograms(cli, store_dir, ray_cluster):  # noqa: F811
     r = cli(*_args(store_dir, "--ray-address", ray_cluster, "--placement", "strict-spread", "--json"))
     assert r.exit_code == 0, r.output

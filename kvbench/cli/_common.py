@@ -108,3 +108,29 @@ def replay_io_options(f):
     )):
         f = option(f)
     return f
+
+
+def ray_options(f):
+    """``--ray-address``: run the command's job on every host of a Ray cluster (kvbench[cluster])."""
+    f = click.option("--inject-host-loss", type=int, default=None, hidden=True,
+                     help="Testing: the worker on host I dies at start.")(f)
+    return click.option("--ray-address", default=None, metavar="ADDR",
+                        help="Run on every host of this Ray cluster (every drive of --target A,B) and compare them "
+                             "side by side; needs kvbench[cluster].")(f)
+
+
+def fan_out_cmd(kind: str, ray_address: str, target: str | None, payload: dict, results_root: str,
+                report: str | None, inject_host_loss: int | None, as_json: bool) -> None:
+    """The ``--ray-address`` branch of ``io`` and ``qualify``: fan out, print, fail if a host was lost."""
+    from kvbench.cluster.fanout import fan_out, print_fanout
+    from kvbench.errors import KvbenchError
+
+    s = fan_out(kind, ray_address, (target or "").split(","), payload, results_root, report, die=inject_host_loss)
+    if as_json:
+        emit_json(s)
+    else:
+        print_fanout(s, click.echo)
+    if s["lost"]:
+        raise KvbenchError(f"{len(s['lost'])} of {s['hosts']} hosts did not finish: " +
+                           "; ".join(f"{h['host']}: {h['error']}" for h in s["lost"]) +
+                           f"; the other hosts' runs are in {s['run_dir']}", "rerun on healthy hosts")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from kvbench.cli._common import DURATION, SIZE, emit_json, json_option
+from kvbench.cli._common import DURATION, SIZE, emit_json, fan_out_cmd, json_option, ray_options
 
 
 @click.command("io")
@@ -38,11 +38,27 @@ from kvbench.cli._common import DURATION, SIZE, emit_json, json_option
 @click.option("--results", "results_root", default="results", show_default=True, help="Results folder root.")
 @click.option("--inject-fault", "faults", default=None, metavar="SPEC",
               help="Testing: eio@N, enospc@N, eio-every=N, corrupt@N, corrupt-every=N.")
+@ray_options
 @json_option
 def io(target, rw, bs, qd, workers, size, runtime, rwmixread, seed, engine, rate_iops, arrival, speed, verify,
-       destroy_data, prefill, export_iolog, results_root, faults, as_json):
-    """Measure a block pattern on a file, raw device or DRAM arena (like fio, on the kvbench engine)."""
+       destroy_data, prefill, export_iolog, results_root, faults, ray_address, inject_host_loss, as_json):
+    """Measure a block pattern on a file, raw device or DRAM arena (like fio, on the kvbench engine).
+
+    With --ray-address, on every host of the Ray cluster for every drive of --target A,B: one report side by
+    side, with the spread between drives."""
     import warnings
+
+    if ray_address:
+        from dataclasses import asdict
+
+        from kvbench.engine.microbench import IoSpec
+        spec = IoSpec(target="", rw=rw, bs=bs, qd=qd, workers=workers, size=size, runtime_s=runtime,
+                      rwmixread=rwmixread, seed=seed, engine=engine, rate_iops=rate_iops, arrival=arrival, speed=speed,
+                      verify=verify, destroy_data=destroy_data, prefill=prefill, faults=faults)
+        spec.validate()
+        spec = {k: v for k, v in asdict(spec).items() if k != "target"}
+        fan_out_cmd("io", ray_address, target, {"spec": spec}, results_root, None, inject_host_loss, as_json)
+        return
 
     from kvbench.engine.microbench import IoSpec, default_target, run_io
     from kvbench.units import format_bytes, format_rate

@@ -119,30 +119,43 @@ class RaySession:
                                  "check the address and that the cluster runs this Ray version") from None
             self.started = True
 
-    def hosts(self) -> list[dict]:
-        """Alive Ray nodes: {"node_id", "host", "cpus"}."""
+    def nodes(self) -> list[dict]:
+        """Alive Ray nodes (raylets): {"node_id", "host", "address", "cpus"}."""
         return [{"node_id": n["NodeID"], "host": n.get("NodeManagerHostname") or n.get("NodeManagerAddress"),
-                 "cpus": n.get("Resources", {}).get("CPU", 0)} for n in self.ray.nodes() if n.get("Alive")]
+                 "address": n.get("NodeManagerAddress"), "cpus": n.get("Resources", {}).get("CPU", 0)}
+                for n in self.ray.nodes() if n.get("Alive")]
+
+    def hosts(self) -> list[dict]:
+        """One Ray node per machine (several raylets on one address are one host)."""
+        seen, out = set(), []
+        for n in self.nodes():
+            if n["address"] not in seen:
+                seen.add(n["address"])
+                out.append(n)
+        return out
 
     def run(self, jobs: list[tuple[str, dict]], strategy: str = "SPREAD", cpus: float = 1.0,
-            die: int | None = None, ready_timeout_s: float = 60.0) -> list:
-        """One actor per job in a placement group (``strategy``), started together; results in job order."""
+            die: int | None = None, ready_timeout_s: float = 60.0, pin: list[str] | None = None) -> list:
+        """One actor per job, started together; results in job order. Actors go into a placement group
+        (``strategy``), or each onto the Ray node of ``pin[i]`` (one job per host)."""
         ray = self.ray
         from ray.util.placement_group import placement_group, remove_placement_group
-        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy
 
-        pg = placement_group([{"CPU": cpus}] * len(jobs), strategy=strategy)
+        pg = None if pin else placement_group([{"CPU": cpus}] * len(jobs), strategy=strategy)
         try:
-            try:
-                ray.get(pg.ready(), timeout=ready_timeout_s)
-            except Exception:  # noqa: BLE001 - GetTimeoutError: not enough hosts/CPUs for the bundles
-                have = self.hosts()
-                raise UsageError(f"Ray could not place {len(jobs)} actors ({cpus:g} CPU each, {strategy}) on "
-                                 f"{len(have)} host(s) with {sum(h['cpus'] for h in have):g} CPUs",
-                                 "use fewer nodes, --placement spread/pack, or add hosts") from None
-            worker = ray.remote(num_cpus=cpus, max_restarts=0)(_Worker)
+            if pg is not None:
+                try:
+                    ray.get(pg.ready(), timeout=ready_timeout_s)
+                except Exception:  # noqa: BLE001 - GetTimeoutError: not enough hosts/CPUs for the bundles
+                    have = self.nodes()
+                    raise UsageError(f"Ray could not place {len(jobs)} actors ({cpus:g} CPU each, {strategy}) on "
+                                     f"{len(have)} Ray node(s) with {sum(h['cpus'] for h in have):g} CPUs",
+                                     "use fewer nodes, --placement spread/pack, or add hosts") from None
+            worker = ray.remote(num_cpus=cpus if pg is not None else 0, max_restarts=0)(_Worker)
             actors = [worker.options(scheduling_strategy=PlacementGroupSchedulingStrategy(
-                pg, placement_group_bundle_index=i)).remote() for i in range(len(jobs))]
+                pg, placement_group_bundle_index=i) if pg is not None else
+                NodeAffinitySchedulingStrategy(pin[i], soft=False)).remote() for i in range(len(jobs))]
             hosts = []
             for a in actors:
                 try:
@@ -168,7 +181,8 @@ class RaySession:
                     pass
             return out
         finally:
-            remove_placement_group(pg)
+            if pg is not None:
+                remove_placement_group(pg)
 
     def close(self) -> None:
         if self.started:
