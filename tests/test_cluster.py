@@ -219,3 +219,14 @@ def test_bad_inputs_one_line(cli, tmp_path, args, needle):
     lines = [ln for ln in r.output.splitlines() if ln.strip()]
     assert len(lines) == 1 and needle in lines[0] and "fix:" in lines[0], r.output
     assert not (tmp_path / "res").exists()
+
+
+def test_report_puts_routers_side_by_side(cli, tmp_path):
+    s = _cluster(cli, tmp_path, "mooncake-sample", "--nodes", "2", "--routers", "round-robin,session,prefix",
+                 "--l2", str(100 * BLOCK))
+    r = cli("report", s["run_dir"], "-o", tmp_path / "c.html", "--json")
+    assert r.exit_code == 0, r.output
+    index = json.loads(r.output)
+    assert "router_comparison" in index["figures"]
+    html = (tmp_path / "c.html").read_text()
+    assert "Routers side by side" in html and "duplication (copies per block)" in html
