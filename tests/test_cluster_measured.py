@@ -51,18 +51,6 @@ def test_local_nodes_measure_their_own_stores(cli, store_dir):  # noqa: F811
     _check_merged(s)
 
 
-def test_local_lost_node_keeps_the_other(cli, store_dir):  # noqa: F811
-    r = cli(*_args(store_dir), "--inject-node-loss", "1")
-    assert r.exit_code == 1
-    assert "node 1 lost:" in r.output
-    run = Path(r.output.split("results are in ")[1].split(" (fix")[0])
-    s = json.loads((run / "summary.json").read_text())
-    assert s["status"] == "partial"
-    lost = {n["node"]: n for n in s["measured"]["nodes"]}
-    assert lost[1]["status"] == "lost" and lost[0]["status"] == "complete"
-    assert (run / "node-0" / "histograms.json").is_file() and not (run / "node-1").exists()
-
-
 def test_ray_two_nodes_merge_histograms(cli, store_dir, ray_cluster):  # noqa: F811
     r = cli(*_args(store_dir, "--ray-address", ray_cluster, "--placement", "strict-spread", "--json"))
     assert r.exit_code == 0, r.output
@@ -73,16 +61,20 @@ def test_ray_two_nodes_merge_histograms(cli, store_dir, ray_cluster):  # noqa: F
     _check_merged(s)
 
 
-def test_ray_killed_actor_keeps_the_others(cli, store_dir, ray_cluster):  # noqa: F811
-    r = cli(*_args(store_dir, "--ray-address", ray_cluster, "--inject-node-loss", "0"))
+@pytest.mark.parametrize("where, lose", [("local", 1), ("ray", 0)])
+def test_lost_node_keeps_the_others(cli, store_dir, request, where, lose):  # noqa: F811
+    extra = ("--ray-address", request.getfixturevalue("ray_cluster")) if where == "ray" else ()
+    r = cli(*_args(store_dir, *extra), "--inject-node-loss", str(lose))
     assert r.exit_code == 1
-    assert "node 0 lost: Ray actor died" in r.output
+    assert f"node {lose} lost: " + ("Ray actor died" if where == "ray" else "worker process exited") in r.output
     run = Path(r.output.split("results are in ")[1].split(" (fix")[0])
     s = json.loads((run / "summary.json").read_text())
     assert s["status"] == "partial"
     nodes = {n["node"]: n for n in s["measured"]["nodes"]}
-    assert nodes[0]["status"] == "lost" and nodes[1]["status"] == "complete"
-    assert (run / "node-1" / "requests.csv").is_file()
+    kept = 1 - lose
+    assert nodes[lose]["status"] == "lost" and nodes[kept]["status"] == "complete"
+    assert (run / f"node-{kept}" / "histograms.json").is_file() and not (run / f"node-{lose}").exists()
+    assert json.loads((run / "histograms.json").read_text())        # the kept node's histograms, merged
 
 
 def test_unreachable_ray_address_one_line_before_io(cli, store_dir):  # noqa: F811

@@ -134,3 +134,33 @@ def fan_out_cmd(kind: str, ray_address: str, target: str | None, payload: dict, 
         raise KvbenchError(f"{len(s['lost'])} of {s['hosts']} hosts did not finish: " +
                            "; ".join(f"{h['host']}: {h['error']}" for h in s["lost"]) +
                            f"; the other hosts' runs are in {s['run_dir']}", "rerun on healthy hosts")
+
+
+def replay_config(**opts):
+    """A :class:`kvbench.replay.kv.ReplayConfig` from the options of :func:`tier_options` and
+    :func:`replay_io_options` (CLI names) plus any ReplayConfig field given by its own name."""
+    from kvbench.replay.kv import ReplayConfig
+
+    renamed = {"l4_link_latency": "l4_link_latency_s", "ttl": "ttl_s", "duration": "duration_s"}
+    exclusive = opts.pop("exclusive", False)
+    kw = {renamed.get(k, k): v for k, v in opts.items()}
+    kw["l4_link_latency_s"] = kw.get("l4_link_latency_s") or 0.0
+    return ReplayConfig(inclusion="exclusive" if exclusive else "inclusive", **kw)
+
+
+def key_value_callback(example: str, numeric: bool = False):
+    """A click callback turning repeated ``KEY=VALUE`` options into a dict (numbers as float)."""
+    def convert(ctx, param, values):
+        out = {}
+        for v in values:
+            k, sep, val = v.partition("=")
+            if not sep or not k:
+                raise click.BadParameter(f"{v!r}: write KEY=VALUE, e.g. {example}")
+            try:
+                out[k.replace("-", "_") if numeric else k] = float(val)
+            except ValueError:
+                if numeric:
+                    raise click.BadParameter(f"{v!r}: the value must be a number") from None
+                out[k] = val
+        return out
+    return convert

@@ -4,20 +4,8 @@ from __future__ import annotations
 
 import click
 
-from kvbench.cli._common import RATE, emit_json, json_option, replay_io_options, tier_options
-
-
-def _router_opts(ctx, param, values):
-    out = {}
-    for v in values:
-        k, sep, val = v.partition("=")
-        if not sep or not k:
-            raise click.BadParameter(f"{v!r}: write KEY=VALUE, e.g. shared_fraction=0.9")
-        try:
-            out[k.replace("-", "_")] = float(val)
-        except ValueError:
-            raise click.BadParameter(f"{v!r}: the value must be a number") from None
-    return out
+from kvbench.cli._common import (RATE, emit_json, json_option, key_value_callback, replay_config, replay_io_options,
+                                 tier_options)
 
 
 @click.command("cluster")
@@ -29,7 +17,7 @@ def _router_opts(ctx, param, values):
 @click.option("--router", "router", default=None, help="Router: random, round-robin, least-loaded, session, prefix.")
 @click.option("--routers", "routers", default=None, metavar="A,B,C",
               help="Compare several routers on the same trace in one run (the first is the headline).")
-@click.option("--router-opt", "router_opts", multiple=True, callback=_router_opts, metavar="KEY=VALUE",
+@click.option("--router-opt", "router_opts", multiple=True, callback=key_value_callback("shared_fraction=0.9", numeric=True), metavar="KEY=VALUE",
               help="A router's knob, e.g. shared_fraction=0.9 (session), vnodes=128 (repeatable).")
 @click.option("--load-bound", type=float, default=None,
               help="prefix router: fall back to the least-loaded node when the chosen one has more than this x the "
@@ -46,6 +34,8 @@ def _router_opts(ctx, param, values):
 @replay_io_options
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random router and the session ring.")
 @click.option("--dry-run", is_flag=True, help="Simulate only: no I/O, no targets touched.")
+@click.option("--destroy-data", default=None, metavar="DEV",
+              help="Allow writing the raw block device DEV given as --l3 (on each Ray host; its data is destroyed).")
 @click.option("--ray-address", default=None, metavar="ADDR",
               help="Run the nodes' I/O on a Ray cluster (one actor per node; needs kvbench[cluster]).")
 @click.option("--placement", type=click.Choice(["spread", "strict-spread", "pack"]), default="spread",
@@ -56,7 +46,7 @@ def _router_opts(ctx, param, values):
 def cluster_cmd(trace, model, tp, fmt, nodes, router, routers, router_opts, load_bound, load_slack, gpus_per_node,
                 profile, l2_bw, l3_bw, l4_pool_bw, l1, l2, l3, l3_capacity, l4, l4_capacity, l4_link_bw,
                 l4_link_latency, policy, ttl, write_policy, exclusive, promote, layout, segment_bytes, trim, chunk_bytes,
-                qd, engine, speed, closed_loop, duration, max_requests, verify, seed, dry_run, ray_address, placement,
+                qd, engine, speed, closed_loop, duration, max_requests, verify, seed, dry_run, destroy_data, ray_address, placement,
                 inject_node_loss, results, as_json):
     """Simulate TRACE on NODES serving nodes behind a router: per node L1-L3 (capacities per node), one L4 pool
     shared by all (capacity, per-node link, aggregate bandwidth), a prefill queue per node; hit ratios per node
@@ -65,7 +55,6 @@ def cluster_cmd(trace, model, tp, fmt, nodes, router, routers, router_opts, load
     from kvbench.cluster.config import ClusterConfig
     from kvbench.cluster.job import run_cluster
     from kvbench.errors import UsageError
-    from kvbench.replay.kv import ReplayConfig
 
     if router and routers:
         raise UsageError("--router and --routers both given", "give one router, or a list with --routers")
@@ -75,13 +64,12 @@ def cluster_cmd(trace, model, tp, fmt, nodes, router, routers, router_opts, load
         opts["load_bound"] = load_bound
     if load_slack is not None:
         opts["load_slack_s"] = load_slack
-    rcfg = ReplayConfig(trace=trace, model=model, fmt=fmt, tp=tp, l1=l1, l2=l2, l3=l3, l3_capacity=l3_capacity, l4=l4,
-                        l4_capacity=l4_capacity, l4_link_bw=l4_link_bw, l4_link_latency_s=l4_link_latency or 0.0,
-                        policy=policy, ttl_s=ttl, write_policy=write_policy,
-                        inclusion="exclusive" if exclusive else "inclusive", promote=promote, layout=layout,
-                        trim=trim, segment_bytes=segment_bytes, chunk_bytes=chunk_bytes, speed=speed,
-                        closed_loop=closed_loop, duration_s=duration, max_requests=max_requests, verify=verify,
-                        qd=qd, engine=engine, dry_run=dry_run, results=results)
+    rcfg = replay_config(trace=trace, model=model, fmt=fmt, tp=tp, l1=l1, l2=l2, l3=l3, l3_capacity=l3_capacity,
+                         l4=l4, l4_capacity=l4_capacity, l4_link_bw=l4_link_bw, l4_link_latency=l4_link_latency,
+                         policy=policy, ttl=ttl, write_policy=write_policy, exclusive=exclusive, promote=promote,
+                         layout=layout, trim=trim, segment_bytes=segment_bytes, chunk_bytes=chunk_bytes, speed=speed,
+                         closed_loop=closed_loop, duration=duration, max_requests=max_requests, verify=verify, qd=qd,
+                         engine=engine, dry_run=dry_run, destroy_data=destroy_data, results=results)
     cfg = ClusterConfig(replay=rcfg, nodes=nodes, routers=names, gpus_per_node=gpus_per_node, router_opts=opts,
                         seed=seed, profile=profile, l2_bw=l2_bw, l3_bw=l3_bw, l4_pool_bw=l4_pool_bw,
                         ray_address=ray_address, placement=placement, inject_node_loss=inject_node_loss)

@@ -4,20 +4,7 @@ from __future__ import annotations
 
 import click
 
-from kvbench.cli._common import SIZE, emit_json, fan_out_cmd, json_option, ray_options
-
-
-def _drive_kv(ctx, param, values):
-    out = {}
-    for v in values:
-        k, sep, val = v.partition("=")
-        if not sep or not k:
-            raise click.BadParameter(f"{v!r}: write KEY=VALUE, e.g. rated_dwpd=3")
-        try:
-            out[k] = float(val)
-        except ValueError:
-            out[k] = val
-    return out
+from kvbench.cli._common import SIZE, emit_json, fan_out_cmd, json_option, key_value_callback, ray_options
 
 
 @click.command("qualify")
@@ -26,7 +13,7 @@ def _drive_kv(ctx, param, values):
 @click.option("--size", type=SIZE, default=None, help="Bytes of the target to use (required for a new file).")
 @click.option("--destroy-data", default=None, metavar="DEV",
               help="Allow writing to this raw block device (must name --target): its data is destroyed.")
-@click.option("--drive", "drive", multiple=True, callback=_drive_kv, metavar="KEY=VALUE",
+@click.option("--drive", "drive", multiple=True, callback=key_value_callback("rated_dwpd=3"), metavar="KEY=VALUE",
               help="Override the profile's [drive] facts, e.g. --drive rated_dwpd=3 (repeatable).")
 @click.option("--skip-precondition", is_flag=True, help="Skip the fill and steady-state rounds (drive already conditioned).")
 @click.option("--results", "results_root", default="results", show_default=True, help="Folder for run folders.")

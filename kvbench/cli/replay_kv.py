@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from kvbench.cli._common import SIZE, emit_json, json_option, replay_io_options, tier_options
+from kvbench.cli._common import SIZE, emit_json, json_option, replay_config, replay_io_options, tier_options
 
 GROUP = "replay"
 
@@ -33,17 +33,16 @@ def replay_kv_cmd(trace, model, tp, fmt, l1, l2, l3, l3_capacity, l4, l4_capacit
                   sample_seed, results, as_json):
     """Replay TRACE through the tiers: hits read from where they live, misses produced and written, evictions
     cascade; per-request load times, per-tier hit ratios, bytes, bandwidth and latency."""
-    from kvbench.replay.kv import ReplayConfig, replay_kv
+    from kvbench.replay.kv import replay_kv
     from kvbench.units import format_bytes, format_rate
 
-    cfg = ReplayConfig(trace=trace, model=model, fmt=fmt, tp=tp, l1=l1, l2=l2, l3=l3, l3_capacity=l3_capacity, l4=l4,
-                       l4_capacity=l4_capacity, l4_link_bw=l4_link_bw, l4_link_latency_s=l4_link_latency or 0.0,
-                       policy=policy, ttl_s=ttl, write_policy=write_policy,
-                       inclusion="exclusive" if exclusive else "inclusive", promote=promote, layout=layout,
-                       trim=trim, segment_bytes=segment_bytes, chunk_bytes=chunk_bytes, speed=speed,
-                       closed_loop=closed_loop, duration_s=duration, max_requests=max_requests, verify=verify,
-                       qd=qd, engine=engine, dry_run=dry_run, export_iolog=export_iolog, destroy_data=destroy_data,
-                       results=results, sample_keys=sample_keys, sample_seed=sample_seed)
+    cfg = replay_config(trace=trace, model=model, fmt=fmt, tp=tp, l1=l1, l2=l2, l3=l3, l3_capacity=l3_capacity, l4=l4,
+                        l4_capacity=l4_capacity, l4_link_bw=l4_link_bw, l4_link_latency=l4_link_latency,
+                        policy=policy, ttl=ttl, write_policy=write_policy, exclusive=exclusive, promote=promote,
+                        layout=layout, trim=trim, segment_bytes=segment_bytes, chunk_bytes=chunk_bytes, speed=speed,
+                        closed_loop=closed_loop, duration=duration, max_requests=max_requests, verify=verify,
+                        qd=qd, engine=engine, dry_run=dry_run, export_iolog=export_iolog, destroy_data=destroy_data,
+                        results=results, sample_keys=sample_keys, sample_seed=sample_seed)
     s = replay_kv(cfg)
     if as_json:
         emit_json(s)

@@ -97,9 +97,9 @@ def simulate_router(trace, spec, n_nodes: int, lanes: int, router, timing: Timin
         a, b = int(offs[i]), int(offs[i + 1])
         view.now = now
         pool.prune(now)
-        k = node_i = router.route(RouteRequest(i, now, key_list[a:b], inp[i]), view)
-        if not 0 <= k < n_nodes:
-            raise RuntimeError(f"router {router.name} returned node {k} of {n_nodes}")
+        node_i = router.route(RouteRequest(i, now, key_list[a:b], inp[i]), view)
+        if not 0 <= node_i < n_nodes:
+            raise RuntimeError(f"router {router.name} returned node {node_i} of {n_nodes}")
         node = nodes[node_i]
         node.link.prune(now)
         reqs, ev = node.hier.run(ts[i:i + 1], np.array([0, b - a]), keys[a:b], first_request=i)
