@@ -44,6 +44,8 @@ def _placement(s, tmp_path):
     ("--l1", str(40 * BLOCK), "--l2", str(300 * BLOCK)),
     ("--l2", str(200 * BLOCK), "--l3-capacity", str(600 * BLOCK), "--write-policy", "back"),
     ("--l1", str(50 * BLOCK), "--l3-capacity", str(300 * BLOCK), "--l4-capacity", str(900 * BLOCK), "--policy", "s3fifo"),
+    ("--l2", str(150 * BLOCK), "--l3-capacity", str(400 * BLOCK), "--write-policy", "back", "--exclusive", "--ttl", "20s",
+     "--layout", "log", "--segment", "8MiB"),
 ])
 def test_one_node_equals_replay_kv_dry_run(cli, tmp_path, extra):
     extra = list(extra)

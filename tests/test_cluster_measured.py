@@ -49,6 +49,23 @@ def test_local_nodes_measure_their_own_stores(cli, store_dir):  # noqa: F811
     assert sum(n["requests"] for n in s["measured"]["nodes"]) == 60
     assert set(s["parts"]) == {"node-0", "node-1"}
     _check_merged(s)
+    # measured TTFT: each node's single lane replayed with its measured load times and the simulated prefill
+    import numpy as np
+    import pandas as pd
+    sim = pd.read_csv(Path(s["run_dir"]) / "requests-session.csv")
+    every = []
+    for i in (0, 1):
+        mine = sim[sim["node"] == i].reset_index(drop=True)
+        meas = pd.read_csv(Path(s["run_dir"]) / f"node-{i}" / "requests.csv")
+        free = 0.0
+        for j, row in meas.iterrows():
+            arr, pre = mine.loc[j, "arrival_s"], mine.loc[j, "prefill_ms"] / 1e3
+            load = 0.0 if np.isnan(row["load_ms"]) else row["load_ms"] / 1e3
+            free = max(arr, free) + load + pre
+            every.append((free - arr) * 1e3)
+    assert s["measured"]["ttft_ms"]["requests"] == len(every) == 60
+    assert s["measured"]["ttft_ms"]["p50"] == pytest.approx(float(np.percentile(every, 50, method="inverted_cdf")))
+    assert s["measured"]["ttft_ms"]["p99"] == pytest.approx(float(np.percentile(every, 99, method="inverted_cdf")))
 
 
 def test_ray_two_nodes_merge_histograms(cli, store_dir, ray_cluster):  # noqa: F811

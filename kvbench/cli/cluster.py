@@ -110,6 +110,10 @@ def _print(s: dict) -> None:
                    f"{'-' if lk is None else f'{lk:.0%}'}, peak pool utilisation {'-' if pk is None else f'{pk:.0%}'}")
     m = s.get("measured")
     if m:
+        t = m["ttft_ms"]
+        if t["p50"] is not None:
+            click.echo(f"  measured ({m['where']}): TTFT p50 {t['p50']:.1f} ms p99 {t['p99']:.1f} ms over "
+                       f"{t['requests']} requests (measured loads, modelled prefill)")
         for nd in m["nodes"]:
             lt = (nd.get("load_time_ms") or {})
             click.echo(f"  measured node {nd['node']} on {nd.get('host', '?')}: {nd['status']}"

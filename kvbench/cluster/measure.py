@@ -128,6 +128,38 @@ def merge_histograms(per_node: list[dict]) -> dict:
     return out
 
 
+def measured_ttft(cols: dict, rows: np.ndarray, load_ms: np.ndarray, lanes: int) -> np.ndarray:
+    """TTFT (ms) of one node's measured requests: its queue replayed with the *measured* load times and the
+    simulation's prefill times (``rows``: the requests' global indices, in arrival order)."""
+    from kvbench.cluster.nodes import Lanes
+
+    q = Lanes(lanes)
+    out = np.empty(rows.size)
+    arrival = cols["arrival_s"][rows]
+    prefill = cols["prefill_ms"][rows] / 1e3
+    load = np.nan_to_num(np.asarray(load_ms, dtype=np.float64)) / 1e3     # no load: every hit was in L1
+    for j in range(rows.size):
+        lane, start = q.start(arrival[j])
+        done = start + load[j] + prefill[j]
+        q.finish(lane, done)
+        out[j] = (done - arrival[j]) * 1e3
+    return out
+
+
+def _node_ttft(cols, nodes_of, i, files, lanes):
+    import io
+
+    import pandas as pd
+
+    if "requests.csv" not in files:
+        return None
+    df = pd.read_csv(io.BytesIO(files["requests.csv"]))
+    if df.empty:
+        return None
+    rows = np.flatnonzero(nodes_of == i)[df["request"].to_numpy(dtype=np.int64)]
+    return measured_ttft(cols, rows, df["load_ms"].to_numpy(), lanes)
+
+
 def run_nodes(cfg, trace, cols: dict, rd, progress=None) -> dict:
     """Measure every node with requests; write ``node-<i>/`` folders and merged histograms into ``rd``."""
     from kvbench.cluster.config import PLACEMENTS
@@ -140,7 +172,9 @@ def run_nodes(cfg, trace, cols: dict, rd, progress=None) -> dict:
     if cfg.inject_node_loss is not None:
         die = next((k for k, j in enumerate(active) if j[1]["node"] == cfg.inject_node_loss), None)
     results = run_jobs(active, cfg.ray_address, PLACEMENTS[cfg.placement], die=die)
-    nodes, lost, hists = [], [], []
+    from kvbench.cluster.sim import pct
+
+    nodes, lost, hists, ttfts = [], [], [], []
     for (fn, payload), res in zip(active, results):
         i = payload["node"]
         if isinstance(res, Lost):
@@ -159,13 +193,18 @@ def run_nodes(cfg, trace, cols: dict, rd, progress=None) -> dict:
         if "histograms.json" in (res.get("files") or {}):
             hists.append(json.loads(res["files"]["histograms.json"]))
         sim = cols["hit_blocks"][nodes_of == i].sum() / max(1, cols["blocks"][nodes_of == i].sum())
+        ttft = _node_ttft(cols, nodes_of, i, res.get("files") or {}, cfg.gpus_per_node)
+        if ttft is not None:
+            ttfts.append(ttft)
         nodes.append({"node": i, "host": res.get("host"), "status": res.get("status"), "error": res.get("error"),
                       "run_dir": str(sub), "requests": s.get("requests"), "hit_ratio": s.get("hit_ratio"),
                       "simulated_hit_ratio": float(sim), "load_time_ms": s.get("load_time_ms"),
                       "tiers": {t: {k: v.get(k) for k in ("read_bytes", "write_bytes", "read_bw_bytes_per_s",
                                                           "write_bw_bytes_per_s", "read_lat_us")}
                                 for t, v in (s.get("tiers") or {}).items()},
-                      "verify_errors": s.get("verify_errors")})
+                      "verify_errors": s.get("verify_errors"),
+                      "ttft_ms": None if ttft is None else {"p50": pct(ttft, 50), "p99": pct(ttft, 99),
+                                                            "requests": int(ttft.size)}})
         if res.get("status") == "failed":
             lost.append({"node": i, "status": "failed", "error": res.get("error"), "host": res.get("host")})
     for i in range(cfg.nodes):
@@ -175,10 +214,13 @@ def run_nodes(cfg, trace, cols: dict, rd, progress=None) -> dict:
     merged = merge_histograms(hists)
     if merged:
         rd.write_histograms(merged)
-    pct = {name: h.percentiles() for name, h in merged.items()}
+    hp = {name: h.percentiles() for name, h in merged.items()}
+    every = np.concatenate(ttfts) if ttfts else np.zeros(0)
     return {"nodes": nodes, "lost": lost, "where": f"ray {cfg.ray_address}" if cfg.ray_address else "local processes",
-            "load_time_ms": {k: (v / 1e3 if v is not None else None) for k, v in (pct.get("load_time") or {}).items()},
-            "merged_histograms": {name: {"count": h.count, **{k: pct[name].get(k) for k in ("p50", "p99", "max")}}
+            "load_time_ms": {k: (v / 1e3 if v is not None else None) for k, v in (hp.get("load_time") or {}).items()},
+            "ttft_ms": {"p50": pct(every, 50), "p99": pct(every, 99), "requests": int(every.size),
+                        "note": "each node's queue replayed with its measured load times and the modelled prefill"},
+            "merged_histograms": {name: {"count": h.count, **{k: hp[name].get(k) for k in ("p50", "p99", "max")}}
                                   for name, h in merged.items()},
             "note": "L1-L3 per node as simulated; the shared L4 pool is simulated only (each measured node has a "
                     "private L4 of pool capacity / nodes)"}

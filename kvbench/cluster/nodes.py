@@ -21,20 +21,38 @@ from kvbench.sim.tiers import Hierarchy, HierarchySpec
 LOCAL_TIERS = ("l1", "l2", "l3")
 
 
+class Lanes:
+    """A node's prefill lanes (GPUs): first come first served, a request on the lane that frees first."""
+
+    def __init__(self, lanes: int):
+        self.free = [0.0] * lanes
+
+    def load(self, now: float) -> float:
+        """Outstanding prefill work (s): what the lanes still have queued or running at ``now``."""
+        return sum(f - now for f in self.free if f > now)
+
+    def start(self, now: float) -> tuple[int, float]:
+        """The lane a request arriving at ``now`` takes and when it starts there."""
+        lane = min(range(len(self.free)), key=lambda j: (self.free[j], j))
+        return lane, max(now, self.free[lane])
+
+    def finish(self, lane: int, done: float) -> None:
+        self.free[lane] = done
+
+
 class Node:
-    """One serving node: its tier hierarchy, its lanes' free times and its L4 link calendar."""
+    """One serving node: its tier hierarchy, its prefill lanes and its L4 link calendar."""
 
     def __init__(self, index: int, spec: HierarchySpec, lanes: int, link):
         self.index = index
         self.hier = Hierarchy(spec)
-        self.lane_free = [0.0] * lanes
+        self.lanes = Lanes(lanes)
         self.link = link
         names = [t.spec.name for t in self.hier.tiers]
         self._local = [self.hier.tier(n).meta for n in LOCAL_TIERS if n in names]
 
     def load(self, now: float) -> float:
-        """Outstanding prefill work (s): what the lanes still have queued or running at ``now``."""
-        return sum(f - now for f in self.lane_free if f > now)
+        return self.lanes.load(now)
 
     def cached_prefix(self, keys) -> int:
         """Leading blocks of ``keys`` held in this node's own tiers (L1-L3); recency untouched."""

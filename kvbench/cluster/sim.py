@@ -106,15 +106,14 @@ def simulate_router(trace, spec, n_nodes: int, lanes: int, router, timing: Timin
         r = reqs[0]
         hits = [int(r["hit_l1"]), int(r["hit_l2"]), int(r["hit_l3"]), int(r["hit_l4"])]
         cached = min(int(r["hit_blocks"]) * block_tokens, inp[i])
-        lane = min(range(lanes), key=lambda j: (node.lane_free[j], j))
-        start = max(now, node.lane_free[lane])
+        lane, start = node.lanes.start(now)
         load = max(hits[1] * slot / timing.l2_bw, hits[2] * slot / timing.l3_bw)
         if hits[3]:
             end = transfer(start, hits[3] * slot, node.link, pool)
             load = max(load, timing.l4_link_latency_s + end - start)
         prefill = timing.prefill_s(inp[i], cached)
         done = start + load + prefill
-        node.lane_free[lane] = done
+        node.lanes.finish(lane, done)
         wrote = int(((ev["tier"] == 3) & (ev["op"] == EV_WRITE)).sum()) * slot
         if wrote:
             transfer(done, wrote, node.link, pool)
@@ -128,7 +127,7 @@ def simulate_router(trace, spec, n_nodes: int, lanes: int, router, timing: Timin
     return cols, nodes, pool, l4_written
 
 
-def _pct(values: np.ndarray, q: float) -> float | None:
+def pct(values: np.ndarray, q: float) -> float | None:
     return float(np.percentile(values, q, method="inverted_cdf")) if values.size else None
 
 
@@ -159,7 +158,7 @@ def summarise(cols: dict, nodes: list[Node], pool: Calendar, l4_written: np.ndar
             "hit_ratio": _ratio(int(cols["hit_blocks"][sel].sum()), nb),
             "tier_hit_ratio": tier_hits(sel),
             "prefill_tokens_saved": int(cols["cached_tokens"][sel].sum()),
-            "ttft_ms": {"p50": _pct(ttft, 50), "p99": _pct(ttft, 99)},
+            "ttft_ms": {"p50": pct(ttft, 50), "p99": pct(ttft, 99)},
             "tiers": {name: {"hit_blocks": int(cols[f"hit_{name}"][sel].sum()),
                              "read_bytes": c.reads * (spec.block_bytes if name == "l1" else slot),
                              "write_bytes": c.writes * (spec.block_bytes if name == "l1" else slot),
@@ -200,10 +199,10 @@ def summarise(cols: dict, nodes: list[Node], pool: Calendar, l4_written: np.ndar
                "peak_link_utilisation": max(link_peaks) if (has_l4 and link_peaks) else None,
                "peak_pool_utilisation": pool.peak_utilisation if has_l4 else None,
                "loads": int((cols["hit_l4"] > 0).sum())},
-        "ttft_ms": {"p50": _pct(ttft, 50), "p90": _pct(ttft, 90), "p99": _pct(ttft, 99),
+        "ttft_ms": {"p50": pct(ttft, 50), "p90": pct(ttft, 90), "p99": pct(ttft, 99),
                     "mean": float(ttft.mean()) if ttft.size else None},
-        "queue_ms": {"p50": _pct(cols["queue_ms"], 50), "p99": _pct(cols["queue_ms"], 99)},
-        "load_ms": {"p50": _pct(cols["load_ms"], 50), "p99": _pct(cols["load_ms"], 99)},
+        "queue_ms": {"p50": pct(cols["queue_ms"], 50), "p99": pct(cols["queue_ms"], 99)},
+        "load_ms": {"p50": pct(cols["load_ms"], 50), "p99": pct(cols["load_ms"], 99)},
         "prefill_tokens": int((cols["input_tokens"] - cols["cached_tokens"]).sum()),
         "prefill_tokens_saved": int(cols["cached_tokens"].sum()),
         "trace_span_s": span, "simulated_s": duration,
