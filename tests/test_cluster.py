@@ -232,3 +232,12 @@ def test_report_puts_routers_side_by_side(cli, tmp_path):
     assert "router_comparison" in index["figures"]
     html = (tmp_path / "c.html").read_text()
     assert "Routers side by side" in html and "duplication (copies per block)" in html
+
+
+def test_prefix_router_sees_retention(cli, tmp_path):
+    # R1 puts [1,2,3] on node 1; R2 (100 s later) extends it: to node 1, unless a 10 s TTL dropped the blocks
+    tr = _trace(tmp_path / "t.jsonl", [(0, [10]), (1, [1, 2, 3]), (100000, [1, 2, 3, 4])])
+    s = _cluster(cli, tmp_path, tr, "--nodes", "2", "--router", "prefix", "--l2", "1GiB")
+    assert _placement(s, tmp_path)[0] == [0, 1, 1] and s["router_stats"]["prefix_routed"] == 1
+    s = _cluster(cli, tmp_path, tr, "--nodes", "2", "--router", "prefix", "--l2", "1GiB", "--ttl", "10s")
+    assert _placement(s, tmp_path)[0] == [0, 1, 0] and s["router_stats"]["cold_routed"] == 3

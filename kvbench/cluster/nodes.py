@@ -7,8 +7,8 @@ its ``policy``, ``store`` and residency map ``meta``), and only here:
 * :func:`share_tier`: every node's L4 is *the same* tier (one policy, store and residency map), so a block one
   node wrote into the pool is a hit for every node, its capacity is the pool's, and evictions are global. The
   per-node counters stay per node (who read and wrote what).
-* :meth:`Node.cached_prefix`: the leading blocks of a request a node holds in its own tiers (L1-L3), without
-  touching recency (what a cache-aware router's index knows).
+* :meth:`Node.cached_prefix`: the leading blocks of a request a node holds in its own tiers (L1-L3), asked of
+  each tier's policy with ``contains`` (no recency change): what a cache-aware router's index knows.
 
 The queue: ``lanes`` prefill slots (GPUs) per node, first come first served; a request starts on the lane
 that frees first, loads its hits, then prefills its uncached suffix.
@@ -49,17 +49,18 @@ class Node:
         self.lanes = Lanes(lanes)
         self.link = link
         names = [t.spec.name for t in self.hier.tiers]
-        self._local = [self.hier.tier(n).meta for n in LOCAL_TIERS if n in names]
+        self._local = [self.hier.tier(n).policy for n in LOCAL_TIERS if n in names]
 
     def load(self, now: float) -> float:
         return self.lanes.load(now)
 
-    def cached_prefix(self, keys) -> int:
-        """Leading blocks of ``keys`` held in this node's own tiers (L1-L3); recency untouched."""
+    def cached_prefix(self, keys, now: float) -> int:
+        """Leading blocks of ``keys`` held (and not past their retention) in this node's own tiers (L1-L3), by
+        the policies' side-effect-free ``contains``: recency untouched."""
         local = self._local
         n = 0
         for k in keys:
-            if not any(k in m for m in local):
+            if not any(p.contains(k, now) for p in local):
                 break
             n += 1
         return n

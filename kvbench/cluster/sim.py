@@ -52,7 +52,7 @@ class ClusterView:
         return [n.load(self.now) for n in self.nodes]
 
     def cached_prefix(self, keys) -> list[int]:
-        return [n.cached_prefix(keys) for n in self.nodes]
+        return [n.cached_prefix(keys, self.now) for n in self.nodes]
 
 
 @dataclass(frozen=True)
