@@ -119,6 +119,7 @@ def test_session_skips_the_shared_system_prompt(cli, tmp_path):
     nodes, _ = _placement(s, tmp_path)
     ring = SessionRouter(4)
     assert nodes == [ring.node_of(c) for c in convs] * 2      # identity: the block after the shared one
+    assert len(set(nodes)) > 1
     assert s["router_stats"]["shared_prefix_blocks"] == 1
     # without skipping it, every request hashes the same system block: all on one node
     s = _cluster(cli, tmp_path, tr, "--nodes", "4", "--router", "session", "--router-opt", "shared_fraction=1",
@@ -241,3 +242,33 @@ def test_prefix_router_sees_retention(cli, tmp_path):
     assert _placement(s, tmp_path)[0] == [0, 1, 1] and s["router_stats"]["prefix_routed"] == 1
     s = _cluster(cli, tmp_path, tr, "--nodes", "2", "--router", "prefix", "--l2", "1GiB", "--ttl", "10s")
     assert _placement(s, tmp_path)[0] == [0, 1, 0] and s["router_stats"]["cold_routed"] == 3
+
+
+def test_session_follows_named_conversations(cli, tmp_path):
+    from tests.conftest import FIXTURES
+
+    trace = FIXTURES / "traces" / "bailian_sample.jsonl"
+    recs = [json.loads(x) for x in open(trace) if x.strip()]
+    parent = {r["chat_id"]: r["parent_chat_id"] for r in recs}
+
+    def root(c):
+        while parent.get(c, -1) in parent:
+            c = parent[c]
+        return c
+
+    s = _cluster(cli, tmp_path, trace, "--nodes", "4", "--router", "session", "--l2", "1GiB")
+    nodes, _ = _placement(s, tmp_path)
+    where = {}
+    for r, n in zip(recs, nodes):
+        assert where.setdefault(root(r["chat_id"]), n) == n        # a conversation never leaves its node
+    assert s["router_stats"]["identity"].startswith("conversation")
+    assert len(set(nodes)) == 4                                   # 29 conversations over 4 nodes
+
+
+def test_session_ring_moves_only_what_a_new_node_takes():
+    from kvbench.cluster.routers.session import SessionRouter
+
+    four, five = SessionRouter(4), SessionRouter(5)
+    moved = [(four.node_of(i), five.node_of(i)) for i in range(5000) if four.node_of(i) != five.node_of(i)]
+    assert all(new == 4 for _, new in moved)                  # nothing moves between the old nodes
+    assert 0.1 < len(moved) / 5000 < 0.35                     # about 1/5 moves to the new one
