@@ -48,10 +48,14 @@ class Router:
         raise NotImplementedError
 
 
-def argmin_load(loads) -> int:
-    """Index of the node with the least outstanding work (lowest index on ties)."""
-    best, low = 0, loads[0]
-    for i in range(1, len(loads)):
+def argmin_load(loads, start: int = 0) -> int:
+    """Index of the node with the least outstanding work; ties go to the first from ``start`` on (routers pass
+    the request index, so that idle nodes share requests round-robin instead of node 0 taking them all)."""
+    n = len(loads)
+    best = start % n
+    low = loads[best]
+    for k in range(1, n):
+        i = (start + k) % n
         if loads[i] < low:
             best, low = i, loads[i]
     return best

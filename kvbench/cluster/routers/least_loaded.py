@@ -1,4 +1,5 @@
-"""``least-loaded``: the node with the least outstanding prefill work (queued + running, seconds)."""
+"""``least-loaded``: the node with the least outstanding prefill work (queued + running, seconds); ties
+round-robin by request index."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ class LeastLoadedRouter(Router):
     name = "least-loaded"
 
     def route(self, req, view) -> int:
-        return argmin_load(view.load())
+        return argmin_load(view.load(), req.index)
 
 
 ROUTER = LeastLoadedRouter

@@ -4,7 +4,7 @@ As cache-aware routers in production do (SGLang's router, llm-d, Dynamo): prefer
 (L1-L3; the shared L4 pool is the same for all) hold the most leading blocks of the request, ties to the
 least-loaded of them; but when that node's outstanding prefill work exceeds ``load_bound`` x the mean over
 nodes and the least-loaded node's by more than ``load_slack_s``, send the request to the least-loaded node
-instead (counted in ``stats["fallbacks"]``). A request no node holds any of goes to the least-loaded node.
+instead (counted in ``stats["fallbacks"]``). A request no node holds any of goes to the least-loaded node (ties round-robin by request index).
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ class PrefixRouter(Router):
         best_len = max(cached)
         if best_len == 0:
             self.stats["cold_routed"] += 1
-            return argmin_load(loads)
+            return argmin_load(loads, req.index)
         cands = [i for i in range(self.n) if cached[i] == best_len]
         best = min(cands, key=lambda i: (loads[i], i))
         mean = sum(loads) / self.n
-        low = argmin_load(loads)
+        low = argmin_load(loads, req.index)
         if loads[best] > float(self.opts["load_bound"]) * mean and \
                 loads[best] - loads[low] > float(self.opts["load_slack_s"]):
             self.stats["fallbacks"] += 1
