@@ -192,6 +192,11 @@ def test_pool_contention_stretches_loads_as_computed_by_hand(cli, tmp_path):
     assert s["l4"]["peak_link_utilisation"] == pytest.approx(1.0)
     assert s["l4"]["read_bytes"] == 2 * nbytes and s["l4"]["write_bytes"] == 2 * nbytes
     assert s["global"]["tier_hit_ratio"]["l4"] == pytest.approx(0.5)
+    # per second: both writes (after the 1.6384 s prefills) in second 1, both loads start in second 100
+    import pandas as pd
+    ts = pd.read_csv(Path(s["run_dir"]) / "timeseries.csv")
+    assert ts["l4_write_bw_bytes_per_s"].sum() == 2 * nbytes and ts.loc[1, "l4_write_bw_bytes_per_s"] == 2 * nbytes
+    assert ts.loc[100, "l4_read_bw_bytes_per_s"] == 2 * nbytes and s["l4"]["peak_read_bytes_per_s"] == 2 * nbytes
 
 
 def test_pool_is_shared_one_node_writes_another_hits(cli, tmp_path):

@@ -2,7 +2,7 @@
 node's I/O on real targets, locally or on Ray; one run folder with the comparison and a subfolder per node.
 
 Run folder: ``summary.json`` (the ``--json`` contract), ``requests-<router>.csv`` (per request: node, hits per
-tier, queue, load, prefill, TTFT), and for measured runs ``node-<i>/`` (each node's ``replay kv`` run folder)
+tier, queue, load, prefill, TTFT), ``timeseries.csv`` (the headline router's L4 bytes per second), and for measured runs ``node-<i>/`` (each node's ``replay kv`` run folder)
 and ``histograms.json`` (the nodes' latency histograms merged exactly).
 """
 
@@ -75,9 +75,9 @@ def simulate(cfg: ClusterConfig, trace, spec, profile) -> tuple[dict, dict]:
     out, tables = {}, {}
     for name in cfg.routers:
         router = make_router(name, cfg.nodes, cfg.seed, **cfg.router_opts)
-        cols, nodes, pool, l4w = simulate_router(trace, spec, cfg.nodes, cfg.gpus_per_node, router, timing,
-                                                 trace.block_tokens)
-        out[name] = summarise(cols, nodes, pool, l4w, spec, router)
+        cols, nodes, pool = simulate_router(trace, spec, cfg.nodes, cfg.gpus_per_node, router, timing,
+                                            trace.block_tokens)
+        out[name] = summarise(cols, nodes, pool, spec, router)
         tables[name] = cols
     return out, tables
 
@@ -102,6 +102,9 @@ def run_cluster(cfg: ClusterConfig, *, progress=None) -> dict:
     results, tables = simulate(cfg, trace, spec, profile)
     for name, cols in tables.items():
         pd.DataFrame(cols).to_csv(rd.path / f"requests-{name}.csv", index=False, float_format="%.6f")
+    if any(t.name == "l4" for t in spec.tiers):
+        from kvbench.cluster.sim import l4_per_second
+        rd.append_timeseries(l4_per_second(tables[cfg.routers[0]], spec.slot_bytes))
     first = results[cfg.routers[0]]
     summary = {"trace": cfg.replay.trace, "model": model.name, "nodes_count": cfg.nodes,
                "block_bytes": spec.block_bytes, "dry_run": cfg.dry_run,

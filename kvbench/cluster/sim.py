@@ -28,7 +28,7 @@ from kvbench.cluster.pool import Calendar, transfer
 from kvbench.sim.tiers import EV_WRITE, TIER_NAMES
 
 REQ_COLUMNS = ("request", "arrival_s", "node", "blocks", "input_tokens", "hit_blocks", "hit_l1", "hit_l2",
-               "hit_l3", "hit_l4", "cached_tokens", "queue_ms", "load_ms", "prefill_ms", "ttft_ms")
+               "hit_l3", "hit_l4", "cached_tokens", "queue_ms", "load_ms", "prefill_ms", "ttft_ms", "l4_write_bytes")
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ class TimingModel:
 def simulate_router(trace, spec, n_nodes: int, lanes: int, router, timing: TimingModel, block_tokens: int):
     """Run ``trace`` through ``n_nodes`` nodes of hierarchy ``spec`` routed by ``router``.
 
-    Returns (per-request table as a dict of numpy columns, nodes, pool calendar, L4 bytes written per request).
+    Returns (per-request table as a dict of numpy columns, nodes, pool calendar).
     """
     nodes = [Node(i, spec, lanes, Calendar(timing.l4_link_bw)) for i in range(n_nodes)]
     share_tier(nodes, "l4")
@@ -91,7 +91,6 @@ def simulate_router(trace, spec, n_nodes: int, lanes: int, router, timing: Timin
     inp = trace.input_tokens.tolist()
     n = trace.n_requests
     cols = {c: np.zeros(n, dtype=np.float64 if c.endswith(("_s", "_ms")) else np.int64) for c in REQ_COLUMNS}
-    l4_written = np.zeros(n, dtype=np.int64)
     for i in range(n):
         now = float(ts[i])
         a, b = int(offs[i]), int(offs[i + 1])
@@ -117,14 +116,13 @@ def simulate_router(trace, spec, n_nodes: int, lanes: int, router, timing: Timin
         wrote = int(((ev["tier"] == 3) & (ev["op"] == EV_WRITE)).sum()) * slot
         if wrote:
             transfer(done, wrote, node.link, pool)
-        l4_written[i] = wrote
         for c, v in (("request", i), ("arrival_s", now), ("node", node_i), ("blocks", b - a),
                      ("input_tokens", inp[i]), ("hit_blocks", int(r["hit_blocks"])), ("hit_l1", hits[0]),
                      ("hit_l2", hits[1]), ("hit_l3", hits[2]), ("hit_l4", hits[3]), ("cached_tokens", cached),
                      ("queue_ms", (start - now) * 1e3), ("load_ms", load * 1e3), ("prefill_ms", prefill * 1e3),
-                     ("ttft_ms", (done - now) * 1e3)):
+                     ("ttft_ms", (done - now) * 1e3), ("l4_write_bytes", wrote)):
             cols[c][i] = v
-    return cols, nodes, pool, l4_written
+    return cols, nodes, pool
 
 
 def pct(values: np.ndarray, q: float) -> float | None:
@@ -135,7 +133,19 @@ def _ratio(num, den):
     return num / den if den else None
 
 
-def summarise(cols: dict, nodes: list[Node], pool: Calendar, l4_written: np.ndarray, spec, router) -> dict:
+def l4_per_second(cols: dict, slot_bytes: int) -> dict:
+    """L4 bytes per second of simulated time: reads when each load starts, writes when its prefill ends."""
+    start = cols["arrival_s"] + cols["queue_ms"] / 1e3
+    done = cols["arrival_s"] + cols["ttft_ms"] / 1e3
+    t0 = float(cols["arrival_s"].min()) if cols["arrival_s"].size else 0.0
+    rd = np.bincount((start - t0).astype(np.int64), weights=cols["hit_l4"] * float(slot_bytes))
+    wr = np.bincount((done - t0).astype(np.int64), weights=cols["l4_write_bytes"].astype(np.float64))
+    n = max(rd.size, wr.size)
+    rd, wr = np.pad(rd, (0, n - rd.size)), np.pad(wr, (0, n - wr.size))
+    return {"t_s": np.arange(n), "l4_read_bw_bytes_per_s": rd, "l4_write_bw_bytes_per_s": wr}
+
+
+def summarise(cols: dict, nodes: list[Node], pool: Calendar, spec, router) -> dict:
     """The JSON contract's fields for one router (plus detail): global, per node, imbalance, duplication, L4."""
     tiers = [t.name for t in spec.tiers]
     slot = spec.slot_bytes
@@ -198,7 +208,9 @@ def summarise(cols: dict, nodes: list[Node], pool: Calendar, l4_written: np.ndar
                "write_bytes_per_s": (l4_write / duration) if (has_l4 and duration) else None,
                "peak_link_utilisation": max(link_peaks) if (has_l4 and link_peaks) else None,
                "peak_pool_utilisation": pool.peak_utilisation if has_l4 else None,
-               "loads": int((cols["hit_l4"] > 0).sum())},
+               "loads": int((cols["hit_l4"] > 0).sum()),
+               "peak_read_bytes_per_s": float(l4_per_second(cols, slot)["l4_read_bw_bytes_per_s"].max())
+               if (has_l4 and ttft.size) else None},
         "ttft_ms": {"p50": pct(ttft, 50), "p90": pct(ttft, 90), "p99": pct(ttft, 99),
                     "mean": float(ttft.mean()) if ttft.size else None},
         "queue_ms": {"p50": pct(cols["queue_ms"], 50), "p99": pct(cols["queue_ms"], 99)},
