@@ -58,7 +58,7 @@ def cluster_cmd(trace, model, tp, fmt, nodes, router, routers, router_opts, load
 
     if router and routers:
         raise UsageError("--router and --routers both given", "give one router, or a list with --routers")
-    names = tuple((routers or router or "").split(","))
+    names = tuple(n.strip() for n in (routers or router or "").split(",") if n.strip())
     opts = dict(router_opts)
     if load_bound is not None:
         opts["load_bound"] = load_bound

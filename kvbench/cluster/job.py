@@ -82,7 +82,7 @@ def simulate(cfg: ClusterConfig, trace, spec, profile) -> tuple[dict, dict]:
     return out, tables
 
 
-def run_cluster(cfg: ClusterConfig, *, progress=None) -> dict:
+def run_cluster(cfg: ClusterConfig) -> dict:
     """Simulate (and unless dry-run, measure) the cluster; returns the summary (also summary.json)."""
     import pandas as pd
 
@@ -113,7 +113,7 @@ def run_cluster(cfg: ClusterConfig, *, progress=None) -> dict:
         summary["routers"] = results
     status = "complete"
     if not cfg.dry_run:
-        measured = measure.run_nodes(cfg, trace, tables[cfg.routers[0]], rd, progress=progress)
+        measured = measure.run_nodes(cfg, trace, tables[cfg.routers[0]], rd)
         summary["measured"] = measured
         summary["parts"] = {f"node-{m['node']}": m["run_dir"] for m in measured["nodes"] if m.get("run_dir")}
         if measured["lost"]:

@@ -160,7 +160,7 @@ def _node_ttft(cols, nodes_of, i, files, lanes):
     return measured_ttft(cols, rows, df["load_ms"].to_numpy(), lanes)
 
 
-def run_nodes(cfg, trace, cols: dict, rd, progress=None) -> dict:
+def run_nodes(cfg, trace, cols: dict, rd) -> dict:
     """Measure every node with requests; write ``node-<i>/`` folders and merged histograms into ``rd``."""
     from kvbench.cluster.config import PLACEMENTS
     from kvbench.cluster.workers import Lost, run_jobs

@@ -50,10 +50,11 @@ def _child(conn, fn, payload, die):
 
 
 def run_local(jobs: list[tuple[str, dict]], die: int | None = None) -> list:
-    """Each job in its own forked process, all at once; results in job order (``Lost`` for a dead one)."""
+    """Each job in its own process, all at once; results in job order (``Lost`` for a dead one). Spawned, not
+    forked: the parent may hold threads (a Ray driver, BLAS pools) that a fork would copy mid-lock."""
     import multiprocessing as mp
 
-    ctx = mp.get_context("fork")
+    ctx = mp.get_context("spawn")
     procs = []
     for i, (fn, payload) in enumerate(jobs):
         recv, send = ctx.Pipe(duplex=False)
