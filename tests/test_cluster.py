@@ -215,6 +215,7 @@ def test_pool_is_shared_one_node_writes_another_hits(cli, tmp_path):
     (("--nodes", "2", "--router", "shortest-queue", "--l2", "1GiB"), "unknown router 'shortest-queue'"),
     (("--nodes", "0", "--router", "random", "--l2", "1GiB"), "--nodes must be >= 1"),
     (("--nodes", "2", "--l2", "1GiB"), "no router given"),
+    (("--nodes", "2", "--router", "random", "--l2", "1GiB", "--ray-address", "127.0.0.1:1"), "a --dry-run measures none"),
     (("--nodes", "2", "--router", "random", "--l2", "100KiB"), "per node: --l2 100 KiB cannot hold one KV block"),
     (("--nodes", "2", "--routers", "random,random", "--l2", "1GiB"), "router listed twice"),
     (("--nodes", "2", "--router", "random", "--l2", "1GiB", "--l4-pool-bw", "1GB/s"), "--l4-pool-bw without an L4"),

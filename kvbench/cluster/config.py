@@ -49,6 +49,9 @@ class ClusterConfig:
                 raise UsageError(f"{flag} must be > 0", f"give e.g. {flag} 10GB/s")
         if self.l4_pool_bw is not None and not self.replay.l4_capacity:
             raise UsageError("--l4-pool-bw without an L4 pool", "give --l4 DIR --l4-capacity CAP, or drop --l4-pool-bw")
+        if self.ray_address and self.dry_run:
+            raise UsageError("--ray-address places the measured nodes, and a --dry-run measures none",
+                             "drop --dry-run to measure on the Ray hosts, or drop --ray-address")
         if self.placement not in PLACEMENTS:
             raise UsageError(f"unknown --placement {self.placement!r}", f"use one of {', '.join(PLACEMENTS)}")
         if self.inject_node_loss is not None and not 0 <= self.inject_node_loss < self.nodes:
