@@ -48,18 +48,6 @@ def io(target, rw, bs, qd, workers, size, runtime, rwmixread, seed, engine, rate
     side, with the spread between drives."""
     import warnings
 
-    if ray_address:
-        from dataclasses import asdict
-
-        from kvbench.engine.microbench import IoSpec
-        spec = IoSpec(target="", rw=rw, bs=bs, qd=qd, workers=workers, size=size, runtime_s=runtime,
-                      rwmixread=rwmixread, seed=seed, engine=engine, rate_iops=rate_iops, arrival=arrival, speed=speed,
-                      verify=verify, destroy_data=destroy_data, prefill=prefill, faults=faults)
-        spec.validate()
-        spec = {k: v for k, v in asdict(spec).items() if k != "target"}
-        fan_out_cmd("io", ray_address, target, {"spec": spec}, results_root, None, inject_host_loss, as_json)
-        return
-
     from kvbench.engine.microbench import IoSpec, default_target, run_io
     from kvbench.units import format_bytes, format_rate
 
@@ -70,6 +58,12 @@ def io(target, rw, bs, qd, workers, size, runtime, rwmixread, seed, engine, rate
                   runtime_s=runtime, rwmixread=rwmixread, seed=seed, engine=engine, rate_iops=rate_iops,
                   arrival=arrival, speed=speed, verify=verify, destroy_data=destroy_data, prefill=prefill,
                   faults=faults)
+    if ray_address:          # every host, every drive of --target A,B: one report side by side
+        from dataclasses import asdict
+        spec.validate()
+        fan_out_cmd("io", ray_address, target, {"spec": {k: v for k, v in asdict(spec).items() if k != "target"}},
+                    results_root, None, inject_host_loss, as_json)
+        return
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         summary, rd, result = _run(run_io, spec, results_root, export_iolog)
