@@ -64,6 +64,7 @@ class PlanOptions:
     waf_source: str = "given (--waf)"
     write_policies: bool = True           # simulate the tiers under write-through and write-back
     deployment: object = None             # kvbench.analysis.deployment.Deployment
+    load_tier: object = None              # kvbench.analysis.recompute.Tier: the SSD tier's measured speed
 
     def validate(self) -> "PlanOptions":
         if not self.targets:
@@ -178,9 +179,21 @@ def retention_row(steady, hit_curve, retention_s: float, sc: _Scale) -> dict:
     return r
 
 
+def loading_wins(steady, trace, capacity_blocks: float, inequality, tier) -> dict:
+    """Of the prompt tokens an LRU tier of ``capacity_blocks`` serves, those whose request loads its hit prefix
+    faster than recomputing it (kvbench check's inequality at that prefix length)."""
+    hits = steady.hit_blocks_per_request(capacity_blocks)
+    tokens = np.minimum(hits * trace.block_tokens, trace.input_tokens).astype(np.float64)
+    wins = (tokens > 0) & (inequality.margin(tier, tokens) > 0)
+    total = float(tokens.sum())
+    return {"hit_tokens": total, "winning_tokens": float(tokens[wins].sum()),
+            "fraction": float(tokens[wins].sum()) / total if total > 0 else 1.0,
+            "requests_with_hits": int(np.count_nonzero(tokens > 0)), "requests_loading_wins": int(wins.sum())}
+
+
 def size_drive_class(cls, *, steady, hit_curve, sc: _Scale, need_bytes: float, need_reason: str, waf: float,
                      store_fill: float, dram_bytes: float, prices: Prices, tokens_per_day: float,
-                     hit_tokens_per_day_at, tokens_per_s: float) -> dict:
+                     hit_tokens_per_day_at, tokens_per_s: float, wins_at=None) -> dict:
     """One drive class: the capacity that meets the need and the rating, which binds, DWPD, lifetime, the bill."""
     ref = cls.reference_waf if cls.reference_waf is not None else waf
     ref_note = (f"reference WAF {cls.reference_waf:g} (the rating's workload)" if cls.reference_waf is not None
@@ -207,6 +220,13 @@ def size_drive_class(cls, *, steady, hit_curve, sc: _Scale, need_bytes: float, n
            "ssd": ssd_usd_per_day(ssd, cls, lifetime if lifetime is not None else None),
            "gpu": gpu_usd_per_day(missed, tokens_per_s, prices)}
     usd["total"] = sum(usd.values())
+    wins = None
+    if wins_at is not None:
+        # the conservative bill: a hit saves prefill only where loading that prefix beats recomputing it
+        wins = wins_at(sc.blocks(store))
+        gpu_cons = gpu_usd_per_day(max(0.0, tokens_per_day - hit_tokens_per_day_at(hit) * wins["fraction"]),
+                                   tokens_per_s, prices)
+        usd["total_loading_wins"] = usd["total"] - usd["gpu"] + gpu_cons
     n = ssd / need_bytes if need_bytes > 0 else None
     if bound == "endurance":
         why = (f"endurance: a {cls.dwpd:g}-DWPD drive must be large enough that KV stays "
@@ -224,7 +244,7 @@ def size_drive_class(cls, *, steady, hit_curve, sc: _Scale, need_bytes: float, n
         "dwpd_rating_equivalent": dwpd_eq, "workload_waf": waf, "reference_waf": ref, "reference_note": ref_note,
         "lifetime_years": lifetime, "ssd_per_dram": n, "ssd_per_dram_reason": why,
         "drive_capacity_bytes": cls.drive_capacity_bytes, "drives": drives, "usd_per_day": usd,
-        "steady_state": st["state"], "basis": st["basis"],
+        "steady_state": st["state"], "basis": st["basis"], "loading_wins": wins,
     }
 
 
@@ -291,7 +311,7 @@ def _profile(trace, warmup):
 
 def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, options: PlanOptions,
                bytes_per_token: float | None = None, compute: dict | None = None, model: str = "",
-               measured: dict | None = None) -> dict:
+               measured: dict | None = None, profile=None) -> dict:
     """Steady-state capacity, DWPD, residence, drives per class and the bill for one trace.
 
     ``measured``: what a replay run measured (``waf``, ``waf_source``, ``l3_write_bytes``...), reported beside
@@ -351,6 +371,16 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
     def hit_tokens_per_day(h):
         return refs_per_day * h * trace.block_tokens
 
+    wins_at = None
+    if opt.load_tier is not None:
+        from kvbench.analysis.recompute import Inequality
+        from kvbench.compute.profile import rate_profile
+
+        ineq = Inequality(profile or rate_profile(tokens_per_s), bytes_per_token=bpt, layers=1)
+
+        def wins_at(c_blocks):
+            return loading_wins(steady, trace, c_blocks, ineq, opt.load_tier)
+
     knee_blocks = cap.knee(hit_curve)
     curve_rows = capacity_curve(steady, hit_curve, list(opt.capacities) or default_capacities(steady, sc), sc)
     retention = retention_row(steady, hit_curve, opt.retention_s, sc) if opt.retention_s else None
@@ -381,7 +411,7 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
         rows = [size_drive_class(c, steady=steady, hit_curve=hit_curve, sc=sc, need_bytes=need, need_reason=reason,
                                  waf=waf, store_fill=opt.store_fill, dram_bytes=l2, prices=prices,
                                  tokens_per_day=tokens_per_day, hit_tokens_per_day_at=hit_tokens_per_day,
-                                 tokens_per_s=tokens_per_s) for c in prices.ssd.values()]
+                                 tokens_per_s=tokens_per_s, wins_at=wins_at) for c in prices.ssd.values()]
         chosen = opt.ssd_class or min(rows, key=lambda r: r["usd_per_day"]["total"])["class"]
         pick = next(r for r in rows if r["class"] == chosen)
         hit = float(hit_curve.at(sc.blocks(need)))
@@ -460,6 +490,9 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
         "lifetime_years": pick["lifetime_years"] if pick else None,
         "ssd_per_dram_gb": pick["ssd_per_dram"] if pick else None,
         "usd_per_day": pick["usd_per_day"]["total"] if pick else None,
+        "usd_per_day_loading_wins": pick["usd_per_day"].get("total_loading_wins") if pick else None,
+        "load_tier": ({"name": opt.load_tier.name, "bandwidth_bytes_per_s": opt.load_tier.bandwidth_bytes_per_s,
+                       "latency_s": opt.load_tier.latency_s} if opt.load_tier is not None else None),
         "l3_write_bytes_per_day": (pick["write_bytes_per_s"] or 0.0) * SECONDS_PER_DAY if pick else None,
         "nand_bytes_per_day": (pick["write_bytes_per_s"] or 0.0) * SECONDS_PER_DAY * waf if pick else None,
         "waf": waf, "waf_source": waf_source, "layouts": layouts, "write_policies": policies,
@@ -472,8 +505,9 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
             "first eviction on; residence T(C) = C / W(C); DWPD = 86400 / T(C)",
             "rating-equivalent DWPD = host DWPD x workload WAF / the class's reference WAF (the rating's workload)",
             "L2 DRAM sized at the curve's knee (or --dram); L3 SSD holds the whole working set (inclusive)",
-            "a hit block saves block_tokens tokens of prefill; GPU cost is linear in recomputed tokens "
-            "(optimistic where loading a short prefix is slower than recomputing it: see kvbench check)",
+            "a hit block saves block_tokens tokens of prefill; GPU cost is linear in recomputed tokens; "
+            "usd_per_day counts every hit, usd_per_day_loading_wins (with --load-tier) only hits whose load beats "
+            "recomputing that prefix",
             f"prices '{prices.name}' dated {prices.date}: {prices.status}",
         ],
     }
@@ -514,9 +548,16 @@ def answer(out: dict) -> dict:
                      f"{d['ssd_per_dram_reason']}.")
         plans = out["plans"][head]
         rec = plans[0]["usd_per_day"]["total"]
+        cons = d["usd_per_day"].get("total_loading_wins")
+        w = d.get("loading_wins") or {}
         lines.append(f"Cost: ${d['usd_per_day']['total']:,.2f}/day (DRAM, SSD and the GPU time of the misses) "
                      f"against ${rec:,.2f}/day recomputing every prompt ({out['prices']['name']} prices, "
-                     f"{out['prices']['status']}).")
+                     f"{out['prices']['status']})"
+                     + (f"; ${cons:,.2f}/day counting only the hits whose load beats recompute "
+                        f"({100 * w.get('fraction', 0):.0f}% of hit tokens at {out['load_tier']['name']}'s "
+                        "measured speed)." if cons is not None else
+                        "; every hit counted as saved prefill (give --load-tier to count only hits whose load beats "
+                        "recompute)."))
     dep = out.get("deployment")
     if dep:
         lines.append(f"Deployment: {dep['gpus']:g} GPUs at utilization {dep['utilization']:g} compute "

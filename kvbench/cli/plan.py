@@ -79,6 +79,9 @@ def _run_iolog_waf(run_dir: str, capacity: float | None, op: float, erase_block:
 @click.option("--deployment", default=None, metavar="SPEC",
               help="Scale the workload to a server: gpus=G,drives=D,drive_capacity=CAP,utilization=U (with "
                    "--profile): the GPUs compute U x the profile's prefill tokens/s of missed tokens.")
+@click.option("--load-tier", default=None, metavar="NAME=BW,LAT",
+              help="The SSD tier's load speed (e.g. l3=6.5GB/s,90us): the bill then also counts only the hits whose "
+                   "load beats recomputing that prefix (usd_per_day_loading_wins).")
 @click.option("--run", "run_dir", type=click.Path(file_okay=False), default=None,
               help="A replay run folder: its measured device WAF (SMART/OCP or its I/O through the FTL model).")
 @click.option("--prices", default="2025-h2", show_default=True, help="Price preset name or TOML path.")
@@ -100,7 +103,7 @@ def _run_iolog_waf(run_dir: str, capacity: float | None, op: float, erase_block:
 @click.option("--block-tokens", type=int, default=None, help="Override the trace's tokens per block.")
 @json_option
 def plan_cmd(trace_path, model, targets, absolute, retention, capacities, sweep, rate, rate_model, deployment,
-             run_dir, prices, price_overrides, profile_name, recompute_tokens_per_s, layout, ssd_op, erase_block,
+             load_tier, run_dir, prices, price_overrides, profile_name, recompute_tokens_per_s, layout, ssd_op, erase_block,
              waf, dram_bytes, ssd_class, store_fill, warmup, block_tokens, as_json):
     """Plan DRAM and SSD for a trace at steady state: hit ratio, write rate, residence time and DWPD against
     capacity; the tier that keeps KV for a retention; per drive class the capacity that meets the hit target
@@ -130,6 +133,7 @@ def plan_cmd(trace_path, model, targets, absolute, retention, capacities, sweep,
     price_table = load_prices(prices, price_overrides)
     if profile_name and recompute_tokens_per_s:
         raise UsageError("--profile and --recompute-tokens-per-s are exclusive", "give one prefill rate source")
+    prof = None
     if profile_name:
         from kvbench.compute.profile import load_profile
 
@@ -164,9 +168,10 @@ def plan_cmd(trace_path, model, targets, absolute, retention, capacities, sweep,
                        rate=rate, rate_model=rate_model, warmup=warmup, layout=layout, ssd_op=ssd_op,
                        erase_block_bytes=erase_block, store_fill=store_fill, dram_bytes=dram_bytes,
                        ssd_class=ssd_class, waf=waf, waf_source=waf_source, capacities=caps, sweep=sweep_s,
-                       deployment=dep)
+                       deployment=dep, load_tier=_load_tier(load_tier))
     out = build_plan(trace, block_bytes=block_bytes, prices=price_table, tokens_per_s=tokens_per_s, options=opts,
-                     bytes_per_token=spec.bytes_per_token, compute=compute, model=spec.name, measured=measured)
+                     bytes_per_token=spec.bytes_per_token, compute=compute, model=spec.name, measured=measured,
+                     profile=prof)
     if run_dir:
         out["run"] = str(run_dir)
         out["write_amplification"] = measured["write_amplification"]
@@ -174,6 +179,14 @@ def plan_cmd(trace_path, model, targets, absolute, retention, capacities, sweep,
         emit_json(out)
         return
     _print(out)
+
+
+def _load_tier(text):
+    if not text:
+        return None
+    from kvbench.analysis.recompute import parse_tier
+
+    return parse_tier(text if "=" in text else f"l3={text}")
 
 
 def _money(x) -> str:

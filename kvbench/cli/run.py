@@ -359,7 +359,8 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
 
         t = prog.step("steady-state capacity, DWPD and residence at the deployment (kvbench plan)")
         popts = {"trace": trace_path, "model": spec.name, "run": replay_dir, "deployment": deployment,
-                 "profile": compute_profile, "sweep": retentions}
+                 "profile": compute_profile, "sweep": retentions,
+                 "load_tier": next((p.tier_arg() for p in probes if p.name == "l3"), None)}
         st = step("plan", ["plan"], (), popts)
         plan = st.result or {}
         if st.result:
