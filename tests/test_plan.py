@@ -4,7 +4,6 @@ LRU), retention, drive classes, WAF, deployment scale, prices and the CLI's JSON
 from __future__ import annotations
 
 import json
-import math
 from collections import OrderedDict
 
 import numpy as np

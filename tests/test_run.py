@@ -109,7 +109,7 @@ def test_failing_steps_leave_a_partial_job_with_a_report_and_exit_1(tmp_path, cl
     assert summary["status"] == "partial" and "replay: simulated failure" in json.dumps(summary["steps"])
     assert not (job / "l3-store.bin").exists()
     html = (tmp_path / "partial.html").read_text()
-    assert "is <b>partial</b>" in html and "failed steps: mrc, replay, plan, check" in html
+    assert "is <b>partial</b>" in html and "failed steps: mrc, simulate, replay, plan, check" in html
 
 
 def test_ctrl_c_during_the_replay_removes_the_store_and_keeps_a_report(tmp_path, cli, monkeypatch):

@@ -24,7 +24,8 @@ import numpy as np
 
 from kvbench.analysis import capacity as cap
 from kvbench.analysis import residence as res
-from kvbench.analysis.cost import (GB, Prices, dram_usd_per_day, gpu_usd_per_day, ssd_usd_per_day,
+from kvbench.analysis.endurance import Rating, endurance, endurance_residence_s, rating_equivalent_dwpd
+from kvbench.analysis.cost import (Prices, dram_usd_per_day, gpu_usd_per_day, ssd_usd_per_day,
                                    usd_per_recomputed_token)
 from kvbench.errors import SpecError
 
@@ -198,8 +199,7 @@ def size_drive_class(cls, *, steady, hit_curve, sc: _Scale, need_bytes: float, n
     ref = cls.reference_waf if cls.reference_waf is not None else waf
     ref_note = (f"reference WAF {cls.reference_waf:g} (the rating's workload)" if cls.reference_waf is not None
                 else "no reference WAF given: the rating is taken at this workload's WAF")
-    # endurance: rating-equivalent DWPD = W 86400 fill waf / (C ref) <= rated  <=>  T(C) >= 86400 fill waf/(ref rated)
-    need_residence = SECONDS_PER_DAY * store_fill * waf / (ref * cls.dwpd)
+    need_residence = endurance_residence_s(cls.dwpd, waf=waf, reference_waf=ref, store_fill=store_fill)
     r_end = res.residence_for(steady, need_residence, time_scale=sc.time_scale, copies=sc.copies)
     end_bytes = r_end["capacity_bytes"] or 0.0
     store = max(need_bytes, end_bytes)
@@ -212,8 +212,11 @@ def size_drive_class(cls, *, steady, hit_curve, sc: _Scale, need_bytes: float, n
     ssd = store / store_fill
     wb = st["write_bytes_per_s"]
     dwpd_host = wb * SECONDS_PER_DAY / ssd if wb is not None else None
-    dwpd_eq = dwpd_host * waf / ref if dwpd_host is not None else None
-    lifetime = (cls.warranty_years * cls.dwpd / dwpd_eq) if dwpd_eq else (math.inf if dwpd_eq == 0 else None)
+    dwpd_eq = rating_equivalent_dwpd(dwpd_host, waf, ref) if dwpd_host is not None else None
+    lifetime = None
+    if wb is not None:
+        rating = Rating(dwpd=cls.dwpd, warranty_years=cls.warranty_years, reference_waf=ref)
+        lifetime = endurance(wb * SECONDS_PER_DAY, ssd, waf=waf, rating=rating).lifetime_years
     hit = float(hit_curve.at(sc.blocks(store)))
     missed = max(0.0, tokens_per_day - hit_tokens_per_day_at(hit))
     usd = {"dram": dram_usd_per_day(dram_bytes, prices),
@@ -371,6 +374,8 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
     def hit_tokens_per_day(h):
         return refs_per_day * h * trace.block_tokens
 
+    value_per_hit = trace.block_tokens * usd_per_recomputed_token(tokens_per_s, prices)
+
     wins_at = None
     if opt.load_tier is not None:
         from kvbench.analysis.recompute import Inequality
@@ -438,6 +443,12 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
             "ssd_class": chosen, "bound": pick["bound"], "ssd_bytes": pick["capacity_bytes"],
             "dwpd_host": pick["dwpd_host"], "dwpd_rating_equivalent": pick["dwpd_rating_equivalent"],
             "lifetime_years": pick["lifetime_years"], "ssd_per_dram_gb": pick["ssd_per_dram"],
+            # where one more GB stops paying for itself (marginal hits x a hit's prefill value vs its daily cost)
+            "pays_until_bytes": {
+                name: sc.bytes(cap.pays_until(hit_curve, value_per_hit_per_day=value_per_hit,
+                                              refs_per_day=refs_per_day / sc.copies, cost_per_block_per_day=cost))
+                for name, cost in (("dram", dram_usd_per_day(block_bytes, prices)),
+                                   ("ssd", ssd_usd_per_day(block_bytes, prices.ssd[chosen], None)))},
         }
     head = _key(opt.targets[0])
     drives = drives_by_target.get(head, [])
