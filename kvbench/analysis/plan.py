@@ -306,6 +306,97 @@ def simulate_write_policies(trace, *, block_bytes: int, l2_blocks: int, l3_block
     return out
 
 
+def device_waf(opt: PlanOptions, block_bytes: int) -> tuple[float, str, dict]:
+    """The L3 store's device WAF: given or measured, else the FTL model of the layout (both layouts modelled,
+    so the comparison shows what the layout does to the NAND)."""
+    from kvbench.analysis.ftl import layout_waf
+
+    if opt.waf is not None:
+        return float(opt.waf), opt.waf_source, {}
+    wafs = {name: layout_waf(name, block_bytes, erase_block_bytes=opt.erase_block_bytes, op=opt.ssd_op,
+                             gc=opt.gc)[0] for name in LAYOUT_NAMES}
+    return wafs[opt.layout], (f"FTL model: {opt.layout} layout, {block_bytes} B slots, op {opt.ssd_op:g}, "
+                              f"{opt.erase_block_bytes >> 20} MiB erase units, {opt.gc} GC"), wafs
+
+
+@dataclass(frozen=True, eq=False)
+class _Ctx:
+    """What every target's sizing shares: the curves, the scale, the bill's rates."""
+
+    trace: object
+    steady: res.SteadyCurve
+    hit_curve: cap.HitCurve
+    sc: _Scale
+    opt: PlanOptions
+    prices: Prices
+    waf: float
+    tokens_per_s: float
+    tokens_per_day: float
+    refs_per_day: float
+    knee_blocks: float
+    retention: dict | None
+    wins_at: object = None
+
+    def hit_tokens_per_day(self, h: float) -> float:
+        return self.refs_per_day * h * self.trace.block_tokens
+
+
+def plan_target(ctx: _Ctx, t: float) -> tuple[dict, list | None, list | None]:
+    """One hit-ratio target: its need (hit capacity or retention), every drive class sized for it, the bill."""
+    opt, sc, hit_curve, prices = ctx.opt, ctx.sc, ctx.hit_curve, ctx.prices
+    cb = cap.capacity_for_target(hit_curve, t, relative=opt.relative)
+    ret_bytes = (ctx.retention or {}).get("capacity_bytes")
+    if cb is None and not ret_bytes:
+        return ({"reachable": False, "target_hit_ratio": cap.target_hit(hit_curve, t, relative=opt.relative),
+                 "infinite_hit_ratio": hit_curve.infinite_hit_ratio}, None, None)
+    # the need: the hit target's capacity and the retention's, whichever is larger (a target the trace cannot
+    # reach leaves the retention alone)
+    hit_bytes = sc.bytes(cb) if cb is not None else None
+    need, reason = (hit_bytes, f"hit-ratio target {t:g}") if cb is not None else (0.0, "")
+    if ret_bytes and ret_bytes > need:
+        need, reason = ret_bytes, f"retention {opt.retention_s:g} s"
+    cb = cb if cb is not None else sc.blocks(need)
+    l2 = min(float(opt.dram_bytes) if opt.dram_bytes is not None else sc.bytes(min(ctx.knee_blocks, cb)), need)
+    st = steady_at(ctx.steady, need, sc)
+    rows = [size_drive_class(c, steady=ctx.steady, hit_curve=hit_curve, sc=sc, need_bytes=need, need_reason=reason,
+                             waf=ctx.waf, store_fill=opt.store_fill, dram_bytes=l2, prices=prices,
+                             tokens_per_day=ctx.tokens_per_day, hit_tokens_per_day_at=ctx.hit_tokens_per_day,
+                             tokens_per_s=ctx.tokens_per_s, wins_at=ctx.wins_at) for c in prices.ssd.values()]
+    chosen = opt.ssd_class or min(rows, key=lambda r: r["usd_per_day"]["total"])["class"]
+    pick = next(r for r in rows if r["class"] == chosen)
+    hit = float(hit_curve.at(sc.blocks(need)))
+    recompute_day = gpu_usd_per_day(ctx.tokens_per_day, ctx.tokens_per_s, prices)
+    gpu_hit = gpu_usd_per_day(max(0.0, ctx.tokens_per_day - ctx.hit_tokens_per_day(hit)), ctx.tokens_per_s, prices)
+    dram_only = {"dram": dram_usd_per_day(need, prices), "ssd": 0.0, "gpu": gpu_hit}
+    dram_only["total"] = sum(dram_only.values())
+    plans = [
+        {"name": "recompute", "dram_bytes": 0, "ssd_bytes": 0, "hit_ratio": 0.0,
+         "usd_per_day": {"dram": 0.0, "ssd": 0.0, "gpu": recompute_day, "total": recompute_day}},
+        {"name": "dram-only", "dram_bytes": need, "ssd_bytes": 0, "hit_ratio": hit, "usd_per_day": dram_only},
+    ] + [{"name": f"dram+ssd:{r['class']}", "dram_bytes": l2, "ssd_bytes": r["capacity_bytes"],
+          "hit_ratio": r["hit_ratio"], "ssd_class": r["class"], "usd_per_day": r["usd_per_day"]} for r in rows]
+    for p in plans:
+        p["gpu_hours_per_day"] = p["usd_per_day"]["gpu"] / prices.gpu_usd_per_hour
+    value_per_hit = ctx.trace.block_tokens * usd_per_recomputed_token(ctx.tokens_per_s, prices)
+    entry = {
+        "reachable": hit_bytes is not None, "target_hit_ratio": cap.target_hit(hit_curve, t, relative=opt.relative),
+        "hit_ratio": hit, "hit_capacity_bytes": hit_bytes, "need_bytes": need, "need": reason,
+        "l2_bytes": l2, "l3_bytes": pick["capacity_bytes"], "write_bytes_per_s": st["write_bytes_per_s"],
+        "l3_write_bytes_per_day": (st["write_bytes_per_s"] or 0.0) * SECONDS_PER_DAY,
+        "residence_s": st["residence_s"], "dwpd": st["dwpd"], "steady_state": st["state"],
+        "ssd_class": chosen, "bound": pick["bound"], "ssd_bytes": pick["capacity_bytes"],
+        "dwpd_host": pick["dwpd_host"], "dwpd_rating_equivalent": pick["dwpd_rating_equivalent"],
+        "lifetime_years": pick["lifetime_years"], "ssd_per_dram_gb": pick["ssd_per_dram"],
+        # where one more GB stops paying for itself (marginal hits x a hit's prefill value vs its daily cost)
+        "pays_until_bytes": {
+            name: sc.bytes(cap.pays_until(hit_curve, value_per_hit_per_day=value_per_hit,
+                                          refs_per_day=ctx.refs_per_day / sc.copies, cost_per_block_per_day=cost))
+            for name, cost in (("dram", dram_usd_per_day(sc.block_bytes, prices)),
+                               ("ssd", ssd_usd_per_day(sc.block_bytes, prices.ssd[chosen], None)))},
+    }
+    return entry, plans, rows
+
+
 def _profile(trace, warmup):
     from kvbench.analysis.curves import exact_profile
 
@@ -319,8 +410,6 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
 
     ``measured``: what a replay run measured (``waf``, ``waf_source``, ``l3_write_bytes``...), reported beside
     the steady-state numbers; a run's device WAF replaces the FTL model's."""
-    from kvbench.analysis.ftl import layout_waf
-
     opt = options.validate()
     n = int(trace.n_requests)
     span = float(trace.duration_s)
@@ -336,18 +425,8 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
     blocks_per_req = steady.references / n
     bpt = float(bytes_per_token or block_bytes / trace.block_tokens)
 
-    # device WAF of the L3 store: given/measured, else the FTL model of the layout
     layout = opt.layout
-    layout_wafs = {}
-    if opt.waf is None:
-        for name in LAYOUT_NAMES:
-            layout_wafs[name] = layout_waf(name, block_bytes, erase_block_bytes=opt.erase_block_bytes,
-                                           op=opt.ssd_op, gc=opt.gc)[0]
-        waf = layout_wafs[layout]
-        waf_source = (f"FTL model: {layout} layout, {block_bytes} B slots, op {opt.ssd_op:g}, "
-                      f"{opt.erase_block_bytes >> 20} MiB erase units, {opt.gc} GC")
-    else:
-        waf, waf_source = float(opt.waf), opt.waf_source
+    waf, waf_source, layout_wafs = device_waf(opt, block_bytes)
 
     # the planned rate: given, a deployment's, or the trace's own
     deployment = None
@@ -371,11 +450,6 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
     refs_per_day = steady.references / span * ratio * SECONDS_PER_DAY
     tokens_per_day = tokens_per_req * rate * SECONDS_PER_DAY
 
-    def hit_tokens_per_day(h):
-        return refs_per_day * h * trace.block_tokens
-
-    value_per_hit = trace.block_tokens * usd_per_recomputed_token(tokens_per_s, prices)
-
     wins_at = None
     if opt.load_tier is not None:
         from kvbench.analysis.recompute import Inequality
@@ -392,64 +466,19 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
     sweep = [retention_row(steady, hit_curve, r, sc)
              for r in sorted(set(opt.sweep) | ({opt.retention_s} if opt.retention_s else set()))]
 
+    ctx = _Ctx(trace=trace, steady=steady, hit_curve=hit_curve, sc=sc, opt=opt, prices=prices, waf=waf,
+               tokens_per_s=tokens_per_s, tokens_per_day=tokens_per_day, refs_per_day=refs_per_day,
+               knee_blocks=knee_blocks, retention=retention, wins_at=wins_at)
     per_target, plans, drives_by_target = {}, {}, {}
     capacity_bytes = {"l2": {}, "l3": {}}
     for t in opt.targets:
         k = _key(t)
-        cb = cap.capacity_for_target(hit_curve, t, relative=opt.relative)
-        ret_bytes = (retention or {}).get("capacity_bytes")
-        if cb is None and not ret_bytes:
-            per_target[k] = {"reachable": False, "target_hit_ratio": cap.target_hit(hit_curve, t, relative=opt.relative),
-                             "infinite_hit_ratio": hit_curve.infinite_hit_ratio}
+        per_target[k], rows_plans, rows = plan_target(ctx, t)
+        if rows is None:
             capacity_bytes["l2"][k] = capacity_bytes["l3"][k] = None
             continue
-        # the need: the hit target's capacity and the retention's, whichever is larger (a target the trace
-        # cannot reach leaves the retention alone)
-        hit_bytes = sc.bytes(cb) if cb is not None else None
-        need, reason = (hit_bytes, f"hit-ratio target {t:g}") if cb is not None else (0.0, "")
-        if ret_bytes and ret_bytes > need:
-            need, reason = ret_bytes, f"retention {opt.retention_s:g} s"
-        cb = cb if cb is not None else sc.blocks(need)
-        l2 = float(opt.dram_bytes) if opt.dram_bytes is not None else sc.bytes(min(knee_blocks, cb))
-        l2 = min(l2, need)
-        st = steady_at(steady, need, sc)
-        rows = [size_drive_class(c, steady=steady, hit_curve=hit_curve, sc=sc, need_bytes=need, need_reason=reason,
-                                 waf=waf, store_fill=opt.store_fill, dram_bytes=l2, prices=prices,
-                                 tokens_per_day=tokens_per_day, hit_tokens_per_day_at=hit_tokens_per_day,
-                                 tokens_per_s=tokens_per_s, wins_at=wins_at) for c in prices.ssd.values()]
-        chosen = opt.ssd_class or min(rows, key=lambda r: r["usd_per_day"]["total"])["class"]
-        pick = next(r for r in rows if r["class"] == chosen)
-        hit = float(hit_curve.at(sc.blocks(need)))
-        recompute_day = gpu_usd_per_day(tokens_per_day, tokens_per_s, prices)
-        gpu_hit = gpu_usd_per_day(max(0.0, tokens_per_day - hit_tokens_per_day(hit)), tokens_per_s, prices)
-        dram_only = {"dram": dram_usd_per_day(need, prices), "ssd": 0.0, "gpu": gpu_hit}
-        dram_only["total"] = sum(dram_only.values())
-        plans[k] = [
-            {"name": "recompute", "dram_bytes": 0, "ssd_bytes": 0, "hit_ratio": 0.0,
-             "usd_per_day": {"dram": 0.0, "ssd": 0.0, "gpu": recompute_day, "total": recompute_day}},
-            {"name": "dram-only", "dram_bytes": need, "ssd_bytes": 0, "hit_ratio": hit, "usd_per_day": dram_only},
-        ] + [{"name": f"dram+ssd:{r['class']}", "dram_bytes": l2, "ssd_bytes": r["capacity_bytes"],
-              "hit_ratio": r["hit_ratio"], "ssd_class": r["class"], "usd_per_day": r["usd_per_day"]} for r in rows]
-        for p in plans[k]:
-            p["gpu_hours_per_day"] = p["usd_per_day"]["gpu"] / prices.gpu_usd_per_hour
-        capacity_bytes["l2"][k], capacity_bytes["l3"][k] = l2, pick["capacity_bytes"]
-        drives_by_target[k] = rows
-        per_target[k] = {
-            "reachable": hit_bytes is not None, "target_hit_ratio": cap.target_hit(hit_curve, t, relative=opt.relative),
-            "hit_ratio": hit, "hit_capacity_bytes": hit_bytes, "need_bytes": need, "need": reason,
-            "l2_bytes": l2, "l3_bytes": pick["capacity_bytes"], "write_bytes_per_s": st["write_bytes_per_s"],
-            "l3_write_bytes_per_day": (st["write_bytes_per_s"] or 0.0) * SECONDS_PER_DAY,
-            "residence_s": st["residence_s"], "dwpd": st["dwpd"], "steady_state": st["state"],
-            "ssd_class": chosen, "bound": pick["bound"], "ssd_bytes": pick["capacity_bytes"],
-            "dwpd_host": pick["dwpd_host"], "dwpd_rating_equivalent": pick["dwpd_rating_equivalent"],
-            "lifetime_years": pick["lifetime_years"], "ssd_per_dram_gb": pick["ssd_per_dram"],
-            # where one more GB stops paying for itself (marginal hits x a hit's prefill value vs its daily cost)
-            "pays_until_bytes": {
-                name: sc.bytes(cap.pays_until(hit_curve, value_per_hit_per_day=value_per_hit,
-                                              refs_per_day=refs_per_day / sc.copies, cost_per_block_per_day=cost))
-                for name, cost in (("dram", dram_usd_per_day(block_bytes, prices)),
-                                   ("ssd", ssd_usd_per_day(block_bytes, prices.ssd[chosen], None)))},
-        }
+        plans[k], drives_by_target[k] = rows_plans, rows
+        capacity_bytes["l2"][k], capacity_bytes["l3"][k] = per_target[k]["l2_bytes"], per_target[k]["ssd_bytes"]
     head = _key(opt.targets[0])
     drives = drives_by_target.get(head, [])
     primary = per_target[head]
