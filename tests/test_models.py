@@ -4,6 +4,7 @@ what a 512-token block store keeps per token."""
 
 import json
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -155,3 +156,14 @@ def test_models_json_contract_tp8():
             assert (rows[name]["bytes_per_token"], rows[name]["bytes_for_tokens"]["4096"],
                     rows[name]["bytes_for_tokens"]["131072"]) == (bpt, at4k, at128k)
     assert rows["gpt-oss-120b"]["stored_bytes_per_token"] == 2 * rows["gpt-oss-120b"]["bytes_per_token"]
+
+
+def test_mrc_bytes_use_the_stored_block_size(cli):
+    # a block store keeps every layer of every block: gpt-oss-120b's 512-token block is 512 x 73,728 B, not x 36,864
+    res = cli("mrc", "mooncake-sample", "--unit", "bytes", "--model", "gpt-oss-120b", "--capacities", "1GiB,64GiB",
+              "--json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert out["bytes_per_token"] == 36_864 and out["stored_bytes_per_token"] == 73_728
+    blocks = (np.array([1 << 30, 64 << 30]) // (512 * 73_728)).tolist()
+    assert out["capacities_bytes"] == [b * 512 * 73_728 for b in blocks]
