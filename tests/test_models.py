@@ -167,3 +167,12 @@ def test_mrc_bytes_use_the_stored_block_size(cli):
     assert out["bytes_per_token"] == 36_864 and out["stored_bytes_per_token"] == 73_728
     blocks = (np.array([1 << 30, 64 << 30]) // (512 * 73_728)).tolist()
     assert out["capacities_bytes"] == [b * 512 * 73_728 for b in blocks]
+
+
+def test_models_prefix_tokens_option(cli):
+    out = json.loads(cli("models", "--prefix-tokens", "100", "--json").output)
+    g = {m["name"]: m for m in out["models"]}["gpt-oss-120b"]
+    assert set(g["bytes_for_tokens"]) == {"100", "1024", "4096", "32768", "131072"}
+    assert g["bytes_for_tokens"]["100"] == 36 * 2048 * 100            # below the 128-token window: every layer
+    bad = cli("models", "--prefix-tokens", "4k")
+    assert bad.exit_code == 2 and "comma list of integers" in bad.output
