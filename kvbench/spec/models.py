@@ -67,6 +67,11 @@ class LayerBytes:
     dtype: str
     note: str = ""
 
+    def load(self, n: np.ndarray) -> np.ndarray:
+        """Bytes one layer of the group loads for a hit on a prefix of ``n`` tokens (vectorised)."""
+        held = n if self.window is None else np.minimum(n, self.window)
+        return self.per_token * held + np.where(n > 0, self.state, 0.0)
+
     def to_dict(self) -> dict:
         return {"kind": self.kind, "count": self.count, "bytes_per_token_per_layer": self.per_token,
                 "window": self.window, "state_bytes_per_layer": self.state, "heads_per_rank": self.heads_per_rank,
@@ -191,11 +196,7 @@ class ModelSpec:
     def kv_bytes(self, n, tp: int | None = None) -> np.ndarray:
         """Bytes per rank a hit on a prefix of ``n`` tokens loads (vectorised over ``n``)."""
         n = np.asarray(n, dtype=np.float64)
-        total = np.zeros_like(n)
-        for g in self.layer_bytes(tp):
-            held = n if g.window is None else np.minimum(n, g.window)
-            total = total + g.count * (g.per_token * held + np.where(n > 0, g.state, 0.0))
-        return total
+        return sum((g.count * g.load(n) for g in self.layer_bytes(tp)), np.zeros_like(n))
 
     def bytes_for_tokens(self, n: int, tp: int | None = None) -> int:
         """``kv_bytes`` of one prefix length, as an integer."""
@@ -219,9 +220,7 @@ class ModelSpec:
         groups = self.layer_bytes(tp)
         hosts = [g for g in groups if not LAYER_KINDS[g.kind].extra]
         extra = sum(g.count * g.per_token for g in groups if LAYER_KINDS[g.kind].extra) / self.layers
-        loads = np.stack([(g.per_token if g.window is None else 0.0) * n
-                          + (0.0 if g.window is None else g.per_token) * np.minimum(n, g.window or 0)
-                          + np.where(n > 0, g.state, 0.0) + extra * n for g in hosts])
+        loads = np.stack([g.load(n) + extra * n for g in hosts])
         return np.array([g.count for g in hosts], dtype=np.float64), loads
 
     @property
