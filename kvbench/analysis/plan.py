@@ -405,10 +405,11 @@ def _profile(trace, warmup):
 
 def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, options: PlanOptions,
                bytes_per_token: float | None = None, compute: dict | None = None, model: str = "",
-               measured: dict | None = None, profile=None) -> dict:
+               measured: dict | None = None, profile=None, kv=None) -> dict:
     """Steady-state capacity, DWPD, residence, drives per class and the bill for one trace.
 
-    ``measured``: what a replay run measured (``waf``, ``waf_source``, ``l3_write_bytes``...), reported beside
+    ``kv``: the model (its per-layer load bytes for the load-vs-recompute bill); ``measured``: what a replay run
+    measured (``waf``, ``waf_source``, ``l3_write_bytes``...), reported beside
     the steady-state numbers; a run's device WAF replaces the FTL model's."""
     opt = options.validate()
     n = int(trace.n_requests)
@@ -455,7 +456,8 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
         from kvbench.analysis.recompute import Inequality
         from kvbench.compute.profile import rate_profile
 
-        ineq = Inequality(profile or rate_profile(tokens_per_s), bytes_per_token=bpt, layers=1)
+        # a hit loads what the model's layers hold for its prefix (a sliding window at most its window)
+        ineq = Inequality(profile or rate_profile(tokens_per_s), bytes_per_token=bpt, layers=1, kv=kv)
 
         def wins_at(c_blocks):
             return loading_wins(steady, trace, c_blocks, ineq, opt.load_tier)

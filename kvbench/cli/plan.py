@@ -175,7 +175,7 @@ def plan_cmd(trace_path, model, targets, absolute, retention, capacities, sweep,
                        deployment=dep, load_tier=_load_tier(load_tier))
     out = build_plan(trace, block_bytes=block_bytes, prices=price_table, tokens_per_s=tokens_per_s, options=opts,
                      bytes_per_token=spec.stored_bytes_per_token(trace.block_tokens), compute=compute,
-                     model=spec.name, measured=measured, profile=prof)
+                     model=spec.name, measured=measured, profile=prof, kv=spec)
     if run_dir:
         out["run"] = str(run_dir)
         out["write_amplification"] = measured["write_amplification"]
