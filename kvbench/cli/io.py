@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from kvbench.cli._common import DURATION, SIZE, emit_json, json_option
+from kvbench.cli._common import DURATION, SIZE, emit_json, fan_out_cmd, json_option, ray_options
 
 
 @click.command("io")
@@ -38,10 +38,14 @@ from kvbench.cli._common import DURATION, SIZE, emit_json, json_option
 @click.option("--results", "results_root", default="results", show_default=True, help="Results folder root.")
 @click.option("--inject-fault", "faults", default=None, metavar="SPEC",
               help="Testing: eio@N, enospc@N, eio-every=N, corrupt@N, corrupt-every=N.")
+@ray_options
 @json_option
 def io(target, rw, bs, qd, workers, size, runtime, rwmixread, seed, engine, rate_iops, arrival, speed, verify,
-       destroy_data, prefill, export_iolog, results_root, faults, as_json):
-    """Measure a block pattern on a file, raw device or DRAM arena (like fio, on the kvbench engine)."""
+       destroy_data, prefill, export_iolog, results_root, faults, ray_address, inject_host_loss, as_json):
+    """Measure a block pattern on a file, raw device or DRAM arena (like fio, on the kvbench engine).
+
+    With --ray-address, on every host of the Ray cluster for every drive of --target A,B: one report side by
+    side, with the spread between drives."""
     import warnings
 
     from kvbench.engine.microbench import IoSpec, default_target, run_io
@@ -54,6 +58,12 @@ def io(target, rw, bs, qd, workers, size, runtime, rwmixread, seed, engine, rate
                   runtime_s=runtime, rwmixread=rwmixread, seed=seed, engine=engine, rate_iops=rate_iops,
                   arrival=arrival, speed=speed, verify=verify, destroy_data=destroy_data, prefill=prefill,
                   faults=faults)
+    if ray_address:          # every host, every drive of --target A,B: one report side by side
+        from dataclasses import asdict
+        spec.validate()
+        fan_out_cmd("io", ray_address, target, {"spec": {k: v for k, v in asdict(spec).items() if k != "target"}},
+                    results_root, None, inject_host_loss, as_json)
+        return
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         summary, rd, result = _run(run_io, spec, results_root, export_iolog)

@@ -582,6 +582,34 @@ def prefill_profile(runs: list[RunData]) -> go.Figure | None:
     return fig
 
 
+def router_comparison(runs: list[RunData]) -> go.Figure | None:
+    """``kvbench cluster``: hit ratio per tier (stacked) and TTFT p50/p99 for each router, side by side."""
+    rows = []
+    for rd in runs:
+        s = rd.summary
+        if s.get("kind") != "cluster":
+            continue
+        for name, r in (s.get("routers") or {s.get("router"): s}).items():
+            if isinstance(r, dict) and isinstance(r.get("global"), dict):
+                rows.append((rd, name, r))
+    if not rows:
+        return None
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("hit ratio by tier", "TTFT (ms)"))
+    fig.update_layout(title="Routers side by side (same trace)", barmode="stack", **_LAYOUT)
+    xs = [_name(runs, rd, name) for rd, name, _ in rows]
+    for ti, tier in enumerate(("l1", "l2", "l3", "l4")):
+        ys = [_num(dig(r, f"global.tier_hit_ratio.{tier}")) for _, _, r in rows]
+        if any(y for y in ys):
+            fig.add_trace(go.Bar(x=xs, y=ys, name=f"{tier} hits", marker_color=PALETTE[ti],
+                                 legendgroup="hits"), row=1, col=1)
+    for qi, q in enumerate(("p50", "p99")):
+        fig.add_trace(go.Scatter(x=xs, y=[_num(dig(r, f"ttft_ms.{q}")) for _, _, r in rows], mode="markers+lines",
+                                 name=f"TTFT {q}", marker=dict(size=10, color=PALETTE[4 + qi])), row=1, col=2)
+    fig.update_yaxes(title="hit ratio", range=[0, 1], row=1, col=1)
+    fig.update_yaxes(title="ms (log)", type="log", row=1, col=2)
+    return fig
+
+
 # --- steady state against capacity ----------------------------------------------------------------------
 def steady_state_vs_capacity(runs: list[RunData]) -> go.Figure | None:
     """Hit ratio, steady-state DWPD and residence time against capacity on one axis, each drive class's
@@ -644,4 +672,5 @@ FIGURES = (
     ("Endurance vs retention", dwpd_vs_retention),
     ("Steady state", steady_state_rounds),
     ("Prefill profile", prefill_profile),
+    ("Cluster routers", router_comparison),
 )

@@ -69,8 +69,8 @@ def answer_html(runs: list[RunData]) -> str | None:
     for rd in runs:
         lines = answer_sentences(rd)
         if lines:
-            head = f"<b>{_esc(rd.label)}</b>: " if len(runs) > 1 else ""
-            parts.append(f"<p class='answer'>{head}{' '.join(_esc(x) for x in lines)}</p>")
+            head = f"<p><b>{_esc(rd.label)}</b></p>" if len(runs) > 1 else ""
+            parts.append(f"{head}<ul class='answer'>{''.join(f'<li>{_esc(x)}</li>' for x in lines)}</ul>")
     return "".join(parts) or None
 
 
@@ -87,6 +87,11 @@ HEADLINES = {
     "replay-engram": (("rows per token", "rows_per_token"), ("DRAM hit ratio", "dram_hit_ratio"),
                       ("read amplification", "read_amplification"), ("fetch p50", "fetch_us.p50"),
                       ("fetch p99", "fetch_us.p99"), ("window miss ratio", "window_miss_ratio"), ("IOPS", "iops")),
+    "cluster": (("router", "router"), ("nodes", "nodes_count"), ("requests", "requests"),
+                ("hit ratio", "global.hit_ratio"), ("TTFT p50", "ttft_ms.p50"), ("TTFT p99", "ttft_ms.p99"),
+                ("request imbalance (max/mean)", "imbalance"), ("duplication (copies per block)", "duplication"),
+                ("prefill tokens saved", "prefill_tokens_saved"), ("L4 read bandwidth", "l4.read_bytes_per_s"),
+                ("L4 peak pool utilisation", "l4.peak_pool_utilisation")),
     "prefill": (("model", "model"), ("device", "device"), ("dtype", "dtype"),
                 ("prefill tokens/s at the reference length", "tokens_per_s"), ("reference length", "reference_tokens")),
 }
