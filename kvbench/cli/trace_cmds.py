@@ -229,7 +229,7 @@ def fit_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, ou
     from pathlib import Path
 
     from kvbench.errors import UsageError
-    from kvbench.stream.fit import fit_model, goodness_over_seeds
+    from kvbench.stream.fit import fit_and_score
     from kvbench.stream.workload import load_model_file, to_toml
 
     if seeds < 1:
@@ -238,8 +238,7 @@ def fit_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, ou
     if not out.parent.exists():
         raise UsageError(f"output folder does not exist: {out.parent}", "create it or choose another path")
     tr = trace_from_options(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit)
-    res = fit_model(tr, load_model_file(defaults) if defaults else None, name=name)
-    good = goodness_over_seeds(tr, res.model, seeds=seeds, seed=seed)
+    res, good = fit_and_score(tr, load_model_file(defaults) if defaults else None, name=name, seeds=seeds, seed=seed)
     header = (f"Workload model fitted by kvbench trace fit to {tr.path}\n"
               f"({tr.n_requests} requests over {tr.duration_s:.0f} s, {tr.block_tokens}-token blocks).\n"
               f"Goodness over {seeds} regenerated traces: hit-ratio curve MAE {good['curve_mae']:.4f}, max error "

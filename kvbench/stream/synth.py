@@ -47,6 +47,15 @@ def _lognormal_mean(rng, mean: float, sigma: float, n: int, lo: int = 0) -> np.n
     return np.maximum(lo, np.rint(x)).astype(np.int64)
 
 
+def _lengths(rng, mean: float, sigma: float, quantiles: tuple, n: int, lo: int = 0) -> np.ndarray:
+    """Token counts: from the quantiles (inverse CDF, linear between them) when given, else lognormal."""
+    if not quantiles:
+        return _lognormal_mean(rng, mean, sigma, n, lo)
+    q = np.asarray(quantiles, dtype=np.float64)
+    x = np.interp(rng.random(n), np.linspace(0.0, 1.0, q.size), q)
+    return np.maximum(lo, np.rint(x)).astype(np.int64)
+
+
 def _lognormal_median(rng, median: float, sigma: float, n: int) -> np.ndarray:
     if median <= 0:
         return np.zeros(n)
@@ -123,7 +132,7 @@ class Generator:
             w = np.cumsum(np.asarray(p.system_prompt_weights, dtype=np.float64))
             self.system_cdf = w / w[-1]
         n_docs = p.documents if p.document_probability > 0 else 0
-        self.doc_len = _lognormal_mean(rng, p.document_tokens, p.document_sigma, n_docs, lo=1)
+        self.doc_len = _lengths(rng, p.document_tokens, p.document_sigma, p.document_quantiles, n_docs, lo=1)
         self.doc_cdf = _zipf_cdf(n_docs, p.document_zipf) if n_docs else None
         self.salt = np.uint64(self.seed & 0xFFFF_FFFF_FFFF_FFFF)
         # requests a session really makes (context limits end some early): calibrates the session rate
@@ -191,9 +200,10 @@ class Generator:
         gaps[first_of_session] = 0.0
         cs = np.cumsum(gaps)
         t = start_s[r_session] + cs - cs[s_first[:-1]][r_session]
-        user = np.where(first_of_session, _lognormal_mean(rng, p.first_user_tokens, p.first_user_sigma, R, lo=1),
-                        _lognormal_mean(rng, p.user_tokens, p.user_sigma, R))
-        output = _lognormal_mean(rng, p.output_tokens, p.output_sigma, R)
+        user = np.where(first_of_session,
+                        _lengths(rng, p.first_user_tokens, p.first_user_sigma, p.first_user_quantiles, R, lo=1),
+                        _lengths(rng, p.user_tokens, p.user_sigma, p.user_quantiles, R))
+        output = _lengths(rng, p.output_tokens, p.output_sigma, p.output_quantiles, R)
         growth = user + (output if p.append_output else 0)
         cg = np.cumsum(growth)
         before = cg - growth - (cg - growth)[s_first[:-1]][r_session]

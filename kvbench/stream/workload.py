@@ -21,7 +21,8 @@ ones, Zipf-popular (``system_zipf``), lognormal lengths around ``system_tokens``
 attachment (probability ``document_probability``) of ``documents`` shared documents (Zipf ``document_zipf``,
 lengths around ``document_tokens``); then the conversation: first message ``first_user_tokens``, each later
 turn adds the previous answer (``output_tokens``, when ``append_output``) and a new message
-(``user_tokens``), so the context grows every turn. Lengths are lognormal with the stated mean and shape.
+(``user_tokens``), so the context grows every turn. Lengths are lognormal with the stated mean and shape, or
+follow ``*_quantiles`` (an empirical distribution, as a fit measures it) when given.
 
 ``[workload]`` ``block_tokens`` (tokens per KV block), a name, a description and the sources of the values.
 
@@ -82,6 +83,12 @@ class Prompts:
     output_tokens: float = 250.0       # answers
     output_sigma: float = 0.8
     append_output: bool = True         # answers join the context of the next turn
+    # optional empirical distributions (quantiles at evenly spaced probabilities, 0 to 1) that replace the
+    # lognormal of the same name: what a fit measured, for lengths no lognormal follows (mixtures of workloads)
+    first_user_quantiles: tuple[float, ...] = ()
+    user_quantiles: tuple[float, ...] = ()
+    output_quantiles: tuple[float, ...] = ()
+    document_quantiles: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -145,6 +152,11 @@ class WorkloadModel:
             checks.append((all(x >= 0 and math.isfinite(x) for x in v) and (name != "system_prompt_weights"
                                                                                or not v or sum(v) > 0),
                            f"prompts.{name}", v, "values >= 0 (weights not all 0)"))
+        for name in ("first_user_quantiles", "user_quantiles", "output_quantiles", "document_quantiles"):
+            q = getattr(p, name)
+            checks.append((not q or (len(q) >= 2 and all(math.isfinite(x) and x >= 0 for x in q)
+                                     and all(b >= a for a, b in zip(q, q[1:]))), f"prompts.{name}", q,
+                           "at least two non-decreasing values >= 0 (quantiles from 0 to 1), or none"))
         for sig in ("system_sigma", "document_sigma", "first_user_sigma", "user_sigma", "output_sigma"):
             checks.append((getattr(p, sig) >= 0, f"prompts.{sig}", getattr(p, sig), "a shape >= 0"))
         for z in ("system_zipf", "document_zipf"):
