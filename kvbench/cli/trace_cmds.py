@@ -265,7 +265,7 @@ def fit_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, ou
     click.echo(f"fit        hit-ratio curve MAE {good['curve_mae']:.4f}, max error {good['curve_max_error']:.4f} "
                f"(capacities 1-{good['capacity_range_blocks'][1]:,.0f} blocks); reuse-time KS "
                + (f"{good['reuse_time_ks']:.4f}" if good["reuse_time_ks"] is not None else "n/a")
-               + f" (mean of {seeds} seeds)")
+               + f" (mean of {seeds} seeds; {res.observed['length_distributions']} lengths)")
     for w in res.warnings:
         click.echo(f"warning: {w}")
     click.echo(f"wrote {out}")
