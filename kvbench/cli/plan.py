@@ -131,9 +131,6 @@ def plan_cmd(trace_path, model, targets, absolute, retention, capacities, sweep,
     caps = tuple(float(parse_size(x.strip(), what="--capacities")) for x in (capacities or "").split(",") if x.strip())
     sweep_s = tuple(parse_duration(x.strip(), what="--sweep") for x in (sweep or "").split(",") if x.strip())
     trace = read_trace(trace_path)
-    if trace.meta.get("sample_rate", 1.0) < 1.0:     # a gen:...,sample=R miniature: plan does not scale it yet
-        raise UsageError(f"{trace_path}: plan needs every block reference, not a key sample",
-                         "drop sample= from the gen: argument (or use a shorter duration)")
     if block_tokens:
         trace = replace(trace, block_tokens=int(block_tokens))
     block_bytes = spec.block_bytes(trace.block_tokens)
