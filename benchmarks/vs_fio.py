@@ -9,6 +9,9 @@ I/Os in flight. Latency is total latency (submit to reaped completion) for both.
 
     .venv/bin/python benchmarks/vs_fio.py [--target results/vsfio.dat] [--size 1GiB] [--seconds 3] [--rounds 3]
     .venv/bin/python benchmarks/vs_fio.py --fidelity     # drives of known speed: throttled loop devices
+
+``--fidelity`` needs root (losetup, cgroup writes) and the cgroup-v1 blkio controller (/sys/fs/cgroup/blkio);
+without them it exits with one line saying which is missing.
 """
 
 from __future__ import annotations
@@ -73,7 +76,8 @@ def fidelity(seconds: float) -> None:
 
     why = unavailable()
     if why:
-        sys.exit(f"vs_fio --fidelity: throttled loop devices {why}")
+        sys.exit(f"vs_fio --fidelity: {why}; it makes loop devices throttled by the cgroup-v1 blkio controller, "
+                 "so run it as root on a host with /sys/fs/cgroup/blkio (or run vs_fio.py without --fidelity)")
     tmp = tempfile.mkdtemp(prefix="vsfio-fid-", dir="/var/tmp")
     rows = []
     repo = Path(__file__).resolve().parents[1]
@@ -117,7 +121,7 @@ def main(argv=None):
                     help="instead: measure two blkio-throttled loop devices (known 4.7x bandwidth ratio)")
     a = ap.parse_args(argv)
     if shutil.which("fio") is None:
-        sys.exit("vs_fio: fio is not installed (apt-get install fio)")
+        sys.exit("vs_fio: fio is not installed; install it (apt-get install fio, or bash .ci/install)")
     if a.fidelity:
         fidelity(a.seconds)
         return

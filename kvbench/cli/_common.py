@@ -38,15 +38,23 @@ class SizeParam(click.ParamType):
 
 
 class DurationParam(click.ParamType):
-    """A click parameter for durations (``250us``, ``10m``); returns seconds."""
+    """A click parameter for durations (``250us``, ``10m``); returns seconds. With ``require_unit`` a bare
+    number is refused (``--ttl 10``: seconds or minutes?); otherwise a bare number is seconds."""
 
     name = "duration"
+
+    def __init__(self, require_unit: bool = False):
+        self.require_unit = require_unit
 
     def convert(self, value, param, ctx):
         if isinstance(value, (int, float)):
             return float(value)
+        opt = f"--{param.name.replace('_', '-')}" if param else "duration"
+        if self.require_unit and units.is_bare_number(value):
+            self.fail(f"{opt} {value}: give a unit, e.g. {value}s, {value}m or {value}h (a bare number is ambiguous)",
+                      param, ctx)
         try:
-            return units.parse_duration(value, what=f"--{param.name.replace('_', '-')}" if param else "duration")
+            return units.parse_duration(value, what=opt)
         except UnitError as e:
             self.fail(str(e), param, ctx)
 
@@ -67,4 +75,5 @@ class RateParam(click.ParamType):
 
 SIZE = SizeParam()
 DURATION = DurationParam()
+RETENTION = DurationParam(require_unit=True)     # retention/TTL: minutes vs seconds matters, so say which
 RATE = RateParam()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from kvbench.cli._common import DURATION, RATE, SIZE, emit_json, json_option
+from kvbench.cli._common import DURATION, RETENTION, RATE, SIZE, emit_json, json_option
 
 GROUP = "replay"
 
@@ -23,7 +23,7 @@ GROUP = "replay"
 @click.option("--l4-link-bw", type=RATE, default=None, help="Modelled link bandwidth in front of L4, e.g. 10GB/s.")
 @click.option("--l4-link-latency", type=DURATION, default="0", help="Modelled link latency per request, e.g. 50us.")
 @click.option("--policy", default="lru", show_default=True, help="Cache policy of every tier: lru, fifo, s3fifo.")
-@click.option("--ttl", type=DURATION, default=None, help="Retention: drop blocks idle longer than this (e.g. 10m).")
+@click.option("--ttl", type=RETENTION, default=None, help="Retention: drop blocks idle longer than this (with a unit: 90s, 10m, 2h).")
 @click.option("--write-policy", type=click.Choice(["through", "back"]), default="through", show_default=True,
               help="through: new KV written to L3 at creation; back: written when evicted from L2.")
 @click.option("--exclusive", is_flag=True, help="Exclusive tiers: a block lives in one tier (needs write-back).")

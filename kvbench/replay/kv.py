@@ -363,15 +363,27 @@ def _load_trace_meta(cfg: ReplayConfig):
     return bt, nreq, nblk
 
 
+WINDOW_S = 1.0          # target seconds of I/O per window of a real run
+
+
 class _Windows:
     """Cut the simulation into windows of whole requests with about ``window_ios`` chunk I/Os each."""
 
     def __init__(self, cfg: ReplayConfig, hier: Hierarchy, ios_per_block: int):
         self.cfg, self.hier = cfg, hier
-        self.block_limit = max(64, cfg.window_ios // max(1, ios_per_block))
+        self.max_limit = max(64, cfg.window_ios // max(1, ios_per_block))
+        # a real run starts with a small window and then sizes windows to ~WINDOW_S of I/O (adapt()), so that
+        # partial results (and the progress shown from them) come every second or two, not once per
+        # ``window_ios`` chunk I/Os (256 GiB at 1 MiB chunks); a dry run simulates in the largest windows
+        self.block_limit = self.max_limit if cfg.dry_run else min(self.max_limit, 16)
         self.sim_s = 0.0
         self.sim_blocks = 0
         self.full_blocks = None         # sampled runs: each yielded request's block count before sampling
+
+    def adapt(self, blocks: int, seconds: float) -> None:
+        """Size the next window to about WINDOW_S of I/O at the rate the last one ran (never above the max)."""
+        if blocks > 0 and seconds > 0:
+            self.block_limit = int(min(self.max_limit, max(1, blocks * WINDOW_S / seconds)))
 
     def __iter__(self):
         from kvbench.stream.sampling import FULL_BLOCKS, sample_keys
@@ -581,12 +593,14 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
                 if iolog is not None and "dev" in subplans:
                     iolog.write(subplans["dev"])
                 if not cfg.dry_run and subplans:
+                    t_win = time.perf_counter()
                     issued = _execute(cfg, subplans, parts, plan, meta, targets, acc, run_t0, reqs, load_ms,
                                       tier_ms, slot_bytes)
                     if issued < len(reqs):         # stopped early (--duration, error, Ctrl-C): count what ran
                         reqs, load_ms = reqs[:issued], load_ms[:issued]
                         tier_ms = {k: v[:issued] for k, v in tier_ms.items()}
                         cut = True
+                    windows.adapt(int(reqs["blocks"].sum()), time.perf_counter() - t_win)
             extra_cols = None
             if cfg.sample_keys is not None and windows.full_blocks is not None:
                 full_hits, full_ms = _full_estimates(reqs, load_ms, windows.full_blocks, cfg.sample_rate)
