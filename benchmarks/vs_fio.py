@@ -67,7 +67,7 @@ def run_kv(target, plan, qd, workers, hugepages=True):
             "ios": s["ios"], "cpu": s["cpu"]["utilisation"]}
 
 
-def fidelity(seconds: float) -> None:
+def fidelity(seconds: float) -> dict:
     """Two loop devices throttled by the blkio cgroup to a 4.7x bandwidth ratio: drives of known speed.
 
     kvbench and fio each read them (128 KiB random, QD 8) from inside the throttled cgroup; both must report
@@ -101,8 +101,9 @@ def fidelity(seconds: float) -> None:
                   f"(x{kv_bw / bps:.3f}), fio {fio_bw / 1e6:.1f} MB/s (x{fio_bw / bps:.3f})")
         (s0, k0, f0), (s1, k1, f1) = rows
         print(f"ratio set {s1 / s0:.2f}: kvbench measured {k1 / k0:.2f}, fio measured {f1 / f0:.2f}")
-        print("JSON " + json.dumps({"set_ratio": s1 / s0, "kvbench_ratio": k1 / k0, "fio_ratio": f1 / f0,
-                                    "rows": rows}))
+        out = {"set_ratio": s1 / s0, "kvbench_ratio": k1 / k0, "fio_ratio": f1 / f0, "rows": rows}
+        print("JSON " + json.dumps(out))
+        return out
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

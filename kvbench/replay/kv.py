@@ -451,6 +451,7 @@ class _Accumulator:
         self.errors = []
         self.status = "complete"
         self.sec_bytes: dict = {}          # (second, lvl, op) -> bytes
+        self.sec_ios: dict = {}            # (second, lvl, op) -> completed I/Os
 
 
 def _run_domain(plan, targets, cfg, verify, runtime_s, results, key, handle_signals):
@@ -766,8 +767,10 @@ def _execute(cfg, subplans, parts, plan, meta, targets, acc, run_t0, reqs, load_
                 sec = comp_abs[sel] // 1_000_000_000
                 us, inv = np.unique(sec, return_inverse=True)
                 sums = np.bincount(inv, weights=lengths[sel])
-                for s, b in zip(us.tolist(), sums.tolist()):
+                counts = np.bincount(inv)
+                for s, b, c in zip(us.tolist(), sums.tolist(), counts.tolist()):
                     acc.sec_bytes[(s, lvl, op)] = acc.sec_bytes.get((s, lvl, op), 0) + b
+                    acc.sec_ios[(s, lvl, op)] = acc.sec_ios.get((s, lvl, op), 0) + c
     # issue lag (open loop): achieved - intended
     if not cfg.closed_loop:
         issued = sub_abs >= 0
@@ -825,7 +828,7 @@ def _write_requests(path: Path, reqs, load_ms, tier_ms, header: bool, cfg, slot_
 
 
 def _flush_timeseries(rd, acc: _Accumulator, final: bool) -> None:
-    """Write finished seconds: per tier and op, bytes per second."""
+    """Write finished seconds: per tier and op, bytes per second and I/Os per second."""
     if not acc.sec_bytes:
         return
     secs = sorted({s for s, _, _ in acc.sec_bytes})
@@ -841,7 +844,9 @@ def _flush_timeseries(rd, acc: _Accumulator, final: bool) -> None:
                 continue
             for op, name in ((0, "read"), (1, "write")):
                 row[f"{TIER_NAMES[lvl]}_{name}_bw_bytes_per_s"] = acc.sec_bytes.pop((s, lvl, op), 0)
+                row[f"{TIER_NAMES[lvl]}_{name}_iops"] = acc.sec_ios.pop((s, lvl, op), 0)
             acc.sec_bytes.pop((s, lvl, 2), None)
+            acc.sec_ios.pop((s, lvl, 2), None)
         rows.append(row)
     rd.append_timeseries(rows)
 
