@@ -54,9 +54,11 @@ def test_labels_are_words_with_units():
     assert human("load_time") == "per-request load time"
     assert plain_number(51840.0) == "51,840" and plain_number(0.0001234) == "0.0001234"
     assert plain_number(2.5e-7) == "0.00000025" and plain_number(123456.7) == "123,457"
-    vals, text = log_ticks(30, 9000, us_label)
-    assert vals == [50, 100, 200, 500, 1000, 2000, 5000]
-    assert text[0] == "50 us" and text[-1] == "5 ms"       # every label carries its magnitude, minor ones too
+    vals, text = log_ticks(30, 9000, us_label)            # one tick beyond each end for plotly's padding
+    assert vals == [20, 50, 100, 200, 500, 1000, 2000, 5000, 10000]
+    assert text[0] == "20 us" and text[-1] == "10 ms"       # every label carries its magnitude, minor ones too
+    vals, _ = log_ticks(79, 199, us_label)                # less than a decade: finer steps, still labelled
+    assert [v for v in vals if 79 <= v <= 199] == [100, 150]
     vals, _ = log_ticks(1e-3, 1e4, us_label)
     assert vals == [10.0 ** e for e in range(-3, 5)]          # wide spans: decades only
 

@@ -131,38 +131,38 @@ def _pick_profile(given: str | None, model: str) -> tuple[str, str | None]:
 
 
 def _replay_progress(job_dir: Path, elapsed: float, budget_s: float | None = None) -> str:
-    """One progress line from the replay's partial summary: requests done / total, bandwidth, and an ETA
-    (the sooner of the replay's time budget running out and the trace running out at the current rate)."""
+    """One progress line from the replay's live ``progress.json`` (rewritten each second while I/O runs):
+    requests done / total, bandwidth per domain, and an ETA (the sooner of the replay's time budget running
+    out and the trace running out at the current rate)."""
     import json
+
+    from kvbench.replay.kv import LiveProgress
 
     dirs = sorted(job_dir.glob("replay-kv-*"))
     line = f"replay {elapsed:5.0f} s"
     if not dirs:
         return line + ": starting (reading the trace)"
     try:
-        summ = json.loads((dirs[-1] / "summary.json").read_text())
+        p = json.loads((dirs[-1] / LiveProgress.FILE).read_text())
     except (OSError, ValueError):
-        summ = {}
-    done, total = summ.get("requests"), summ.get("trace_requests")
-    if not done:
-        return line + ": creating the store and issuing the first requests"
-    line += f": {done:,}" + (f" / {total:,} requests ({done / total:.0%})" if total else " requests")
-    tiers = {t: v for t, v in (summ.get("tiers") or {}).items() if isinstance(v, dict)}
-    wall = summ.get("wall_s")
-    if wall:
-        bw = [f"{t.upper()} {((v.get('read_bytes') or 0) + (v.get('write_bytes') or 0)) / wall / 1e9:.2f} GB/s"
-              for t, v in tiers.items() if (v.get("read_bytes") or 0) + (v.get("write_bytes") or 0) > 0]
+        return line + ": simulating the first window and creating the store"
+    done, total, secs = p.get("requests_done") or 0, p.get("trace_requests") or 0, p.get("seconds") or 0.0
+    line += f": {done:,} / {total:,} requests ({done / total:.0%})" if total else f": {done:,} requests"
+    names = {"dram": "DRAM (L2)", "dev": "store (L3)"}
+    if secs > 0:
+        bw = [f"{names.get(k, k)} {v / secs / 1e9:.2f} GB/s" for k, v in (p.get("bytes") or {}).items() if v > 0]
         if bw:
-            line += "; " + ", ".join(bw) + " (read + write)"
-        left = []
+            line += "; " + ", ".join(bw)
+        left = {}
         if budget_s:
-            left.append(max(0.0, budget_s - wall))
-        if total and done < total:
-            left.append((total - done) * wall / done)
-        if left:
-            eta = min(left)
-            why = "time budget" if budget_s and eta == max(0.0, budget_s - wall) else "trace at this rate"
-            line += f"; ETA {eta:.0f} s ({why})"
+            left["time budget"] = max(0.0, budget_s - secs)
+        if total and 0 < done < total:
+            left["trace at this rate"] = (total - done) * secs / done
+        if left.get("time budget") == 0.0:
+            line += "; time budget used: draining the queue and writing the results"
+        elif left:
+            why = min(left, key=left.get)
+            line += f"; ETA {left[why]:.0f} s ({why})"
     return line
 
 

@@ -23,6 +23,7 @@ Results: ``results/<run>/`` with run.json, summary.json, timeseries.csv (per sec
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import threading
@@ -363,27 +364,18 @@ def _load_trace_meta(cfg: ReplayConfig):
     return bt, nreq, nblk
 
 
-WINDOW_S = 1.0          # target seconds of I/O per window of a real run
-
-
 class _Windows:
     """Cut the simulation into windows of whole requests with about ``window_ios`` chunk I/Os each."""
 
     def __init__(self, cfg: ReplayConfig, hier: Hierarchy, ios_per_block: int):
         self.cfg, self.hier = cfg, hier
         self.max_limit = max(64, cfg.window_ios // max(1, ios_per_block))
-        # a real run starts with a small window and then sizes windows to ~WINDOW_S of I/O (adapt()), so that
-        # partial results (and the progress shown from them) come every second or two, not once per
-        # ``window_ios`` chunk I/Os (256 GiB at 1 MiB chunks); a dry run simulates in the largest windows
-        self.block_limit = self.max_limit if cfg.dry_run else min(self.max_limit, 16)
+        # a real run's first window is small, so that I/O (and the first partial results) start at once
+        # rather than after simulating a whole window; every later window is full size (one drain each)
+        self.block_limit = self.max_limit if cfg.dry_run else min(self.max_limit, 64)
         self.sim_s = 0.0
         self.sim_blocks = 0
         self.full_blocks = None         # sampled runs: each yielded request's block count before sampling
-
-    def adapt(self, blocks: int, seconds: float) -> None:
-        """Size the next window to about WINDOW_S of I/O at the rate the last one ran (never above the max)."""
-        if blocks > 0 and seconds > 0:
-            self.block_limit = int(min(self.max_limit, max(1, blocks * WINDOW_S / seconds)))
 
     def __iter__(self):
         from kvbench.stream.sampling import FULL_BLOCKS, sample_keys
@@ -413,6 +405,7 @@ class _Windows:
                 if cfg.sample_keys is not None:
                     self.full_blocks = b.extras[FULL_BLOCKS][r:stop]
                 yield reqs, ev
+                self.block_limit = self.max_limit
                 r = stop
             done += n
             if n < b.n_requests:
@@ -454,14 +447,66 @@ class _Accumulator:
         self.sec_ios: dict = {}            # (second, lvl, op) -> completed I/Os
 
 
-def _run_domain(plan, targets, cfg, verify, runtime_s, results, key, handle_signals):
+class LiveProgress:
+    """``progress.json`` in the run folder, rewritten at most every ``every_s`` while a window's I/O runs (a
+    window can be minutes of I/O, and summary.json only changes between windows): requests done (those of
+    finished windows plus the running window's share by I/Os completed), the trace's total, bytes moved per
+    domain (``dram`` = L2, ``dev`` = L3/L4) and seconds since the first I/O. Fed by the engine's per-second
+    rows (``run_plan(on_second=...)``), which the compiled fast path emits too."""
+
+    FILE = "progress.json"
+
+    def __init__(self, path: Path, trace_requests: int, every_s: float = 1.0):
+        self.path, self.total, self.every = Path(path) / self.FILE, int(trace_requests), every_s
+        self.lock = threading.Lock()
+        self.t0 = time.perf_counter()
+        self.done = 0                       # requests of finished windows
+        self.win_requests = self.win_ios = 0
+        self.win_done_ios = 0.0
+        self.bytes = {"dram": 0.0, "dev": 0.0}
+        self.last = 0.0
+
+    def window(self, requests_done: int, window_requests: int, window_ios: int) -> None:
+        with self.lock:
+            self.done, self.win_requests, self.win_ios, self.win_done_ios = (int(requests_done),
+                                                                            int(window_requests), int(window_ios), 0.0)
+        self.write(force=True)
+
+    def on_second(self, domain: str):
+        def row(r: dict) -> None:
+            dt = float(r.get("interval_s") or 1.0)
+            with self.lock:
+                self.win_done_ios += float(r.get("iops") or 0.0) * dt
+                self.bytes[domain] += float(r.get("bw_bytes_per_s") or 0.0) * dt
+            self.write()
+        return row
+
+    def write(self, force: bool = False) -> None:
+        now = time.perf_counter()
+        with self.lock:
+            if not force and now - self.last < self.every:
+                return
+            self.last = now
+            share = min(1.0, self.win_done_ios / self.win_ios) if self.win_ios else 0.0
+            doc = {"requests_done": int(self.done + share * self.win_requests), "trace_requests": self.total,
+                   "seconds": now - self.t0, "bytes": dict(self.bytes)}
+        tmp = self.path.with_suffix(".tmp")
+        try:
+            tmp.write_text(json.dumps(doc))
+            os.replace(tmp, self.path)
+        except OSError:          # progress is a courtesy: a full disk must not fail the replay here
+            pass
+
+
+def _run_domain(plan, targets, cfg, verify, runtime_s, results, key, handle_signals, live=None):
     from kvbench.engine import run_plan
 
     try:
         results[key] = run_plan(plan, targets, engine="dram" if key == "dram" else cfg.engine,
                                 qd=1 if key == "dram" else cfg.qd,
                                 workers=1, pacing="closed" if cfg.closed_loop else "open", speed=1.0,
-                                verify=verify, runtime_s=runtime_s, handle_signals=handle_signals)
+                                verify=verify, runtime_s=runtime_s, handle_signals=handle_signals,
+                                on_second=None if live is None else live.on_second(key))
     except BaseException as e:  # noqa: BLE001 - reported by the caller
         results[key] = e
 
@@ -555,6 +600,7 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
     totals = {"requests": 0, "blocks": 0, "hit_blocks": 0, "produced": 0}
     lvl_hits = np.zeros(4, dtype=np.int64)
     run_t0 = time.perf_counter_ns()
+    live = None if cfg.dry_run else LiveProgress(rd.path, n_requests)
     scale = 1e9 / cfg.speed
     interrupted = False
     try:
@@ -594,14 +640,13 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
                 if iolog is not None and "dev" in subplans:
                     iolog.write(subplans["dev"])
                 if not cfg.dry_run and subplans:
-                    t_win = time.perf_counter()
+                    live.window(totals["requests"], len(reqs), len(plan))
                     issued = _execute(cfg, subplans, parts, plan, meta, targets, acc, run_t0, reqs, load_ms,
-                                      tier_ms, slot_bytes)
+                                      tier_ms, slot_bytes, live)
                     if issued < len(reqs):         # stopped early (--duration, error, Ctrl-C): count what ran
                         reqs, load_ms = reqs[:issued], load_ms[:issued]
                         tier_ms = {k: v[:issued] for k, v in tier_ms.items()}
                         cut = True
-                    windows.adapt(int(reqs["blocks"].sum()), time.perf_counter() - t_win)
             extra_cols = None
             if cfg.sample_keys is not None and windows.full_blocks is not None:
                 full_hits, full_ms = _full_estimates(reqs, load_ms, windows.full_blocks, cfg.sample_rate)
@@ -624,6 +669,8 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
                 rd.write_summary(_summary(cfg, hier, acc, totals, lvl_hits, levels, block_bytes, slot_bytes,
                                           fences_total, planned_ios, planned_bytes, windows, n_requests, None,
                                           None, targets.notes), status="partial")
+            if live is not None:
+                live.window(totals["requests"], 0, 0)
             if progress:
                 progress(totals["requests"], n_requests)
             if acc.status in ("failed", "interrupted"):
@@ -676,7 +723,7 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
     return summary
 
 
-def _execute(cfg, subplans, parts, plan, meta, targets, acc, run_t0, reqs, load_ms, tier_ms, slot_bytes):
+def _execute(cfg, subplans, parts, plan, meta, targets, acc, run_t0, reqs, load_ms, tier_ms, slot_bytes, live=None):
     """Run one window's sub-plans (DRAM and devices concurrently); fold results into ``acc`` and load times."""
     elapsed = time.perf_counter_ns() - run_t0
     runtime_s = None
@@ -690,13 +737,13 @@ def _execute(cfg, subplans, parts, plan, meta, targets, acc, run_t0, reqs, load_
     t_call = time.perf_counter_ns()
     if "dram" in subplans and "dev" in subplans:      # the arena in a thread, the devices here
         th = threading.Thread(target=_run_domain, args=(subplans["dram"], targets.dram, cfg, cfg.verify,
-                                                        runtime_s, results, "dram", False))
+                                                        runtime_s, results, "dram", False, live))
         th.start()
         threads.append(th)
     if "dev" in subplans:
-        _run_domain(subplans["dev"], targets.dev, cfg, cfg.verify, runtime_s, results, "dev", True)
+        _run_domain(subplans["dev"], targets.dev, cfg, cfg.verify, runtime_s, results, "dev", True, live)
     elif "dram" in subplans:
-        _run_domain(subplans["dram"], targets.dram, cfg, cfg.verify, runtime_s, results, "dram", True)
+        _run_domain(subplans["dram"], targets.dram, cfg, cfg.verify, runtime_s, results, "dram", True, live)
     for th in threads:
         th.join()
     n = len(plan)

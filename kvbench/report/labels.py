@@ -75,11 +75,13 @@ def log_ticks(lo: float, hi: float, label) -> tuple[list[float], list[str]]:
         return [], []
     if hi < lo:
         lo, hi = hi, lo
+    span = math.log10(hi / lo)
+    mult = (1, 1.5, 2, 3, 5, 7) if span < 0.7 else (1, 2, 5) if span < 3 else (1,)
+    lo, hi = lo / 2, hi * 2             # plotly pads its autorange: offer a tick beyond each end (it shows those in view)
     e0, e1 = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
-    mult = (1, 2, 5) if math.log10(hi / lo) < 3 else (1,)
     step = max(1, (e1 - e0) // 8)
     vals = [m * 10.0 ** e for e in range(e0, e1 + 1, step) for m in mult]
-    vals = [v for v in vals if lo / 1.0001 <= v <= hi * 1.0001] or [10.0 ** e0, 10.0 ** e1]
+    vals = [v for v in vals if lo <= v <= hi] or [10.0 ** e0, 10.0 ** e1]
     return vals, [label(v) for v in vals]
 
 
