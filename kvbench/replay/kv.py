@@ -369,10 +369,7 @@ class _Windows:
 
     def __init__(self, cfg: ReplayConfig, hier: Hierarchy, ios_per_block: int):
         self.cfg, self.hier = cfg, hier
-        self.max_limit = max(64, cfg.window_ios // max(1, ios_per_block))
-        # a real run's first window is small, so that I/O (and the first partial results) start at once
-        # rather than after simulating a whole window; every later window is full size (one drain each)
-        self.block_limit = self.max_limit if cfg.dry_run else min(self.max_limit, 64)
+        self.block_limit = max(64, cfg.window_ios // max(1, ios_per_block))
         self.sim_s = 0.0
         self.sim_blocks = 0
         self.full_blocks = None         # sampled runs: each yielded request's block count before sampling
@@ -405,7 +402,6 @@ class _Windows:
                 if cfg.sample_keys is not None:
                     self.full_blocks = b.extras[FULL_BLOCKS][r:stop]
                 yield reqs, ev
-                self.block_limit = self.max_limit
                 r = stop
             done += n
             if n < b.n_requests:
