@@ -7,6 +7,7 @@ date and the command that measures it.
     .venv/bin/python benchmarks/readme_numbers.py --fast           # the quick accuracy/ratio subset (tests run it)
     .venv/bin/python benchmarks/readme_numbers.py --only shards-mae,ftl-fifo --runs 5
     .venv/bin/python benchmarks/readme_numbers.py --write-readme   # replace the README's table with this run's
+    .venv/bin/python benchmarks/readme_numbers.py --write-readme --from-json numbers.json   # from a saved run
 
 Exit status 1 when a measured value (any run, not only the median) falls outside its claim's stated range;
 claims whose requirements are missing (fio, root, the cgroup-v1 blkio controller) are listed as skipped with
@@ -372,7 +373,14 @@ def main(argv=None) -> int:
     ap.add_argument("--list", action="store_true", help="list the claims and exit")
     ap.add_argument("--json", dest="json_out", default=None, metavar="FILE", help="also write the results as JSON")
     ap.add_argument("--write-readme", action="store_true", help="replace the README's numbers table")
+    ap.add_argument("--from-json", default=None, metavar="FILE",
+                    help="with --write-readme: write the table from a saved --json result instead of measuring")
     a = ap.parse_args(argv)
+    if a.from_json:
+        saved = json.loads(Path(a.from_json).read_text())
+        write_readme(markdown(saved["results"], saved["date"], saved["machine"], saved["commit"]))
+        print(f"README table rewritten from {a.from_json} ({README})")
+        return 0
     if a.list:
         for c in CLAIMS.values():
             print(f"{c.key:<22} {'fast ' if c.fast else '     '}{c.stated():>24}  {c.what}")
