@@ -9,7 +9,8 @@ date and the command that measures it.
     .venv/bin/python benchmarks/readme_numbers.py --write-readme   # replace the README's table with this run's
     .venv/bin/python benchmarks/readme_numbers.py --write-readme --from-json numbers.json   # from a saved run
 
-Exit status 1 when a measured value (any run, not only the median) falls outside its claim's stated range;
+Exit status 1 when a measured value (any run; only the median for claims marked "(median)", which are noisy
+on a shared VM) falls outside its claim's stated range;
 claims whose requirements are missing (fio, root, the cgroup-v1 blkio controller) are listed as skipped with
 the reason. Speeds are absolute and machine-bound, so they are measured and printed but belong to no fast
 subset: the test checks ratios and accuracies only, never wall-clock time.
@@ -55,10 +56,11 @@ class Claim:
     measure: Callable[[bool, int], float]      # (fast, run index) -> one value
     runs: int = 3
     fast: bool = False                 # in the quick subset the tests run (ratios and accuracies only)
+    median_only: bool = False          # noisy on a shared VM: the median must be in range, runs may spread
     needs: Callable[[], str | None] = lambda: None   # why it cannot be measured here, or None
 
     def stated(self) -> str:
-        return f"{_fmt(self.lo, self.unit)} to {_fmt(self.hi, self.unit)}"
+        return f"{_fmt(self.lo, self.unit)} to {_fmt(self.hi, self.unit)}" + (" (median)" if self.median_only else "")
 
 
 def _fmt(v: float, unit: str) -> str:
@@ -210,7 +212,12 @@ def _vs_fio(case: str, fast: bool, i: int) -> float:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     t = open_target(path, size=size, write=True)
     try:
-        if t.created:
+        if t.created:                       # filled once, reused by every vs-fio claim, removed at exit
+            import atexit
+
+            from kvbench.engine.safety import unmark
+
+            atexit.register(lambda: (Path(path).unlink(missing_ok=True), unmark(path)))
             run_plan(make_plan(1, np.arange(size >> 20) << 20, 1 << 20, tag=vs_fio.TAG), [t], qd=8).raise_for_status()
             os.fsync(t.fd)
         probe = vs_fio.run_kv(t, vs_fio.build(op, rand, bs, size, 4000 if bs <= 16384 else 400), qd, 1)
@@ -280,15 +287,16 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
           "0.0124-0.1)", "abs", 0.0, 0.02, f"{B} key-sampling", key_sampling, runs=3, fast=True),
     Claim("histogram-error", "latency histogram: largest relative error of a percentile", "%", 0.0, 0.39,
           f"{B} histogram-error", histogram_error, runs=3, fast=True),
-    Claim("vs-fio-4k-randread", "kvbench / fio IOPS, 4 KiB random read QD32, identical offsets", "x", 0.6, 1.4,
+    # one round each on a VM disk the host caches: single rounds spread widely, so the median is the claim
+    Claim("vs-fio-4k-randread", "kvbench / fio IOPS, 4 KiB random read QD32, identical offsets", "x", 0.7, 1.3,
           f"{B} vs-fio-4k-randread  (benchmarks/vs_fio.py)", lambda f, i: _vs_fio("4k-randread-qd32", f, i),
-          runs=5, needs=_need_fio),
-    Claim("vs-fio-4k-randwrite", "kvbench / fio IOPS, 4 KiB random write QD32, identical offsets", "x", 0.6, 1.3,
+          runs=5, needs=_need_fio, median_only=True),
+    Claim("vs-fio-4k-randwrite", "kvbench / fio IOPS, 4 KiB random write QD32, identical offsets", "x", 0.7, 1.3,
           f"{B} vs-fio-4k-randwrite  (benchmarks/vs_fio.py)", lambda f, i: _vs_fio("4k-randwrite-qd32", f, i),
-          runs=5, needs=_need_fio),
+          runs=5, needs=_need_fio, median_only=True),
     Claim("vs-fio-128k-randread", "kvbench / fio IOPS, 128 KiB random read QD32, kvbench's default huge-page "
-          "buffers", "x", 0.5, 2.0, f"{B} vs-fio-128k-randread  (benchmarks/vs_fio.py)",
-          lambda f, i: _vs_fio("128k-randread-qd32", f, i), runs=5, needs=_need_fio),
+          "buffers (fio: 4 KiB pages)", "x", 0.8, 2.2, f"{B} vs-fio-128k-randread  (benchmarks/vs_fio.py)",
+          lambda f, i: _vs_fio("128k-randread-qd32", f, i), runs=5, needs=_need_fio, median_only=True),
     Claim("fidelity-4.7x", "two loop devices throttled 4.7x apart: the ratio kvbench measures", "x", 4.5, 4.8,
           f"{B} fidelity-4.7x  (benchmarks/vs_fio.py --fidelity --seconds 5)", fidelity, runs=3,
           needs=_need_fio_and_throttle),
@@ -329,8 +337,9 @@ def measure(claim: Claim, fast: bool, runs: int | None = None) -> dict:
             values.append(float(claim.measure(fast, i)))
         except Exception as e:  # noqa: BLE001 - one failed claim is reported, the others still run
             return {"key": claim.key, "error": f"{type(e).__name__}: {e}", "values": values}
-    inside = [claim.lo <= v <= claim.hi for v in values]
-    return {"key": claim.key, "values": values, "median": statistics.median(values), "min": min(values),
+    med = statistics.median(values)
+    inside = [claim.lo <= v <= claim.hi for v in ([med] if claim.median_only else values)]
+    return {"key": claim.key, "values": values, "median": med, "min": min(values),
             "max": max(values), "runs": n, "ok": all(inside), "fast": fast}
 
 
