@@ -72,8 +72,9 @@ def test_every_figure_has_a_caption():
 def test_replay_report_reads_at_a_glance_in_chromium(tmp_path):
     run = make_replay_run(tmp_path, "kv-run")
     # a key-sampled replay (modelled capacities), a tier where loading never wins, TTFT saved below zero
-    _edit(run / "summary.json", lambda d: (d.update(sample_rate=0.05), d["tiers"]["l3"].update(
-        simulated_capacity_bytes=16 * 2**30 * 0.05)))
+    _edit(run / "summary.json", lambda d: (d.update(sample_rate=0.05, notes=["l3 first byte: probe 40 us vs check "
+                                                                         "9.11 ms (queueing under load)"]),
+                                           d["tiers"]["l3"].update(simulated_capacity_bytes=16 * 2**30 * 0.05)))
 
     def check(d):
         d["max_tokens"] = 1 << 20
@@ -107,7 +108,8 @@ def test_replay_report_reads_at_a_glance_in_chromium(tmp_path):
         assert needle in tp, needle
     # the verdict table: plain-language groups, modelled sizes labelled, negative TTFT explained
     for needle in ("load vs recompute", "capacity used (modelled full size)", "capacity on the device (key sample)",
-                   "key sampling", "TTFT saved below zero", "l2 used (modelled full size)"):
+                   "key sampling", "TTFT saved below zero", "l2 used (modelled full size)",
+                   "l3 first byte: probe 40 us vs check 9.11 ms"):
         assert needle in seen, needle
     assert "inequality" not in " ".join(c for c in cells if len(c) < 40)
 

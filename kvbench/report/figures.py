@@ -151,8 +151,8 @@ def latency_tail(runs: list[RunData]) -> go.Figure | None:
 
 def request_time_tail(runs: list[RunData]) -> go.Figure | None:
     """Per-request load-time percentiles (all of a request's reused KV, every tier) on a log tail axis."""
-    return _tail_figure(runs, "Per-request load time percentiles (a request's whole reused prefix)",
-                        _is_request_series, "time per request")
+    return _tail_figure(runs, "Load time percentiles per request (a request's whole reused prefix) or Engram step",
+                        _is_request_series, "time per request or step")
 
 
 # --- bandwidth and IOPS over time ------------------------------------------------------------------------
@@ -679,7 +679,7 @@ def prefill_profile(runs: list[RunData]) -> go.Figure | None:
 #: the report's figures, in order (section title, builder)
 FIGURES = (
     ("Latency", latency_tail),
-    ("Per-request load time", request_time_tail),
+    ("Load time per request (or Engram step)", request_time_tail),
     ("Bandwidth and IOPS over time", throughput_over_time),
     ("Hit ratio and capacity", hit_ratio_curve),
     ("Load vs recompute per request", load_vs_recompute),
@@ -693,8 +693,9 @@ FIGURES = (
 CAPTIONS = {
     "latency_tail": "Each I/O's latency, submit to completion, per tier and op. Read right to left: where a line "
                     "turns up is where the tail begins; lines stop at the rarest percentile their sample supports.",
-    "request_time_tail": "Time to load one request's whole reused prefix (all its blocks, every tier). Compare "
-                         "with the time to recompute it in the break-even chart.",
+    "request_time_tail": "Time to load one request's whole reused prefix (all its blocks, every tier), or one "
+                         "Engram step's rows. Compare with the time to recompute (break-even chart) or with the "
+                         "prefetch window.",
     "throughput_over_time": "Bandwidth and IOPS each second of the run, per tier and op: a steady line is a "
                             "steady device; dips are stalls, steps are the workload changing.",
     "hit_ratio_curve": "Share of block references found cached against cache size. The knee marks where more "

@@ -171,6 +171,8 @@ def verdict_rows(rd: RunData) -> list[tuple[str, str, str]]:
     note = dig(rd.run, "config.profile_note")
     if note:
         rows.append((lvr, "note", str(note)))
+    for i, note in enumerate(n for n in (rd.summary.get("notes") or []) if isinstance(n, str)):
+        rows.append((lvr, f"note {i + 1}", note))         # e.g. why the probe's first byte and check's differ
     q = rd.analysis("qualify") or (rd.summary.get("qualify") if isinstance(rd.summary.get("qualify"), dict) else None)
     if isinstance(q, dict) and "passed" in q:
         crit = q.get("criteria") or []
