@@ -118,6 +118,8 @@ def main(argv=None):
     ap.add_argument("--cases", nargs="+", default=[c[0] for c in CASES])
     ap.add_argument("--kv-4k-pages", action="store_true",
                     help="also run kvbench with 4 KiB-page buffers like fio's (default: huge pages only)")
+    ap.add_argument("--keep-target", action="store_true",
+                    help="keep the target file when vs_fio created it (default: removed at the end)")
     ap.add_argument("--fidelity", action="store_true",
                     help="instead: measure two blkio-throttled loop devices (known 4.7x bandwidth ratio)")
     a = ap.parse_args(argv)
@@ -129,6 +131,7 @@ def main(argv=None):
     size = parse_size(a.size)
     os.makedirs(os.path.dirname(os.path.abspath(a.target)), exist_ok=True)
     t = open_target(a.target, size=size, write=True)
+    created = t.created
     if t.created:                                   # fill it so reads reach the device
         r = run_plan(make_plan(1, np.arange(size >> 20) << 20, 1 << 20, tag=TAG), [t], qd=8)
         r.raise_for_status()
@@ -185,6 +188,11 @@ def main(argv=None):
     finally:
         t.close()
         shutil.rmtree(tmp, ignore_errors=True)
+        if created and not a.keep_target:           # the scratch file it made goes; a given file stays
+            from kvbench.engine.safety import unmark
+
+            Path(a.target).unlink(missing_ok=True)
+            unmark(a.target)
     print("\nJSON " + json.dumps(rows))
 
 
