@@ -78,6 +78,12 @@ def parse_duration(text: str | float | int, *, what: str = "duration") -> float:
     return value
 
 
+def is_bare_number(text) -> bool:
+    """True for a duration written without a unit ("10", "1.5"): parse_duration reads it as seconds."""
+    m = _DURATION_RE.match(str(text).strip())
+    return bool(m) and m.group(2) == ""
+
+
 def parse_rate(text: str | float | int, *, what: str = "rate") -> float:
     """Parse a bandwidth like ``10GB/s`` or ``3GiB/s``; returns bytes per second."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):

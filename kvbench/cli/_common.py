@@ -38,15 +38,23 @@ class SizeParam(click.ParamType):
 
 
 class DurationParam(click.ParamType):
-    """A click parameter for durations (``250us``, ``10m``); returns seconds."""
+    """A click parameter for durations (``250us``, ``10m``); returns seconds. With ``require_unit`` a bare
+    number is refused (``--ttl 10``: seconds or minutes?); otherwise a bare number is seconds."""
 
     name = "duration"
+
+    def __init__(self, require_unit: bool = False):
+        self.require_unit = require_unit
 
     def convert(self, value, param, ctx):
         if isinstance(value, (int, float)):
             return float(value)
+        opt = f"--{param.name.replace('_', '-')}" if param else "duration"
+        if self.require_unit and units.is_bare_number(value):
+            self.fail(f"{opt} {value}: give a unit, e.g. {value}s, {value}m or {value}h (a bare number is ambiguous)",
+                      param, ctx)
         try:
-            return units.parse_duration(value, what=f"--{param.name.replace('_', '-')}" if param else "duration")
+            return units.parse_duration(value, what=opt)
         except UnitError as e:
             self.fail(str(e), param, ctx)
 
@@ -67,6 +75,7 @@ class RateParam(click.ParamType):
 
 SIZE = SizeParam()
 DURATION = DurationParam()
+RETENTION = DurationParam(require_unit=True)     # retention/TTL: minutes vs seconds matters, so say which
 RATE = RateParam()
 
 
@@ -82,7 +91,8 @@ def tier_options(f):
         click.option("--l4-link-bw", type=RATE, default=None, help="Modelled link bandwidth in front of L4, e.g. 10GB/s."),
         click.option("--l4-link-latency", type=DURATION, default="0", help="Modelled link latency per request, e.g. 50us."),
         click.option("--policy", default="lru", show_default=True, help="Cache policy of every tier: lru, fifo, s3fifo."),
-        click.option("--ttl", type=DURATION, default=None, help="Retention: drop blocks idle longer than this (e.g. 10m)."),
+        click.option("--ttl", type=RETENTION, default=None,
+                     help="Retention: drop blocks idle longer than this (with a unit: 90s, 10m, 2h)."),
         click.option("--write-policy", type=click.Choice(["through", "back"]), default="through", show_default=True, help="through: new KV written to L3 at creation; back: written when evicted from L2."),
         click.option("--exclusive", is_flag=True, help="Exclusive tiers: a block lives in one tier (needs write-back)."),
         click.option("--promote/--no-promote", default=True, show_default=True, help="Copy L3/L4 hits up into L2."),

@@ -16,7 +16,7 @@ from kvbench.cli._common import DURATION, SIZE, emit_json, fan_out_cmd, json_opt
 @click.option("--qd", type=int, default=32, show_default=True, help="Queue depth per worker.")
 @click.option("--workers", type=int, default=1, show_default=True, help="Worker processes, each with --qd.")
 @click.option("--size", type=SIZE, default=None, help="Bytes of the target to use (new files: 1GiB).")
-@click.option("--runtime", type=DURATION, default=10.0, show_default=True,
+@click.option("--runtime", type=DURATION, default="10s", show_default=True,
               help="Run time (e.g. 10s); 0 = one pass over --size.")
 @click.option("--rwmixread", type=int, default=70, show_default=True, help="Percent reads for randrw/rw.")
 @click.option("--seed", type=int, default=1, show_default=True, help="The offset sequence depends only on it.")
@@ -69,6 +69,13 @@ def io(target, rw, bs, qd, workers, size, runtime, rwmixread, seed, engine, rate
         summary, rd, result = _run(run_io, spec, results_root, export_iolog)
     for w in caught:
         click.echo(f"kvbench: warning: {w.message}", err=True)
+    if target is None:                         # say where the default scratch file is, and that it stays
+        import os
+        scratch = os.path.abspath(spec.target)
+        if os.path.exists(scratch):
+            summary["scratch_file"] = scratch
+            click.echo(f"kvbench: note: scratch file {scratch} ({format_bytes(os.path.getsize(scratch))}) is kept "
+                       f"and reused by the next kvbench io without --target; remove it with: rm {scratch}", err=True)
     if as_json:
         emit_json(summary)
     else:
