@@ -64,6 +64,7 @@ class PlanOptions:
     waf_source: str = "given (--waf)"
     write_policies: bool = True           # simulate the tiers under write-through and write-back
     deployment: object = None             # kvbench.analysis.deployment.Deployment
+    admission: tuple = ()                 # admission policies to trade off (kvbench.analysis.admission)
 
     def validate(self) -> "PlanOptions":
         if not self.targets:
@@ -86,6 +87,10 @@ class PlanOptions:
         for c in self.capacities:
             if not c > 0:
                 raise SpecError(f"capacity {c} B in --capacities must be > 0", "give e.g. --capacities 1TiB,4TiB")
+        if self.admission:
+            from kvbench.analysis.admission import parse_policies
+
+            parse_policies(self.admission)
         return self
 
 
@@ -428,6 +433,14 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
             l3_blocks=max(1, l3_blocks), layout=layout, sc=sc, ftl_op=opt.ssd_op,
             erase_block_bytes=opt.erase_block_bytes, gc=opt.gc, model_ftl=False)
 
+    admission = None
+    if opt.admission:
+        from kvbench.analysis.admission import admission_for_plan
+
+        admission = admission_for_plan(trace, opt, primary=primary, prices=prices, sc=sc, block_bytes=block_bytes,
+                                       waf=waf, tokens_per_day=tokens_per_day, refs_per_day=refs_per_day,
+                                       tokens_per_s=tokens_per_s, distinct=steady.distinct)
+
     warnings = []
     for r in sweep + ([retention] if retention else []):
         if r and r["extrapolated"]:
@@ -463,7 +476,7 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
         "l3_write_bytes_per_day": (pick["write_bytes_per_s"] or 0.0) * SECONDS_PER_DAY if pick else None,
         "nand_bytes_per_day": (pick["write_bytes_per_s"] or 0.0) * SECONDS_PER_DAY * waf if pick else None,
         "waf": waf, "waf_source": waf_source, "layouts": layouts, "write_policies": policies,
-        "deployment": deployment, "measured": measured, "warnings": warnings,
+        "deployment": deployment, "measured": measured, "warnings": warnings, "admission": admission,
         "prices": prices.to_dict(), "compute": compute or {"tokens_per_s": tokens_per_s},
         "usd_per_recomputed_token": usd_per_recomputed_token(tokens_per_s, prices),
         "assumptions": [

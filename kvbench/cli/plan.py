@@ -98,10 +98,14 @@ def _run_iolog_waf(run_dir: str, capacity: float | None, op: float, erase_block:
               help="Fraction of requests excluded from hit ratios (cold start); steady-state writes exclude "
                    "warm-up by definition.")
 @click.option("--block-tokens", type=int, default=None, help="Override the trace's tokens per block.")
+@click.option("--admission", default=None, metavar="LIST",
+              help="Admission policies to trade off at the planned capacity (the first of --capacities, else the "
+                   "headline target's), e.g. all,second-access,tinylfu,prefix-depth:depth=8,threshold:min_blocks=4: "
+                   "hit ratio, steady write rate, DWPD and cost per day for each.")
 @json_option
 def plan_cmd(trace_path, model, targets, absolute, retention, capacities, sweep, rate, rate_model, deployment,
              run_dir, prices, price_overrides, profile_name, recompute_tokens_per_s, layout, ssd_op, erase_block,
-             waf, dram_bytes, ssd_class, store_fill, warmup, block_tokens, as_json):
+             waf, dram_bytes, ssd_class, store_fill, warmup, block_tokens, admission, as_json):
     """Plan DRAM and SSD for a trace at steady state: hit ratio, write rate, residence time and DWPD against
     capacity; the tier that keeps KV for a retention; per drive class the capacity that meets the hit target
     and the rating (which binds), lifetime, SSD per GB of DRAM and the cost per day against recomputing."""
@@ -164,7 +168,7 @@ def plan_cmd(trace_path, model, targets, absolute, retention, capacities, sweep,
                        rate=rate, rate_model=rate_model, warmup=warmup, layout=layout, ssd_op=ssd_op,
                        erase_block_bytes=erase_block, store_fill=store_fill, dram_bytes=dram_bytes,
                        ssd_class=ssd_class, waf=waf, waf_source=waf_source, capacities=caps, sweep=sweep_s,
-                       deployment=dep)
+                       deployment=dep, admission=_admission_list(admission))
     out = build_plan(trace, block_bytes=block_bytes, prices=price_table, tokens_per_s=tokens_per_s, options=opts,
                      bytes_per_token=spec.bytes_per_token, compute=compute, model=spec.name, measured=measured)
     if run_dir:
@@ -174,6 +178,14 @@ def plan_cmd(trace_path, model, targets, absolute, retention, capacities, sweep,
         emit_json(out)
         return
     _print(out)
+
+
+def _admission_list(text) -> tuple:
+    if text is None:
+        return ()
+    from kvbench.analysis.admission import parse_policies
+
+    return parse_policies(text)
 
 
 def _money(x) -> str:
@@ -257,6 +269,19 @@ def _print(out: dict) -> None:
         click.echo("store layout (synthetic FTL models): " + "; ".join(
             f"{name}: WAF {r['waf']:.2f}, {r['nand_writes_per_day']:.3g} NAND drive-writes/day"
             for name, r in lay.items()))
+    adm = out.get("admission") or {}
+    if adm:
+        first = next(iter(adm.values()))
+        click.echo(f"admission at {format_bytes(first['capacity_bytes'])} (steady state; {first['ssd_class']} drives, "
+                   f"WAF {first['workload_waf']:.3g} vs reference {first['reference_waf']:.3g}):")
+        click.echo(f"  {'policy':<24} {'hit':>6} {'writes/s':>11} {'DWPD':>8} {'host':>8} {'eq.DWPD':>8} {'$/day':>10}")
+        for name, r in adm.items():
+            w = r["write_bytes_per_s"]
+            click.echo(f"  {r['policy']:<24} {r['hit_ratio']:6.3f} "
+                       f"{(format_bytes(w) + '/s') if w is not None else 'n/a':>11} {_num(r['dwpd']):>8} "
+                       f"{_num(r['dwpd_host']):>8} {_num(r['dwpd_rating_equivalent']):>8} "
+                       f"{_money(r['usd_per_day']['total']):>10}" + ("" if r["steady_state"] == "measured"
+                                                                       else f"  ({r['steady_state']})"))
     for w in out.get("warnings", []):
         click.echo(f"warning: {w}")
 
