@@ -112,3 +112,31 @@ def test_registry_and_stream_bounds():
         m.apply_pages(np.array([1], np.uint8), np.array([0]), np.array([1]), np.array([2]))
     # classes beyond the drive's streams share its last stream
     assert get_placement("lifetime").streams({"lifetime": np.array([0, 1, 2, 3])}, 4, 2).tolist() == [0, 1, 1, 1]
+
+
+def test_store_lifetime_classes_counted_by_hand():
+    from kvbench.analysis.placement import lifetime_classes
+
+    # write s0, write s1, write s0 (s0's first write lived 2 events), trim s1..s2 (s1's write lived 2),
+    # write s2 (never touched again), write s0: the third write's slot is rewritten 3 events later
+    slots = np.array([0, 1, 0, 1, 2, 0])
+    nslots = np.array([1, 1, 1, 2, 1, 1])
+    w = np.array([1, 1, 1, 0, 1, 1], bool)
+    # lifetimes: 2, 2, 3, -, never, never; median of the finite ones (2, 2, 3) is 2
+    assert lifetime_classes(slots, nslots, w, 2).tolist() == [0, 0, 1, 0, 1, 1]
+    assert lifetime_classes(slots, nslots, w, 1).tolist() == [0] * 6
+
+
+def test_plan_placement_reports_waf_with_and_without_streams(cli):
+    r = cli("plan", "--trace", "mooncake-sample", "--model", "tiny-gqa", "--capacities", "512MiB", "--sweep", "",
+            "--admission", "all,second-access", "--placement", "lifetime", "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    pl = out["placement"]
+    assert pl["rule"] == "lifetime" and pl["streams"] == 2 and set(pl["policies"]) == {"all", "second-access"}
+    row = pl["policies"]["all"]
+    assert row["waf_one_stream"] >= 1 and row["waf"] >= 1 and row["waf"] <= row["waf_one_stream"]
+    assert "waf" in out and "layouts" in out                   # the existing fields are untouched
+    bad = cli("plan", "--trace", "mooncake-sample", "--model", "tiny-gqa", "--capacities", "512MiB",
+              "--placement", "tier")
+    assert bad.exit_code != 0 and "placement by tier needs several stores" in bad.output

@@ -211,13 +211,34 @@ def admission_for_plan(trace, opt, *, primary: dict, prices, sc, block_bytes: in
                        tokens_per_day: float, refs_per_day: float, tokens_per_s: float, distinct: int) -> dict:
     """``build_plan``'s call: the trade-off at the planned capacity (the first of ``--capacities`` when given,
     else the headline target's need), on the plan's SSD class and DRAM."""
-    planned = opt.capacities[0] if opt.capacities else primary.get("need_bytes")
-    if not planned:
-        raise SpecError("--admission needs a planned capacity, and the headline hit-ratio target is unreachable",
-                        "give --capacities (its first value is the planned capacity) or a lower --target-hit")
+    planned = _planned_bytes(opt, primary)
     name = primary.get("ssd_class") or opt.ssd_class or min(prices.ssd, key=lambda k: prices.ssd[k].usd_per_gb)
     return tradeoff(trace, policies=opt.admission, block_bytes=block_bytes, scale=sc, planned_bytes=planned,
                     curve_bytes=opt.capacities or None, waf=waf, ssd_class=prices.ssd[name],
                     store_fill=opt.store_fill, dram_bytes=float(primary.get("l2_bytes") or 0.0), prices=prices,
                     tokens_per_day=tokens_per_day, refs_per_day=refs_per_day, block_tokens=trace.block_tokens,
                     tokens_per_s=tokens_per_s, distinct=distinct)
+
+
+def _planned_bytes(opt, primary: dict) -> float:
+    planned = opt.capacities[0] if opt.capacities else primary.get("need_bytes")
+    if not planned:
+        raise SpecError("--admission/--placement need a planned capacity, and the headline hit-ratio target is "
+                        "unreachable", "give --capacities (its first value is the planned capacity) or a lower "
+                        "--target-hit")
+    return float(planned)
+
+
+def placement_for_plan(trace, opt, *, primary: dict, sc, block_bytes: int, distinct: int) -> dict:
+    """``build_plan``'s call: the L3 store's device WAF on one stream and on ``opt.streams`` under
+    ``opt.placement``, at the planned capacity, for each admission policy asked (admit-all when none)."""
+    from kvbench.analysis.placement import get_placement, kv_store_waf
+
+    rule = get_placement(opt.placement)
+    l3_blocks = max(1, int(min(sc.blocks(_planned_bytes(opt, primary)), distinct + 1)))
+    rows = {spec: kv_store_waf(trace, block_bytes=block_bytes, l3_blocks=l3_blocks, layout=opt.layout,
+                               rule=rule.name, streams=opt.streams, op=opt.ssd_op,
+                               erase_block_bytes=opt.erase_block_bytes, gc=opt.gc, admission=spec)
+            for spec in (opt.admission or ("all",))}
+    return {"rule": rule.name, "statement": rule.rule, "streams": opt.streams, "layout": opt.layout,
+            "capacity_bytes": l3_blocks * block_bytes * sc.copies, "policies": rows}

@@ -102,10 +102,14 @@ def _run_iolog_waf(run_dir: str, capacity: float | None, op: float, erase_block:
               help="Admission policies to trade off at the planned capacity (the first of --capacities, else the "
                    "headline target's), e.g. all,second-access,tinylfu,prefix-depth:depth=8,threshold:min_blocks=4: "
                    "hit ratio, steady write rate, DWPD and cost per day for each.")
+@click.option("--placement", default=None, metavar="RULE",
+              help="Device WAF of the L3 store's simulated writes with write streams (FDP) under a placement rule "
+                   "(lifetime, age) against one stream, at the planned capacity.")
+@click.option("--streams", type=int, default=2, show_default=True, help="Write streams for --placement.")
 @json_option
 def plan_cmd(trace_path, model, targets, absolute, retention, capacities, sweep, rate, rate_model, deployment,
              run_dir, prices, price_overrides, profile_name, recompute_tokens_per_s, layout, ssd_op, erase_block,
-             waf, dram_bytes, ssd_class, store_fill, warmup, block_tokens, admission, as_json):
+             waf, dram_bytes, ssd_class, store_fill, warmup, block_tokens, admission, placement, streams, as_json):
     """Plan DRAM and SSD for a trace at steady state: hit ratio, write rate, residence time and DWPD against
     capacity; the tier that keeps KV for a retention; per drive class the capacity that meets the hit target
     and the rating (which binds), lifetime, SSD per GB of DRAM and the cost per day against recomputing."""
@@ -168,7 +172,8 @@ def plan_cmd(trace_path, model, targets, absolute, retention, capacities, sweep,
                        rate=rate, rate_model=rate_model, warmup=warmup, layout=layout, ssd_op=ssd_op,
                        erase_block_bytes=erase_block, store_fill=store_fill, dram_bytes=dram_bytes,
                        ssd_class=ssd_class, waf=waf, waf_source=waf_source, capacities=caps, sweep=sweep_s,
-                       deployment=dep, admission=_admission_list(admission))
+                       deployment=dep, admission=_admission_list(admission),
+                       placement=placement, streams=streams)
     out = build_plan(trace, block_bytes=block_bytes, prices=price_table, tokens_per_s=tokens_per_s, options=opts,
                      bytes_per_token=spec.bytes_per_token, compute=compute, model=spec.name, measured=measured)
     if run_dir:
@@ -282,6 +287,12 @@ def _print(out: dict) -> None:
                        f"{_num(r['dwpd_host']):>8} {_num(r['dwpd_rating_equivalent']):>8} "
                        f"{_money(r['usd_per_day']['total']):>10}" + ("" if r["steady_state"] == "measured"
                                                                        else f"  ({r['steady_state']})"))
+    pl = out.get("placement")
+    if pl:
+        click.echo(f"placement {pl['rule']} over {pl['streams']} streams ({pl['statement']}), "
+                   f"{format_bytes(pl['capacity_bytes'])} {pl['layout']} store: " + "; ".join(
+                       f"{name}: WAF {_num(r['waf'])} against {_num(r['waf_one_stream'])} on one stream"
+                       for name, r in pl["policies"].items()))
     for w in out.get("warnings", []):
         click.echo(f"warning: {w}")
 
