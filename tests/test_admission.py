@@ -275,3 +275,29 @@ def test_replay_honours_admission_with_real_io(cli, tmp_path, store_dir):
     bad = cli("replay", "kv", "mooncake-sample", "--model", "tiny-gqa", "--l3", tmp_path / "x.store",
               "--l3-capacity", "64MiB", "--admission", "lfu", "--dry-run")
     assert bad.exit_code != 0 and "unknown admission policy 'lfu'" in bad.output and "Traceback" not in bad.output
+
+
+def test_report_frontier_has_one_curve_per_policy(cli, tmp_path):
+    from kvbench.report.figures import FIGURES, admission_frontier
+    from kvbench.report.rundata import load_run
+
+    r = cli("plan", "--trace", "mooncake-synthetic", "--model", "tiny-gqa", "--admission",
+            "all,second-access,tinylfu", "--capacities", "1GiB,256MiB,4GiB", "--sweep", "", "--json")
+    plan = json.loads(r.output)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "summary.json").write_text(json.dumps({"kind": "plan", "status": "complete"}))
+    (run / "plan.json").write_text(json.dumps(plan))
+    fig = admission_frontier([load_run(run)])
+    curves = [t for t in fig.data if t.mode == "lines+markers"]
+    assert [t.name for t in curves] == ["all", "second-access", "tinylfu"]
+    for t in curves:
+        pts = [p for p in plan["admission"][t.name]["curve"] if p["filled"] and p["dwpd"]]
+        assert list(t.x) == [p["dwpd"] for p in pts] and list(t.y) == [p["hit_ratio"] for p in pts]
+    assert "Admission: hit ratio vs DWPD" in [name for name, _ in FIGURES]
+    # the frontier's trade: at 4 GiB second-access writes 7x less than admit-all for 0.07 of hit ratio
+    top = {k: v["curve"][-1] for k, v in plan["admission"].items()}
+    assert top["second-access"]["dwpd"] < top["all"]["dwpd"] and top["second-access"]["hit_ratio"] < \
+        top["all"]["hit_ratio"]
+    (run / "plan.json").write_text(json.dumps({k: v for k, v in plan.items() if k != "admission"}))
+    assert admission_frontier([load_run(run)]) is None            # no --admission: no figure
