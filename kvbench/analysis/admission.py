@@ -40,6 +40,7 @@ class TierRun:
     fill_time_s: float           # trace time of the first eviction from t0 (NaN: never evicts)
     steady_writes: int           # blocks written in requests after the first eviction
     steady_window_s: float       # trace end - fill time (NaN: never evicts)
+    span_s: float = 0.0          # first arrival to the last request with blocks
 
     @property
     def hit_ratio(self) -> float:
@@ -111,9 +112,10 @@ def simulate_tier(trace, capacity_blocks: int, admission: str = "all", policy: s
         fill = t_fill - t0
     else:
         steady, window, fill = 0, float("nan"), float("nan")
+    span = times[last_with_blocks] - t0 if last_with_blocks >= 0 else 0.0
     return TierRun(admission=admission, capacity_blocks=cap, references=refs, hit_blocks=hits,
                    written=int(writes.sum()), rejected=rejected, fill_time_s=fill, steady_writes=steady,
-                   steady_window_s=window)
+                   steady_window_s=window, span_s=span)
 
 
 def parse_policies(text) -> tuple:
@@ -170,7 +172,9 @@ def tradeoff(trace, *, policies, block_bytes: int, scale, planned_bytes: float, 
         return {"capacity_bytes": float(cb), "hit_ratio": run.hit_ratio, "write_bytes_per_s": wb,
                 "dwpd": wb * SECONDS_PER_DAY / cb if wb else (0.0 if run.filled else None),
                 "residence_s": cb / wb if wb else None, "filled": run.filled, "turned_over": run.turned_over,
-                "written_blocks": run.written, "rejected_blocks": run.rejected}
+                "written_blocks": run.written, "rejected_blocks": run.rejected,
+                # all writes over the whole trace, warm-up included: what an unfilled tier was written at
+                "mean_write_bytes_per_s": run.written * wscale / run.span_s if run.span_s > 0 else None}
 
     out = {}
     for spec in policies:
@@ -193,7 +197,8 @@ def tradeoff(trace, *, policies, block_bytes: int, scale, planned_bytes: float, 
                   "dwpd_rating_equivalent": dwpd_eq, "workload_waf": waf, "reference_waf": ref,
                   "lifetime_years": life, "usd_per_day": usd})
         if not head.filled:
-            r["note"] = "the tier never evicts under this policy within the trace: no steady state"
+            r["note"] = ("the tier never evicts under this policy within the trace: no steady state "
+                         "(mean_write_bytes_per_s: its fill-phase writes over the whole trace)")
         curve = [row(simulate_tier(trace, c, spec)) for c in caps] + [row(head)]
         r["curve"] = sorted(curve, key=lambda x: x["capacity_bytes"])
         r["curve_capacities"] = grid_note

@@ -282,11 +282,13 @@ def _print(out: dict) -> None:
         click.echo(f"  {'policy':<24} {'hit':>6} {'writes/s':>11} {'DWPD':>8} {'host':>8} {'eq.DWPD':>8} {'$/day':>10}")
         for name, r in adm.items():
             w = r["write_bytes_per_s"]
-            click.echo(f"  {r['policy']:<24} {r['hit_ratio']:6.3f} "
-                       f"{(format_bytes(w) + '/s') if w is not None else 'n/a':>11} {_num(r['dwpd']):>8} "
+            wtxt = (format_bytes(w) + "/s") if w is not None else \
+                (f"({format_bytes(r['mean_write_bytes_per_s'])}/s)" if r.get("mean_write_bytes_per_s") else "n/a")
+            click.echo(f"  {r['policy']:<24} {r['hit_ratio']:6.3f} {wtxt:>11} {_num(r['dwpd']):>8} "
                        f"{_num(r['dwpd_host']):>8} {_num(r['dwpd_rating_equivalent']):>8} "
-                       f"{_money(r['usd_per_day']['total']):>10}" + ("" if r["steady_state"] == "measured"
-                                                                       else f"  ({r['steady_state']})"))
+                       f"{_money(r['usd_per_day']['total']):>10}" + (
+                           "" if r["steady_state"] == "measured" else "  (unfilled: fill-phase mean write rate)"
+                           if r["steady_state"] == "unfilled" else f"  ({r['steady_state']})"))
     pl = out.get("placement")
     if pl:
         click.echo(f"placement {pl['rule']} over {pl['streams']} streams ({pl['statement']}), "
