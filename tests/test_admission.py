@@ -301,3 +301,25 @@ def test_report_frontier_has_one_curve_per_policy(cli, tmp_path):
         top["all"]["hit_ratio"]
     (run / "plan.json").write_text(json.dumps({k: v for k, v in plan.items() if k != "admission"}))
     assert admission_frontier([load_run(run)]) is None            # no --admission: no figure
+
+
+def test_l4_admission_and_the_replay_config_mapping():
+    from kvbench.replay.kv import ReplayConfig, hierarchy_spec
+
+    # write-back L2 -> L3 -> L4, L4 under second-access: a block evicted from L3 reaches L4 only the second time
+    tr = _trace([[1], [2], [3], [1], [2], [3], [4], [5], [6]])
+    h = Hierarchy(HierarchySpec((TierSpec("l2", 1 * BB), TierSpec("l3", 1 * BB),
+                                 TierSpec("l4", 10 * BB, admission="second-access:ghost=5")), BB,
+                                write_policy="back"))
+    _, ev = h.run(tr.timestamp_s, tr.offsets, tr.keys)
+    l4 = ev[(ev["tier"] == 3) & (ev["op"] == EV_WRITE)]
+    # L3 evicts 1, 2, 3 (first sightings at L4: kept out), then 1, 2, 3 again (seen: written), then 4 (first)
+    assert l4["key"].tolist() == [1, 2, 3] and h.tier("l4").c.admission_rejects == 4
+    assert h.tier("l3").admission is None
+    cfg = ReplayConfig(trace="t", model="m", l3="x", l3_capacity=64 << 20, l4="/tmp", l4_capacity=1 << 30,
+                       admission="tinylfu", l4_admission="all")
+    spec = hierarchy_spec(cfg, BB)
+    assert {t.name: t.admission for t in spec.tiers} == {"l3": "tinylfu", "l4": "all"}
+    both = hierarchy_spec(ReplayConfig(trace="t", model="m", l3="x", l3_capacity=64 << 20, l4="/tmp",
+                                       l4_capacity=1 << 30, admission="prefix-depth:depth=4"), BB)
+    assert {t.name: t.admission for t in both.tiers} == {"l3": "prefix-depth:depth=4", "l4": "prefix-depth:depth=4"}
