@@ -4,7 +4,6 @@ LRU), retention, drive classes, WAF, deployment scale, prices and the CLI's JSON
 from __future__ import annotations
 
 import json
-import math
 from collections import OrderedDict
 
 import numpy as np
@@ -340,3 +339,34 @@ def test_plan_cli_bad_input(cli):
             "--deployment", "gpus=1,drives=1,drive_capacity=1TB,utilization=0.5", "--profile",
             "llama-3.1-8b-h200-trtllm-fp8")
     assert r.exit_code != 0 and "--rate and --deployment" in r.output
+
+
+def test_the_bill_counts_only_hits_whose_load_beats_recompute():
+    from kvbench.analysis.plan import loading_wins
+    from kvbench.analysis.recompute import Inequality, Tier
+    from kvbench.compute.profile import rate_profile
+
+    # 100-token blocks; recompute at 1,000 tok/s; load 1,000 B/token at 2 MB/s after 0.1 s: loading saves
+    # n (1/1000 - 1/2000) - 0.1 s, positive only past n* = 200 tokens
+    tr = make_trace([0, 1, 2, 3], [[1, 2, 3], [1], [1, 2, 3], [1, 2]], block_tokens=100)
+    c = steady_curve(tr, block_bytes=100_000)
+    ineq = Inequality(rate_profile(1000.0), bytes_per_token=1000, layers=1)
+    w = loading_wins(c, tr, 10, ineq, Tier("l3", 2e6, 0.1))
+    # hits: r1 100 tokens (loses), r2 300 (wins), r3 200 (a tie: not a win)
+    assert (w["hit_tokens"], w["winning_tokens"], w["fraction"]) == (600.0, 300.0, 0.5)
+    assert (w["requests_with_hits"], w["requests_loading_wins"]) == (3, 1)
+    # an LRU of 1 block keeps only the shallowest block touched last: r1 finds block 1, the others nothing
+    assert list(c.hit_blocks_per_request(1)) == [0, 1, 0, 0]
+
+
+def test_plan_load_tier_adds_the_conservative_bill(cli):
+    args = ("plan", "--trace", "mooncake-sample", "--model", "llama-3.1-8b", "--profile",
+            "llama-3.1-8b-h200-trtllm-fp8", "--sweep", "", "--json")
+    slow = json.loads(cli(*args, "--load-tier", "l3=1GB/s,100us").output)
+    fast = json.loads(cli(*args, "--load-tier", "l3=100GB/s,10us").output)
+    # 131,072 B/token at 1 GB/s loads slower than 39k tok/s recomputes: no hit pays; at 100 GB/s every one does
+    assert slow["drives"][0]["loading_wins"]["fraction"] == 0.0
+    assert fast["drives"][0]["loading_wins"]["fraction"] == 1.0
+    assert fast["usd_per_day_loading_wins"] == pytest.approx(fast["usd_per_day"])
+    recompute = slow["plans"][str(slow["answer"]["target"])][0]["usd_per_day"]["total"]
+    assert slow["usd_per_day_loading_wins"] > recompute > slow["usd_per_day"]

@@ -103,13 +103,13 @@ def test_failing_steps_leave_a_partial_job_with_a_report_and_exit_1(tmp_path, cl
     r = cli("run", "--model", "tiny-gqa", "--max-requests", "40", "--retentions", "", "-o", tmp_path / "partial.html")
     assert r.exit_code == 1, r.output[-2000:]
     assert calls == ["mrc", "simulate", "replay", "plan"]     # no replay run: nothing to probe or check
-    assert "the run is partial: step(s) mrc, replay, plan, check failed" in r.output
+    assert "the run is partial: step(s) mrc, simulate, replay, plan, check failed" in r.output
     job = next((tmp_path / "results").iterdir())
     summary = json.loads((job / "summary.json").read_text())
     assert summary["status"] == "partial" and "replay: simulated failure" in json.dumps(summary["steps"])
     assert not (job / "l3-store.bin").exists()
     html = (tmp_path / "partial.html").read_text()
-    assert "is <b>partial</b>" in html and "failed steps: mrc, replay, plan, check" in html
+    assert "is <b>partial</b>" in html and "failed steps: mrc, simulate, replay, plan, check" in html
 
 
 def test_ctrl_c_during_the_replay_removes_the_store_and_keeps_a_report(tmp_path, cli, monkeypatch):

@@ -145,6 +145,7 @@ def tradeoff(trace, *, policies, block_bytes: int, scale, planned_bytes: float, 
 
     ``scale`` is the plan's trace -> planned scale (time_scale, copies, block_bytes; ``blocks()``)."""
     from kvbench.analysis.cost import dram_usd_per_day, gpu_usd_per_day, ssd_usd_per_day
+    from kvbench.analysis.endurance import Rating, endurance, rating_equivalent_dwpd
 
     policies = parse_policies(policies)
     refs = int(np.asarray(trace.offsets)[-1] - np.asarray(trace.offsets)[0])
@@ -164,6 +165,7 @@ def tradeoff(trace, *, policies, block_bytes: int, scale, planned_bytes: float, 
         caps = [caps[i] for i in idx]
         grid_note += thinned
     ref = ssd_class.reference_waf if ssd_class.reference_waf is not None else waf
+    rating = Rating(dwpd=ssd_class.dwpd, warranty_years=ssd_class.warranty_years, reference_waf=ref)
     wscale = scale.time_scale * scale.copies * block_bytes
 
     def row(run: TierRun) -> dict:
@@ -184,9 +186,9 @@ def tradeoff(trace, *, policies, block_bytes: int, scale, planned_bytes: float, 
         ssd = r["capacity_bytes"] / store_fill
         wb = r["write_bytes_per_s"]
         dwpd_host = wb * SECONDS_PER_DAY / ssd if wb is not None else None
-        dwpd_eq = dwpd_host * waf / ref if dwpd_host is not None else None
-        life = (ssd_class.warranty_years * ssd_class.dwpd / dwpd_eq) if dwpd_eq else \
-            (math.inf if dwpd_eq == 0 else None)
+        dwpd_eq = rating_equivalent_dwpd(dwpd_host, waf, ref) if dwpd_host is not None else None
+        life = endurance(wb * SECONDS_PER_DAY, ssd, waf=waf, rating=rating).lifetime_years if wb is not None \
+            else None
         missed = max(0.0, tokens_per_day - refs_per_day * r["hit_ratio"] * block_tokens)
         usd = {"dram": dram_usd_per_day(dram_bytes, prices), "ssd": ssd_usd_per_day(ssd, ssd_class, life),
                "gpu": gpu_usd_per_day(missed, tokens_per_s, prices)}

@@ -12,7 +12,6 @@ import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import numpy as np
 
 from kvbench.errors import SpecError
 from kvbench.spec.presets import load_preset

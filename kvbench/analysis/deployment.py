@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-import numpy as np
 
 from kvbench.errors import SpecError
 
@@ -137,12 +136,3 @@ def scale(dep: Deployment, *, tokens_per_s_per_gpu: float, hit_curve, trace_rate
                           "or fewer GPUs per drive lower DWPD; a retention limit lowers the capacity needed "
                           "(write rate x retention), not the writes",
     }
-
-
-def first_principles_table(rows, *, drive_capacity_bytes: float = 7.68e12, utilization: float = 0.5) -> list[dict]:
-    """Host DWPD per drive with one drive per GPU for (name, tokens/s per GPU, KV bytes/token) rows."""
-    out = []
-    for name, tps, b in rows:
-        d = utilization * tps * b * SECONDS_PER_DAY / drive_capacity_bytes
-        out.append({"name": name, "tokens_per_s": tps, "bytes_per_token": b, "dwpd_host": float(np.round(d, 6))})
-    return out

@@ -24,7 +24,8 @@ import numpy as np
 
 from kvbench.analysis import capacity as cap
 from kvbench.analysis import residence as res
-from kvbench.analysis.cost import (GB, Prices, dram_usd_per_day, gpu_usd_per_day, ssd_usd_per_day,
+from kvbench.analysis.endurance import Rating, endurance, endurance_residence_s, rating_equivalent_dwpd
+from kvbench.analysis.cost import (Prices, dram_usd_per_day, gpu_usd_per_day, ssd_usd_per_day,
                                    usd_per_recomputed_token)
 from kvbench.errors import SpecError
 
@@ -64,6 +65,7 @@ class PlanOptions:
     waf_source: str = "given (--waf)"
     write_policies: bool = True           # simulate the tiers under write-through and write-back
     deployment: object = None             # kvbench.analysis.deployment.Deployment
+    load_tier: object = None              # kvbench.analysis.recompute.Tier: the SSD tier's measured speed
     admission: tuple = ()                 # admission policies to trade off (kvbench.analysis.admission)
     placement: str | None = None          # FTL placement rule for the store's WAF with separation
     streams: int = 2
@@ -191,15 +193,26 @@ def retention_row(steady, hit_curve, retention_s: float, sc: _Scale) -> dict:
     return r
 
 
+def loading_wins(steady, trace, capacity_blocks: float, inequality, tier) -> dict:
+    """Of the prompt tokens an LRU tier of ``capacity_blocks`` serves, those whose request loads its hit prefix
+    faster than recomputing it (kvbench check's inequality at that prefix length)."""
+    hits = steady.hit_blocks_per_request(capacity_blocks)
+    tokens = np.minimum(hits * trace.block_tokens, trace.input_tokens).astype(np.float64)
+    wins = (tokens > 0) & (inequality.margin(tier, tokens) > 0)
+    total = float(tokens.sum())
+    return {"hit_tokens": total, "winning_tokens": float(tokens[wins].sum()),
+            "fraction": float(tokens[wins].sum()) / total if total > 0 else 1.0,
+            "requests_with_hits": int(np.count_nonzero(tokens > 0)), "requests_loading_wins": int(wins.sum())}
+
+
 def size_drive_class(cls, *, steady, hit_curve, sc: _Scale, need_bytes: float, need_reason: str, waf: float,
                      store_fill: float, dram_bytes: float, prices: Prices, tokens_per_day: float,
-                     hit_tokens_per_day_at, tokens_per_s: float) -> dict:
+                     hit_tokens_per_day_at, tokens_per_s: float, wins_at=None) -> dict:
     """One drive class: the capacity that meets the need and the rating, which binds, DWPD, lifetime, the bill."""
     ref = cls.reference_waf if cls.reference_waf is not None else waf
     ref_note = (f"reference WAF {cls.reference_waf:g} (the rating's workload)" if cls.reference_waf is not None
                 else "no reference WAF given: the rating is taken at this workload's WAF")
-    # endurance: rating-equivalent DWPD = W 86400 fill waf / (C ref) <= rated  <=>  T(C) >= 86400 fill waf/(ref rated)
-    need_residence = SECONDS_PER_DAY * store_fill * waf / (ref * cls.dwpd)
+    need_residence = endurance_residence_s(cls.dwpd, waf=waf, reference_waf=ref, store_fill=store_fill)
     r_end = res.residence_for(steady, need_residence, time_scale=sc.time_scale, copies=sc.copies)
     end_bytes = r_end["capacity_bytes"] or 0.0
     store = max(need_bytes, end_bytes)
@@ -212,14 +225,24 @@ def size_drive_class(cls, *, steady, hit_curve, sc: _Scale, need_bytes: float, n
     ssd = store / store_fill
     wb = st["write_bytes_per_s"]
     dwpd_host = wb * SECONDS_PER_DAY / ssd if wb is not None else None
-    dwpd_eq = dwpd_host * waf / ref if dwpd_host is not None else None
-    lifetime = (cls.warranty_years * cls.dwpd / dwpd_eq) if dwpd_eq else (math.inf if dwpd_eq == 0 else None)
+    dwpd_eq = rating_equivalent_dwpd(dwpd_host, waf, ref) if dwpd_host is not None else None
+    lifetime = None
+    if wb is not None:
+        rating = Rating(dwpd=cls.dwpd, warranty_years=cls.warranty_years, reference_waf=ref)
+        lifetime = endurance(wb * SECONDS_PER_DAY, ssd, waf=waf, rating=rating).lifetime_years
     hit = float(hit_curve.at(sc.blocks(store)))
     missed = max(0.0, tokens_per_day - hit_tokens_per_day_at(hit))
     usd = {"dram": dram_usd_per_day(dram_bytes, prices),
            "ssd": ssd_usd_per_day(ssd, cls, lifetime if lifetime is not None else None),
            "gpu": gpu_usd_per_day(missed, tokens_per_s, prices)}
     usd["total"] = sum(usd.values())
+    wins = None
+    if wins_at is not None:
+        # the conservative bill: a hit saves prefill only where loading that prefix beats recomputing it
+        wins = wins_at(sc.blocks(store))
+        gpu_cons = gpu_usd_per_day(max(0.0, tokens_per_day - hit_tokens_per_day_at(hit) * wins["fraction"]),
+                                   tokens_per_s, prices)
+        usd["total_loading_wins"] = usd["total"] - usd["gpu"] + gpu_cons
     n = ssd / need_bytes if need_bytes > 0 else None
     if bound == "endurance":
         why = (f"endurance: a {cls.dwpd:g}-DWPD drive must be large enough that KV stays "
@@ -237,7 +260,7 @@ def size_drive_class(cls, *, steady, hit_curve, sc: _Scale, need_bytes: float, n
         "dwpd_rating_equivalent": dwpd_eq, "workload_waf": waf, "reference_waf": ref, "reference_note": ref_note,
         "lifetime_years": lifetime, "ssd_per_dram": n, "ssd_per_dram_reason": why,
         "drive_capacity_bytes": cls.drive_capacity_bytes, "drives": drives, "usd_per_day": usd,
-        "steady_state": st["state"], "basis": st["basis"],
+        "steady_state": st["state"], "basis": st["basis"], "loading_wins": wins,
     }
 
 
@@ -292,6 +315,97 @@ def simulate_write_policies(trace, *, block_bytes: int, l2_blocks: int, l3_block
     return out
 
 
+def device_waf(opt: PlanOptions, block_bytes: int) -> tuple[float, str, dict]:
+    """The L3 store's device WAF: given or measured, else the FTL model of the layout (both layouts modelled,
+    so the comparison shows what the layout does to the NAND)."""
+    from kvbench.analysis.ftl import layout_waf
+
+    if opt.waf is not None:
+        return float(opt.waf), opt.waf_source, {}
+    wafs = {name: layout_waf(name, block_bytes, erase_block_bytes=opt.erase_block_bytes, op=opt.ssd_op,
+                             gc=opt.gc)[0] for name in LAYOUT_NAMES}
+    return wafs[opt.layout], (f"FTL model: {opt.layout} layout, {block_bytes} B slots, op {opt.ssd_op:g}, "
+                              f"{opt.erase_block_bytes >> 20} MiB erase units, {opt.gc} GC"), wafs
+
+
+@dataclass(frozen=True, eq=False)
+class _Ctx:
+    """What every target's sizing shares: the curves, the scale, the bill's rates."""
+
+    trace: object
+    steady: res.SteadyCurve
+    hit_curve: cap.HitCurve
+    sc: _Scale
+    opt: PlanOptions
+    prices: Prices
+    waf: float
+    tokens_per_s: float
+    tokens_per_day: float
+    refs_per_day: float
+    knee_blocks: float
+    retention: dict | None
+    wins_at: object = None
+
+    def hit_tokens_per_day(self, h: float) -> float:
+        return self.refs_per_day * h * self.trace.block_tokens
+
+
+def plan_target(ctx: _Ctx, t: float) -> tuple[dict, list | None, list | None]:
+    """One hit-ratio target: its need (hit capacity or retention), every drive class sized for it, the bill."""
+    opt, sc, hit_curve, prices = ctx.opt, ctx.sc, ctx.hit_curve, ctx.prices
+    cb = cap.capacity_for_target(hit_curve, t, relative=opt.relative)
+    ret_bytes = (ctx.retention or {}).get("capacity_bytes")
+    if cb is None and not ret_bytes:
+        return ({"reachable": False, "target_hit_ratio": cap.target_hit(hit_curve, t, relative=opt.relative),
+                 "infinite_hit_ratio": hit_curve.infinite_hit_ratio}, None, None)
+    # the need: the hit target's capacity and the retention's, whichever is larger (a target the trace cannot
+    # reach leaves the retention alone)
+    hit_bytes = sc.bytes(cb) if cb is not None else None
+    need, reason = (hit_bytes, f"hit-ratio target {t:g}") if cb is not None else (0.0, "")
+    if ret_bytes and ret_bytes > need:
+        need, reason = ret_bytes, f"retention {opt.retention_s:g} s"
+    cb = cb if cb is not None else sc.blocks(need)
+    l2 = min(float(opt.dram_bytes) if opt.dram_bytes is not None else sc.bytes(min(ctx.knee_blocks, cb)), need)
+    st = steady_at(ctx.steady, need, sc)
+    rows = [size_drive_class(c, steady=ctx.steady, hit_curve=hit_curve, sc=sc, need_bytes=need, need_reason=reason,
+                             waf=ctx.waf, store_fill=opt.store_fill, dram_bytes=l2, prices=prices,
+                             tokens_per_day=ctx.tokens_per_day, hit_tokens_per_day_at=ctx.hit_tokens_per_day,
+                             tokens_per_s=ctx.tokens_per_s, wins_at=ctx.wins_at) for c in prices.ssd.values()]
+    chosen = opt.ssd_class or min(rows, key=lambda r: r["usd_per_day"]["total"])["class"]
+    pick = next(r for r in rows if r["class"] == chosen)
+    hit = float(hit_curve.at(sc.blocks(need)))
+    recompute_day = gpu_usd_per_day(ctx.tokens_per_day, ctx.tokens_per_s, prices)
+    gpu_hit = gpu_usd_per_day(max(0.0, ctx.tokens_per_day - ctx.hit_tokens_per_day(hit)), ctx.tokens_per_s, prices)
+    dram_only = {"dram": dram_usd_per_day(need, prices), "ssd": 0.0, "gpu": gpu_hit}
+    dram_only["total"] = sum(dram_only.values())
+    plans = [
+        {"name": "recompute", "dram_bytes": 0, "ssd_bytes": 0, "hit_ratio": 0.0,
+         "usd_per_day": {"dram": 0.0, "ssd": 0.0, "gpu": recompute_day, "total": recompute_day}},
+        {"name": "dram-only", "dram_bytes": need, "ssd_bytes": 0, "hit_ratio": hit, "usd_per_day": dram_only},
+    ] + [{"name": f"dram+ssd:{r['class']}", "dram_bytes": l2, "ssd_bytes": r["capacity_bytes"],
+          "hit_ratio": r["hit_ratio"], "ssd_class": r["class"], "usd_per_day": r["usd_per_day"]} for r in rows]
+    for p in plans:
+        p["gpu_hours_per_day"] = p["usd_per_day"]["gpu"] / prices.gpu_usd_per_hour
+    value_per_hit = ctx.trace.block_tokens * usd_per_recomputed_token(ctx.tokens_per_s, prices)
+    entry = {
+        "reachable": hit_bytes is not None, "target_hit_ratio": cap.target_hit(hit_curve, t, relative=opt.relative),
+        "hit_ratio": hit, "hit_capacity_bytes": hit_bytes, "need_bytes": need, "need": reason,
+        "l2_bytes": l2, "l3_bytes": pick["capacity_bytes"], "write_bytes_per_s": st["write_bytes_per_s"],
+        "l3_write_bytes_per_day": (st["write_bytes_per_s"] or 0.0) * SECONDS_PER_DAY,
+        "residence_s": st["residence_s"], "dwpd": st["dwpd"], "steady_state": st["state"],
+        "ssd_class": chosen, "bound": pick["bound"], "ssd_bytes": pick["capacity_bytes"],
+        "dwpd_host": pick["dwpd_host"], "dwpd_rating_equivalent": pick["dwpd_rating_equivalent"],
+        "lifetime_years": pick["lifetime_years"], "ssd_per_dram_gb": pick["ssd_per_dram"],
+        # where one more GB stops paying for itself (marginal hits x a hit's prefill value vs its daily cost)
+        "pays_until_bytes": {
+            name: sc.bytes(cap.pays_until(hit_curve, value_per_hit_per_day=value_per_hit,
+                                          refs_per_day=ctx.refs_per_day / sc.copies, cost_per_block_per_day=cost))
+            for name, cost in (("dram", dram_usd_per_day(sc.block_bytes, prices)),
+                               ("ssd", ssd_usd_per_day(sc.block_bytes, prices.ssd[chosen], None)))},
+    }
+    return entry, plans, rows
+
+
 def _profile(trace, warmup):
     from kvbench.analysis.curves import exact_profile
 
@@ -300,13 +414,12 @@ def _profile(trace, warmup):
 
 def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, options: PlanOptions,
                bytes_per_token: float | None = None, compute: dict | None = None, model: str = "",
-               measured: dict | None = None) -> dict:
+               measured: dict | None = None, profile=None, kv=None) -> dict:
     """Steady-state capacity, DWPD, residence, drives per class and the bill for one trace.
 
-    ``measured``: what a replay run measured (``waf``, ``waf_source``, ``l3_write_bytes``...), reported beside
+    ``kv``: the model (its per-layer load bytes for the load-vs-recompute bill); ``measured``: what a replay run
+    measured (``waf``, ``waf_source``, ``l3_write_bytes``...), reported beside
     the steady-state numbers; a run's device WAF replaces the FTL model's."""
-    from kvbench.analysis.ftl import layout_waf
-
     opt = options.validate()
     n = int(trace.n_requests)
     span = float(trace.duration_s)
@@ -322,18 +435,8 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
     blocks_per_req = steady.references / n
     bpt = float(bytes_per_token or block_bytes / trace.block_tokens)
 
-    # device WAF of the L3 store: given/measured, else the FTL model of the layout
     layout = opt.layout
-    layout_wafs = {}
-    if opt.waf is None:
-        for name in LAYOUT_NAMES:
-            layout_wafs[name] = layout_waf(name, block_bytes, erase_block_bytes=opt.erase_block_bytes,
-                                           op=opt.ssd_op, gc=opt.gc)[0]
-        waf = layout_wafs[layout]
-        waf_source = (f"FTL model: {layout} layout, {block_bytes} B slots, op {opt.ssd_op:g}, "
-                      f"{opt.erase_block_bytes >> 20} MiB erase units, {opt.gc} GC")
-    else:
-        waf, waf_source = float(opt.waf), opt.waf_source
+    waf, waf_source, layout_wafs = device_waf(opt, block_bytes)
 
     # the planned rate: given, a deployment's, or the trace's own
     deployment = None
@@ -357,8 +460,16 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
     refs_per_day = steady.references / span * ratio * SECONDS_PER_DAY
     tokens_per_day = tokens_per_req * rate * SECONDS_PER_DAY
 
-    def hit_tokens_per_day(h):
-        return refs_per_day * h * trace.block_tokens
+    wins_at = None
+    if opt.load_tier is not None:
+        from kvbench.analysis.recompute import Inequality
+        from kvbench.compute.profile import rate_profile
+
+        # a hit loads what the model's layers hold for its prefix (a sliding window at most its window)
+        ineq = Inequality(profile or rate_profile(tokens_per_s), bytes_per_token=bpt, layers=1, kv=kv)
+
+        def wins_at(c_blocks):
+            return loading_wins(steady, trace, c_blocks, ineq, opt.load_tier)
 
     knee_blocks = cap.knee(hit_curve)
     curve_rows = capacity_curve(steady, hit_curve, list(opt.capacities) or default_capacities(steady, sc), sc)
@@ -366,58 +477,19 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
     sweep = [retention_row(steady, hit_curve, r, sc)
              for r in sorted(set(opt.sweep) | ({opt.retention_s} if opt.retention_s else set()))]
 
+    ctx = _Ctx(trace=trace, steady=steady, hit_curve=hit_curve, sc=sc, opt=opt, prices=prices, waf=waf,
+               tokens_per_s=tokens_per_s, tokens_per_day=tokens_per_day, refs_per_day=refs_per_day,
+               knee_blocks=knee_blocks, retention=retention, wins_at=wins_at)
     per_target, plans, drives_by_target = {}, {}, {}
     capacity_bytes = {"l2": {}, "l3": {}}
     for t in opt.targets:
         k = _key(t)
-        cb = cap.capacity_for_target(hit_curve, t, relative=opt.relative)
-        ret_bytes = (retention or {}).get("capacity_bytes")
-        if cb is None and not ret_bytes:
-            per_target[k] = {"reachable": False, "target_hit_ratio": cap.target_hit(hit_curve, t, relative=opt.relative),
-                             "infinite_hit_ratio": hit_curve.infinite_hit_ratio}
+        per_target[k], rows_plans, rows = plan_target(ctx, t)
+        if rows is None:
             capacity_bytes["l2"][k] = capacity_bytes["l3"][k] = None
             continue
-        # the need: the hit target's capacity and the retention's, whichever is larger (a target the trace
-        # cannot reach leaves the retention alone)
-        hit_bytes = sc.bytes(cb) if cb is not None else None
-        need, reason = (hit_bytes, f"hit-ratio target {t:g}") if cb is not None else (0.0, "")
-        if ret_bytes and ret_bytes > need:
-            need, reason = ret_bytes, f"retention {opt.retention_s:g} s"
-        cb = cb if cb is not None else sc.blocks(need)
-        l2 = float(opt.dram_bytes) if opt.dram_bytes is not None else sc.bytes(min(knee_blocks, cb))
-        l2 = min(l2, need)
-        st = steady_at(steady, need, sc)
-        rows = [size_drive_class(c, steady=steady, hit_curve=hit_curve, sc=sc, need_bytes=need, need_reason=reason,
-                                 waf=waf, store_fill=opt.store_fill, dram_bytes=l2, prices=prices,
-                                 tokens_per_day=tokens_per_day, hit_tokens_per_day_at=hit_tokens_per_day,
-                                 tokens_per_s=tokens_per_s) for c in prices.ssd.values()]
-        chosen = opt.ssd_class or min(rows, key=lambda r: r["usd_per_day"]["total"])["class"]
-        pick = next(r for r in rows if r["class"] == chosen)
-        hit = float(hit_curve.at(sc.blocks(need)))
-        recompute_day = gpu_usd_per_day(tokens_per_day, tokens_per_s, prices)
-        gpu_hit = gpu_usd_per_day(max(0.0, tokens_per_day - hit_tokens_per_day(hit)), tokens_per_s, prices)
-        dram_only = {"dram": dram_usd_per_day(need, prices), "ssd": 0.0, "gpu": gpu_hit}
-        dram_only["total"] = sum(dram_only.values())
-        plans[k] = [
-            {"name": "recompute", "dram_bytes": 0, "ssd_bytes": 0, "hit_ratio": 0.0,
-             "usd_per_day": {"dram": 0.0, "ssd": 0.0, "gpu": recompute_day, "total": recompute_day}},
-            {"name": "dram-only", "dram_bytes": need, "ssd_bytes": 0, "hit_ratio": hit, "usd_per_day": dram_only},
-        ] + [{"name": f"dram+ssd:{r['class']}", "dram_bytes": l2, "ssd_bytes": r["capacity_bytes"],
-              "hit_ratio": r["hit_ratio"], "ssd_class": r["class"], "usd_per_day": r["usd_per_day"]} for r in rows]
-        for p in plans[k]:
-            p["gpu_hours_per_day"] = p["usd_per_day"]["gpu"] / prices.gpu_usd_per_hour
-        capacity_bytes["l2"][k], capacity_bytes["l3"][k] = l2, pick["capacity_bytes"]
-        drives_by_target[k] = rows
-        per_target[k] = {
-            "reachable": hit_bytes is not None, "target_hit_ratio": cap.target_hit(hit_curve, t, relative=opt.relative),
-            "hit_ratio": hit, "hit_capacity_bytes": hit_bytes, "need_bytes": need, "need": reason,
-            "l2_bytes": l2, "l3_bytes": pick["capacity_bytes"], "write_bytes_per_s": st["write_bytes_per_s"],
-            "l3_write_bytes_per_day": (st["write_bytes_per_s"] or 0.0) * SECONDS_PER_DAY,
-            "residence_s": st["residence_s"], "dwpd": st["dwpd"], "steady_state": st["state"],
-            "ssd_class": chosen, "bound": pick["bound"], "ssd_bytes": pick["capacity_bytes"],
-            "dwpd_host": pick["dwpd_host"], "dwpd_rating_equivalent": pick["dwpd_rating_equivalent"],
-            "lifetime_years": pick["lifetime_years"], "ssd_per_dram_gb": pick["ssd_per_dram"],
-        }
+        plans[k], drives_by_target[k] = rows_plans, rows
+        capacity_bytes["l2"][k], capacity_bytes["l3"][k] = per_target[k]["l2_bytes"], per_target[k]["ssd_bytes"]
     head = _key(opt.targets[0])
     drives = drives_by_target.get(head, [])
     primary = per_target[head]
@@ -483,6 +555,9 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
         "lifetime_years": pick["lifetime_years"] if pick else None,
         "ssd_per_dram_gb": pick["ssd_per_dram"] if pick else None,
         "usd_per_day": pick["usd_per_day"]["total"] if pick else None,
+        "usd_per_day_loading_wins": pick["usd_per_day"].get("total_loading_wins") if pick else None,
+        "load_tier": ({"name": opt.load_tier.name, "bandwidth_bytes_per_s": opt.load_tier.bandwidth_bytes_per_s,
+                       "latency_s": opt.load_tier.latency_s} if opt.load_tier is not None else None),
         "l3_write_bytes_per_day": (pick["write_bytes_per_s"] or 0.0) * SECONDS_PER_DAY if pick else None,
         "nand_bytes_per_day": (pick["write_bytes_per_s"] or 0.0) * SECONDS_PER_DAY * waf if pick else None,
         "waf": waf, "waf_source": waf_source, "layouts": layouts, "write_policies": policies,
@@ -496,8 +571,9 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
             "first eviction on; residence T(C) = C / W(C); DWPD = 86400 / T(C)",
             "rating-equivalent DWPD = host DWPD x workload WAF / the class's reference WAF (the rating's workload)",
             "L2 DRAM sized at the curve's knee (or --dram); L3 SSD holds the whole working set (inclusive)",
-            "a hit block saves block_tokens tokens of prefill; GPU cost is linear in recomputed tokens "
-            "(optimistic where loading a short prefix is slower than recomputing it: see kvbench check)",
+            "a hit block saves block_tokens tokens of prefill; GPU cost is linear in recomputed tokens; "
+            "usd_per_day counts every hit, usd_per_day_loading_wins (with --load-tier) only hits whose load beats "
+            "recomputing that prefix",
             f"prices '{prices.name}' dated {prices.date}: {prices.status}",
         ],
     }
@@ -538,9 +614,16 @@ def answer(out: dict) -> dict:
                      f"{d['ssd_per_dram_reason']}.")
         plans = out["plans"][head]
         rec = plans[0]["usd_per_day"]["total"]
+        cons = d["usd_per_day"].get("total_loading_wins")
+        w = d.get("loading_wins") or {}
         lines.append(f"Cost: ${d['usd_per_day']['total']:,.2f}/day (DRAM, SSD and the GPU time of the misses) "
                      f"against ${rec:,.2f}/day recomputing every prompt ({out['prices']['name']} prices, "
-                     f"{out['prices']['status']}).")
+                     f"{out['prices']['status']})"
+                     + (f"; ${cons:,.2f}/day counting only the hits whose load beats recompute "
+                        f"({100 * w.get('fraction', 0):.0f}% of hit tokens at {out['load_tier']['name']}'s "
+                        "measured speed)." if cons is not None else
+                        "; every hit counted as saved prefill (give --load-tier to count only hits whose load beats "
+                        "recompute)."))
     dep = out.get("deployment")
     if dep:
         lines.append(f"Deployment: {dep['gpus']:g} GPUs at utilization {dep['utilization']:g} compute "

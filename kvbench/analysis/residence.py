@@ -116,6 +116,14 @@ class SteadyCurve:
     span_s: float
     block_bytes: int
     new_blocks_per_s: float = 0.0    # first touches per second over the trace's second half (compulsory writes)
+    distances: np.ndarray | None = None   # LRU stack distance of every reference (touch order; cold = distinct + 1)
+    request_of_ref: np.ndarray | None = None
+
+    def hit_blocks_per_request(self, capacity_blocks: float) -> np.ndarray:
+        """Blocks each request finds resident in an LRU tier of ``capacity_blocks`` (a prefix of its blocks)."""
+        n_req = int(self.request_of_ref[-1]) + 1 if self.request_of_ref.size else 0
+        hit = (self.distances <= np.floor(capacity_blocks)) & (self.distances <= self.distinct)   # cold: never
+        return np.bincount(self.request_of_ref[hit], minlength=n_req)
 
     @property
     def capacities(self) -> np.ndarray:
@@ -228,7 +236,9 @@ def steady_curve(trace, *, block_bytes: int) -> SteadyCurve:
     new_rate = float(np.count_nonzero(t_first > half)) / (t_end - half) if t_end > half else 0.0
     return SteadyCurve(fill_time_s=fill - t0, steady_writes=steady, write_blocks_per_s=w, warmup_writes=warm,
                        distinct=d, references=n, span_s=t_end - t0, block_bytes=int(block_bytes),
-                       new_blocks_per_s=new_rate)
+                       new_blocks_per_s=new_rate, distances=dist,
+                       request_of_ref=np.repeat(np.arange(trace.n_requests, dtype=np.int64),
+                                                trace.blocks_per_request))
 
 
 def residence_for(curve: SteadyCurve, residence_s: float, *, time_scale: float = 1.0, copies: float = 1.0) -> dict:

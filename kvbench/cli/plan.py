@@ -79,6 +79,9 @@ def _run_iolog_waf(run_dir: str, capacity: float | None, op: float, erase_block:
 @click.option("--deployment", default=None, metavar="SPEC",
               help="Scale the workload to a server: gpus=G,drives=D,drive_capacity=CAP,utilization=U (with "
                    "--profile): the GPUs compute U x the profile's prefill tokens/s of missed tokens.")
+@click.option("--load-tier", default=None, metavar="NAME=BW,LAT",
+              help="The SSD tier's load speed (e.g. l3=6.5GB/s,90us): the bill then also counts only the hits whose "
+                   "load beats recomputing that prefix (usd_per_day_loading_wins).")
 @click.option("--run", "run_dir", type=click.Path(file_okay=False), default=None,
               help="A replay run folder: its measured device WAF (SMART/OCP or its I/O through the FTL model).")
 @click.option("--prices", default="2025-h2", show_default=True, help="Price preset name or TOML path.")
@@ -98,6 +101,10 @@ def _run_iolog_waf(run_dir: str, capacity: float | None, op: float, erase_block:
               help="Fraction of requests excluded from hit ratios (cold start); steady-state writes exclude "
                    "warm-up by definition.")
 @click.option("--block-tokens", type=int, default=None, help="Override the trace's tokens per block.")
+@click.option("--report", "report_path", default=None, is_flag=False, flag_value="auto", metavar="[HTML]",
+              help="Also write the plan as a run folder under --results and a self-contained HTML report "
+                   "(default reports/<run>.html) whose first section states the answer.")
+@click.option("--results", "results_root", default="results", show_default=True, help="Folder for the run folder.")
 @click.option("--admission", default=None, metavar="LIST",
               help="Admission policies to trade off at the planned capacity (the first of --capacities, else the "
                    "headline target's), e.g. all,second-access,tinylfu,prefix-depth:depth=8,threshold:min_blocks=4: "
@@ -108,8 +115,9 @@ def _run_iolog_waf(run_dir: str, capacity: float | None, op: float, erase_block:
 @click.option("--streams", type=int, default=2, show_default=True, help="Write streams for --placement.")
 @json_option
 def plan_cmd(trace_path, model, targets, absolute, retention, capacities, sweep, rate, rate_model, deployment,
-             run_dir, prices, price_overrides, profile_name, recompute_tokens_per_s, layout, ssd_op, erase_block,
-             waf, dram_bytes, ssd_class, store_fill, warmup, block_tokens, admission, placement, streams, as_json):
+             load_tier, run_dir, prices, price_overrides, profile_name, recompute_tokens_per_s, layout, ssd_op, erase_block,
+             waf, dram_bytes, ssd_class, store_fill, warmup, block_tokens, report_path, results_root, admission, placement,
+             streams, as_json):
     """Plan DRAM and SSD for a trace at steady state: hit ratio, write rate, residence time and DWPD against
     capacity; the tier that keeps KV for a retention; per drive class the capacity that meets the hit target
     and the rating (which binds), lifetime, SSD per GB of DRAM and the cost per day against recomputing."""
@@ -138,6 +146,7 @@ def plan_cmd(trace_path, model, targets, absolute, retention, capacities, sweep,
     price_table = load_prices(prices, price_overrides)
     if profile_name and recompute_tokens_per_s:
         raise UsageError("--profile and --recompute-tokens-per-s are exclusive", "give one prefill rate source")
+    prof = None
     if profile_name:
         from kvbench.compute.profile import load_profile
 
@@ -172,17 +181,44 @@ def plan_cmd(trace_path, model, targets, absolute, retention, capacities, sweep,
                        rate=rate, rate_model=rate_model, warmup=warmup, layout=layout, ssd_op=ssd_op,
                        erase_block_bytes=erase_block, store_fill=store_fill, dram_bytes=dram_bytes,
                        ssd_class=ssd_class, waf=waf, waf_source=waf_source, capacities=caps, sweep=sweep_s,
-                       deployment=dep, admission=_admission_list(admission),
-                       placement=placement, streams=streams)
+                       deployment=dep, load_tier=_load_tier(load_tier),
+                       admission=_admission_list(admission), placement=placement, streams=streams)
     out = build_plan(trace, block_bytes=block_bytes, prices=price_table, tokens_per_s=tokens_per_s, options=opts,
-                     bytes_per_token=spec.bytes_per_token, compute=compute, model=spec.name, measured=measured)
+                     bytes_per_token=spec.stored_bytes_per_token(trace.block_tokens), compute=compute,
+                     model=spec.name, measured=measured, profile=prof, kv=spec)
     if run_dir:
         out["run"] = str(run_dir)
         out["write_amplification"] = measured["write_amplification"]
+    if report_path:
+        out["run_dir"], out["report"] = _write_report(out, report_path, results_root)
     if as_json:
         emit_json(out)
         return
     _print(out)
+
+
+def _write_report(out: dict, report_path: str, results_root: str) -> tuple[str, str]:
+    """A run folder holding the plan (plan.json, retention.json) and its HTML report."""
+    import sys
+
+    from kvbench.metrics.run import RunDir
+    from kvbench.report import build_report, default_report_path
+
+    rd = RunDir.create("plan", {"trace": out["trace"], "model": out["model"], "argv": sys.argv[1:]}, root=results_root)
+    rd.write_json("plan.json", out)
+    rd.write_json("retention.json", out["retention_sweep"])
+    rd.write_summary({"answer": out["answer"]}, status="complete")
+    dest = default_report_path([rd.path]) if report_path == "auto" else Path(report_path)
+    path, _ = build_report([rd.path], dest, title=f"kvbench plan: {Path(out['trace']).name}, {out['model']}")
+    return str(rd.path), str(path)
+
+
+def _load_tier(text):
+    if not text:
+        return None
+    from kvbench.analysis.recompute import parse_tier
+
+    return parse_tier(text if "=" in text else f"l3={text}")
 
 
 def _admission_list(text) -> tuple:
@@ -297,6 +333,8 @@ def _print(out: dict) -> None:
                        for name, r in pl["policies"].items()))
     for w in out.get("warnings", []):
         click.echo(f"warning: {w}")
+    if out.get("report"):
+        click.echo(f"report: {out['report']}\nrun_dir: {out['run_dir']}")
 
 
 COMMANDS = [plan_cmd]

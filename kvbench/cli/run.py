@@ -212,17 +212,6 @@ def _g(v) -> str:
     return f"{v:.4g}" if isinstance(v, (int, float)) and not isinstance(v, bool) else "n/a"
 
 
-def _first_number(obj):
-    if isinstance(obj, (int, float)) and not isinstance(obj, bool):
-        return float(obj)
-    if isinstance(obj, dict):
-        for v in obj.values():
-            got = _first_number(v)
-            if got is not None:
-                return got
-    return None
-
-
 @click.command("run")
 @click.option("--trace", default=DEFAULT_TRACE, show_default=True, help="Trace file or built-in trace name.")
 @click.option("--model", default=DEFAULT_MODEL, show_default=True, help="Model preset (KV bytes per token).")
@@ -263,7 +252,9 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
 
     from kvbench.units import parse_duration
 
-    retention_s = [parse_duration(x.strip(), what="--retentions") for x in retentions.split(",") if x.strip()]
+    for x in retentions.split(","):       # a bad retention fails here, before any step runs
+        if x.strip():
+            parse_duration(x.strip(), what="--retentions")
     if not duration > 0:
         from kvbench.errors import UsageError
 
@@ -359,7 +350,9 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
 
         t = prog.step("steady-state capacity, DWPD and residence at the deployment (kvbench plan)")
         popts = {"trace": trace_path, "model": spec.name, "run": replay_dir, "deployment": deployment,
-                 "profile": compute_profile, "sweep": retentions}
+                 "profile": compute_profile, "sweep": retentions,
+                 "load_tier": next((p.tier_arg() for p in probes if p.name == "l3" and p.bandwidth_bytes_per_s > 0),
+                                   None)}
         st = step("plan", ["plan"], (), popts)
         plan = st.result or {}
         if st.result:

@@ -69,8 +69,8 @@ def answer_html(runs: list[RunData]) -> str | None:
     for rd in runs:
         lines = answer_sentences(rd)
         if lines:
-            head = f"<b>{_esc(rd.label)}</b>: " if len(runs) > 1 else ""
-            parts.append(f"<p class='answer'>{head}{' '.join(_esc(x) for x in lines)}</p>")
+            head = f"<p><b>{_esc(rd.label)}</b></p>" if len(runs) > 1 else ""
+            parts.append(f"{head}<ul class='answer'>{''.join(f'<li>{_esc(x)}</li>' for x in lines)}</ul>")
     return "".join(parts) or None
 
 
