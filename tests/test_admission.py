@@ -323,3 +323,38 @@ def test_l4_admission_and_the_replay_config_mapping():
     both = hierarchy_spec(ReplayConfig(trace="t", model="m", l3="x", l3_capacity=64 << 20, l4="/tmp",
                                        l4_capacity=1 << 30, admission="prefix-depth:depth=4"), BB)
     assert {t.name: t.admission for t in both.tiers} == {"l3": "prefix-depth:depth=4", "l4": "prefix-depth:depth=4"}
+
+
+def test_plan_admission_follows_the_planned_rate(cli):
+    """--rate 2x the trace's (compress): the same hits, twice the steady write rate and DWPD."""
+    from kvbench.stream.traces import read_trace
+
+    tr = read_trace("mooncake-synthetic")
+    rate = 2 * tr.n_requests / tr.duration_s
+    out = {}
+    for extra in ((), ("--rate", f"{rate!r}")):
+        r = cli("plan", "--trace", "mooncake-synthetic", "--model", "tiny-gqa", "--admission", "all,second-access",
+                "--capacities", "4GiB", "--sweep", "", *extra, "--json")
+        assert r.exit_code == 0, r.output
+        out[bool(extra)] = json.loads(r.output)["admission"]
+    for p in ("all", "second-access"):
+        a, b = out[False][p], out[True][p]
+        assert b["hit_ratio"] == a["hit_ratio"]
+        assert b["write_bytes_per_s"] == pytest.approx(2 * a["write_bytes_per_s"], rel=1e-9)
+        assert b["dwpd"] == pytest.approx(2 * a["dwpd"], rel=1e-9)
+
+
+@pytest.mark.parametrize("policy", ["fifo", "s3fifo"])
+def test_tinylfu_in_front_of_other_replacement_policies(policy):
+    """The victim TinyLFU weighs is the replacement policy's next eviction (S3-FIFO: the first key its scan
+    examines); the hook works the same in front of each."""
+    from kvbench.stream.traces import read_trace
+
+    tr = read_trace("mooncake-sample")
+    h = Hierarchy(HierarchySpec((TierSpec("l3", 800 * BB, policy=policy, admission="tinylfu"),), BB))
+    reqs, _ = h.run(tr.timestamp_s, tr.offsets, tr.keys)
+    run = simulate_tier(tr, 800, "tinylfu", policy=policy)
+    c = h.tier("l3").c
+    assert (run.hit_blocks, run.written, run.rejected) == (int(reqs["hit_blocks"].sum()), c.writes,
+                                                          c.admission_rejects)
+    assert c.admission_rejects > 0 and c.writes > 0
