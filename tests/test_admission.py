@@ -147,7 +147,8 @@ def test_sweep_admit_all_equals_the_one_pass_steady_state():
         assert run.write_blocks_per_s == pytest.approx(float(curve.write_blocks_per_s[cap]), rel=1e-12)
 
 
-@pytest.mark.parametrize("spec", ["second-access", "tinylfu", "prefix-depth:depth=6", "threshold:min_blocks=20",
+@pytest.mark.parametrize("spec", ["second-access", "tinylfu", "prefix-depth:depth=6", "prefix-depth:beyond_shared=2",
+                                  "threshold:min_blocks=20",
                                   "threshold:window=30s"])
 def test_sweep_simulator_equals_the_tier_simulation(spec):
     from kvbench.stream.traces import read_trace
@@ -358,3 +359,20 @@ def test_tinylfu_in_front_of_other_replacement_policies(policy):
     assert (run.hit_blocks, run.written, run.rejected) == (int(reqs["hit_blocks"].sum()), c.writes,
                                                           c.admission_rejects)
     assert c.admission_rejects > 0 and c.writes > 0
+
+
+def test_prefix_depth_beyond_the_shared_prefix():
+    # beyond_shared=1: request 0 shares nothing (only its first block is written, 2 and 3 kept out); request 1
+    # shares 1, 2, 3 with request 0, so depths 0..3 are written (4, 3, 2; 1 hits; 5 kept out); request 2 shares
+    # 1..5 (request 1 referenced 5), so every depth up to 5 is written (6, and 5 at last)
+    reqs = [[1, 2, 3], [1, 2, 3, 4, 5], [1, 2, 3, 4, 5, 6]]
+    h, r, ev, tr = _l3(reqs, 100, "prefix-depth:beyond_shared=1")
+    w = ev[ev["op"] == EV_WRITE]["key"].tolist()
+    assert w == [1, 4, 3, 2, 6, 5]              # deepest first within each request
+    assert list(r["hit_blocks"]) == [0, 1, 4] and h.tier("l3").c.admission_rejects == 3
+    _check_sweep_agrees(tr, 100, "prefix-depth:beyond_shared=1", h, r)
+    # combined with an absolute depth: the smaller limit wins
+    h, r, ev, tr = _l3(reqs, 100, "prefix-depth:depth=2:beyond_shared=1")
+    assert ev[ev["op"] == EV_WRITE]["key"].tolist() == [1, 2]
+    with pytest.raises(SpecError, match="needs depth or beyond_shared"):
+        make_admission("prefix-depth", 10)

@@ -83,6 +83,8 @@ def simulate_tier(trace, capacity_blocks: int, admission: str = "all", policy: s
             last_with_blocks = r
         now, n = times[r], b - a
         run = w = 0
+        if hook is not None and hook.needs_request:
+            hook.begin_request(keys[a:b], now)
         for i in range(b - 1, a - 1, -1):
             key = keys[i]
             if hook is not None:

@@ -5,6 +5,7 @@ policy sits in front of a tier's replacement policy (:mod:`kvbench.sim.policies`
 about to be written, whether to write it; a rejected block is simply not written (it stays in the tiers above
 if it is there, and is produced again on its next miss). Every policy offers:
 
+- ``begin_request(keys, now)`` (only ``needs_request`` policies): a request's blocks, before its lookups.
 - ``observe(key, now, depth)``: a lookup of ``key`` reached this tier (hit or miss), ``depth`` its position in
   the request's prefix (0 = first block). Frequency and recency policies learn here.
 - ``admit(key, now, depth, blocks, victim) -> bool``: write ``key`` into the tier? ``blocks`` is the request's
@@ -24,9 +25,14 @@ Policies (``name:param=value:param=value`` on the command line):
   lookup reaching the tier; after ``S`` x capacity increments (default 10) every counter is halved (ageing).
   A newcomer is admitted while the tier has room, then only when its estimate beats the victim's (strictly,
   as in Caffeine).
-- ``prefix-depth:depth=N``: write only the first ``N`` blocks of a request's prefix (the shared system prompt
-  and early turns; deep blocks are the most request-specific). Demotions of deep keys are recognised by the
-  depth observed at their last lookup (remembered for 4 x capacity keys; forgotten keys count as shallow).
+- ``prefix-depth:depth=N`` and/or ``prefix-depth:beyond_shared=M``: write only the first ``N`` blocks of a
+  request's prefix (the shared system prompt and early turns; deep blocks are the most request-specific),
+  and/or only blocks at most ``M`` blocks beyond the request's shared prefix: its leading blocks whose keys
+  earlier requests also referenced (remembered for ``ghost`` x capacity keys, default 4; keys are
+  prefix-chained, so a shared block's whole prefix is shared). ``beyond_shared=0`` writes only what other
+  requests share; ``1`` also the first block of the new suffix (the next turn's prefix). Demotions of deep keys
+  are recognised by the depth observed at their last lookup (remembered for 4 x capacity keys; forgotten keys
+  count as shallow).
 - ``threshold[:min_blocks=B][:window=T]``: size and time thresholds. ``min_blocks``: write only blocks of
   requests at least ``B`` blocks long (a short prompt recomputes faster than it loads: see ``kvbench check``'s
   break-even). ``window`` (seconds or 10m/1h): write a block only when its key was looked up before within
@@ -88,6 +94,7 @@ class Admission:
     name = "base"
     trivial = False
     needs_victim = False
+    needs_request = False
     params: dict = {}
 
     def __init__(self, capacity_blocks: int):
@@ -96,6 +103,9 @@ class Admission:
             raise SpecError(f"{self.name} admission: capacity must be at least 1 block, not {capacity_blocks}",
                             "give the tier a capacity of at least one block")
         self.capacity = capacity_blocks
+
+    def begin_request(self, keys, now: float) -> None:
+        return None
 
     def observe(self, key, now: float, depth: int) -> None:
         return None
@@ -184,21 +194,46 @@ class TinyLFU(Admission):
 
 
 class PrefixDepth(Admission):
-    """Write only the first ``depth`` blocks of a request's prefix."""
+    """Write only the first ``depth`` blocks of a request's prefix, and/or those at most ``beyond_shared`` blocks
+    beyond its shared prefix."""
 
     name = "prefix-depth"
 
-    def __init__(self, capacity_blocks: int, depth: float = 8):
+    def __init__(self, capacity_blocks: int, depth: float | None = None, beyond_shared: float | None = None,
+                 ghost: float = 4.0):
         super().__init__(capacity_blocks)
-        if not (float(depth) >= 1 and float(depth) == int(depth)):
+        if depth is None and beyond_shared is None:
+            raise SpecError("prefix-depth admission needs depth or beyond_shared",
+                            "give e.g. prefix-depth:depth=8 or prefix-depth:beyond_shared=1")
+        if depth is not None and not (float(depth) >= 1 and float(depth) == int(depth)):
             raise SpecError(f"prefix-depth: depth={depth} must be a whole number of blocks >= 1",
                             "give e.g. prefix-depth:depth=8")
-        self.depth = int(depth)
-        self.params = {"depth": self.depth}
-        self._deep = _Ghost(4 * self.capacity)   # keys last seen deeper than depth (for demotions)
+        if beyond_shared is not None and not (float(beyond_shared) >= 0 and float(beyond_shared) == int(beyond_shared)):
+            raise SpecError(f"prefix-depth: beyond_shared={beyond_shared} must be a whole number of blocks >= 0",
+                            "give e.g. prefix-depth:beyond_shared=1")
+        self.depth = None if depth is None else int(depth)
+        self.beyond_shared = None if beyond_shared is None else int(beyond_shared)
+        self.params = {k: v for k, v in (("depth", self.depth), ("beyond_shared", self.beyond_shared))
+                       if v is not None}
+        self.needs_request = self.beyond_shared is not None
+        self._seen = _Ghost(_multiple(float(ghost), self.capacity, "ghost")) if self.needs_request else None
+        self._limit = self.depth if self.depth is not None else 0
+        self._deep = _Ghost(4 * self.capacity)   # keys last seen at or beyond the limit (for demotions)
+
+    def begin_request(self, keys, now):
+        seen = self._seen
+        shared = 0
+        for k in keys:                           # prefix-chained keys: the leading run seen before
+            if k not in seen:
+                break
+            shared += 1
+        for k in keys:
+            seen.put(k)
+        limit = shared + self.beyond_shared
+        self._limit = limit if self.depth is None else min(limit, self.depth)
 
     def observe(self, key, now, depth):
-        if depth >= self.depth:
+        if depth >= self._limit:
             self._deep.put(key)
         elif key in self._deep:
             self._deep.pop(key)
@@ -206,7 +241,7 @@ class PrefixDepth(Admission):
     def admit(self, key, now, depth, blocks, victim):
         if depth < 0:
             return key not in self._deep
-        return depth < self.depth
+        return depth < self._limit
 
 
 class Threshold(Admission):

@@ -195,6 +195,7 @@ class Hierarchy:
             self.tiers.append(_Tier(TIER_NAMES.index(t.name), t, make_policy(t.policy, cap, t.ttl_s), store,
                                     admission=adm))
         self._adm = [t.admission for t in self.tiers]
+        self._adm_requests = [a for a in self._adm if a is not None and a.needs_request]
         self.demote = spec.write_policy == "back" or spec.inclusion == "exclusive"
         self.exclusive = spec.inclusion == "exclusive"
         if self.exclusive:
@@ -297,6 +298,8 @@ class Hierarchy:
                 self._evict(ti, key)
         n = len(keys)
         self._blocks = n
+        for a in self._adm_requests:
+            a.begin_request(keys, now)
         found = [-1] * n
         produced = 0
         adms = self._adm
