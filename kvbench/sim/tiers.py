@@ -20,8 +20,9 @@ tier above (demotion: read from the evicting tier, write to the next). Exclusive
 in one tier only) create in the top tier, demote on eviction and move on promotion; they need write-back.
 An evicted block whose next tier already holds a copy (inclusive) is dropped without a write.
 
-Admission (:mod:`kvbench.sim.admission`, L3/L4 only): a tier with a non-trivial admission policy sees every
-lookup that reaches it (``observe``, in :meth:`Hierarchy.request`'s lookup loop) and decides, in
+Admission (:mod:`kvbench.sim.admission`, L3/L4 only): a tier with a non-trivial admission policy sees the
+request's keys first when it asks (``begin_request``), then every lookup that reaches it (``observe``, in
+:meth:`Hierarchy.request`'s lookup loop) and decides, in
 :meth:`Hierarchy._insert` before anything is evicted, whether a block about to be written (created, promoted
 or demoted) is written at all; a rejected block is counted (``admission_rejects``) and left out of the tier.
 ``admit-all`` installs no hook (``_Tier.admission`` is None), so results are those of write-through exactly.
