@@ -136,6 +136,8 @@ def test_plan_placement_reports_waf_with_and_without_streams(cli):
     assert pl["rule"] == "lifetime" and pl["streams"] == 2 and set(pl["policies"]) == {"all", "second-access"}
     row = pl["policies"]["all"]
     assert row["waf_one_stream"] >= 1 and row["waf"] >= 1 and row["waf"] <= row["waf_one_stream"]
+    assert set(pl["layouts"]) == {"slot", "log"} and pl["layouts"]["slot"] == pl["policies"]
+    assert pl["layouts"]["log"]["all"]["waf_one_stream"] == pytest.approx(1.0, abs=0.05)   # appends: ~1
     assert "waf" in out and "layouts" in out                   # the existing fields are untouched
     bad = cli("plan", "--trace", "mooncake-sample", "--model", "tiny-gqa", "--capacities", "512MiB",
               "--placement", "tier")

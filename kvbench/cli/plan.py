@@ -328,9 +328,10 @@ def _print(out: dict) -> None:
     pl = out.get("placement")
     if pl:
         click.echo(f"placement {pl['rule']} over {pl['streams']} streams ({pl['statement']}), "
-                   f"{format_bytes(pl['capacity_bytes'])} {pl['layout']} store: " + "; ".join(
-                       f"{name}: WAF {_num(r['waf'])} against {_num(r['waf_one_stream'])} on one stream"
-                       for name, r in pl["policies"].items()))
+                   f"{format_bytes(pl['capacity_bytes'])} store, device WAF separated / one stream:")
+        for lay, rows in (pl.get("layouts") or {pl["layout"]: pl["policies"]}).items():
+            click.echo(f"  {lay}: " + "; ".join(f"{name} {_num(r['waf'])} / {_num(r['waf_one_stream'])}"
+                                                for name, r in rows.items()))
     for w in out.get("warnings", []):
         click.echo(f"warning: {w}")
     if out.get("report"):
