@@ -145,6 +145,7 @@ class SecondAccess(Admission):
 _MASK64 = (1 << 64) - 1
 # odd 64-bit multipliers (multiply-shift hashing), one per sketch row
 _SKETCH_SEEDS = (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0xD6E8FEB86659FD93)
+_S0, _S1, _S2, _S3 = _SKETCH_SEEDS
 
 
 class TinyLFU(Admission):
@@ -165,20 +166,34 @@ class TinyLFU(Admission):
         self.rows = [bytearray(self.width) for _ in _SKETCH_SEEDS]
         self.increments = 0
         self.resets = 0
+        self._last = (None, (0, 0, 0, 0))
 
     def _slots(self, key):
         k = hash(key) & _MASK64
         s = self._shift
-        return [((k * m) & _MASK64) >> s for m in _SKETCH_SEEDS]
+        return (((k * _S0) & _MASK64) >> s, ((k * _S1) & _MASK64) >> s, ((k * _S2) & _MASK64) >> s,
+                ((k * _S3) & _MASK64) >> s)
 
     def estimate(self, key) -> int:
-        return min(row[i] for row, i in zip(self.rows, self._slots(key)))
+        last = self._last
+        i0, i1, i2, i3 = last[1] if last[0] == key else self._slots(key)
+        r0, r1, r2, r3 = self.rows
+        return min(r0[i0], r1[i1], r2[i2], r3[i3])
 
     def observe(self, key, now, depth):
+        slots = self._slots(key)
+        self._last = (key, slots)          # the newcomer's estimate follows its lookup: hash it once
+        i0, i1, i2, i3 = slots
+        r0, r1, r2, r3 = self.rows
         cm = self.counter_max
-        for row, i in zip(self.rows, self._slots(key)):
-            if row[i] < cm:
-                row[i] += 1
+        if r0[i0] < cm:
+            r0[i0] += 1
+        if r1[i1] < cm:
+            r1[i1] += 1
+        if r2[i2] < cm:
+            r2[i2] += 1
+        if r3[i3] < cm:
+            r3[i3] += 1
         self.increments += 1
         if self.increments >= self.sample_size:        # ageing: halve every counter
             for row in self.rows:
