@@ -238,6 +238,10 @@ def test_plan_admission_contract(cli):
     sa = adm["second-access"]
     assert sa["write_bytes_per_s"] is None or sa["write_bytes_per_s"] < adm["all"]["write_bytes_per_s"]
     assert sa["hit_ratio"] <= adm["all"]["hit_ratio"]
+    warm = json.loads(cli("plan", "--trace", "mooncake-sample", "--model", "llama-3.1-8b", "--admission", "all",
+                          "--capacities", f"{cap}", "--sweep", "", "--warmup", "0.3", "--json").output)
+    assert warm["admission"]["all"]["hit_ratio"] == pytest.approx(warm["capacity_curve"][0]["hit_ratio"], rel=1e-12)
+    assert warm["admission"]["all"]["hit_ratio"] != adm["all"]["hit_ratio"]       # the warm-up is honoured
     bad = cli("plan", "--trace", "mooncake-sample", "--model", "llama-3.1-8b", "--admission", "all,lfu")
     assert bad.exit_code != 0 and "unknown admission policy 'lfu'" in bad.output
     assert "Traceback" not in bad.output

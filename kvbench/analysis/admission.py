@@ -59,10 +59,12 @@ class TierRun:
         return self.steady_writes / self.steady_window_s if self.filled else float("nan")
 
 
-def simulate_tier(trace, capacity_blocks: int, admission: str = "all", policy: str = "lru") -> TierRun:
+def simulate_tier(trace, capacity_blocks: int, admission: str = "all", policy: str = "lru",
+                  warmup: float = 0.0) -> TierRun:
     """One write-through tier of ``capacity_blocks`` under ``admission`` over a trace (prefix semantics,
     blocks deepest-first): the same decisions as :class:`kvbench.sim.tiers.Hierarchy` with that tier alone,
-    without block events (a sweep runs it per capacity)."""
+    without block events (a sweep runs it per capacity). Hits and references count from request
+    floor(``warmup`` x requests) on, as the hit-ratio curves do; writes are steady state by definition."""
     cap = int(capacity_blocks)
     cache = make_policy(policy, cap)
     adm = make_admission(admission, cap)
@@ -75,6 +77,7 @@ def simulate_tier(trace, capacity_blocks: int, admission: str = "all", policy: s
     nreq = len(offs) - 1
     writes = np.zeros(nreq, dtype=np.int64)
     hits = rejected = 0
+    n_warm = int(np.floor(warmup * nreq))
     first = -1
     last_with_blocks = -1
     for r in range(nreq):
@@ -102,8 +105,9 @@ def simulate_tier(trace, capacity_blocks: int, admission: str = "all", policy: s
                 first = r
             w += 1
         writes[r] = w
-        hits += run
-    refs = int(offs[-1] - offs[0]) if nreq else 0
+        if r >= n_warm:
+            hits += run
+    refs = int(offs[-1] - offs[min(n_warm, nreq)]) if nreq else 0
     t = np.asarray(times)
     t0 = float(t.min()) if nreq else 0.0
     if first >= 0 and last_with_blocks >= 0:
@@ -139,7 +143,7 @@ def _grid(distinct: int, points: int) -> list[int]:
 
 def tradeoff(trace, *, policies, block_bytes: int, scale, planned_bytes: float, curve_bytes=None,
              waf: float, ssd_class, store_fill: float, dram_bytes: float, prices, tokens_per_day: float,
-             refs_per_day: float, block_tokens: int, tokens_per_s: float, distinct: int,
+             refs_per_day: float, block_tokens: int, tokens_per_s: float, distinct: int, warmup: float = 0.0,
              budget_refs: int = DEFAULT_BUDGET_REFS) -> dict:
     """The plan's ``admission`` object: per policy, at the planned capacity, hit ratio, steady write rate,
     DWPD (of the tier, host per drive and rating-equivalent), residence and cost per day, plus a ``curve``
@@ -182,7 +186,7 @@ def tradeoff(trace, *, policies, block_bytes: int, scale, planned_bytes: float, 
 
     out = {}
     for spec in policies:
-        head = simulate_tier(trace, planned_blocks, spec)
+        head = simulate_tier(trace, planned_blocks, spec, warmup=warmup)
         r = row(head)
         r["policy"] = make_admission(spec, planned_blocks).describe()
         ssd = r["capacity_bytes"] / store_fill
@@ -203,7 +207,7 @@ def tradeoff(trace, *, policies, block_bytes: int, scale, planned_bytes: float, 
         if not head.filled:
             r["note"] = ("the tier never evicts under this policy within the trace: no steady state "
                          "(mean_write_bytes_per_s: its fill-phase writes over the whole trace)")
-        curve = [row(simulate_tier(trace, c, spec)) for c in caps] + [row(head)]
+        curve = [row(simulate_tier(trace, c, spec, warmup=warmup)) for c in caps] + [row(head)]
         r["curve"] = sorted(curve, key=lambda x: x["capacity_bytes"])
         r["curve_capacities"] = grid_note
         out[spec] = r
@@ -226,7 +230,7 @@ def admission_for_plan(trace, opt, *, primary: dict, prices, sc, block_bytes: in
                     curve_bytes=opt.capacities or None, waf=waf, ssd_class=prices.ssd[name],
                     store_fill=opt.store_fill, dram_bytes=float(primary.get("l2_bytes") or 0.0), prices=prices,
                     tokens_per_day=tokens_per_day, refs_per_day=refs_per_day, block_tokens=trace.block_tokens,
-                    tokens_per_s=tokens_per_s, distinct=distinct)
+                    tokens_per_s=tokens_per_s, distinct=distinct, warmup=opt.warmup)
 
 
 def _planned_bytes(opt, primary: dict) -> float:
