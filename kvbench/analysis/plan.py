@@ -66,6 +66,9 @@ class PlanOptions:
     write_policies: bool = True           # simulate the tiers under write-through and write-back
     deployment: object = None             # kvbench.analysis.deployment.Deployment
     load_tier: object = None              # kvbench.analysis.recompute.Tier: the SSD tier's measured speed
+    admission: tuple = ()                 # admission policies to trade off (kvbench.analysis.admission)
+    placement: str | None = None          # FTL placement rule for the store's WAF with separation
+    streams: int = 2
 
     def validate(self) -> "PlanOptions":
         if not self.targets:
@@ -88,6 +91,16 @@ class PlanOptions:
         for c in self.capacities:
             if not c > 0:
                 raise SpecError(f"capacity {c} B in --capacities must be > 0", "give e.g. --capacities 1TiB,4TiB")
+        if self.admission:
+            from kvbench.analysis.admission import parse_policies
+
+            parse_policies(self.admission)
+        if self.placement is not None:
+            from kvbench.analysis.placement import get_placement
+
+            get_placement(self.placement)
+            if not 1 <= self.streams <= 64:
+                raise SpecError(f"--streams {self.streams} is outside 1..64", "give e.g. --streams 2")
         return self
 
 
@@ -298,15 +311,11 @@ def simulate_write_policies(trace, *, block_bytes: int, l2_blocks: int, l3_block
                     "steady_state": wb is not None,
                     "note": None if wb is not None else "L3 never evicts within the trace: no steady state"})
         if model_ftl and w.size:
+            from kvbench.analysis.placement import store_ftl_config
+
             top = int((l3["slot"] + l3["nslots"]).max()) * slot
-            erase = min(erase_block_bytes, max(1 << 20, top // 64))   # a small store: >= 64 erase units
-            page = 16 << 10
-            while -(-top // page) * (1.0 + ftl_op) > (1 << 22) and page < min(slot, erase):
-                page *= 2
-            block_pages = max(2, erase // page)
-            blocks = max(64, -(-(-(-top // page)) // block_pages))
-            cfg = ftl.FtlConfig(user_bytes=blocks * block_pages * page, page_size=page, op=ftl_op,
-                                block_pages=block_pages, gc=gc)
+            cfg = store_ftl_config(top, slot, op=ftl_op, erase_block_bytes=erase_block_bytes, gc=gc)
+            page, block_pages = cfg.page_size, cfg.block_pages
             ops = np.where(l3["op"] == EV_WRITE, ftl.OP_WRITE, ftl.OP_TRIM).astype(np.uint8)
             ext = ftl.bytes_to_pages(ops, l3["slot"].astype(np.int64) * slot,
                                      l3["nslots"].astype(np.int64) * slot, page)
@@ -519,6 +528,20 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
             l3_blocks=max(1, l3_blocks), layout=layout, sc=sc, ftl_op=opt.ssd_op,
             erase_block_bytes=opt.erase_block_bytes, gc=opt.gc, model_ftl=False)
 
+    admission = None
+    if opt.admission:
+        from kvbench.analysis.admission import admission_for_plan
+
+        admission = admission_for_plan(trace, opt, primary=primary, prices=prices, sc=sc, block_bytes=block_bytes,
+                                       waf=waf, tokens_per_day=tokens_per_day, refs_per_day=refs_per_day,
+                                       tokens_per_s=tokens_per_s, distinct=steady.distinct)
+    placement = None
+    if opt.placement:
+        from kvbench.analysis.admission import placement_for_plan
+
+        placement = placement_for_plan(trace, opt, primary=primary, sc=sc, block_bytes=block_bytes,
+                                       distinct=steady.distinct)
+
     warnings = []
     for r in sweep + ([retention] if retention else []):
         if r and r["extrapolated"]:
@@ -563,7 +586,8 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
         "l3_write_bytes_per_day": (pick["write_bytes_per_s"] or 0.0) * SECONDS_PER_DAY if pick else None,
         "nand_bytes_per_day": (pick["write_bytes_per_s"] or 0.0) * SECONDS_PER_DAY * waf if pick else None,
         "waf": waf, "waf_source": waf_source, "layouts": layouts, "write_policies": policies,
-        "deployment": deployment, "measured": measured, "warnings": warnings,
+        "deployment": deployment, "measured": measured, "warnings": warnings, "admission": admission,
+        "placement": placement,
         "prices": prices.to_dict(), "compute": compute or {"tokens_per_s": tokens_per_s},
         "usd_per_recomputed_token": usd_per_recomputed_token(tokens_per_s, prices),
         "assumptions": [

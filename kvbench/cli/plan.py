@@ -105,10 +105,19 @@ def _run_iolog_waf(run_dir: str, capacity: float | None, op: float, erase_block:
               help="Also write the plan as a run folder under --results and a self-contained HTML report "
                    "(default reports/<run>.html) whose first section states the answer.")
 @click.option("--results", "results_root", default="results", show_default=True, help="Folder for the run folder.")
+@click.option("--admission", default=None, metavar="LIST",
+              help="Admission policies to trade off at the planned capacity (the first of --capacities, else the "
+                   "headline target's), e.g. all,second-access,tinylfu,prefix-depth:depth=8,threshold:min_blocks=4: "
+                   "hit ratio, steady write rate, DWPD and cost per day for each.")
+@click.option("--placement", default=None, metavar="RULE",
+              help="Device WAF of the L3 store's simulated writes with write streams (FDP) under a placement rule "
+                   "(lifetime, age) against one stream, at the planned capacity.")
+@click.option("--streams", type=int, default=2, show_default=True, help="Write streams for --placement.")
 @json_option
 def plan_cmd(trace_path, model, targets, absolute, retention, capacities, sweep, rate, rate_model, deployment,
              load_tier, run_dir, prices, price_overrides, profile_name, recompute_tokens_per_s, layout, ssd_op, erase_block,
-             waf, dram_bytes, ssd_class, store_fill, warmup, block_tokens, report_path, results_root, as_json):
+             waf, dram_bytes, ssd_class, store_fill, warmup, block_tokens, report_path, results_root, admission, placement,
+             streams, as_json):
     """Plan DRAM and SSD for a trace at steady state: hit ratio, write rate, residence time and DWPD against
     capacity; the tier that keeps KV for a retention; per drive class the capacity that meets the hit target
     and the rating (which binds), lifetime, SSD per GB of DRAM and the cost per day against recomputing."""
@@ -172,7 +181,8 @@ def plan_cmd(trace_path, model, targets, absolute, retention, capacities, sweep,
                        rate=rate, rate_model=rate_model, warmup=warmup, layout=layout, ssd_op=ssd_op,
                        erase_block_bytes=erase_block, store_fill=store_fill, dram_bytes=dram_bytes,
                        ssd_class=ssd_class, waf=waf, waf_source=waf_source, capacities=caps, sweep=sweep_s,
-                       deployment=dep, load_tier=_load_tier(load_tier))
+                       deployment=dep, load_tier=_load_tier(load_tier),
+                       admission=_admission_list(admission), placement=placement, streams=streams)
     out = build_plan(trace, block_bytes=block_bytes, prices=price_table, tokens_per_s=tokens_per_s, options=opts,
                      bytes_per_token=spec.stored_bytes_per_token(trace.block_tokens), compute=compute,
                      model=spec.name, measured=measured, profile=prof, kv=spec)
@@ -209,6 +219,14 @@ def _load_tier(text):
     from kvbench.analysis.recompute import parse_tier
 
     return parse_tier(text if "=" in text else f"l3={text}")
+
+
+def _admission_list(text) -> tuple:
+    if text is None:
+        return ()
+    from kvbench.analysis.admission import parse_policies
+
+    return parse_policies(text)
 
 
 def _money(x) -> str:
@@ -292,6 +310,28 @@ def _print(out: dict) -> None:
         click.echo("store layout (synthetic FTL models): " + "; ".join(
             f"{name}: WAF {r['waf']:.2f}, {r['nand_writes_per_day']:.3g} NAND drive-writes/day"
             for name, r in lay.items()))
+    adm = out.get("admission") or {}
+    if adm:
+        first = next(iter(adm.values()))
+        click.echo(f"admission at {format_bytes(first['capacity_bytes'])} (steady state; {first['ssd_class']} drives, "
+                   f"WAF {first['workload_waf']:.3g} vs reference {first['reference_waf']:.3g}):")
+        click.echo(f"  {'policy':<24} {'hit':>6} {'writes/s':>11} {'DWPD':>8} {'host':>8} {'eq.DWPD':>8} {'$/day':>10}")
+        for name, r in adm.items():
+            w = r["write_bytes_per_s"]
+            wtxt = (format_bytes(w) + "/s") if w is not None else \
+                (f"({format_bytes(r['mean_write_bytes_per_s'])}/s)" if r.get("mean_write_bytes_per_s") else "n/a")
+            click.echo(f"  {r['policy']:<24} {r['hit_ratio']:6.3f} {wtxt:>11} {_num(r['dwpd']):>8} "
+                       f"{_num(r['dwpd_host']):>8} {_num(r['dwpd_rating_equivalent']):>8} "
+                       f"{_money(r['usd_per_day']['total']):>10}" + (
+                           "" if r["steady_state"] == "measured" else "  (unfilled: fill-phase mean write rate)"
+                           if r["steady_state"] == "unfilled" else f"  ({r['steady_state']})"))
+    pl = out.get("placement")
+    if pl:
+        click.echo(f"placement {pl['rule']} over {pl['streams']} streams ({pl['statement']}), "
+                   f"{format_bytes(pl['capacity_bytes'])} store, device WAF separated / one stream:")
+        for lay, rows in (pl.get("layouts") or {pl["layout"]: pl["policies"]}).items():
+            click.echo(f"  {lay}: " + "; ".join(f"{name} {_num(r['waf'])} / {_num(r['waf_one_stream'])}"
+                                                for name, r in rows.items()))
     for w in out.get("warnings", []):
         click.echo(f"warning: {w}")
     if out.get("report"):

@@ -25,12 +25,16 @@ GROUP = "replay"
               help="Miniature simulation: replay only block keys hashing under RATE (e.g. 0.01) with every tier at "
                    "capacity x RATE (give the full-size capacities to model); hit ratios estimate the full cache.")
 @click.option("--sample-seed", type=int, default=0, show_default=True, help="Hash salt of --sample-keys.")
+@click.option("--admission", default="all", show_default=True, metavar="POLICY",
+              help="Admission policy of L3 and L4: all, second-access[:ghost=G], tinylfu[:width=W:sample=S], "
+                   "prefix-depth:depth=N, threshold[:min_blocks=B][:window=T]. Rejected blocks are not written.")
+@click.option("--l4-admission", default=None, metavar="POLICY", help="L4's admission policy (default: --admission).")
 @click.option("--results", default="results", show_default=True, help="Results folder.")
 @json_option
 def replay_kv_cmd(trace, model, tp, fmt, l1, l2, l3, l3_capacity, l4, l4_capacity, l4_link_bw, l4_link_latency,
                   policy, ttl, write_policy, exclusive, promote, layout, segment_bytes, trim, chunk_bytes, qd, engine,
                   speed, closed_loop, duration, max_requests, verify, dry_run, export_iolog, destroy_data, sample_keys,
-                  sample_seed, results, as_json):
+                  sample_seed, admission, l4_admission, results, as_json):
     """Replay TRACE through the tiers: hits read from where they live, misses produced and written, evictions
     cascade; per-request load times, per-tier hit ratios, bytes, bandwidth and latency."""
     from kvbench.replay.kv import replay_kv
@@ -42,7 +46,8 @@ def replay_kv_cmd(trace, model, tp, fmt, l1, l2, l3, l3_capacity, l4, l4_capacit
                         layout=layout, trim=trim, segment_bytes=segment_bytes, chunk_bytes=chunk_bytes, speed=speed,
                         closed_loop=closed_loop, duration=duration, max_requests=max_requests, verify=verify,
                         qd=qd, engine=engine, dry_run=dry_run, export_iolog=export_iolog, destroy_data=destroy_data,
-                        results=results, sample_keys=sample_keys, sample_seed=sample_seed)
+                        results=results, sample_keys=sample_keys, sample_seed=sample_seed,
+                        admission=admission, l4_admission=l4_admission)
     s = replay_kv(cfg)
     if as_json:
         emit_json(s)
@@ -60,8 +65,10 @@ def replay_kv_cmd(trace, model, tp, fmt, l1, l2, l3, l3_capacity, l4, l4_capacit
             f"  read {format_rate(t['read_bw_bytes_per_s'])} write {format_rate(t['write_bw_bytes_per_s'])}"
         lat = t["read_lat_us"]
         lat_s = "" if lat.get("p50") is None else f"  read p50 {lat['p50']:.0f} us p99 {lat['p99']:.0f} us"
+        adm = t.get("admission", "all")
+        adm_s = "" if adm == "all" else f"  admission {adm}: {t['blocks']['admission_rejects']:,} blocks kept out"
         click.echo(f"  {name}: hit {t['hit_ratio']:.3f}  read {format_bytes(t['read_bytes'])}  "
-                   f"written {format_bytes(t['write_bytes'])}{bw}{lat_s}" +
+                   f"written {format_bytes(t['write_bytes'])}{bw}{lat_s}{adm_s}" +
                    (f"  (full size: read {format_bytes(t['full_read_bytes'])} written "
                     f"{format_bytes(t['full_write_bytes'])})" if sampled else ""))
     if lt.get("p50") is not None:

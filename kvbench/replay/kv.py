@@ -84,6 +84,8 @@ class ReplayConfig:
     window_ios: int = 262144
     sample_keys: float | None = None       # miniature simulation: keep keys hashing under this rate
     sample_seed: int = 0
+    admission: str = "all"                 # L3 admission policy (kvbench.sim.admission)
+    l4_admission: str | None = None        # L4's (default: the same as L3's)
 
     @property
     def sample_rate(self) -> float:
@@ -120,6 +122,10 @@ class ReplayConfig:
         if self.sample_keys is not None:
             from kvbench.stream.sampling import check_rate
             check_rate(self.sample_keys)
+        from kvbench.sim.admission import parse_admission
+        parse_admission(self.admission)
+        if self.l4_admission is not None:
+            parse_admission(self.l4_admission)
 
 
 def hierarchy_spec(cfg: ReplayConfig, block_bytes: int, block_desc: str = "") -> HierarchySpec:
@@ -128,8 +134,9 @@ def hierarchy_spec(cfg: ReplayConfig, block_bytes: int, block_desc: str = "") ->
     rate = cfg.sample_rate
     for name, cap in cfg.modelled_capacities().items():
         if cap:
+            adm = {"l3": cfg.admission, "l4": cfg.l4_admission or cfg.admission}.get(name, "all")
             tiers.append(TierSpec(name, int(cap * rate) if rate < 1.0 else int(cap), cfg.policy, cfg.ttl_s,
-                                  layout=cfg.layout if name == "l3" else "slot", trim=cfg.trim))
+                                  layout=cfg.layout if name == "l3" else "slot", trim=cfg.trim, admission=adm))
     return HierarchySpec(tuple(tiers), int(block_bytes), write_policy=cfg.write_policy, inclusion=cfg.inclusion,
                          promote=cfg.promote, segment_bytes=cfg.segment_bytes, block_desc=block_desc)
 
@@ -931,7 +938,9 @@ def _summary(cfg, hier, acc, totals, lvl_hits, levels, block_bytes, slot_bytes, 
             "blocks": {"hit_reads": c.hit_reads, "demote_reads": c.demote_reads, "create_writes": c.create_writes,
                        "promote_writes": c.promote_writes, "demote_writes": c.demote_writes,
                        "evictions": c.evictions, "expirations": c.expirations, "reclaim_drops": c.reclaim_drops,
-                       "trimmed_slots": c.trims_slots, "peak_resident": c.peak_resident},
+                       "trimmed_slots": c.trims_slots, "peak_resident": c.peak_resident,
+                       "admission_rejects": c.admission_rejects},
+            "admission": t.admission.describe() if t.admission is not None else "all",
             "capacity_blocks": t.policy.capacity, "policy": t.spec.policy, "medium": TIER_MEDIA[name],
             # the cache modelled (as given) and the one simulated/allocated (x the key sample rate)
             "capacity_bytes": modelled.get(name, t.spec.capacity_bytes),

@@ -757,6 +757,35 @@ def steady_state_vs_capacity(runs: list[RunData]) -> go.Figure | None:
     return fig
 
 
+def admission_frontier(runs: list[RunData]) -> go.Figure | None:
+    """Hit ratio against steady-state host DWPD, one curve per admission policy over capacities (plan
+    ``--admission``): the frontier a buyer chooses on; the planned capacity of each policy marked."""
+    fig = _fig("Admission: hit ratio against DWPD (each curve: one policy over capacities; up and left is better)")
+    drawn = False
+    for ri, rd in enumerate(runs):
+        adm = (rd.analysis("plan") or {}).get("admission") or {}
+        for pi, (name, row) in enumerate(adm.items()):
+            pts = [r for r in (row.get("curve") or []) if _num(r.get("dwpd")) and r.get("filled")]
+            color = PALETTE[(ri * len(adm) + pi) % len(PALETTE)]
+            if pts:
+                fig.add_trace(go.Scatter(
+                    x=[r["dwpd"] for r in pts], y=[_num(r.get("hit_ratio")) for r in pts], mode="lines+markers",
+                    name=_name(runs, rd, name), line=dict(color=color),
+                    customdata=[float(r["capacity_bytes"]) / 2**40 for r in pts],
+                    hovertemplate="%{customdata:.3g} TiB: hit %{y:.3f}, %{x:.3g} DWPD<extra></extra>"))
+                drawn = True
+            if _num(row.get("dwpd")):
+                fig.add_trace(go.Scatter(x=[row["dwpd"]], y=[_num(row.get("hit_ratio"))], mode="markers",
+                                         marker=dict(color=color, size=13, symbol="star"),
+                                         name=_name(runs, rd, f"{name} at the planned capacity")))
+                drawn = True
+    if not drawn:
+        return None
+    fig.update_xaxes(type="log", title="steady-state host DWPD of the tier (log)")
+    fig.update_yaxes(title="hit ratio", range=[0, 1])
+    return fig
+
+
 #: the report's figures, in order (section title, builder)
 FIGURES = (
     ("Latency", latency_tail),
@@ -767,6 +796,7 @@ FIGURES = (
     ("Break-even prefix length", break_even),
     ("Steady state vs capacity", steady_state_vs_capacity),
     ("Endurance vs retention", dwpd_vs_retention),
+    ("Admission: hit ratio vs DWPD", admission_frontier),
     ("Steady state", steady_state_rounds),
     ("Prefill profile", prefill_profile),
     ("Cluster routers", router_comparison),

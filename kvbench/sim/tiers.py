@@ -20,6 +20,14 @@ tier above (demotion: read from the evicting tier, write to the next). Exclusive
 in one tier only) create in the top tier, demote on eviction and move on promotion; they need write-back.
 An evicted block whose next tier already holds a copy (inclusive) is dropped without a write.
 
+Admission (:mod:`kvbench.sim.admission`, L3/L4 only): a tier with a non-trivial admission policy sees the
+request's keys first when it asks (``begin_request``), then every lookup that reaches it (``observe``, in
+:meth:`Hierarchy.request`'s lookup loop) and decides, in
+:meth:`Hierarchy._insert` before anything is evicted, whether a block about to be written (created, promoted
+or demoted) is written at all; a rejected block is counted (``admission_rejects``) and left out of the tier.
+``admit-all`` installs no hook (``_Tier.admission`` is None), so results are those of write-through exactly.
+A compiled fast path can run only while :attr:`Hierarchy.admission_active` is False, or call the same hook.
+
 The output is a stream of block events (``EVENT_DTYPE``): one row per block read/write/trim on L2..L4, in an
 order that is safe to issue (each request: its hit reads first, then writes, demotions, trims in simulation
 order). The planner (:mod:`kvbench.replay.plan`) turns them into chunked I/O with content tags and fences.
@@ -32,6 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kvbench.errors import SpecError
+from kvbench.sim.admission import is_trivial, make_admission, parse_admission
 from kvbench.sim.blockstore import make_store, slot_bytes_for
 from kvbench.sim.policies import POLICIES, make_policy
 from kvbench.units import format_bytes
@@ -74,6 +83,7 @@ class TierSpec:
     ttl_s: float | None = None
     layout: str = "slot"
     trim: bool = False
+    admission: str = "all"        # admission policy spec (kvbench.sim.admission), L3/L4 only
 
 
 @dataclass(frozen=True)
@@ -125,6 +135,10 @@ class HierarchySpec:
                                 f"give at least {format_bytes(need)} or 0 to drop the tier")
             if t.ttl_s is not None and not t.ttl_s > 0:
                 raise SpecError(f"{t.name}: retention must be > 0 s", "give a positive --ttl")
+            parse_admission(t.admission)
+            if t.name in ("l1", "l2") and not is_trivial(t.admission):
+                raise SpecError(f"{t.name}: admission policy {t.admission!r} applies to the L3/L4 tiers only",
+                                "set --admission for the SSD (L3) and remote (L4) tiers")
 
 
 @dataclass
@@ -141,6 +155,7 @@ class TierCounters:
     evictions: int = 0
     expirations: int = 0
     reclaim_drops: int = 0
+    admission_rejects: int = 0     # blocks the admission policy kept out (not written)
     peak_resident: int = 0
 
     @property
@@ -160,6 +175,7 @@ class _Tier:
     store: object | None           # None for L1 (simulated)
     meta: dict = field(default_factory=dict)     # key -> (slot, version)
     c: TierCounters = field(default_factory=TierCounters)
+    admission: object | None = None                # kvbench.sim.admission policy; None admits all
 
 
 class Hierarchy:
@@ -176,7 +192,11 @@ class Hierarchy:
                 layout = "slot" if t.name == "l2" else t.layout
                 kw = {"segment_bytes": spec.segment_bytes} if layout == "log" else {"spare_slots": spec.spare_slots}
                 store = make_store(layout, cap, spec.slot_bytes, trim=t.trim and t.name != "l2", **kw)
-            self.tiers.append(_Tier(TIER_NAMES.index(t.name), t, make_policy(t.policy, cap, t.ttl_s), store))
+            adm = None if is_trivial(t.admission) else make_admission(t.admission, cap)
+            self.tiers.append(_Tier(TIER_NAMES.index(t.name), t, make_policy(t.policy, cap, t.ttl_s), store,
+                                    admission=adm))
+        self._adm = [t.admission for t in self.tiers]
+        self._adm_requests = [a for a in self._adm if a is not None and a.needs_request]
         self.demote = spec.write_policy == "back" or spec.inclusion == "exclusive"
         self.exclusive = spec.inclusion == "exclusive"
         if self.exclusive:
@@ -190,6 +210,7 @@ class Hierarchy:
         self._seq = 0
         self._req = 0
         self._now = 0.0
+        self._blocks = 0              # blocks of the request being simulated (admission context)
         self._ev: list = []           # events of the request being simulated
         self._out: list = []          # events of the batch, in issue order
 
@@ -202,12 +223,25 @@ class Hierarchy:
             self._emit(t, EV_TRIM, TRIM, first, 0, -1, n)
             t.c.trims_slots += n
 
+    @property
+    def admission_active(self) -> bool:
+        """True when some tier has a non-trivial admission policy (a compiled path must call the hooks)."""
+        return any(a is not None for a in self._adm)
+
     # --- tier operations -------------------------------------------------------------------------------
-    def _insert(self, ti: int, key, version: int, kind: int) -> None:
+    def _insert(self, ti: int, key, version: int, kind: int, depth: int = -1) -> None:
+        """Write ``key`` into tier ``ti`` (``depth``: its position in the request's prefix, -1 for demotions)."""
         t = self.tiers[ti]
         if key in t.meta:               # already resident (same content): refresh only
             t.policy.insert(key, self._now)
             return
+        adm = t.admission               # the admission hook: decide before anything is evicted
+        if adm is not None:
+            pol = t.policy
+            victim = pol.victim() if adm.needs_victim and len(pol) >= pol.capacity else None
+            if not adm.admit(key, self._now, depth, self._blocks, victim):
+                t.c.admission_rejects += 1
+                return
         for victim in t.policy.insert(key, self._now):
             t.c.evictions += 1
             self._evict(ti, victim)
@@ -264,11 +298,17 @@ class Hierarchy:
                 t.c.expirations += 1
                 self._evict(ti, key)
         n = len(keys)
+        self._blocks = n
+        for a in self._adm_requests:
+            a.begin_request(keys, now)
         found = [-1] * n
         produced = 0
+        adms = self._adm
         for i in range(n - 1, -1, -1):
             key = keys[i]
             for ti, t in enumerate(tiers):
+                if adms[ti] is not None:
+                    adms[ti].observe(key, now, i)
                 if t.policy.lookup(key, now):
                     found[i] = ti
                     break
@@ -277,7 +317,7 @@ class Hierarchy:
                 self._seq += 1
                 produced += 1
                 for ti in self.create_at:
-                    self._insert(ti, key, version, CREATE_WRITE)
+                    self._insert(ti, key, version, CREATE_WRITE, i)
         h = 0
         while h < n and found[h] >= 0:
             h += 1
@@ -310,12 +350,12 @@ class Hierarchy:
                 for tj in range(1, len(tiers)):
                     if key in tiers[tj].meta:
                         self._remove(tj, key)
-                self._insert(0, key, version, PROMOTE_WRITE)
+                self._insert(0, key, version, PROMOTE_WRITE, i)
             else:
                 ups = range(ti - 1, -1, -1) if self.spec.promote else ([0] if top_is_l1 else [])
                 for tj in ups:
                     if key not in tiers[tj].meta:
-                        self._insert(tj, key, version, PROMOTE_WRITE)
+                        self._insert(tj, key, version, PROMOTE_WRITE, i)
         out = self._out                 # the request's hit reads go first: they are its load time
         out.extend(load)
         out.extend(loop_ev)
