@@ -240,7 +240,7 @@ def test_deployment_dwpd_is_first_principles_whatever_the_hit_ratio():
     assert dep["dwpd_first_principles"] == pytest.approx(want)
     assert dep["dwpd_rating_equivalent_per_drive"] == pytest.approx(want * 1.5 / dep["reference_waf"])
     # the request rate is what makes the GPUs' missed tokens: rate x missed tokens per request = U P G
-    missed = tr.input_tokens.mean() - dep["hit_ratio"] * (tr.n_blocks / tr.n_requests) * 512
+    missed = tr.input_tokens.mean() * (1 - dep["hit_ratio"])
     assert dep["requests_per_s"] * missed == pytest.approx(0.5 * 20_000 * 8, rel=1e-6)
     assert out["rate"] == pytest.approx(dep["requests_per_s"]) and out["rate_model"] == "replicate"
 

@@ -88,8 +88,9 @@ def scale(dep: Deployment, *, tokens_per_s_per_gpu: float, hit_curve, trace_rate
 
     Fixed point: at request rate L the trace's users are replicated L / trace_rate times; each copy's share of
     the drives' store is D CAP fill / copies, which sets the hit ratio h, hence the missed prompt tokens per
-    request m(h) = tokens_per_request - h blocks_per_request block_tokens; L solves L m(h(L)) = U P G (L m(h(L))
-    rises with L, so bisection finds it). ``blocks_per_request`` is the full workload's; ``sample_rate`` < 1 when
+    request m(h) = tokens_per_request (1 - h) (a request misses the share of its tokens that its blocks miss);
+    L solves L m(h(L)) = U P G (L m(h(L)) rises with L, so bisection finds it). The drives are written the
+    missed blocks, whole slots: L (1 - h) blocks_per_request block_bytes. ``blocks_per_request`` is the full workload's; ``sample_rate`` < 1 when
     the hit curve is a key sample's."""
     if not tokens_per_s_per_gpu > 0:
         raise SpecError("the deployment needs a prefill rate", "give --profile (or --recompute-tokens-per-s)")
@@ -102,7 +103,7 @@ def scale(dep: Deployment, *, tokens_per_s_per_gpu: float, hit_curve, trace_rate
         return float(hit_curve.at(store_blocks / copies))
 
     def missed(h):
-        return max(tokens_per_request - h * blocks_per_request * block_tokens, 1e-9 * tokens_per_request)
+        return max(tokens_per_request * (1.0 - h), 1e-9 * tokens_per_request)
 
     lo = work / tokens_per_request                       # every token missed
     hi = work / missed(hit_curve.infinite_hit_ratio)     # the best hit ratio the trace allows

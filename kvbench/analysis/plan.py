@@ -553,6 +553,10 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
         from kvbench.units import format_bytes
 
         warnings.append(f"the planned tier ({format_bytes(pick['capacity_bytes'])}): {pick['basis']}")
+    if sample < 1.0 and primary.get("need_bytes") and sc.blocks(primary["need_bytes"]) < 100:
+        warnings.append(f"the key sample resolves the planned tier in {sc.blocks(primary['need_bytes']):.3g} "
+                        "sampled blocks per copy of the workload: too few for a faithful miniature; raise the "
+                        "sample rate")
     if sample < 1.0:
         warnings.append(f"a key sample at rate {sample:g}: capacities and write rates are scaled by 1/{sample:g} "
                         "(residence and DWPD need no scaling), but hit ratios carry the sample's variance: a few "
