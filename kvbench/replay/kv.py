@@ -441,14 +441,14 @@ class _Accumulator:
         self.sec_bytes: dict = {}          # (second, lvl, op) -> bytes
 
 
-def _run_domain(plan, targets, cfg, verify, runtime_s, results, key, handle_signals):
+def _run_domain(plan, targets, cfg, verify, runtime_s, results, key, stop):
     from kvbench.engine import run_plan
 
     try:
         results[key] = run_plan(plan, targets, engine="dram" if key == "dram" else cfg.engine,
                                 qd=1 if key == "dram" else cfg.qd,
                                 workers=1, pacing="closed" if cfg.closed_loop else "open", speed=1.0,
-                                verify=verify, runtime_s=runtime_s, handle_signals=handle_signals)
+                                verify=verify, runtime_s=runtime_s, handle_signals=False, stop=stop)
     except BaseException as e:  # noqa: BLE001 - reported by the caller
         results[key] = e
 
@@ -539,7 +539,7 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
     req_header = True
     fences_total = planned_ios = 0
     planned_bytes = {(lvl, op): 0 for lvl in levels for op in (0, 1, 2)}
-    totals = {"requests": 0, "blocks": 0, "hit_blocks": 0, "produced": 0}
+    totals = {"requests": 0, "blocks": 0, "hit_blocks": 0, "produced": 0, "not_issued": 0}
     lvl_hits = np.zeros(4, dtype=np.int64)
     run_t0 = time.perf_counter_ns()
     scale = 1e9 / cfg.speed
@@ -583,9 +583,13 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
                 if not cfg.dry_run and subplans:
                     issued = _execute(cfg, subplans, parts, plan, meta, targets, acc, run_t0, reqs, load_ms,
                                       tier_ms, slot_bytes)
-                    if issued < len(reqs):         # stopped early (--duration, error, Ctrl-C): count what ran
-                        reqs, load_ms = reqs[:issued], load_ms[:issued]
-                        tier_ms = {k: v[:issued] for k, v in tier_ms.items()}
+                    if issued < len(reqs):         # stopped early (--duration, error, Ctrl-C)
+                        # the window was simulated whole (the tier counters count all of it), so the summary
+                        # counts it whole too; requests not fully issued have no load time
+                        load_ms[issued:] = np.nan
+                        for v in tier_ms.values():
+                            v[issued:] = np.nan
+                        totals["not_issued"] += len(reqs) - issued
                         cut = True
             extra_cols = None
             if cfg.sample_keys is not None and windows.full_blocks is not None:
@@ -670,20 +674,27 @@ def _execute(cfg, subplans, parts, plan, meta, targets, acc, run_t0, reqs, load_
     for dom, sp in subplans.items():
         if not cfg.closed_loop:
             sp["issue_ns"] = np.maximum(sp["issue_ns"].astype(np.int64) - elapsed, 0)
+    from kvbench.engine.driver import StopFlag
+    from kvbench.engine.runner import stop_on_signals
+
     results: dict = {}
     threads = []
     t_call = time.perf_counter_ns()
-    if "dram" in subplans and "dev" in subplans:      # the arena in a thread, the devices here
-        th = threading.Thread(target=_run_domain, args=(subplans["dram"], targets.dram, cfg, cfg.verify,
-                                                        runtime_s, results, "dram", False))
-        th.start()
-        threads.append(th)
-    if "dev" in subplans:
-        _run_domain(subplans["dev"], targets.dev, cfg, cfg.verify, runtime_s, results, "dev", True)
-    elif "dram" in subplans:
-        _run_domain(subplans["dram"], targets.dram, cfg, cfg.verify, runtime_s, results, "dram", True)
-    for th in threads:
-        th.join()
+    stop = StopFlag()       # one flag for both domains: Ctrl-C stops the arena copies and the device I/O at once
+    with stop_on_signals(stop, True):
+        if "dram" in subplans and "dev" in subplans:      # the arena in a thread, the devices here
+            th = threading.Thread(target=_run_domain, args=(subplans["dram"], targets.dram, cfg, cfg.verify,
+                                                            runtime_s, results, "dram", stop))
+            th.start()
+            threads.append(th)
+        if "dev" in subplans:
+            _run_domain(subplans["dev"], targets.dev, cfg, cfg.verify, runtime_s, results, "dev", stop)
+        elif "dram" in subplans:
+            _run_domain(subplans["dram"], targets.dram, cfg, cfg.verify, runtime_s, results, "dram", stop)
+        for th in threads:
+            th.join()
+    if stop.value:
+        acc.status = "interrupted"
     n = len(plan)
     sub_abs = np.full(n, -1, dtype=np.int64)
     comp_abs = np.full(n, -1, dtype=np.int64)
@@ -894,6 +905,8 @@ def _summary(cfg, hier, acc, totals, lvl_hits, levels, block_bytes, slot_bytes, 
     load = _pcts(acc.load_hist, ("p50", "p90", "p99", "p99.9", "max", "mean"))
     out = {
         "trace": cfg.trace, "model": cfg.model, "requests": totals["requests"], "trace_requests": n_requests,
+        # requests simulated (what the tier counters count) whose I/O was not all issued: the run stopped
+        "requests_not_issued": totals["not_issued"],
         "blocks": totals["blocks"], "hit_blocks": totals["hit_blocks"], "hit_ratio": totals["hit_blocks"] / blocks,
         "produced_blocks": hier.produced, "block_bytes": block_bytes, "slot_bytes": slot_bytes,
         "chunk_bytes": cfg.chunk_bytes, "dry_run": cfg.dry_run,
