@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from kvbench.engine.iolog import write_iolog
 from kvbench.engine.plan import OP_READ, OP_WRITE, make_plan
+from kvbench.engine import safety
 from kvbench.engine.runner import run_plan
 from kvbench.engine.targets import open_target
 from kvbench.errors import TargetError, UsageError
@@ -137,8 +139,15 @@ def run_io(spec: IoSpec, *, results_root: str = "results", export_iolog: str | N
         if not os.path.isdir(d):
             raise UsageError(f"--export-iolog: directory {d} does not exist", "create it or give another path")
     # a new (or grown) file is created writable and is prefilled before it is read: unwritten extents never
-    # reach the device, so reading them would measure nothing
-    target = open_target(path, size=size, write=spec.writes or spec.prefill is True,
+    # reach the device, so reading them would measure nothing. An existing file with holes is filled too when
+    # kvbench wrote it, and refused when it did not (or the user said --no-prefill)
+    hole = _unwritten(path, size) if spec.reads and exists else None
+    if hole is not None and (spec.prefill is False or not safety.is_owned(path)):
+        raise TargetError(f"{path} has unwritten ranges (from byte {hole}): the filesystem answers them with "
+                          "zeros and no device I/O, so reading them would measure nothing",
+                          "write the file first, let kvbench fill its own file (drop --no-prefill), or give a "
+                          "new path (kvbench creates and fills it)")
+    target = open_target(path, size=size, write=spec.writes or spec.prefill is True or hole is not None,
                          destroy_data=spec.destroy_data)
     rd = None
     try:
@@ -152,7 +161,8 @@ def run_io(spec: IoSpec, *, results_root: str = "results", export_iolog: str | N
         rd = RunDir.create("io", config, root=results_root, targets=[target.path])
         rd.update_run(target_opened=target.facts())
         prefill = None
-        do_prefill = spec.prefill if spec.prefill is not None else (target.created and spec.reads)
+        do_prefill = spec.prefill if spec.prefill is not None else \
+            ((target.created or hole is not None) and spec.reads)
         if do_prefill:
             prefill = _prefill(target, spec)
         devs = [target.device] if target.device else []
@@ -188,6 +198,9 @@ def run_io(spec: IoSpec, *, results_root: str = "results", export_iolog: str | N
                 times_ns=(times if times is None or result.passes else times[issued]),
                 repeat=max(1, result.passes))}
         status = {"complete": "complete", "interrupted": "interrupted", "failed": "failed"}[result.status]
+        if status == "complete" and summary.get("not_measured"):
+            status = "not-measured"
+            warnings.warn(f"not measured: {summary['not_measured']}")
         summary["run_dir"] = str(rd.path)
         rd.write_summary(summary, status=status)
         return summary, rd, result
@@ -197,6 +210,14 @@ def run_io(spec: IoSpec, *, results_root: str = "results", export_iolog: str | N
         raise
     finally:
         target.close()
+
+
+def _unwritten(path: str, size: int | None) -> int | None:
+    from kvbench.engine.targets import first_hole
+
+    if path.startswith("dram:") or not os.path.isfile(path):
+        return None
+    return first_hole(path, size)
 
 
 def _prefill(target, spec: IoSpec) -> dict:
@@ -236,6 +257,10 @@ def _summary(spec, result, target, host, prefill) -> dict:
         out["host"]["read_bytes"] = hr
         # O_DIRECT check: every byte the engine read must have reached the device (no page-cache hits)
         out["host"]["direct_io_verified"] = bool(hr >= 0.98 * read) if read else None
+        if out["host"]["direct_io_verified"] is False and result.engine != "null":
+            out["not_measured"] = (f"the O_DIRECT bypass check failed: /dev/{target.device} read "
+                                   f"{hr:,} bytes where the engine read {read:,} (holes or page cache answered "
+                                   "the rest)")
     if prefill:
         out["prefill"] = prefill
     return out

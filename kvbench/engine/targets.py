@@ -275,9 +275,30 @@ def _open_block(path, st, size, write, destroy_data, lock, direct) -> Target:
     return Target(path=path, kind="block", fd=fd, size=size, lbs=lbs, writable=write, fstype=None, device=name)
 
 
+def first_hole(path: str, size: int | None = None) -> int | None:
+    """Offset of the first unwritten byte of a regular file within ``size`` (its length by default), or None
+    when every byte was written. Holes and fallocated-but-unwritten extents both count: the filesystem
+    answers reads of them with zeros and no device I/O, so a benchmark reading them measures nothing."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        end = os.fstat(fd).st_size if size is None else min(int(size), os.fstat(fd).st_size)
+        if end <= 0:
+            return None
+        try:
+            hole = os.lseek(fd, 0, os.SEEK_HOLE)
+        except OSError:               # no SEEK_HOLE here: cannot tell, assume written
+            return None
+        return hole if hole < end else None
+    finally:
+        os.close(fd)
+
+
 def close_all(targets) -> None:
     for t in targets:
         t.close()
 
 
-__all__ = ["Target", "open_target", "open_dram", "close_all", "MEMORY_FILESYSTEMS"]
+__all__ = ["Target", "open_target", "open_dram", "close_all", "first_hole", "MEMORY_FILESYSTEMS"]
