@@ -92,6 +92,9 @@ def replay_kv_cmd(trace, model, tp, fmt, l1, l2, l3, l3_capacity, l4, l4_capacit
                    f"written {format_bytes(t['write_bytes'])}{bw}{lat_s}" +
                    (f"  (full size: read {format_bytes(t['full_read_bytes'])} written "
                     f"{format_bytes(t['full_write_bytes'])})" if sampled else ""))
+    for name, t in s["tiers"].items():
+        if t.get("store"):
+            click.echo(f"  {name} store: {t['store']}")
     if lt.get("p50") is not None:
         click.echo(f"  load time p50 {lt['p50']:.3f} ms  p99 {lt['p99']:.3f} ms" +
                    (" (sampled blocks only)" if sampled else ""))

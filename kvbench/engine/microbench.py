@@ -201,6 +201,7 @@ def run_io(spec: IoSpec, *, results_root: str = "results", export_iolog: str | N
         if status == "complete" and summary.get("not_measured"):
             status = "not-measured"
             warnings.warn(f"not measured: {summary['not_measured']}")
+        summary["status"] = status
         summary["run_dir"] = str(rd.path)
         rd.write_summary(summary, status=status)
         return summary, rd, result

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import sys
 import time
@@ -31,7 +32,8 @@ from kvbench.qualify.steps import kvbench_argv, run_step
 from kvbench.units import format_bytes, parse_duration
 
 QUICK_S = 10.0                  # --quick: no workload runs longer than this, the precondition one round of it
-QUICK_ENGRAM_TOKENS = 32768     # --quick: the Engram replay's token stream (its run time scales with it)
+QUICK_ENGRAM_TOKENS = 32768     # --quick: the Engram replay's token stream and timed steps (its run time
+QUICK_ENGRAM_STEPS = 256        # scales with them; it has no duration option)
 
 
 class QualificationFailed(KvbenchError):
@@ -85,19 +87,24 @@ def _min_duration(value, cap: float) -> str:
     return f"{min(v, cap):g}s" if v > 0 else f"{cap:g}s"
 
 
-#: --quick: how each kind of step is shortened (at most QUICK_S of I/O)
+def _quick_engram(o: dict, seconds: float) -> None:
+    o["tokens"] = min(int(o.get("tokens") or QUICK_ENGRAM_TOKENS), QUICK_ENGRAM_TOKENS)
+    o["steps"] = min(int(o.get("steps") or QUICK_ENGRAM_STEPS), QUICK_ENGRAM_STEPS)
+
+
+#: --quick: how each kind of step is shortened (at most ``seconds`` of I/O; plan and check do no I/O)
 QUICK = {
-    "io": lambda o: o.update(runtime=_min_duration(o.get("runtime"), QUICK_S)),
-    "replay-kv": lambda o: o.update(duration=_min_duration(o.get("duration"), QUICK_S)),
-    "replay-engram": lambda o: o.update(tokens=min(int(o.get("tokens") or QUICK_ENGRAM_TOKENS), QUICK_ENGRAM_TOKENS)),
+    "io": lambda o, sec: o.update(runtime=_min_duration(o.get("runtime"), sec)),
+    "replay-kv": lambda o, sec: o.update(duration=_min_duration(o.get("duration"), sec)),
+    "replay-engram": _quick_engram,
 }
 
 
 def workload_argv(w, *, target: str, size: int | None, destroy_data: str | None, results_root: str,
-                  run_dirs: dict, drive_capacity: int | None = None, quick: bool = False) -> list[str]:
+                  run_dirs: dict, drive_capacity: int | None = None, quick: float | None = None) -> list[str]:
     """The command line of one workload: the profile's options with placeholders filled ({target}, {size},
     {drive_capacity}, {results}, {run:NAME} = an earlier workload's run folder), plus what the step needs
-    to run on the drive under test (STEP_OPTIONS), its results folder, and the --quick shortening."""
+    to run on the drive under test (STEP_OPTIONS), its results folder, and ``quick`` (seconds: --quick)."""
     ctx = {"target": target, "size": size or "", "results": results_root,
            "drive_capacity": drive_capacity or "", **{f"run:{k}": v for k, v in run_dirs.items()}}
     opts = {k: _substitute(v, ctx) for k, v in w.options.items()}
@@ -105,7 +112,7 @@ def workload_argv(w, *, target: str, size: int | None, destroy_data: str | None,
     if w.kind in TAKES_RESULTS:
         opts.setdefault("results", results_root)
     if quick and w.kind in QUICK:
-        QUICK[w.kind](opts)
+        QUICK[w.kind](opts, float(quick))
     return kvbench_argv(KIND_COMMANDS[w.kind], [_substitute(a, ctx) for a in w.args], opts)
 
 
@@ -147,19 +154,21 @@ def _reads(profile: QualifyProfile) -> bool:
     return any(w.kind != "plan" and w.kind != "check" for w in profile.workloads)
 
 
-def _shortened(pre: Precondition) -> Precondition:
+def _shortened(pre: Precondition, seconds: float) -> Precondition:
     from dataclasses import replace
 
-    return replace(pre, fill_passes=min(pre.fill_passes, 1.0) or 1.0, round_s=min(pre.round_s, QUICK_S),
+    return replace(pre, fill_passes=min(pre.fill_passes, 1.0) or 1.0, round_s=min(pre.round_s, seconds),
                    max_rounds=1, min_rounds=1)
 
 
 # --- the job -----------------------------------------------------------------------------------------------
 def qualify(profile: QualifyProfile, target: str, *, size: int | None = None, destroy_data: str | None = None,
             results_root: str = "results", report_path=None, skip_precondition: bool = False,
-            drive: dict | None = None, quick: bool = False, progress=_say) -> tuple[dict, Path]:
+            drive: dict | None = None, quick: bool = False, quick_s: float = QUICK_S,
+            progress=_say) -> tuple[dict, Path]:
     """Run the qualification; returns (summary, run folder). Raises nothing for a failed drive: the caller
-    decides the exit code from ``summary["verdict"]``."""
+    decides the exit code from ``summary["verdict"]``. ``quick``: every workload at most ``quick_s`` seconds
+    and the precondition one round of it."""
     from kvbench.engine.targets import open_target
     from kvbench.metrics.run import RunDir
     from kvbench.report import build_report, default_report_path
@@ -192,8 +201,8 @@ def qualify(profile: QualifyProfile, target: str, *, size: int | None = None, de
             skipped[PRECONDITION] = "the steady-state rounds were skipped (--skip-precondition)"
             pre = None
         elif quick and pre is not None:
-            skipped[PRECONDITION] = f"--quick: one {QUICK_S:g} s round cannot show steady state"
-            pre = _shortened(pre)
+            skipped[PRECONDITION] = f"--quick: one {quick_s:g} s round cannot show steady state"
+            pre = _shortened(pre, quick_s)
         if pre is None and _reads(profile):
             # nothing may be read that was not written: one sequential pass over the region
             pre = Precondition(fill_passes=1.0, max_rounds=0, min_rounds=0)
@@ -207,7 +216,16 @@ def qualify(profile: QualifyProfile, target: str, *, size: int | None = None, de
             save("running")
         for w in profile.workloads:
             argv = workload_argv(w, target=target, size=size, destroy_data=destroy_data, results_root=steps_root,
-                                 run_dirs=parts, drive_capacity=cap, quick=quick)
+                                 run_dirs=parts, drive_capacity=cap, quick=quick_s if quick else None)
+            missing = sorted({m for a in argv for m in re.findall(r"\{run:([^}]+)\}", a)})
+            if missing:       # an earlier step it reads produced no run folder: do not feed it the placeholder
+                err = f"needs the run folder of {', '.join(missing)}, which did not produce one"
+                results[w.name] = {"error": err}
+                steps.append({"name": w.name, "ok": False, "seconds": 0.0, "error": err, "status": None,
+                              "run_dir": None, "argv": list(argv[3:])})
+                progress(f"  {w.name}: not run: {err}")
+                save("running")
+                continue
             progress(f"workload {w.name} ({w.kind}): kvbench {' '.join(argv[3:])}")
             st = run_step(w.name, argv)
             results[w.name] = st.result if st.result is not None else {"error": st.error}
@@ -252,7 +270,7 @@ def qualify(profile: QualifyProfile, target: str, *, size: int | None = None, de
                "failed": [c.name for c in verdicts if c.outcome == "fail"],
                "not_measured": [c.name for c in verdicts if c.outcome == "not-measured"],
                "skipped": [c.name for c in verdicts if c.outcome == "skipped"],
-               **({"shortened": f"--quick: workloads at most {QUICK_S:g} s, precondition one round"}
+               **({"shortened": f"--quick: workloads at most {quick_s:g} s, precondition one round"}
                   if quick else {})}
     run_status = "complete" if all_ran else "partial"
     failed_steps = {} if all_ran else {"reason": "some workloads failed: " +

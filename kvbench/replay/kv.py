@@ -474,7 +474,8 @@ def replay_kv(cfg: ReplayConfig, *, progress=None) -> dict:
                                       t.policy.capacity, "policy": t.spec.policy, "ttl_s": t.spec.ttl_s,
                                       "medium": TIER_MEDIA[t.spec.name],
                                       **({"layout": t.store.layout, "slots": t.store.n_slots,
-                                          "footprint_bytes": t.store.footprint_bytes} if t.store else {})}
+                                          "footprint_bytes": t.store.footprint_bytes,
+                                          "store": spec.store_fit(t.spec)[2]} if t.store else {})}
                         for t in hier.tiers},
               "sample_rate": cfg.sample_rate, "modelled_capacity_bytes": cfg.modelled_capacities()}
     targets = _Targets() if cfg.dry_run else _open_targets(cfg, hier)
@@ -893,6 +894,7 @@ def _summary(cfg, hier, acc, totals, lvl_hits, levels, block_bytes, slot_bytes, 
         if t.store is not None:
             entry["layout"] = t.store.layout
             entry["footprint_bytes"] = t.store.footprint_bytes
+            entry["store"] = hier.spec.store_fit(t.spec)[2]      # what the spare room cost, in words
         if name in io_notes:
             entry.update(io_notes[name])
         if name == "l4" and (cfg.l4_link_bw or cfg.l4_link_latency_s):

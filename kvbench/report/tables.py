@@ -157,8 +157,9 @@ def verdict_rows(rd: RunData) -> list[tuple[str, str, str]]:
     if isinstance(q, dict) and "passed" in q:
         crit = q.get("criteria") or []
         npass = sum(1 for c in crit if c.get("passed"))
+        v = str(q.get("verdict") or ("pass" if q["passed"] else "fail"))
         rows.append(("qualification", f"profile {q.get('profile', '')}".strip(),
-                     ("PASS" if q["passed"] else "FAIL") + f" ({npass}/{len(crit)} criteria)"))
+                     v.upper() + f" ({npass}/{len(crit)} criteria passed)" + (" (--quick)" if q.get("quick") else "")))
     return rows
 
 
@@ -213,13 +214,16 @@ def criteria_table(runs: list[RunData]) -> str | None:
         rows = []
         for c in q["criteria"]:
             ok = c.get("passed")
-            verdict = "PASS" if ok else ("FAIL" if ok is False else "NOT MEASURED")
+            outcome = c.get("outcome") or ("pass" if ok else "fail")
+            verdict = outcome.upper().replace("-", " ") + (f": {c['reason']}" if c.get("reason") else "")
             rows.append("<tr>" + "".join(f"<td>{_esc(x)}</td>" for x in (
                 c.get("name", ""), c.get("workload", ""), c.get("metric", ""),
                 f"{c.get('op', '')} {fmt(str(c.get('metric', '')), c.get('threshold'))}",
                 fmt(str(c.get("metric", "")), c.get("value")))) +
                 f"<td class='{'pass' if ok else 'fail'}'>{verdict}</td></tr>")
-        title = f"{_esc(rd.label)}: profile {_esc(q.get('profile', ''))} — " + ("PASS" if q.get("passed") else "FAIL")
+        v = str(q.get("verdict") or ("pass" if q.get("passed") else "fail"))
+        title = (f"{_esc(rd.label)}: profile {_esc(q.get('profile', ''))} — {v.upper()}"
+                 + (" (shortened: --quick)" if q.get("quick") else ""))
         parts.append(f"<h3 class='{'pass' if q.get('passed') else 'fail'}'>{title}</h3>"
                      "<table class='criteria'><thead><tr><th>criterion</th><th>workload</th><th>metric</th>"
                      f"<th>threshold</th><th>measured</th><th>verdict</th></tr></thead><tbody>{''.join(rows)}</tbody></table>")
