@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from kvbench.cli._common import DURATION, SIZE, emit_json, json_option
+from kvbench.cli._common import DURATION, SIZE, check_outputs, emit_json, force_option, json_option
 
 
 @click.command("io")
@@ -38,15 +38,17 @@ from kvbench.cli._common import DURATION, SIZE, emit_json, json_option
 @click.option("--results", "results_root", default="results", show_default=True, help="Results folder root.")
 @click.option("--inject-fault", "faults", default=None, metavar="SPEC",
               help="Testing: eio@N, enospc@N, eio-every=N, corrupt@N, corrupt-every=N.")
+@force_option
 @json_option
 def io(target, rw, bs, qd, workers, size, runtime, rwmixread, seed, engine, rate_iops, arrival, speed, verify,
-       destroy_data, prefill, export_iolog, results_root, faults, as_json):
+       destroy_data, prefill, export_iolog, results_root, faults, force, as_json):
     """Measure a block pattern on a file, raw device or DRAM arena (like fio, on the kvbench engine)."""
     import warnings
 
     from kvbench.engine.microbench import IoSpec, default_target, run_io
     from kvbench.units import format_bytes, format_rate
 
+    check_outputs(force, export_iolog)
     if target is None:
         import os
         os.makedirs(results_root, exist_ok=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from kvbench.cli._common import SIZE, emit_json, json_option
+from kvbench.cli._common import SIZE, check_outputs, emit_json, force_option, json_option
 
 
 def _drive_kv(ctx, param, values):
@@ -34,8 +34,10 @@ def _drive_kv(ctx, param, values):
                    "the verdict says it was shortened.")
 @click.option("--results", "results_root", default="results", show_default=True, help="Folder for run folders.")
 @click.option("-o", "--output", default=None, type=click.Path(dir_okay=False), help="HTML report path.")
+@force_option
 @json_option
-def qualify_cmd(profile, target, size, destroy_data, drive, skip_precondition, quick, results_root, output, as_json):
+def qualify_cmd(profile, target, size, destroy_data, drive, skip_precondition, quick, results_root, output, force,
+                as_json):
     """Qualify a drive against PROFILE (a name in workloads/qualify or a .toml path).
 
     Preconditions (sequential fill, random writes until the SNIA PTS steady-state rule holds), runs the
@@ -46,6 +48,7 @@ def qualify_cmd(profile, target, size, destroy_data, drive, skip_precondition, q
     from kvbench.qualify.job import QualificationFailed, qualify
     from kvbench.qualify.profile import load_qualify_profile
 
+    check_outputs(force, output)
     prof = load_qualify_profile(profile)
     summary, run_dir = qualify(prof, target, size=size, destroy_data=destroy_data, results_root=results_root,
                                report_path=output, skip_precondition=skip_precondition, drive=drive, quick=quick)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from kvbench.cli._common import DURATION, RATE, SIZE, emit_json, json_option
+from kvbench.cli._common import DURATION, RATE, SIZE, check_outputs, emit_json, force_option, json_option
 
 GROUP = "replay"
 
@@ -53,16 +53,18 @@ GROUP = "replay"
                    "capacity x RATE (give the full-size capacities to model); hit ratios estimate the full cache.")
 @click.option("--sample-seed", type=int, default=0, show_default=True, help="Hash salt of --sample-keys.")
 @click.option("--results", default="results", show_default=True, help="Results folder.")
+@force_option
 @json_option
 def replay_kv_cmd(trace, model, tp, fmt, l1, l2, l3, l3_capacity, l4, l4_capacity, l4_link_bw, l4_link_latency,
                   policy, ttl, write_policy, exclusive, promote, layout, segment_bytes, trim, chunk_bytes, qd, engine,
                   speed, closed_loop, duration, max_requests, verify, dry_run, export_iolog, destroy_data, sample_keys,
-                  sample_seed, results, as_json):
+                  sample_seed, results, force, as_json):
     """Replay TRACE through the tiers: hits read from where they live, misses produced and written, evictions
     cascade; per-request load times, per-tier hit ratios, bytes, bandwidth and latency."""
     from kvbench.replay.kv import ReplayConfig, replay_kv
     from kvbench.units import format_bytes, format_rate
 
+    check_outputs(force, export_iolog)
     cfg = ReplayConfig(trace=trace, model=model, fmt=fmt, tp=tp, l1=l1, l2=l2, l3=l3, l3_capacity=l3_capacity, l4=l4,
                        l4_capacity=l4_capacity, l4_link_bw=l4_link_bw, l4_link_latency_s=l4_link_latency or 0.0,
                        policy=policy, ttl_s=ttl, write_policy=write_policy,
@@ -71,7 +73,16 @@ def replay_kv_cmd(trace, model, tp, fmt, l1, l2, l3, l3_capacity, l4, l4_capacit
                        closed_loop=closed_loop, duration_s=duration, max_requests=max_requests, verify=verify,
                        qd=qd, engine=engine, dry_run=dry_run, export_iolog=export_iolog, destroy_data=destroy_data,
                        results=results, sample_keys=sample_keys, sample_seed=sample_seed)
-    s = replay_kv(cfg)
+    from kvbench.errors import KvbenchError
+
+    try:
+        s = replay_kv(cfg)
+    except KvbenchError as e:
+        if as_json:      # a failed replay still answers --json: its error, and what it measured if it ran
+            emit_json({"kind": "replay-kv", **(getattr(e, "summary", None) or {}),
+                       "status": "interrupted" if e.exit_code == 130 else "failed",
+                       "error": e.problem, "fix": e.fix})
+        raise
     if as_json:
         emit_json(s)
         return

@@ -10,7 +10,7 @@ import functools
 
 import click
 
-from kvbench.cli._common import emit_json, json_option
+from kvbench.cli._common import check_outputs, emit_json, force_option, json_option
 from kvbench.stream.traces import DEFAULT_TRACE
 
 
@@ -114,8 +114,9 @@ def stats_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, 
 @click.option("--block-tokens", type=int, default=512, show_default=True, help="Tokens per KV block.")
 @click.option("--set", "overrides", multiple=True, metavar="PARAM=VALUE",
               help="Override a kind parameter, e.g. --set turns_mean=10 --set system_tokens=4000.")
+@force_option
 @json_option
-def gen_cmd(kind, output, requests, rate, arrival, burstiness, seed, block_tokens, overrides, as_json):
+def gen_cmd(kind, output, requests, rate, arrival, burstiness, seed, block_tokens, overrides, force, as_json):
     """Generate a seeded synthetic trace of KIND (chat, agent, docqa, qa) in Mooncake format."""
     from dataclasses import fields
 
@@ -124,6 +125,7 @@ def gen_cmd(kind, output, requests, rate, arrival, burstiness, seed, block_token
     from kvbench.stream.stats import trace_stats
     from kvbench.stream.traces import read_trace
 
+    check_outputs(force, output)
     types = {f.name: f.type for f in fields(KindParams)}
     kw = {}
     for item in overrides:

@@ -71,6 +71,12 @@ class IoSpec:
             raise UsageError("--rate (open loop) needs --runtime > 0", "pass e.g. --runtime 10s")
         if not (self.speed > 0 and math.isfinite(self.speed)):
             raise UsageError(f"--speed must be > 0, got {self.speed}", "pass e.g. --speed 2")
+        if self.faults:
+            from kvbench.engine.faults import parse_faults
+            parse_faults(self.faults)          # a bad spec is refused before any file or run folder is made
+        if self.size is not None and 0 < self.size < self.bs:
+            raise UsageError(f"--size {self.size} is smaller than one --bs {self.bs} block",
+                             "give --size >= --bs (or a smaller --bs)")
 
     @property
     def writes(self) -> bool:
@@ -154,6 +160,9 @@ def run_io(spec: IoSpec, *, results_root: str = "results", export_iolog: str | N
         if spec.bs % target.lbs:
             raise TargetError(f"--bs {spec.bs} is not a multiple of the logical block size {target.lbs} of "
                               f"{target.path}", f"use a block size that is a multiple of {target.lbs}")
+        if target.size < spec.bs:
+            raise UsageError(f"{target.path} holds {target.size} bytes, less than one --bs {spec.bs} block",
+                             "give a smaller --bs or a larger target")
         size = target.size - target.size % spec.bs
         plan, loop = build_plan(spec, size)
         config = {"spec": asdict(spec), "size_used": size, "plan_ios": len(plan), "loop": loop,
@@ -198,6 +207,12 @@ def run_io(spec: IoSpec, *, results_root: str = "results", export_iolog: str | N
                 times_ns=(times if times is None or result.passes else times[issued]),
                 repeat=max(1, result.passes))}
         status = {"complete": "complete", "interrupted": "interrupted", "failed": "failed"}[result.status]
+        mismatches = int((result.verify or {}).get("mismatches") or 0)
+        summary["verify_errors"] = mismatches
+        if mismatches and status == "complete":      # wrong data read back: the run failed, whatever its speed
+            status = "failed"
+            summary["error"] = (f"verify: {mismatches} of {result.verify.get('checked')} checked reads "
+                                "returned wrong data")
         if status == "complete" and summary.get("not_measured"):
             status = "not-measured"
             warnings.warn(f"not measured: {summary['not_measured']}")

@@ -113,12 +113,23 @@ def _sysfs_lbs(name: str | None) -> int | None:
         return None
 
 
+def check_memory(size: int, what: str, fix: str) -> None:
+    """Refuse (before allocating) an arena larger than the memory available now: it would swap or be killed."""
+    import psutil
+
+    avail = psutil.virtual_memory().available
+    if size > avail:
+        raise TargetError(f"{what} needs {format_bytes(size)} of DRAM but {format_bytes(avail)} of memory "
+                          "available", fix)
+
+
 def open_dram(spec: str, *, lbs: int = 512) -> Target:
     """A DRAM arena: an anonymous, pre-faulted, page-aligned buffer of the given size."""
     size = parse_size(spec.split(":", 1)[1] or "0", what="dram target size")
     if size <= 0 or size % lbs:
         raise TargetError(f"{spec}: a DRAM arena needs a size > 0 that is a multiple of {lbs}",
                           "write e.g. dram:1GiB")
+    check_memory(size, spec, "give a smaller dram:<size>")
     try:
         # shared, so that forked worker processes write into the same arena
         mm = mmap.mmap(-1, size, flags=mmap.MAP_SHARED | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_POPULATE", 0))

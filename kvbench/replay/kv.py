@@ -271,6 +271,8 @@ class IologWriter:
         for f in self.files.values():
             self.fh.write(f"{self.last_ms} {f} close\n")
         self.fh.close()
+        from kvbench.engine.safety import mark_output
+        mark_output(self.path)
 
 
 # --- device counters ------------------------------------------------------------------------------------
@@ -308,7 +310,7 @@ class _Targets:
 
 def _open_targets(cfg: ReplayConfig, hier: Hierarchy) -> _Targets:
     """Open L2 arena, L3 store, L4 file; refuse a store that does not fit its target (before any I/O)."""
-    from kvbench.engine.targets import open_target
+    from kvbench.engine.targets import check_memory, open_target
 
     out = _Targets()
     try:
@@ -318,6 +320,7 @@ def _open_targets(cfg: ReplayConfig, hier: Hierarchy) -> _Targets:
                 continue
             need = t.store.footprint_bytes
             if name == "l2":
+                check_memory(need, f"--l2 {format_bytes(cfg.l2)}", "give a smaller --l2 or free memory")
                 tgt = open_target(f"dram:{need}")
                 out.dram.append(tgt)
                 out.tier_domain[t.level] = ("dram", 0)
@@ -651,18 +654,22 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
         status = "failed"
     rd.write_summary(summary, status=status)
     summary = {"kind": "replay-kv", "status": status, "run_dir": str(rd.path), **summary}
+    err = None
     if interrupted:
         from kvbench.errors import Interrupted
-        raise Interrupted(f"interrupted after {totals['requests']} requests; results so far in {rd.path}",
+        err = Interrupted(f"interrupted after {totals['requests']} requests; results so far in {rd.path}",
                           "rerun to completion")
-    if acc.errors:
-        raise acc.errors[0]
-    if acc.verify_errors:
+    elif acc.errors:
+        err = acc.errors[0]
+    elif acc.verify_errors:
         f = acc.first_mismatch or {}
-        raise VerifyError(f"verify: {acc.verify_errors} of {acc.verify_checked} checked reads returned wrong data; "
+        err = VerifyError(f"verify: {acc.verify_errors} of {acc.verify_checked} checked reads returned wrong data; "
                           f"first: {f.get('tier')} block key {f.get('key')} version {f.get('version')} at "
                           f"offset {f.get('offset')} of {f.get('target')} (results in {rd.path})",
                           "check the device and the write path")
+    if err is not None:
+        err.summary = {**summary, "status": "interrupted" if interrupted else "failed"}   # for --json
+        raise err
     return summary
 
 

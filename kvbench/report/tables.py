@@ -87,6 +87,15 @@ def _first(rd: RunData, path: str):
 def verdict_rows(rd: RunData) -> list[tuple[str, str, str]]:
     """(section, label, formatted value) rows summarising one run's verdicts and headline numbers."""
     rows: list[tuple[str, str, str]] = []
+    # data a run could not vouch for stands out first: wrong data read back, numbers not measured
+    for name, s in rd.all_summaries():
+        bad = s.get("verify_errors") or dig(s, "verify.mismatches")
+        where = f" ({name.rstrip('.')})" if name else ""
+        if bad:
+            checked = s.get("verify_checked") or dig(s, "verify.checked")
+            rows.append(("data", f"verify{where}", f"FAIL: {bad} of {checked} checked reads returned wrong data"))
+        if s.get("status") == "not-measured":
+            rows.append(("data", f"measurement{where}", f"FAIL: not measured: {s.get('not_measured', '')}"))
     kinds = {rd.kind, *(p.kind for p in rd.parts.values())}
     for kind, fields in HEADLINES.items():
         if kind in kinds or any(k.replace("-", "_") == kind.replace("-", "_") for k in kinds):
@@ -171,7 +180,7 @@ def verdict_table(runs: list[RunData]) -> str:
         for sec, label, _ in rows:
             if (sec, label) not in keys:
                 keys.append((sec, label))
-    order = ("qualification", "inequality", "capacity", "endurance", "measured")
+    order = ("data", "qualification", "inequality", "capacity", "endurance", "measured")
     keys.sort(key=lambda k: (order.index(k[0]) if k[0] in order else len(order), k[0]))
     values = [{(s, l): v for s, l, v in rows} for rows in per_run]
     head = "".join(f"<th>{_esc(rd.label)}<br><span class='kind'>{_esc(rd.kind)}</span> {status_badge(rd)}</th>" for rd in runs)

@@ -220,6 +220,8 @@ def write_trace(records: list[dict], path: str | Path) -> Path:
     with opener(path, "wt", encoding="utf-8") as fh:
         for r in records:
             fh.write(json.dumps(r, separators=(", ", ": ")) + "\n")
+    from kvbench.engine.safety import mark_output
+    mark_output(path)
     return path
 
 
