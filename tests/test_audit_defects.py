@@ -137,3 +137,54 @@ def test_ctrl_c_during_a_replay_with_l2_is_honoured_promptly(tmp_path):
     assert p.returncode == 130, (tmp_path / "err.txt").read_text()[-3000:]
     s = json.loads(out)
     assert s["status"] == "interrupted" and s["elapsed_s"] < 100
+
+
+# --- check, run, models, traces --------------------------------------------------------------------------
+def test_check_refuses_a_profile_and_a_run_of_different_models(cli, tmp_path):
+    from tests.test_recompute import REQUESTS, write_run
+
+    root = write_run(tmp_path / "run", requests=REQUESTS)            # a replay of tiny-gqa
+    r = cli("check", "--profile", "llama-3.1-8b-h200-trtllm-fp8", "--run", root)
+    assert r.exit_code == 2 and "replayed tiny-gqa but the check would use llama-3.1-8b" in r.output
+    assert "give a profile of tiny-gqa" in r.output
+    r = cli("check", "--profile", "llama-3.1-8b-h200-trtllm-fp8", "--run", root, "--model", "tiny-gqa", "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["model"] == "tiny-gqa"      # chosen on purpose
+
+
+def test_run_refuses_a_tmpfs_store_and_zero_duration_before_starting(cli, tmp_path):
+    if not os.path.isdir("/dev/shm") or os.statvfs("/dev/shm").f_bsize == 0:
+        pytest.skip("no /dev/shm")
+    from kvbench.metrics.environment import mount_of
+    if (mount_of("/dev/shm") or {}).get("fstype") != "tmpfs":
+        pytest.skip("/dev/shm is not tmpfs here")
+    r = cli("run", "--l3", "/dev/shm/kvbench-test-l3.bin", "--results", tmp_path / "res")
+    assert r.exit_code == 2 and "--l3 /dev/shm/kvbench-test-l3.bin would be on tmpfs" in r.output
+    assert len(r.output.strip().splitlines()) == 1 and not (tmp_path / "res").exists()
+    r = cli("run", "--duration", "0", "--results", tmp_path / "res")
+    assert r.exit_code == 2 and "--duration must be > 0" in r.output and not (tmp_path / "res").exists()
+
+
+def test_models_rejects_bad_block_tokens_and_tp_says_how(cli):
+    r = cli("models", "--block-tokens", "-1")
+    assert r.exit_code == 2 and "-1 is not in the range x>=1" in r.output
+    r = cli("models", "--tp", "0")
+    assert r.exit_code == 2 and "--tp must be >= 1, not 0 (fix: give --tp 1" in r.output
+    assert "fix the preset" not in r.output
+
+
+def test_trace_errors_name_the_real_problem(cli, tmp_path):
+    body = b"".join(json.dumps({"timestamp": i, "input_length": 512, "output_length": 1,
+                                "hash_ids": [i]}).encode() + b"\n" for i in range(2000))
+    bad = bytearray(gzip.compress(body))
+    bad[20:60] = b"\x00" * 40                       # valid magic, broken deflate data
+    (tmp_path / "bad.jsonl.gz").write_bytes(bytes(bad))
+    r = cli("trace", "stats", tmp_path / "bad.jsonl.gz")
+    assert r.exit_code == 2 and "corrupt gzip data" in r.output and "internal error" not in r.output
+    assert len(r.output.strip().splitlines()) == 1
+    r = cli("trace", "stats", "/dev/null")
+    assert r.exit_code == 2 and "/dev/null is not a regular file" in r.output and "not found" not in r.output
+    (tmp_path / "o.jsonl").write_text('{"timestamp": 5, "input_length": 512, "output_length": 1, "hash_ids": [1]}\n'
+                                      '{"timestamp": 1, "input_length": 512, "output_length": 1, "hash_ids": [2]}\n')
+    r = cli("trace", "stats", tmp_path / "o.jsonl")
+    assert r.exit_code == 2 and "out-of-order timestamp" in r.output and "--sort" in r.output
+    assert "--order keep" not in r.output

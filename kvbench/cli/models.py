@@ -10,7 +10,7 @@ from kvbench.units import format_bytes
 
 
 @click.command("models")
-@click.option("--block-tokens", type=int, default=512, show_default=True, help="Tokens per KV block (for block size).")
+@click.option("--block-tokens", type=click.IntRange(min=1), default=512, show_default=True, help="Tokens per KV block (for block size).")
 @click.option("--tp", type=int, default=None, help="Tensor-parallel degree (splits GQA KV heads).")
 @json_option
 def models_cmd(block_tokens, tp, as_json):

@@ -218,6 +218,33 @@ def _first_number(obj):
     return None
 
 
+def _preflight(duration: float, l3_path: str | None, results_root: str, destroy_data: str | None) -> None:
+    """What would fail the replay step minutes in, refused before the job starts (nothing made yet)."""
+    import os
+    import stat
+
+    from kvbench.engine import safety
+    from kvbench.engine.targets import MEMORY_FILESYSTEMS
+    from kvbench.errors import TargetError, UsageError
+    from kvbench.metrics.environment import mount_of
+
+    if not duration > 0:
+        raise UsageError(f"--duration must be > 0, not {duration:g} s", "give e.g. --duration 60s")
+    if l3_path and os.path.exists(l3_path) and stat.S_ISBLK(os.stat(l3_path).st_mode):
+        safety.check_block_write(l3_path, destroy_data)
+        return
+    where = l3_path or results_root
+    probe = Path(where).resolve()
+    while not probe.exists():
+        probe = probe.parent
+    fs = (mount_of(str(probe)) or {}).get("fstype")
+    if fs in MEMORY_FILESYSTEMS:
+        what = f"--l3 {l3_path}" if l3_path else f"the scratch L3 store (under --results {results_root})"
+        raise TargetError(f"{what} would be on {fs}, where O_DIRECT is served from memory or unsupported: no "
+                          "device would be measured", "give --l3 a file on a device-backed filesystem (ext4, "
+                          "xfs) or a raw block device, or --results on one")
+
+
 @click.command("run")
 @click.option("--trace", default=DEFAULT_TRACE, show_default=True, help="Trace file or built-in trace name.")
 @click.option("--model", default=DEFAULT_MODEL, show_default=True, help="Model preset (KV bytes per token).")
@@ -257,6 +284,7 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
     from kvbench.units import parse_duration
 
     retention_s = [parse_duration(x.strip(), what="--retentions") for x in retentions.split(",") if x.strip()]
+    _preflight(duration, l3_path, results_root, destroy_data)
     prog = _Progress(7)
     trace_path = _trace_path(trace)
     spec = load_model(model)

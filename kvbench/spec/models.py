@@ -65,6 +65,10 @@ class ModelSpec:
 
     def with_overrides(self, **kw) -> "ModelSpec":
         from dataclasses import replace
+
+        from kvbench.errors import UsageError
+        if kw.get("tp") is not None and int(kw["tp"]) < 1:
+            raise UsageError(f"--tp must be >= 1, not {kw['tp']}", "give --tp 1 (no tensor parallelism) or more")
         spec = replace(self, **{k: v for k, v in kw.items() if v is not None})
         spec.validate()
         return spec
