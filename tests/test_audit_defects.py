@@ -188,3 +188,13 @@ def test_trace_errors_name_the_real_problem(cli, tmp_path):
     r = cli("trace", "stats", tmp_path / "o.jsonl")
     assert r.exit_code == 2 and "out-of-order timestamp" in r.output and "--sort" in r.output
     assert "--order keep" not in r.output
+
+
+def test_replay_whose_device_read_less_than_the_engine_is_not_measured():
+    from kvbench.replay.kv import _counters_disagree
+
+    assert _counters_disagree({"device": "vda", "read_bytes": 10 * MiB}, 10 * MiB) is None
+    assert _counters_disagree({"device": "vda", "read_bytes": 50 * MiB}, 10 * MiB) is None   # others read too
+    assert _counters_disagree(None, 10 * MiB) is None and _counters_disagree({"read_bytes": 0}, 0) is None
+    why = _counters_disagree({"device": "loop3", "read_bytes": 200 * MiB}, 85 * 1024 * MiB)
+    assert why.startswith("the O_DIRECT bypass check failed: /dev/loop3 read 209,715,200 bytes")

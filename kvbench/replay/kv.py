@@ -652,6 +652,11 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
     status = acc.status
     if acc.verify_errors:
         status = "failed"
+    unvouched = _counters_disagree(host, acc.bytes.get((2, 0), 0))
+    if unvouched:
+        summary["not_measured"] = unvouched
+        if status == "complete":
+            status = "not-measured"
     rd.write_summary(summary, status=status)
     summary = {"kind": "replay-kv", "status": status, "run_dir": str(rd.path), **summary}
     err = None
@@ -671,6 +676,17 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
         err.summary = {**summary, "status": "interrupted" if interrupted else "failed"}   # for --json
         raise err
     return summary
+
+
+def _counters_disagree(host: dict | None, engine_read: int) -> str | None:
+    """Why the L3 device's own counters do not vouch for the engine's reads (None when they do, or when there
+    are none to compare): fewer bytes reached the device than the engine read means holes or a cache answered."""
+    if not host or not engine_read or host.get("read_bytes") is None:
+        return None
+    if host["read_bytes"] >= 0.98 * engine_read:
+        return None
+    return (f"the O_DIRECT bypass check failed: /dev/{host.get('device')} read {host['read_bytes']:,} bytes where "
+            f"the engine read {engine_read:,} from the L3 store (holes or a cache answered the rest)")
 
 
 def _execute(cfg, subplans, parts, plan, meta, targets, acc, run_t0, reqs, load_ms, tier_ms, slot_bytes):
