@@ -343,7 +343,8 @@ def _open_targets(cfg: ReplayConfig, hier: Hierarchy) -> _Targets:
                 raise TargetError(f"the {name} store needs {format_bytes(need)} ({t.store.n_slots} slots of "
                                   f"{format_bytes(t.store.slot_bytes)}) but {tgt.path} holds "
                                   f"{format_bytes(tgt.size)}",
-                                  f"give a smaller --{name}-capacity or a larger target")
+                                  f"give --{name}-capacity {format_bytes(tgt.size)} or less (its spare slots "
+                                  "come out of it), or a larger target")
             out.dev.append(tgt)
             out.tier_domain[t.level] = ("dev", len(out.dev) - 1)
     except BaseException:
