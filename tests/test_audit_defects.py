@@ -161,7 +161,7 @@ def test_run_refuses_a_tmpfs_store_and_zero_duration_before_starting(cli, tmp_pa
     assert r.exit_code == 2 and "--l3 /dev/shm/kvbench-test-l3.bin would be on tmpfs" in r.output
     assert len(r.output.strip().splitlines()) == 1 and not (tmp_path / "res").exists()
     r = cli("run", "--duration", "0", "--results", tmp_path / "res")
-    assert r.exit_code == 2 and "--duration must be > 0" in r.output and not (tmp_path / "res").exists()
+    assert r.exit_code == 2 and "--duration 0 s must be > 0" in r.output and not (tmp_path / "res").exists()
 
 
 def test_models_rejects_bad_block_tokens_and_tp_says_how(cli):

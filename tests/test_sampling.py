@@ -139,10 +139,12 @@ def test_sampled_summary_volumes_and_plan_dwpd_are_full_size(cli, tmp_path):
     for name, s in (("full", full), ("samp", samp)):
         pl[name] = _json(cli("plan", "--trace", "mooncake-synthetic", "--model", "tiny-gqa", "--run",
                              s["run_dir"], "--json"))
-    t = next(iter(pl["samp"]["per_target"].values()))
-    assert "full_write_bytes" in t["writes_source"] and t["dwpd_capacity_bytes"] == full_cap
-    assert pl["samp"]["l3_write_bytes_per_day"] == pytest.approx(pl["full"]["l3_write_bytes_per_day"], rel=0.1)
-    assert pl["samp"]["dwpd"] == pytest.approx(pl["full"]["dwpd"], rel=0.1)
+    # the run's measured volume is reported at full size; the plan's steady state is the trace's, so a sampled
+    # and an unsampled replay give the same plan
+    m = pl["samp"]["measured"]
+    assert m["l3_write_bytes"] == pytest.approx(l3["full_write_bytes"]) and m["l3_capacity_bytes"] == full_cap
+    assert pl["samp"]["dwpd"] == pytest.approx(pl["full"]["dwpd"], rel=1e-9)
+    assert pl["samp"]["capacity_curve"] == pl["full"]["capacity_curve"]
 
 
 def test_sampled_real_replay_marks_load_times_and_estimates_full_ones(cli, tmp_path):

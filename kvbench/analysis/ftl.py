@@ -478,6 +478,9 @@ def simulate(config: FtlConfig, *, pattern: str = "uniform", writes: float = 10.
         pattern = "extents"
     elif pattern == "uniform":
         chunks = _uniform_chunks(U, total, seed, io_pages)
+    elif pattern == "jesd219":
+        ops, starts, counts = jesd219_extents(U, max(1, int(total / 1.85) + 1), seed)
+        chunks = _extent_chunks(ops, starts, counts, total)
     else:
         chunks = _extent_chunks(*_sequential_pass(U, io_pages), total)
     win = max(1, int(window * U))
@@ -519,7 +522,29 @@ def simulate(config: FtlConfig, *, pattern: str = "uniform", writes: float = 10.
                      warmup_fraction=warmup, seconds=seconds)
 
 
-PATTERNS = {"uniform": "uniform random single-page writes", "sequential": "sequential writes, wrapping around"}
+PATTERNS = {"uniform": "uniform random single-page writes", "sequential": "sequential writes, wrapping around",
+            "jesd219": "JEDEC JESD219A enterprise endurance workload: 4 KiB-dominated random writes, 50% of them "
+                       "to 5% of the LBAs, 30% to the next 15%, 20% to the rest (the workload DWPD ratings assume)"}
+
+# JESD219A: transfer sizes in 4 KiB pages (the 77% of writes of 4 KiB or less cost a whole page) and their
+# probabilities (512 B 4%, 1-3.5 KiB 1% each, 4 KiB 67%, 8 KiB 10%, 16 KiB 7%, 32 KiB 3%, 64 KiB 3%), and the
+# access skew over the user LBA range (fraction of accesses -> fraction of LBAs)
+JESD219_PAGES = ((1, 0.77), (2, 0.10), (4, 0.07), (8, 0.03), (16, 0.03))
+JESD219_SKEW = ((0.50, 0.05), (0.30, 0.15), (0.20, 0.80))
+
+
+def jesd219_extents(user_pages: int, n: int, seed: int = 1):
+    """``n`` write extents of the JESD219A enterprise workload over ``user_pages`` 4 KiB pages (vectorised)."""
+    rng = np.random.default_rng(seed)
+    sizes = np.array([p for p, _ in JESD219_PAGES], dtype=np.int64)
+    size = sizes[rng.choice(sizes.size, size=n, p=[q for _, q in JESD219_PAGES])]
+    share = np.array([a for a, _ in JESD219_SKEW])
+    span = np.array([b for _, b in JESD219_SKEW])
+    lo = np.concatenate(([0.0], np.cumsum(span)[:-1]))
+    region = rng.choice(share.size, size=n, p=share)
+    first = ((lo[region] + rng.random(n) * span[region]) * user_pages).astype(np.int64)
+    first = np.minimum(first - first % size, user_pages - size)       # aligned to the transfer size
+    return np.full(n, OP_WRITE, dtype=np.uint8), first, size
 
 
 # --- write streams from files ---------------------------------------------------------------------------

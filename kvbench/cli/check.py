@@ -107,13 +107,15 @@ def check_cmd(profile_name, rate, run_dir, tier_specs, trace_path, model_name, k
     names = [t.name for t in tiers]
     if len(set(names)) != len(names):
         raise SpecError(f"tier names repeat: {', '.join(names)}", "give each --tier a distinct name")
-    ineq = Inequality(profile, model.bytes_per_token, model.layers, pipelined)
+    ineq = Inequality(profile, model.bytes_per_token, model.layers, pipelined, kv=model)
     result_tiers = analyse_tiers(ineq, tiers, lengths=lengths, suffix=suffix_tokens, max_tokens=max_tokens)
     out = {"profile": {"name": profile.name, "kind": profile.kind, "model": profile.model, "device": profile.device,
                        "dtype": profile.dtype, "tokens_per_s": profile.tokens_per_s,
                        "reference_tokens": profile.reference_tokens, "fit": profile.fit.to_dict(),
                        "source": profile.source, "path": profile.path},
            "model": model.name, "bytes_per_token": model.bytes_per_token, "kv_dtype": model.dtype,
+           "bytes_for_tokens": {str(n): model.bytes_for_tokens(n) for n in sorted(set(lengths))},
+           "kv_layers": [g.to_dict() for g in model.layer_bytes()],
            "layers": model.layers, "pipelined": pipelined, "suffix_tokens": suffix_tokens, "max_tokens": max_tokens,
            "tiers": result_tiers}
     # the TTFT recomputing a prefix costs, T(n) - T(0), on the grid of each tier's "curve" (for plots)
@@ -136,7 +138,9 @@ def check_cmd(profile_name, rate, run_dir, tier_specs, trace_path, model_name, k
         click.echo(f"  ({profile.kind}: {profile.source})")
     elif profile.fit.rel_rms > 0.10:
         click.echo(f"  warning: this profile's fit misses its points by {profile.fit.rel_rms:.0%} rms (noisy timings)")
-    click.echo(f"KV: {model.name}, {model.bytes_per_token:,} B/token ({model.dtype}), {model.layers} layers; "
+    kinds = " + ".join(f"{g.count} {g.kind}" + (f" ({g.window})" if g.window else "") for g in model.layer_bytes())
+    click.echo(f"KV: {model.name}, {model.bytes_per_token:,} B/token at long prefixes ({model.dtype}), {model.layers} "
+               f"layers: {kinds}; "
                f"load {'pipelined layer by layer over ' + str(suffix_tokens) + ' suffix tokens' if pipelined else 'before compute'}")
     show = [n for n in lengths][:6]
     click.echo(f"{'tier':<12} {'bandwidth':>11} {'latency':>9} {'n*':>9}  " +

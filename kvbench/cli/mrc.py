@@ -111,6 +111,7 @@ def mrc_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, ca
         "trace": meta["path"], "format": meta["format"], "block_tokens": meta["block_tokens"],
         "requests": meta["requests"], "streamed": tr is None,
         "model": spec.name if spec else None, "bytes_per_token": spec.bytes_per_token if spec else None,
+        "stored_bytes_per_token": spec.stored_bytes_per_token(meta["block_tokens"]) if spec else None,
         "capacities_bytes": (main_curve.capacities_blocks * block_bytes).tolist() if block_bytes else None,
         "read_s": t_read, "profile_s": t_prof, "elapsed_s": elapsed,
         "refs_per_s": meta["references"] / t_prof if profile is not None and t_prof > 0 else None,

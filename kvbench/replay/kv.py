@@ -473,7 +473,7 @@ def replay_kv(cfg: ReplayConfig, *, progress=None) -> dict:
     ios_per_block = -(-slot_bytes // cfg.chunk_bytes)
     levels = [t.level for t in hier.tiers]
     config = {**asdict(cfg), "block_tokens": block_tokens, "block_bytes": block_bytes, "slot_bytes": slot_bytes,
-              "bytes_per_token": model.bytes_per_token,
+              "bytes_per_token": model.bytes_per_token, "stored_bytes_per_token": model.stored_bytes_per_token(block_tokens),
               "tiers": {t.spec.name: {"capacity_bytes": t.spec.capacity_bytes, "capacity_blocks":
                                       t.policy.capacity, "policy": t.spec.policy, "ttl_s": t.spec.ttl_s,
                                       "medium": TIER_MEDIA[t.spec.name],

@@ -398,7 +398,8 @@ def _retention_rows(rd: RunData) -> list[dict]:
 
 
 def dwpd_vs_retention(runs: list[RunData]) -> go.Figure | None:
-    """Required DWPD (and the SSD capacity it needs) as retention time grows."""
+    """Steady-state DWPD and the KV tier it takes as the retention (residence time) grows; points beyond what
+    the trace shows are extrapolated and drawn hollow."""
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     drawn = False
     for ri, rd in enumerate(runs):
@@ -408,22 +409,23 @@ def dwpd_vs_retention(runs: list[RunData]) -> go.Figure | None:
         rows.sort(key=lambda r: float(r["retention_s"]))
         x = [float(r["retention_s"]) / 3600.0 for r in rows]
         color = PALETTE[ri % len(PALETTE)]
-        fig.add_trace(go.Scatter(x=x, y=[float(r["dwpd"]) for r in rows], mode="lines+markers",
-                                 name=_name(runs, rd, "required DWPD"), line=dict(color=color, width=2.5)),
+        symbols = ["circle-open" if r.get("extrapolated") else "circle" for r in rows]
+        text = ["beyond the trace: extrapolated" if r.get("extrapolated") else "shown by the trace" for r in rows]
+        fig.add_trace(go.Scatter(x=x, y=[float(r["dwpd"]) for r in rows], mode="lines+markers", text=text,
+                                 name=_name(runs, rd, "DWPD (86400 / residence)"),
+                                 marker=dict(symbol=symbols, size=10), line=dict(color=color, width=2.5)),
                       secondary_y=False)
-        bound = [_num(r.get("dwpd_retention_bound")) for r in rows]
-        if any(b is not None for b in bound):
-            fig.add_trace(go.Scatter(x=x, y=bound, mode="lines+markers", name=_name(runs, rd, "DWPD if every block is kept for the retention"),
-                                     line=dict(color=color, dash="dash")), secondary_y=False)
         caps = [_num(r.get("capacity_bytes")) for r in rows]
         if any(c for c in caps):
-            fig.add_trace(go.Scatter(x=x, y=[(c or 0) / 2**30 for c in caps], mode="lines+markers",
-                                     name=_name(runs, rd, "SSD capacity (GiB)"),
+            fig.add_trace(go.Scatter(x=x, y=[(c or 0) / 2**40 for c in caps], mode="lines+markers", text=text,
+                                     name=_name(runs, rd, "KV tier that keeps it (TiB)"),
+                                     marker=dict(symbol=symbols, size=9),
                                      line=dict(color=color, dash="dot")), secondary_y=True)
         drawn = True
     if not drawn:
         return None
-    fig.update_layout(title="Required DWPD vs retention time", **_LAYOUT)
+    fig.update_layout(title="Retention: capacity grows and DWPD falls as KV is kept longer (hollow: beyond the trace)",
+                      **_LAYOUT)
     fig.update_xaxes(title="retention (hours, log)", type="log")
 
     def spans_decades(secondary: bool) -> bool:   # series two decades apart are unreadable on a linear axis
@@ -434,7 +436,7 @@ def dwpd_vs_retention(runs: list[RunData]) -> go.Figure | None:
     log1, log2 = spans_decades(False), spans_decades(True)
     fig.update_yaxes(title="drive writes per day" + (" (log)" if log1 else ""), secondary_y=False,
                      **({"type": "log"} if log1 else {"rangemode": "tozero"}))
-    fig.update_yaxes(title="capacity (GiB" + (", log)" if log2 else ")"), secondary_y=True, showgrid=False,
+    fig.update_yaxes(title="capacity (TiB" + (", log)" if log2 else ")"), secondary_y=True, showgrid=False,
                      **({"type": "log"} if log2 else {"rangemode": "tozero"}))
     return fig
 
@@ -580,6 +582,57 @@ def prefill_profile(runs: list[RunData]) -> go.Figure | None:
     return fig
 
 
+# --- steady state against capacity ----------------------------------------------------------------------
+def steady_state_vs_capacity(runs: list[RunData]) -> go.Figure | None:
+    """Hit ratio, steady-state DWPD and residence time against capacity on one axis, each drive class's
+    endurance line (the host DWPD its rating allows at this workload's WAF) and the planned tiers marked."""
+    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06,
+                        subplot_titles=("hit ratio", "host DWPD (log)", "residence time (hours, log)"))
+    drawn = False
+    for ri, rd in enumerate(runs):
+        plan = rd.analysis("plan") or {}
+        rows = [r for r in (plan.get("capacity_curve") or []) if _num(r.get("capacity_bytes"))]
+        if len(rows) < 2:
+            continue
+        color = PALETTE[ri % len(PALETTE)]
+        x = [float(r["capacity_bytes"]) / 2**40 for r in rows]
+        fig.add_trace(go.Scatter(x=x, y=[_num(r.get("hit_ratio")) for r in rows], mode="lines+markers",
+                                 name=_name(runs, rd, "hit ratio"), line=dict(color=color)), row=1, col=1)
+        filled = [r for r in rows if r.get("filled")]
+        fx = [float(r["capacity_bytes"]) / 2**40 for r in filled]
+        fig.add_trace(go.Scatter(x=fx, y=[_num(r.get("dwpd")) for r in filled], mode="lines+markers",
+                                 name=_name(runs, rd, "steady-state DWPD"), line=dict(color=color)), row=2, col=1)
+        fig.add_trace(go.Scatter(x=fx, y=[(_num(r.get("residence_s")) or 0) / 3600 for r in filled],
+                                 mode="lines+markers", name=_name(runs, rd, "residence time"),
+                                 line=dict(color=color, dash="dot")), row=3, col=1)
+        for di, d in enumerate(plan.get("drives") or []):
+            allowed = _num(d.get("rated_dwpd"))
+            waf, ref = _num(d.get("workload_waf")), _num(d.get("reference_waf"))
+            if allowed and waf and ref:
+                c2 = PALETTE[(ri + di + 1) % len(PALETTE)]
+                fig.add_hline(y=allowed * ref / waf, line=dict(color=c2, dash="dash", width=1), row=2, col=1,
+                              annotation_text=f"{d['class']}: rating allows {allowed * ref / waf:.3g} host DWPD",
+                              annotation_position="top left")
+                cap = _num(d.get("capacity_bytes"))
+                if cap and _num(d.get("dwpd_host")):
+                    fig.add_trace(go.Scatter(x=[cap / 2**40], y=[d["dwpd_host"]], mode="markers",
+                                             marker=dict(color=c2, size=13, symbol="star"),
+                                             name=_name(runs, rd, f"planned on {d['class']} ({d['bound']} binds)")),
+                                  row=2, col=1)
+        drawn = True
+    if not drawn:
+        return None
+    fig.update_layout(title="Steady state vs capacity: more capacity keeps KV longer and rewrites it less often",
+                      **{**_LAYOUT, "height": 760})
+    fig.update_xaxes(type="log", title="KV tier capacity (TiB, log)", row=3, col=1)
+    fig.update_xaxes(type="log", row=1, col=1)
+    fig.update_xaxes(type="log", row=2, col=1)
+    fig.update_yaxes(range=[0, 1], row=1, col=1)
+    fig.update_yaxes(type="log", row=2, col=1)
+    fig.update_yaxes(type="log", row=3, col=1)
+    return fig
+
+
 #: the report's figures, in order (section title, builder)
 FIGURES = (
     ("Latency", latency_tail),
@@ -587,6 +640,7 @@ FIGURES = (
     ("Hit ratio and capacity", hit_ratio_curve),
     ("Load vs recompute per request", load_vs_recompute),
     ("Break-even prefix length", break_even),
+    ("Steady state vs capacity", steady_state_vs_capacity),
     ("Endurance vs retention", dwpd_vs_retention),
     ("Steady state", steady_state_rounds),
     ("Prefill profile", prefill_profile),

@@ -91,6 +91,10 @@ def render(runs: list[RunData], title: str | None = None) -> tuple[str, dict]:
         f"that ran{(' (' + esc(str(rd.summary.get('reason'))) + ')') if rd.summary.get('reason') else ''}.</div>"
         for rd in runs if rd.partial)
 
+    ans = T.answer_html(runs)
+    if ans:
+        sections.append("<h2 id='answer'>The answer</h2>" + ans)
+        index["sections"].append("answer")
     sections.append("<h2 id='verdict'>Verdict summary</h2>" + T.verdict_table(runs))
     index["sections"].append("verdict")
     crit = T.criteria_table(runs)

@@ -54,6 +54,26 @@ def _esc(s) -> str:
     return html.escape(str(s), quote=True)
 
 
+# --- the answer -------------------------------------------------------------------------------------------
+def answer_sentences(rd: RunData) -> list[str]:
+    """The plan's answer in a few sentences (kvbench run's or kvbench plan's), or none."""
+    for src in (rd.summary.get("answer"), (rd.analysis("plan") or {}).get("answer")):
+        if isinstance(src, dict) and src.get("sentences"):
+            return [str(x) for x in src["sentences"]]
+    return []
+
+
+def answer_html(runs: list[RunData]) -> str | None:
+    """One paragraph per run stating tier sizes, the binding constraint, DWPD, residence, 1:N and $/day."""
+    parts = []
+    for rd in runs:
+        lines = answer_sentences(rd)
+        if lines:
+            head = f"<p><b>{_esc(rd.label)}</b></p>" if len(runs) > 1 else ""
+            parts.append(f"{head}<ul class='answer'>{''.join(f'<li>{_esc(x)}</li>' for x in lines)}</ul>")
+    return "".join(parts) or None
+
+
 # --- the verdict summary ----------------------------------------------------------------------------------
 
 #: headline fields per run kind: (label, dotted path into the summaries); absent fields are skipped
