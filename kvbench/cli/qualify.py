@@ -62,6 +62,10 @@ def qualify_cmd(profile, target, size, destroy_data, drive, skip_precondition, q
                    f"criteria of {prof.name} passed{extra}; report: {summary.get('report')}; run_dir: {run_dir}")
         if summary["skipped"]:
             click.echo(f"  skipped: {'; '.join(summary['skipped'])}")
+        cap = summary.get("drive_capacity") or {}
+        if cap.get("bytes"):
+            from kvbench.units import format_bytes
+            click.echo(f"  DWPD counted against {format_bytes(cap['bytes'])}: {cap['source']}")
     if v != "pass":
         bad = [f"{r['name']} ({r['outcome']})" for r in summary["results"] if r["outcome"] in ("fail", "not-measured")]
         raise QualificationFailed(f"{prof.name}: verdict {v}: {len(bad)} criteria not passed: {'; '.join(bad[:4])}",
