@@ -31,3 +31,18 @@ def cli():
         return runner.invoke(main, [str(a) for a in args], input=input, catch_exceptions=False)
 
     return run
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """A local Ray cluster of two nodes (one CPU each) on this machine."""
+    ray = pytest.importorskip("ray")
+    from ray.cluster_utils import Cluster
+
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    c.add_node(num_cpus=1)
+    ray.init(address=c.address, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    c.wait_for_nodes()
+    yield c.address
+    ray.shutdown()
+    c.shutdown()

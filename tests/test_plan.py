@@ -370,3 +370,25 @@ def test_plan_load_tier_adds_the_conservative_bill(cli):
     assert fast["usd_per_day_loading_wins"] == pytest.approx(fast["usd_per_day"])
     recompute = slow["plans"][str(slow["answer"]["target"])][0]["usd_per_day"]["total"]
     assert slow["usd_per_day_loading_wins"] > recompute > slow["usd_per_day"]
+
+
+def test_a_key_sampled_stream_plans_at_full_scale():
+    """A gen: stream sampled at rate r is a miniature: residence and DWPD as the full stream's, capacities and
+    write rates scaled back by 1/r (the steady-state curve itself is compared, not the noisy hit ratio)."""
+    from kvbench.analysis.plan import _Scale, steady_at
+    from kvbench.stream.traces import read_trace
+
+    full = read_trace("gen:chat,duration=3h,rate=5,seed=2")
+    samp = read_trace("gen:chat,duration=3h,rate=5,seed=2,sample=0.2")
+    assert samp.meta["sample_rate"] == 0.2 and samp.meta["source"] == "generated"
+    cf, cs = steady_curve(full, block_bytes=1 << 20), steady_curve(samp, block_bytes=1 << 20)
+    for cap_bytes in (2e9, 8e9):
+        a = steady_at(cf, cap_bytes, _Scale(1.0, 1.0, 1 << 20))
+        b = steady_at(cs, cap_bytes, _Scale(1.0, 1.0 / 0.2, 1 << 20, sample_rate=0.2))
+        assert b["write_bytes_per_s"] == pytest.approx(a["write_bytes_per_s"], rel=0.1)
+        assert b["dwpd"] == pytest.approx(a["dwpd"], rel=0.1)
+    out = build_plan(samp, block_bytes=1 << 20, prices=load_prices(), tokens_per_s=1e4,
+                     options=PlanOptions(targets=(0.5,), waf=1.0, sweep=(), write_policies=False))
+    assert out["source"]["generated_from"] == "chat"
+    assert out["answer"]["sentences"][0].startswith("From the workload model chat (generated")
+    assert any("key sample at rate 0.2" in w for w in out["warnings"])

@@ -83,17 +83,19 @@ def parse_deployment(text: str) -> Deployment:
 
 def scale(dep: Deployment, *, tokens_per_s_per_gpu: float, hit_curve, trace_rate: float, tokens_per_request: float,
           blocks_per_request: float, block_tokens: int, block_bytes: int, bytes_per_token: float,
-          waf: float, reference_waf: float, store_fill: float = 1.0) -> dict:
+          waf: float, reference_waf: float, store_fill: float = 1.0, sample_rate: float = 1.0) -> dict:
     """The deployment's request rate, hit ratio and per-drive write rate and DWPD (host and rating-equivalent).
 
     Fixed point: at request rate L the trace's users are replicated L / trace_rate times; each copy's share of
     the drives' store is D CAP fill / copies, which sets the hit ratio h, hence the missed prompt tokens per
     request m(h) = tokens_per_request - h blocks_per_request block_tokens; L solves L m(h(L)) = U P G (L m(h(L))
-    rises with L, so bisection finds it)."""
+    rises with L, so bisection finds it). ``blocks_per_request`` is the full workload's; ``sample_rate`` < 1 when
+    the hit curve is a key sample's."""
     if not tokens_per_s_per_gpu > 0:
         raise SpecError("the deployment needs a prefill rate", "give --profile (or --recompute-tokens-per-s)")
     work = dep.utilization * tokens_per_s_per_gpu * dep.gpus          # missed tokens/s the GPUs compute
-    store_blocks = dep.drives * dep.drive_capacity_bytes * store_fill / block_bytes
+    # the curve is in the trace's blocks: a key-sampled trace (rate r) holds r of the full workload's blocks
+    store_blocks = dep.drives * dep.drive_capacity_bytes * store_fill / block_bytes * sample_rate
 
     def hit(rate):
         copies = rate / trace_rate

@@ -101,11 +101,14 @@ def _none(x):
 
 @dataclass(frozen=True)
 class _Scale:
-    """Trace units -> planned (wall) units: time runs ``time_scale`` x faster, users are ``copies`` x."""
+    """Trace units -> planned (wall) units: time runs ``time_scale`` x faster, users are ``copies`` x. A key-sampled
+    trace (a miniature at rate r: every capacity and write rate r x the full workload's, hit ratios and residence
+    the same) counts as r copies, so ``copies`` holds real copies / r."""
 
     time_scale: float
     copies: float
     block_bytes: int
+    sample_rate: float = 1.0
 
     def blocks(self, capacity_bytes: float) -> float:      # wall bytes -> trace blocks (per copy)
         return capacity_bytes / (self.copies * self.block_bytes)
@@ -180,10 +183,11 @@ def retention_row(steady, hit_curve, retention_s: float, sc: _Scale) -> dict:
     return r
 
 
-def loading_wins(steady, trace, capacity_blocks: float, inequality, tier) -> dict:
+def loading_wins(steady, trace, capacity_blocks: float, inequality, tier, sample_rate: float = 1.0) -> dict:
     """Of the prompt tokens an LRU tier of ``capacity_blocks`` serves, those whose request loads its hit prefix
-    faster than recomputing it (kvbench check's inequality at that prefix length)."""
-    hits = steady.hit_blocks_per_request(capacity_blocks)
+    faster than recomputing it (kvbench check's inequality at that prefix length). On a key-sampled trace a
+    request's hit blocks are scaled by 1 / rate."""
+    hits = steady.hit_blocks_per_request(capacity_blocks) / sample_rate
     tokens = np.minimum(hits * trace.block_tokens, trace.input_tokens).astype(np.float64)
     wins = (tokens > 0) & (inequality.margin(tier, tokens) > 0)
     total = float(tokens.sum())
@@ -253,7 +257,7 @@ def size_drive_class(cls, *, steady, hit_curve, sc: _Scale, need_bytes: float, n
 
 def simulate_write_policies(trace, *, block_bytes: int, l2_blocks: int, l3_blocks: int, layout: str,
                             sc: _Scale, ftl_op: float, erase_block_bytes: int, gc: str,
-                            policies=("through", "back"), model_ftl: bool = True) -> dict:
+                            policies=("through", "back"), model_ftl: bool = True, max_refs: int = 1 << 20) -> dict:
     """Steady-state L3 writes under each write policy from the tier simulation (:mod:`kvbench.sim.tiers`):
     writes in requests after L3's first slot reuse (its first eviction) over the trace time after it, and the
     device WAF of each policy's own L3 write/trim stream through the FTL model."""
@@ -262,6 +266,13 @@ def simulate_write_policies(trace, *, block_bytes: int, l2_blocks: int, l3_block
 
     out = {}
     t = np.asarray(trace.timestamp_s, dtype=np.float64)
+    q = 1.0
+    if trace.n_blocks > max_refs:        # the per-block simulation runs on a key sample (miniature) of large traces
+        from kvbench.analysis.curves import sampled_trace
+
+        q = max_refs / trace.n_blocks
+        trace, _ = sampled_trace(trace, q)
+        l2_blocks, l3_blocks = int(round(l2_blocks * q)), max(1, int(round(l3_blocks * q)))
     for wp in policies:
         probe = HierarchySpec(tiers=(TierSpec("l3", 1),), block_bytes=block_bytes)
         slot = probe.slot_bytes
@@ -278,11 +289,12 @@ def simulate_write_policies(trace, *, block_bytes: int, l2_blocks: int, l3_block
             req = int(w["request"][reuse.min()])
             after = int(np.count_nonzero(w["request"] > req))
             window = float(t[-1] - t[req])
-            wb = after * slot / window * sc.time_scale * sc.copies if window > 0 else None
+            wb = after * slot / window * sc.time_scale * sc.copies / q if window > 0 else None
         else:
             wb = None
-        cap_bytes = max(1, l3_blocks) * slot * sc.copies
+        cap_bytes = max(1, l3_blocks) * slot * sc.copies / q
         row.update({"write_bytes_per_s": wb, "dwpd": wb * SECONDS_PER_DAY / cap_bytes if wb else None,
+                    "key_sample_rate": q,
                     "steady_state": wb is not None,
                     "note": None if wb is not None else "L3 never evicts within the trace: no steady state"})
         if model_ftl and w.size:
@@ -390,7 +402,8 @@ def plan_target(ctx: _Ctx, t: float) -> tuple[dict, list | None, list | None]:
         # where one more GB stops paying for itself (marginal hits x a hit's prefill value vs its daily cost)
         "pays_until_bytes": {
             name: sc.bytes(cap.pays_until(hit_curve, value_per_hit_per_day=value_per_hit,
-                                          refs_per_day=ctx.refs_per_day / sc.copies, cost_per_block_per_day=cost))
+                                          refs_per_day=ctx.refs_per_day / (sc.copies * sc.sample_rate),
+                                          cost_per_block_per_day=cost / sc.sample_rate))
             for name, cost in (("dram", dram_usd_per_day(sc.block_bytes, prices)),
                                ("ssd", ssd_usd_per_day(sc.block_bytes, prices.ssd[chosen], None)))},
     }
@@ -423,7 +436,11 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
     hit_curve = cap.HitCurve.from_profile(_profile(trace, opt.warmup), block_bytes=block_bytes)
     steady = res.steady_curve(trace, block_bytes=block_bytes)
     tokens_per_req = float(trace.input_tokens.sum()) / n
-    blocks_per_req = steady.references / n
+    sample = float((getattr(trace, "meta", None) or {}).get("sample_rate", 1.0) or 1.0)   # gen:...,sample=r
+    # blocks per request: counted, or (key sample) from the prompt lengths, since a few very popular blocks
+    # (shared system prompts) make a sampled count a noisy estimate
+    blocks_per_req = steady.references / n if sample == 1.0 else \
+        float(np.ceil(np.asarray(trace.input_tokens, dtype=np.float64) / trace.block_tokens).mean())
     bpt = float(bytes_per_token or block_bytes / trace.block_tokens)
 
     layout = opt.layout
@@ -440,15 +457,17 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
                            trace_rate=trace_rate, tokens_per_request=tokens_per_req,
                            blocks_per_request=blocks_per_req, block_tokens=trace.block_tokens,
                            block_bytes=block_bytes, bytes_per_token=bpt, waf=waf,
-                           reference_waf=ref_cls.reference_waf or waf, store_fill=opt.store_fill)
+                           reference_waf=ref_cls.reference_waf or waf, store_fill=opt.store_fill,
+                           sample_rate=sample)
         deployment["reference_class"] = ref_cls.name
         rate, rate_model = deployment["requests_per_s"], "replicate"
     else:
         rate = opt.rate or trace_rate
     ratio = rate / trace_rate
     sc = _Scale(time_scale=ratio if rate_model == "compress" else 1.0,
-                copies=ratio if rate_model == "replicate" else 1.0, block_bytes=block_bytes)
-    refs_per_day = steady.references / span * ratio * SECONDS_PER_DAY
+                copies=(ratio if rate_model == "replicate" else 1.0) / sample, block_bytes=block_bytes,
+                sample_rate=sample)
+    refs_per_day = blocks_per_req * n / span * ratio * SECONDS_PER_DAY
     tokens_per_day = tokens_per_req * rate * SECONDS_PER_DAY
 
     wins_at = None
@@ -460,7 +479,7 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
         ineq = Inequality(profile or rate_profile(tokens_per_s), bytes_per_token=bpt, layers=1, kv=kv)
 
         def wins_at(c_blocks):
-            return loading_wins(steady, trace, c_blocks, ineq, opt.load_tier)
+            return loading_wins(steady, trace, c_blocks, ineq, opt.load_tier, sample_rate=sample)
 
     knee_blocks = cap.knee(hit_curve)
     curve_rows = capacity_curve(steady, hit_curve, list(opt.capacities) or default_capacities(steady, sc), sc)
@@ -511,12 +530,18 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
         from kvbench.units import format_bytes
 
         warnings.append(f"the planned tier ({format_bytes(pick['capacity_bytes'])}): {pick['basis']}")
+    if sample < 1.0:
+        warnings.append(f"a key sample at rate {sample:g}: capacities and write rates are scaled by 1/{sample:g} "
+                        "(residence and DWPD need no scaling), but hit ratios carry the sample's variance: a few "
+                        "very popular blocks (shared system prompts) fall in or out of the sample as a whole; "
+                        "compare with a higher rate or the full stream before acting on a hit ratio")
     if measured and measured.get("requests_replayed") is not None and measured.get("requests_replayed") < n:
         warnings.append(f"the replay run covered {measured['requests_replayed']:,} of {n:,} requests: its measured "
                         "WAF is from that part; hit ratios and write rates here are from the whole trace")
 
     out = {
         "model": model, "trace": str(trace.path), "block_tokens": trace.block_tokens, "block_bytes": block_bytes,
+        "source": dict(getattr(trace, "meta", None) or {}) or {"source": "trace"},
         "bytes_per_token": bpt, "requests": n, "references": steady.references, "span_s": span,
         "trace_rate": trace_rate, "rate": rate, "rate_scale": ratio, "rate_model": rate_model,
         "retention_s": opt.retention_s, "targets": list(opt.targets),
@@ -571,6 +596,11 @@ def answer(out: dict) -> dict:
     d = next((r for r in out["drives"] if r["class"] == t["ssd_class"]), None)
     rate = f"{out['rate']:,.3g} requests/s" + (" (the deployment's)" if out.get("deployment") else
                                                  " (the trace's)" if out["rate_scale"] == 1 else "")
+    src = out.get("source") or {}
+    if src.get("source") == "generated":
+        lines.append(f"From the workload model {src.get('generated_from')} (generated, {src.get('span_s', 0) / 86400:.3g} "
+                     "days" + (f", key sample {src['sample_rate']:g}" if (src.get("sample_rate") or 1) < 1 else "")
+                     + "; not a measured trace):")
     lines.append(f"At {rate}, a hit ratio of {t['hit_ratio']:.3f} ({t['need']}) needs "
                  f"{format_bytes(t['need_bytes'])} of KV tier, with {format_bytes(t['l2_bytes'])} of DRAM in front "
                  "(the curve's knee).")

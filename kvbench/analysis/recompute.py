@@ -222,6 +222,22 @@ def analyse_tiers(ineq: Inequality, tiers: list[Tier], *, lengths, suffix: int =
     return out
 
 
+def overall_verdict(result_tiers: dict) -> dict:
+    """The check's answer over all tiers (``check --json``'s top-level ``verdict``): per tier LOAD (loading
+    wins from a break-even n* up), MIXED (only in some ranges) or RECOMPUTE (never), and the tier that wins
+    from the shortest prefix. ``decision`` is "load" when some tier has an n*, "mixed", or "recompute"."""
+    per = {}
+    for name, r in result_tiers.items():
+        per[name] = ("load" if r.get("break_even_tokens") is not None else
+                     "mixed" if r.get("win_ranges") else "recompute")
+    loads = {n: r["break_even_tokens"] for n, r in result_tiers.items() if per[n] == "load"}
+    best = min(loads, key=loads.get) if loads else None
+    decision = "load" if loads else ("mixed" if "mixed" in per.values() else "recompute")
+    return {"decision": decision, "tiers": per, "best_tier": best,
+            "break_even_tokens": loads[best] if best else None,
+            "lines": [r.get("verdict") for r in result_tiers.values()]}
+
+
 def curve_tokens(max_tokens: int, points: int = 64) -> np.ndarray:
     """Prefix lengths for plotting load and recompute curves: 1 .. max_tokens, geometric."""
     return np.unique(np.round(np.geomspace(1, max(2, max_tokens), points)).astype(np.int64))

@@ -64,8 +64,8 @@ def check_cmd(profile_name, rate, run_dir, tier_specs, trace_path, model_name, k
     """Load vs recompute per tier: T_load(n) = first byte + n*bytes_per_token/BW (optionally pipelined) against
     the prefill profile's T(n); prints the break-even prefix n*, margins, and a verdict per tier."""
     from kvbench.analysis.recompute import (Inequality, Tier, analyse_run_hits, analyse_tiers,
-                                            analyse_trace_prefixes, curve_tokens, fit_tier_from_requests, parse_tier, read_run,
-                                            trace_prefixes)
+                                            analyse_trace_prefixes, curve_tokens, fit_tier_from_requests,
+                                            overall_verdict, parse_tier, read_run, trace_prefixes)
     from kvbench.compute.profile import load_profile, rate_profile
     from kvbench.spec.models import load_model
     from kvbench.units import format_bytes, format_duration
@@ -117,7 +117,7 @@ def check_cmd(profile_name, rate, run_dir, tier_specs, trace_path, model_name, k
            "bytes_for_tokens": {str(n): model.bytes_for_tokens(n) for n in sorted(set(lengths))},
            "kv_layers": [g.to_dict() for g in model.layer_bytes()],
            "layers": model.layers, "pipelined": pipelined, "suffix_tokens": suffix_tokens, "max_tokens": max_tokens,
-           "tiers": result_tiers}
+           "tiers": result_tiers, "verdict": overall_verdict(result_tiers)}
     # the TTFT recomputing a prefix costs, T(n) - T(0), on the grid of each tier's "curve" (for plots)
     cn = curve_tokens(max(max(lengths), profile.reference_tokens))
     out["recompute_curve"] = {"tokens": cn.tolist(), "seconds": ineq.recompute_saved(cn).tolist()}

@@ -4,18 +4,8 @@ from __future__ import annotations
 
 import click
 
-from kvbench.cli._common import SIZE, check_outputs, emit_json, force_option, json_option
-
-
-def _drive_kv(ctx, param, values):
-    """KEY=VALUE pairs as given; their values are checked (qualify.profile.validate_drive) before any I/O."""
-    out = {}
-    for v in values:
-        k, sep, val = v.partition("=")
-        if not sep or not k:
-            raise click.BadParameter(f"{v!r}: write KEY=VALUE, e.g. rated_dwpd=3")
-        out[k] = val
-    return out
+from kvbench.cli._common import (SIZE, check_outputs, emit_json, fan_out_cmd, force_option, json_option,
+                                 key_value_callback, ray_options)
 
 
 @click.command("qualify")
@@ -24,7 +14,7 @@ def _drive_kv(ctx, param, values):
 @click.option("--size", type=SIZE, default=None, help="Bytes of the target to use (required for a new file).")
 @click.option("--destroy-data", default=None, metavar="DEV",
               help="Allow writing to this raw block device (must name --target): its data is destroyed.")
-@click.option("--drive", "drive", multiple=True, callback=_drive_kv, metavar="KEY=VALUE",
+@click.option("--drive", "drive", multiple=True, callback=key_value_callback("rated_dwpd=3"), metavar="KEY=VALUE",
               help="Override the profile's [drive] facts, e.g. --drive rated_dwpd=3 (repeatable).")
 @click.option("--skip-precondition", is_flag=True,
               help="Skip the steady-state rounds (drive already conditioned); the region is still written once "
@@ -35,9 +25,10 @@ def _drive_kv(ctx, param, values):
 @click.option("--results", "results_root", default="results", show_default=True, help="Folder for run folders.")
 @click.option("-o", "--output", default=None, type=click.Path(dir_okay=False), help="HTML report path.")
 @force_option
+@ray_options
 @json_option
 def qualify_cmd(profile, target, size, destroy_data, drive, skip_precondition, quick, results_root, output, force,
-                as_json):
+                ray_address, inject_host_loss, as_json):
     """Qualify a drive against PROFILE (a name in workloads/qualify or a .toml path).
 
     Preconditions (sequential fill, random writes until the SNIA PTS steady-state rule holds), runs the
@@ -50,6 +41,11 @@ def qualify_cmd(profile, target, size, destroy_data, drive, skip_precondition, q
 
     check_outputs(force, output)
     prof = load_qualify_profile(profile)
+    if ray_address:      # every host, every drive of --target A,B: one report side by side
+        fan_out_cmd("qualify", ray_address, target, {"profile": profile, "kwargs": dict(
+            size=size, destroy_data=destroy_data, skip_precondition=skip_precondition, drive=drive, quick=quick)},
+            results_root, output, inject_host_loss, as_json)
+        return
     summary, run_dir = qualify(prof, target, size=size, destroy_data=destroy_data, results_root=results_root,
                                report_path=output, skip_precondition=skip_precondition, drive=drive, quick=quick)
     v = summary["verdict"]

@@ -153,8 +153,10 @@ def _print(s: dict, dry_run: bool) -> None:
                f"table {format_bytes(s['table_bytes'])}" + (f"  (scaled x{s['table_scale']:.4g})" if s['table_scale'] < 1 else ""))
     st = s["stream"]
     fits = ", ".join(f"n={f['n']}: s={f['zipf_exponent']:.2f}" for f in st["zipf_fit"])
-    click.echo(f"tokens             {s['tokenizer']['tokens']:,} via {s['tokenizer']['kind']}  "
-               f"(canonical ids: -{s['tokenizer']['compression']:.1%})  Zipf fit {fits}")
+    tk = s["tokenizer"]
+    src = (f"synthetic Zipf({tk['exponent']:g}) over {tk['name']}'s vocabulary" if tk.get("source") == "zipf"
+           else f"from {tk.get('path')} via {tk['kind']}")
+    click.echo(f"tokens             {tk['tokens']:,} {src}  (canonical ids: -{tk['compression']:.1%})  Zipf fit {fits}")
     click.echo(f"steps              {s['measured_steps']:,} measured ({st['mode']}, batch {st['batch']}), "
                f"{s['rows_per_step']:.0f} unique rows/step")
     click.echo(f"DRAM               {format_bytes(s['dram_bytes'])} {s['dram_policy']}: hit ratio {s['dram_hit_ratio']:.3f}")
@@ -167,7 +169,11 @@ def _print(s: dict, dry_run: bool) -> None:
         click.echo(f"fetch per step     p50 {f['p50']:.0f} us  p99 {f['p99']:.0f} us  max {f['max']:.0f} us")
         click.echo(f"device             {s['iops']:,.0f} IOPS  {format_rate(s['bytes_per_s'])}")
     if s.get("window_us") is not None:
-        line = f"window             {', '.join(f'{x:,.1f}' for x in s['window_us'])} us per Engram layer"
+        need = s["iops_needed"]
+        line = "window             " + "; ".join(f"Engram layer {i + 1}: {x:,.0f} us"
+                                                  for i, x in enumerate(s["window_us"])) + " (prefetch budget)"
+        if need:
+            line += f": needs {need['p99']:,.0f} IOPS (p99 step)"
         if not dry_run and s.get("window_miss_ratio") is not None:
             line += f"; {s['window_miss_ratio']:.1%} of steps miss"
         click.echo(line)

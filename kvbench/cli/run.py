@@ -135,36 +135,62 @@ def _pick_profile(given: str | None, model: str) -> tuple[str, str | None]:
                              f"stand-in (measure one with kvbench prefill --model {model}, or pass --profile)")
 
 
-def _replay_progress(job_dir: Path, elapsed: float) -> str:
-    """One progress line from what the replay has written so far (its partial summary and time series)."""
+def _replay_progress(job_dir: Path, elapsed: float, budget_s: float | None = None) -> str:
+    """One progress line from the replay's live ``progress.json`` (rewritten each second while I/O runs):
+    requests done / total, bandwidth per domain, and an ETA (the sooner of the replay's time budget running
+    out and the trace running out at the current rate)."""
     import json
 
-    import pandas as pd
+    from kvbench.replay.kv import LiveProgress
 
     dirs = sorted(job_dir.glob("replay-kv-*"))
     line = f"replay {elapsed:5.0f} s"
     if not dirs:
-        return line + ": starting"
-    d = dirs[-1]
+        return line + ": starting (reading the trace)"
     try:
-        summ = json.loads((d / "summary.json").read_text())
+        p = json.loads((dirs[-1] / LiveProgress.FILE).read_text())
     except (OSError, ValueError):
-        summ = {}
-    done = summ.get("requests")
-    if not done:
-        return line + ": first window of requests in flight"
-    line += f": {done:,} requests done"
-    tiers = summ.get("tiers") or {}
-    moved = [f"{t} read {(v.get('read_bytes') or 0) / 2**30:.2f} GiB / wrote {(v.get('write_bytes') or 0) / 2**30:.2f} GiB"
-             for t, v in tiers.items() if isinstance(v, dict)]
-    if (d / "timeseries.csv").is_file():
-        df = pd.read_csv(d / "timeseries.csv")
-        if not df.empty:
-            last = df.iloc[-1]
-            moved.append("last second " + ", ".join(
-                f"{c.replace('_bw_bytes_per_s', '').replace('_', ' ')} {last[c] / 1e9:.2f} GB/s"
-                for c in df.columns if c.endswith("_bw_bytes_per_s") and last[c] > 0))
-    return line + ("; " + "; ".join(moved) if moved else "")
+        return line + ": simulating the first window and creating the store"
+    done, total, secs = p.get("requests_done") or 0, p.get("trace_requests") or 0, p.get("seconds") or 0.0
+    line += f": {done:,} / {total:,} requests ({done / total:.0%})" if total else f": {done:,} requests"
+    names = {"dram": "DRAM (L2)", "dev": "store (L3)"}
+    if secs > 0:
+        bw = [f"{names.get(k, k)} {v / secs / 1e9:.2f} GB/s" for k, v in (p.get("bytes") or {}).items() if v > 0]
+        if bw:
+            line += "; " + ", ".join(bw)
+        left = {}
+        if budget_s:
+            left["time budget"] = max(0.0, budget_s - secs)
+        if total and 0 < done < total:
+            left["trace at this rate"] = (total - done) * secs / done
+        if left.get("time budget") == 0.0:
+            line += "; time budget used: draining the queue and writing the results"
+        elif left:
+            why = min(left, key=left.get)
+            line += f"; ETA {left[why]:.0f} s ({why})"
+    return line
+
+
+def first_byte_notes(probes: list, check_tiers: dict) -> list[str]:
+    """Name the difference where the probe's first byte and the one check used disagree for a tier: the probe
+    times one small read at QD1 on an idle tier; check --run fits latency + bytes / bandwidth to the replay's
+    per-request load times, whose intercept includes waiting behind the request's own chunk I/Os and other
+    requests' I/O at the replay's queue depth."""
+    from kvbench.units import format_duration
+
+    out = []
+    for p in probes:
+        t = check_tiers.get(p.name)
+        if not isinstance(t, dict) or t.get("latency_s") is None:
+            continue
+        used, probed = float(t["latency_s"]), float(p.first_byte_s)
+        if abs(used - probed) <= 0.05 * max(used, probed):
+            continue
+        out.append(f"{p.name} first byte: probe {format_duration(probed)} (one small read "
+                   f"at QD1 on the idle tier) vs check {format_duration(used)} ({t.get('source') or 'given'}: the "
+                   f"latency a request saw under the replay's load, queueing included); check decides with the "
+                   f"latter")
+    return out
 
 
 def _remove_store(store: str) -> None:
@@ -313,9 +339,11 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
     click.echo(f"        {sampling.reason}", err=True)
     parts: dict = {}
     steps: list = []
+    notes: list = []
 
     def save(status, extra=None):
-        rd.write_summary({"parts": parts, "steps": steps, "config": config, **(extra or {})}, status=status)
+        rd.write_summary({"parts": parts, "steps": steps, "config": config, "notes": notes, **(extra or {})},
+                         status=status)
 
     def step(name, words, args=(), options=None, heartbeat=None):
         st = run_step(name, kvbench_argv(words, args, options), heartbeat=heartbeat)
@@ -344,13 +372,14 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
                      f"{_g(sampling.modelled_l2_bytes / 2**30)}/{_g(sampling.modelled_l3_bytes / 2**30)} GiB"
                   if st.ok else f"FAILED: {st.error}")
 
-        t = prog.step(f"replay through DRAM + NVMe (kvbench replay kv, closed loop, up to {duration:.0f} s)")
+        t = prog.step(f"replay through DRAM + NVMe (kvbench replay kv, closed loop: I/O for at most {duration:.0f} s, "
+                      f"plus reading the trace and creating the store)")
         opts = {"model": spec.name, "l2": sampling.modelled_l2_bytes, "l3": store,
                 "l3_capacity": sampling.modelled_l3_bytes, "sample_keys": sampling.rate if sampling.rate < 1 else None,
                 "closed_loop": True,
                 "duration": f"{duration}s", "max_requests": max_requests, "results": str(rd.path),
                 "destroy_data": destroy_data}
-        st = step("replay", ["replay", "kv"], [trace_path], opts, heartbeat=lambda s: _replay_progress(rd.path, s))
+        st = step("replay", ["replay", "kv"], [trace_path], opts, heartbeat=lambda s: _replay_progress(rd.path, s, duration))
         replay_dir = st.run_dir
         r = st.result or {}
         est = (f" (estimate for L2/L3 of {_g(sampling.modelled_l2_bytes / 2**30)}/"
@@ -371,8 +400,9 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
                 _remove_store(store)
         if probes:
             rd.write_json("probes.json", [p.to_dict() for p in probes])
-        prog.done(t, "; ".join(f"{p.name}: {p.bandwidth_bytes_per_s / 1e9:.3g} GB/s at {p.io_size >> 10} KiB, first byte "
-                               f"{p.first_byte_s * 1e6:.0f} us" for p in probes) or "no tier to probe")
+        prog.done(t, "; ".join(f"{p.name}: {p.bandwidth_bytes_per_s / 1e9:.3g} GB/s at {p.io_size >> 10} KiB QD{p.qd}, "
+                               f"first byte {p.first_byte_s * 1e6:.0f} us (one small read at QD1, idle)"
+                               for p in probes) or "no tier to probe")
 
         t = prog.step("steady-state capacity, DWPD and residence at the deployment (kvbench plan)")
         popts = {"trace": trace_path, "model": spec.name, "run": replay_dir, "deployment": deployment,
@@ -406,8 +436,12 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
                 st = step("check", ["check"], (), {**copts, "tier": [p.tier_arg() for p in probes]})
             if st.result:
                 rd.write_json("check.json", st.result)
-            verdicts = [v.get("verdict") for v in ((st.result or {}).get("tiers") or {}).values() if isinstance(v, dict)]
+            ctiers = (st.result or {}).get("tiers") or {}
+            verdicts = [v.get("verdict") for v in ctiers.values() if isinstance(v, dict)]
             prog.done(t, "; ".join(str(v) for v in verdicts) if st.ok else f"FAILED: {st.error}")
+            notes.extend(first_byte_notes(probes, ctiers))
+            for note in notes:
+                click.echo(f"        note: {note}", err=True)
         else:
             steps.append({"name": "check", "ok": False, "error": "no tier measurements to check"})
             prog.done(t, "skipped: no tier was measured")

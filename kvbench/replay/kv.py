@@ -23,6 +23,7 @@ Results: ``results/<run>/`` with run.json, summary.json, timeseries.csv (per sec
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import threading
@@ -443,16 +444,69 @@ class _Accumulator:
         self.errors = []
         self.status = "complete"
         self.sec_bytes: dict = {}          # (second, lvl, op) -> bytes
+        self.sec_ios: dict = {}            # (second, lvl, op) -> completed I/Os
 
 
-def _run_domain(plan, targets, cfg, verify, runtime_s, results, key, stop):
+class LiveProgress:
+    """``progress.json`` in the run folder, rewritten at most every ``every_s`` while a window's I/O runs (a
+    window can be minutes of I/O, and summary.json only changes between windows): requests done (those of
+    finished windows plus the running window's share by I/Os completed), the trace's total, bytes moved per
+    domain (``dram`` = L2, ``dev`` = L3/L4) and seconds since the first I/O. Fed by the engine's per-second
+    rows (``run_plan(on_second=...)``), which the compiled fast path emits too."""
+
+    FILE = "progress.json"
+
+    def __init__(self, path: Path, trace_requests: int, every_s: float = 1.0):
+        self.path, self.total, self.every = Path(path) / self.FILE, int(trace_requests), every_s
+        self.lock = threading.Lock()
+        self.t0 = time.perf_counter()
+        self.done = 0                       # requests of finished windows
+        self.win_requests = self.win_ios = 0
+        self.win_done_ios = 0.0
+        self.bytes = {"dram": 0.0, "dev": 0.0}
+        self.last = 0.0
+
+    def window(self, requests_done: int, window_requests: int, window_ios: int) -> None:
+        with self.lock:
+            self.done, self.win_requests, self.win_ios, self.win_done_ios = (int(requests_done),
+                                                                            int(window_requests), int(window_ios), 0.0)
+        self.write(force=True)
+
+    def on_second(self, domain: str):
+        def row(r: dict) -> None:
+            dt = float(r.get("interval_s") or 1.0)
+            with self.lock:
+                self.win_done_ios += float(r.get("iops") or 0.0) * dt
+                self.bytes[domain] += float(r.get("bw_bytes_per_s") or 0.0) * dt
+            self.write()
+        return row
+
+    def write(self, force: bool = False) -> None:
+        now = time.perf_counter()
+        with self.lock:
+            if not force and now - self.last < self.every:
+                return
+            self.last = now
+            share = min(1.0, self.win_done_ios / self.win_ios) if self.win_ios else 0.0
+            doc = {"requests_done": int(self.done + share * self.win_requests), "trace_requests": self.total,
+                   "seconds": now - self.t0, "bytes": dict(self.bytes)}
+        tmp = self.path.with_suffix(".tmp")
+        try:
+            tmp.write_text(json.dumps(doc))
+            os.replace(tmp, self.path)
+        except OSError:          # progress is a courtesy: a full disk must not fail the replay here
+            pass
+
+
+def _run_domain(plan, targets, cfg, verify, runtime_s, results, key, stop, live=None):
     from kvbench.engine import run_plan
 
     try:
         results[key] = run_plan(plan, targets, engine="dram" if key == "dram" else cfg.engine,
                                 qd=1 if key == "dram" else cfg.qd,
                                 workers=1, pacing="closed" if cfg.closed_loop else "open", speed=1.0,
-                                verify=verify, runtime_s=runtime_s, handle_signals=False, stop=stop)
+                                verify=verify, runtime_s=runtime_s, handle_signals=False, stop=stop,
+                                on_second=None if live is None else live.on_second(key))
     except BaseException as e:  # noqa: BLE001 - reported by the caller
         results[key] = e
 
@@ -547,6 +601,7 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
     totals = {"requests": 0, "blocks": 0, "hit_blocks": 0, "produced": 0, "not_issued": 0}
     lvl_hits = np.zeros(4, dtype=np.int64)
     run_t0 = time.perf_counter_ns()
+    live = None if cfg.dry_run else LiveProgress(rd.path, n_requests)
     scale = 1e9 / cfg.speed
     interrupted = False
     try:
@@ -586,8 +641,9 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
                 if iolog is not None and "dev" in subplans:
                     iolog.write(subplans["dev"])
                 if not cfg.dry_run and subplans:
+                    live.window(totals["requests"], len(reqs), len(plan))
                     issued = _execute(cfg, subplans, parts, plan, meta, targets, acc, run_t0, reqs, load_ms,
-                                      tier_ms, slot_bytes)
+                                      tier_ms, slot_bytes, live)
                     if issued < len(reqs):         # stopped early (--duration, error, Ctrl-C)
                         # the window was simulated whole (the tier counters count all of it), so the summary
                         # counts it whole too; requests not fully issued have no load time
@@ -618,6 +674,8 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
                 rd.write_summary(_summary(cfg, hier, acc, totals, lvl_hits, levels, block_bytes, slot_bytes,
                                           fences_total, planned_ios, planned_bytes, windows, n_requests, None,
                                           None, targets.notes), status="partial")
+            if live is not None:
+                live.window(totals["requests"], 0, 0)
             if progress:
                 progress(totals["requests"], n_requests)
             if acc.status in ("failed", "interrupted"):
@@ -690,7 +748,7 @@ def _counters_disagree(host: dict | None, engine_read: int) -> str | None:
             f"the engine read {engine_read:,} from the L3 store (holes or a cache answered the rest)")
 
 
-def _execute(cfg, subplans, parts, plan, meta, targets, acc, run_t0, reqs, load_ms, tier_ms, slot_bytes):
+def _execute(cfg, subplans, parts, plan, meta, targets, acc, run_t0, reqs, load_ms, tier_ms, slot_bytes, live=None):
     """Run one window's sub-plans (DRAM and devices concurrently); fold results into ``acc`` and load times."""
     elapsed = time.perf_counter_ns() - run_t0
     runtime_s = None
@@ -709,13 +767,13 @@ def _execute(cfg, subplans, parts, plan, meta, targets, acc, run_t0, reqs, load_
     with stop_on_signals(stop, True):
         if "dram" in subplans and "dev" in subplans:      # the arena in a thread, the devices here
             th = threading.Thread(target=_run_domain, args=(subplans["dram"], targets.dram, cfg, cfg.verify,
-                                                            runtime_s, results, "dram", stop))
+                                                            runtime_s, results, "dram", stop, live))
             th.start()
             threads.append(th)
         if "dev" in subplans:
-            _run_domain(subplans["dev"], targets.dev, cfg, cfg.verify, runtime_s, results, "dev", stop)
+            _run_domain(subplans["dev"], targets.dev, cfg, cfg.verify, runtime_s, results, "dev", stop, live)
         elif "dram" in subplans:
-            _run_domain(subplans["dram"], targets.dram, cfg, cfg.verify, runtime_s, results, "dram", stop)
+            _run_domain(subplans["dram"], targets.dram, cfg, cfg.verify, runtime_s, results, "dram", stop, live)
         for th in threads:
             th.join()
     if stop.value:
@@ -788,8 +846,10 @@ def _execute(cfg, subplans, parts, plan, meta, targets, acc, run_t0, reqs, load_
                 sec = comp_abs[sel] // 1_000_000_000
                 us, inv = np.unique(sec, return_inverse=True)
                 sums = np.bincount(inv, weights=lengths[sel])
-                for s, b in zip(us.tolist(), sums.tolist()):
+                counts = np.bincount(inv)
+                for s, b, c in zip(us.tolist(), sums.tolist(), counts.tolist()):
                     acc.sec_bytes[(s, lvl, op)] = acc.sec_bytes.get((s, lvl, op), 0) + b
+                    acc.sec_ios[(s, lvl, op)] = acc.sec_ios.get((s, lvl, op), 0) + c
     # issue lag (open loop): achieved - intended
     if not cfg.closed_loop:
         issued = sub_abs >= 0
@@ -847,7 +907,7 @@ def _write_requests(path: Path, reqs, load_ms, tier_ms, header: bool, cfg, slot_
 
 
 def _flush_timeseries(rd, acc: _Accumulator, final: bool) -> None:
-    """Write finished seconds: per tier and op, bytes per second."""
+    """Write finished seconds: per tier and op, bytes per second and I/Os per second."""
     if not acc.sec_bytes:
         return
     secs = sorted({s for s, _, _ in acc.sec_bytes})
@@ -863,7 +923,9 @@ def _flush_timeseries(rd, acc: _Accumulator, final: bool) -> None:
                 continue
             for op, name in ((0, "read"), (1, "write")):
                 row[f"{TIER_NAMES[lvl]}_{name}_bw_bytes_per_s"] = acc.sec_bytes.pop((s, lvl, op), 0)
+                row[f"{TIER_NAMES[lvl]}_{name}_iops"] = acc.sec_ios.pop((s, lvl, op), 0)
             acc.sec_bytes.pop((s, lvl, 2), None)
+            acc.sec_ios.pop((s, lvl, 2), None)
         rows.append(row)
     rd.append_timeseries(rows)
 

@@ -38,7 +38,9 @@ class Trace:
     every batch of ``iter_trace`` uses the same origin). ``keys`` are prefix-chained uint64 block keys of
     ``block_tokens`` tokens each. ``extras`` holds optional per-request int64 columns of some formats
     (``chat_id``, ``parent_chat_id``, ``turn`` for Bailian). ``t0`` is the first request's time in the trace's own
-    clock, in seconds; ``first_line`` the file line of row 0.
+    clock, in seconds; ``first_line`` the file line of row 0. ``meta`` says where the requests came from when
+    not from a file: a ``gen:`` trace (:mod:`kvbench.stream.synth`) has ``source = "generated"``,
+    ``generated_from``, ``span_s``, ``seed``, ``rate`` and ``sample_rate``.
     """
 
     timestamp_s: np.ndarray
@@ -51,6 +53,7 @@ class Trace:
     path: str
     extras: Mapping[str, np.ndarray] = field(default_factory=dict)
     t0: float = 0.0
+    meta: Mapping[str, object] = field(default_factory=dict)
 
     @property
     def n_requests(self) -> int:
@@ -204,8 +207,16 @@ def builtin_traces() -> dict[str, Path]:
 DEFAULT_TRACE = "mooncake-sample"
 
 
-def resolve_trace(path_or_name: str | Path) -> Path:
-    """A trace path, or the name of a built-in trace; a missing file is a one-line error."""
+def resolve_trace(path_or_name: str | Path) -> Path | str:
+    """A trace path, or the name of a built-in trace; a missing file is a one-line error.
+
+    A ``gen:MODEL,...`` argument (a workload model's generated stream, :mod:`kvbench.stream.synth`) is returned
+    as it is, checked."""
+    from kvbench.stream.synth import is_gen, parse_gen
+
+    if is_gen(path_or_name):
+        parse_gen(path_or_name)
+        return path_or_name
     p = Path(path_or_name)
     if p.is_file():
         return p
@@ -485,6 +496,11 @@ def iter_trace(path: str | Path, fmt: str = "auto", batch_requests: int = 65536,
         raise UsageError(f"unknown order {order!r}", f"use one of {', '.join(ORDERS)}")
     if batch_requests <= 0:
         raise UsageError(f"batch_requests must be > 0, got {batch_requests}", "give a positive batch size")
+    from kvbench.stream.synth import is_gen, iter_generated
+
+    if is_gen(path):                    # a workload model's stream: already in arrival order, keys prefix-chained
+        yield from iter_generated(path, batch_requests, limit=limit, block_tokens=block_tokens)
+        return
     if order == "sort":
         yield from _sorted_batches(path, fmt, batch_requests, block_tokens=block_tokens, time_unit=time_unit,
                                    fields=fields, chain=chain, limit=limit)
