@@ -392,3 +392,15 @@ def test_a_key_sampled_stream_plans_at_full_scale():
     assert out["source"]["generated_from"] == "chat"
     assert out["answer"]["sentences"][0].startswith("From the workload model chat (generated")
     assert any("key sample at rate 0.2" in w for w in out["warnings"])
+
+
+def test_plan_run_warns_on_a_replay_that_did_not_run_every_request(cli, tmp_path):
+    run = tmp_path / "replay-kv-x"
+    run.mkdir()
+    (run / "summary.json").write_text(json.dumps({
+        "kind": "replay-kv", "status": "interrupted", "requests": 1000, "requests_not_issued": 998,
+        "tiers": {"l3": {"write_bytes": 1 << 30, "capacity_bytes": 8 << 30, "layout": "slot"}}}))
+    out = json.loads(cli("plan", "--trace", "mooncake-sample", "--model", "llama-3.1-8b", "--run", run,
+                         "--waf", "1.2", "--sweep", "", "--json").output)
+    assert out["measured"]["requests_replayed"] == 2
+    assert any("interrupted" in w and "covered 2 of 1,000" in w for w in out["warnings"])

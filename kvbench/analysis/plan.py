@@ -562,9 +562,11 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
                         "(residence and DWPD need no scaling), but hit ratios carry the sample's variance: a few "
                         "very popular blocks (shared system prompts) fall in or out of the sample as a whole; "
                         "compare with a higher rate or the full stream before acting on a hit ratio")
-    if measured and measured.get("requests_replayed") is not None and measured.get("requests_replayed") < n:
-        warnings.append(f"the replay run covered {measured['requests_replayed']:,} of {n:,} requests: its measured "
-                        "WAF is from that part; hit ratios and write rates here are from the whole trace")
+    if measured and ((measured.get("requests_replayed") is not None and measured["requests_replayed"] < n)
+                     or measured.get("run_status") in ("interrupted", "failed", "running")):
+        warnings.append(f"the replay run ({measured.get('run_status') or 'status unknown'}) covered "
+                        f"{measured.get('requests_replayed') or 0:,} of {n:,} requests: its measured WAF is from that "
+                        "part; hit ratios and write rates here are from the whole trace")
 
     out = {
         "model": model, "trace": str(trace.path), "block_tokens": trace.block_tokens, "block_bytes": block_bytes,

@@ -17,6 +17,21 @@ def json_option(f):
     return click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object on stdout.")(f)
 
 
+def force_option(f):
+    """``--force``: replace an existing output file that kvbench did not write."""
+    return click.option("--force", is_flag=True,
+                        help="Overwrite an existing output file kvbench did not write (refused otherwise).")(f)
+
+
+def check_outputs(force: bool, *paths) -> None:
+    """Refuse (before any work) to overwrite a user's file with an output; None paths are skipped."""
+    from kvbench.engine.safety import check_output
+
+    for p in paths:
+        if p is not None:
+            check_output(p, force)
+
+
 def emit_json(obj) -> None:
     """Print one JSON object on stdout (NaN/inf as null, numpy types converted)."""
     sys.stdout.write(json.dumps(to_jsonable(obj), indent=2, sort_keys=False) + "\n")

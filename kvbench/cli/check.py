@@ -10,6 +10,19 @@ from kvbench.errors import SpecError
 DEFAULT_LENGTHS = (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
 
 
+def _canonical(name: str | None) -> str | None:
+    """A model preset's own name (aliases and paths resolved), else the name as written, lower-cased."""
+    from kvbench.errors import KvbenchError
+    from kvbench.spec.models import load_model
+
+    if not name:
+        return None
+    try:
+        return load_model(name).name.lower()
+    except KvbenchError:
+        return str(name).lower()
+
+
 def _lengths(ctx, param, value):
     if not value:
         return DEFAULT_LENGTHS
@@ -66,6 +79,11 @@ def check_cmd(profile_name, rate, run_dir, tier_specs, trace_path, model_name, k
     run = read_run(run_dir) if run_dir else None
     profile = load_profile(profile_name) if profile_name else rate_profile(rate)
     model_name = model_name or (profile.model or None) or (run.model if run else None)
+    if run is not None and run.model and _canonical(model_name) != _canonical(run.model):
+        raise SpecError(f"the run {run_dir} replayed {run.model} but the check would use {model_name}"
+                        f"{' (the profile ' + profile.name + ' is of it)' if profile.model == model_name else ''}: "
+                        "its loads and the recompute time would be of different models",
+                        f"give a profile of {run.model} (or --model {run.model} to take its KV size on purpose)")
     if not model_name:
         raise SpecError("no model: the rate profile names none", "give --model, e.g. --model llama-3.1-8b")
     model = load_model(model_name, dtype=kv_dtype)

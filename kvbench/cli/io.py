@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from kvbench.cli._common import DURATION, SIZE, emit_json, fan_out_cmd, json_option, ray_options
+from kvbench.cli._common import (DURATION, SIZE, check_outputs, emit_json, fan_out_cmd, force_option, json_option,
+                                 ray_options)
 
 
 @click.command("io")
@@ -38,10 +39,11 @@ from kvbench.cli._common import DURATION, SIZE, emit_json, fan_out_cmd, json_opt
 @click.option("--results", "results_root", default="results", show_default=True, help="Results folder root.")
 @click.option("--inject-fault", "faults", default=None, metavar="SPEC",
               help="Testing: eio@N, enospc@N, eio-every=N, corrupt@N, corrupt-every=N.")
+@force_option
 @ray_options
 @json_option
 def io(target, rw, bs, qd, workers, size, runtime, rwmixread, seed, engine, rate_iops, arrival, speed, verify,
-       destroy_data, prefill, export_iolog, results_root, faults, ray_address, inject_host_loss, as_json):
+       destroy_data, prefill, export_iolog, results_root, faults, force, ray_address, inject_host_loss, as_json):
     """Measure a block pattern on a file, raw device or DRAM arena (like fio, on the kvbench engine).
 
     With --ray-address, on every host of the Ray cluster for every drive of --target A,B: one report side by
@@ -51,6 +53,7 @@ def io(target, rw, bs, qd, workers, size, runtime, rwmixread, seed, engine, rate
     from kvbench.engine.microbench import IoSpec, default_target, run_io
     from kvbench.units import format_bytes, format_rate
 
+    check_outputs(force, export_iolog)
     if target is None:
         import os
         os.makedirs(results_root, exist_ok=True)

@@ -173,7 +173,10 @@ def plan_cmd(trace_path, model, targets, absolute, retention, capacities, sweep,
         if run_layout in ("slot", "log"):
             layout = run_layout
         l3 = (summary.get("tiers") or {}).get("l3") or {}
-        measured = {"run": str(run_dir), "requests_replayed": summary.get("requests"),
+        replayed = summary.get("requests")
+        if replayed is not None:          # the summary counts every simulated request; some may not have run
+            replayed = int(replayed) - int(summary.get("requests_not_issued") or 0)
+        measured = {"run": str(run_dir), "requests_replayed": replayed, "run_status": summary.get("status"),
                     "l3_capacity_bytes": l3_cap, "l3_write_bytes": l3.get("full_write_bytes", l3.get("write_bytes")),
                     "write_amplification": layers.to_dict(), "waf": waf, "waf_source": waf_source,
                     "note": "what the replay measured; the plan's write rates are the whole trace's steady state"}

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from kvbench.cli._common import SIZE, emit_json, json_option, replay_config, replay_io_options, tier_options
+from kvbench.cli._common import (check_outputs, emit_json, force_option, json_option, replay_config,
+                                 replay_io_options, tier_options)
 
 GROUP = "replay"
 
@@ -30,16 +31,18 @@ GROUP = "replay"
                    "prefix-depth:depth=N, threshold[:min_blocks=B][:window=T]. Rejected blocks are not written.")
 @click.option("--l4-admission", default=None, metavar="POLICY", help="L4's admission policy (default: --admission).")
 @click.option("--results", default="results", show_default=True, help="Results folder.")
+@force_option
 @json_option
 def replay_kv_cmd(trace, model, tp, fmt, l1, l2, l3, l3_capacity, l4, l4_capacity, l4_link_bw, l4_link_latency,
                   policy, ttl, write_policy, exclusive, promote, layout, segment_bytes, trim, chunk_bytes, qd, engine,
                   speed, closed_loop, duration, max_requests, verify, dry_run, export_iolog, destroy_data, sample_keys,
-                  sample_seed, admission, l4_admission, results, as_json):
+                  sample_seed, admission, l4_admission, results, force, as_json):
     """Replay TRACE through the tiers: hits read from where they live, misses produced and written, evictions
     cascade; per-request load times, per-tier hit ratios, bytes, bandwidth and latency."""
     from kvbench.replay.kv import replay_kv
     from kvbench.units import format_bytes, format_rate
 
+    check_outputs(force, export_iolog)
     cfg = replay_config(trace=trace, model=model, fmt=fmt, tp=tp, l1=l1, l2=l2, l3=l3, l3_capacity=l3_capacity, l4=l4,
                         l4_capacity=l4_capacity, l4_link_bw=l4_link_bw, l4_link_latency=l4_link_latency,
                         policy=policy, ttl=ttl, write_policy=write_policy, exclusive=exclusive, promote=promote,
@@ -48,7 +51,16 @@ def replay_kv_cmd(trace, model, tp, fmt, l1, l2, l3, l3_capacity, l4, l4_capacit
                         qd=qd, engine=engine, dry_run=dry_run, export_iolog=export_iolog, destroy_data=destroy_data,
                         results=results, sample_keys=sample_keys, sample_seed=sample_seed,
                         admission=admission, l4_admission=l4_admission)
-    s = replay_kv(cfg)
+    from kvbench.errors import KvbenchError
+
+    try:
+        s = replay_kv(cfg)
+    except KvbenchError as e:
+        if as_json:      # a failed replay still answers --json: its error, and what it measured if it ran
+            emit_json({"kind": "replay-kv", **(getattr(e, "summary", None) or {}),
+                       "status": "interrupted" if e.exit_code == 130 else "failed",
+                       "error": e.problem, "fix": e.fix})
+        raise
     if as_json:
         emit_json(s)
         return
@@ -71,6 +83,9 @@ def replay_kv_cmd(trace, model, tp, fmt, l1, l2, l3, l3_capacity, l4, l4_capacit
                    f"written {format_bytes(t['write_bytes'])}{bw}{lat_s}{adm_s}" +
                    (f"  (full size: read {format_bytes(t['full_read_bytes'])} written "
                     f"{format_bytes(t['full_write_bytes'])})" if sampled else ""))
+    for name, t in s["tiers"].items():
+        if t.get("store"):
+            click.echo(f"  {name} store: {t['store']}")
     if lt.get("p50") is not None:
         click.echo(f"  load time p50 {lt['p50']:.3f} ms  p99 {lt['p99']:.3f} ms" +
                    (" (sampled blocks only)" if sampled else ""))

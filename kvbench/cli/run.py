@@ -238,6 +238,31 @@ def _g(v) -> str:
     return f"{v:.4g}" if isinstance(v, (int, float)) and not isinstance(v, bool) else "n/a"
 
 
+def _preflight(l3_path: str | None, results_root: str, destroy_data: str | None) -> None:
+    """What would fail the replay step minutes in, refused before the job starts (nothing made yet)."""
+    import os
+    import stat
+
+    from kvbench.engine import safety
+    from kvbench.engine.targets import MEMORY_FILESYSTEMS
+    from kvbench.errors import TargetError
+    from kvbench.metrics.environment import mount_of
+
+    if l3_path and os.path.exists(l3_path) and stat.S_ISBLK(os.stat(l3_path).st_mode):
+        safety.check_block_write(l3_path, destroy_data)
+        return
+    where = l3_path or results_root
+    probe = Path(where).resolve()
+    while not probe.exists():
+        probe = probe.parent
+    fs = (mount_of(str(probe)) or {}).get("fstype")
+    if fs in MEMORY_FILESYSTEMS:
+        what = f"--l3 {l3_path}" if l3_path else f"the scratch L3 store (under --results {results_root})"
+        raise TargetError(f"{what} would be on {fs}, where O_DIRECT is served from memory or unsupported: no "
+                          "device would be measured", "give --l3 a file on a device-backed filesystem (ext4, "
+                          "xfs) or a raw block device, or --results on one")
+
+
 @click.command("run")
 @click.option("--trace", default=DEFAULT_TRACE, show_default=True, help="Trace file or built-in trace name.")
 @click.option("--model", default=DEFAULT_MODEL, show_default=True, help="Model preset (KV bytes per token).")
@@ -288,6 +313,7 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
     from kvbench.analysis.deployment import parse_deployment
 
     parse_deployment(deployment)          # a bad spec fails here, before any step runs
+    _preflight(l3_path, results_root, destroy_data)
     prog = _Progress(8)
     trace_path = _trace_path(trace)
     spec = load_model(model)

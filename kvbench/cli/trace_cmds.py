@@ -10,7 +10,7 @@ import functools
 
 import click
 
-from kvbench.cli._common import DURATION, emit_json, json_option
+from kvbench.cli._common import DURATION, check_outputs, emit_json, force_option, json_option
 from kvbench.stream.traces import DEFAULT_TRACE
 
 
@@ -120,13 +120,15 @@ def stats_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, 
 @click.option("--block-tokens", type=int, default=None, help="Tokens per KV block (default 512, or the model's).")
 @click.option("--set", "overrides", multiple=True, metavar="PARAM=VALUE",
               help="Override a kind parameter, e.g. --set turns_mean=10 --set system_tokens=4000.")
+@force_option
 @json_option
 def gen_cmd(kind, output, model_file, duration, requests, rate, arrival, burstiness, seed, block_tokens, overrides,
-            as_json):
+            force, as_json):
     """Generate a seeded synthetic trace in Mooncake format: from a workload model (--model-file, any horizon,
     streamed) or of a simple KIND (chat, agent, docqa, qa; a number of requests)."""
     from kvbench.errors import UsageError
 
+    check_outputs(force, output)
     if (kind is None) == (model_file is None):
         raise UsageError("give either KIND or --model-file", "e.g. kvbench trace gen --model-file chat --duration 7d "
                          "-o week.jsonl.gz, or kvbench trace gen chat -n 1000 -o chat.jsonl")

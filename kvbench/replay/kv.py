@@ -279,6 +279,8 @@ class IologWriter:
         for f in self.files.values():
             self.fh.write(f"{self.last_ms} {f} close\n")
         self.fh.close()
+        from kvbench.engine.safety import mark_output
+        mark_output(self.path)
 
 
 # --- device counters ------------------------------------------------------------------------------------
@@ -316,7 +318,7 @@ class _Targets:
 
 def _open_targets(cfg: ReplayConfig, hier: Hierarchy) -> _Targets:
     """Open L2 arena, L3 store, L4 file; refuse a store that does not fit its target (before any I/O)."""
-    from kvbench.engine.targets import open_target
+    from kvbench.engine.targets import check_memory, open_target
 
     out = _Targets()
     try:
@@ -326,6 +328,7 @@ def _open_targets(cfg: ReplayConfig, hier: Hierarchy) -> _Targets:
                 continue
             need = t.store.footprint_bytes
             if name == "l2":
+                check_memory(need, f"--l2 {format_bytes(cfg.l2)}", "give a smaller --l2 or free memory")
                 tgt = open_target(f"dram:{need}")
                 out.dram.append(tgt)
                 out.tier_domain[t.level] = ("dram", 0)
@@ -348,7 +351,8 @@ def _open_targets(cfg: ReplayConfig, hier: Hierarchy) -> _Targets:
                 raise TargetError(f"the {name} store needs {format_bytes(need)} ({t.store.n_slots} slots of "
                                   f"{format_bytes(t.store.slot_bytes)}) but {tgt.path} holds "
                                   f"{format_bytes(tgt.size)}",
-                                  f"give a smaller --{name}-capacity or a larger target")
+                                  f"give --{name}-capacity {format_bytes(tgt.size)} or less (its spare slots "
+                                  "come out of it), or a larger target")
             out.dev.append(tgt)
             out.tier_domain[t.level] = ("dev", len(out.dev) - 1)
     except BaseException:
@@ -501,14 +505,14 @@ class LiveProgress:
             pass
 
 
-def _run_domain(plan, targets, cfg, verify, runtime_s, results, key, handle_signals, live=None):
+def _run_domain(plan, targets, cfg, verify, runtime_s, results, key, stop, live=None):
     from kvbench.engine import run_plan
 
     try:
         results[key] = run_plan(plan, targets, engine="dram" if key == "dram" else cfg.engine,
                                 qd=1 if key == "dram" else cfg.qd,
                                 workers=1, pacing="closed" if cfg.closed_loop else "open", speed=1.0,
-                                verify=verify, runtime_s=runtime_s, handle_signals=handle_signals,
+                                verify=verify, runtime_s=runtime_s, handle_signals=False, stop=stop,
                                 on_second=None if live is None else live.on_second(key))
     except BaseException as e:  # noqa: BLE001 - reported by the caller
         results[key] = e
@@ -535,7 +539,8 @@ def replay_kv(cfg: ReplayConfig, *, progress=None) -> dict:
                                       t.policy.capacity, "policy": t.spec.policy, "ttl_s": t.spec.ttl_s,
                                       "medium": TIER_MEDIA[t.spec.name],
                                       **({"layout": t.store.layout, "slots": t.store.n_slots,
-                                          "footprint_bytes": t.store.footprint_bytes} if t.store else {})}
+                                          "footprint_bytes": t.store.footprint_bytes,
+                                          "store": spec.store_fit(t.spec)[2]} if t.store else {})}
                         for t in hier.tiers},
               "sample_rate": cfg.sample_rate, "modelled_capacity_bytes": cfg.modelled_capacities()}
     targets = _Targets() if cfg.dry_run else _open_targets(cfg, hier)
@@ -600,7 +605,7 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
     req_header = True
     fences_total = planned_ios = 0
     planned_bytes = {(lvl, op): 0 for lvl in levels for op in (0, 1, 2)}
-    totals = {"requests": 0, "blocks": 0, "hit_blocks": 0, "produced": 0}
+    totals = {"requests": 0, "blocks": 0, "hit_blocks": 0, "produced": 0, "not_issued": 0}
     lvl_hits = np.zeros(4, dtype=np.int64)
     run_t0 = time.perf_counter_ns()
     live = None if cfg.dry_run else LiveProgress(rd.path, n_requests)
@@ -646,9 +651,13 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
                     live.window(totals["requests"], len(reqs), len(plan))
                     issued = _execute(cfg, subplans, parts, plan, meta, targets, acc, run_t0, reqs, load_ms,
                                       tier_ms, slot_bytes, live)
-                    if issued < len(reqs):         # stopped early (--duration, error, Ctrl-C): count what ran
-                        reqs, load_ms = reqs[:issued], load_ms[:issued]
-                        tier_ms = {k: v[:issued] for k, v in tier_ms.items()}
+                    if issued < len(reqs):         # stopped early (--duration, error, Ctrl-C)
+                        # the window was simulated whole (the tier counters count all of it), so the summary
+                        # counts it whole too; requests not fully issued have no load time
+                        load_ms[issued:] = np.nan
+                        for v in tier_ms.values():
+                            v[issued:] = np.nan
+                        totals["not_issued"] += len(reqs) - issued
                         cut = True
             extra_cols = None
             if cfg.sample_keys is not None and windows.full_blocks is not None:
@@ -709,21 +718,41 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
     status = acc.status
     if acc.verify_errors:
         status = "failed"
+    unvouched = _counters_disagree(host, acc.bytes.get((2, 0), 0))
+    if unvouched:
+        summary["not_measured"] = unvouched
+        if status == "complete":
+            status = "not-measured"
     rd.write_summary(summary, status=status)
     summary = {"kind": "replay-kv", "status": status, "run_dir": str(rd.path), **summary}
+    err = None
     if interrupted:
         from kvbench.errors import Interrupted
-        raise Interrupted(f"interrupted after {totals['requests']} requests; results so far in {rd.path}",
+        err = Interrupted(f"interrupted after {totals['requests']} requests; results so far in {rd.path}",
                           "rerun to completion")
-    if acc.errors:
-        raise acc.errors[0]
-    if acc.verify_errors:
+    elif acc.errors:
+        err = acc.errors[0]
+    elif acc.verify_errors:
         f = acc.first_mismatch or {}
-        raise VerifyError(f"verify: {acc.verify_errors} of {acc.verify_checked} checked reads returned wrong data; "
+        err = VerifyError(f"verify: {acc.verify_errors} of {acc.verify_checked} checked reads returned wrong data; "
                           f"first: {f.get('tier')} block key {f.get('key')} version {f.get('version')} at "
                           f"offset {f.get('offset')} of {f.get('target')} (results in {rd.path})",
                           "check the device and the write path")
+    if err is not None:
+        err.summary = {**summary, "status": "interrupted" if interrupted else "failed"}   # for --json
+        raise err
     return summary
+
+
+def _counters_disagree(host: dict | None, engine_read: int) -> str | None:
+    """Why the L3 device's own counters do not vouch for the engine's reads (None when they do, or when there
+    are none to compare): fewer bytes reached the device than the engine read means holes or a cache answered."""
+    if not host or not engine_read or host.get("read_bytes") is None:
+        return None
+    if host["read_bytes"] >= 0.98 * engine_read:
+        return None
+    return (f"the O_DIRECT bypass check failed: /dev/{host.get('device')} read {host['read_bytes']:,} bytes where "
+            f"the engine read {engine_read:,} from the L3 store (holes or a cache answered the rest)")
 
 
 def _execute(cfg, subplans, parts, plan, meta, targets, acc, run_t0, reqs, load_ms, tier_ms, slot_bytes, live=None):
@@ -735,20 +764,27 @@ def _execute(cfg, subplans, parts, plan, meta, targets, acc, run_t0, reqs, load_
     for dom, sp in subplans.items():
         if not cfg.closed_loop:
             sp["issue_ns"] = np.maximum(sp["issue_ns"].astype(np.int64) - elapsed, 0)
+    from kvbench.engine.driver import StopFlag
+    from kvbench.engine.runner import stop_on_signals
+
     results: dict = {}
     threads = []
     t_call = time.perf_counter_ns()
-    if "dram" in subplans and "dev" in subplans:      # the arena in a thread, the devices here
-        th = threading.Thread(target=_run_domain, args=(subplans["dram"], targets.dram, cfg, cfg.verify,
-                                                        runtime_s, results, "dram", False, live))
-        th.start()
-        threads.append(th)
-    if "dev" in subplans:
-        _run_domain(subplans["dev"], targets.dev, cfg, cfg.verify, runtime_s, results, "dev", True, live)
-    elif "dram" in subplans:
-        _run_domain(subplans["dram"], targets.dram, cfg, cfg.verify, runtime_s, results, "dram", True, live)
-    for th in threads:
-        th.join()
+    stop = StopFlag()       # one flag for both domains: Ctrl-C stops the arena copies and the device I/O at once
+    with stop_on_signals(stop, True):
+        if "dram" in subplans and "dev" in subplans:      # the arena in a thread, the devices here
+            th = threading.Thread(target=_run_domain, args=(subplans["dram"], targets.dram, cfg, cfg.verify,
+                                                            runtime_s, results, "dram", stop, live))
+            th.start()
+            threads.append(th)
+        if "dev" in subplans:
+            _run_domain(subplans["dev"], targets.dev, cfg, cfg.verify, runtime_s, results, "dev", stop, live)
+        elif "dram" in subplans:
+            _run_domain(subplans["dram"], targets.dram, cfg, cfg.verify, runtime_s, results, "dram", stop, live)
+        for th in threads:
+            th.join()
+    if stop.value:
+        acc.status = "interrupted"
     n = len(plan)
     sub_abs = np.full(n, -1, dtype=np.int64)
     comp_abs = np.full(n, -1, dtype=np.int64)
@@ -953,6 +989,7 @@ def _summary(cfg, hier, acc, totals, lvl_hits, levels, block_bytes, slot_bytes, 
         if t.store is not None:
             entry["layout"] = t.store.layout
             entry["footprint_bytes"] = t.store.footprint_bytes
+            entry["store"] = hier.spec.store_fit(t.spec)[2]      # what the spare room cost, in words
         if name in io_notes:
             entry.update(io_notes[name])
         if name == "l4" and (cfg.l4_link_bw or cfg.l4_link_latency_s):
@@ -965,6 +1002,8 @@ def _summary(cfg, hier, acc, totals, lvl_hits, levels, block_bytes, slot_bytes, 
     load = _pcts(acc.load_hist, ("p50", "p90", "p99", "p99.9", "max", "mean"))
     out = {
         "trace": cfg.trace, "model": cfg.model, "requests": totals["requests"], "trace_requests": n_requests,
+        # requests simulated (what the tier counters count) whose I/O was not all issued: the run stopped
+        "requests_not_issued": totals["not_issued"],
         "blocks": totals["blocks"], "hit_blocks": totals["hit_blocks"], "hit_ratio": totals["hit_blocks"] / blocks,
         "produced_blocks": hier.produced, "block_bytes": block_bytes, "slot_bytes": slot_bytes,
         "chunk_bytes": cfg.chunk_bytes, "dry_run": cfg.dry_run,

@@ -825,6 +825,10 @@ CAPTIONS = {
                                 "class's endurance is met; stars mark the planned tier per class.",
     "steady_state_rounds": "Preconditioning rounds: steady state is reached when the last 5 rounds stay within "
                            "the band.",
+    "admission_frontier": "What each admission policy buys: hit ratio against the DWPD it costs, one curve per "
+                          "policy over capacity; up and to the left is better, the star is the planned capacity.",
+    "router_comparison": "Each router side by side on the same trace: keeping a conversation on one node raises "
+                         "the hit ratio and lowers TTFT, as long as the load stays balanced.",
     "prefill_profile": "Measured prefill time per prompt length and the fitted T(n) = a + bn + cn² that the "
                        "load-vs-recompute check uses.",
 }

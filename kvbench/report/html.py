@@ -141,4 +141,6 @@ def write_report(runs: list[RunData], out, title: str | None = None) -> tuple[Pa
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    from kvbench.engine.safety import mark_output
+    mark_output(out)
     return out, index

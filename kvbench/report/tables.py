@@ -112,6 +112,15 @@ def _first(rd: RunData, path: str):
 def verdict_rows(rd: RunData) -> list[tuple[str, str, str]]:
     """(section, label, formatted value) rows summarising one run's verdicts and headline numbers."""
     rows: list[tuple[str, str, str]] = []
+    # data a run could not vouch for stands out first: wrong data read back, numbers not measured
+    for name, s in rd.all_summaries():
+        bad = s.get("verify_errors") or dig(s, "verify.mismatches")
+        where = f" ({name.rstrip('.')})" if name else ""
+        if bad:
+            checked = s.get("verify_checked") or dig(s, "verify.checked")
+            rows.append(("data", f"verify{where}", f"FAIL: {bad} of {checked} checked reads returned wrong data"))
+        if s.get("status") == "not-measured":
+            rows.append(("data", f"measurement{where}", f"FAIL: not measured: {s.get('not_measured', '')}"))
     kinds = {rd.kind, *(p.kind for p in rd.parts.values())}
     for kind, fields in HEADLINES.items():
         if kind in kinds or any(k.replace("-", "_") == kind.replace("-", "_") for k in kinds):
@@ -202,8 +211,9 @@ def verdict_rows(rd: RunData) -> list[tuple[str, str, str]]:
     if isinstance(q, dict) and "passed" in q:
         crit = q.get("criteria") or []
         npass = sum(1 for c in crit if c.get("passed"))
+        v = str(q.get("verdict") or ("pass" if q["passed"] else "fail"))
         rows.append(("qualification", f"profile {q.get('profile', '')}".strip(),
-                     ("PASS" if q["passed"] else "FAIL") + f" ({npass}/{len(crit)} criteria)"))
+                     v.upper() + f" ({npass}/{len(crit)} criteria passed)" + (" (--quick)" if q.get("quick") else "")))
     return rows
 
 
@@ -215,7 +225,7 @@ def verdict_table(runs: list[RunData]) -> str:
         for sec, label, _ in rows:
             if (sec, label) not in keys:
                 keys.append((sec, label))
-    order = ("qualification", "load vs recompute", "capacity", "endurance", "measured")
+    order = ("data", "qualification", "load vs recompute", "capacity", "endurance", "measured")
     keys.sort(key=lambda k: (order.index(k[0]) if k[0] in order else len(order), k[0]))
     values = [{(s, l): v for s, l, v in rows} for rows in per_run]
     head = "".join(f"<th>{_esc(rd.label)}<br><span class='kind'>{_esc(rd.kind)}</span> {status_badge(rd)}</th>" for rd in runs)
@@ -258,13 +268,16 @@ def criteria_table(runs: list[RunData]) -> str | None:
         rows = []
         for c in q["criteria"]:
             ok = c.get("passed")
-            verdict = "PASS" if ok else ("FAIL" if ok is False else "NOT MEASURED")
+            outcome = c.get("outcome") or ("pass" if ok else "fail")
+            verdict = outcome.upper().replace("-", " ") + (f": {c['reason']}" if c.get("reason") else "")
             rows.append("<tr>" + "".join(f"<td>{_esc(x)}</td>" for x in (
                 c.get("name", ""), c.get("workload", ""), c.get("metric", ""),
                 f"{c.get('op', '')} {fmt(str(c.get('metric', '')), c.get('threshold'))}",
                 fmt(str(c.get("metric", "")), c.get("value")))) +
                 f"<td class='{'pass' if ok else 'fail'}'>{verdict}</td></tr>")
-        title = f"{_esc(rd.label)}: profile {_esc(q.get('profile', ''))} — " + ("PASS" if q.get("passed") else "FAIL")
+        v = str(q.get("verdict") or ("pass" if q.get("passed") else "fail"))
+        title = (f"{_esc(rd.label)}: profile {_esc(q.get('profile', ''))} — {v.upper()}"
+                 + (" (shortened: --quick)" if q.get("quick") else ""))
         parts.append(f"<h3 class='{'pass' if q.get('passed') else 'fail'}'>{title}</h3>"
                      "<table class='criteria'><thead><tr><th>criterion</th><th>workload</th><th>metric</th>"
                      f"<th>threshold</th><th>measured</th><th>verdict</th></tr></thead><tbody>{''.join(rows)}</tbody></table>")

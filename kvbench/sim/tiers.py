@@ -41,7 +41,7 @@ import numpy as np
 
 from kvbench.errors import SpecError
 from kvbench.sim.admission import is_trivial, make_admission, parse_admission
-from kvbench.sim.blockstore import make_store, slot_bytes_for
+from kvbench.sim.blockstore import fit_store, make_store, slot_bytes_for
 from kvbench.sim.policies import POLICIES, make_policy
 from kvbench.units import format_bytes
 
@@ -104,8 +104,19 @@ class HierarchySpec:
         return slot_bytes_for(self.block_bytes)
 
     def capacity_blocks(self, tier: TierSpec) -> int:
-        unit = self.block_bytes if tier.name == "l1" else self.slot_bytes
-        return tier.capacity_bytes // unit
+        """Blocks the tier caches: L1 is simulated (its bytes / block); a stored tier's footprint on its
+        medium stays within its capacity, so its spare room comes out of it (:func:`fit_store`)."""
+        if tier.name == "l1":
+            return tier.capacity_bytes // self.block_bytes
+        if tier.capacity_bytes < self.slot_bytes:
+            return 0
+        return self.store_fit(tier)[0]
+
+    def store_fit(self, tier: TierSpec) -> tuple[int, dict, str]:
+        """(cache blocks, store keyword arguments, note) of a stored tier that fits its capacity."""
+        layout = "slot" if tier.name == "l2" else tier.layout
+        return fit_store(layout, tier.capacity_bytes, self.slot_bytes, segment_bytes=self.segment_bytes,
+                         spare_slots=self.spare_slots)
 
     def validate(self) -> None:
         if not self.tiers:
@@ -190,7 +201,7 @@ class Hierarchy:
             store = None
             if t.name != "l1":
                 layout = "slot" if t.name == "l2" else t.layout
-                kw = {"segment_bytes": spec.segment_bytes} if layout == "log" else {"spare_slots": spec.spare_slots}
+                _, kw, _ = spec.store_fit(t)
                 store = make_store(layout, cap, spec.slot_bytes, trim=t.trim and t.name != "l2", **kw)
             adm = None if is_trivial(t.admission) else make_admission(t.admission, cap)
             self.tiers.append(_Tier(TIER_NAMES.index(t.name), t, make_policy(t.policy, cap, t.ttl_s), store,

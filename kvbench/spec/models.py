@@ -228,6 +228,9 @@ class ModelSpec:
         return self.num_experts > 0
 
     def with_overrides(self, **kw) -> "ModelSpec":
+        from kvbench.errors import UsageError
+        if kw.get("tp") is not None and int(kw["tp"]) < 1:
+            raise UsageError(f"--tp must be >= 1, not {kw['tp']}", "give --tp 1 (no tensor parallelism) or more")
         spec = replace(self, **{k: v for k, v in kw.items() if v is not None})
         spec.validate()
         return spec

@@ -224,10 +224,15 @@ def open_output(path: str | Path):
         raise UsageError(f"output folder does not exist: {path.parent}", "create it or choose another path")
     if path.is_dir():
         raise UsageError(f"{path} is a directory", "give a file name, e.g. out.jsonl.gz")
+    from kvbench.engine.safety import mark_output
+
     if path.suffix == ".gz":         # mtime 0: the same trace gives the same bytes
-        return io.TextIOWrapper(gzip.GzipFile(filename=str(path), mode="wb", compresslevel=6, mtime=0),
-                                encoding="utf-8")
-    return open(path, "w", encoding="utf-8")
+        fh = io.TextIOWrapper(gzip.GzipFile(filename=str(path), mode="wb", compresslevel=6, mtime=0),
+                              encoding="utf-8")
+    else:
+        fh = open(path, "w", encoding="utf-8")
+    mark_output(path)                # kvbench's own output: a rerun may replace it
+    return fh
 
 
 def write_trace(records: list[dict], path: str | Path) -> Path:

@@ -15,6 +15,7 @@ import io
 import itertools
 import json
 import re
+import zlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterator, Mapping
@@ -224,6 +225,8 @@ def resolve_trace(path_or_name: str | Path) -> Path | str:
         return builtin[str(path_or_name)]
     if p.is_dir():
         raise TraceError(f"{p} is a directory, not a trace file", "give a .jsonl, .jsonl.gz or .csv file")
+    if p.exists():          # /dev/null, a FIFO, a device: there, but not a trace file
+        raise TraceError(f"{p} is not a regular file", "give a .jsonl, .jsonl.gz or .csv file")
     raise TraceError(f"trace not found: {p}", f"give an existing file or a built-in trace "
                      f"({', '.join(builtin) or 'none shipped'})")
 
@@ -246,8 +249,9 @@ def _first_record(path: Path) -> tuple[int, str]:
             for lineno, line in enumerate(fh, 1):
                 if line.strip():
                     return lineno, line.strip()
-        except (UnicodeDecodeError, EOFError, gzip.BadGzipFile) as e:
-            raise TraceError(f"not a text trace ({type(e).__name__})", "give a JSONL/CSV file, optionally gzipped",
+        except (UnicodeDecodeError, EOFError, gzip.BadGzipFile, zlib.error) as e:
+            what = f"corrupt gzip data: {e}" if isinstance(e, zlib.error) else type(e).__name__
+            raise TraceError(f"not a text trace ({what})", "give a JSONL/CSV file, optionally gzipped",
                              path=path) from None
     raise TraceError("the trace is empty (no requests)", "give a trace with at least one request", path=path)
 
@@ -326,7 +330,7 @@ def _jsonl_batches(path: Path, fmt: TraceFormat, fields: Mapping[str, str | None
                 if len(raw.lines) >= batch:
                     yield raw
                     raw = _Raw(extras={k: [] for k in extra_names})
-        except (UnicodeDecodeError, EOFError, gzip.BadGzipFile, OSError) as e:
+        except (UnicodeDecodeError, EOFError, gzip.BadGzipFile, zlib.error, OSError) as e:
             raise TraceError(f"cannot read past line {lineno}: {type(e).__name__}: {e}",
                              "check the file is complete (a truncated gzip?) and UTF-8", path=path) from None
     if raw.lines:
@@ -558,7 +562,7 @@ def _check_order(ts, lines, prev_t, prev_line, path, field_name, scale):
         before = full[bad[0]]
         raise TraceError(f"out-of-order timestamp: {float(ts[i + 1] * scale):.6g} s is earlier than the previous "
                          f"request's {float(before * scale):.6g} s ({bad.size} such requests in this batch)",
-                         "pass --sort (order='sort') to sort by arrival, or --order keep to use the file order",
+                         "pass --sort to sort the requests by arrival time, or fix the file's order",
                          path=path, line=line, field=field_name)
 
 
