@@ -242,3 +242,16 @@ def test_shipped_profiles_use_options_the_real_commands_accept(cli):
             assert argv[-1] == "--json"
             r = cli(*argv[:-1], "--help")
             assert r.exit_code == 0, f"{n}/{w.name}: {' '.join(argv)}: {r.output[-500:]}"
+
+
+def test_engram_table_window_is_judged_at_the_layer_a_drive_can_serve():
+    """Layer 1's rows are due ~12 us into a step (no NVMe read is that fast); the profile judges layer 15's window."""
+    prof = load_qualify_profile("engram-table")
+    crit = [c for c in prof.criteria if "window" in c.metric]
+    assert [c.metric for c in crit] == ["layer_window_miss_ratio.15"]
+    res = {"engram-replay": {"status": "complete", "layer_window_miss_ratio": {"1": 0.97, "15": 0.004},
+                             "window_miss_ratio": 0.49}}
+    (r,) = evaluate(crit, res)
+    assert (r.value, r.outcome) == (0.004, "pass")
+    res["engram-replay"]["layer_window_miss_ratio"]["15"] = 0.02
+    assert evaluate(crit, res)[0].outcome == "fail"
