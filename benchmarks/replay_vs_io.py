@@ -3,6 +3,10 @@
 resident keys rather than by the trace length? Also measures the simulation rate on the Mooncake trace.
 
     .venv/bin/python benchmarks/replay_vs_io.py [--target /var/tmp/kvbench-bench.store] [--seconds 8]
+    .venv/bin/python benchmarks/replay_vs_io.py --throttle 300MB/s   # root + cgroup-v1 blkio: a drive of known speed
+
+Everything it creates (the store file, the loop image and device, the result folders) is removed on exit,
+Ctrl-C and SIGTERM included; the printed JSON is the result.
 
 Prints one JSON object: replay and io bandwidth and their ratio (goal >= 0.95), fences, issue lag, peak RSS of
 dry runs over 1/4 and all of the trace, and simulation blocks/s.
@@ -13,6 +17,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -76,7 +82,14 @@ def main():
                          "known bandwidth instead of the VM's noisy disk (needs root).")
     a = ap.parse_args()
     a.speed = a.speed or None
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("replay_vs_io: terminated (cleaned up)"))
     if a.throttle:
+        from kvbench.engine.throttle import unavailable
+
+        why = unavailable()
+        if why:
+            sys.exit(f"replay_vs_io --throttle: {why}; it makes a loop device throttled by the cgroup-v1 blkio "
+                     "controller, so run it as root on a host with /sys/fs/cgroup/blkio (or drop --throttle)")
         return _throttled(a)
     return _run(a)
 
@@ -105,6 +118,13 @@ def _throttled(a):
 
 def _run(a):
     res = tempfile.mkdtemp(prefix="kvbench-bench-")
+    try:
+        return _measure(a, res)
+    finally:
+        shutil.rmtree(res, ignore_errors=True)
+
+
+def _measure(a, res):
     out = {"target": a.target, "trace": a.trace, "model": a.model, "chunk": a.chunk, "qd": a.qd}
 
     # 1. simulation rate and memory: dry runs over a quarter and the whole trace, same capacities

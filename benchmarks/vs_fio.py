@@ -13,6 +13,9 @@ kvbench's ``inflight_mean``); latencies only compare at equal measured depth, so
 
     .venv/bin/python benchmarks/vs_fio.py [--target results/vsfio.dat] [--size 1GiB] [--seconds 3] [--rounds 3]
     .venv/bin/python benchmarks/vs_fio.py --fidelity     # drives of known speed: throttled loop devices
+
+``--fidelity`` needs root (losetup, cgroup writes) and the cgroup-v1 blkio controller (/sys/fs/cgroup/blkio);
+without them it exits with one line saying which is missing.
 """
 
 from __future__ import annotations
@@ -79,7 +82,7 @@ def run_kv(target, plan, qd, workers, hugepages=True):
     return row
 
 
-def fidelity(seconds: float) -> None:
+def fidelity(seconds: float) -> dict:
     """Two loop devices throttled by the blkio cgroup to a 4.7x bandwidth ratio: drives of known speed.
 
     kvbench and fio each read them (128 KiB random, QD 8) from inside the throttled cgroup; both must report
@@ -88,7 +91,8 @@ def fidelity(seconds: float) -> None:
 
     why = unavailable()
     if why:
-        sys.exit(f"vs_fio --fidelity: throttled loop devices {why}")
+        sys.exit(f"vs_fio --fidelity: {why}; it makes loop devices throttled by the cgroup-v1 blkio controller, "
+                 "so run it as root on a host with /sys/fs/cgroup/blkio (or run vs_fio.py without --fidelity)")
     tmp = tempfile.mkdtemp(prefix="vsfio-fid-", dir="/var/tmp")
     rows = []
     repo = Path(__file__).resolve().parents[1]
@@ -112,8 +116,9 @@ def fidelity(seconds: float) -> None:
                   f"(x{kv_bw / bps:.3f}), fio {fio_bw / 1e6:.1f} MB/s (x{fio_bw / bps:.3f})")
         (s0, k0, f0), (s1, k1, f1) = rows
         print(f"ratio set {s1 / s0:.2f}: kvbench measured {k1 / k0:.2f}, fio measured {f1 / f0:.2f}")
-        print("JSON " + json.dumps({"set_ratio": s1 / s0, "kvbench_ratio": k1 / k0, "fio_ratio": f1 / f0,
-                                    "rows": rows}))
+        out = {"set_ratio": s1 / s0, "kvbench_ratio": k1 / k0, "fio_ratio": f1 / f0, "rows": rows}
+        print("JSON " + json.dumps(out))
+        return out
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -128,17 +133,20 @@ def main(argv=None):
     ap.add_argument("--cases", nargs="+", default=[c[0] for c in CASES])
     ap.add_argument("--kv-4k-pages", action="store_true",
                     help="also run kvbench with 4 KiB-page buffers like fio's (default: huge pages only)")
+    ap.add_argument("--keep-target", action="store_true",
+                    help="keep the target file when vs_fio created it (default: removed at the end)")
     ap.add_argument("--fidelity", action="store_true",
                     help="instead: measure two blkio-throttled loop devices (known 4.7x bandwidth ratio)")
     a = ap.parse_args(argv)
     if shutil.which("fio") is None:
-        sys.exit("vs_fio: fio is not installed (apt-get install fio)")
+        sys.exit("vs_fio: fio is not installed; install it (apt-get install fio, or bash .ci/install)")
     if a.fidelity:
         fidelity(a.seconds)
         return
     size = parse_size(a.size)
     os.makedirs(os.path.dirname(os.path.abspath(a.target)), exist_ok=True)
     t = open_target(a.target, size=size, write=True)
+    created = t.created
     if t.created:                                   # fill it so reads reach the device
         r = run_plan(make_plan(1, np.arange(size >> 20) << 20, 1 << 20, tag=TAG), [t], qd=8)
         r.raise_for_status()
@@ -201,6 +209,11 @@ def main(argv=None):
     finally:
         t.close()
         shutil.rmtree(tmp, ignore_errors=True)
+        if created and not a.keep_target:           # the scratch file it made goes; a given file stays
+            from kvbench.engine.safety import unmark
+
+            Path(a.target).unlink(missing_ok=True)
+            unmark(a.target)
     print("\nJSON " + json.dumps(rows))
 
 

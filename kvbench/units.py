@@ -4,7 +4,7 @@ Sizes: ``4096``, ``4k``/``4K`` (fio style, binary), ``4KiB``, ``64GiB`` (binary)
 A lowercase ``b`` means bits and is refused (``4kb``), as is a space inside (``4 KiB``): a benchmark that
 silently reads 4kb as 4000 or 4096 bytes measures the wrong thing.
 Durations: ``250us``, ``5ms``, ``10s``, ``10m``, ``1h``, ``2d``, ``1w``; a bare number is seconds.
-Rates: ``10GB/s``, ``3.2GiB/s``, ``500MB/s``.
+Rates: ``10GB/s``, ``3.2GiB/s``, ``500MB/s``; network links in decimal bits, ``400Gb/s`` (= 50GB/s), ``100Mb/s``.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ _SIZE_SUFFIX = {
     **{p.upper() + "IB": v for p, v in _BINARY.items() if p},   # 4KIB
     "kB": 10**3, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "PB": 10**15, "EB": 10**18,
 }
+_LINK_BITS = {"b": 1, "kb": 10**3, "Kb": 10**3, "Mb": 10**6, "Gb": 10**9, "Tb": 10**12}     # rates only
 _NUM = r"([0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)"
 _SIZE_RE = re.compile(rf"^{_NUM}([A-Za-z]*)$")
 
@@ -77,6 +78,12 @@ def parse_duration(text: str | float | int, *, what: str = "duration") -> float:
     return value
 
 
+def is_bare_number(text) -> bool:
+    """True for a duration written without a unit ("10", "1.5"): parse_duration reads it as seconds."""
+    m = _DURATION_RE.match(str(text).strip())
+    return bool(m) and m.group(2) == ""
+
+
 def parse_rate(text: str | float | int, *, what: str = "rate") -> float:
     """Parse a bandwidth like ``10GB/s`` or ``3GiB/s``; returns bytes per second."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
@@ -86,6 +93,8 @@ def parse_rate(text: str | float | int, *, what: str = "rate") -> float:
         raise UnitError(f"{what}: cannot parse rate {text!r}", "write e.g. 10GB/s or 3.2GiB/s")
     size_part = s[:-2]
     m = _SIZE_RE.match(size_part)
+    if m and m.group(2) in _LINK_BITS:                      # a link's rate: decimal bits per second
+        return float(m.group(1)) * _LINK_BITS[m.group(2)] / 8.0
     if not m or m.group(2) not in _SIZE_SUFFIX:
         raise UnitError(f"{what}: cannot parse rate {text!r}", "write e.g. 10GB/s, 500MB/s or 3.2GiB/s")
     return float(m.group(1)) * _SIZE_SUFFIX[m.group(2)]

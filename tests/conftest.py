@@ -45,3 +45,18 @@ def _trace_cache_dir(tmp_path_factory):
         os.environ.pop("KVBENCH_CACHE_DIR", None)
     else:
         os.environ["KVBENCH_CACHE_DIR"] = old
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """A local Ray cluster of two nodes (one CPU each) on this machine."""
+    ray = pytest.importorskip("ray")
+    from ray.cluster_utils import Cluster
+
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    c.add_node(num_cpus=1)
+    ray.init(address=c.address, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    c.wait_for_nodes()
+    yield c.address
+    ray.shutdown()
+    c.shutdown()

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from kvbench.analysis.capacity import (HitCurve, capacity_for_target, knee, pays_until, ssd_sizing, target_hit)
+from kvbench.analysis.capacity import HitCurve, capacity_for_target, knee, pays_until, target_hit
 from kvbench.errors import SpecError
 
 
@@ -94,19 +94,6 @@ def test_pays_until_matches_marginal_value():
     curve = HitCurve.from_arrays(caps, caps * 1e-4, block_bytes=1)
     assert pays_until(curve, value_per_hit_per_day=0.01, refs_per_day=1e6, cost_per_block_per_day=0.5) == 1000
     assert pays_until(curve, value_per_hit_per_day=0.01, refs_per_day=1e6, cost_per_block_per_day=2.0) == 0
-
-
-def test_ssd_sizing_capacity_vs_endurance_bound():
-    GB = 1e9
-    # 100 GB working set written 50 GB/day on 1-DWPD drives: capacity-bound, 1 GB SSD per GB DRAM
-    s = ssd_sizing(100 * GB, 50 * GB, rated_dwpd=1.0)
-    assert s.bound == "capacity" and s.ssd_per_dram_gb == pytest.approx(1.0)
-    # 300 GB/day on 1-DWPD drives needs 300 GB of SSD: 3 GB SSD replace 1 GB DRAM
-    s = ssd_sizing(100 * GB, 300 * GB, rated_dwpd=1.0)
-    assert s.bound == "endurance" and s.ssd_bytes == pytest.approx(300 * GB) and s.ssd_per_dram_gb == pytest.approx(3)
-    # a store filling 80% of the drive needs 125 GB; a WAF twice the rating's reference doubles the endurance need
-    assert ssd_sizing(100 * GB, 0, rated_dwpd=1, store_fill=0.8).ssd_bytes == pytest.approx(125 * GB)
-    assert ssd_sizing(100 * GB, 300 * GB, rated_dwpd=1, waf=4, reference_waf=2).ssd_bytes == pytest.approx(600 * GB)
 
 
 def test_capacity_for_target_on_the_real_mooncake_trace(shared_dir):

@@ -131,3 +131,61 @@ def test_check_a_real_replay_run(cli, tmp_path):
     hits = out["run"]["hits"]
     assert hits["requests"] == 40 and hits["requests_with_loaded_hits"] > 0
     assert 0.0 <= hits["wins_fraction"] <= 1.0 and hits["ttft_saved_s"]["p50"] is not None
+
+
+# --- verdict sentences quote the JSON's margins, pipelined or not ------------------------------------------------
+def _quoted(verdict: str, t: dict) -> None:
+    """The verdict's numbers are the JSON's: the margin at the reference length and the bandwidth needed."""
+    from kvbench.units import format_duration, format_rate
+    m, n = t["margin_at_reference_s"], t["reference_tokens"]
+    if m > 0:
+        assert f"at {n:,} tokens loading saves {format_duration(m)}" in verdict
+    else:
+        assert f"at {n:,} tokens recomputing is faster by {format_duration(-m)}" in verdict
+    if t["break_even_tokens"] is None and t["bandwidth_needed_at_reference"]:
+        assert f"need > {format_rate(t['bandwidth_needed_at_reference'])} to win at {n:,}" in verdict
+
+
+@pytest.mark.parametrize("extra", [[], ["--pipelined", "--suffix-tokens", "1000"], ["--pipelined", "--suffix-tokens", "0"]])
+def test_verdict_text_equals_json_margins(cli, extra):
+    args = ["check", "--recompute-tokens-per-s", "10000", "--model", "tiny-gqa", "--tier", "fast=512MB/s,1ms",
+            "--tier", "mid=4MB/s,1ms", "--tier", "slow=1MB/s,0us", "--lengths", "1000,4096", *extra]
+    out = _json(cli(*args, "--json"))
+    text = cli(*args)
+    assert text.exit_code == 0, text.output
+    for name, t in out["tiers"].items():
+        assert t["reference_tokens"] == 4096          # a rate profile quotes its reference, 4096 tokens
+        # the quoted margin is the margin the JSON reports at that length, in the same loading mode
+        assert t["margin_at_reference_s"] == pytest.approx(t["margin_s"]["4096"], rel=1e-12)
+        _quoted(t["verdict"], t)
+        assert t["verdict"] in text.output.splitlines()
+        assert ("pipelined over" in t["verdict"]) == bool(extra)
+
+
+def test_pipelined_verdict_quotes_the_pipelined_saving(cli):
+    # tiny-gqa 512 B/token at 1 MB/s: 5.12e-4 s/token load (5x recompute's 1e-4). Pipelined over 4,000 suffix
+    # tokens (0.2 s of compute per layer): at 4,096 tokens each of the 2 layers loads 1.049 s, exposed
+    # 1 ms + 1.049 + (1.049 - 0.2) = 1.899 s vs recompute 0.4096 s; not pipelined 1 ms + 2.097 s.
+    base = ["check", "--recompute-tokens-per-s", "10000", "--model", "tiny-gqa", "--tier", "t=1MB/s,1ms",
+            "--lengths", "4096", "--json"]
+    plain = _json(cli(*base))["tiers"]["t"]
+    piped = _json(cli(*base, "--pipelined", "--suffix-tokens", "4000"))["tiers"]["t"]
+    layer = 4096 * 256 / 1e6
+    assert plain["margin_at_reference_s"] == pytest.approx(0.4096 - (1e-3 + 2 * layer))
+    assert piped["margin_at_reference_s"] == pytest.approx(0.4096 - (1e-3 + layer + (layer - 0.2)))
+    _quoted(piped["verdict"], piped)
+    # the bandwidth it would need, pipelined: l + (l - 0.2) = 0.4086 s  ->  l = 0.3043 s per layer
+    need = 4096 * 256 / ((0.4096 - 1e-3 + 0.2) / 2)
+    assert piped["bandwidth_needed_at_reference"] == pytest.approx(need, rel=1e-6)
+    assert plain["bandwidth_needed_at_reference"] == pytest.approx(4096 * 512 / (0.4096 - 1e-3), rel=1e-9)
+
+
+def test_check_loads_the_prefix_bytes_of_a_sliding_window_model(cli):
+    # gpt-oss-120b: 18 full layers x 2,048 B per token + 18 window layers x 2,048 B x min(n, 128)
+    out = _json(cli("check", "--recompute-tokens-per-s", "10000", "--model", "gpt-oss-120b",
+                    "--tier", "t=1GB/s,0us", "--lengths", "100,131072", "--json"))
+    for n in (100, 131072):
+        expect = 18 * 2048 * n + 18 * 2048 * min(n, 128)
+        assert out["bytes_for_tokens"][str(n)] == expect
+        assert out["tiers"]["t"]["load_s"][str(n)] == pytest.approx(expect / 1e9)
+    assert out["bytes_per_token"] == 36_864

@@ -6,27 +6,22 @@ import math
 
 import pytest
 
-from kvbench.analysis.endurance import (Rating, bytes_per_day, capacity_for_dwpd, endurance, required_dwpd)
+from kvbench.analysis.endurance import (Rating, endurance, endurance_residence_s, rating_equivalent_dwpd,
+                                        required_dwpd)
 from kvbench.errors import SpecError
 
 TB = 10**12
 
 
-def test_bytes_per_day_scales_window_and_rate():
-    # 1 TB written in a 1-hour window -> 24 TB/day
-    assert bytes_per_day(TB, 3600) == pytest.approx(24 * TB)
-    # the trace ran at 4 req/s; at 50 req/s the same workload writes 12.5x more
-    assert bytes_per_day(TB, 3600, trace_rate=4.0, target_rate=50.0) == pytest.approx(24 * TB * 12.5)
-    with pytest.raises(SpecError):
-        bytes_per_day(TB, 0)
-    with pytest.raises(SpecError):
-        bytes_per_day(TB, 10, trace_rate=None, target_rate=5)
-
-
 def test_required_dwpd_hand_case():
     # 7.68 TB drive receiving 23.04 TB/day -> 3 DWPD
     assert required_dwpd(23.04 * TB, 7.68 * TB) == pytest.approx(3.0)
-    assert capacity_for_dwpd(23.04 * TB, 1.0) == pytest.approx(23.04 * TB)
+    # a slot store at WAF 4 against a rating measured at WAF 2 wears the NAND like 6 DWPD of the rating's workload
+    assert rating_equivalent_dwpd(3.0, 4.0, 2.0) == pytest.approx(6.0)
+    # 1 DWPD rated, WAF 4 vs reference 2, 90% fill: the tier must keep KV 86400 x 0.9 x 4 / 2 s = 43.2 h
+    assert endurance_residence_s(1.0, waf=4.0, reference_waf=2.0, store_fill=0.9) == pytest.approx(155_520.0)
+    with pytest.raises(SpecError):
+        endurance_residence_s(0.0, waf=1.0, reference_waf=1.0)
 
 
 def test_lifetime_against_dwpd_rating():

@@ -115,3 +115,11 @@ def test_scaled_spec():
     assert s.rows_per_head == (22624, 22624) and s.scale == pytest.approx(0.01) and s.rows_per_token == 32
     with pytest.raises(SpecError):
         s.scaled(0)
+
+
+def test_deepseek_v41_tables_match_the_published_row_counts():
+    # engram_num_embeddings of DeepSeek-V4.1-Flash's config.json: 24 head tables per layer targeting 16M rows each
+    v41 = load_engram("deepseek-v4.1-engram")
+    assert v41.layer_ids == (1, 14) and v41.rows_per_token == 2 * 3 * 8
+    sizes = EngramHasher.build(v41, 99092, 2).table_sizes.sum(axis=1)
+    assert sizes.tolist() == [384_006_168, 384_016_682]

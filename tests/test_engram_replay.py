@@ -218,23 +218,102 @@ def test_table_larger_than_file_space_is_refused(tmp_path):
         R.check_fits(1, str(tmp_path / "nodir" / "t.bin"))
 
 
-def test_window_from_compute_profile_and_needed_rates(tiny_preset):
-    from kvbench.compute.profile import load_profile
-    cfg = R.EngramReplayConfig(preset=tiny_preset, text=str(TEXT), batch=4, seq_len=128, tokens=3000,
-                               compute="deepseek-v3-h800-production")
+def test_layer_needs_by_hand():
+    # 3 steps; Engram layers 1 and 15 due at 10 us and 150 us; 4 KiB reads
+    reads = np.array([[20, 40], [10, 10], [30, 0]])
+    out = R.layer_needs(reads, np.array([10e3, 150e3]), 4096, (1, 15))
+    l1, l15 = out["layer_needs"]["1"], out["layer_needs"]["15"]
+    # layer 1: its own reads by 10 us: 2M, 1M, 3M IOPS
+    assert l1["iops_own"]["mean"] == pytest.approx(2e6) and l1["iops_cumulative"] == l1["iops_own"]
+    assert l1["iops_own"]["p99"] == pytest.approx(np.percentile([2e6, 1e6, 3e6], 99))
+    # layer 15: its own 40, 10, 0 reads by 150 us; with layer 1's first (earlier deadline): 60, 20, 30
+    assert l15["iops_own"]["mean"] == pytest.approx(50 / 3 / 150e-6)
+    assert l15["iops_cumulative"]["mean"] == pytest.approx(110 / 3 / 150e-6)
+    assert l15["window_us"] == pytest.approx(150.0)
+    # the device must meet the larger cumulative rate: layer 1's (3M p99-ish vs 0.4M)
+    assert out["binding_layer"] == 1
+    assert out["iops_needed"] == l1["iops_cumulative"]
+    assert out["bytes_per_s_needed"]["mean"] == pytest.approx(2e6 * 4096)
+    # a later layer binds when the early one has slack: windows 100 us and 110 us
+    late = R.layer_needs(np.array([[1, 50]]), np.array([100e3, 110e3]), 4096, (1, 15))
+    assert late["binding_layer"] == 15 and late["iops_needed"]["mean"] == pytest.approx(51 / 110e-6)
+
+
+def test_engram_27b_deadlines_per_layer_not_the_smallest_window(tiny_preset):
+    # layer ids 1 and 3, 50 us per block: windows 50 and 150 us; the step's reads are NOT all due at 50 us
+    cfg = R.EngramReplayConfig(preset=tiny_preset, text=str(TEXT), batch=4, seq_len=128, tokens=3000, layer_us=50.0)
     w = R.build_workload(cfg)
-    prof = load_profile("deepseek-v3-h800-production")
-    per_layer_us = float(prof.seconds(4)) * 1e6 / 61               # 4 decode tokens per step, 61 layers
-    assert w.layer_us == pytest.approx(per_layer_us)
-    assert w.layer_windows_ns().tolist() == pytest.approx([1 * per_layer_us * 1e3, 3 * per_layer_us * 1e3])
     need = w.needed_rates()
-    per = w.reads_per_step()
-    assert per.sum() == w.reads["hash"][0].size
-    assert need["iops_needed"]["mean"] == pytest.approx(per.mean() / (per_layer_us * 1e-6))
-    assert need["bytes_per_s_needed"]["p99"] == pytest.approx(np.percentile(per, 99) * 4096 / (per_layer_us * 1e-6))
-    assert R.EngramReplayConfig(preset=tiny_preset, text=str(TEXT)).validate() is None
+    per = w.reads_per_step_layer()
+    assert per.sum() == w.reads["hash"][0].size and (per.sum(axis=1) == w.reads_per_step()).all()
+    own1 = per[:, 0] / 50e-6
+    both3 = per.sum(axis=1) / 150e-6
+    assert need["layer_needs"]["1"]["iops_own"]["mean"] == pytest.approx(own1.mean())
+    assert need["layer_needs"]["3"]["iops_cumulative"]["mean"] == pytest.approx(both3.mean())
+    p99 = {"1": np.percentile(own1, 99), "3": np.percentile(both3, 99)}
+    binding = max(p99, key=p99.get)
+    assert need["binding_layer"] == int(binding)
+    assert need["iops_needed"]["p99"] == pytest.approx(p99[binding])
+    # below what dividing every read by the smallest window claimed
+    assert need["iops_needed"]["p99"] <= np.percentile(per.sum(axis=1), 99) / 50e-6
 
 
+def test_window_from_the_backbones_own_profile(tiny_preset, tmp_path):
+    # a backbone model preset of 4 layers and a published profile of it: per layer = T(4 tokens) / 4
+    model = tmp_path / "tiny-backbone.toml"
+    model.write_text('attention = "gqa"\nlayers = 4\nhidden_size = 64\nnum_heads = 4\nkv_heads = 2\nhead_dim = 16\n'
+                     'vocab_size = 100\nintermediate_size = 128\nactive_params_b = 1.0\n')
+    prof = tmp_path / "tiny-prof.toml"
+    prof.write_text(f'name = "tiny-prof"\nkind = "published"\nmodel = "{model}"\ndevice = "d"\ndtype = "bf16"\n'
+                    'source = "test"\n[fit]\na = 0.0\nb = 0.001\nc = 0.0\n')
+    preset = tmp_path / "tiny-own.toml"
+    preset.write_text(Path(tiny_preset).read_text() + f'backbone_model = "{model}"\n')
+    w = R.build_workload(R.EngramReplayConfig(preset=str(preset), text=str(TEXT), batch=4, seq_len=128, tokens=3000,
+                                              compute=str(prof)))
+    assert w.layer_us == pytest.approx(4 * 0.001 / 4 * 1e6)          # 1 ms per layer
+    assert w.layer_windows_ns().tolist() == pytest.approx([1e6, 3e6])
+    assert "of " + str(model) in w.window_source and "scaled" not in w.window_source
+
+
+def test_another_models_profile_needs_a_stated_scaling_rule(tiny_preset, tmp_path):
+    from kvbench.compute.profile import load_profile
+    cfg = dict(preset=tiny_preset, text=str(TEXT), batch=4, seq_len=128, tokens=3000,
+               compute="deepseek-v3-h800-production")
+    with pytest.raises(UsageError, match="--compute-scaling active-params"):
+        R.build_workload(R.EngramReplayConfig(**cfg))
+    with pytest.raises(UsageError, match="active parameters"):       # the tiny preset states none
+        R.build_workload(R.EngramReplayConfig(**cfg, compute_scaling="active-params"))
+    preset = tmp_path / "tiny-active.toml"
+    preset.write_text(Path(tiny_preset).read_text() + "backbone_active_params_b = 3.7\n")
+    w = R.build_workload(R.EngramReplayConfig(**{**cfg, "preset": str(preset)}, compute_scaling="active-params"))
+    step = float(load_profile("deepseek-v3-h800-production").seconds(4))   # 4 decode tokens on DeepSeek-V3 (37B)
+    assert w.layer_us == pytest.approx(step * 3.7 / 37 / 4 * 1e6)            # x 3.7/37 active, / 4 backbone layers
+    assert "scaled by active parameters" in w.window_source
+    with pytest.raises(UsageError, match="without --compute"):
+        R.EngramReplayConfig(preset=tiny_preset, compute_scaling="active-params").validate()
+
+
+def test_shipped_engram_presets_scale_from_deepseek_v3():
+    # Engram-27B: 30 blocks, 3.8B active; a 32-sequence decode step on the DeepSeek-V3 profile (9,200 tok/s, 37B):
+    # 32 / 9200 x 3.8 / 37 / 30 = 11.9 us per layer
+    from kvbench.stream.engram import load_engram
+    cfg = R.EngramReplayConfig(preset="engram-27b", compute="deepseek-v3-h800-production",
+                               compute_scaling="active-params", batch=32)
+    us, source = R.compute_layer_us(cfg, load_engram("engram-27b"), 2048)
+    assert us == pytest.approx(32 / 9200 * 3.8 / 37 / 30 * 1e6)
+    # DeepSeek-V4.1: 8B active per prompt token, 16B per output token, 43 layers
+    v41 = load_engram("deepseek-v4.1-engram")
+    pre = R.EngramReplayConfig(preset="deepseek-v4.1-engram", compute="deepseek-v3-h800-production",
+                               compute_scaling="active-params", batch=2, mode="prefill", chunk=512)
+    us, _ = R.compute_layer_us(pre, v41, 2048)
+    assert us == pytest.approx(1024 / 9200 * 8 / 37 / 43 * 1e6)
+
+
+def test_shipped_engram_qualification_states_its_scaling():
+    from kvbench.spec.presets import load_preset
+    prof, _ = load_preset("qualify", "engram-table")
+    w = next(x for x in prof["workload"] if x["kind"] == "replay-engram")
+    assert w["preset"] == "engram-27b" and w["compute_scaling"] == "active-params"
 
 
 @pytest.mark.root
@@ -263,3 +342,10 @@ def test_fetch_iops_follow_a_throttled_loop_device(tmp_path, tiny_preset):
         d = json.loads(r.stdout)
         assert d["reads"] > 2000 and d["verify"]["mismatches"] == 0
         assert d["iops"] == pytest.approx(2500, rel=0.12), (d["reads"], d["runtime_s"])
+
+
+def test_cli_foreign_profile_without_scaling_is_one_line(cli, tmp_path):
+    r = cli("replay", "engram", "--preset", "engram-27b", "--zipf", "1.0", "--tokens", "4096", "--batch", "4",
+            "--compute", "deepseek-v3-h800-production", "--dry-run", "--results", tmp_path / "res")
+    assert r.exit_code == 2 and r.output.count("\n") == 1
+    assert "not engram preset engram-27b's backbone" in r.output and "--compute-scaling active-params" in r.output

@@ -1,25 +1,110 @@
+"""Model presets against hand calculations from their published configs (numbers typed from config.json, not
+computed by kvbench): per TP rank, the long-prefix rate, the bytes a hit on 4,096 and 131,072 tokens loads, and
+what a 512-token block store keeps per token."""
+
+import json
+
+import numpy as np
 import pytest
+from click.testing import CliRunner
 
+from kvbench.cli import main as cli_main
 from kvbench.errors import SpecError
-from kvbench.spec.models import load_model, model_names
+from kvbench.spec.models import model_from_dict, load_model, model_names
 
-# DESIGN.md, "KV blocks": bf16 bytes per token
-EXPECTED = {"llama-3.1-8b": 131072, "llama-3.1-70b": 327680, "qwen2.5-7b": 57344, "qwen3-235b-a22b": 192512,
-            "deepseek-v3": 70272}
+BF16 = 2
 
 
-@pytest.mark.parametrize("name,bpt", sorted(EXPECTED.items()))
-def test_bytes_per_token(name, bpt):
-    assert load_model(name).bytes_per_token == bpt
+def gqa(layers, kv_heads, head_dim, tp, dt=BF16):
+    """Full-attention bytes per token per rank: split heads, one replicated head per rank past kv_heads."""
+    return 2 * layers * max(kv_heads // tp, 1) * head_dim * dt
 
 
-def test_presets_named_and_valid():
-    names = model_names()
-    for required in ["llama-3.1-8b", "llama-3.1-70b", "qwen2.5-7b", "qwen2.5-72b", "qwen3-235b-a22b",
-                     "deepseek-v3", "gpt-oss-120b"]:
-        assert required in names
-    for n in names:
-        assert load_model(n).bytes_per_token > 0
+def hybrid(full_rate, window_rate, window, state, n):
+    return full_rate * n + window_rate * min(n, window) + (state if n > 0 else 0)
+
+
+# name -> tp -> (bytes_per_token, bytes at 4,096, bytes at 131,072, stored bytes per token at 512-token blocks)
+def _hand() -> dict:
+    t = {}
+    for name, (L, kv, d) in {"llama-3.1-8b": (32, 8, 128), "llama-3.1-70b": (80, 8, 128), "qwen2.5-7b": (28, 4, 128),
+                             "qwen2.5-72b": (80, 8, 128), "qwen3-235b-a22b": (94, 4, 128), "tiny-gqa": (2, 2, 32)}.items():
+        beyond = kv * 2
+        t[name] = {tp: (gqa(L, kv, d, tp), gqa(L, kv, d, tp) * 4096, gqa(L, kv, d, tp) * 131072, gqa(L, kv, d, tp))
+                   for tp in (1, beyond)}
+    for name, L in {"deepseek-v3": 61, "kimi-k2": 61}.items():
+        r = L * (512 + 64) * BF16                    # latent + rope, whole on every rank
+        t[name] = {tp: (r, r * 4096, r * 131072, r) for tp in (1, 16)}
+    r = 61 * (512 + 64) * BF16 + 61 * (128 * 1 + 4)    # + indexer key: 128 fp8 values + one fp32 scale
+    t["deepseek-v3.2"] = {tp: (r, r * 4096, r * 131072, r) for tp in (1, 16)}
+    r = 2 * (32 + 16) * BF16                          # tiny-mla: 2 layers, latent 32 + rope 16
+    t["tiny-mla"] = {tp: (r, r * 4096, r * 131072, r) for tp in (1, 4)}
+    # sliding-window models: (full layers, window layers, window, kv heads, head_dim)
+    for name, (full, swa, w, kv, d) in {"gpt-oss-120b": (18, 18, 128, 8, 64), "gpt-oss-20b": (12, 12, 128, 8, 64),
+                                        "gemma-3-27b": (10, 52, 1024, 16, 128)}.items():
+        t[name] = {}
+        for tp in (1, kv * 2):
+            per_layer = 2 * max(kv // tp, 1) * d * BF16
+            fr, wr = full * per_layer, swa * per_layer
+            t[name][tp] = (fr, hybrid(fr, wr, w, 0, 4096), hybrid(fr, wr, w, 0, 131072), fr + wr)
+    # qwen3-next: 12 full-attention layers (2 KV heads x 256), 36 Gated DeltaNet layers (16 key / 32 value heads
+    # of 128, conv kernel 4), bf16 state
+    t["qwen3-next-80b-a3b"] = {}
+    for tp in (1, 4):
+        fr = 12 * 2 * max(2 // tp, 1) * 256 * BF16
+        kh, vh = 16 // tp, 32 // tp
+        state = 36 * (vh * 128 * 128 + (4 - 1) * (2 * kh * 128 + vh * 128)) * BF16
+        t["qwen3-next-80b-a3b"][tp] = (fr, hybrid(fr, 0, 0, state, 4096), hybrid(fr, 0, 0, state, 131072),
+                                       fr + state / 512)
+    return t
+
+
+HAND = _hand()
+CASES = [(name, tp, *vals) for name, by_tp in sorted(HAND.items()) for tp, vals in sorted(by_tp.items())]
+
+
+def test_every_preset_has_a_hand_calculation():
+    assert sorted(HAND) == sorted(model_names())
+
+
+@pytest.mark.parametrize("name,tp,bpt,at4k,at128k,stored", CASES)
+def test_bytes_against_hand_calculation(name, tp, bpt, at4k, at128k, stored):
+    m = load_model(name, tp=tp)
+    assert m.bytes_per_token == bpt
+    assert m.bytes_for_tokens(4096) == at4k
+    assert m.bytes_for_tokens(131072) == at128k
+    assert m.stored_bytes_per_token(512) == pytest.approx(stored, rel=1e-12)
+    assert m.block_bytes(512) == round(stored * 512)
+
+
+def test_worked_numbers_quoted_in_the_issue_and_readme():
+    assert load_model("qwen3-235b-a22b", tp=8).bytes_per_token == 48_128
+    assert load_model("qwen2.5-7b", tp=8).bytes_per_token == 14_336
+    g = load_model("gpt-oss-120b")
+    assert g.bytes_per_token == 36_864 and g.stored_bytes_per_token(512) == 73_728
+    assert load_model("gemma-3-27b").bytes_per_token == 81_920
+    assert load_model("deepseek-v3.2").bytes_per_token == 78_324
+    assert load_model("qwen3-next-80b-a3b").bytes_for_tokens(1) == 12 * 2048 + 36 * 1_097_728
+
+
+def test_sliding_window_layer_holds_at_most_its_window():
+    m = load_model("gpt-oss-120b")
+    per_layer = 2 * 8 * 64 * 2
+    assert m.bytes_for_tokens(100) == 36 * per_layer * 100            # below the window every layer holds n
+    assert m.bytes_for_tokens(128) == 36 * per_layer * 128
+    assert m.bytes_for_tokens(129) - m.bytes_for_tokens(128) == 18 * per_layer
+    assert m.bytes_for_tokens(0) == 0
+
+
+def test_linear_state_constant_in_prefix_length():
+    m = load_model("qwen3-next-80b-a3b")
+    assert m.bytes_for_tokens(2) - m.bytes_for_tokens(1) == m.bytes_per_token
+    assert m.bytes_for_tokens(0) == 0
+
+
+def test_kv_dtype_override_applies_to_attention_not_indexer():
+    m = load_model("deepseek-v3.2", dtype="fp8")
+    assert m.bytes_per_token == 61 * 576 * 1 + 61 * 132
 
 
 def test_tp_splits_gqa_not_mla():
@@ -39,3 +124,55 @@ def test_unknown_model_lists_choices():
 def test_bad_tp():
     with pytest.raises(SpecError, match="tp"):
         load_model("qwen2.5-7b", tp=3)
+
+
+BASE = {"attention": "gqa", "layers": 4, "hidden_size": 64, "num_heads": 4, "kv_heads": 2, "head_dim": 16,
+        "vocab_size": 100, "intermediate_size": 128}
+
+
+@pytest.mark.parametrize("layers,match", [
+    ([{"kind": "flash", "count": 4}], "unknown layer kind"),
+    ([{"kind": "sliding", "count": 4}], "window"),
+    ([{"kind": "attention", "count": 3}], "hold 3 layers"),
+    ([{"kind": "attention", "count": 4, "heads": 2}], "unknown field"),
+    ([{"kind": "linear", "count": 4, "key_heads": 2, "value_heads": 2, "key_dim": 8}], "value_dim"),
+])
+def test_bad_kv_layers_name_the_problem(layers, match):
+    with pytest.raises(SpecError, match=match):
+        model_from_dict({**BASE, "kv_layers": layers}, name="x")
+
+
+def test_models_json_contract_tp8():
+    res = CliRunner().invoke(cli_main, ["models", "--tp", "8", "--json"])
+    assert res.exit_code == 0, res.output
+    rows = {m["name"]: m for m in json.loads(res.output)["models"]}
+    q = rows["qwen3-235b-a22b"]
+    assert q["bytes_per_token"] == 48_128
+    assert q["bytes_for_tokens"]["4096"] == 48_128 * 4096 and q["bytes_for_tokens"]["131072"] == 48_128 * 131072
+    assert q["stored_bytes_per_token"] == 48_128
+    for name, by_tp in HAND.items():
+        if 8 in by_tp:
+            bpt, at4k, at128k, stored = by_tp[8]
+            assert (rows[name]["bytes_per_token"], rows[name]["bytes_for_tokens"]["4096"],
+                    rows[name]["bytes_for_tokens"]["131072"]) == (bpt, at4k, at128k)
+    assert rows["gpt-oss-120b"]["stored_bytes_per_token"] == 2 * rows["gpt-oss-120b"]["bytes_per_token"]
+
+
+def test_mrc_bytes_use_the_stored_block_size(cli):
+    # a block store keeps every layer of every block: gpt-oss-120b's 512-token block is 512 x 73,728 B, not x 36,864
+    res = cli("mrc", "mooncake-sample", "--unit", "bytes", "--model", "gpt-oss-120b", "--capacities", "1GiB,64GiB",
+              "--json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert out["bytes_per_token"] == 36_864 and out["stored_bytes_per_token"] == 73_728
+    blocks = (np.array([1 << 30, 64 << 30]) // (512 * 73_728)).tolist()
+    assert out["capacities_bytes"] == [b * 512 * 73_728 for b in blocks]
+
+
+def test_models_prefix_tokens_option(cli):
+    out = json.loads(cli("models", "--prefix-tokens", "100", "--json").output)
+    g = {m["name"]: m for m in out["models"]}["gpt-oss-120b"]
+    assert set(g["bytes_for_tokens"]) == {"100", "1024", "4096", "32768", "131072"}
+    assert g["bytes_for_tokens"]["100"] == 36 * 2048 * 100            # below the 128-token window: every layer
+    bad = cli("models", "--prefix-tokens", "4k")
+    assert bad.exit_code == 2 and "comma list of integers" in bad.output

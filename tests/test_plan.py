@@ -1,119 +1,265 @@
-"""kvbench plan: writes, DWPD, capacity and the bill on a hand-computed trace; prices; the CLI."""
+"""kvbench plan: steady-state write rate, residence time and DWPD on hand-built traces (against a brute-force
+LRU), retention, drive classes, WAF, deployment scale, prices and the CLI's JSON contract."""
 
 from __future__ import annotations
 
 import json
-import math
+from collections import OrderedDict
 
 import numpy as np
 import pytest
 
-from kvbench.analysis.cost import (PlanOptions, apply_overrides, build_plan, gpu_usd_per_day, load_prices,
-                                   ssd_usd_per_day)
+from kvbench.analysis.cost import apply_overrides, gpu_usd_per_day, load_prices, prices_from_dict, ssd_usd_per_day
+from kvbench.analysis.deployment import parse_deployment
 from kvbench.analysis.ftl import layout_waf
+from kvbench.analysis.plan import PlanOptions, build_plan
+from kvbench.analysis.residence import residence_for, steady_curve
 from kvbench.errors import SpecError
 from kvbench.stream.traces import Trace
 
-from tests.test_capacity import stack_profile
+pytestmark = pytest.mark.timeout(120)
 
 
-def hand_trace() -> Trace:
-    # r0 t=0 [1,2]; r1 t=10 [1,2,3]; r2 t=20 [1,2,3]; r3 t=30 [4]  (prefix-chained keys)
-    keys = np.array([1, 2, 1, 2, 3, 1, 2, 3, 4], dtype=np.uint64)
-    return Trace(timestamp_s=np.array([0.0, 10.0, 20.0, 30.0]), input_tokens=np.array([1024, 1536, 1536, 512]),
-                 output_tokens=np.array([10, 10, 10, 10]), offsets=np.array([0, 2, 5, 8, 9]), keys=keys,
-                 block_tokens=512, fmt="mooncake", path="hand")
+def make_trace(times, blocks, tokens=None, block_tokens=512) -> Trace:
+    offs = np.zeros(len(blocks) + 1, dtype=np.int64)
+    offs[1:] = np.cumsum([len(b) for b in blocks])
+    toks = tokens if tokens is not None else [block_tokens * len(b) for b in blocks]
+    return Trace(timestamp_s=np.asarray(times, dtype=np.float64), input_tokens=np.asarray(toks, dtype=np.int64),
+                 output_tokens=np.zeros(len(blocks), dtype=np.int64), offsets=offs,
+                 keys=np.array([k for b in blocks for k in b], dtype=np.uint64), block_tokens=block_tokens,
+                 fmt="test", path="hand")
 
 
-def brute_profile(trace, ttl_s, warmup):
-    """Exact stack-distance profile of the trace's touch order with idle-time retention (brute force)."""
-    order = trace.touch_order()
-    keys = trace.keys[order].tolist()
-    times = np.repeat(trace.timestamp_s, trace.blocks_per_request).tolist()
-    last, stream = {}, []
-    for k, t in zip(keys, times):
-        # an expired key is gone: give it a fresh identity so it misses (and stays a miss at every capacity)
-        if k in last and ttl_s is not None and t - last[k][0] > ttl_s:
-            last[k] = (t, (k, t))
-        elif k not in last:
-            last[k] = (t, (k, 0.0))
-        else:
-            last[k] = (t, last[k][1])
-        stream.append(last[k][1])
-    return stack_profile(stream)
+def brute_steady(trace: Trace, capacity: int):
+    """LRU of ``capacity`` blocks, blocks touched deepest-first: (time of the first eviction, misses in requests
+    arriving after it). None when nothing is ever evicted."""
+    lru, fill, after = OrderedDict(), None, 0
+    for r in range(trace.n_requests):
+        t = float(trace.timestamp_s[r])
+        for k in reversed(trace.keys[trace.offsets[r]:trace.offsets[r + 1]].tolist()):
+            if k in lru:
+                lru.move_to_end(k)
+                continue
+            if fill is not None and t > fill:
+                after += 1
+            if len(lru) == capacity:
+                lru.popitem(last=False)
+                if fill is None:
+                    fill = t
+            lru[k] = True
+    return None if fill is None else (fill, after)
+
+
+def random_prefix_trace(seed: int, n: int = 300) -> Trace:
+    """Requests sharing prefixes: a few system prompts, sessions that grow, Poisson-ish arrivals."""
+    rng = np.random.default_rng(seed)
+    times = np.cumsum(rng.exponential(2.0, n))
+    sessions, blocks, next_id = {}, [], 1000
+    for _ in range(n):
+        s = int(rng.integers(0, 25))
+        if s not in sessions or rng.random() < 0.2:
+            sessions[s] = [int(rng.integers(1, 4))]          # one of three shared system-prompt blocks
+        grow = int(rng.integers(1, 4))
+        sessions[s] = sessions[s] + list(range(next_id, next_id + grow))
+        next_id += grow
+        blocks.append(list(sessions[s]))
+    return make_trace(times, blocks)
+
+
+# --- the steady-state curve -------------------------------------------------------------------------------
+def test_one_new_block_per_second_is_written_at_one_block_per_second():
+    n = 20
+    c = steady_curve(make_trace(range(n), [[i + 1] for i in range(n)]), block_bytes=1000)
+    caps = np.arange(1, n - 1)
+    a = c.at(caps)
+    # W = 1 block/s, T(C) = C s, DWPD = 86400 / C at every capacity whose first eviction leaves a window
+    assert a["write_blocks_per_s"] == pytest.approx(np.ones(n - 2))
+    assert a["residence_s"] == pytest.approx(caps.astype(float))
+    assert a["dwpd"] == pytest.approx(86400.0 / caps)
+    assert list(a["fill_time_s"]) == list(caps.astype(float))     # the (C+1)-th block arrives at t = C
+    # a tier holding every block never evicts: no steady state, said as such
+    # (19 blocks fill at the last arrival: no window after it)
+    big = c.at([n - 1, n, 10 * n])
+    assert not big["filled"].any() and np.isnan(big["write_blocks_per_s"]).all()
+
+
+def test_lru_thrash_and_a_tier_that_never_fills():
+    # 5 blocks in a cycle: LRU below 5 misses every reference (W = 1/s); 5 or more holds them all
+    c = steady_curve(make_trace(range(30), [[i % 5 + 1] for i in range(30)]), block_bytes=1)
+    assert c.at([1, 2, 3, 4])["write_blocks_per_s"] == pytest.approx([1.0] * 4)
+    assert not c.at([5])["filled"][0]
+    assert c.at([4])["turned_over"][0] and c.distinct == 5
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_steady_curve_equals_a_brute_force_lru_at_every_capacity(seed):
+    tr = random_prefix_trace(seed)
+    c = steady_curve(tr, block_bytes=1)
+    t_end = float(tr.timestamp_s[-1])
+    checked = 0
+    for cap in range(1, c.distinct + 2):
+        got = c.at([cap])
+        ref = brute_steady(tr, cap)
+        if ref is None or ref[0] >= t_end:
+            assert not got["filled"][0], cap
+            continue
+        fill, after = ref
+        assert got["fill_time_s"][0] == pytest.approx(fill - tr.timestamp_s[0]), cap
+        assert got["write_blocks_per_s"][0] == pytest.approx(after / (t_end - fill)), cap
+        assert got["turned_over"][0] == (after >= cap), cap
+        checked += 1
+    assert checked > 50
+
+
+def test_retention_is_the_smallest_tier_whose_residence_reaches_it():
+    n = 100
+    c = steady_curve(make_trace(range(n), [[i + 1] for i in range(n)]), block_bytes=10)
+    r = residence_for(c, 30.0)
+    # T(C) = C s: 30 s needs 30 blocks, written at 1 block/s = 2880 DWPD
+    assert (r["capacity_blocks"], r["capacity_bytes"], r["extrapolated"]) == (30, 300, False)
+    assert r["dwpd"] == pytest.approx(86400 / 30)
+    # twice as fast (compress): the same 30 s of wall time needs 60 blocks; replicated users: capacity x copies
+    assert residence_for(c, 30.0, time_scale=2.0)["capacity_blocks"] == 60
+    assert residence_for(c, 30.0, copies=3.0)["capacity_bytes"] == 900
+    # beyond the trace (it shows residence up to ~50 s: a tier must turn over): extrapolated and said so
+    far = residence_for(c, 1000.0)
+    assert far["extrapolated"] and far["dwpd"] == pytest.approx(86.4)
+    assert far["capacity_bytes"] == pytest.approx(1000 * 10) and "beyond the trace" in far["basis"]
+
+
+def test_retention_sweep_moves_on_a_multi_hour_trace():
+    from kvbench.stream.generators import GenSpec, generate
+    from kvbench.stream.traces import read_trace
+
+    import tempfile
+    from pathlib import Path
+
+    from kvbench.stream.generators import write_trace
+
+    spec = GenSpec(kind="chat", requests=6000, rate=0.5, seed=3)
+    with tempfile.TemporaryDirectory() as d:
+        tr = read_trace(write_trace(generate(spec), Path(d) / "chat.jsonl"))
+    assert tr.duration_s > 3 * 3600
+    out = build_plan(tr, block_bytes=1 << 20, prices=load_prices(), tokens_per_s=1e4,
+                     options=PlanOptions(targets=(0.9,), waf=1.0, sweep=(300.0, 900.0, 1800.0, 3600.0),
+                                         write_policies=False))
+    rows = out["retention_sweep"]
+    shown = [r for r in rows if not r["extrapolated"]]
+    assert len(shown) >= 3
+    caps = [r["capacity_bytes"] for r in shown]
+    dwpd = [r["dwpd"] for r in shown]
+    assert all(a < b for a, b in zip(caps, caps[1:])), caps
+    assert all(a > b for a, b in zip(dwpd, dwpd[1:])), dwpd
+    # DWPD at retention R is 86400 / (the chosen tier's residence), which is >= R
+    for r in shown:
+        assert r["dwpd"] <= 86400.0 / r["retention_s"] * (1 + 1e-9)
+
+
+# --- drive classes, WAF and the bill -----------------------------------------------------------------------
+ONE_CLASS = {"name": "t", "date": "x", "dram": {"usd_per_gb": 5.0}, "gpu": {"usd_per_hour": 3.0},
+             "ssd": {"d": {"usd_per_gb": 0.1, "dwpd": 1.0, "warranty_years": 5, "reference_waf": 2.0,
+                           "drive_capacity": "1MB"}}}
+
+
+def linear_plan(**kw):
+    # one new 1 MB block per second for 1000 s, no reuse: W(C) = 1 MB/s, T(C) = C blocks seconds
+    n = 1000
+    tr = make_trace(range(n), [[i + 1] for i in range(n)])
+    opts = {"targets": (1.0,), "absolute": False, "sweep": (), "write_policies": False, **kw}
+    opts.pop("absolute")
+    return build_plan(tr, block_bytes=1_000_000, prices=prices_from_dict(ONE_CLASS), tokens_per_s=1e4,
+                      options=PlanOptions(**opts))
+
+
+def test_endurance_capacity_from_residence_and_the_waf_reaching_lifetime_and_cost():
+    out = linear_plan(waf=2.0, targets=(0.5,), relative=False)
+    # no reuse: the hit target is unreachable, and without a retention nothing is planned
+    assert out["per_target"]["0.5"]["reachable"] is False and out["drives"] == []
+    out = linear_plan(waf=2.0, retention_s=100.0)
+    d = out["drives"][0]
+    # retention 100 s: 100 blocks; endurance at WAF 2 / reference 2 and 1 DWPD: residence >= 1 day, beyond the
+    # 1000-s trace: extrapolated at 1 MB/s -> 86,400 MB, the endurance capacity binds
+    assert d["bound"] == "endurance" and d["capacity_bytes"] == pytest.approx(86400e6)
+    assert d["dwpd_host"] == pytest.approx(1.0) and d["dwpd_rating_equivalent"] == pytest.approx(1.0)
+    assert d["drives"] == 86400 and d["lifetime_years"] == pytest.approx(5.0)
+    assert d["ssd_per_dram"] == pytest.approx(864.0)
+    # WAF 4 against the rating's 2: twice the NAND per host byte -> twice the capacity for the same lifetime
+    w4 = linear_plan(waf=4.0, retention_s=100.0)["drives"][0]
+    assert w4["capacity_bytes"] == pytest.approx(2 * 86400e6)
+    assert w4["dwpd_rating_equivalent"] == pytest.approx(1.0) and w4["dwpd_host"] == pytest.approx(0.5)
+    assert w4["usd_per_day"]["ssd"] == pytest.approx(2 * d["usd_per_day"]["ssd"])
+    # at a fixed tier (hit binds) the WAF moves the rating-equivalent DWPD and the lifetime, not the host DWPD
+    lo = linear_plan(waf=1.0, retention_s=500.0, store_fill=1.0)
+    assert lo["drives"][0]["bound"] == "endurance"
+
+
+def test_hit_bound_tier_waf_changes_lifetime_and_cost_not_host_dwpd():
+    big = dict(ONE_CLASS, ssd={"d": dict(ONE_CLASS["ssd"]["d"], dwpd=1000.0)})
+    n = 1000
+    tr = make_trace(range(n), [[i + 1] for i in range(n)])
+
+    def run(waf):
+        return build_plan(tr, block_bytes=1_000_000, prices=prices_from_dict(big), tokens_per_s=1e4,
+                          options=PlanOptions(targets=(1.0,), retention_s=200.0, waf=waf, sweep=(),
+                                              write_policies=False))["drives"][0]
+
+    a, b = run(1.0), run(4.0)
+    # 200 s: 200 blocks of 1 MB written at 1 MB/s -> 432 host DWPD whatever the WAF
+    assert a["bound"] == b["bound"] == "hit"
+    assert a["capacity_bytes"] == b["capacity_bytes"] == pytest.approx(200e6)
+    assert a["dwpd_host"] == pytest.approx(432.0) and b["dwpd_host"] == pytest.approx(432.0)
+    assert a["dwpd_rating_equivalent"] == pytest.approx(216.0) and b["dwpd_rating_equivalent"] == pytest.approx(864.0)
+    assert a["lifetime_years"] == pytest.approx(5 * 1000 / 216) and b["lifetime_years"] == pytest.approx(5 * 1000 / 864)
+    # both outlive the warranty (the endurance capacity guarantees it), so the bill is the same drive's: the WAF
+    # reaches the cost through the capacity once endurance binds (the test above)
+    assert b["usd_per_day"]["ssd"] == pytest.approx(a["usd_per_day"]["ssd"])
+
+
+def test_reference_waf_of_the_price_preset_is_the_ftl_model_on_jesd219():
+    from kvbench.analysis import ftl
+
+    p = load_prices()
+    for name in ("tlc-1dwpd", "tlc-3dwpd"):
+        cls = p.ssd[name]
+        cfg = ftl.FtlConfig(user_bytes=1 << 30, page_size=4096, op=cls.over_provisioning, block_pages=256).validate()
+        waf = ftl.simulate(cfg, pattern="jesd219", writes=3, warmup=0.5).waf
+        assert cls.reference_waf == pytest.approx(waf, rel=0.08), name
+
+
+# --- deployment scale --------------------------------------------------------------------------------------
+def test_deployment_dwpd_is_first_principles_whatever_the_hit_ratio():
+    tr = random_prefix_trace(5, n=400)           # whole blocks only: input tokens = 512 x blocks
+    bpt = 100_000
+    out = build_plan(tr, block_bytes=512 * bpt, prices=load_prices(), tokens_per_s=20_000.0, bytes_per_token=bpt,
+                     options=PlanOptions(targets=(0.9,), waf=1.5, sweep=(), write_policies=False,
+                                         deployment=parse_deployment("gpus=8,drives=4,drive_capacity=3.84TB,"
+                                                                     "utilization=0.5")))
+    dep = out["deployment"]
+    want = 0.5 * 20_000 * 8 * bpt * 86400 / (4 * 3.84e12)
+    assert dep["dwpd_host_per_drive"] == pytest.approx(want, rel=1e-6)
+    assert dep["dwpd_first_principles"] == pytest.approx(want)
+    assert dep["dwpd_rating_equivalent_per_drive"] == pytest.approx(want * 1.5 / dep["reference_waf"])
+    # the request rate is what makes the GPUs' missed tokens: rate x missed tokens per request = U P G
+    missed = tr.input_tokens.mean() * (1 - dep["hit_ratio"])
+    assert dep["requests_per_s"] * missed == pytest.approx(0.5 * 20_000 * 8, rel=1e-6)
+    assert out["rate"] == pytest.approx(dep["requests_per_s"]) and out["rate_model"] == "replicate"
+
+
+@pytest.mark.parametrize("spec,match", [
+    ("gpus=8,drives=8,drive_capacity=7.68TB", "missing utilization"),
+    ("gpus=8,drives=8,drive_capacity=7.68TB,utilization=1.5", "above 1"),
+    ("gpus=0,drives=8,drive_capacity=7.68TB,utilization=0.5", "must be > 0"),
+    ("gpus=8,drives=8,drive_capacity=lots,utilization=0.5", "drive_capacity"),
+    ("gpus=8,disks=8,drive_capacity=7.68TB,utilization=0.5", "unknown or malformed field 'disks=8'"),
+])
+def test_bad_deployment_names_the_field(spec, match):
+    with pytest.raises(SpecError, match=match):
+        parse_deployment(spec)
 
 
 @pytest.fixture(scope="module")
 def prices():
     return load_prices("2025-h2")
-
-
-def plan(prices, **kw):
-    opts = PlanOptions(**{"targets": (0.95,), "waf": 1.5, "sweep": (), **kw})
-    return build_plan(hand_trace(), block_bytes=1_000_000, prices=prices, tokens_per_s=10_000.0, options=opts,
-                      profile_fn=brute_profile)
-
-
-def test_hand_trace_writes_dwpd_and_capacity(prices):
-    out = plan(prices)
-    # 9 references, 5 prefix hits with an unbounded cache, all at stack distance 3
-    assert out["references"] == 9 and out["infinite_hit_ratio"] == pytest.approx(5 / 9)
-    assert out["capacity_bytes"]["l3"]["0.95"] == 3 * 1_000_000
-    t = out["per_target"]["0.95"]
-    assert t["hit_ratio"] == pytest.approx(5 / 9)
-    # write-through: 4 blocks produced in a 30 s window -> 4 MB * 2880 windows/day
-    assert out["l3_write_bytes_per_day"] == pytest.approx(4e6 * 2880)
-    assert out["dwpd"] == pytest.approx(4 * 2880 / 3)
-    assert out["waf"] == 1.5 and out["nand_bytes_per_day"] == pytest.approx(1.5 * 4e6 * 2880)
-    # lifetime on the chosen class: TBW = dwpd_rated * 3 MB * 365 * 5 over 4 MB * 2880 * 365 per year
-    cls = prices.ssd[t["ssd_class"]]
-    assert t["lifetime_years"] == pytest.approx(cls.dwpd * 3e6 * 365 * 5 / (4e6 * 2880 * 365))
-    assert out["lifetime_years"] == t["lifetime_years"]
-    # GPU: 4608 prompt tokens per window, 5 hit blocks of 512 tokens saved
-    plans = {p["name"]: p for p in out["plans"]["0.95"]}
-    assert plans["recompute"]["gpu_hours_per_day"] == pytest.approx(4608 * 2880 / 10_000 / 3600)
-    assert plans["recompute"]["usd_per_day"]["gpu"] == pytest.approx(4608 * 2880 / 10_000 / 3600 * 3.0)
-    assert plans["dram-only"]["usd_per_day"]["gpu"] == pytest.approx((4608 - 2560) * 2880 / 10_000 / 3600 * 3.0)
-    assert plans["dram-only"]["usd_per_day"]["dram"] == pytest.approx(3e6 / 1e9 * 5.0 / (5 * 365))
-
-
-def test_rate_scaling_models(prices):
-    base = plan(prices)
-    fast = plan(prices, rate=4 / 3)          # 10x the trace's 4 requests / 30 s
-    assert fast["rate_scale"] == pytest.approx(10)
-    # compress: same capacity, 10x the writes -> 10x DWPD
-    assert fast["capacity_bytes"]["l3"]["0.95"] == base["capacity_bytes"]["l3"]["0.95"]
-    assert fast["dwpd"] == pytest.approx(10 * base["dwpd"])
-    rep = plan(prices, rate=4 / 3, rate_model="replicate")
-    # replicate: 10x the users -> 10x capacity and writes, same DWPD
-    assert rep["capacity_bytes"]["l3"]["0.95"] == pytest.approx(10 * base["capacity_bytes"]["l3"]["0.95"])
-    assert rep["dwpd"] == pytest.approx(base["dwpd"])
-
-
-def test_retention_moves_capacity_and_writes(prices):
-    # requests 10 s apart: a 5 s retention expires every block (no hits, target unreachable) ...
-    short = plan(prices, retention_s=5.0)
-    assert short["infinite_hit_ratio"] == 0.0 and short["capacity_bytes"]["l3"]["0.95"] is None
-    assert short["per_target"]["0.95"]["reachable"] is False
-    # ... 15 s keeps them all; at 10x the rate a 5 s wall-clock retention is 50 s of trace time
-    assert plan(prices, retention_s=15.0)["dwpd"] == pytest.approx(plan(prices)["dwpd"])
-    assert plan(prices, retention_s=5.0, rate=4 / 3)["infinite_hit_ratio"] == pytest.approx(5 / 9)
-    # the sweep reports each retention's capacity and DWPD
-    out = plan(prices, sweep=(5.0, 15.0, None))
-    rows = {r["retention_s"]: r for r in out["retention_sweep"]}
-    assert "dwpd" not in rows[5.0] and rows[15.0]["dwpd"] == pytest.approx(out["dwpd"])
-
-
-def test_measured_run_bytes_replace_simulation(prices):
-    summary = {"kind": "replay-kv", "requests": 4, "tiers": {"l3": {"write_bytes": 6_000_000}}}
-    opts = PlanOptions(targets=(0.95,), waf=1.0, sweep=())
-    out = build_plan(hand_trace(), block_bytes=1_000_000, prices=prices, tokens_per_s=1e4, options=opts,
-                     summary=summary, run_l3_capacity=8e6, profile_fn=brute_profile)
-    assert out["l3_write_bytes_per_day"] == pytest.approx(6e6 * 2880)
-    assert out["dwpd"] == pytest.approx(6e6 * 2880 / 8e6)
-    with pytest.raises(SpecError, match="write_bytes"):
-        build_plan(hand_trace(), block_bytes=1_000_000, prices=prices, tokens_per_s=1e4, options=opts,
-                   summary={"tiers": {}}, profile_fn=brute_profile)
 
 
 def test_prices_preset_overrides_and_costs(prices):
@@ -149,55 +295,112 @@ def test_layout_waf_log_is_one_and_slots_amplify():
     assert big == pytest.approx(1.0, abs=0.01)
 
 
-def test_plan_cli_json(cli):
-    r = cli("plan", "--trace", "mooncake-sample", "--model", "llama-3.1-8b", "--target-hit", "0.95",
-            "--retention", "1h", "--rate", "50", "--recompute-tokens-per-s", "39000", "--json")
+def test_plan_cli_json_contract(cli):
+    r = cli("plan", "--trace", "mooncake-sample", "--model", "llama-3.1-8b", "--capacities", "100GiB,1TiB,100TiB",
+            "--retention", "1m", "--profile", "llama-3.1-8b-h200-trtllm-fp8",
+            "--deployment", "gpus=8,drives=8,drive_capacity=7.68TB,utilization=0.5", "--json")
     assert r.exit_code == 0, r.output
     out = json.loads(r.output)
-    for key in ("capacity_bytes", "dwpd", "waf", "lifetime_years"):
-        assert key in out
-    assert out["capacity_bytes"]["l3"]["0.95"] > 0 and out["capacity_bytes"]["l2"]["0.95"] > 0
-    assert out["dwpd"] > 0 and out["waf"] >= 1.0 and out["lifetime_years"] > 0
-    assert out["rate"] == 50
-    # the headline WAF: the FTL model fed the simulated store's own L3 writes and trims
-    assert "this policy's L3 writes" in out["waf_source"]
-    assert set(out["write_policies"]) == {"through", "back"} and set(out["layouts"]) == {"slot", "log"}
-    assert out["layouts"]["log"]["waf"] == pytest.approx(1.0) and out["layouts"]["slot"]["waf"] > 1.0
+    curve = out["capacity_curve"]
+    assert [c["capacity_bytes"] for c in curve] == [100 * 2**30, 2**40, 100 * 2**40]
+    for c in curve:
+        assert {"capacity_bytes", "hit_ratio", "write_bytes_per_s", "dwpd", "residence_s", "filled"} <= set(c)
+        if c["filled"]:
+            assert c["dwpd"] == pytest.approx(86400 / c["residence_s"])
+            assert c["residence_s"] == pytest.approx(c["capacity_bytes"] / c["write_bytes_per_s"])
+    assert curve[0]["filled"] and not curve[2]["filled"] and curve[2]["write_bytes_per_s"] is None
+    ret = out["retention"]
+    assert {"retention_s", "capacity_bytes", "hit_ratio", "dwpd"} <= set(ret) and ret["retention_s"] == 60
+    for d in out["drives"]:
+        assert {"class", "capacity_bytes", "bound", "dwpd_host", "dwpd_rating_equivalent", "workload_waf",
+                "reference_waf", "lifetime_years", "ssd_per_dram", "usd_per_day"} <= set(d)
+        assert d["bound"] in ("hit", "endurance")
+        assert d["dwpd_rating_equivalent"] == pytest.approx(d["dwpd_host"] * d["workload_waf"] / d["reference_waf"])
+    dep = out["deployment"]
+    assert {"prefill_tokens_per_s", "requests_per_s", "write_bytes_per_s_per_drive", "dwpd_host_per_drive",
+            "dwpd_rating_equivalent_per_drive"} <= set(dep)
+    assert dep["prefill_tokens_per_s"] == pytest.approx(0.5 * 39_000 * 8)
+    assert out["answer"]["sentences"]
+    # the terminal says what the JSON says
+    t = cli("plan", "--trace", "mooncake-sample", "--model", "llama-3.1-8b", "--retention", "1m",
+            "--profile", "llama-3.1-8b-h200-trtllm-fp8",
+            "--deployment", "gpus=8,drives=8,drive_capacity=7.68TB,utilization=0.5")
+    assert t.exit_code == 0
+    for s in out["answer"]["sentences"]:
+        assert s in t.output
 
 
 def test_plan_cli_bad_input(cli):
-    r = cli("plan", "--trace", "mooncake-sample", "--model", "no-such-model")
-    assert r.exit_code == 2 and "unknown models preset" in r.output
-    r = cli("plan", "--trace", "mooncake-sample", "--model", "llama-3.1-8b", "--target-hit", "1.5")
-    assert r.exit_code == 2
+    r = cli("plan", "--trace", "mooncake-sample", "--model", "llama-3.1-8b", "--deployment", "gpus=8")
+    assert r.exit_code != 0 and "--deployment" in r.output
+    r = cli("plan", "--trace", "mooncake-sample", "--model", "llama-3.1-8b", "--capacities", "0")
+    assert r.exit_code != 0
+    r = cli("plan", "--trace", "mooncake-sample", "--model", "llama-3.1-8b", "--rate", "10",
+            "--deployment", "gpus=1,drives=1,drive_capacity=1TB,utilization=0.5", "--profile",
+            "llama-3.1-8b-h200-trtllm-fp8")
+    assert r.exit_code != 0 and "--rate and --deployment" in r.output
 
 
-def test_plan_cli_with_run_folder(cli, tmp_path):
-    run = tmp_path / "run"
+def test_the_bill_counts_only_hits_whose_load_beats_recompute():
+    from kvbench.analysis.plan import loading_wins
+    from kvbench.analysis.recompute import Inequality, Tier
+    from kvbench.compute.profile import rate_profile
+
+    # 100-token blocks; recompute at 1,000 tok/s; load 1,000 B/token at 2 MB/s after 0.1 s: loading saves
+    # n (1/1000 - 1/2000) - 0.1 s, positive only past n* = 200 tokens
+    tr = make_trace([0, 1, 2, 3], [[1, 2, 3], [1], [1, 2, 3], [1, 2]], block_tokens=100)
+    c = steady_curve(tr, block_bytes=100_000)
+    ineq = Inequality(rate_profile(1000.0), bytes_per_token=1000, layers=1)
+    w = loading_wins(c, tr, 10, ineq, Tier("l3", 2e6, 0.1))
+    # hits: r1 100 tokens (loses), r2 300 (wins), r3 200 (a tie: not a win)
+    assert (w["hit_tokens"], w["winning_tokens"], w["fraction"]) == (600.0, 300.0, 0.5)
+    assert (w["requests_with_hits"], w["requests_loading_wins"]) == (3, 1)
+    # an LRU of 1 block keeps only the shallowest block touched last: r1 finds block 1, the others nothing
+    assert list(c.hit_blocks_per_request(1)) == [0, 1, 0, 0]
+
+
+def test_plan_load_tier_adds_the_conservative_bill(cli):
+    args = ("plan", "--trace", "mooncake-sample", "--model", "llama-3.1-8b", "--profile",
+            "llama-3.1-8b-h200-trtllm-fp8", "--sweep", "", "--json")
+    slow = json.loads(cli(*args, "--load-tier", "l3=1GB/s,100us").output)
+    fast = json.loads(cli(*args, "--load-tier", "l3=100GB/s,10us").output)
+    # 131,072 B/token at 1 GB/s loads slower than 39k tok/s recomputes: no hit pays; at 100 GB/s every one does
+    assert slow["drives"][0]["loading_wins"]["fraction"] == 0.0
+    assert fast["drives"][0]["loading_wins"]["fraction"] == 1.0
+    assert fast["usd_per_day_loading_wins"] == pytest.approx(fast["usd_per_day"])
+    recompute = slow["plans"][str(slow["answer"]["target"])][0]["usd_per_day"]["total"]
+    assert slow["usd_per_day_loading_wins"] > recompute > slow["usd_per_day"]
+
+
+def test_a_key_sampled_stream_plans_at_full_scale():
+    """A gen: stream sampled at rate r is a miniature: residence and DWPD as the full stream's, capacities and
+    write rates scaled back by 1/r (the steady-state curve itself is compared, not the noisy hit ratio)."""
+    from kvbench.analysis.plan import _Scale, steady_at
+    from kvbench.stream.traces import read_trace
+
+    full = read_trace("gen:chat,duration=3h,rate=5,seed=2")
+    samp = read_trace("gen:chat,duration=3h,rate=5,seed=2,sample=0.2")
+    assert samp.meta["sample_rate"] == 0.2 and samp.meta["source"] == "generated"
+    cf, cs = steady_curve(full, block_bytes=1 << 20), steady_curve(samp, block_bytes=1 << 20)
+    for cap_bytes in (2e9, 8e9):
+        a = steady_at(cf, cap_bytes, _Scale(1.0, 1.0, 1 << 20))
+        b = steady_at(cs, cap_bytes, _Scale(1.0, 1.0 / 0.2, 1 << 20, sample_rate=0.2))
+        assert b["write_bytes_per_s"] == pytest.approx(a["write_bytes_per_s"], rel=0.1)
+        assert b["dwpd"] == pytest.approx(a["dwpd"], rel=0.1)
+    out = build_plan(samp, block_bytes=1 << 20, prices=load_prices(), tokens_per_s=1e4,
+                     options=PlanOptions(targets=(0.5,), waf=1.0, sweep=(), write_policies=False))
+    assert out["source"]["generated_from"] == "chat"
+    assert out["answer"]["sentences"][0].startswith("From the workload model chat (generated")
+    assert any("key sample at rate 0.2" in w for w in out["warnings"])
+
+
+def test_plan_run_warns_on_a_replay_that_did_not_run_every_request(cli, tmp_path):
+    run = tmp_path / "replay-kv-x"
     run.mkdir()
-    (run / "summary.json").write_text(json.dumps({"kind": "replay-kv", "status": "complete", "requests": 1000,
-                                                  "tiers": {"l3": {"write_bytes": 64 << 30,
-                                                                   "capacity_bytes": 256 << 30}}}))
-    # the run's L3 writes: a log-structured store appending 64 MiB segments round-robin
-    seg = 64 << 20
-    lines = [f"{i} /store write {(i % 4096) * seg} {seg}\n" for i in range(3 * 4096)]
-    (run / "l3.iolog").write_text("fio version 3 iolog\n0 /store add\n" + "".join(lines))
-    r = cli("plan", "--trace", "mooncake-sample", "--model", "llama-3.1-8b", "--target-hit", "0.9",
-            "--run", run, "--json")
-    assert r.exit_code == 0, r.output
-    out = json.loads(r.output)
-    assert out["waf"] == pytest.approx(1.0) and "run's I/O" in out["waf_source"]
-    span = out["span_s"]                       # the run replayed all 1000 requests
-    assert out["l3_write_bytes_per_day"] == pytest.approx((64 << 30) / span * 86400, rel=0.01)
-    assert out["dwpd"] == pytest.approx(out["l3_write_bytes_per_day"] / (256 << 30))
-
-
-def test_write_policies_from_the_tier_simulation(prices):
-    out = plan(prices, dram_bytes=1_000_000)       # L2 holds one block, L3 the three-block working set
-    wp = out["write_policies"]
-    # write-through: each of the 4 produced blocks is written to L3 once, as the curve-based estimate says
-    assert wp["through"]["l3_write_blocks"] == 4 == wp["through"]["produced_blocks"]
-    assert wp["through"]["l3_write_bytes_per_day"] == pytest.approx(out["l3_write_bytes_per_day"], rel=0.01)
-    # write-back writes a block to L3 only when L2 evicts it: fewer writes, never more
-    assert 0 < wp["back"]["l3_write_blocks"] < wp["through"]["l3_write_blocks"]
-    assert wp["back"]["dwpd"] < wp["through"]["dwpd"]
+    (run / "summary.json").write_text(json.dumps({
+        "kind": "replay-kv", "status": "interrupted", "requests": 1000, "requests_not_issued": 998,
+        "tiers": {"l3": {"write_bytes": 1 << 30, "capacity_bytes": 8 << 30, "layout": "slot"}}}))
+    out = json.loads(cli("plan", "--trace", "mooncake-sample", "--model", "llama-3.1-8b", "--run", run,
+                         "--waf", "1.2", "--sweep", "", "--json").output)
+    assert out["measured"]["requests_replayed"] == 2
+    assert any("interrupted" in w and "covered 2 of 1,000" in w for w in out["warnings"])

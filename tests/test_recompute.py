@@ -249,3 +249,28 @@ def test_trace_prefixes_by_hand(tmp_path):
     assert pre.hit_tokens.tolist() == [0, 1024, 1023, 0]
     out = analyse_trace_prefixes(Inequality(rate_profile(10_000), 1000, 2), [Tier("t", 100e6, 1e-3)], pre)
     assert out["requests_with_prefix"] == 2 and out["tiers"]["t"]["wins_fraction"] == 1.0
+
+
+def _two_layer(first: str):
+    from kvbench.spec.models import model_from_dict
+    # 2 layers of 1 KV head x 8 dims in bf16: 2 x 1 x 8 x 2 = 32 B per token each; one keeps a 4-token window
+    groups = [{"kind": "sliding", "count": 1, "window": 4}, {"kind": "attention", "count": 1}]
+    return model_from_dict({"attention": "gqa", "layers": 2, "hidden_size": 16, "num_heads": 2, "kv_heads": 1,
+                            "head_dim": 8, "vocab_size": 10, "intermediate_size": 16,
+                            "kv_layers": groups if first == "sliding" else groups[::-1]}, name="two")
+
+
+@pytest.mark.parametrize("first,exposed", [("sliding", 0.004 + (0.1 - 0.05)), ("attention", 0.1 + 0.0)])
+def test_pipelined_layer_groups_by_hand(first, exposed):
+    # n = 100 at 32 kB/s: the window layer loads 4 x 32 B = 4 ms, the full layer 100 x 32 B = 100 ms; a 1,000-token
+    # suffix at 10k tok/s computes 50 ms per layer. Layer 0's load is exposed whole, layer 1's beyond 50 ms.
+    m = _two_layer(first)
+    tier = Tier("t", 32e3, 0.0)
+    piped = Inequality(rate_profile(10_000), m.bytes_per_token, m.layers, pipelined=True, kv=m)
+    plain = Inequality(rate_profile(10_000), m.bytes_per_token, m.layers, kv=m)
+    assert float(piped.load_exposed(tier, 100, suffix=1000)) == pytest.approx(exposed)
+    assert float(plain.load_exposed(tier, 100)) == pytest.approx(0.104)
+    # the bandwidth needed, pipelined, is where the margin crosses zero
+    need = piped.bandwidth_needed(tier, 100, suffix=1000)
+    up, down = Tier("u", need * (1 + 1e-6), 0.0), Tier("d", need * (1 - 1e-6), 0.0)
+    assert float(piped.margin(up, 100, 1000)) > 0 >= float(piped.margin(down, 100, 1000))

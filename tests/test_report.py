@@ -48,7 +48,7 @@ def test_comparison_of_two_runs_side_by_side_marks_the_partial_one(tmp_path):
     assert "class='banner'" in text and "is <b>partial</b>" in text
     # both runs are legend entries of the same figures, and their differing numbers are highlighted
     for run in ("io-nvme-a", "io-nvme-b"):
-        assert re.search(run + r" (·|\\u00b7) target0\.read", text), run
+        assert re.search(run + r" (·|\\u00b7) target 0 read", text), run
     assert text.count("class='differs'") >= 4
     assert_report_renders(out, tmp_path, min_plots=2, screenshot=True)
 

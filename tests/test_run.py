@@ -58,7 +58,32 @@ def test_main_job_end_to_end_on_the_shipped_sample(tmp_path, cli, monkeypatch):
     check = json.loads((job / "check.json").read_text())
     assert {"l2", "l3"} <= set(check["tiers"])
     dom = assert_report_renders(tmp_path / "run.html", tmp_path, min_plots=5, screenshot=True)
-    assert "break-even n*" in dom and "required DWPD" in dom
+    assert "break-even n*" in dom and "DWPD (86400 / residence)" in dom and "The answer" in dom
+    ans = summary["answer"]
+    assert ans["trace_requests"] == 150 and ans["replayed_requests"] == 150
+    assert {"hit_ratio", "bound", "dwpd_host", "dwpd_rating_equivalent", "residence_s", "ssd_per_dram",
+            "usd_per_day", "l2_bytes", "l3_bytes"} <= set(ans)
+    plan = json.loads((job / "plan.json").read_text())
+    assert ans["dwpd_host"] == plan["dwpd"] and ans["sentences"] == plan["answer"]["sentences"]
+    for line in ans["sentences"]:                          # the report says what the JSON says
+        assert line.split(":")[0] in dom
+
+
+def test_hit_ratios_do_not_depend_on_the_replay_duration(tmp_path, cli, monkeypatch):
+    """The answer comes from the whole-trace simulation: a replay cut short covers fewer requests, nothing else."""
+    _needs("mrc", "replay", "plan", "check")
+    monkeypatch.chdir(tmp_path)
+    answers = []
+    for d in ("1s", "6s"):
+        r = cli("run", "--model", "tiny-gqa", "--max-requests", "120", "--duration", d, "--l2", "16MiB",
+                "--l3-capacity", "256MiB", "--retentions", "10m", "--probe-seconds", "0.2", "--results",
+                tmp_path / d, "-o", tmp_path / f"{d}.html", "--json")
+        summary = json.loads(r.stdout[r.stdout.index("{"):])
+        answers.append(summary["answer"])
+    a, b = answers
+    assert a["trace_requests"] == b["trace_requests"] == 120
+    for k in ("hit_ratio", "tier_hit_ratio", "dwpd_host", "residence_s", "bound", "ssd_per_dram", "usd_per_day"):
+        assert a[k] == b[k], k
 
 
 def test_failing_steps_leave_a_partial_job_with_a_report_and_exit_1(tmp_path, cli, monkeypatch):
@@ -77,14 +102,14 @@ def test_failing_steps_leave_a_partial_job_with_a_report_and_exit_1(tmp_path, cl
     monkeypatch.chdir(tmp_path)
     r = cli("run", "--model", "tiny-gqa", "--max-requests", "40", "--retentions", "", "-o", tmp_path / "partial.html")
     assert r.exit_code == 1, r.output[-2000:]
-    assert calls == ["mrc", "replay", "plan"]                 # no replay run: nothing to probe or check
-    assert "the run is partial: step(s) mrc, replay, plan, check failed" in r.output
+    assert calls == ["mrc", "simulate", "replay", "plan"]     # no replay run: nothing to probe or check
+    assert "the run is partial: step(s) mrc, simulate, replay, plan, check failed" in r.output
     job = next((tmp_path / "results").iterdir())
     summary = json.loads((job / "summary.json").read_text())
     assert summary["status"] == "partial" and "replay: simulated failure" in json.dumps(summary["steps"])
     assert not (job / "l3-store.bin").exists()
     html = (tmp_path / "partial.html").read_text()
-    assert "is <b>partial</b>" in html and "failed steps: mrc, replay, plan, check" in html
+    assert "is <b>partial</b>" in html and "failed steps: mrc, simulate, replay, plan, check" in html
 
 
 def test_ctrl_c_during_the_replay_removes_the_store_and_keeps_a_report(tmp_path, cli, monkeypatch):

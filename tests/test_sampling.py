@@ -106,8 +106,10 @@ def test_sampled_replay_at_scaled_capacity_estimates_the_exact_curve(synthetic, 
         s = replay_kv(ReplayConfig(trace="mooncake-synthetic", model="tiny-gqa", l3=str(tmp_path / "s"),
                                    l3_capacity=cap * BLOCK, dry_run=True, sample_keys=rate,
                                    results=str(tmp_path)))
-        assert s["tiers"]["l3"]["capacity_blocks"] == int(cap * rate)
-        want = float(exact.hit_ratio(cap))
+        slots = int(cap * rate)                  # the store's slots; its spare ones come out of the capacity
+        held = slots - min(64, slots // 16)
+        assert s["tiers"]["l3"]["capacity_blocks"] == held
+        want = float(exact.hit_ratio(held / rate))
         assert abs(s["hit_ratio"] - want) < TOLERANCE, (rate, cap, s["hit_ratio"], want)
         assert s["blocks"] < synthetic.n_blocks * rate * 1.3 and s["requests"] == synthetic.n_requests
 
@@ -137,10 +139,12 @@ def test_sampled_summary_volumes_and_plan_dwpd_are_full_size(cli, tmp_path):
     for name, s in (("full", full), ("samp", samp)):
         pl[name] = _json(cli("plan", "--trace", "mooncake-synthetic", "--model", "tiny-gqa", "--run",
                              s["run_dir"], "--json"))
-    t = next(iter(pl["samp"]["per_target"].values()))
-    assert "full_write_bytes" in t["writes_source"] and t["dwpd_capacity_bytes"] == full_cap
-    assert pl["samp"]["l3_write_bytes_per_day"] == pytest.approx(pl["full"]["l3_write_bytes_per_day"], rel=0.1)
-    assert pl["samp"]["dwpd"] == pytest.approx(pl["full"]["dwpd"], rel=0.1)
+    # the run's measured volume is reported at full size; the plan's steady state is the trace's, so a sampled
+    # and an unsampled replay give the same plan
+    m = pl["samp"]["measured"]
+    assert m["l3_write_bytes"] == pytest.approx(l3["full_write_bytes"]) and m["l3_capacity_bytes"] == full_cap
+    assert pl["samp"]["dwpd"] == pytest.approx(pl["full"]["dwpd"], rel=1e-9)
+    assert pl["samp"]["capacity_curve"] == pl["full"]["capacity_curve"]
 
 
 def test_sampled_real_replay_marks_load_times_and_estimates_full_ones(cli, tmp_path):

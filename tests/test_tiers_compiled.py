@@ -46,13 +46,18 @@ def _spec(seed, policy, ttl, wp_incl, promote, layout):
         names.append("l3")
     names = sorted(set(names))
     pols = policy if isinstance(policy, tuple) else (policy,) * 4
-    tiers = tuple(TierSpec(n, int(rng.integers(2, 24)) * BB, pols[i % len(pols)],
+    seg = int(rng.integers(2, 6)) * BB
+    caps = [int(rng.integers(2, 24)) * BB for _ in names]
+    # a log store needs two segments (one spare) inside its capacity
+    caps = [max(c, 2 * seg + int(rng.integers(0, 3)) * BB) if layout == "log" and n in ("l3", "l4") else c
+            for c, n in zip(caps, names)]
+    tiers = tuple(TierSpec(n, caps[i], pols[i % len(pols)],
                            ttl_s=(ttl if rng.random() < 0.8 else None) if ttl else None,
                            layout=layout, trim=bool(rng.random() < 0.5))
                   for i, n in enumerate(names))
     wp, incl = wp_incl
-    return HierarchySpec(tiers, BB, write_policy=wp, inclusion=incl, promote=promote,
-                         segment_bytes=int(rng.integers(2, 6)) * BB, spare_slots=int(rng.integers(0, 3)))
+    return HierarchySpec(tiers, BB, write_policy=wp, inclusion=incl, promote=promote, segment_bytes=seg,
+                         spare_slots=int(rng.integers(0, 3)))
 
 
 def _same(spec, times, offsets, keys, batches=(None,)):
@@ -103,6 +108,13 @@ def test_mixed_policies_batches_and_growing_requests(seed):
     for wp_incl in WP_INCL:
         spec = _spec(seed, pols, 2.0 if seed % 3 else None, wp_incl, bool(seed % 2), ("slot", "log")[seed % 2])
         _same(spec, times, offsets, keys, batches=(7, 40, 41, 200))
+
+
+def test_admission_runs_the_reference():
+    spec = HierarchySpec((TierSpec("l2", 4 * BB), TierSpec("l3", 16 * BB, admission="second-access")), BB)
+    assert isinstance(Hierarchy(spec), ReferenceHierarchy) and Hierarchy(spec).admission_active
+    plain = HierarchySpec((TierSpec("l2", 4 * BB), TierSpec("l3", 16 * BB)), BB)
+    assert not isinstance(Hierarchy(plain), ReferenceHierarchy) and not Hierarchy(plain).admission_active
 
 
 def test_single_requests_api_matches():

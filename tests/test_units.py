@@ -43,6 +43,10 @@ def test_parse_rate():
     assert units.parse_rate("2GiB/s") == 2 * 2**30
     with pytest.raises(UnitError):
         units.parse_rate("10GB")
+    # network links are quoted in decimal bits: 400 Gb/s RDMA moves 50 GB/s
+    assert units.parse_rate("400Gb/s") == 50e9 and units.parse_rate("100Mb/s") == 12.5e6
+    with pytest.raises(UnitError):
+        units.parse_size("4kb")                    # bits stay refused for sizes
 
 
 def test_format():

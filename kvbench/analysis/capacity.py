@@ -1,5 +1,6 @@
 """Capacity from a hit-ratio curve: the size for a target hit ratio, the knee, where another GB stops paying,
-and how many GB of SSD replace one GB of DRAM at equal hit ratio (pure, vectorised).
+(pure, vectorised). How many GB of SSD replace one GB of DRAM is decided per drive class in
+:mod:`kvbench.analysis.plan`, from the steady-state write rate.
 
 A curve is a non-decreasing step function ``hit(C)`` over capacities in blocks (the exact LRU curve of
 :mod:`kvbench.analysis.curves`, or any arrays ``(capacities, hit_ratio)``): ``hit(C)`` is the value at the
@@ -123,33 +124,3 @@ def pays_until(curve: HitCurve, *, value_per_hit_per_day: float, refs_per_day: f
     gain = slope * refs_per_day * value_per_hit_per_day    # money per block per day
     ok = np.flatnonzero(gain >= cost_per_block_per_day)
     return float(grid[ok[-1] + 1]) if ok.size else 0.0
-
-
-@dataclass(frozen=True)
-class SsdSizing:
-    """SSD bytes one plan needs: for the hits, for the endurance rating, and what that means per GB of DRAM."""
-
-    capacity_bytes: float             # hits: the working set at the target (store space / fill)
-    endurance_bytes: float            # writes: capacity at which the daily writes stay within the rated DWPD
-    ssd_bytes: float                  # max of the two
-    dram_bytes_equal_hit: float       # DRAM that reaches the same hit ratio
-    ssd_per_dram_gb: float            # GB of SSD that replace 1 GB of DRAM at equal hit ratio
-    bound: str                        # "capacity" or "endurance"
-
-
-def ssd_sizing(working_set_bytes: float, write_bytes_per_day: float, *, rated_dwpd: float, waf: float = 1.0,
-               reference_waf: float | None = None, store_fill: float = 1.0) -> SsdSizing:
-    """Bytes of SSD needed to serve a working set (at a store fill fraction) and to survive its writes.
-
-    DRAM needs exactly the working set; the SSD needs ``working_set / store_fill`` and at least
-    ``writes_per_day / rated_dwpd`` (scaled by workload WAF / reference WAF when the rating's WAF is known)."""
-    if not (0 < store_fill <= 1):
-        raise SpecError(f"store fill {store_fill} is outside (0, 1]", "give the fraction of the drive the store may use")
-    if not rated_dwpd > 0:
-        raise SpecError(f"rated DWPD {rated_dwpd} must be > 0", "check the SSD class in the prices preset")
-    cap = working_set_bytes / store_fill
-    factor = waf / reference_waf if reference_waf else 1.0
-    endurance = write_bytes_per_day * factor / rated_dwpd
-    ssd = max(cap, endurance)
-    ratio = ssd / working_set_bytes if working_set_bytes > 0 else float("nan")
-    return SsdSizing(cap, endurance, ssd, working_set_bytes, ratio, "endurance" if endurance > cap else "capacity")

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import time
+
 import numpy as np
 
 from kvbench.errors import UsageError
@@ -278,13 +280,15 @@ def stream_profile(batches, *, rate: float | None = None, ttl_s: float | None = 
         raise UsageError(f"sampling rate must be in (0, 1], got {rate}", "give e.g. --sample 0.01")
     r0 = 1.0 if rate is None else float(rate)
     stack = LRUStack(ttl_s=ttl_s)
-    meta = {"requests": 0, "references": 0}
+    meta = {"requests": 0, "references": 0, "kernel_s": 0.0}      # kernel_s: stack updates, not trace reading
     for b in batches:
         if not meta["requests"]:
             meta |= {"path": b.path, "format": b.fmt, "block_tokens": b.block_tokens}
         meta["requests"] += b.n_requests
         meta["references"] += b.n_blocks
+        t0 = time.perf_counter()
         stack.feed(sampled_trace(b, r0, salt)[0] if rate is not None else b)
+        meta["kernel_s"] += time.perf_counter() - t0
     references = meta["references"]
     if rate is None:
         return _profile_from_hist(stack.counts(), 1.0, stack.references, stack.cold, stack.distinct, "exact",

@@ -1,10 +1,10 @@
 """Endurance arithmetic: required DWPD, NAND writes per day, lifetime for a rated DWPD or TBW (pure).
 
-Definitions (DESIGN.md, "Write amplification and endurance"):
-- host bytes per day = bytes written in the replayed window / window seconds * 86,400, times
-  ``target_rate / trace_rate`` when a request rate is asked for (the workload's population scaled, its reuse
-  pattern kept);
+Definitions (DESIGN.md, "Write amplification and endurance"; the daily write volume is a tier's steady-state
+write rate x 86,400, :mod:`kvbench.analysis.residence`):
 - required DWPD = host bytes per day / user capacity (drive writes per day, as vendors rate drives);
+- rating-equivalent DWPD = host DWPD x workload WAF / the rating's reference WAF: the host DWPD of the rating's
+  own workload that wears the NAND as fast;
 - NAND bytes per day = host bytes per day * WAF (device write amplification: SMART/OCP or the FTL model);
 - a rating is a TBW (host bytes over the warranty) or a DWPD over a warranty period: TBW = DWPD * capacity *
   365 * warranty years. Vendor ratings assume a reference workload (JESD219) with its own WAF: when
@@ -21,21 +21,6 @@ from kvbench.errors import SpecError
 
 SECONDS_PER_DAY = 86_400.0
 DAYS_PER_YEAR = 365.0      # DWPD <-> TBW conversions in vendor datasheets use 365-day years
-
-
-def bytes_per_day(window_bytes: float, window_s: float, *, trace_rate: float | None = None,
-                  target_rate: float | None = None) -> float:
-    """Scale bytes written in a replayed window to a day, optionally at a target request rate (req/s)."""
-    if not window_s > 0:
-        raise SpecError(f"replayed window of {window_s} s", "the trace or run must span a positive time")
-    per_day = window_bytes / window_s * SECONDS_PER_DAY
-    if target_rate is not None:
-        if not (trace_rate and trace_rate > 0):
-            raise SpecError("a target rate needs the trace's own request rate", "give a trace with > 1 request")
-        if target_rate <= 0:
-            raise SpecError(f"--rate {target_rate} must be > 0", "give requests per second, e.g. --rate 50")
-        per_day *= target_rate / trace_rate
-    return per_day
 
 
 def required_dwpd(host_bytes_per_day: float, capacity_bytes: float) -> float:
@@ -118,8 +103,18 @@ def endurance(host_bytes_per_day: float, capacity_bytes: float, *, waf: float = 
                      lifetime_years=lifetime, lifetime_basis=basis)
 
 
-def capacity_for_dwpd(host_bytes_per_day: float, rated_dwpd: float) -> float:
-    """The smallest user capacity at which a daily write volume stays within a DWPD rating."""
+def rating_equivalent_dwpd(host_dwpd: float, waf: float, reference_waf: float) -> float:
+    """The DWPD of the rating's reference workload that writes the NAND as fast as ``host_dwpd`` at ``waf``."""
+    if not (reference_waf > 0 and waf > 0):
+        raise SpecError(f"WAF {waf} / reference WAF {reference_waf} must be > 0", "a WAF is NAND / host bytes >= 1")
+    return host_dwpd * waf / reference_waf
+
+
+def endurance_residence_s(rated_dwpd: float, *, waf: float, reference_waf: float, store_fill: float = 1.0) -> float:
+    """The residence time at which a tier's steady-state writes use exactly a drive's rating.
+
+    A tier of capacity C on drives of C / fill bytes is written at 86,400 x fill / T(C) host DWPD, so its
+    rating-equivalent DWPD is within ``rated_dwpd`` exactly when T(C) >= 86,400 x fill x WAF / (ref x rated)."""
     if not rated_dwpd > 0:
         raise SpecError(f"rated DWPD {rated_dwpd} must be > 0", "give e.g. 1 or 3")
-    return host_bytes_per_day / rated_dwpd
+    return SECONDS_PER_DAY * store_fill * waf / (reference_waf * rated_dwpd)

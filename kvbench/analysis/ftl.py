@@ -11,6 +11,13 @@ O(1) through per-valid-count buckets; FIFO: the oldest closed block), copies its
 and erases it. Trim invalidates pages without writing. The kernel is one sequential numba loop over pages:
 no Python object per write.
 
+Write streams (NVMe FDP reclaim-unit handles, or streams): with ``streams`` K > 1 the drive keeps K open erase
+blocks, one per stream; each host write names its stream, and an erase block only ever holds pages of one
+stream. GC copies a victim's valid pages into the victim's own stream (``gc_stream="same"``: FDP's persistently
+isolated reclaim units) or one stream up (``"age"``: a page that survived a clean is older, so colder; the
+oldest stream keeps them). Which host write goes to which stream is the placement rule
+(:mod:`kvbench.analysis.placement`). One stream is the model above, page for page.
+
 Analytic reference (validated in tests/test_ftl.py): for uniform random single-page writes, the fraction of
 valid pages ``u`` in a cleaned block satisfies ``u = exp(-alpha (1 - u))`` with ``alpha = physical / user =
 1 + op``, so ``WAF = 1 / (1 - u) = alpha / (alpha + W0(-alpha exp(-alpha)))`` (W0: principal Lambert W).
@@ -32,6 +39,8 @@ import numpy as np
 from kvbench.errors import SpecError
 
 GC_POLICIES = {"greedy": 0, "fifo": 1}   # name -> kernel code
+GC_STREAMS = {"same": 0, "age": 1}        # where GC copies go: the victim's stream, or one stream older
+MAX_STREAMS = 64
 OP_WRITE, OP_TRIM = 1, 2                 # same codes as kvbench.engine.plan.PLAN_DTYPE "op"; 0 (read) is skipped
 _MAX_PAGES = 2**31 - 2                   # page numbers are int32 in the kernel
 
@@ -49,6 +58,8 @@ class FtlConfig:
     block_pages: int = 256            # pages per erase block
     gc: str = "greedy"
     min_free_blocks: int = 2          # GC runs when fewer blocks than this are free (>= 2 keeps GC able to copy)
+    streams: int = 1                  # write streams / reclaim-unit handles (one open erase block each)
+    gc_stream: str = "same"           # GC destination: the victim's stream, or one stream older ("age")
 
     @property
     def user_pages(self) -> int:
@@ -83,15 +94,20 @@ class FtlConfig:
             raise SpecError(f"erase block of {self.block_pages} page(s) is too small", "give --block-pages >= 2")
         if self.min_free_blocks < 2:
             raise SpecError("min_free_blocks must be >= 2", "GC needs one free block to copy into")
+        if not (1 <= int(self.streams) <= MAX_STREAMS):
+            raise SpecError(f"--streams {self.streams} is outside 1..{MAX_STREAMS}", "give e.g. --streams 2")
+        if self.gc_stream not in GC_STREAMS:
+            raise SpecError(f"unknown GC stream rule {self.gc_stream!r}", f"choose one of: {', '.join(GC_STREAMS)}")
         if self.physical_pages > _MAX_PAGES:
             raise SpecError(f"{self.physical_pages} physical pages exceed the model's 2^31 page limit",
                             "use a larger --page-size or a scaled-down --capacity (WAF depends on ratios, "
                             "not on absolute size)")
         spare_blocks = self.blocks - -(-self.user_pages // self.block_pages)
-        if spare_blocks < self.min_free_blocks + 2:
+        if spare_blocks < self.min_free_blocks + 1 + self.streams:
             raise SpecError(f"over-provisioning {self.op} leaves {spare_blocks} spare erase block(s) of "
-                            f"{self.block_pages} pages; the model needs at least {self.min_free_blocks + 2}",
-                            "raise --op or --capacity, or lower --block-pages")
+                            f"{self.block_pages} pages; the model needs at least "
+                            f"{self.min_free_blocks + 1 + self.streams} (one open per stream, {self.streams} stream(s))",
+                            "raise --op or --capacity, or lower --block-pages or --streams")
         return self
 
 
@@ -131,10 +147,10 @@ def _kernel():
     from numba import njit
 
     @njit(cache=True, nogil=True)
-    def apply(ops, starts, counts, l2p, p2l, valid, state, head, nxt, prv, ring, rmeta, free, fmeta, cur,
-              counters, bp, kind, min_free):
+    def apply(ops, starts, counts, streams, l2p, p2l, valid, state, head, nxt, prv, ring, rmeta, free, fmeta,
+              cur, bstream, counters, bp, kind, min_free, gc_age):
         nb = free.shape[0]
-        blk, wp = cur[0], cur[1]
+        ns = cur.shape[0] // 2
         f_head, f_tail, f_count = fmeta[0], fmeta[1], fmeta[2]
         r_head, r_tail, r_count = rmeta[0], rmeta[1], rmeta[2]
         n_host, n_nand, n_gc, n_erase, n_trim, err = (counters[0], counters[1], counters[2], counters[3],
@@ -168,11 +184,14 @@ def _kernel():
                         l2p[lpn] = -1
                         n_trim += 1
                     continue
-                # the host page, then (GC) each valid page of a victim: append at the write frontier
+                # the host page, then (GC) each valid page of a victim: append at its stream's write frontier
                 victim = -1
                 vi = 0
+                vs = 0
                 page = lpn
                 while True:
+                    ws = streams[i] if victim < 0 else vs
+                    blk, wp = cur[2 * ws], cur[2 * ws + 1]
                     if wp == bp:  # close the open block, open the next free one
                         state[blk] = 2
                         v = valid[blk]
@@ -193,9 +212,11 @@ def _kernel():
                         f_head = (f_head + 1) % nb
                         f_count -= 1
                         state[blk] = 1
+                        bstream[blk] = ws
                         wp = 0
                     ppn = blk * bp + wp
                     wp += 1
+                    cur[2 * ws], cur[2 * ws + 1] = blk, wp
                     l2p[page] = ppn
                     p2l[ppn] = page
                     valid[blk] += 1
@@ -243,13 +264,15 @@ def _kernel():
                             break
                         state[victim] = 3  # being cleaned: invalidations no longer move it between buckets
                         vi = 0
+                        vs = bstream[victim]
+                        if gc_age != 0 and vs < ns - 1:
+                            vs += 1
                     if page < 0 or err != 0:
                         break
                 if err != 0:
                     break
             if err != 0:
                 break
-        cur[0], cur[1] = blk, wp
         fmeta[0], fmeta[1], fmeta[2] = f_head, f_tail, f_count
         rmeta[0], rmeta[1], rmeta[2] = r_head, r_tail, r_count
         counters[0], counters[1], counters[2], counters[3], counters[4], counters[5] = (n_host, n_nand, n_gc,
@@ -271,7 +294,7 @@ class FtlModel:
 
     def __post_init__(self):
         cfg = self.config.validate()
-        B, bp = cfg.blocks, cfg.block_pages
+        B, bp, K = cfg.blocks, cfg.block_pages, int(cfg.streams)
         free = np.arange(B, dtype=np.int32)
         a = {
             "l2p": np.full(cfg.user_pages, -1, dtype=np.int32),
@@ -284,23 +307,32 @@ class FtlModel:
             "ring": np.full(B, -1, dtype=np.int32),
             "rmeta": np.zeros(3, dtype=np.int64),      # head, tail, count of closed blocks (FIFO)
             "free": free,
-            "fmeta": np.array([1, 0, B - 1], dtype=np.int64),  # head, tail, count; block 0 is open
-            "cur": np.array([0, 0], dtype=np.int64),   # open block, write pointer
+            "fmeta": np.array([K % B, 0, B - K], dtype=np.int64),  # head, tail, count; blocks 0..K-1 are open
+            "cur": np.zeros(2 * K, dtype=np.int64),    # per stream: open block, write pointer
+            "bstream": np.zeros(B, dtype=np.int64),    # stream of each erase block
             "counters": np.zeros(6, dtype=np.int64),
         }
-        a["state"][0] = 1
+        a["cur"][0::2] = np.arange(K)
+        a["bstream"][:K] = np.arange(K)
+        a["state"][:K] = 1
         self._arrays = a
 
     # --- feeding ------------------------------------------------------------------------------------------
-    def apply_pages(self, ops, starts, counts) -> None:
-        """Apply extents in page units: ``ops`` (1 write, 2 trim, others skipped), first page, page count."""
+    def apply_pages(self, ops, starts, counts, streams=None) -> None:
+        """Apply extents in page units: ``ops`` (1 write, 2 trim, others skipped), first page, page count, and
+        the write stream of each (default 0)."""
         ops = np.ascontiguousarray(ops, dtype=np.uint8)
         starts = np.ascontiguousarray(starts, dtype=np.int64)
         counts = np.ascontiguousarray(counts, dtype=np.int64)
-        if not (ops.shape == starts.shape == counts.shape):
-            raise SpecError("ops, starts and counts differ in length", "pass arrays of one length")
+        streams = np.zeros(len(ops), dtype=np.int64) if streams is None else \
+            np.ascontiguousarray(streams, dtype=np.int64)
+        if not (ops.shape == starts.shape == counts.shape == streams.shape):
+            raise SpecError("ops, starts, counts and streams differ in length", "pass arrays of one length")
         if len(ops) == 0:
             return
+        if streams.min() < 0 or streams.max() >= self.config.streams:
+            raise SpecError(f"write stream {int(streams.max())} outside the drive's {self.config.streams} stream(s)",
+                            "give --streams at least the number of placement classes")
         live = (ops == OP_WRITE) | (ops == OP_TRIM)
         if live.any():
             lo, hi = starts[live].min(), (starts[live] + counts[live]).max()
@@ -309,9 +341,10 @@ class FtlModel:
                                 f"{self.config.user_pages} user pages",
                                 "give a --capacity at least as large as the highest offset written")
         a, cfg = self._arrays, self.config
-        _kernel()(ops, starts, counts, a["l2p"], a["p2l"], a["valid"], a["state"], a["head"], a["nxt"], a["prv"],
-                  a["ring"], a["rmeta"], a["free"], a["fmeta"], a["cur"], a["counters"], np.int64(cfg.block_pages),
-                  np.int64(GC_POLICIES[cfg.gc]), np.int64(cfg.min_free_blocks))
+        _kernel()(ops, starts, counts, streams, a["l2p"], a["p2l"], a["valid"], a["state"], a["head"], a["nxt"],
+                  a["prv"], a["ring"], a["rmeta"], a["free"], a["fmeta"], a["cur"], a["bstream"], a["counters"],
+                  np.int64(cfg.block_pages), np.int64(GC_POLICIES[cfg.gc]), np.int64(cfg.min_free_blocks),
+                  np.int64(GC_STREAMS[cfg.gc_stream]))
         if a["counters"][C_ERROR]:
             raise SpecError(f"FTL model ran out of free blocks (code {a['counters'][C_ERROR]})",
                             "raise --op or lower --block-pages")
@@ -319,9 +352,9 @@ class FtlModel:
     def warm(self) -> None:
         """Compile or load the kernel now (so that timings exclude it)."""
         a, e = self._arrays, np.zeros(0, np.int64)
-        _kernel()(np.zeros(0, np.uint8), e, e, a["l2p"], a["p2l"], a["valid"], a["state"], a["head"], a["nxt"],
-                  a["prv"], a["ring"], a["rmeta"], a["free"], a["fmeta"], a["cur"], a["counters"], np.int64(2),
-                  np.int64(0), np.int64(2))
+        _kernel()(np.zeros(0, np.uint8), e, e, e, a["l2p"], a["p2l"], a["valid"], a["state"], a["head"], a["nxt"],
+                  a["prv"], a["ring"], a["rmeta"], a["free"], a["fmeta"], a["cur"], a["bstream"], a["counters"],
+                  np.int64(2), np.int64(0), np.int64(2), np.int64(0))
 
     def apply_bytes(self, ops, offsets, lengths) -> None:
         """Apply extents in bytes: a write touching part of a page programs the whole page (read-modify-write);
@@ -402,6 +435,7 @@ class FtlResult:
         return {
             "waf": self.waf, "waf_all": self.waf_all, "pattern": self.pattern, "gc": cfg.gc,
             "capacity_bytes": cfg.user_bytes, "page_size": cfg.page_size, "op": cfg.op,
+            "streams": cfg.streams, "gc_stream": cfg.gc_stream,
             "effective_op": cfg.effective_op, "block_pages": cfg.block_pages, "blocks": cfg.blocks,
             "host_bytes": self.measured.host_pages * cfg.page_size,
             "nand_bytes": self.measured.nand_pages * cfg.page_size,
@@ -421,7 +455,26 @@ def _uniform_chunks(user_pages: int, total: int, seed: int, io_pages: int = 1, c
     while done < total:
         n = min(chunk, -(-(total - done) // io_pages))
         starts = rng.integers(0, slots, n, dtype=np.int64) * io_pages
-        yield np.full(n, OP_WRITE, np.uint8), starts, np.full(n, io_pages, np.int64)
+        yield np.full(n, OP_WRITE, np.uint8), starts, np.full(n, io_pages, np.int64), np.zeros(n, np.int64)
+        done += n * io_pages
+
+
+def _classes_chunks(user_pages: int, total: int, seed: int, io_pages: int, hot_lbas: float, hot_writes: float,
+                    stream_of_class, chunk: int = 1 << 20):
+    """Two lifetime classes: a ``hot_lbas`` share of the slots (the first ones) takes ``hot_writes`` of the
+    writes, uniformly within each class; class 0 (hot) is rewritten sooner: the shorter expected lifetime.
+    ``stream_of_class`` maps class labels to write streams (the placement rule)."""
+    rng = np.random.default_rng(seed)
+    slots = user_pages // io_pages
+    n_hot = min(slots - 1, max(1, int(round(hot_lbas * slots))))
+    done = 0
+    while done < total:
+        n = min(chunk, -(-(total - done) // io_pages))
+        cls = (rng.random(n) >= hot_writes).astype(np.int64)          # 0 hot, 1 cold
+        u = rng.random(n)
+        slot = np.where(cls == 0, (u * n_hot).astype(np.int64), n_hot + (u * (slots - n_hot)).astype(np.int64))
+        yield (np.full(n, OP_WRITE, np.uint8), slot * io_pages, np.full(n, io_pages, np.int64),
+               stream_of_class(cls))
         done += n * io_pages
 
 
@@ -431,20 +484,21 @@ def _sequential_pass(user_pages: int, io_pages: int):
     return np.full(len(starts), OP_WRITE, np.uint8), starts, np.minimum(io_pages, user_pages - starts)
 
 
-def _extent_chunks(ops, starts, counts, total: int, chunk: int = 1 << 20):
-    """Loop an extent stream (pages) until ``total`` host pages were written."""
+def _extent_chunks(ops, starts, counts, total: int, chunk: int = 1 << 20, streams=None):
+    """Loop an extent stream (pages, with a write stream each) until ``total`` host pages were written."""
+    streams = np.zeros(len(ops), np.int64) if streams is None else np.asarray(streams, dtype=np.int64)
     writes = ops == OP_WRITE
     per_pass = int(counts[writes].sum())
     if per_pass <= 0:
         raise SpecError("the write stream contains no writes", "give an iolog or plan with write operations")
     if len(ops) < chunk // 2:   # a short stream: tile it so each kernel call gets a large batch
         reps = max(1, min(chunk // max(1, len(ops)), -(-total // per_pass)))
-        ops, starts, counts = np.tile(ops, reps), np.tile(starts, reps), np.tile(counts, reps)
+        ops, starts, counts, streams = (np.tile(x, reps) for x in (ops, starts, counts, streams))
     done = 0
     while done < total:
         for i in range(0, len(ops), chunk):
             o, s, c = ops[i:i + chunk], starts[i:i + chunk], counts[i:i + chunk]
-            yield o, s, c
+            yield o, s, c, streams[i:i + chunk]
             done += int(c[o == OP_WRITE].sum())
             if done >= total:
                 return
@@ -452,9 +506,11 @@ def _extent_chunks(ops, starts, counts, total: int, chunk: int = 1 << 20):
 
 def simulate(config: FtlConfig, *, pattern: str = "uniform", writes: float = 10.0, warmup: float = 0.5,
              seed: int = 1, io_pages: int = 1, extents=None, precondition: bool = True,
-             window: float = 0.25) -> FtlResult:
+             window: float = 0.25, hot_lbas: float = 0.2, hot_writes: float = 0.8,
+             stream_of_class=None) -> FtlResult:
     """Precondition (sequential fill), then write ``writes`` x user capacity with a pattern or an extent stream
-    ``(ops, start_pages, page_counts)`` looped as needed; WAF over the part after ``warmup`` of the writes."""
+    ``(ops, start_pages, page_counts[, streams])`` looped as needed; WAF over the part after ``warmup`` of the
+    writes. The ``classes`` pattern's lifetime classes go to the streams ``stream_of_class`` gives (default 0)."""
     import time
 
     cfg = config.validate()
@@ -473,18 +529,28 @@ def simulate(config: FtlConfig, *, pattern: str = "uniform", writes: float = 10.
     U = cfg.user_pages
     total = int(writes * U)
     if extents is not None:
-        ops, starts, counts = (np.asarray(x) for x in extents)
-        chunks = _extent_chunks(ops.astype(np.uint8), starts.astype(np.int64), counts.astype(np.int64), total)
+        ops, starts, counts, *st = (np.asarray(x) for x in extents)
+        chunks = _extent_chunks(ops.astype(np.uint8), starts.astype(np.int64), counts.astype(np.int64), total,
+                                streams=st[0] if st else None)
         pattern = "extents"
     elif pattern == "uniform":
         chunks = _uniform_chunks(U, total, seed, io_pages)
+    elif pattern == "classes":
+        if not (0 < hot_lbas < 1 and 0 < hot_writes < 1):
+            raise SpecError(f"hot LBA share {hot_lbas} and hot write share {hot_writes} must be in (0, 1)",
+                            "give e.g. --hot-lbas 0.2 --hot-writes 0.8 (equal shares: one lifetime)")
+        chunks = _classes_chunks(U, total, seed, io_pages, hot_lbas, hot_writes,
+                                 stream_of_class or (lambda c: np.zeros_like(c)))
+    elif pattern == "jesd219":
+        ops, starts, counts = jesd219_extents(U, max(1, int(total / 1.85) + 1), seed)
+        chunks = _extent_chunks(ops, starts, counts, total)
     else:
         chunks = _extent_chunks(*_sequential_pass(U, io_pages), total)
     win = max(1, int(window * U))
     snaps = []
     warm_at, warm_snap = int(warmup * total), None
     next_mark = win
-    for o, s, c in chunks:
+    for o, s, c, st in chunks:
         # split each chunk after the extents that cross a window boundary or the warm-up point, so that the
         # series and the warm-up cut are exact to one extent
         base = model.counters.host_pages - start.host_pages
@@ -497,7 +563,7 @@ def simulate(config: FtlConfig, *, pattern: str = "uniform", writes: float = 10.
         for cut in cuts:
             if cut <= prev:
                 continue
-            model.apply_pages(o[prev:cut], s[prev:cut], c[prev:cut])
+            model.apply_pages(o[prev:cut], s[prev:cut], c[prev:cut], st[prev:cut])
             prev = cut
             done = model.counters.host_pages - start.host_pages
             if warm_snap is None and done >= warm_at:
@@ -519,7 +585,31 @@ def simulate(config: FtlConfig, *, pattern: str = "uniform", writes: float = 10.
                      warmup_fraction=warmup, seconds=seconds)
 
 
-PATTERNS = {"uniform": "uniform random single-page writes", "sequential": "sequential writes, wrapping around"}
+PATTERNS = {"uniform": "uniform random single-page writes", "sequential": "sequential writes, wrapping around",
+            "classes": "two lifetime classes: --hot-lbas of the LBAs take --hot-writes of the writes (uniform within "
+                       "each); equal shares are one lifetime",
+            "jesd219": "JEDEC JESD219A enterprise endurance workload: 4 KiB-dominated random writes, 50% of them "
+                       "to 5% of the LBAs, 30% to the next 15%, 20% to the rest (the workload DWPD ratings assume)"}
+
+# JESD219A: transfer sizes in 4 KiB pages (the 77% of writes of 4 KiB or less cost a whole page) and their
+# probabilities (512 B 4%, 1-3.5 KiB 1% each, 4 KiB 67%, 8 KiB 10%, 16 KiB 7%, 32 KiB 3%, 64 KiB 3%), and the
+# access skew over the user LBA range (fraction of accesses -> fraction of LBAs)
+JESD219_PAGES = ((1, 0.77), (2, 0.10), (4, 0.07), (8, 0.03), (16, 0.03))
+JESD219_SKEW = ((0.50, 0.05), (0.30, 0.15), (0.20, 0.80))
+
+
+def jesd219_extents(user_pages: int, n: int, seed: int = 1):
+    """``n`` write extents of the JESD219A enterprise workload over ``user_pages`` 4 KiB pages (vectorised)."""
+    rng = np.random.default_rng(seed)
+    sizes = np.array([p for p, _ in JESD219_PAGES], dtype=np.int64)
+    size = sizes[rng.choice(sizes.size, size=n, p=[q for _, q in JESD219_PAGES])]
+    share = np.array([a for a, _ in JESD219_SKEW])
+    span = np.array([b for _, b in JESD219_SKEW])
+    lo = np.concatenate(([0.0], np.cumsum(span)[:-1]))
+    region = rng.choice(share.size, size=n, p=share)
+    first = ((lo[region] + rng.random(n) * span[region]) * user_pages).astype(np.int64)
+    first = np.minimum(first - first % size, user_pages - size)       # aligned to the transfer size
+    return np.full(n, OP_WRITE, dtype=np.uint8), first, size
 
 
 # --- write streams from files ---------------------------------------------------------------------------
@@ -592,6 +682,21 @@ def read_plan(path, *, target: int | None = None):
     if target is not None and "target" in plan.dtype.names:
         plan = plan[plan["target"] == target]
     return plan["op"].astype(np.uint8), plan["offset"].astype(np.int64), plan["length"].astype(np.int64)
+
+
+def read_plan_tiers(path):
+    """All targets of a saved I/O plan laid out back to back on one drive, with each write's target as its
+    ``tier`` label: ``(ops, offsets, lengths, tiers)`` (tiers numbered 0.. in target order)."""
+    ops, offsets, lengths = read_plan(path)
+    plan = np.load(path, allow_pickle=False)
+    tgt = plan["target"].astype(np.int64) if "target" in (plan.dtype.names or ()) else np.zeros(len(ops), np.int64)
+    ids, tier = np.unique(tgt, return_inverse=True)
+    live = (ops == OP_WRITE) | (ops == OP_TRIM)
+    ends = np.zeros(len(ids), np.int64)
+    if live.any():
+        np.maximum.at(ends, tier[live], (offsets + lengths)[live])
+    base = np.concatenate(([0], np.cumsum(-(-ends // 4096) * 4096)[:-1]))
+    return ops, offsets + base[tier], lengths, tier.astype(np.int64)
 
 
 def bytes_to_pages(ops, offsets, lengths, page_size: int):

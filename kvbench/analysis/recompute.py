@@ -9,7 +9,10 @@ For a request whose first ``n`` tokens are cached and whose ``s`` remaining toke
 - Loading costs ``t_first_byte + n * bytes_per_token / BW`` when it precedes compute. Pipelined layer by
   layer (layer l+1's KV loads while layer l computes the suffix), only ``t_first_byte + l + (L-1) *
   max(0, l - c)`` is exposed, with ``l`` the load time of one layer and ``c`` the suffix's compute per layer,
-  ``(T(n+s) - T(n)) / L``. With nothing to overlap (s = 0) both forms agree.
+  ``(T(n+s) - T(n)) / L``; with layers of several kinds (a window, a state) the sum runs group by group, each
+  group's ``l`` from its own bytes. With nothing to overlap (s = 0) both forms agree.
+- ``bytes_per_token * n`` is what a full-attention prefix loads; a model's layer kinds (``kv``) give the bytes
+  exactly (README, "Model presets").
 
 Loading wins at ``n`` when its exposed time is below ``saved(n)``. The break-even ``n*`` is the smallest
 prefix from which loading wins at every longer length up to ``max_tokens`` (null when it never does); shorter
@@ -18,6 +21,7 @@ winning stretches, which pipelining can create, are kept in ``win_ranges``.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field, replace
 
@@ -62,28 +66,50 @@ def parse_tier(text: str) -> Tier:
 
 @dataclass(frozen=True)
 class Inequality:
-    """``T_load`` vs ``T_recompute`` for one model's KV size, one compute profile, and the layer count."""
+    """``T_load`` vs ``T_recompute`` for one model's KV size, one compute profile, and the layer count.
+
+    ``kv`` (a :class:`kvbench.spec.models.ModelSpec`) gives the bytes a hit on n tokens loads, layer group by
+    layer group (a sliding-window layer at most its window, a linear-attention layer one state); without it every
+    token costs ``bytes_per_token`` and the layers are alike."""
 
     profile: ComputeProfile
     bytes_per_token: float
     layers: int
     pipelined: bool = False
+    kv: object = None
+
+    def load_bytes(self, n) -> np.ndarray:
+        """Bytes a hit on a prefix of ``n`` tokens loads."""
+        n = np.asarray(n, dtype=np.float64)
+        return self.kv.kv_bytes(n) if self.kv is not None else n * self.bytes_per_token
 
     def recompute_saved(self, n) -> np.ndarray:
         """TTFT that recomputing the prefix costs (and loading saves): ``T(n) - T(0)``."""
         n = np.asarray(n, dtype=np.float64)
         return self.profile.seconds(n) - self.profile.seconds(0.0)
 
+    def _layer_times(self, tier: Tier, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(layers per group [G], load time of one layer of each group [G, len(n)])."""
+        if self.kv is not None:
+            counts, loads = self.kv.layer_loads(n)
+            return counts, loads / tier.bandwidth_bytes_per_s
+        return np.array([float(self.layers)]), (n * self.bytes_per_token / tier.bandwidth_bytes_per_s / self.layers)[None, :]
+
     def load_exposed(self, tier: Tier, n, suffix=0) -> np.ndarray:
-        """TTFT that loading the prefix adds (first byte + transfer, minus what overlaps suffix compute)."""
+        """TTFT that loading the prefix adds (first byte + transfer, minus what overlaps suffix compute).
+        Pipelined: layer 0's load is exposed, and each later layer's load beyond the suffix's compute of one layer
+        (``(T(n+s) - T(n)) / L``), layer group by layer group."""
         n = np.asarray(n, dtype=np.float64)
-        transfer = n * self.bytes_per_token / tier.bandwidth_bytes_per_s
         if not self.pipelined:
-            return tier.latency_s + transfer
-        s = np.asarray(suffix, dtype=np.float64)
-        per_layer_load = transfer / self.layers
-        per_layer_compute = (self.profile.seconds(n + s) - self.profile.seconds(n)) / self.layers
-        return tier.latency_s + per_layer_load + (self.layers - 1) * np.maximum(0.0, per_layer_load - per_layer_compute)
+            return tier.latency_s + self.load_bytes(n) / tier.bandwidth_bytes_per_s
+        nb, sb = np.broadcast_arrays(n, np.asarray(suffix, dtype=np.float64))
+        nf, sf = nb.ravel(), sb.ravel()
+        counts, t = self._layer_times(tier, nf)                                    # t: [groups, n]
+        compute = (self.profile.seconds(nf + sf) - self.profile.seconds(nf)) / self.layers
+        rest = counts.copy()
+        rest[0] -= 1                                                              # layer 0 is exposed whole
+        exposed = tier.latency_s + t[0] + (rest[:, None] * np.maximum(0.0, t - compute[None, :])).sum(axis=0)
+        return exposed.reshape(nb.shape)
 
     def margin(self, tier: Tier, n, suffix=0) -> np.ndarray:
         """Seconds loading saves over recomputing (negative: recompute is faster)."""
@@ -120,30 +146,53 @@ class Inequality:
         return _n_star(self.win_ranges(tier, suffix, max_tokens), max_tokens)
 
     def bandwidth_needed(self, tier: Tier, n: int, suffix: int = 0) -> float | None:
-        """Bandwidth at which loading ``n`` tokens (non-pipelined) breaks even; None if latency alone loses."""
+        """Bandwidth at which loading ``n`` tokens breaks even (pipelined over ``suffix`` tokens when the
+        inequality is); None if the first-byte latency alone loses."""
         budget = float(self.recompute_saved(n)) - tier.latency_s
-        return n * self.bytes_per_token / budget if budget > 0 else None
+        if budget <= 0:
+            return None
+        nbytes = float(self.load_bytes(n))
+        hi = nbytes / budget                     # loading before compute: exposed = latency + bytes / BW
+        if not self.pipelined or hi <= 0:
+            return hi
+        def wins(bw: float) -> bool:
+            return float(self.margin(replace(tier, bandwidth_bytes_per_s=bw), n, suffix)) > 0
+        lo = hi / 2
+        while wins(lo) and lo > hi * 1e-12:      # exposed time falls as bandwidth rises: bracket, then bisect
+            hi, lo = lo, lo / 2
+        for _ in range(200):
+            mid = math.sqrt(lo * hi)
+            if wins(mid):
+                hi = mid
+            else:
+                lo = mid
+            if hi / lo < 1 + 1e-9:
+                break
+        return hi
 
 
 def _n_star(ranges, max_tokens: int) -> int | None:
     return ranges[-1][0] if ranges and ranges[-1][1] == max_tokens else None
 
 
-def verdict(tier: Tier, n_star: int | None, ranges, ineq: Inequality, ref_tokens: int,
-            max_tokens: int = DEFAULT_MAX_TOKENS) -> str:
-    """One line per tier: where loading wins, and what it would take where it does not."""
-    head = f"{tier.name} ({format_rate(tier.bandwidth_bytes_per_s)}, {format_duration(tier.latency_s)}):"
+def verdict(tier: Tier, n_star: int | None, ranges, ref_tokens: int, margin_at_ref: float,
+            need_at_ref: float | None, max_tokens: int = DEFAULT_MAX_TOKENS, how: str = "") -> str:
+    """One line per tier: where loading wins, and what it would take where it does not. It quotes the margin and
+    the bandwidth of the JSON beside it (``margin_at_reference_s``, ``bandwidth_needed_at_reference``), computed
+    the same way (pipelined or not); ``how`` names the loading mode."""
+    head = f"{tier.name} ({format_rate(tier.bandwidth_bytes_per_s)}, {format_duration(tier.latency_s)}{how}):"
+    if margin_at_ref > 0:
+        at = f"at {ref_tokens:,} tokens loading saves {format_duration(margin_at_ref)}"
+    else:
+        at = f"at {ref_tokens:,} tokens recomputing is faster by {format_duration(-margin_at_ref)}"
     if n_star is not None:
-        m = float(ineq.margin(tier, ref_tokens))
-        at = f"; at {ref_tokens:,} tokens it saves {format_duration(m)}" if m > 0 else ""
-        return f"{head} LOAD for prefixes >= {n_star:,} tokens, recompute below{at}"
-    need = ineq.bandwidth_needed(tier, ref_tokens)
-    need_txt = (f"; it would need > {format_rate(need)} to win at {ref_tokens:,} tokens" if need
+        return f"{head} LOAD for prefixes >= {n_star:,} tokens, recompute below; {at}"
+    need_txt = (f"; it would need > {format_rate(need_at_ref)} to win at {ref_tokens:,} tokens" if need_at_ref
                 else f"; its latency alone exceeds recomputing {ref_tokens:,} tokens")
     if ranges:
         spans = ", ".join(f"{lo:,}-{hi:,}" for lo, hi in ranges)
-        return f"{head} MIXED: loading wins only for {spans} tokens{need_txt}"
-    return f"{head} RECOMPUTE: loading never wins up to {max_tokens:,} tokens{need_txt}"
+        return f"{head} MIXED: loading wins only for {spans} tokens; {at}{need_txt}"
+    return f"{head} RECOMPUTE: loading never wins up to {max_tokens:,} tokens; {at}{need_txt}"
 
 
 def analyse_tiers(ineq: Inequality, tiers: list[Tier], *, lengths, suffix: int = 0,
@@ -153,20 +202,40 @@ def analyse_tiers(ineq: Inequality, tiers: list[Tier], *, lengths, suffix: int =
     ref = int(ref_tokens or ineq.profile.reference_tokens)
     curve_n = curve_tokens(max(int(lengths.max()) if lengths.size else 1, ref))
     out = {}
+    how = f", pipelined over {suffix:,} suffix tokens" if ineq.pipelined else ""
     for tier in tiers:
         ranges = ineq.win_ranges(tier, suffix, max_tokens)
         n_star = _n_star(ranges, max_tokens)
         margins = ineq.margin(tier, lengths, suffix)
+        m_ref = float(ineq.margin(tier, ref, suffix))
+        need = ineq.bandwidth_needed(tier, ref, suffix)
         out[tier.name] = {
             "bandwidth_bytes_per_s": tier.bandwidth_bytes_per_s, "latency_s": tier.latency_s, "source": tier.source,
             "break_even_tokens": n_star, "win_ranges": [list(r) for r in ranges],
             "margin_s": {str(int(n)): float(m) for n, m in zip(lengths, margins)},
             "load_s": {str(int(n)): float(t) for n, t in zip(lengths, ineq.load_exposed(tier, lengths, suffix))},
-            "bandwidth_needed_at_reference": ineq.bandwidth_needed(tier, ref),
+            "reference_tokens": ref, "margin_at_reference_s": m_ref,
+            "bandwidth_needed_at_reference": need,
             "curve": {"tokens": curve_n.tolist(), "load_s": ineq.load_exposed(tier, curve_n, suffix).tolist()},
-            "verdict": verdict(tier, n_star, ranges, ineq, ref, max_tokens),
+            "verdict": verdict(tier, n_star, ranges, ref, m_ref, need, max_tokens, how),
         }
     return out
+
+
+def overall_verdict(result_tiers: dict) -> dict:
+    """The check's answer over all tiers (``check --json``'s top-level ``verdict``): per tier LOAD (loading
+    wins from a break-even n* up), MIXED (only in some ranges) or RECOMPUTE (never), and the tier that wins
+    from the shortest prefix. ``decision`` is "load" when some tier has an n*, "mixed", or "recompute"."""
+    per = {}
+    for name, r in result_tiers.items():
+        per[name] = ("load" if r.get("break_even_tokens") is not None else
+                     "mixed" if r.get("win_ranges") else "recompute")
+    loads = {n: r["break_even_tokens"] for n, r in result_tiers.items() if per[n] == "load"}
+    best = min(loads, key=loads.get) if loads else None
+    decision = "load" if loads else ("mixed" if "mixed" in per.values() else "recompute")
+    return {"decision": decision, "tiers": per, "best_tier": best,
+            "break_even_tokens": loads[best] if best else None,
+            "lines": [r.get("verdict") for r in result_tiers.values()]}
 
 
 def curve_tokens(max_tokens: int, points: int = 64) -> np.ndarray:

@@ -17,6 +17,21 @@ def json_option(f):
     return click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object on stdout.")(f)
 
 
+def force_option(f):
+    """``--force``: replace an existing output file that kvbench did not write."""
+    return click.option("--force", is_flag=True,
+                        help="Overwrite an existing output file kvbench did not write (refused otherwise).")(f)
+
+
+def check_outputs(force: bool, *paths) -> None:
+    """Refuse (before any work) to overwrite a user's file with an output; None paths are skipped."""
+    from kvbench.engine.safety import check_output
+
+    for p in paths:
+        if p is not None:
+            check_output(p, force)
+
+
 def emit_json(obj) -> None:
     """Print one JSON object on stdout (NaN/inf as null, numpy types converted)."""
     sys.stdout.write(json.dumps(to_jsonable(obj), indent=2, sort_keys=False) + "\n")
@@ -38,15 +53,23 @@ class SizeParam(click.ParamType):
 
 
 class DurationParam(click.ParamType):
-    """A click parameter for durations (``250us``, ``10m``); returns seconds."""
+    """A click parameter for durations (``250us``, ``10m``); returns seconds. With ``require_unit`` a bare
+    number is refused (``--ttl 10``: seconds or minutes?); otherwise a bare number is seconds."""
 
     name = "duration"
+
+    def __init__(self, require_unit: bool = False):
+        self.require_unit = require_unit
 
     def convert(self, value, param, ctx):
         if isinstance(value, (int, float)):
             return float(value)
+        opt = f"--{param.name.replace('_', '-')}" if param else "duration"
+        if self.require_unit and units.is_bare_number(value):
+            self.fail(f"{opt} {value}: give a unit, e.g. {value}s, {value}m or {value}h (a bare number is ambiguous)",
+                      param, ctx)
         try:
-            return units.parse_duration(value, what=f"--{param.name.replace('_', '-')}" if param else "duration")
+            return units.parse_duration(value, what=opt)
         except UnitError as e:
             self.fail(str(e), param, ctx)
 
@@ -67,4 +90,102 @@ class RateParam(click.ParamType):
 
 SIZE = SizeParam()
 DURATION = DurationParam()
+RETENTION = DurationParam(require_unit=True)     # retention/TTL: minutes vs seconds matters, so say which
 RATE = RateParam()
+
+
+def tier_options(f):
+    """The L1-L4 tier options of ``replay kv`` (also per node of ``kvbench cluster``): capacities, targets, policies, write policy, layout."""
+    for option in reversed((
+        click.option("--l1", type=SIZE, default="0", help="L1 HBM capacity (simulated), e.g. 16GiB; 0 = absent."),
+        click.option("--l2", type=SIZE, default="0", help="L2 DRAM arena capacity (real memory copies); 0 = absent."),
+        click.option("--l3", "l3", default=None, metavar="PATH", help="L3 store: a file (O_DIRECT) or raw block device."),
+        click.option("--l3-capacity", type=SIZE, default="0", help="L3 store capacity (cache blocks), e.g. 64GiB."),
+        click.option("--l4", "l4", default=None, metavar="DIR", help="L4 remote tier: a directory on any mounted filesystem."),
+        click.option("--l4-capacity", type=SIZE, default="0", help="L4 capacity."),
+        click.option("--l4-link-bw", type=RATE, default=None, help="Modelled link bandwidth in front of L4, e.g. 10GB/s."),
+        click.option("--l4-link-latency", type=DURATION, default="0", help="Modelled link latency per request, e.g. 50us."),
+        click.option("--policy", default="lru", show_default=True, help="Cache policy of every tier: lru, fifo, s3fifo."),
+        click.option("--ttl", type=RETENTION, default=None,
+                     help="Retention: drop blocks idle longer than this (with a unit: 90s, 10m, 2h)."),
+        click.option("--write-policy", type=click.Choice(["through", "back"]), default="through", show_default=True, help="through: new KV written to L3 at creation; back: written when evicted from L2."),
+        click.option("--exclusive", is_flag=True, help="Exclusive tiers: a block lives in one tier (needs write-back)."),
+        click.option("--promote/--no-promote", default=True, show_default=True, help="Copy L3/L4 hits up into L2."),
+        click.option("--layout", type=click.Choice(["slot", "log"]), default="slot", show_default=True, help="L3 layout: fixed slots with a free list, or a log of large segments."),
+        click.option("--segment", "segment_bytes", type=SIZE, default="64MiB", show_default=True, help="Log segment size (--layout log)."),
+        click.option("--trim", is_flag=True, help="Trim freed store space (punch holes in files, BLKDISCARD on devices)."),
+    )):
+        f = option(f)
+    return f
+
+
+def replay_io_options(f):
+    """How ``replay kv`` issues its I/O: chunk size, queue depth, engine, pacing, limits, verification."""
+    for option in reversed((
+        click.option("--chunk", "chunk_bytes", type=SIZE, default="1MiB", show_default=True, help="I/O size: KV blocks are read/written in chunks of this size."),
+        click.option("--qd", type=int, default=32, show_default=True, help="Queue depth per target domain."),
+        click.option("--engine", default="libaio", show_default=True, help="I/O engine for L3/L4 (libaio, psync)."),
+        click.option("--speed", type=float, default=1.0, show_default=True, help="Open loop at trace time / speed."),
+        click.option("--closed-loop", is_flag=True, help="Issue as fast as the devices allow (ignore trace time)."),
+        click.option("--duration", type=DURATION, default=None, help="Stop after this much replay time."),
+        click.option("--max-requests", type=int, default=None, help="Replay only the first N requests."),
+        click.option("--verify", type=click.Choice(["sampled", "all", "off"]), default="sampled", show_default=True, help="Check read data against the block's key/version tag."),
+    )):
+        f = option(f)
+    return f
+
+
+def ray_options(f):
+    """``--ray-address``: run the command's job on every host of a Ray cluster (kvbench[cluster])."""
+    f = click.option("--inject-host-loss", type=int, default=None, hidden=True,
+                     help="Testing: the worker on host I dies at start.")(f)
+    return click.option("--ray-address", default=None, metavar="ADDR",
+                        help="Run on every host of this Ray cluster (every drive of --target A,B) and compare them "
+                             "side by side; needs kvbench[cluster].")(f)
+
+
+def fan_out_cmd(kind: str, ray_address: str, target: str | None, payload: dict, results_root: str,
+                report: str | None, inject_host_loss: int | None, as_json: bool) -> None:
+    """The ``--ray-address`` branch of ``io`` and ``qualify``: fan out, print, fail if a host was lost."""
+    from kvbench.cluster.fanout import fan_out, print_fanout
+    from kvbench.errors import KvbenchError
+
+    s = fan_out(kind, ray_address, (target or "").split(","), payload, results_root, report, die=inject_host_loss)
+    if as_json:
+        emit_json(s)
+    else:
+        print_fanout(s, click.echo)
+    if s["lost"]:
+        raise KvbenchError(f"{len(s['lost'])} of {s['hosts']} hosts did not finish: " +
+                           "; ".join(f"{h['host']}: {h['error']}" for h in s["lost"]) +
+                           f"; the other hosts' runs are in {s['run_dir']}", "rerun on healthy hosts")
+
+
+def replay_config(**opts):
+    """A :class:`kvbench.replay.kv.ReplayConfig` from the options of :func:`tier_options` and
+    :func:`replay_io_options` (CLI names) plus any ReplayConfig field given by its own name."""
+    from kvbench.replay.kv import ReplayConfig
+
+    renamed = {"l4_link_latency": "l4_link_latency_s", "ttl": "ttl_s", "duration": "duration_s"}
+    exclusive = opts.pop("exclusive", False)
+    kw = {renamed.get(k, k): v for k, v in opts.items()}
+    kw["l4_link_latency_s"] = kw.get("l4_link_latency_s") or 0.0
+    return ReplayConfig(inclusion="exclusive" if exclusive else "inclusive", **kw)
+
+
+def key_value_callback(example: str, numeric: bool = False):
+    """A click callback turning repeated ``KEY=VALUE`` options into a dict (numbers as float)."""
+    def convert(ctx, param, values):
+        out = {}
+        for v in values:
+            k, sep, val = v.partition("=")
+            if not sep or not k:
+                raise click.BadParameter(f"{v!r}: write KEY=VALUE, e.g. {example}")
+            try:
+                out[k.replace("-", "_") if numeric else k] = float(val)
+            except ValueError:
+                if numeric:
+                    raise click.BadParameter(f"{v!r}: the value must be a number") from None
+                out[k] = val
+        return out
+    return convert

@@ -10,6 +10,19 @@ from kvbench.errors import SpecError
 DEFAULT_LENGTHS = (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
 
 
+def _canonical(name: str | None) -> str | None:
+    """A model preset's own name (aliases and paths resolved), else the name as written, lower-cased."""
+    from kvbench.errors import KvbenchError
+    from kvbench.spec.models import load_model
+
+    if not name:
+        return None
+    try:
+        return load_model(name).name.lower()
+    except KvbenchError:
+        return str(name).lower()
+
+
 def _lengths(ctx, param, value):
     if not value:
         return DEFAULT_LENGTHS
@@ -51,8 +64,8 @@ def check_cmd(profile_name, rate, run_dir, tier_specs, trace_path, model_name, k
     """Load vs recompute per tier: T_load(n) = first byte + n*bytes_per_token/BW (optionally pipelined) against
     the prefill profile's T(n); prints the break-even prefix n*, margins, and a verdict per tier."""
     from kvbench.analysis.recompute import (Inequality, Tier, analyse_run_hits, analyse_tiers,
-                                            analyse_trace_prefixes, curve_tokens, fit_tier_from_requests, parse_tier, read_run,
-                                            trace_prefixes)
+                                            analyse_trace_prefixes, curve_tokens, fit_tier_from_requests,
+                                            overall_verdict, parse_tier, read_run, trace_prefixes)
     from kvbench.compute.profile import load_profile, rate_profile
     from kvbench.spec.models import load_model
     from kvbench.units import format_bytes, format_duration
@@ -66,6 +79,11 @@ def check_cmd(profile_name, rate, run_dir, tier_specs, trace_path, model_name, k
     run = read_run(run_dir) if run_dir else None
     profile = load_profile(profile_name) if profile_name else rate_profile(rate)
     model_name = model_name or (profile.model or None) or (run.model if run else None)
+    if run is not None and run.model and _canonical(model_name) != _canonical(run.model):
+        raise SpecError(f"the run {run_dir} replayed {run.model} but the check would use {model_name}"
+                        f"{' (the profile ' + profile.name + ' is of it)' if profile.model == model_name else ''}: "
+                        "its loads and the recompute time would be of different models",
+                        f"give a profile of {run.model} (or --model {run.model} to take its KV size on purpose)")
     if not model_name:
         raise SpecError("no model: the rate profile names none", "give --model, e.g. --model llama-3.1-8b")
     model = load_model(model_name, dtype=kv_dtype)
@@ -89,15 +107,17 @@ def check_cmd(profile_name, rate, run_dir, tier_specs, trace_path, model_name, k
     names = [t.name for t in tiers]
     if len(set(names)) != len(names):
         raise SpecError(f"tier names repeat: {', '.join(names)}", "give each --tier a distinct name")
-    ineq = Inequality(profile, model.bytes_per_token, model.layers, pipelined)
+    ineq = Inequality(profile, model.bytes_per_token, model.layers, pipelined, kv=model)
     result_tiers = analyse_tiers(ineq, tiers, lengths=lengths, suffix=suffix_tokens, max_tokens=max_tokens)
     out = {"profile": {"name": profile.name, "kind": profile.kind, "model": profile.model, "device": profile.device,
                        "dtype": profile.dtype, "tokens_per_s": profile.tokens_per_s,
                        "reference_tokens": profile.reference_tokens, "fit": profile.fit.to_dict(),
                        "source": profile.source, "path": profile.path},
            "model": model.name, "bytes_per_token": model.bytes_per_token, "kv_dtype": model.dtype,
+           "bytes_for_tokens": {str(n): model.bytes_for_tokens(n) for n in sorted(set(lengths))},
+           "kv_layers": [g.to_dict() for g in model.layer_bytes()],
            "layers": model.layers, "pipelined": pipelined, "suffix_tokens": suffix_tokens, "max_tokens": max_tokens,
-           "tiers": result_tiers}
+           "tiers": result_tiers, "verdict": overall_verdict(result_tiers)}
     # the TTFT recomputing a prefix costs, T(n) - T(0), on the grid of each tier's "curve" (for plots)
     cn = curve_tokens(max(max(lengths), profile.reference_tokens))
     out["recompute_curve"] = {"tokens": cn.tolist(), "seconds": ineq.recompute_saved(cn).tolist()}
@@ -118,7 +138,9 @@ def check_cmd(profile_name, rate, run_dir, tier_specs, trace_path, model_name, k
         click.echo(f"  ({profile.kind}: {profile.source})")
     elif profile.fit.rel_rms > 0.10:
         click.echo(f"  warning: this profile's fit misses its points by {profile.fit.rel_rms:.0%} rms (noisy timings)")
-    click.echo(f"KV: {model.name}, {model.bytes_per_token:,} B/token ({model.dtype}), {model.layers} layers; "
+    kinds = " + ".join(f"{g.count} {g.kind}" + (f" ({g.window})" if g.window else "") for g in model.layer_bytes())
+    click.echo(f"KV: {model.name}, {model.bytes_per_token:,} B/token at long prefixes ({model.dtype}), {model.layers} "
+               f"layers: {kinds}; "
                f"load {'pipelined layer by layer over ' + str(suffix_tokens) + ' suffix tokens' if pipelined else 'before compute'}")
     show = [n for n in lengths][:6]
     click.echo(f"{'tier':<12} {'bandwidth':>11} {'latency':>9} {'n*':>9}  " +

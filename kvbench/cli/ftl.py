@@ -32,8 +32,18 @@ def parse_writes(text: str, user_bytes: int) -> float:
 @click.option("--block-pages", type=int, default=256, show_default=True, help="Pages per erase block.")
 @click.option("--gc", type=click.Choice(["greedy", "fifo"]), default="greedy", show_default=True,
               help="Garbage-collection victim choice.")
-@click.option("--pattern", type=click.Choice(["uniform", "sequential"]), default=None,
-              help="Synthetic write pattern (default uniform when no --iolog/--plan).")
+@click.option("--pattern", type=click.Choice(["uniform", "sequential", "classes", "jesd219"]), default=None,
+              help="Synthetic write pattern (default uniform when no --iolog/--plan); classes: two lifetime "
+                   "classes (--hot-lbas, --hot-writes).")
+@click.option("--hot-lbas", type=float, default=0.2, show_default=True,
+              help="classes pattern: share of the LBAs in the short-lifetime (hot) class.")
+@click.option("--hot-writes", type=float, default=0.8, show_default=True,
+              help="classes pattern: share of the writes going to the hot class (= --hot-lbas: one lifetime).")
+@click.option("--streams", type=int, default=1, show_default=True,
+              help="Write streams / FDP reclaim-unit handles: one open erase block each.")
+@click.option("--placement", default="none", show_default=True,
+              help="Which stream a write goes to: none, tier (an I/O plan's targets), lifetime (the classes "
+                   "pattern's lifetime class), age (GC moves survivors one stream older).")
 @click.option("--iolog", type=click.Path(dir_okay=False), default=None, help="fio iolog (v2/v3): its writes/trims.")
 @click.option("--iolog-target", default=None, help="File name inside an iolog that writes several files.")
 @click.option("--plan", "plan_path", type=click.Path(dir_okay=False), default=None,
@@ -46,35 +56,64 @@ def parse_writes(text: str, user_bytes: int) -> float:
 @click.option("--no-precondition", is_flag=True, help="Start from an empty drive instead of a sequential fill.")
 @click.option("--seed", type=int, default=1, show_default=True)
 @json_option
-def ftl_cmd(capacity, page_size, op, block_pages, gc, pattern, iolog, iolog_target, plan_path, io_size, writes,
-            warmup, no_precondition, seed, as_json):
+def ftl_cmd(capacity, page_size, op, block_pages, gc, pattern, hot_lbas, hot_writes, streams, placement, iolog,
+            iolog_target, plan_path, io_size, writes, warmup, no_precondition, seed, as_json):
     """Model a drive's flash translation layer and print its steady-state write amplification (WAF).
 
     A page-mapped FTL with greedy or FIFO garbage collection and trim, preconditioned by a sequential fill,
     then fed a uniform or sequential pattern, or the writes and trims of a fio iolog or an I/O plan (looped
     until --writes). Uniform random page writes reproduce the analytic WAF alpha/(alpha+W(-alpha e^-alpha)).
     """
+    from dataclasses import replace
+
     from kvbench.analysis import ftl
+    from kvbench.analysis.placement import get_placement
 
     sources = [x for x in (pattern, iolog, plan_path) if x]
     if len(sources) > 1:
         raise UsageError("--pattern, --iolog and --plan are exclusive", "give one write source")
-    cfg = ftl.FtlConfig(user_bytes=capacity, page_size=page_size, op=op, block_pages=block_pages, gc=gc).validate()
+    rule = get_placement(placement)
+    if streams > 1 and rule.name == "none":
+        raise UsageError(f"--streams {streams} with --placement none puts every write in one stream",
+                         "give a placement rule: --placement lifetime, tier or age")
+    cfg = ftl.FtlConfig(user_bytes=capacity, page_size=page_size, op=op, block_pages=block_pages, gc=gc,
+                        streams=streams, gc_stream=rule.gc_stream).validate()
     io_pages = 1
     if io_size:
         if io_size % page_size:
             raise UsageError(f"--io-size {io_size} is not a multiple of the page size {page_size}",
                              "give a whole number of pages")
         io_pages = io_size // page_size
-    extents = None
+    extents, labels, src = None, {}, iolog or plan_path or (pattern or "uniform")
+    if pattern == "classes":
+        labels = {"lifetime": "classes"}
     if iolog:
         extents = ftl.bytes_to_pages(*ftl.read_iolog(iolog, target=iolog_target), page_size)
     elif plan_path:
-        extents = ftl.bytes_to_pages(*ftl.read_plan(plan_path), page_size)
-    result = ftl.simulate(cfg, pattern=pattern or "uniform", writes=parse_writes(writes, capacity), warmup=warmup,
-                          seed=seed, io_pages=io_pages, extents=extents, precondition=not no_precondition)
+        ops, offs, lens, tiers = ftl.read_plan_tiers(plan_path)
+        extents, labels = ftl.bytes_to_pages(ops, offs, lens, page_size), {"tier": tiers}
+    if rule.label is not None and rule.label not in labels:
+        rule.streams(labels, 0, streams, source=str(src))          # raises: the source lacks the labels
+    kw = dict(pattern=pattern or "uniform", writes=parse_writes(writes, capacity), warmup=warmup, seed=seed,
+              io_pages=io_pages, precondition=not no_precondition, hot_lbas=hot_lbas, hot_writes=hot_writes)
+
+    def run(c, separate: bool):
+        ext, of_class = extents, None
+        if separate and rule.label == "lifetime":
+            of_class = lambda cls: rule.streams({"lifetime": cls}, len(cls), c.streams)  # noqa: E731
+        if separate and extents is not None and rule.label is not None:
+            ext = (*extents, rule.streams(labels, len(extents[0]), c.streams, source=str(src)))
+        return ftl.simulate(c, extents=ext, stream_of_class=of_class, **kw)
+
+    result = run(cfg, True)
     out = result.to_dict()
-    out["source"] = iolog or plan_path or (pattern or "uniform")
+    out["source"] = src
+    out["placement"] = {"rule": rule.name, "statement": rule.rule, "streams": streams}
+    if streams > 1:      # the same writes on one stream: what the separation buys
+        base = run(replace(cfg, streams=1, gc_stream="same"), False)
+        out["waf_one_stream"] = base.waf
+        out["placement"]["waf_one_stream"] = base.waf
+        out["placement"]["waf_reduction"] = 1.0 - result.waf / base.waf if base.waf else None
     if as_json:
         emit_json(out)
         return
@@ -84,6 +123,10 @@ def ftl_cmd(capacity, page_size, op, block_pages, gc, pattern, iolog, iolog_targ
                f"incl. fill; steady state after {warmup:.0%} of them")
     click.echo(f"waf: {result.waf:.4f}  (all writes after fill: {result.waf_all:.4f}; analytic uniform-random "
                f"at this op: {out['analytic_uniform_waf']:.4f})")
+    if streams > 1:
+        click.echo(f"placement {rule.name} over {streams} streams ({rule.rule}): WAF {result.waf:.4f} against "
+                   f"{out['waf_one_stream']:.4f} on one stream ({out['placement']['waf_reduction']:+.1%} fewer NAND "
+                   "writes)")
     click.echo(f"speed: {result.pages_per_s / 1e6:.2f}M host pages/s ({result.seconds:.2f} s)")
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from kvbench.cli._common import DURATION, SIZE, emit_json, json_option
+from kvbench.cli._common import (DURATION, SIZE, check_outputs, emit_json, fan_out_cmd, force_option, json_option,
+                                 ray_options)
 
 
 @click.command("io")
@@ -16,7 +17,7 @@ from kvbench.cli._common import DURATION, SIZE, emit_json, json_option
 @click.option("--qd", type=int, default=32, show_default=True, help="Queue depth per worker.")
 @click.option("--workers", type=int, default=1, show_default=True, help="Worker processes, each with --qd.")
 @click.option("--size", type=SIZE, default=None, help="Bytes of the target to use (new files: 1GiB).")
-@click.option("--runtime", type=DURATION, default=10.0, show_default=True,
+@click.option("--runtime", type=DURATION, default="10s", show_default=True,
               help="Run time (e.g. 10s); 0 = one pass over --size.")
 @click.option("--rwmixread", type=int, default=70, show_default=True, help="Percent reads for randrw/rw.")
 @click.option("--seed", type=int, default=1, show_default=True, help="The offset sequence depends only on it.")
@@ -38,15 +39,21 @@ from kvbench.cli._common import DURATION, SIZE, emit_json, json_option
 @click.option("--results", "results_root", default="results", show_default=True, help="Results folder root.")
 @click.option("--inject-fault", "faults", default=None, metavar="SPEC",
               help="Testing: eio@N, enospc@N, eio-every=N, corrupt@N, corrupt-every=N.")
+@force_option
+@ray_options
 @json_option
 def io(target, rw, bs, qd, workers, size, runtime, rwmixread, seed, engine, rate_iops, arrival, speed, verify,
-       destroy_data, prefill, export_iolog, results_root, faults, as_json):
-    """Measure a block pattern on a file, raw device or DRAM arena (like fio, on the kvbench engine)."""
+       destroy_data, prefill, export_iolog, results_root, faults, force, ray_address, inject_host_loss, as_json):
+    """Measure a block pattern on a file, raw device or DRAM arena (like fio, on the kvbench engine).
+
+    With --ray-address, on every host of the Ray cluster for every drive of --target A,B: one report side by
+    side, with the spread between drives."""
     import warnings
 
     from kvbench.engine.microbench import IoSpec, default_target, run_io
     from kvbench.units import format_bytes, format_rate
 
+    check_outputs(force, export_iolog)
     if target is None:
         import os
         os.makedirs(results_root, exist_ok=True)
@@ -54,11 +61,24 @@ def io(target, rw, bs, qd, workers, size, runtime, rwmixread, seed, engine, rate
                   runtime_s=runtime, rwmixread=rwmixread, seed=seed, engine=engine, rate_iops=rate_iops,
                   arrival=arrival, speed=speed, verify=verify, destroy_data=destroy_data, prefill=prefill,
                   faults=faults)
+    if ray_address:          # every host, every drive of --target A,B: one report side by side
+        from dataclasses import asdict
+        spec.validate()
+        fan_out_cmd("io", ray_address, target, {"spec": {k: v for k, v in asdict(spec).items() if k != "target"}},
+                    results_root, None, inject_host_loss, as_json)
+        return
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         summary, rd, result = _run(run_io, spec, results_root, export_iolog)
     for w in caught:
         click.echo(f"kvbench: warning: {w.message}", err=True)
+    if target is None:                         # say where the default scratch file is, and that it stays
+        import os
+        scratch = os.path.abspath(spec.target)
+        if os.path.exists(scratch):
+            summary["scratch_file"] = scratch
+            click.echo(f"kvbench: note: scratch file {scratch} ({format_bytes(os.path.getsize(scratch))}) is kept "
+                       f"and reused by the next kvbench io without --target; remove it with: rm {scratch}", err=True)
     if as_json:
         emit_json(summary)
     else:

@@ -6,7 +6,7 @@ import time
 
 import click
 
-from kvbench.cli._common import DURATION, emit_json, json_option
+from kvbench.cli._common import RETENTION, emit_json, json_option
 from kvbench.cli.trace_cmds import trace_from_options, trace_options
 from kvbench.stream.traces import DEFAULT_TRACE
 
@@ -42,7 +42,7 @@ def _capacities(text: str | None, unit: str):
 @click.option("--tp", type=int, default=None, help="Tensor-parallel degree for the model's KV bytes.")
 @click.option("--policy", default="lru", show_default=True,
               help="Policies, comma-separated: lru (exact, one pass), fifo, s3fifo (simulated per size).")
-@click.option("--ttl", type=DURATION, default=None, help="Retention: a block idle longer than this is gone (e.g. 10m).")
+@click.option("--ttl", type=RETENTION, default=None, help="Retention: a block idle longer than this is gone (with a unit: 90s, 10m, 2h).")
 @click.option("--sample", type=float, default=None, help="SHARDS fixed-rate sampling, e.g. 0.01 (LRU only).")
 @click.option("--sample-size", type=int, default=None, help="SHARDS fixed-size sampling: keys kept (LRU only).")
 @click.option("--warmup", type=float, default=0.0, show_default=True,
@@ -84,8 +84,9 @@ def mrc_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, ca
         batches = iter_trace(trace, fmt, block_tokens=block_tokens, time_unit=time_unit,
                              fields=parse_field_mapping(field_map) or None, limit=limit)
         profile, meta = stream_profile(batches, rate=sample, ttl_s=ttl)
-        tr, t_read = None, 0.0
-        t_prof = time.perf_counter() - t0
+        tr = None
+        t_prof = meta["kernel_s"]                       # the curve kernel alone; reading/parsing is read_s
+        t_read = time.perf_counter() - t0 - t_prof
     else:
         tr = trace_from_options(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit)
         meta = {"path": tr.path, "format": tr.fmt, "block_tokens": tr.block_tokens, "requests": tr.n_requests,
@@ -111,12 +112,14 @@ def mrc_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, ca
         "trace": meta["path"], "format": meta["format"], "block_tokens": meta["block_tokens"],
         "requests": meta["requests"], "streamed": tr is None,
         "model": spec.name if spec else None, "bytes_per_token": spec.bytes_per_token if spec else None,
+        "stored_bytes_per_token": spec.stored_bytes_per_token(meta["block_tokens"]) if spec else None,
         "capacities_bytes": (main_curve.capacities_blocks * block_bytes).tolist() if block_bytes else None,
         "read_s": t_read, "profile_s": t_prof, "elapsed_s": elapsed,
+        # the LRU curve kernel's rate (profile_s), and end to end (reading and parsing the trace included)
         "refs_per_s": meta["references"] / t_prof if profile is not None and t_prof > 0 else None,
+        "end_to_end_refs_per_s": meta["references"] / elapsed if elapsed > 0 else None,
+        "curves": [c.to_dict() for c in curves],        # one per policy, whatever the options (a stable shape)
     }
-    if len(curves) > 1:
-        out["curves"] = [c.to_dict() for c in curves]
     if as_json:
         emit_json(out)
         return

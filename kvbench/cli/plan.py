@@ -67,39 +67,78 @@ def _run_iolog_waf(run_dir: str, capacity: float | None, op: float, erase_block:
               help="Target hit ratio, as a fraction of the infinite-cache hit ratio (repeatable; default 0.9, "
                    "0.95, 0.99; the first is the headline).")
 @click.option("--absolute", is_flag=True, help="Targets are absolute hit ratios, not fractions of the infinite one.")
-@click.option("--retention", type=DURATION, default=None, help="KV retention (idle TTL), e.g. 1h.")
+@click.option("--retention", type=DURATION, default=None,
+              help="Keep KV at least this long (e.g. 1h): the tier is the smallest whose residence time reaches it.")
+@click.option("--capacities", default=None, metavar="LIST",
+              help="Capacities for the steady-state capacity curve, e.g. 1TiB,4TiB,16TiB (default: a log grid).")
+@click.option("--sweep", default="10m,1h,6h,1d,7d", show_default=True, metavar="LIST",
+              help="Retentions for the capacity/DWPD-vs-retention sweep (comma list; empty: none).")
 @click.option("--rate", type=float, default=None, help="Requests per second to plan for (default: the trace's).")
 @click.option("--rate-model", type=click.Choice(["compress", "replicate"]), default="compress", show_default=True,
               help="compress: the same requests arrive faster; replicate: independent copies of the users.")
+@click.option("--deployment", default=None, metavar="SPEC",
+              help="Scale the workload to a server: gpus=G,drives=D,drive_capacity=CAP,utilization=U (with "
+                   "--profile): the GPUs compute U x the profile's prefill tokens/s of missed tokens.")
+@click.option("--load-tier", default=None, metavar="NAME=BW,LAT",
+              help="The SSD tier's load speed (e.g. l3=6.5GB/s,90us): the bill then also counts only the hits whose "
+                   "load beats recomputing that prefix (usd_per_day_loading_wins).")
 @click.option("--run", "run_dir", type=click.Path(file_okay=False), default=None,
-              help="A replay run folder: measured L3 write bytes instead of simulated write-through.")
+              help="A replay run folder: its measured device WAF (SMART/OCP or its I/O through the FTL model).")
 @click.option("--prices", default="2025-h2", show_default=True, help="Price preset name or TOML path.")
-@click.option("--price", "price_overrides", multiple=True, help="Override a price: dram=6, gpu=2.5, ssd.qlc=0.05.")
+@click.option("--price", "price_overrides", multiple=True,
+              help="Override a price: dram=6, gpu=2.5, ssd.qlc=0.05, ssd.qlc.reference_waf=4.")
 @click.option("--profile", "profile_name", default=None, help="Compute profile (prefill rate) name or path.")
 @click.option("--recompute-tokens-per-s", type=float, default=None, help="Prefill rate when no profile is given.")
 @click.option("--layout", type=click.Choice(["slot", "log"]), default="slot", show_default=True,
               help="L3 block-store layout for the device WAF model.")
 @click.option("--ssd-op", type=float, default=0.07, show_default=True, help="Drive over-provisioning (FTL model).")
 @click.option("--erase-block", type=SIZE, default="256MiB", show_default=True, help="Erase unit (FTL model).")
-@click.option("--waf", type=float, default=None, help="A measured device WAF (skips the FTL model).")
+@click.option("--waf", type=float, default=None, help="The workload's device WAF (skips the FTL model).")
 @click.option("--dram", "dram_bytes", type=SIZE, default=None, help="Fixed L2 DRAM size (default: the knee).")
 @click.option("--ssd-class", default=None, help="SSD class from the price preset (default: cheapest per day).")
 @click.option("--store-fill", type=float, default=1.0, show_default=True, help="Fraction of the SSD the store uses.")
-@click.option("--warmup", type=float, default=0.0, show_default=True, help="Fraction of requests excluded (cold start).")
+@click.option("--warmup", type=float, default=0.0, show_default=True,
+              help="Fraction of requests excluded from hit ratios (cold start); steady-state writes exclude "
+                   "warm-up by definition.")
 @click.option("--block-tokens", type=int, default=None, help="Override the trace's tokens per block.")
+@click.option("--report", "report_path", default=None, is_flag=False, flag_value="auto", metavar="[HTML]",
+              help="Also write the plan as a run folder under --results and a self-contained HTML report "
+                   "(default reports/<run>.html) whose first section states the answer.")
+@click.option("--results", "results_root", default="results", show_default=True, help="Folder for the run folder.")
+@click.option("--admission", default=None, metavar="LIST",
+              help="Admission policies to trade off at the planned capacity (the first of --capacities, else the "
+                   "headline target's), e.g. all,second-access,tinylfu,prefix-depth:depth=8,threshold:min_blocks=4: "
+                   "hit ratio, steady write rate, DWPD and cost per day for each.")
+@click.option("--placement", default=None, metavar="RULE",
+              help="Device WAF of the L3 store's simulated writes with write streams (FDP) under a placement rule "
+                   "(lifetime, age) against one stream, at the planned capacity.")
+@click.option("--streams", type=int, default=2, show_default=True, help="Write streams for --placement.")
 @json_option
-def plan_cmd(trace_path, model, targets, absolute, retention, rate, rate_model, run_dir, prices, price_overrides,
-             profile_name, recompute_tokens_per_s, layout, ssd_op, erase_block, waf, dram_bytes, ssd_class,
-             store_fill, warmup, block_tokens, as_json):
-    """Plan DRAM and SSD for a trace: capacity per tier for target hit ratios, the knee, required DWPD with the
-    device WAF beside it, lifetime on each SSD class, and the cost per day against recomputing."""
+def plan_cmd(trace_path, model, targets, absolute, retention, capacities, sweep, rate, rate_model, deployment,
+             load_tier, run_dir, prices, price_overrides, profile_name, recompute_tokens_per_s, layout, ssd_op, erase_block,
+             waf, dram_bytes, ssd_class, store_fill, warmup, block_tokens, report_path, results_root, admission, placement,
+             streams, as_json):
+    """Plan DRAM and SSD for a trace at steady state: hit ratio, write rate, residence time and DWPD against
+    capacity; the tier that keeps KV for a retention; per drive class the capacity that meets the hit target
+    and the rating (which binds), lifetime, SSD per GB of DRAM and the cost per day against recomputing."""
     from dataclasses import replace
 
-    from kvbench.analysis.cost import PlanOptions, build_plan, load_prices
+    from kvbench.analysis.cost import load_prices
+    from kvbench.analysis.plan import PlanOptions, build_plan
     from kvbench.spec.models import load_model
     from kvbench.stream.traces import read_trace
+    from kvbench.units import parse_duration, parse_size
 
     spec = load_model(model)
+    dep = None
+    if deployment:
+        from kvbench.analysis.deployment import parse_deployment
+
+        dep = parse_deployment(deployment)
+        if not (profile_name or recompute_tokens_per_s):
+            raise UsageError("--deployment needs a prefill rate", "give --profile NAME (or --recompute-tokens-per-s)")
+    caps = tuple(float(parse_size(x.strip(), what="--capacities")) for x in (capacities or "").split(",") if x.strip())
+    sweep_s = tuple(parse_duration(x.strip(), what="--sweep") for x in (sweep or "").split(",") if x.strip())
     trace = read_trace(trace_path)
     if block_tokens:
         trace = replace(trace, block_tokens=int(block_tokens))
@@ -107,6 +146,7 @@ def plan_cmd(trace_path, model, targets, absolute, retention, rate, rate_model, 
     price_table = load_prices(prices, price_overrides)
     if profile_name and recompute_tokens_per_s:
         raise UsageError("--profile and --recompute-tokens-per-s are exclusive", "give one prefill rate source")
+    prof = None
     if profile_name:
         from kvbench.compute.profile import load_profile
 
@@ -118,8 +158,8 @@ def plan_cmd(trace_path, model, targets, absolute, retention, rate, rate_model, 
         compute = {"profile": None, "kind": "rate", "tokens_per_s": tokens_per_s,
                    "source": "--recompute-tokens-per-s" if recompute_tokens_per_s else
                    "assumption: 10,000 prefill tokens/s per GPU (give --profile or --recompute-tokens-per-s)"}
-    summary = l3_cap = run_layout = None
     waf_source = "given (--waf)"
+    measured = None
     if run_dir:
         from kvbench.analysis.waf import from_summary
 
@@ -129,74 +169,176 @@ def plan_cmd(trace_path, model, targets, absolute, retention, rate, rate_model, 
         if waf is None and layers.device is not None and layers.device_waf_source:
             waf, waf_source = layers.device, f"measured in the run ({layers.device_waf_source})"
         elif waf is None:
-            waf, waf_source = _run_iolog_waf(run_dir, l3_cap, ssd_op, erase_block, exported) \
-                or (None, waf_source)
+            waf, waf_source = _run_iolog_waf(run_dir, l3_cap, ssd_op, erase_block, exported) or (None, waf_source)
+        if run_layout in ("slot", "log"):
+            layout = run_layout
+        l3 = (summary.get("tiers") or {}).get("l3") or {}
+        replayed = summary.get("requests")
+        if replayed is not None:          # the summary counts every simulated request; some may not have run
+            replayed = int(replayed) - int(summary.get("requests_not_issued") or 0)
+        measured = {"run": str(run_dir), "requests_replayed": replayed, "run_status": summary.get("status"),
+                    "l3_capacity_bytes": l3_cap, "l3_write_bytes": l3.get("full_write_bytes", l3.get("write_bytes")),
+                    "write_amplification": layers.to_dict(), "waf": waf, "waf_source": waf_source,
+                    "note": "what the replay measured; the plan's write rates are the whole trace's steady state"}
     opts = PlanOptions(targets=tuple(targets) or (0.9, 0.95, 0.99), relative=not absolute, retention_s=retention,
                        rate=rate, rate_model=rate_model, warmup=warmup, layout=layout, ssd_op=ssd_op,
                        erase_block_bytes=erase_block, store_fill=store_fill, dram_bytes=dram_bytes,
-                       ssd_class=ssd_class, waf=waf, waf_source=waf_source)
+                       ssd_class=ssd_class, waf=waf, waf_source=waf_source, capacities=caps, sweep=sweep_s,
+                       deployment=dep, load_tier=_load_tier(load_tier),
+                       admission=_admission_list(admission), placement=placement, streams=streams)
     out = build_plan(trace, block_bytes=block_bytes, prices=price_table, tokens_per_s=tokens_per_s, options=opts,
-                     summary=summary, run_l3_capacity=l3_cap, run_layout=run_layout, compute=compute,
-                     model=spec.name)
+                     bytes_per_token=spec.stored_bytes_per_token(trace.block_tokens), compute=compute,
+                     model=spec.name, measured=measured, profile=prof, kv=spec)
     if run_dir:
         out["run"] = str(run_dir)
-        out["write_amplification"] = layers.to_dict()
+        out["write_amplification"] = measured["write_amplification"]
+    if report_path:
+        out["run_dir"], out["report"] = _write_report(out, report_path, results_root)
     if as_json:
         emit_json(out)
         return
     _print(out)
 
 
+def _write_report(out: dict, report_path: str, results_root: str) -> tuple[str, str]:
+    """A run folder holding the plan (plan.json, retention.json) and its HTML report."""
+    import sys
+
+    from kvbench.metrics.run import RunDir
+    from kvbench.report import build_report, default_report_path
+
+    rd = RunDir.create("plan", {"trace": out["trace"], "model": out["model"], "argv": sys.argv[1:]}, root=results_root)
+    rd.write_json("plan.json", out)
+    rd.write_json("retention.json", out["retention_sweep"])
+    rd.write_summary({"answer": out["answer"]}, status="complete")
+    dest = default_report_path([rd.path]) if report_path == "auto" else Path(report_path)
+    path, _ = build_report([rd.path], dest, title=f"kvbench plan: {Path(out['trace']).name}, {out['model']}")
+    return str(rd.path), str(path)
+
+
+def _load_tier(text):
+    if not text:
+        return None
+    from kvbench.analysis.recompute import parse_tier
+
+    return parse_tier(text if "=" in text else f"l3={text}")
+
+
+def _admission_list(text) -> tuple:
+    if text is None:
+        return ()
+    from kvbench.analysis.admission import parse_policies
+
+    return parse_policies(text)
+
+
 def _money(x) -> str:
     return "inf" if x is None or x == float("inf") else f"${x:,.2f}"
 
 
+def _num(x, fmt=".3g") -> str:
+    return "n/a" if x is None else format(x, fmt)
+
+
 def _print(out: dict) -> None:
-    ret = "unlimited" if out["retention_s"] is None else f"{out['retention_s']:g} s"
+    from kvbench.units import format_duration
+
     click.echo(f"trace {out['trace']}: {out['requests']} requests over {out['span_s']:.0f} s "
-               f"({out['trace_rate']:.2f} req/s), planned at {out['rate']:.2f} req/s ({out['rate_model']}); "
-               f"model {out['model']}, block {format_bytes(out['block_bytes'])}; retention {ret}")
-    click.echo(f"infinite-cache hit ratio {out['infinite_hit_ratio']:.3f}; knee at "
-               f"{format_bytes(out['knee_bytes'])}; device WAF {out['waf']:.2f} ({out['waf_source']})")
-    click.echo(f"{'target':>7} {'hit':>6} {'L2 DRAM':>11} {'L3 SSD':>11} {'writes/day':>11} {'DWPD':>7} "
-               f"{'life (y)':>8} {'SSD/DRAM':>8}  class")
+               f"({out['trace_rate']:.2f} req/s), planned at {out['rate']:.3g} req/s ({out['rate_model']}); "
+               f"model {out['model']}, block {format_bytes(out['block_bytes'])}")
+    ss = out["steady_state"]
+    click.echo(f"infinite-cache hit ratio {out['infinite_hit_ratio']:.3f}; knee at {format_bytes(out['knee_bytes'])}; "
+               f"device WAF {out['waf']:.3g} ({out['waf_source']}); the trace shows residence times up to "
+               f"{format_duration(ss['max_residence_s'])}")
+    click.echo("")
+    for s in out["answer"]["sentences"]:
+        click.echo(s)
+    click.echo("")
+    click.echo("steady state vs capacity (write-through, from the first eviction on):")
+    click.echo(f"{'capacity':>11} {'hit':>6} {'writes/s':>11} {'residence':>10} {'DWPD':>9}")
+    for r in out["capacity_curve"]:
+        if r["filled"]:
+            click.echo(f"{format_bytes(r['capacity_bytes']):>11} {r['hit_ratio']:6.3f} "
+                       f"{format_bytes(r['write_bytes_per_s']) + '/s':>11} {format_duration(r['residence_s']):>10} "
+                       f"{r['dwpd']:9.3g}" + ("" if r["turned_over"] else "  (projected: not turned over)"))
+        else:
+            click.echo(f"{format_bytes(r['capacity_bytes']):>11} {r['hit_ratio']:6.3f} {'never fills: no steady state':>33}")
+    click.echo(f"{'target':>7} {'hit':>6} {'need':>11} {'L2 DRAM':>11} {'L3 SSD':>11} {'DWPD':>7} {'eq.DWPD':>7} "
+               f"{'life (y)':>8} {'SSD/DRAM':>8}  class, bound")
     for k, t in out["per_target"].items():
-        if not t.get("reachable"):
+        if not t.get("need_bytes"):
             click.echo(f"{k:>7} unreachable (target {t['target_hit_ratio']:.3f} > infinite "
                        f"{t['infinite_hit_ratio']:.3f})")
             continue
         life = t["lifetime_years"]
-        click.echo(f"{k:>7} {t['hit_ratio']:6.3f} {format_bytes(t['l2_bytes']):>11} {format_bytes(t['l3_bytes']):>11} "
-                   f"{format_bytes(t['l3_write_bytes_per_day']):>11} {t['dwpd']:7.2f} "
-                   f"{('inf' if life == float('inf') else f'{life:.1f}'):>8} {t['ssd_per_dram_gb']:8.2f}  "
-                   f"{t['ssd_class']}")
-    head = str(out["targets"][0])
-    head = f"{float(head):g}"
-    if head in out["plans"]:
-        click.echo(f"cost per day at target {head} (prices {out['prices']['name']}, {out['prices']['status']}):")
-        for p in out["plans"][head]:
-            u = p["usd_per_day"]
-            click.echo(f"  {p['name']:<22} total {_money(u['total']):>12}  (DRAM {_money(u['dram'])}, "
-                       f"SSD {_money(u['ssd'])}, GPU {_money(u['gpu'])})")
-    click.echo("retention sweep (headline target): " + "; ".join(
-        f"{'unlimited' if r['retention_s'] is None else format(r['retention_s'], 'g') + ' s'}: "
-        + (f"{format_bytes(r['l3_bytes'])}, {r['dwpd']:.2f} DWPD" if "dwpd" in r else "unreachable")
-        for r in out["retention_sweep"]))
+        click.echo(f"{k:>7} {t['hit_ratio']:6.3f} {format_bytes(t['need_bytes']):>11} {format_bytes(t['l2_bytes']):>11} "
+                   f"{format_bytes(t['ssd_bytes']):>11} {_num(t['dwpd_host']):>7} "
+                   f"{_num(t['dwpd_rating_equivalent']):>7} "
+                   f"{('inf' if life == float('inf') else _num(life, '.1f')):>8} {_num(t['ssd_per_dram_gb']):>8}  "
+                   f"{t['ssd_class']}, {t['bound']}")
+    click.echo("drive classes at the headline target:")
+    for d in out["drives"]:
+        click.echo(f"  {d['class']:<12} {format_bytes(d['capacity_bytes']):>11} ({d['bound']} binds; "
+                   f"{d['drives'] if d['drives'] is not None else '?'} drives) host DWPD {_num(d['dwpd_host'])}, "
+                   f"rating-eq. {_num(d['dwpd_rating_equivalent'])} of {d['rated_dwpd']:g}, life "
+                   f"{_num(d['lifetime_years'], '.2f')} y, SSD/DRAM {_num(d['ssd_per_dram'])}, "
+                   f"{_money(d['usd_per_day']['total'])}/day")
+    if out["retention_sweep"]:
+        click.echo("retention sweep: " + "; ".join(
+            f"{format_duration(r['retention_s'])}: "
+            + (f"{format_bytes(r['capacity_bytes'])}, " if r["capacity_bytes"] is not None else "")
+            + f"{r['dwpd']:.3g} DWPD" + (" (beyond the trace)" if r["extrapolated"] else "")
+            for r in out["retention_sweep"]))
+    r = out.get("retention")
+    if r:
+        click.echo(f"retention {format_duration(r['retention_s'])}: "
+                   + (f"{format_bytes(r['capacity_bytes'])}, hit ratio {_num(r['hit_ratio'])}, "
+                      if r["capacity_bytes"] is not None else "")
+                   + f"{r['dwpd']:.3g} DWPD ({r['basis']})")
+    dep = out.get("deployment")
+    if dep:
+        click.echo(f"deployment: {dep['formula']}")
+        click.echo(f"  {dep['requests_per_s']:,.3g} requests/s (trace x {dep['trace_copies']:.3g}), hit ratio "
+                   f"{dep['hit_ratio']:.3f}; per drive {format_bytes(dep['write_bytes_per_s_per_drive'])}/s, host DWPD "
+                   f"{dep['dwpd_host_per_drive']:.3g}, rating-equivalent {dep['dwpd_rating_equivalent_per_drive']:.3g} "
+                   f"(WAF {dep['workload_waf']:.3g} / reference {dep['reference_waf']:.3g}, {dep['reference_class']})")
+        click.echo(f"  {dep['what_lowers_it']}")
     wp = out.get("write_policies") or {}
     if wp:
-        click.echo("write policy (tiers simulated at the headline sizes): " + "; ".join(
-            f"{name}: {format_bytes(r['l3_write_bytes_per_day'])}/day, {r['dwpd']:.2f} DWPD"
-            + (f", WAF {r['waf']:.2f}" if "waf" in r else "") for name, r in wp.items()))
+        click.echo("write policy (tiers simulated at the headline sizes, steady state): " + "; ".join(
+            f"{name}: " + (f"{format_bytes(r['write_bytes_per_s'])}/s, {r['dwpd']:.3g} DWPD" if r["steady_state"]
+                           else "L3 never evicts") for name, r in wp.items()))
     lay = out.get("layouts") or {}
     if lay:
         click.echo("store layout (synthetic FTL models): " + "; ".join(
-            f"{name}: WAF {r['waf']:.2f}, {r['nand_writes_per_day']:.2f} NAND drive-writes/day"
+            f"{name}: WAF {r['waf']:.2f}, {r['nand_writes_per_day']:.3g} NAND drive-writes/day"
             for name, r in lay.items()))
+    adm = out.get("admission") or {}
+    if adm:
+        first = next(iter(adm.values()))
+        click.echo(f"admission at {format_bytes(first['capacity_bytes'])} (steady state; {first['ssd_class']} drives, "
+                   f"WAF {first['workload_waf']:.3g} vs reference {first['reference_waf']:.3g}):")
+        click.echo(f"  {'policy':<24} {'hit':>6} {'writes/s':>11} {'DWPD':>8} {'host':>8} {'eq.DWPD':>8} {'$/day':>10}")
+        for name, r in adm.items():
+            w = r["write_bytes_per_s"]
+            wtxt = (format_bytes(w) + "/s") if w is not None else \
+                (f"({format_bytes(r['mean_write_bytes_per_s'])}/s)" if r.get("mean_write_bytes_per_s") else "n/a")
+            click.echo(f"  {r['policy']:<24} {r['hit_ratio']:6.3f} {wtxt:>11} {_num(r['dwpd']):>8} "
+                       f"{_num(r['dwpd_host']):>8} {_num(r['dwpd_rating_equivalent']):>8} "
+                       f"{_money(r['usd_per_day']['total']):>10}" + (
+                           "" if r["steady_state"] == "measured" else "  (unfilled: fill-phase mean write rate)"
+                           if r["steady_state"] == "unfilled" else f"  ({r['steady_state']})"))
+    pl = out.get("placement")
+    if pl:
+        click.echo(f"placement {pl['rule']} over {pl['streams']} streams ({pl['statement']}), "
+                   f"{format_bytes(pl['capacity_bytes'])} store, device WAF separated / one stream:")
+        for lay, rows in (pl.get("layouts") or {pl["layout"]: pl["policies"]}).items():
+            click.echo(f"  {lay}: " + "; ".join(f"{name} {_num(r['waf'])} / {_num(r['waf_one_stream'])}"
+                                                for name, r in rows.items()))
     for w in out.get("warnings", []):
         click.echo(f"warning: {w}")
-    rb = out.get("retention_bound")
-    if rb:
-        click.echo(f"retention-bound estimate: {format_bytes(rb['l3_bytes'])} of SSD, {rb['dwpd']:.2f} DWPD")
+    if out.get("report"):
+        click.echo(f"report: {out['report']}\nrun_dir: {out['run_dir']}")
 
 
 COMMANDS = [plan_cmd]

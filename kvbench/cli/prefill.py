@@ -96,7 +96,9 @@ def prefill_cmd(model_name, device, lengths, layers, dtype, warmup, reps, measur
     click.echo(f"fit: T(n) = {f.a:.4g} + {f.b:.4g}*n + {f.c:.4g}*n^2 s  (relative rms {f.rel_rms:.2%})")
     if f.rel_rms > 0.10:
         click.echo(f"warning: the fit misses the points by {f.rel_rms:.0%} rms: the timings are noisy (a busy "
-                   "machine?); re-measure with more --reps, longer --lengths or --threads 1")
+                   "machine?); re-measure with " + ("more --reps or longer --lengths" if threads == 1 or
+                                                     not str(setup.device).startswith("cpu") else
+                                                     "more --reps, longer --lengths or --threads 1"))
     click.echo(f"device: {profile.device}, {profile.dtype}; {profile.notes}")
     if profile.copy is not None:
         click.echo(f"host->device copy (pinned): {format_rate(profile.copy.bandwidth_bytes_per_s)}, "

@@ -34,7 +34,10 @@ GROUP = "replay"
 @click.option("--layer-us", type=float, default=None,
               help="Compute time per backbone layer, us: layer l's window is l x this (blocks before it).")
 @click.option("--compute", default=None,
-              help="Compute profile (workloads/compute or JSON): per-layer time = T(step tokens) / layers.")
+              help="Compute profile (workloads/compute or JSON) of the preset's backbone model: per-layer time = "
+                   "T(step tokens) / backbone layers.")
+@click.option("--compute-scaling", type=click.Choice(["active-params"]), default=None,
+              help="Use another model's --compute profile, scaled by parameters active per token (stated in results).")
 @click.option("--profile-fraction", type=float, default=0.5, show_default=True,
               help="Leading fraction of steps used to profile (static top-k, hot-first order) and warm caches.")
 @click.option("--steps", type=int, default=None, help="Time at most this many measured steps.")
@@ -51,7 +54,7 @@ GROUP = "replay"
 @click.option("--results", default="results", show_default=True, help="Folder for the run folder.")
 @json_option
 def engram_cmd(preset, text, zipf, tokens, tokenizer, batch, seq_len, mode, chunk, dram, policy, layout, page,
-               window_us, layer_us, compute, profile_fraction, steps, target, scale_to, destroy_data, engine, qd, verify,
+               window_us, layer_us, compute, compute_scaling, profile_fraction, steps, target, scale_to, destroy_data, engine, qd, verify,
                seed, dry_run, results, as_json):
     """Replay Engram table lookups: tokens -> hashed rows -> DRAM row cache -> page reads (O_DIRECT) vs window."""
     from kvbench.errors import UsageError
@@ -61,7 +64,8 @@ def engram_cmd(preset, text, zipf, tokens, tokenizer, batch, seq_len, mode, chun
 
     cfg = EngramReplayConfig(preset=preset, text=text, zipf=zipf, tokens=tokens, batch=batch, seq_len=seq_len,
                              mode=mode, chunk=chunk, dram=dram, policy=policy, layout=layout, page=page,
-                             window_us=window_us, layer_us=layer_us, compute=compute, profile_fraction=profile_fraction,
+                             window_us=window_us, layer_us=layer_us, compute=compute, compute_scaling=compute_scaling,
+                             profile_fraction=profile_fraction,
                              steps=steps, target=target, scale_to=scale_to, seed=seed, tokenizer=tokenizer)
     cfg.validate()
     if qd < 1:
@@ -149,8 +153,10 @@ def _print(s: dict, dry_run: bool) -> None:
                f"table {format_bytes(s['table_bytes'])}" + (f"  (scaled x{s['table_scale']:.4g})" if s['table_scale'] < 1 else ""))
     st = s["stream"]
     fits = ", ".join(f"n={f['n']}: s={f['zipf_exponent']:.2f}" for f in st["zipf_fit"])
-    click.echo(f"tokens             {s['tokenizer']['tokens']:,} via {s['tokenizer']['kind']}  "
-               f"(canonical ids: -{s['tokenizer']['compression']:.1%})  Zipf fit {fits}")
+    tk = s["tokenizer"]
+    src = (f"synthetic Zipf({tk['exponent']:g}) over {tk['name']}'s vocabulary" if tk.get("source") == "zipf"
+           else f"from {tk.get('path')} via {tk['kind']}")
+    click.echo(f"tokens             {tk['tokens']:,} {src}  (canonical ids: -{tk['compression']:.1%})  Zipf fit {fits}")
     click.echo(f"steps              {s['measured_steps']:,} measured ({st['mode']}, batch {st['batch']}), "
                f"{s['rows_per_step']:.0f} unique rows/step")
     click.echo(f"DRAM               {format_bytes(s['dram_bytes'])} {s['dram_policy']}: hit ratio {s['dram_hit_ratio']:.3f}")
@@ -164,12 +170,23 @@ def _print(s: dict, dry_run: bool) -> None:
         click.echo(f"device             {s['iops']:,.0f} IOPS  {format_rate(s['bytes_per_s'])}")
     if s.get("window_us") is not None:
         need = s["iops_needed"]
-        line = f"window             {', '.join(f'{x:.0f}' for x in s['window_us'])} us per Engram layer"
+        line = "window             " + "; ".join(f"Engram layer {i + 1}: {x:,.0f} us"
+                                                  for i, x in enumerate(s["window_us"])) + " (prefetch budget)"
         if need:
             line += f": needs {need['p99']:,.0f} IOPS (p99 step)"
         if not dry_run and s.get("window_miss_ratio") is not None:
             line += f"; {s['window_miss_ratio']:.1%} of steps miss"
         click.echo(line)
+        if s.get("window_source"):
+            click.echo(f"  from {s['window_source']}")
+        for lid, n in (s.get("layer_needs") or {}).items():
+            mark = "  <- binding" if int(lid) == s["binding_layer"] else ""
+            click.echo(f"  layer {lid:>3}: {n['reads_per_step']['p99']:,.0f} reads (p99 step) by {n['window_us']:,.1f} us: "
+                       f"own {n['iops_own']['p99']:,.0f} IOPS, with earlier deadlines {n['iops_cumulative']['p99']:,.0f} "
+                       f"IOPS ({format_rate(n['bytes_per_s_cumulative']['p99'])}){mark}")
+        if s.get("iops_needed"):
+            click.echo(f"needs              {s['iops_needed']['p99']:,.0f} IOPS, "
+                       f"{format_rate(s['bytes_per_s_needed']['p99'])} (p99 step; layer {s['binding_layer']} binds)")
 
 
 COMMANDS = [engram_cmd]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from kvbench.cli._common import DURATION, RATE, SIZE, emit_json, json_option
+from kvbench.cli._common import (check_outputs, emit_json, force_option, json_option, replay_config,
+                                 replay_io_options, tier_options)
 
 GROUP = "replay"
 
@@ -14,35 +15,8 @@ GROUP = "replay"
 @click.option("--model", required=True, help="Model preset (see `kvbench models`) or TOML path: KV bytes per token.")
 @click.option("--tp", type=int, default=None, help="Tensor-parallel degree (splits GQA KV heads).")
 @click.option("--format", "fmt", default="auto", show_default=True, help="Trace format (auto-detected).")
-@click.option("--l1", type=SIZE, default="0", help="L1 HBM capacity (simulated), e.g. 16GiB; 0 = absent.")
-@click.option("--l2", type=SIZE, default="0", help="L2 DRAM arena capacity (real memory copies); 0 = absent.")
-@click.option("--l3", "l3", default=None, metavar="PATH", help="L3 store: a file (O_DIRECT) or raw block device.")
-@click.option("--l3-capacity", type=SIZE, default="0", help="L3 store capacity (cache blocks), e.g. 64GiB.")
-@click.option("--l4", "l4", default=None, metavar="DIR", help="L4 remote tier: a directory on any mounted filesystem.")
-@click.option("--l4-capacity", type=SIZE, default="0", help="L4 capacity.")
-@click.option("--l4-link-bw", type=RATE, default=None, help="Modelled link bandwidth in front of L4, e.g. 10GB/s.")
-@click.option("--l4-link-latency", type=DURATION, default="0", help="Modelled link latency per request, e.g. 50us.")
-@click.option("--policy", default="lru", show_default=True, help="Cache policy of every tier: lru, fifo, s3fifo.")
-@click.option("--ttl", type=DURATION, default=None, help="Retention: drop blocks idle longer than this (e.g. 10m).")
-@click.option("--write-policy", type=click.Choice(["through", "back"]), default="through", show_default=True,
-              help="through: new KV written to L3 at creation; back: written when evicted from L2.")
-@click.option("--exclusive", is_flag=True, help="Exclusive tiers: a block lives in one tier (needs write-back).")
-@click.option("--promote/--no-promote", default=True, show_default=True, help="Copy L3/L4 hits up into L2.")
-@click.option("--layout", type=click.Choice(["slot", "log"]), default="slot", show_default=True,
-              help="L3 layout: fixed slots with a free list, or a log of large segments.")
-@click.option("--segment", "segment_bytes", type=SIZE, default="64MiB", show_default=True,
-              help="Log segment size (--layout log).")
-@click.option("--trim", is_flag=True, help="Trim freed store space (punch holes in files, BLKDISCARD on devices).")
-@click.option("--chunk", "chunk_bytes", type=SIZE, default="1MiB", show_default=True,
-              help="I/O size: KV blocks are read/written in chunks of this size.")
-@click.option("--qd", type=int, default=32, show_default=True, help="Queue depth per target domain.")
-@click.option("--engine", default="libaio", show_default=True, help="I/O engine for L3/L4 (libaio, psync).")
-@click.option("--speed", type=float, default=1.0, show_default=True, help="Open loop at trace time / speed.")
-@click.option("--closed-loop", is_flag=True, help="Issue as fast as the devices allow (ignore trace time).")
-@click.option("--duration", type=DURATION, default=None, help="Stop after this much replay time.")
-@click.option("--max-requests", type=int, default=None, help="Replay only the first N requests.")
-@click.option("--verify", type=click.Choice(["sampled", "all", "off"]), default="sampled", show_default=True,
-              help="Check read data against the block's key/version tag.")
+@tier_options
+@replay_io_options
 @click.option("--dry-run", is_flag=True, help="Simulate and plan only: no I/O, no targets touched.")
 @click.option("--export-iolog", type=click.Path(dir_okay=False), default=None,
               help="Write the L3/L4 I/O plan as a fio iolog v3 (replay it with fio --read_iolog).")
@@ -52,26 +26,41 @@ GROUP = "replay"
               help="Miniature simulation: replay only block keys hashing under RATE (e.g. 0.01) with every tier at "
                    "capacity x RATE (give the full-size capacities to model); hit ratios estimate the full cache.")
 @click.option("--sample-seed", type=int, default=0, show_default=True, help="Hash salt of --sample-keys.")
+@click.option("--admission", default="all", show_default=True, metavar="POLICY",
+              help="Admission policy of L3 and L4: all, second-access[:ghost=G], tinylfu[:width=W:sample=S], "
+                   "prefix-depth:depth=N, threshold[:min_blocks=B][:window=T]. Rejected blocks are not written.")
+@click.option("--l4-admission", default=None, metavar="POLICY", help="L4's admission policy (default: --admission).")
 @click.option("--results", default="results", show_default=True, help="Results folder.")
+@force_option
 @json_option
 def replay_kv_cmd(trace, model, tp, fmt, l1, l2, l3, l3_capacity, l4, l4_capacity, l4_link_bw, l4_link_latency,
                   policy, ttl, write_policy, exclusive, promote, layout, segment_bytes, trim, chunk_bytes, qd, engine,
                   speed, closed_loop, duration, max_requests, verify, dry_run, export_iolog, destroy_data, sample_keys,
-                  sample_seed, results, as_json):
+                  sample_seed, admission, l4_admission, results, force, as_json):
     """Replay TRACE through the tiers: hits read from where they live, misses produced and written, evictions
     cascade; per-request load times, per-tier hit ratios, bytes, bandwidth and latency."""
-    from kvbench.replay.kv import ReplayConfig, replay_kv
+    from kvbench.replay.kv import replay_kv
     from kvbench.units import format_bytes, format_rate
 
-    cfg = ReplayConfig(trace=trace, model=model, fmt=fmt, tp=tp, l1=l1, l2=l2, l3=l3, l3_capacity=l3_capacity, l4=l4,
-                       l4_capacity=l4_capacity, l4_link_bw=l4_link_bw, l4_link_latency_s=l4_link_latency or 0.0,
-                       policy=policy, ttl_s=ttl, write_policy=write_policy,
-                       inclusion="exclusive" if exclusive else "inclusive", promote=promote, layout=layout,
-                       trim=trim, segment_bytes=segment_bytes, chunk_bytes=chunk_bytes, speed=speed,
-                       closed_loop=closed_loop, duration_s=duration, max_requests=max_requests, verify=verify,
-                       qd=qd, engine=engine, dry_run=dry_run, export_iolog=export_iolog, destroy_data=destroy_data,
-                       results=results, sample_keys=sample_keys, sample_seed=sample_seed)
-    s = replay_kv(cfg)
+    check_outputs(force, export_iolog)
+    cfg = replay_config(trace=trace, model=model, fmt=fmt, tp=tp, l1=l1, l2=l2, l3=l3, l3_capacity=l3_capacity, l4=l4,
+                        l4_capacity=l4_capacity, l4_link_bw=l4_link_bw, l4_link_latency=l4_link_latency,
+                        policy=policy, ttl=ttl, write_policy=write_policy, exclusive=exclusive, promote=promote,
+                        layout=layout, trim=trim, segment_bytes=segment_bytes, chunk_bytes=chunk_bytes, speed=speed,
+                        closed_loop=closed_loop, duration=duration, max_requests=max_requests, verify=verify,
+                        qd=qd, engine=engine, dry_run=dry_run, export_iolog=export_iolog, destroy_data=destroy_data,
+                        results=results, sample_keys=sample_keys, sample_seed=sample_seed,
+                        admission=admission, l4_admission=l4_admission)
+    from kvbench.errors import KvbenchError
+
+    try:
+        s = replay_kv(cfg)
+    except KvbenchError as e:
+        if as_json:      # a failed replay still answers --json: its error, and what it measured if it ran
+            emit_json({"kind": "replay-kv", **(getattr(e, "summary", None) or {}),
+                       "status": "interrupted" if e.exit_code == 130 else "failed",
+                       "error": e.problem, "fix": e.fix})
+        raise
     if as_json:
         emit_json(s)
         return
@@ -88,10 +77,15 @@ def replay_kv_cmd(trace, model, tp, fmt, l1, l2, l3, l3_capacity, l4, l4_capacit
             f"  read {format_rate(t['read_bw_bytes_per_s'])} write {format_rate(t['write_bw_bytes_per_s'])}"
         lat = t["read_lat_us"]
         lat_s = "" if lat.get("p50") is None else f"  read p50 {lat['p50']:.0f} us p99 {lat['p99']:.0f} us"
+        adm = t.get("admission", "all")
+        adm_s = "" if adm == "all" else f"  admission {adm}: {t['blocks']['admission_rejects']:,} blocks kept out"
         click.echo(f"  {name}: hit {t['hit_ratio']:.3f}  read {format_bytes(t['read_bytes'])}  "
-                   f"written {format_bytes(t['write_bytes'])}{bw}{lat_s}" +
+                   f"written {format_bytes(t['write_bytes'])}{bw}{lat_s}{adm_s}" +
                    (f"  (full size: read {format_bytes(t['full_read_bytes'])} written "
                     f"{format_bytes(t['full_write_bytes'])})" if sampled else ""))
+    for name, t in s["tiers"].items():
+        if t.get("store"):
+            click.echo(f"  {name} store: {t['store']}")
     if lt.get("p50") is not None:
         click.echo(f"  load time p50 {lt['p50']:.3f} ms  p99 {lt['p99']:.3f} ms" +
                    (" (sampled blocks only)" if sampled else ""))

@@ -5,9 +5,11 @@ HTML report. The trace's footprint (terabytes) cannot fit a test disk, so the re
 those of a knee-sized cache (:mod:`kvbench.analysis.miniature`).
 
 The job is a sequence of kvbench commands (each with its own run folder inside the job's folder), joined by
-their ``--json`` contracts: ``mrc`` (the exact hit-ratio curve), ``replay kv`` (real DRAM and O_DIRECT I/O),
-``plan`` (capacity, DWPD, WAF, and DWPD against retention), ``check`` (load vs recompute per tier with a
-shipped published prefill profile), then ``report``. A step that fails is recorded and the job goes on, so
+their ``--json`` contracts: ``mrc`` (the exact hit-ratio curve), ``replay kv --dry-run`` (the whole trace
+through the tiers at full size: the hit ratios and byte volumes of the answer, whatever the replay's
+duration), ``replay kv`` (real DRAM and O_DIRECT I/O for as much of the trace as ``--duration`` allows),
+``plan`` (steady-state capacity, DWPD and residence at a stated deployment, and the retention sweep),
+``check`` (load vs recompute per tier with a shipped published prefill profile), then ``report``. A step that fails is recorded and the job goes on, so
 the report shows everything that could be measured and says the job is partial.
 """
 
@@ -24,7 +26,10 @@ from kvbench.cli._common import DURATION, SIZE, emit_json, json_option
 DEFAULT_TRACE = "mooncake-synthetic"      # the whole trace, key-sampled to fit the disk
 DEFAULT_MODEL = "llama-3.1-8b"
 DEFAULT_PROFILE = "llama-3.1-8b-h200-trtllm-fp8"
-RETENTIONS = "10m,1h,6h,1d"
+RETENTIONS = "10m,1h,6h,1d,7d"
+# the deployment every answer is scaled to unless --deployment says otherwise: one 7.68 TB drive per GPU, GPUs
+# prefilling half the time (the README's first-principles table uses the same)
+DEFAULT_DEPLOYMENT = "gpus=1,drives=1,drive_capacity=7.68TB,utilization=0.5"
 MiB = 1 << 20
 
 
@@ -130,36 +135,62 @@ def _pick_profile(given: str | None, model: str) -> tuple[str, str | None]:
                              f"stand-in (measure one with kvbench prefill --model {model}, or pass --profile)")
 
 
-def _replay_progress(job_dir: Path, elapsed: float) -> str:
-    """One progress line from what the replay has written so far (its partial summary and time series)."""
+def _replay_progress(job_dir: Path, elapsed: float, budget_s: float | None = None) -> str:
+    """One progress line from the replay's live ``progress.json`` (rewritten each second while I/O runs):
+    requests done / total, bandwidth per domain, and an ETA (the sooner of the replay's time budget running
+    out and the trace running out at the current rate)."""
     import json
 
-    import pandas as pd
+    from kvbench.replay.kv import LiveProgress
 
     dirs = sorted(job_dir.glob("replay-kv-*"))
     line = f"replay {elapsed:5.0f} s"
     if not dirs:
-        return line + ": starting"
-    d = dirs[-1]
+        return line + ": starting (reading the trace)"
     try:
-        summ = json.loads((d / "summary.json").read_text())
+        p = json.loads((dirs[-1] / LiveProgress.FILE).read_text())
     except (OSError, ValueError):
-        summ = {}
-    done = summ.get("requests")
-    if not done:
-        return line + ": first window of requests in flight"
-    line += f": {done:,} requests done"
-    tiers = summ.get("tiers") or {}
-    moved = [f"{t} read {(v.get('read_bytes') or 0) / 2**30:.2f} GiB / wrote {(v.get('write_bytes') or 0) / 2**30:.2f} GiB"
-             for t, v in tiers.items() if isinstance(v, dict)]
-    if (d / "timeseries.csv").is_file():
-        df = pd.read_csv(d / "timeseries.csv")
-        if not df.empty:
-            last = df.iloc[-1]
-            moved.append("last second " + ", ".join(
-                f"{c.replace('_bw_bytes_per_s', '').replace('_', ' ')} {last[c] / 1e9:.2f} GB/s"
-                for c in df.columns if c.endswith("_bw_bytes_per_s") and last[c] > 0))
-    return line + ("; " + "; ".join(moved) if moved else "")
+        return line + ": simulating the first window and creating the store"
+    done, total, secs = p.get("requests_done") or 0, p.get("trace_requests") or 0, p.get("seconds") or 0.0
+    line += f": {done:,} / {total:,} requests ({done / total:.0%})" if total else f": {done:,} requests"
+    names = {"dram": "DRAM (L2)", "dev": "store (L3)"}
+    if secs > 0:
+        bw = [f"{names.get(k, k)} {v / secs / 1e9:.2f} GB/s" for k, v in (p.get("bytes") or {}).items() if v > 0]
+        if bw:
+            line += "; " + ", ".join(bw)
+        left = {}
+        if budget_s:
+            left["time budget"] = max(0.0, budget_s - secs)
+        if total and 0 < done < total:
+            left["trace at this rate"] = (total - done) * secs / done
+        if left.get("time budget") == 0.0:
+            line += "; time budget used: draining the queue and writing the results"
+        elif left:
+            why = min(left, key=left.get)
+            line += f"; ETA {left[why]:.0f} s ({why})"
+    return line
+
+
+def first_byte_notes(probes: list, check_tiers: dict) -> list[str]:
+    """Name the difference where the probe's first byte and the one check used disagree for a tier: the probe
+    times one small read at QD1 on an idle tier; check --run fits latency + bytes / bandwidth to the replay's
+    per-request load times, whose intercept includes waiting behind the request's own chunk I/Os and other
+    requests' I/O at the replay's queue depth."""
+    from kvbench.units import format_duration
+
+    out = []
+    for p in probes:
+        t = check_tiers.get(p.name)
+        if not isinstance(t, dict) or t.get("latency_s") is None:
+            continue
+        used, probed = float(t["latency_s"]), float(p.first_byte_s)
+        if abs(used - probed) <= 0.05 * max(used, probed):
+            continue
+        out.append(f"{p.name} first byte: probe {format_duration(probed)} (one small read "
+                   f"at QD1 on the idle tier) vs check {format_duration(used)} ({t.get('source') or 'given'}: the "
+                   f"latency a request saw under the replay's load, queueing included); check decides with the "
+                   f"latter")
+    return out
 
 
 def _remove_store(store: str) -> None:
@@ -207,15 +238,29 @@ def _g(v) -> str:
     return f"{v:.4g}" if isinstance(v, (int, float)) and not isinstance(v, bool) else "n/a"
 
 
-def _first_number(obj):
-    if isinstance(obj, (int, float)) and not isinstance(obj, bool):
-        return float(obj)
-    if isinstance(obj, dict):
-        for v in obj.values():
-            got = _first_number(v)
-            if got is not None:
-                return got
-    return None
+def _preflight(l3_path: str | None, results_root: str, destroy_data: str | None) -> None:
+    """What would fail the replay step minutes in, refused before the job starts (nothing made yet)."""
+    import os
+    import stat
+
+    from kvbench.engine import safety
+    from kvbench.engine.targets import MEMORY_FILESYSTEMS
+    from kvbench.errors import TargetError
+    from kvbench.metrics.environment import mount_of
+
+    if l3_path and os.path.exists(l3_path) and stat.S_ISBLK(os.stat(l3_path).st_mode):
+        safety.check_block_write(l3_path, destroy_data)
+        return
+    where = l3_path or results_root
+    probe = Path(where).resolve()
+    while not probe.exists():
+        probe = probe.parent
+    fs = (mount_of(str(probe)) or {}).get("fstype")
+    if fs in MEMORY_FILESYSTEMS:
+        what = f"--l3 {l3_path}" if l3_path else f"the scratch L3 store (under --results {results_root})"
+        raise TargetError(f"{what} would be on {fs}, where O_DIRECT is served from memory or unsupported: no "
+                          "device would be measured", "give --l3 a file on a device-backed filesystem (ext4, "
+                          "xfs) or a raw block device, or --results on one")
 
 
 @click.command("run")
@@ -235,7 +280,9 @@ def _first_number(obj):
 @click.option("--sample-keys", default="auto", show_default=True, metavar="auto|RATE",
               help="Key sampling of the replay: auto puts the store at the hit-ratio curve's knee (rate = store / "
                    "knee); a fraction in (0, 1] fixes it (1: none). L2/L3 sizes stay what goes on the device.")
-@click.option("--rate", type=float, default=None, help="Requests per second to plan DWPD for (default: the trace's).")
+@click.option("--deployment", default=DEFAULT_DEPLOYMENT, show_default=True, metavar="SPEC",
+              help="The server the answer is scaled to (kvbench plan --deployment): gpus=G,drives=D,"
+                   "drive_capacity=CAP,utilization=U.")
 @click.option("--retentions", default=RETENTIONS, show_default=True,
               help="Retention times for the DWPD-vs-retention sweep (comma list; empty: no sweep).")
 @click.option("--probe-seconds", type=float, default=2.0, show_default=True, help="Seconds per tier probe.")
@@ -244,7 +291,7 @@ def _first_number(obj):
 @click.option("-o", "--output", default=None, type=click.Path(dir_okay=False), help="HTML report (default reports/<run>.html).")
 @json_option
 def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_data, duration, max_requests, sample_keys,
-            rate, retentions, probe_seconds, keep_store, results_root, output, as_json):
+            deployment, retentions, probe_seconds, keep_store, results_root, output, as_json):
     """The main job: replay a trace through DRAM and NVMe tiers, analyse capacity, DWPD and load vs recompute,
     and write one HTML report. Everything has a default: `kvbench run` alone takes a few minutes."""
     import psutil
@@ -256,8 +303,18 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
 
     from kvbench.units import parse_duration
 
-    retention_s = [parse_duration(x.strip(), what="--retentions") for x in retentions.split(",") if x.strip()]
-    prog = _Progress(7)
+    for x in retentions.split(","):       # a bad retention fails here, before any step runs
+        if x.strip():
+            parse_duration(x.strip(), what="--retentions")
+    if not duration > 0:
+        from kvbench.errors import UsageError
+
+        raise UsageError(f"--duration {duration:g} s must be > 0", "give the replay's wall-clock budget, e.g. 60s")
+    from kvbench.analysis.deployment import parse_deployment
+
+    parse_deployment(deployment)          # a bad spec fails here, before any step runs
+    _preflight(l3_path, results_root, destroy_data)
+    prog = _Progress(8)
     trace_path = _trace_path(trace)
     spec = load_model(model)
     compute_profile, profile_note = _pick_profile(compute_profile, spec.name)
@@ -275,16 +332,18 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
     config = {"trace": trace_path, "model": spec.name, "bytes_per_token": spec.bytes_per_token,
               "block_tokens": block_tokens, "block_bytes": block_bytes, "l2": l2_bytes, "l3": l3_bytes,
               "l3_path": l3_path, "profile": compute_profile, "profile_note": profile_note, "duration_s": duration, "max_requests": max_requests,
-              "rate": rate, "sizing": asdict(sizes), "sample_rate": sampling.rate, "sampling": asdict(sampling)}
+              "deployment": deployment, "sizing": asdict(sizes), "sample_rate": sampling.rate, "sampling": asdict(sampling)}
     rd = RunDir.create("run", config, root=results_root)
     store = l3_path or str(rd.path / "l3-store.bin")
     prog.done(t, f"L2 DRAM {l2_bytes / 2**30:.3g} GiB, L3 {l3_bytes / 2**30:.3g} GiB on {store}; {sizes.reason}")
     click.echo(f"        {sampling.reason}", err=True)
     parts: dict = {}
     steps: list = []
+    notes: list = []
 
     def save(status, extra=None):
-        rd.write_summary({"parts": parts, "steps": steps, "config": config, **(extra or {})}, status=status)
+        rd.write_summary({"parts": parts, "steps": steps, "config": config, "notes": notes, **(extra or {})},
+                         status=status)
 
     def step(name, words, args=(), options=None, heartbeat=None):
         st = run_step(name, kvbench_argv(words, args, options), heartbeat=heartbeat)
@@ -303,19 +362,32 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
         prog.done(t, f"infinite-cache hit ratio {_g((st.result or {}).get('infinite_hit_ratio'))}" if st.ok
                   else f"FAILED: {st.error}")
 
-        t = prog.step(f"replay through DRAM + NVMe (kvbench replay kv, closed loop, up to {duration:.0f} s)")
+        t = prog.step("the whole trace through the tiers at full size (kvbench replay kv --dry-run)")
+        st = step("simulate", ["replay", "kv"], [trace_path],
+                  {"model": spec.name, "l2": sampling.modelled_l2_bytes, "l3": store,
+                   "l3_capacity": sampling.modelled_l3_bytes, "dry_run": True, "max_requests": max_requests,
+                   "results": str(rd.path)})
+        sim = st.result or {}
+        prog.done(t, f"{sim.get('requests', 0):,} requests, hit ratio {_g(sim.get('hit_ratio'))} at L2/L3 of "
+                     f"{_g(sampling.modelled_l2_bytes / 2**30)}/{_g(sampling.modelled_l3_bytes / 2**30)} GiB"
+                  if st.ok else f"FAILED: {st.error}")
+
+        t = prog.step(f"replay through DRAM + NVMe (kvbench replay kv, closed loop: I/O for at most {duration:.0f} s, "
+                      f"plus reading the trace and creating the store)")
         opts = {"model": spec.name, "l2": sampling.modelled_l2_bytes, "l3": store,
                 "l3_capacity": sampling.modelled_l3_bytes, "sample_keys": sampling.rate if sampling.rate < 1 else None,
                 "closed_loop": True,
                 "duration": f"{duration}s", "max_requests": max_requests, "results": str(rd.path),
                 "destroy_data": destroy_data}
-        st = step("replay", ["replay", "kv"], [trace_path], opts, heartbeat=lambda s: _replay_progress(rd.path, s))
+        st = step("replay", ["replay", "kv"], [trace_path], opts, heartbeat=lambda s: _replay_progress(rd.path, s, duration))
         replay_dir = st.run_dir
         r = st.result or {}
         est = (f" (estimate for L2/L3 of {_g(sampling.modelled_l2_bytes / 2**30)}/"
                f"{_g(sampling.modelled_l3_bytes / 2**30)} GiB from a {sampling.rate:g} key sample; load times cover "
                f"sampled blocks)") if sampling.rate < 1 else ""
-        prog.done(t, f"{r.get('requests', 0)} requests; hit ratio {_g(r.get('hit_ratio'))}{est}; load time p50 "
+        prog.done(t, f"{r.get('requests', 0):,} of {sim.get('requests') or r.get('trace_requests') or 0:,} requests "
+                     f"replayed in {duration:g} s (timed I/O; the answer's hit ratios are the whole trace's); "
+                     f"hit ratio of the replayed part {_g(r.get('hit_ratio'))}{est}; load time p50 "
                      f"{_g((r.get('load_time_ms') or {}).get('p50'))} ms" if st.ok else f"FAILED: {st.error}")
         t = prog.step("tier probes (first byte at QD1, bandwidth at the replay's chunk size)")
         probes = []
@@ -328,32 +400,27 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
                 _remove_store(store)
         if probes:
             rd.write_json("probes.json", [p.to_dict() for p in probes])
-        prog.done(t, "; ".join(f"{p.name}: {p.bandwidth_bytes_per_s / 1e9:.3g} GB/s at {p.io_size >> 10} KiB, first byte "
-                               f"{p.first_byte_s * 1e6:.0f} us" for p in probes) or "no tier to probe")
+        prog.done(t, "; ".join(f"{p.name}: {p.bandwidth_bytes_per_s / 1e9:.3g} GB/s at {p.io_size >> 10} KiB QD{p.qd}, "
+                               f"first byte {p.first_byte_s * 1e6:.0f} us (one small read at QD1, idle)"
+                               for p in probes) or "no tier to probe")
 
-        t = prog.step("capacity, DWPD and retention (kvbench plan)")
-        popts = {"trace": trace_path, "model": spec.name, "run": replay_dir, "rate": rate}
-        st = step("plan", ["plan"], (), {**popts, "retention": "1h"})
+        t = prog.step("steady-state capacity, DWPD and residence at the deployment (kvbench plan)")
+        popts = {"trace": trace_path, "model": spec.name, "run": replay_dir, "deployment": deployment,
+                 "profile": compute_profile, "sweep": retentions,
+                 "load_tier": next((p.tier_arg() for p in probes if p.name == "l3" and p.bandwidth_bytes_per_s > 0),
+                                   None)}
+        st = step("plan", ["plan"], (), popts)
+        plan = st.result or {}
         if st.result:
             rd.write_json("plan.json", st.result)
-        rows = []
-        for ret in retention_s:
-            if ret == 3600.0 and st.ok:
-                s2 = st             # the main plan already is the 1 h point
-            else:
-                s2 = run_step(f"plan-{ret:.0f}s", kvbench_argv(["plan"], (), {**popts, "retention": f"{ret:.0f}s"}),
-                              echo=False)
-            if s2.ok:
-                res = s2.result
-                cap = res.get("capacity_bytes") or {}
-                rows.append({"retention_s": ret, "dwpd": _first_number(res.get("dwpd")),
-                             "capacity_bytes": _first_number((cap.get("l3") or {}).get("0.95") if isinstance(cap, dict) else None)
-                             or _first_number(cap), "waf": _first_number(res.get("waf")),
-                             "dwpd_retention_bound": _first_number((res.get("retention_bound") or {}).get("dwpd"))})
-        if rows:
-            rd.write_json("retention.json", rows)
-        prog.done(t, f"DWPD {_g(_first_number((st.result or {}).get('dwpd')))} at 1 h retention; "
-                     f"{len(rows)} retention points" if st.ok else f"FAILED: {st.error}")
+            rows = [{"retention_s": x["retention_s"], "dwpd": x["dwpd"], "capacity_bytes": x["capacity_bytes"],
+                     "hit_ratio": x.get("hit_ratio"), "extrapolated": x["extrapolated"], "basis": x["basis"]}
+                    for x in plan.get("retention_sweep") or []]
+            if rows:
+                rd.write_json("retention.json", rows)
+        for line in ((plan.get("answer") or {}).get("sentences") or []) if st.ok else []:
+            click.echo(f"        {line}", err=True)
+        prog.done(t, "plan written" if st.ok else f"FAILED: {st.error}")
 
         t = prog.step(f"load vs recompute (kvbench check, profile {compute_profile})")
         measured = [k for k, v in tiers.items() if isinstance(v, dict) and (v.get("read_bytes") or 0) > 0]
@@ -369,8 +436,12 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
                 st = step("check", ["check"], (), {**copts, "tier": [p.tier_arg() for p in probes]})
             if st.result:
                 rd.write_json("check.json", st.result)
-            verdicts = [v.get("verdict") for v in ((st.result or {}).get("tiers") or {}).values() if isinstance(v, dict)]
+            ctiers = (st.result or {}).get("tiers") or {}
+            verdicts = [v.get("verdict") for v in ctiers.values() if isinstance(v, dict)]
             prog.done(t, "; ".join(str(v) for v in verdicts) if st.ok else f"FAILED: {st.error}")
+            notes.extend(first_byte_notes(probes, ctiers))
+            for note in notes:
+                click.echo(f"        note: {note}", err=True)
         else:
             steps.append({"name": "check", "ok": False, "error": "no tier measurements to check"})
             prog.done(t, "skipped: no tier was measured")
@@ -392,6 +463,7 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
     failed = [s["name"] for s in steps if not s["ok"]]
     status = "complete" if not failed else "partial"
     extra = {"reason": "failed steps: " + ", ".join(failed)} if failed else {}
+    extra["answer"] = job_answer(sim, r, plan, sampling)
     save(status, extra)
     out = Path(output) if output else default_report_path([rd.path])
     path, index = build_report([rd.path], out, title=f"kvbench run: {Path(trace_path).name}, {spec.name}")
@@ -410,6 +482,30 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
         raise KvbenchError(f"the run is partial: step(s) {', '.join(failed)} failed "
                            f"({'; '.join(str(s.get('error')) for s in steps if not s['ok'])[:300]})",
                            f"the report {path} shows what was measured; rerun after fixing the step")
+
+
+def job_answer(sim: dict, replay: dict, plan: dict, sampling) -> dict:
+    """The job's answer: hit ratios from the whole-trace simulation, endurance and cost from the steady-state plan,
+    and how much of the trace the timed I/O covered."""
+    dep = plan.get("deployment") or {}
+    head = (plan.get("answer") or {}).get("target")
+    t = (plan.get("per_target") or {}).get(head) or {}
+    return {
+        "hit_ratio": sim.get("hit_ratio"), "tier_hit_ratio": {k: v.get("hit_ratio") for k, v in
+                                                             (sim.get("tiers") or {}).items() if isinstance(v, dict)},
+        "trace_requests": sim.get("requests"), "replayed_requests": replay.get("requests"),
+        "replayed_fraction": (replay.get("requests") or 0) / sim["requests"] if sim.get("requests") else None,
+        "l2_bytes": sampling.modelled_l2_bytes, "l3_bytes": sampling.modelled_l3_bytes,
+        "planned_l2_bytes": t.get("l2_bytes"), "planned_l3_bytes": t.get("ssd_bytes"),
+        "ssd_class": plan.get("ssd_class"), "bound": plan.get("bound"),
+        "dwpd_host": plan.get("dwpd"), "dwpd_rating_equivalent": plan.get("dwpd_rating_equivalent"),
+        "residence_s": plan.get("residence_s"), "ssd_per_dram": plan.get("ssd_per_dram_gb"),
+        "usd_per_day": plan.get("usd_per_day"), "lifetime_years": plan.get("lifetime_years"),
+        "deployment": {k: dep.get(k) for k in ("gpus", "drives", "drive_capacity_bytes", "utilization",
+                                                "requests_per_s", "dwpd_host_per_drive",
+                                                "dwpd_rating_equivalent_per_drive", "residence_s")} if dep else None,
+        "sentences": (plan.get("answer") or {}).get("sentences") or [],
+    }
 
 
 COMMANDS = [run_cmd]

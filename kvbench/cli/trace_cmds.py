@@ -1,4 +1,4 @@
-"""``kvbench trace stats`` / ``kvbench trace gen``: inspect and generate serving traces.
+"""``kvbench trace stats`` / ``gen`` / ``fit``: inspect, generate and model serving traces.
 
 Also the shared trace options (``trace_options`` / ``trace_from_options``) that ``kvbench mrc`` and other
 trace-reading commands use, so every command reads traces the same way.
@@ -10,7 +10,7 @@ import functools
 
 import click
 
-from kvbench.cli._common import emit_json, json_option
+from kvbench.cli._common import DURATION, check_outputs, emit_json, force_option, json_option
 from kvbench.stream.traces import DEFAULT_TRACE
 
 
@@ -102,21 +102,78 @@ def stats_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, 
 
 
 @click.command("gen")
-@click.argument("kind", type=click.Choice(["chat", "agent", "docqa", "qa"]))
+@click.argument("kind", required=False, type=click.Choice(["chat", "agent", "docqa", "qa"]))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
               help="Output file (Mooncake JSONL; gzipped when it ends in .gz).")
-@click.option("--requests", "-n", type=int, default=1000, show_default=True, help="Number of requests.")
-@click.option("--rate", type=float, default=1.0, show_default=True, help="Mean arrival rate, requests/s.")
+@click.option("--model-file", default=None,
+              help="A workload model (TOML written by 'trace fit', or a preset of workloads/classes: "
+                   "chat, qa, coding-agent, document-analysis, tool-agent) instead of KIND.")
+@click.option("--duration", type=DURATION, default=None,
+              help="With --model-file: the span to generate, e.g. 7d (default 1d).")
+@click.option("--requests", "-n", type=int, default=None, help="KIND: number of requests (default 1000).")
+@click.option("--rate", type=float, default=None,
+              help="Mean arrival rate, requests/s (KIND: default 1; --model-file: default the model's).")
 @click.option("--arrival", type=click.Choice(["poisson", "bursty"]), default="poisson", show_default=True)
 @click.option("--burstiness", type=float, default=4.0, show_default=True,
               help="Bursty arrivals: coefficient of variation of session inter-arrival times.")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--block-tokens", type=int, default=512, show_default=True, help="Tokens per KV block.")
+@click.option("--block-tokens", type=int, default=None, help="Tokens per KV block (default 512, or the model's).")
 @click.option("--set", "overrides", multiple=True, metavar="PARAM=VALUE",
               help="Override a kind parameter, e.g. --set turns_mean=10 --set system_tokens=4000.")
+@force_option
 @json_option
-def gen_cmd(kind, output, requests, rate, arrival, burstiness, seed, block_tokens, overrides, as_json):
-    """Generate a seeded synthetic trace of KIND (chat, agent, docqa, qa) in Mooncake format."""
+def gen_cmd(kind, output, model_file, duration, requests, rate, arrival, burstiness, seed, block_tokens, overrides,
+            force, as_json):
+    """Generate a seeded synthetic trace in Mooncake format: from a workload model (--model-file, any horizon,
+    streamed) or of a simple KIND (chat, agent, docqa, qa; a number of requests)."""
+    from kvbench.errors import UsageError
+
+    check_outputs(force, output)
+    if (kind is None) == (model_file is None):
+        raise UsageError("give either KIND or --model-file", "e.g. kvbench trace gen --model-file chat --duration 7d "
+                         "-o week.jsonl.gz, or kvbench trace gen chat -n 1000 -o chat.jsonl")
+    if model_file is not None:
+        bad = [o for o, v in (("--requests", requests), ("--set", overrides)) if v]
+        if bad:
+            raise UsageError(f"{', '.join(bad)} applies to KIND, not to --model-file",
+                             "change the model file (or use --duration/--rate) instead")
+        _gen_model(model_file, output, duration, rate, seed, block_tokens, as_json)
+        return
+    if duration is not None:
+        raise UsageError("--duration applies to --model-file", "give --requests N with KIND")
+    _gen_kind(kind, output, 1000 if requests is None else requests, 1.0 if rate is None else rate, arrival,
+              burstiness, seed, 512 if block_tokens is None else block_tokens, overrides, as_json)
+
+
+def _gen_model(model_file, output, duration, rate, seed, block_tokens, as_json):
+    import time
+    from dataclasses import replace
+
+    from kvbench.stream.synth import Generator, gen_meta, parse_gen, write_stream
+    from kvbench.stream.workload import load_model_file
+
+    model = load_model_file(model_file)
+    if block_tokens is not None:
+        model = replace(model, block_tokens=int(block_tokens))
+    duration = 86_400.0 if duration is None else duration
+    t = time.perf_counter()
+    gen = Generator(model, duration_s=duration, rate=rate, seed=seed)
+    written = write_stream(gen.batches(path=str(output)), output)
+    src = parse_gen(f"gen:{model_file},duration={duration:g}s,seed={seed}" + (f",rate={rate:g}" if rate else ""))
+    summary = written | {"model": gen.model.to_dict(), "generated": gen_meta(src, gen.model),
+                         "duration_s": duration, "seed": seed, "rate": gen.model.arrivals.rate,
+                         "block_tokens": gen.model.block_tokens, "elapsed_s": time.perf_counter() - t}
+    if as_json:
+        emit_json(summary)
+        return
+    click.echo(f"wrote {written['path']}: {written['requests']:,} requests of {gen.model.name} over "
+               f"{duration:,.0f} s at {gen.model.arrivals.rate:g} req/s (seed {seed}), "
+               f"{written['block_references']:,} block references of {gen.model.block_tokens} tokens"
+               + ("" if gen.model.block_tokens == 512 else
+                  f" (read it with --block-tokens {gen.model.block_tokens}: Mooncake's default is 512)"))
+
+
+def _gen_kind(kind, output, requests, rate, arrival, burstiness, seed, block_tokens, overrides, as_json):
     from dataclasses import fields
 
     from kvbench.errors import UsageError
@@ -150,5 +207,71 @@ def gen_cmd(kind, output, requests, rate, arrival, burstiness, seed, block_token
                f"{s['block_references']:,} block references, infinite-cache reuse {s['infinite_cache_reuse']:.3f}")
 
 
+@click.command("fit")
+@click.argument("trace", default=DEFAULT_TRACE)
+@trace_options
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="The model file to write (TOML).")
+@click.option("--defaults", default=None,
+              help="Model (preset name or TOML) whose values stand in for what the trace cannot show "
+                   "(default: the built-in defaults).")
+@click.option("--name", default=None, help="Name of the fitted model (default fit-<trace>).")
+@click.option("--seed", type=int, default=0, show_default=True, help="First seed of the regenerated traces.")
+@click.option("--seeds", type=int, default=3, show_default=True,
+              help="Regenerated traces the goodness of fit is averaged over.")
+@json_option
+def fit_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, output, defaults, name, seed, seeds,
+            as_json):
+    """Fit a workload model to TRACE, write it to MODEL.toml and print the goodness of fit.
+
+    Goodness: traces generated from the fitted model over TRACE's span, at its rate, against TRACE: the exact
+    LRU hit-ratio curves (mean and max absolute error over capacities from one block to the working set) and
+    the Kolmogorov-Smirnov distance between the reuse-time distributions. A parameter TRACE cannot show (a
+    weekly cycle in an hour) keeps its default, with a warning naming it.
+    """
+    from pathlib import Path
+
+    from kvbench.errors import UsageError
+    from kvbench.stream.fit import fit_and_score
+    from kvbench.stream.workload import load_model_file, to_toml
+
+    if seeds < 1:
+        raise UsageError(f"--seeds must be >= 1, got {seeds}", "give e.g. --seeds 3")
+    out = Path(output)
+    if not out.parent.exists():
+        raise UsageError(f"output folder does not exist: {out.parent}", "create it or choose another path")
+    tr = trace_from_options(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit)
+    res, good = fit_and_score(tr, load_model_file(defaults) if defaults else None, name=name, seeds=seeds, seed=seed)
+    header = (f"Workload model fitted by kvbench trace fit to {tr.path}\n"
+              f"({tr.n_requests} requests over {tr.duration_s:.0f} s, {tr.block_tokens}-token blocks).\n"
+              f"Goodness over {seeds} regenerated traces: hit-ratio curve MAE {good['curve_mae']:.4f}, max error "
+              f"{good['curve_max_error']:.4f}; reuse-time KS distance "
+              + (f"{good['reuse_time_ks']:.4f}" if good["reuse_time_ks"] is not None else "n/a") + ".\n"
+              + "".join(f"warning: {w}\n" for w in res.warnings))
+    out.write_text(to_toml(res.model, header=header.rstrip("\n")))
+    result = {"trace": tr.path, "output": str(out), "model": res.model.to_dict(), "fit": good,
+              "warnings": res.warnings, "observed": res.observed}
+    if as_json:
+        emit_json(result)
+        return
+    m = res.model
+    a, s, p = m.arrivals, m.sessions, m.prompts
+    click.echo(f"fitted {m.name} to {tr.path}: {tr.n_requests:,} requests over {tr.duration_s:,.0f} s, "
+               f"{res.observed['sessions']:,} sessions recovered")
+    click.echo(f"arrivals   {a.rate:.4g} req/s, burstiness {a.burstiness:.3g}, diurnal amplitude "
+               f"{a.diurnal_amplitude:.2g} (peak {a.peak_hour:.1f} h), weekend x{a.weekend_factor:.2g}")
+    click.echo(f"sessions   {s.turns_mean:.3g} turns/visit, think {s.think_time_s:.3g} s (sigma {s.think_sigma:.2g}), "
+               f"return p {s.return_probability:.3g} after {s.return_time_s:.3g} s")
+    click.echo(f"prompts    system {p.system_probability:.2g} x {p.system_prompts} ({p.system_tokens:.0f} tok), "
+               f"documents {p.document_probability:.2g} x {p.documents} ({p.document_tokens:.0f} tok), first "
+               f"{p.first_user_tokens:.0f}, turn +{p.user_tokens:.0f}, output {p.output_tokens:.0f} tok")
+    click.echo(f"fit        hit-ratio curve MAE {good['curve_mae']:.4f}, max error {good['curve_max_error']:.4f} "
+               f"(capacities 1-{good['capacity_range_blocks'][1]:,.0f} blocks); reuse-time KS "
+               + (f"{good['reuse_time_ks']:.4f}" if good["reuse_time_ks"] is not None else "n/a")
+               + f" (mean of {seeds} seeds; {res.observed['length_distributions']} lengths)")
+    for w in res.warnings:
+        click.echo(f"warning: {w}")
+    click.echo(f"wrote {out}")
+
+
 GROUP = "trace"
-COMMANDS = [stats_cmd, gen_cmd]
+COMMANDS = [stats_cmd, gen_cmd, fit_cmd]

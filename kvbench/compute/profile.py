@@ -198,35 +198,11 @@ def profile_names() -> list[str]:
 
 
 # --- writing -------------------------------------------------------------------------------------------
-def _toml_value(v) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        if not math.isfinite(v):
-            raise SpecError(f"cannot store non-finite number {v} in a profile", "drop failed measurements")
-        return repr(v)
-    if isinstance(v, str):
-        return json.dumps(v)  # a JSON string is a valid TOML basic string
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
-    raise TypeError(f"cannot write {type(v).__name__} to TOML")
-
-
 def to_toml(d: dict) -> str:
     """Write a dict of scalars, lists and one level of tables as TOML (profiles need nothing more)."""
-    lines, tables = [], []
-    for k, v in d.items():
-        if isinstance(v, dict):
-            tables.append((k, v))
-        elif v is not None:
-            lines.append(f"{k} = {_toml_value(v)}")
-    for name, table in tables:
-        lines.append("")
-        lines.append(f"[{name}]")
-        lines.extend(f"{k} = {_toml_value(v)}" for k, v in table.items() if v is not None)
-    return "\n".join(lines) + "\n"
+    from kvbench.spec.presets import dump_toml
+
+    return dump_toml(d)
 
 
 def save_profile(profile: ComputeProfile, path: str | Path) -> Path:

@@ -36,4 +36,6 @@ def write_iolog(path: str | Path, plan: np.ndarray, target_paths: list[str], tim
             n += len(plan)
         for name in names:
             f.write(f"{end} {name} close\n")
+    from kvbench.engine.safety import mark_output
+    mark_output(path)
     return n

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from kvbench.engine.iolog import write_iolog
 from kvbench.engine.plan import OP_READ, OP_WRITE, make_plan
+from kvbench.engine import safety
 from kvbench.engine.runner import run_plan
 from kvbench.engine.targets import open_target
 from kvbench.errors import TargetError, UsageError
@@ -69,6 +71,12 @@ class IoSpec:
             raise UsageError("--rate (open loop) needs --runtime > 0", "pass e.g. --runtime 10s")
         if not (self.speed > 0 and math.isfinite(self.speed)):
             raise UsageError(f"--speed must be > 0, got {self.speed}", "pass e.g. --speed 2")
+        if self.faults:
+            from kvbench.engine.faults import parse_faults
+            parse_faults(self.faults)          # a bad spec is refused before any file or run folder is made
+        if self.size is not None and 0 < self.size < self.bs:
+            raise UsageError(f"--size {self.size} is smaller than one --bs {self.bs} block",
+                             "give --size >= --bs (or a smaller --bs)")
 
     @property
     def writes(self) -> bool:
@@ -137,14 +145,24 @@ def run_io(spec: IoSpec, *, results_root: str = "results", export_iolog: str | N
         if not os.path.isdir(d):
             raise UsageError(f"--export-iolog: directory {d} does not exist", "create it or give another path")
     # a new (or grown) file is created writable and is prefilled before it is read: unwritten extents never
-    # reach the device, so reading them would measure nothing
-    target = open_target(path, size=size, write=spec.writes or spec.prefill is True,
+    # reach the device, so reading them would measure nothing. An existing file with holes is filled too when
+    # kvbench wrote it, and refused when it did not (or the user said --no-prefill)
+    hole = _unwritten(path, size) if spec.reads and exists else None
+    if hole is not None and (spec.prefill is False or not safety.is_owned(path)):
+        raise TargetError(f"{path} has unwritten ranges (from byte {hole}): the filesystem answers them with "
+                          "zeros and no device I/O, so reading them would measure nothing",
+                          "write the file first, let kvbench fill its own file (drop --no-prefill), or give a "
+                          "new path (kvbench creates and fills it)")
+    target = open_target(path, size=size, write=spec.writes or spec.prefill is True or hole is not None,
                          destroy_data=spec.destroy_data)
     rd = None
     try:
         if spec.bs % target.lbs:
             raise TargetError(f"--bs {spec.bs} is not a multiple of the logical block size {target.lbs} of "
                               f"{target.path}", f"use a block size that is a multiple of {target.lbs}")
+        if target.size < spec.bs:
+            raise UsageError(f"{target.path} holds {target.size} bytes, less than one --bs {spec.bs} block",
+                             "give a smaller --bs or a larger target")
         size = target.size - target.size % spec.bs
         plan, loop = build_plan(spec, size)
         config = {"spec": asdict(spec), "size_used": size, "plan_ios": len(plan), "loop": loop,
@@ -152,7 +170,8 @@ def run_io(spec: IoSpec, *, results_root: str = "results", export_iolog: str | N
         rd = RunDir.create("io", config, root=results_root, targets=[target.path])
         rd.update_run(target_opened=target.facts())
         prefill = None
-        do_prefill = spec.prefill if spec.prefill is not None else (target.created and spec.reads)
+        do_prefill = spec.prefill if spec.prefill is not None else \
+            ((target.created or hole is not None) and spec.reads)
         if do_prefill:
             prefill = _prefill(target, spec)
         devs = [target.device] if target.device else []
@@ -188,6 +207,16 @@ def run_io(spec: IoSpec, *, results_root: str = "results", export_iolog: str | N
                 times_ns=(times if times is None or result.passes else times[issued]),
                 repeat=max(1, result.passes))}
         status = {"complete": "complete", "interrupted": "interrupted", "failed": "failed"}[result.status]
+        mismatches = int((result.verify or {}).get("mismatches") or 0)
+        summary["verify_errors"] = mismatches
+        if mismatches and status == "complete":      # wrong data read back: the run failed, whatever its speed
+            status = "failed"
+            summary["error"] = (f"verify: {mismatches} of {result.verify.get('checked')} checked reads "
+                                "returned wrong data")
+        if status == "complete" and summary.get("not_measured"):
+            status = "not-measured"
+            warnings.warn(f"not measured: {summary['not_measured']}")
+        summary["status"] = status
         summary["run_dir"] = str(rd.path)
         rd.write_summary(summary, status=status)
         return summary, rd, result
@@ -197,6 +226,14 @@ def run_io(spec: IoSpec, *, results_root: str = "results", export_iolog: str | N
         raise
     finally:
         target.close()
+
+
+def _unwritten(path: str, size: int | None) -> int | None:
+    from kvbench.engine.targets import first_hole
+
+    if path.startswith("dram:") or not os.path.isfile(path):
+        return None
+    return first_hole(path, size)
 
 
 def _prefill(target, spec: IoSpec) -> dict:
@@ -236,6 +273,10 @@ def _summary(spec, result, target, host, prefill) -> dict:
         out["host"]["read_bytes"] = hr
         # O_DIRECT check: every byte the engine read must have reached the device (no page-cache hits)
         out["host"]["direct_io_verified"] = bool(hr >= 0.98 * read) if read else None
+        if out["host"]["direct_io_verified"] is False and result.engine != "null":
+            out["not_measured"] = (f"the O_DIRECT bypass check failed: /dev/{target.device} read "
+                                   f"{hr:,} bytes where the engine read {read:,} (holes or page cache answered "
+                                   "the rest)")
     if prefill:
         out["prefill"] = prefill
     return out

@@ -120,6 +120,9 @@ class _signals:
             signal.signal(s, h)
 
 
+stop_on_signals = _signals      # for callers that run several plans at once under one stop flag
+
+
 def _worker_main(wid, plan, gidx, targets, eng, cfg, t0, stop, q):
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C reaches the whole group: the parent decides
     try:  # if the parent dies (even SIGKILL), get SIGTERM: stop issuing instead of running on orphaned

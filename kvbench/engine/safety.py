@@ -46,6 +46,25 @@ def mark_owned(path: str) -> None:
         sidecar(path).write_text("this file's companion was created by kvbench and may be overwritten by it\n")
 
 
+def check_output(path, force: bool = False) -> None:
+    """An output file (report, trace, iolog) may replace only a file kvbench wrote, unless ``force``."""
+    path = str(path)
+    if os.path.lexists(path) and not force and not is_owned(path):
+        raise SafetyError(f"{path} exists and was not written by kvbench: refusing to overwrite it",
+                          "give another output path, or --force to replace it")
+
+
+def mark_output(path) -> None:
+    """Mark an output kvbench just wrote, so that a rerun may replace it (best effort)."""
+    try:
+        os.setxattr(str(path), OWNER_XATTR, OWNER_VALUE)
+    except OSError:
+        try:
+            mark_owned(str(path))
+        except OSError:
+            pass
+
+
 def is_owned(path: str) -> bool:
     try:
         if os.getxattr(path, OWNER_XATTR) == OWNER_VALUE:
@@ -232,5 +251,5 @@ def check_block_write(path: str, destroy_data: str | None) -> None:
                           "use a device that holds nothing (wipefs -a it yourself if you are sure)")
 
 
-__all__ = ["check_file_path", "mark_owned", "is_owned", "unmark", "check_free_space", "check_block_write",
+__all__ = ["check_file_path", "mark_owned", "is_owned", "check_output", "mark_output", "unmark", "check_free_space", "check_block_write",
            "block_write_refusal", "devno_name"]

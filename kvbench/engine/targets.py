@@ -113,12 +113,23 @@ def _sysfs_lbs(name: str | None) -> int | None:
         return None
 
 
+def check_memory(size: int, what: str, fix: str) -> None:
+    """Refuse (before allocating) an arena larger than the memory available now: it would swap or be killed."""
+    import psutil
+
+    avail = psutil.virtual_memory().available
+    if size > avail:
+        raise TargetError(f"{what} needs {format_bytes(size)} of DRAM but {format_bytes(avail)} of memory "
+                          "available", fix)
+
+
 def open_dram(spec: str, *, lbs: int = 512) -> Target:
     """A DRAM arena: an anonymous, pre-faulted, page-aligned buffer of the given size."""
     size = parse_size(spec.split(":", 1)[1] or "0", what="dram target size")
     if size <= 0 or size % lbs:
         raise TargetError(f"{spec}: a DRAM arena needs a size > 0 that is a multiple of {lbs}",
                           "write e.g. dram:1GiB")
+    check_memory(size, spec, "give a smaller dram:<size>")
     try:
         # shared, so that forked worker processes write into the same arena
         mm = mmap.mmap(-1, size, flags=mmap.MAP_SHARED | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_POPULATE", 0))
@@ -275,9 +286,30 @@ def _open_block(path, st, size, write, destroy_data, lock, direct) -> Target:
     return Target(path=path, kind="block", fd=fd, size=size, lbs=lbs, writable=write, fstype=None, device=name)
 
 
+def first_hole(path: str, size: int | None = None) -> int | None:
+    """Offset of the first unwritten byte of a regular file within ``size`` (its length by default), or None
+    when every byte was written. Holes and fallocated-but-unwritten extents both count: the filesystem
+    answers reads of them with zeros and no device I/O, so a benchmark reading them measures nothing."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        end = os.fstat(fd).st_size if size is None else min(int(size), os.fstat(fd).st_size)
+        if end <= 0:
+            return None
+        try:
+            hole = os.lseek(fd, 0, os.SEEK_HOLE)
+        except OSError:               # no SEEK_HOLE here: cannot tell, assume written
+            return None
+        return hole if hole < end else None
+    finally:
+        os.close(fd)
+
+
 def close_all(targets) -> None:
     for t in targets:
         t.close()
 
 
-__all__ = ["Target", "open_target", "open_dram", "close_all", "MEMORY_FILESYSTEMS"]
+__all__ = ["Target", "open_target", "open_dram", "close_all", "first_hole", "MEMORY_FILESYSTEMS"]

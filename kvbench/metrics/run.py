@@ -19,7 +19,9 @@ from pathlib import Path
 from kvbench.errors import TargetError
 from kvbench.metrics.environment import environment, target_facts
 
-STATUSES = ("running", "complete", "partial", "interrupted", "failed")
+# not-measured: the run completed but kvbench cannot vouch for its numbers (summary ``not_measured`` says why:
+# an O_DIRECT bypass check that failed, device counters that disagree with the engine)
+STATUSES = ("running", "complete", "partial", "interrupted", "failed", "not-measured")
 
 
 def to_jsonable(obj):

@@ -1,26 +1,43 @@
 """``kvbench qualify``: precondition a drive, run a profile's workloads on it, judge the criteria, report.
 
 Everything lands in one run folder (``results/qualify-.../``): ``steady_state.json`` (the preconditioning
-rounds and the PTS verdict), ``qualify.json`` (pass/fail per criterion), ``summary.json`` (with ``parts``:
-each workload's own run folder) and the HTML report. The summary is rewritten after every step, so a killed
-qualification still says how far it got.
+rounds and the PTS verdict), ``qualify.json`` (an outcome per criterion), ``summary.json`` (with ``parts``:
+each workload's own run folder, all under ``steps/`` of this folder) and the HTML report. The summary is
+rewritten after every step, so a killed qualification still says how far it got.
+
+What the job guarantees before a criterion may pass (``criteria`` judges the rest):
+
+- every byte of the test region is written before any workload reads it: the precondition's sequential fill,
+  or, when the precondition is skipped or absent, one sequential pass (``written_by``);
+- every workload gets the one ``--destroy-data`` the user gave, the test region (``--size``), and this run's
+  folder for its results; the replay's store fits the region (spare slots come out of its capacity);
+- the DWPD criterion reads the deployment DWPD per drive at the whole drive's capacity (``{drive_capacity}``:
+  ``--drive capacity=...``, else the whole device holding the target), never the test region's.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import stat
 import sys
 import time
 from pathlib import Path
 
 from kvbench.errors import KvbenchError
-from kvbench.qualify.criteria import evaluate, overall
-from kvbench.qualify.profile import KIND_COMMANDS, PRECONDITION, QualifyProfile
+from kvbench.qualify.criteria import evaluate, verdict
+from kvbench.qualify.profile import KIND_COMMANDS, PRECONDITION, Precondition, QualifyProfile, validate_drive
 from kvbench.qualify.steps import kvbench_argv, run_step
+from kvbench.units import format_bytes, parse_duration
+
+QUICK_S = 10.0                  # --quick: no workload runs longer than this, the precondition one round of it
+QUICK_ENGRAM_TOKENS = 32768     # --quick: the Engram replay's token stream and timed steps (its run time
+QUICK_ENGRAM_STEPS = 256        # scales with them; it has no duration option)
 
 
 class QualificationFailed(KvbenchError):
-    """The drive did not meet the profile: some criterion failed (the report says which)."""
+    """The drive did not meet the profile: some criterion failed or was not measured (the report says which)."""
 
     exit_code = 1
 
@@ -39,26 +56,69 @@ def _substitute(value, ctx: dict):
     return value
 
 
+# --- what each kind of step is given: the target's region, the one --destroy-data, this run's folder ------
+def _io_options(opts: dict, ctx: dict) -> None:
+    opts.setdefault("target", ctx["target"])
+    if ctx["size"]:
+        opts.setdefault("size", ctx["size"])
+    if ctx["destroy_data"] and str(opts.get("rw", "")).endswith(("write", "rw")):
+        opts.setdefault("destroy_data", ctx["destroy_data"])
+
+
+def _replay_kv_options(opts: dict, ctx: dict) -> None:
+    if ctx["destroy_data"] and opts.get("l3") == ctx["target"]:
+        opts.setdefault("destroy_data", ctx["destroy_data"])
+
+
+def _replay_engram_options(opts: dict, ctx: dict) -> None:
+    if opts.get("target") == ctx["target"]:
+        if ctx["size"]:
+            opts.setdefault("scale_to", ctx["size"])       # the table fits the test region, stated in its results
+        if ctx["destroy_data"]:
+            opts.setdefault("destroy_data", ctx["destroy_data"])
+
+
+STEP_OPTIONS = {"io": _io_options, "replay-kv": _replay_kv_options, "replay-engram": _replay_engram_options}
+TAKES_RESULTS = {"io", "replay-kv", "replay-engram"}
+
+
+def _min_duration(value, cap: float) -> str:
+    v = parse_duration(value, what="runtime") if value not in (None, "") else cap
+    return f"{min(v, cap):g}s" if v > 0 else f"{cap:g}s"
+
+
+def _quick_engram(o: dict, seconds: float) -> None:
+    o["tokens"] = min(int(o.get("tokens") or QUICK_ENGRAM_TOKENS), QUICK_ENGRAM_TOKENS)
+    o["steps"] = min(int(o.get("steps") or QUICK_ENGRAM_STEPS), QUICK_ENGRAM_STEPS)
+
+
+#: --quick: how each kind of step is shortened (at most ``seconds`` of I/O; plan and check do no I/O)
+QUICK = {
+    "io": lambda o, sec: o.update(runtime=_min_duration(o.get("runtime"), sec)),
+    "replay-kv": lambda o, sec: o.update(duration=_min_duration(o.get("duration"), sec)),
+    "replay-engram": _quick_engram,
+}
+
+
 def workload_argv(w, *, target: str, size: int | None, destroy_data: str | None, results_root: str,
-                  run_dirs: dict) -> list[str]:
-    """The command line of one workload: the profile's options, placeholders filled ({target}, {size},
-    {run:NAME} = an earlier workload's run folder), target/size/--destroy-data added for ``io``."""
+                  run_dirs: dict, drive_capacity: int | None = None, quick: float | None = None) -> list[str]:
+    """The command line of one workload: the profile's options with placeholders filled ({target}, {size},
+    {drive_capacity}, {results}, {run:NAME} = an earlier workload's run folder), plus what the step needs
+    to run on the drive under test (STEP_OPTIONS), its results folder, and ``quick`` (seconds: --quick)."""
     ctx = {"target": target, "size": size or "", "results": results_root,
-           **{f"run:{k}": v for k, v in run_dirs.items()}}
+           "drive_capacity": drive_capacity or "", **{f"run:{k}": v for k, v in run_dirs.items()}}
     opts = {k: _substitute(v, ctx) for k, v in w.options.items()}
-    if w.kind == "io":
-        opts.setdefault("target", target)
-        if size:
-            opts.setdefault("size", size)
-        if destroy_data and str(opts.get("rw", "")).endswith(("write", "rw")):
-            opts.setdefault("destroy_data", destroy_data)
+    STEP_OPTIONS.get(w.kind, lambda o, c: None)(opts, {**ctx, "destroy_data": destroy_data})
+    if w.kind in TAKES_RESULTS:
+        opts.setdefault("results", results_root)
+    if quick and w.kind in QUICK:
+        QUICK[w.kind](opts, float(quick))
     return kvbench_argv(KIND_COMMANDS[w.kind], [_substitute(a, ctx) for a in w.args], opts)
 
 
+# --- the drive ---------------------------------------------------------------------------------------------
 def _target_size(target: str) -> int | None:
     """Bytes of an existing file or block device (None when absent: then --size must be given)."""
-    import os
-
     try:
         fd = os.open(target, os.O_RDONLY)
     except OSError:
@@ -69,49 +129,103 @@ def _target_size(target: str) -> int | None:
         os.close(fd)
 
 
+def drive_capacity(target: str, drive: dict, given: set) -> tuple[int | None, str]:
+    """The capacity DWPD is counted against: ``--drive capacity``, else the whole device holding the target
+    (a partition's or a file's whole disk), never the test region. Returns (bytes, where it came from)."""
+    from kvbench.metrics.environment import devno_name, whole_disk
+
+    if drive.get("capacity"):
+        src = "--drive capacity" if "capacity" in given else "the profile's [drive] capacity"
+        return int(drive["capacity"]), src
+    path = target if os.path.exists(target) else (os.path.dirname(os.path.abspath(target)) or ".")
+    st = os.stat(path)
+    name = devno_name(st.st_rdev if stat.S_ISBLK(st.st_mode) else st.st_dev)
+    if not name:
+        return None, "unknown (give --drive capacity=...)"
+    disk = whole_disk(name)
+    try:
+        sectors = int((Path("/sys/block") / disk / "size").read_text())
+    except (OSError, ValueError):
+        return None, f"unknown: /sys/block/{disk}/size unreadable (give --drive capacity=...)"
+    return sectors * 512, f"the whole device /dev/{disk} holding {target}"
+
+
+def _reads(profile: QualifyProfile) -> bool:
+    return any(w.kind != "plan" and w.kind != "check" for w in profile.workloads)
+
+
+def _shortened(pre: Precondition, seconds: float) -> Precondition:
+    from dataclasses import replace
+
+    return replace(pre, fill_passes=min(pre.fill_passes, 1.0) or 1.0, round_s=min(pre.round_s, seconds),
+                   max_rounds=1, min_rounds=1)
+
+
+# --- the job -----------------------------------------------------------------------------------------------
 def qualify(profile: QualifyProfile, target: str, *, size: int | None = None, destroy_data: str | None = None,
             results_root: str = "results", report_path=None, skip_precondition: bool = False,
-            drive: dict | None = None, progress=_say) -> tuple[dict, Path]:
+            drive: dict | None = None, quick: bool = False, quick_s: float = QUICK_S,
+            progress=_say) -> tuple[dict, Path]:
     """Run the qualification; returns (summary, run folder). Raises nothing for a failed drive: the caller
-    decides the exit code from ``summary["passed"]``."""
+    decides the exit code from ``summary["verdict"]``. ``quick``: every workload at most ``quick_s`` seconds
+    and the precondition one round of it."""
+    from kvbench.engine.targets import open_target
     from kvbench.metrics.run import RunDir
     from kvbench.report import build_report, default_report_path
 
-    drive_facts = {**profile.drive, **(drive or {})}
+    given = dict(drive or {})
+    drive_facts = {**profile.drive, **validate_drive(given)}        # bad --drive values: before any I/O
     size = size or _target_size(target)
-    from kvbench.engine.targets import open_target
     # every refusal (safety, O_DIRECT, free space, lock) comes before a run folder is made or a byte written
     open_target(target, size=size, write=True, destroy_data=destroy_data).close()
+    cap, cap_source = drive_capacity(target, drive_facts, set(given))
     rd = RunDir.create("qualify", {"profile": profile.name, "profile_path": profile.path, "target": target,
-                                   "size": size, "skip_precondition": skip_precondition, "drive": drive_facts},
+                                   "size": size, "skip_precondition": skip_precondition, "quick": quick,
+                                   "drive": drive_facts, "drive_capacity": cap,
+                                   "drive_capacity_source": cap_source},
                        root=results_root)
+    steps_root = str((rd.path / "steps").resolve())
     results: dict = {}
     parts: dict = {}
     steps: list = []
+    skipped: dict = {}
+    head = {"profile": profile.name, "target": target, "region_bytes": size, "quick": quick,
+            "drive_capacity": {"bytes": cap, "source": cap_source}}
 
     def save(status: str, extra: dict | None = None) -> None:
-        rd.write_summary({"profile": profile.name, "target": target, "parts": parts, "steps": steps,
-                          **(extra or {})}, status=status)
+        rd.write_summary({**head, "parts": parts, "steps": steps, **(extra or {})}, status=status)
 
     try:
-        if profile.precondition is not None and not skip_precondition:
-            from kvbench.engine.targets import open_target
-            from kvbench.qualify.precondition import precondition
-
-            t = open_target(target, size=size, write=True, destroy_data=destroy_data)
-            try:
-                rd.add_targets([t.facts()])
-                progress(f"preconditioning {target} ({t.size / 2**30:.3g} GiB, {t.kind})")
-                pre = precondition(t, profile.precondition, region=size, progress=progress)
-            finally:
-                t.close()
-            results[PRECONDITION] = pre
-            rd.write_json("steady_state.json", pre["steady_state"])
-            steps.append({"name": PRECONDITION, "ok": True, "steady_state": pre["steady_state"]["reached"]})
+        pre = profile.precondition
+        if skip_precondition and pre is not None:
+            skipped[PRECONDITION] = "the steady-state rounds were skipped (--skip-precondition)"
+            pre = None
+        elif quick and pre is not None:
+            skipped[PRECONDITION] = f"--quick: one {quick_s:g} s round cannot show steady state"
+            pre = _shortened(pre, quick_s)
+        if pre is None and _reads(profile):
+            # nothing may be read that was not written: one sequential pass over the region
+            pre = Precondition(fill_passes=1.0, max_rounds=0, min_rounds=0)
+        if pre is not None:
+            results[PRECONDITION] = _precondition(target, size, destroy_data, pre, rd, progress,
+                                                  steady=PRECONDITION not in skipped)
+            steps.append({"name": PRECONDITION, "ok": True, "seconds": results[PRECONDITION]["seconds"],
+                          "steady_state": (results[PRECONDITION].get("steady_state") or {}).get("reached")})
+            head["written_by"] = "precondition fill" if profile.precondition is not None and \
+                PRECONDITION not in skipped else "one sequential pass before the workloads"
             save("running")
         for w in profile.workloads:
-            argv = workload_argv(w, target=target, size=size, destroy_data=destroy_data,
-                                 results_root=results_root, run_dirs=parts)
+            argv = workload_argv(w, target=target, size=size, destroy_data=destroy_data, results_root=steps_root,
+                                 run_dirs=parts, drive_capacity=cap, quick=quick_s if quick else None)
+            missing = sorted({m for a in argv for m in re.findall(r"\{run:([^}]+)\}", a)})
+            if missing:       # an earlier step it reads produced no run folder: do not feed it the placeholder
+                err = f"needs the run folder of {', '.join(missing)}, which did not produce one"
+                results[w.name] = {"error": err}
+                steps.append({"name": w.name, "ok": False, "seconds": 0.0, "error": err, "status": None,
+                              "run_dir": None, "argv": list(argv[3:])})
+                progress(f"  {w.name}: not run: {err}")
+                save("running")
+                continue
             progress(f"workload {w.name} ({w.kind}): kvbench {' '.join(argv[3:])}")
             st = run_step(w.name, argv)
             results[w.name] = st.result if st.result is not None else {"error": st.error}
@@ -119,9 +233,11 @@ def qualify(profile: QualifyProfile, target: str, *, size: int | None = None, de
                 results[w.name] = {**st.result, "error": st.error}
             if st.run_dir:
                 parts[w.name] = st.run_dir
+            status = (st.result or {}).get("status")
             steps.append({"name": w.name, "ok": st.ok, "seconds": round(st.seconds, 3), "error": st.error,
-                          "run_dir": st.run_dir, "argv": list(st.argv[3:])})
-            progress(f"  {w.name}: " + ("done" if st.ok else f"FAILED: {st.error}") + f" in {st.seconds:.1f} s")
+                          "status": status, "run_dir": st.run_dir, "argv": list(st.argv[3:])})
+            progress(f"  {w.name}: " + ("done" if st.ok else f"FAILED: {st.error}") + f" in {st.seconds:.1f} s"
+                     + (f" (not measured: {st.result.get('not_measured')})" if status == "not-measured" else ""))
             save("running")
     except BaseException as e:
         status = "failed" if isinstance(e, KvbenchError) and e.exit_code != 130 else "interrupted"
@@ -135,22 +251,58 @@ def qualify(profile: QualifyProfile, target: str, *, size: int | None = None, de
             pass
         raise
 
-    verdicts = evaluate(profile.criteria, results, drive_facts)
-    passed = overall(verdicts)
+    verdicts = evaluate(profile.criteria, results, drive_facts, skipped)
+    v = verdict(verdicts)
+    entries = [{"name": c.name, "workload": c.workload, "metric": c.metric, "value": c.value,
+                "threshold": c.threshold, "op": c.op, "outcome": c.outcome,
+                **({"reason": c.reason} if c.reason else {})} for c in verdicts]
     q = {"profile": profile.name, "profile_path": profile.path, "description": profile.description,
-         "passed": passed, "drive": drive_facts, "criteria": [v.to_dict() for v in verdicts]}
-    if PRECONDITION in results:
+         "verdict": v, "passed": v == "pass", "quick": quick, "drive": drive_facts,
+         "drive_capacity": head["drive_capacity"], "skipped": sorted(skipped),
+         "criteria": [c.to_dict() for c in verdicts]}
+    if PRECONDITION in results and results[PRECONDITION].get("steady_state"):
         q["steady_state"] = results[PRECONDITION]["steady_state"]
     rd.write_json("qualify.json", q)
     all_ran = all(s["ok"] for s in steps)
-    summary = {"passed": passed, "criteria_passed": sum(v.passed for v in verdicts), "criteria": len(verdicts),
-               "failed": [v.name for v in verdicts if not v.passed]}
-    save("complete" if all_ran else "partial",
-         {**summary, **({} if all_ran else {"reason": "some workloads failed: " +
-                                             ", ".join(s["name"] for s in steps if not s["ok"])})})
+    count = {o: sum(c.outcome == o for c in verdicts) for o in ("pass", "fail", "skipped", "not-measured")}
+    summary = {"verdict": v, "passed": v == "pass", "results": entries,
+               "criteria_passed": count["pass"], "criteria": len(verdicts), "outcomes": count,
+               "failed": [c.name for c in verdicts if c.outcome == "fail"],
+               "not_measured": [c.name for c in verdicts if c.outcome == "not-measured"],
+               "skipped": [c.name for c in verdicts if c.outcome == "skipped"],
+               **({"shortened": f"--quick: workloads at most {quick_s:g} s, precondition one round"}
+                  if quick else {})}
+    run_status = "complete" if all_ran else "partial"
+    failed_steps = {} if all_ran else {"reason": "some workloads failed: " +
+                                       ", ".join(s["name"] for s in steps if not s["ok"])}
+    save(run_status, {**summary, **failed_steps})
     out = Path(report_path) if report_path else default_report_path([rd.path])
-    path, _ = build_report([rd.path], out, title=f"kvbench qualification: {profile.name} on {target}")
-    save("complete" if all_ran else "partial", {**summary, "report": str(path)})
-    for v in verdicts:
-        progress(v.line())
+    path, _ = build_report([rd.path], out, title=f"kvbench qualification{' (quick)' if quick else ''}: "
+                                                 f"{profile.name} on {target}")
+    save(run_status, {**summary, **failed_steps, "report": str(path)})
+    for c in verdicts:
+        progress(c.line())
     return json.loads((rd.path / "summary.json").read_text()), rd.path
+
+
+def _precondition(target, size, destroy_data, pre: Precondition, rd, progress, *, steady: bool) -> dict:
+    """Run the fill (and the steady-state rounds when ``steady``); returns the precondition's result."""
+    from kvbench.engine.targets import open_target
+    from kvbench.qualify.precondition import precondition
+
+    t0 = time.monotonic()
+    t = open_target(target, size=size, write=True, destroy_data=destroy_data)
+    try:
+        rd.add_targets([t.facts()])
+        what = "preconditioning" if pre.max_rounds else "writing the test region once (nothing is read unwritten)"
+        progress(f"{what}: {target} ({format_bytes(t.size)}, {t.kind})")
+        res = precondition(t, pre, region=size, progress=progress)
+    finally:
+        t.close()
+    res["seconds"] = round(time.monotonic() - t0, 3)
+    if pre.max_rounds and steady:
+        rd.write_json("steady_state.json", res["steady_state"])
+    else:
+        res.pop("steady_state", None)          # not judged: the rounds were skipped or shortened
+    return res
+

@@ -98,6 +98,41 @@ def convert_threshold(metric: str, value, *, where: str):
                         "give a number in the metric's unit or a value with units (5ms, 1GB/s, 64GiB)") from None
 
 
+def _positive_number(value, what: str) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        v = float("nan")
+    if isinstance(value, bool) or not (v > 0 and v < float("inf")):
+        raise UsageError(f"{what} must be a positive number, not {value!r}", f"give e.g. {what.split()[0]}=3")
+    return v
+
+
+def _size_fact(value, what: str) -> int:
+    v = parse_size(value if isinstance(value, str) else str(int(value)), what=what)
+    if v <= 0:
+        raise UsageError(f"{what} must be > 0, not {value!r}", "give e.g. capacity=7.68TB")
+    return v
+
+
+#: drive facts a profile or ``--drive KEY=VALUE`` may state, each with its parser
+DRIVE_FIELDS = {
+    "rated_dwpd": _positive_number,     # warranty rating, drive writes per day
+    "capacity": _size_fact,             # the whole drive's capacity (DWPD is per drive capacity)
+}
+
+
+def validate_drive(facts: dict, *, source: str = "--drive") -> dict:
+    """Parsed drive facts; an unknown key or a bad value is a usage error naming it (before any I/O)."""
+    out = {}
+    for k, v in facts.items():
+        parse = DRIVE_FIELDS.get(k)
+        if parse is None:
+            raise UsageError(f"{source} {k}={v}: unknown drive fact {k!r}", f"use one of {', '.join(DRIVE_FIELDS)}")
+        out[k] = parse(v, f"{source} {k}")
+    return out
+
+
 def _int(d: dict, key: str, default: int, where: str) -> int:
     v = d.get(key, default)
     if isinstance(v, str):
@@ -171,8 +206,12 @@ def parse_profile(d: dict, path: str) -> QualifyProfile:
         raise SpecError(f"{path}: no workloads and no preconditioning", "add [[workload]] tables")
     if not criteria:
         raise SpecError(f"{path}: no criteria", "add [[criterion]] tables with max/min/equals thresholds")
+    try:
+        drive = validate_drive(dict(d.get("drive") or {}), source=f"{path}: [drive]")
+    except UsageError as e:
+        raise SpecError(e.problem, e.fix) from None
     return QualifyProfile(str(d.get("name") or Path(path).stem), str(d.get("description", "")), str(path), pre,
-                          tuple(workloads), tuple(criteria), dict(d.get("drive") or {}), str(d.get("source", "")))
+                          tuple(workloads), tuple(criteria), drive, str(d.get("source", "")))
 
 
 def load_qualify_profile(name_or_path: str) -> QualifyProfile:

@@ -66,6 +66,19 @@ def _env() -> dict:
     return env
 
 
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGTERM when the job dies, even by SIGKILL (PR_SET_PDEATHSIG), so a step
+    never runs on orphaned holding its target's lock. The child stays in the job's process group (Ctrl-C
+    reaches both)."""
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))
+    except (OSError, AttributeError):
+        pass
+
+
 def run_step(name: str, argv: list[str], *, timeout_s: float | None = None, cwd=None, echo=True,
              heartbeat=None, every_s: float = 10.0) -> StepResult:
     """Run one kvbench command: its stderr (progress, warnings) streams live to ours, indented; its stdout is
@@ -77,7 +90,7 @@ def run_step(name: str, argv: list[str], *, timeout_s: float | None = None, cwd=
     tail: list[str] = []
     with tempfile.TemporaryFile(mode="w+") as out:
         p = subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE, text=True, env=_env(), cwd=cwd,
-                             bufsize=1)
+                             bufsize=1, preexec_fn=_die_with_parent)
 
         def pump():
             for ln in p.stderr:

@@ -37,6 +37,10 @@ from kvbench.stream.tokens import (TokenizerFallbackWarning, compress, load_toke
                                    zipf_tokens)
 
 LAYOUTS = ("hash", "hot-first")
+#: how another model's compute profile is carried over to an Engram preset's backbone (name -> what it assumes)
+COMPUTE_SCALING = {
+    "active-params": "step time scales with the parameters active per token (FLOPs per token ~ 2 x active)",
+}
 MODES = ("decode", "prefill")
 DEFAULT_ZIPF_TOKENS = 1 << 18
 DEFAULT_ZIPF = 1.0          # word-like: DeepSeek tokens of Moby-Dick fit s = 1.04
@@ -61,6 +65,7 @@ class EngramReplayConfig:
     window_us: float | None = None
     layer_us: float | None = None
     compute: str | None = None         # compute profile: per-layer time = T(step tokens) / backbone layers
+    compute_scaling: str | None = None  # rule when the profile is another model's (COMPUTE_SCALING)
     profile_fraction: float = 0.5
     steps: int | None = None           # cap on measured steps (timed run)
     target: str | None = None
@@ -101,6 +106,11 @@ class EngramReplayConfig:
             v = getattr(self, name)
             if v is not None and not (v > 0 and math.isfinite(v)):
                 raise UsageError(f"--{name.replace('_', '-')} must be > 0", "give a positive time in microseconds")
+        if self.compute_scaling is not None and self.compute_scaling not in COMPUTE_SCALING:
+            raise UsageError(f"unknown --compute-scaling {self.compute_scaling!r}",
+                             f"use one of {', '.join(COMPUTE_SCALING)}")
+        if self.compute_scaling is not None and self.compute is None:
+            raise UsageError("--compute-scaling without --compute", "give the compute profile it scales")
         if not 0 <= self.profile_fraction < 1:
             raise UsageError("--profile-fraction must be in [0, 1)", "e.g. 0.5: first half profiles")
 
@@ -192,6 +202,38 @@ def read_amplification(pages_read: int, extent: int, rows_used: int, row_bytes: 
     return pages_read * extent / (rows_used * row_bytes) if rows_used else float("nan")
 
 
+# --- what the deadlines ask of the device ---------------------------------------------------------------------
+def _stats(x: np.ndarray) -> dict:
+    return {"mean": float(x.mean()), "p99": float(np.percentile(x, 99))} if x.size else {"mean": 0.0, "p99": 0.0}
+
+
+def layer_needs(reads: np.ndarray, windows_ns: np.ndarray, extent: int, layer_ids) -> dict:
+    """Per Engram layer, the read rate its own deadline needs, and the binding layer (pure).
+
+    ``reads`` is [steps, layers]: a step's reads for each Engram layer, issued together at the step's start;
+    layer ``i`` needs its rows by ``windows_ns[i]``. ``own``: the layer's reads / its window. ``cumulative``: the
+    reads of every layer due no later than it / its window, what a device serving reads earliest deadline first
+    must sustain for that layer to be on time. The device needs the largest cumulative rate (feasible for every
+    layer exactly when it meets that); the layer that sets it is the binding one (by p99 over steps; mean and p99
+    are over steps, each ratio taken per step)."""
+    reads = np.asarray(reads, dtype=np.float64)
+    win_s = np.asarray(windows_ns, dtype=np.float64) / 1e9
+    order = np.argsort(win_s, kind="stable")
+    cum = np.empty_like(reads)
+    cum[:, order] = np.cumsum(reads[:, order], axis=1)
+    per = {}
+    for i, lid in enumerate(layer_ids):
+        own, total = reads[:, i] / win_s[i], cum[:, i] / win_s[i]
+        per[str(lid)] = {"window_us": float(win_s[i] * 1e6), "reads_per_step": _stats(reads[:, i]),
+                         "iops_own": _stats(own), "iops_cumulative": _stats(total),
+                         "bytes_per_s_own": _stats(own * extent), "bytes_per_s_cumulative": _stats(total * extent)}
+    keys = [str(x) for x in layer_ids]
+    binding = max(keys, key=lambda k: (per[k]["iops_cumulative"]["p99"], per[k]["iops_cumulative"]["mean"]))
+    need = per[binding]["iops_cumulative"]
+    return {"iops_needed": dict(need), "bytes_per_s_needed": {k: v * extent for k, v in need.items()},
+            "binding_layer": int(binding), "layer_needs": per}
+
+
 # --- the workload ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class EngramWorkload:
@@ -275,17 +317,20 @@ class EngramWorkload:
         return np.bincount(group // self.n_layers - self.profile_steps,
                            minlength=self.n_steps - self.profile_steps)
 
+    def reads_per_step_layer(self) -> np.ndarray:
+        """Reads of each measured step and Engram layer, [steps, layers] (chosen layout)."""
+        group, _ = self.reads[self.config.layout]
+        steps = self.n_steps - self.profile_steps
+        flat = np.bincount(group - self.profile_steps * self.n_layers, minlength=steps * self.n_layers)
+        return flat.reshape(steps, self.n_layers)
+
     def needed_rates(self) -> dict:
-        """What the window asks of the device: each step's reads done within the tightest layer window
-        (mean and p99 over steps); None without a window."""
+        """What each Engram layer's deadline asks of the device (see :func:`layer_needs`); None without a window."""
         win = self.layer_windows_ns()
         if win is None or win.min() <= 0:
-            return {"iops_needed": None, "bytes_per_s_needed": None}
-        per = self.reads_per_step()
-        ext = self.layouts[self.config.layout].extent
-        t = win.min() / 1e9
-        return {"iops_needed": {"mean": float(per.mean() / t), "p99": float(np.percentile(per, 99) / t)},
-                "bytes_per_s_needed": {"mean": float(per.mean() * ext / t), "p99": float(np.percentile(per, 99) * ext / t)}}
+            return {"iops_needed": None, "bytes_per_s_needed": None, "binding_layer": None, "layer_needs": None}
+        return layer_needs(self.reads_per_step_layer(), win, self.layouts[self.config.layout].extent,
+                           self.spec.layer_ids)
 
     def curve(self, points: int = 16) -> dict:
         """Row hit ratio vs DRAM capacity (bytes), per policy, on log-spaced capacities up to the rows seen."""
@@ -407,23 +452,53 @@ def build_workload(cfg: EngramReplayConfig, spec: EngramSpec | None = None) -> E
 
 
 def compute_layer_us(cfg: EngramReplayConfig, spec: EngramSpec, seq_len: int) -> tuple[float, str]:
-    """Per-layer compute time from a compute profile: T(tokens of one step) / the profile model's layers.
-    A prefill fit applied to a decode step's B tokens is a lower bound on that step's time (decode is
-    weight-bandwidth bound), so the window it gives is a conservative (tight) one."""
+    """Per-layer compute time of the Engram preset's backbone for one step, from a compute profile.
+
+    A profile of the backbone's own model (``backbone_model``): ``T(step tokens) / backbone_layers``. Another
+    model's profile only with a stated rule (``--compute-scaling``): ``active-params`` scales the profile's step
+    time by the ratio of parameters active per token, backbone over profile model (for the step's mode), then
+    divides by the backbone's layers. A prefill fit applied to a decode step's B tokens is a lower bound on that
+    step's time (decode is weight-bandwidth bound), so the window it gives is a conservative (tight) one."""
     from kvbench.compute.profile import load_profile
+    from kvbench.spec.models import load_model
     prof = load_profile(cfg.compute)
-    layers = prof.layers_total
-    if not layers:
-        from kvbench.spec.models import load_model
-        layers = load_model(prof.model).layers
     per_seq = 1 if cfg.mode == "decode" else (cfg.chunk or seq_len)
     step_tokens = cfg.batch * per_seq
-    us = float(prof.seconds(step_tokens)) * 1e6 / layers
+    step_s = float(prof.seconds(step_tokens))
+    layers = spec.backbone_layers
+    own = bool(spec.backbone_model) and _same_model(prof.model, spec.backbone_model)
+    if own:
+        model_layers = load_model(spec.backbone_model).layers
+        if model_layers != layers:
+            raise UsageError(f"engram preset {spec.name}: backbone_layers {layers} but its backbone_model "
+                             f"{spec.backbone_model} has {model_layers} layers", "fix the preset")
+        rule = f"compute profile {prof.name} [{prof.kind}] of {prof.model}, the backbone"
+    elif cfg.compute_scaling is None:
+        backbone = f" ({spec.backbone_model})" if spec.backbone_model else " (kvbench has no preset of it)"
+        raise UsageError(f"compute profile {prof.name} is for {prof.model or 'an unnamed model'}, not engram preset "
+                         f"{spec.name}'s backbone{backbone}",
+                         "give --compute-scaling active-params to scale it by active parameters (stated in the "
+                         "results), a profile of the backbone, or --layer-us/--window-us")
+    else:
+        mine = spec.active_params_b(cfg.mode)
+        theirs = load_model(prof.model).active_params_b if prof.model else 0.0
+        if not (mine > 0 and theirs > 0):
+            raise UsageError(f"--compute-scaling active-params needs active parameters of engram preset {spec.name}'s "
+                             f"backbone ({mine or 'unknown'}) and of model {prof.model or '?'} ({theirs or 'unknown'})",
+                             "add backbone_active_params_b / active_params_b to the presets, or give --layer-us")
+        step_s *= mine / theirs
+        rule = (f"compute profile {prof.name} [{prof.kind}] of {prof.model} ({theirs:g}B active), scaled by active "
+                f"parameters to the backbone's {mine:g}B ({cfg.mode}): x{mine / theirs:.4g}")
+    us = step_s * 1e6 / layers
     if not us > 0:
         raise UsageError(f"compute profile {prof.name} gives {us} us per layer for {step_tokens} tokens",
                          "give --layer-us or --window-us instead")
-    return us, (f"compute profile {prof.name} [{prof.kind}]: T({step_tokens} tokens) / {layers} layers "
-                f"x blocks before each Engram layer")
+    return us, f"{rule}; T({step_tokens} tokens) / {layers} backbone layers x blocks before each Engram layer"
+
+
+def _same_model(a: str, b: str) -> bool:
+    """Two model names (preset names or paths) naming the same preset."""
+    return Path(a).stem == Path(b).stem
 
 
 # --- deadline accounting --------------------------------------------------------------------------------------

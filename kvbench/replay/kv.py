@@ -23,6 +23,7 @@ Results: ``results/<run>/`` with run.json, summary.json, timeseries.csv (per sec
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import threading
@@ -83,6 +84,8 @@ class ReplayConfig:
     window_ios: int = 262144
     sample_keys: float | None = None       # miniature simulation: keep keys hashing under this rate
     sample_seed: int = 0
+    admission: str = "all"                 # L3 admission policy (kvbench.sim.admission)
+    l4_admission: str | None = None        # L4's (default: the same as L3's)
 
     @property
     def sample_rate(self) -> float:
@@ -119,6 +122,10 @@ class ReplayConfig:
         if self.sample_keys is not None:
             from kvbench.stream.sampling import check_rate
             check_rate(self.sample_keys)
+        from kvbench.sim.admission import parse_admission
+        parse_admission(self.admission)
+        if self.l4_admission is not None:
+            parse_admission(self.l4_admission)
 
 
 def hierarchy_spec(cfg: ReplayConfig, block_bytes: int, block_desc: str = "") -> HierarchySpec:
@@ -127,8 +134,9 @@ def hierarchy_spec(cfg: ReplayConfig, block_bytes: int, block_desc: str = "") ->
     rate = cfg.sample_rate
     for name, cap in cfg.modelled_capacities().items():
         if cap:
+            adm = {"l3": cfg.admission, "l4": cfg.l4_admission or cfg.admission}.get(name, "all")
             tiers.append(TierSpec(name, int(cap * rate) if rate < 1.0 else int(cap), cfg.policy, cfg.ttl_s,
-                                  layout=cfg.layout if name == "l3" else "slot", trim=cfg.trim))
+                                  layout=cfg.layout if name == "l3" else "slot", trim=cfg.trim, admission=adm))
     return HierarchySpec(tuple(tiers), int(block_bytes), write_policy=cfg.write_policy, inclusion=cfg.inclusion,
                          promote=cfg.promote, segment_bytes=cfg.segment_bytes, block_desc=block_desc)
 
@@ -271,6 +279,8 @@ class IologWriter:
         for f in self.files.values():
             self.fh.write(f"{self.last_ms} {f} close\n")
         self.fh.close()
+        from kvbench.engine.safety import mark_output
+        mark_output(self.path)
 
 
 # --- device counters ------------------------------------------------------------------------------------
@@ -308,7 +318,7 @@ class _Targets:
 
 def _open_targets(cfg: ReplayConfig, hier: Hierarchy) -> _Targets:
     """Open L2 arena, L3 store, L4 file; refuse a store that does not fit its target (before any I/O)."""
-    from kvbench.engine.targets import open_target
+    from kvbench.engine.targets import check_memory, open_target
 
     out = _Targets()
     try:
@@ -318,6 +328,7 @@ def _open_targets(cfg: ReplayConfig, hier: Hierarchy) -> _Targets:
                 continue
             need = t.store.footprint_bytes
             if name == "l2":
+                check_memory(need, f"--l2 {format_bytes(cfg.l2)}", "give a smaller --l2 or free memory")
                 tgt = open_target(f"dram:{need}")
                 out.dram.append(tgt)
                 out.tier_domain[t.level] = ("dram", 0)
@@ -340,7 +351,8 @@ def _open_targets(cfg: ReplayConfig, hier: Hierarchy) -> _Targets:
                 raise TargetError(f"the {name} store needs {format_bytes(need)} ({t.store.n_slots} slots of "
                                   f"{format_bytes(t.store.slot_bytes)}) but {tgt.path} holds "
                                   f"{format_bytes(tgt.size)}",
-                                  f"give a smaller --{name}-capacity or a larger target")
+                                  f"give --{name}-capacity {format_bytes(tgt.size)} or less (its spare slots "
+                                  "come out of it), or a larger target")
             out.dev.append(tgt)
             out.tier_domain[t.level] = ("dev", len(out.dev) - 1)
     except BaseException:
@@ -439,16 +451,69 @@ class _Accumulator:
         self.errors = []
         self.status = "complete"
         self.sec_bytes: dict = {}          # (second, lvl, op) -> bytes
+        self.sec_ios: dict = {}            # (second, lvl, op) -> completed I/Os
 
 
-def _run_domain(plan, targets, cfg, verify, runtime_s, results, key, handle_signals):
+class LiveProgress:
+    """``progress.json`` in the run folder, rewritten at most every ``every_s`` while a window's I/O runs (a
+    window can be minutes of I/O, and summary.json only changes between windows): requests done (those of
+    finished windows plus the running window's share by I/Os completed), the trace's total, bytes moved per
+    domain (``dram`` = L2, ``dev`` = L3/L4) and seconds since the first I/O. Fed by the engine's per-second
+    rows (``run_plan(on_second=...)``), which the compiled fast path emits too."""
+
+    FILE = "progress.json"
+
+    def __init__(self, path: Path, trace_requests: int, every_s: float = 1.0):
+        self.path, self.total, self.every = Path(path) / self.FILE, int(trace_requests), every_s
+        self.lock = threading.Lock()
+        self.t0 = time.perf_counter()
+        self.done = 0                       # requests of finished windows
+        self.win_requests = self.win_ios = 0
+        self.win_done_ios = 0.0
+        self.bytes = {"dram": 0.0, "dev": 0.0}
+        self.last = 0.0
+
+    def window(self, requests_done: int, window_requests: int, window_ios: int) -> None:
+        with self.lock:
+            self.done, self.win_requests, self.win_ios, self.win_done_ios = (int(requests_done),
+                                                                            int(window_requests), int(window_ios), 0.0)
+        self.write(force=True)
+
+    def on_second(self, domain: str):
+        def row(r: dict) -> None:
+            dt = float(r.get("interval_s") or 1.0)
+            with self.lock:
+                self.win_done_ios += float(r.get("iops") or 0.0) * dt
+                self.bytes[domain] += float(r.get("bw_bytes_per_s") or 0.0) * dt
+            self.write()
+        return row
+
+    def write(self, force: bool = False) -> None:
+        now = time.perf_counter()
+        with self.lock:
+            if not force and now - self.last < self.every:
+                return
+            self.last = now
+            share = min(1.0, self.win_done_ios / self.win_ios) if self.win_ios else 0.0
+            doc = {"requests_done": int(self.done + share * self.win_requests), "trace_requests": self.total,
+                   "seconds": now - self.t0, "bytes": dict(self.bytes)}
+        tmp = self.path.with_suffix(".tmp")
+        try:
+            tmp.write_text(json.dumps(doc))
+            os.replace(tmp, self.path)
+        except OSError:          # progress is a courtesy: a full disk must not fail the replay here
+            pass
+
+
+def _run_domain(plan, targets, cfg, verify, runtime_s, results, key, stop, live=None):
     from kvbench.engine import run_plan
 
     try:
         results[key] = run_plan(plan, targets, engine="dram" if key == "dram" else cfg.engine,
                                 qd=1 if key == "dram" else cfg.qd,
                                 workers=1, pacing="closed" if cfg.closed_loop else "open", speed=1.0,
-                                verify=verify, runtime_s=runtime_s, handle_signals=handle_signals)
+                                verify=verify, runtime_s=runtime_s, handle_signals=False, stop=stop,
+                                on_second=None if live is None else live.on_second(key))
     except BaseException as e:  # noqa: BLE001 - reported by the caller
         results[key] = e
 
@@ -469,12 +534,13 @@ def replay_kv(cfg: ReplayConfig, *, progress=None) -> dict:
     ios_per_block = -(-slot_bytes // cfg.chunk_bytes)
     levels = [t.level for t in hier.tiers]
     config = {**asdict(cfg), "block_tokens": block_tokens, "block_bytes": block_bytes, "slot_bytes": slot_bytes,
-              "bytes_per_token": model.bytes_per_token,
+              "bytes_per_token": model.bytes_per_token, "stored_bytes_per_token": model.stored_bytes_per_token(block_tokens),
               "tiers": {t.spec.name: {"capacity_bytes": t.spec.capacity_bytes, "capacity_blocks":
                                       t.policy.capacity, "policy": t.spec.policy, "ttl_s": t.spec.ttl_s,
                                       "medium": TIER_MEDIA[t.spec.name],
                                       **({"layout": t.store.layout, "slots": t.store.n_slots,
-                                          "footprint_bytes": t.store.footprint_bytes} if t.store else {})}
+                                          "footprint_bytes": t.store.footprint_bytes,
+                                          "store": spec.store_fit(t.spec)[2]} if t.store else {})}
                         for t in hier.tiers},
               "sample_rate": cfg.sample_rate, "modelled_capacity_bytes": cfg.modelled_capacities()}
     targets = _Targets() if cfg.dry_run else _open_targets(cfg, hier)
@@ -539,9 +605,10 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
     req_header = True
     fences_total = planned_ios = 0
     planned_bytes = {(lvl, op): 0 for lvl in levels for op in (0, 1, 2)}
-    totals = {"requests": 0, "blocks": 0, "hit_blocks": 0, "produced": 0}
+    totals = {"requests": 0, "blocks": 0, "hit_blocks": 0, "produced": 0, "not_issued": 0}
     lvl_hits = np.zeros(4, dtype=np.int64)
     run_t0 = time.perf_counter_ns()
+    live = None if cfg.dry_run else LiveProgress(rd.path, n_requests)
     scale = 1e9 / cfg.speed
     interrupted = False
     try:
@@ -581,11 +648,16 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
                 if iolog is not None and "dev" in subplans:
                     iolog.write(subplans["dev"])
                 if not cfg.dry_run and subplans:
+                    live.window(totals["requests"], len(reqs), len(plan))
                     issued = _execute(cfg, subplans, parts, plan, meta, targets, acc, run_t0, reqs, load_ms,
-                                      tier_ms, slot_bytes)
-                    if issued < len(reqs):         # stopped early (--duration, error, Ctrl-C): count what ran
-                        reqs, load_ms = reqs[:issued], load_ms[:issued]
-                        tier_ms = {k: v[:issued] for k, v in tier_ms.items()}
+                                      tier_ms, slot_bytes, live)
+                    if issued < len(reqs):         # stopped early (--duration, error, Ctrl-C)
+                        # the window was simulated whole (the tier counters count all of it), so the summary
+                        # counts it whole too; requests not fully issued have no load time
+                        load_ms[issued:] = np.nan
+                        for v in tier_ms.values():
+                            v[issued:] = np.nan
+                        totals["not_issued"] += len(reqs) - issued
                         cut = True
             extra_cols = None
             if cfg.sample_keys is not None and windows.full_blocks is not None:
@@ -609,6 +681,8 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
                 rd.write_summary(_summary(cfg, hier, acc, totals, lvl_hits, levels, block_bytes, slot_bytes,
                                           fences_total, planned_ios, planned_bytes, windows, n_requests, None,
                                           None, targets.notes), status="partial")
+            if live is not None:
+                live.window(totals["requests"], 0, 0)
             if progress:
                 progress(totals["requests"], n_requests)
             if acc.status in ("failed", "interrupted"):
@@ -644,24 +718,44 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
     status = acc.status
     if acc.verify_errors:
         status = "failed"
+    unvouched = _counters_disagree(host, acc.bytes.get((2, 0), 0))
+    if unvouched:
+        summary["not_measured"] = unvouched
+        if status == "complete":
+            status = "not-measured"
     rd.write_summary(summary, status=status)
     summary = {"kind": "replay-kv", "status": status, "run_dir": str(rd.path), **summary}
+    err = None
     if interrupted:
         from kvbench.errors import Interrupted
-        raise Interrupted(f"interrupted after {totals['requests']} requests; results so far in {rd.path}",
+        err = Interrupted(f"interrupted after {totals['requests']} requests; results so far in {rd.path}",
                           "rerun to completion")
-    if acc.errors:
-        raise acc.errors[0]
-    if acc.verify_errors:
+    elif acc.errors:
+        err = acc.errors[0]
+    elif acc.verify_errors:
         f = acc.first_mismatch or {}
-        raise VerifyError(f"verify: {acc.verify_errors} of {acc.verify_checked} checked reads returned wrong data; "
+        err = VerifyError(f"verify: {acc.verify_errors} of {acc.verify_checked} checked reads returned wrong data; "
                           f"first: {f.get('tier')} block key {f.get('key')} version {f.get('version')} at "
                           f"offset {f.get('offset')} of {f.get('target')} (results in {rd.path})",
                           "check the device and the write path")
+    if err is not None:
+        err.summary = {**summary, "status": "interrupted" if interrupted else "failed"}   # for --json
+        raise err
     return summary
 
 
-def _execute(cfg, subplans, parts, plan, meta, targets, acc, run_t0, reqs, load_ms, tier_ms, slot_bytes):
+def _counters_disagree(host: dict | None, engine_read: int) -> str | None:
+    """Why the L3 device's own counters do not vouch for the engine's reads (None when they do, or when there
+    are none to compare): fewer bytes reached the device than the engine read means holes or a cache answered."""
+    if not host or not engine_read or host.get("read_bytes") is None:
+        return None
+    if host["read_bytes"] >= 0.98 * engine_read:
+        return None
+    return (f"the O_DIRECT bypass check failed: /dev/{host.get('device')} read {host['read_bytes']:,} bytes where "
+            f"the engine read {engine_read:,} from the L3 store (holes or a cache answered the rest)")
+
+
+def _execute(cfg, subplans, parts, plan, meta, targets, acc, run_t0, reqs, load_ms, tier_ms, slot_bytes, live=None):
     """Run one window's sub-plans (DRAM and devices concurrently); fold results into ``acc`` and load times."""
     elapsed = time.perf_counter_ns() - run_t0
     runtime_s = None
@@ -670,20 +764,27 @@ def _execute(cfg, subplans, parts, plan, meta, targets, acc, run_t0, reqs, load_
     for dom, sp in subplans.items():
         if not cfg.closed_loop:
             sp["issue_ns"] = np.maximum(sp["issue_ns"].astype(np.int64) - elapsed, 0)
+    from kvbench.engine.driver import StopFlag
+    from kvbench.engine.runner import stop_on_signals
+
     results: dict = {}
     threads = []
     t_call = time.perf_counter_ns()
-    if "dram" in subplans and "dev" in subplans:      # the arena in a thread, the devices here
-        th = threading.Thread(target=_run_domain, args=(subplans["dram"], targets.dram, cfg, cfg.verify,
-                                                        runtime_s, results, "dram", False))
-        th.start()
-        threads.append(th)
-    if "dev" in subplans:
-        _run_domain(subplans["dev"], targets.dev, cfg, cfg.verify, runtime_s, results, "dev", True)
-    elif "dram" in subplans:
-        _run_domain(subplans["dram"], targets.dram, cfg, cfg.verify, runtime_s, results, "dram", True)
-    for th in threads:
-        th.join()
+    stop = StopFlag()       # one flag for both domains: Ctrl-C stops the arena copies and the device I/O at once
+    with stop_on_signals(stop, True):
+        if "dram" in subplans and "dev" in subplans:      # the arena in a thread, the devices here
+            th = threading.Thread(target=_run_domain, args=(subplans["dram"], targets.dram, cfg, cfg.verify,
+                                                            runtime_s, results, "dram", stop, live))
+            th.start()
+            threads.append(th)
+        if "dev" in subplans:
+            _run_domain(subplans["dev"], targets.dev, cfg, cfg.verify, runtime_s, results, "dev", stop, live)
+        elif "dram" in subplans:
+            _run_domain(subplans["dram"], targets.dram, cfg, cfg.verify, runtime_s, results, "dram", stop, live)
+        for th in threads:
+            th.join()
+    if stop.value:
+        acc.status = "interrupted"
     n = len(plan)
     sub_abs = np.full(n, -1, dtype=np.int64)
     comp_abs = np.full(n, -1, dtype=np.int64)
@@ -752,8 +853,10 @@ def _execute(cfg, subplans, parts, plan, meta, targets, acc, run_t0, reqs, load_
                 sec = comp_abs[sel] // 1_000_000_000
                 us, inv = np.unique(sec, return_inverse=True)
                 sums = np.bincount(inv, weights=lengths[sel])
-                for s, b in zip(us.tolist(), sums.tolist()):
+                counts = np.bincount(inv)
+                for s, b, c in zip(us.tolist(), sums.tolist(), counts.tolist()):
                     acc.sec_bytes[(s, lvl, op)] = acc.sec_bytes.get((s, lvl, op), 0) + b
+                    acc.sec_ios[(s, lvl, op)] = acc.sec_ios.get((s, lvl, op), 0) + c
     # issue lag (open loop): achieved - intended
     if not cfg.closed_loop:
         issued = sub_abs >= 0
@@ -811,7 +914,7 @@ def _write_requests(path: Path, reqs, load_ms, tier_ms, header: bool, cfg, slot_
 
 
 def _flush_timeseries(rd, acc: _Accumulator, final: bool) -> None:
-    """Write finished seconds: per tier and op, bytes per second."""
+    """Write finished seconds: per tier and op, bytes per second and I/Os per second."""
     if not acc.sec_bytes:
         return
     secs = sorted({s for s, _, _ in acc.sec_bytes})
@@ -827,7 +930,9 @@ def _flush_timeseries(rd, acc: _Accumulator, final: bool) -> None:
                 continue
             for op, name in ((0, "read"), (1, "write")):
                 row[f"{TIER_NAMES[lvl]}_{name}_bw_bytes_per_s"] = acc.sec_bytes.pop((s, lvl, op), 0)
+                row[f"{TIER_NAMES[lvl]}_{name}_iops"] = acc.sec_ios.pop((s, lvl, op), 0)
             acc.sec_bytes.pop((s, lvl, 2), None)
+            acc.sec_ios.pop((s, lvl, 2), None)
         rows.append(row)
     rd.append_timeseries(rows)
 
@@ -869,7 +974,9 @@ def _summary(cfg, hier, acc, totals, lvl_hits, levels, block_bytes, slot_bytes, 
             "blocks": {"hit_reads": c.hit_reads, "demote_reads": c.demote_reads, "create_writes": c.create_writes,
                        "promote_writes": c.promote_writes, "demote_writes": c.demote_writes,
                        "evictions": c.evictions, "expirations": c.expirations, "reclaim_drops": c.reclaim_drops,
-                       "trimmed_slots": c.trims_slots, "peak_resident": c.peak_resident},
+                       "trimmed_slots": c.trims_slots, "peak_resident": c.peak_resident,
+                       "admission_rejects": c.admission_rejects},
+            "admission": t.admission.describe() if t.admission is not None else "all",
             "capacity_blocks": t.policy.capacity, "policy": t.spec.policy, "medium": TIER_MEDIA[name],
             # the cache modelled (as given) and the one simulated/allocated (x the key sample rate)
             "capacity_bytes": modelled.get(name, t.spec.capacity_bytes),
@@ -882,6 +989,7 @@ def _summary(cfg, hier, acc, totals, lvl_hits, levels, block_bytes, slot_bytes, 
         if t.store is not None:
             entry["layout"] = t.store.layout
             entry["footprint_bytes"] = t.store.footprint_bytes
+            entry["store"] = hier.spec.store_fit(t.spec)[2]      # what the spare room cost, in words
         if name in io_notes:
             entry.update(io_notes[name])
         if name == "l4" and (cfg.l4_link_bw or cfg.l4_link_latency_s):
@@ -894,6 +1002,8 @@ def _summary(cfg, hier, acc, totals, lvl_hits, levels, block_bytes, slot_bytes, 
     load = _pcts(acc.load_hist, ("p50", "p90", "p99", "p99.9", "max", "mean"))
     out = {
         "trace": cfg.trace, "model": cfg.model, "requests": totals["requests"], "trace_requests": n_requests,
+        # requests simulated (what the tier counters count) whose I/O was not all issued: the run stopped
+        "requests_not_issued": totals["not_issued"],
         "blocks": totals["blocks"], "hit_blocks": totals["hit_blocks"], "hit_ratio": totals["hit_blocks"] / blocks,
         "produced_blocks": hier.produced, "block_bytes": block_bytes, "slot_bytes": slot_bytes,
         "chunk_bytes": cfg.chunk_bytes, "dry_run": cfg.dry_run,

@@ -13,6 +13,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from kvbench.report.labels import count_label, human, log_ticks, ms_label, us_label
 from kvbench.report.rundata import TAIL_KEYS, RunData, dig, latency_curves, latency_sets
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f")
@@ -51,6 +52,25 @@ def _bytes_ticks(lo: float, hi: float) -> tuple[list[float], list[str]]:
     return vals, [format_bytes(v, digits=3) for v in vals]
 
 
+def _log_axis(fig, which: str, values, label, title: str, **kw) -> None:
+    """A log axis whose every tick label is a full value with its unit (no bare minor "2" and "5")."""
+    vals = [float(v) for v in np.asarray(values, dtype=float).ravel() if np.isfinite(v) and v > 0]
+    tv, tt = log_ticks(min(vals), max(vals), label) if vals else ([], [])
+    upd = fig.update_xaxes if which == "x" else fig.update_yaxes
+    upd(title=title, type="log", **({"tickvals": tv, "ticktext": tt} if tv else {}), **kw)
+
+
+def _trace_values(fig, axis: str = "y", yaxis: str | None = None) -> list:
+    out = []
+    for t in fig.data:
+        if yaxis is not None and (getattr(t, "yaxis", None) or "y") != yaxis:
+            continue
+        v = getattr(t, axis)
+        if v is not None:
+            out.extend(np.asarray(v, dtype=float).ravel().tolist())
+    return out
+
+
 # --- latency on a log tail axis ------------------------------------------------------------------------
 
 def tail_x(key: str) -> float | None:
@@ -62,14 +82,25 @@ def tail_x(key: str) -> float | None:
     return -math.log10(1.0 - q) if q < 1.0 else None
 
 
-def latency_tail(runs: list[RunData]) -> go.Figure | None:
-    """Latency percentiles per tier/op on a log tail axis (x: p50 .. p99.99, then max; y: log microseconds)."""
-    fig = _fig("Latency percentiles per tier and op (log tail axis)")
+#: histogram series that are not per-I/O latencies: per-request times, drawn in their own figure
+_REQUEST_SERIES = ("load_time", "full_load_time", "issue_lag", "load", "fetch")
+
+
+def _is_request_series(series: str) -> bool:
+    last = series.rsplit(".", 1)[-1]
+    return last in _REQUEST_SERIES or series.endswith(("load_time", "load_time_ms"))
+
+
+def _tail_figure(runs: list[RunData], title: str, keep, unit_note: str) -> go.Figure | None:
+    """Percentiles on a log tail axis for the series ``keep(name)`` selects: every line runs from p50 to the
+    percentile its sample supports (1 - q >= 1/count, named in the legend), then to its max."""
+    fig = _fig(title)
     any_series = False
     max_x = 0.0
     for ri, rd in enumerate(runs):
-        sets = latency_sets(rd)
+        sets = {k: v for k, v in latency_sets(rd).items() if keep(k)}
         curves = latency_curves(rd)
+        counts = _histogram_counts(rd)
         for si, (series, vals) in enumerate(sorted(sets.items())):
             pts = sorted((tail_x(k), v, k) for k, v in vals.items() if tail_x(k) is not None and v > 0)
             if not pts:
@@ -81,8 +112,10 @@ def latency_tail(runs: list[RunData]) -> go.Figure | None:
                 ks.append("max")
             max_x = max(max_x, xs[-1])
             color = PALETTE[si % len(PALETTE)]
+            n = counts.get(series)
+            label = human(series) + (f" ({n:,} samples)" if n else "")
             fig.add_trace(go.Scatter(
-                x=xs, y=ys, mode="markers" if series in curves else "lines+markers", name=_name(runs, rd, series),
+                x=xs, y=ys, mode="markers" if series in curves else "lines+markers", name=_name(runs, rd, label),
                 customdata=ks, legendgroup=f"{ri}-{series}", marker=dict(color=color, size=7),
                 line=dict(color=color, dash=DASHES[ri % len(DASHES)]),
                 hovertemplate="%{customdata}: %{y:.4g} us<extra>%{fullData.name}</extra>"))
@@ -95,17 +128,39 @@ def latency_tail(runs: list[RunData]) -> go.Figure | None:
         return None
     tick_keys = list(TAIL_KEYS)
     tickvals = [tail_x(k) for k in tick_keys] + [max(5.0, max_x)]
-    fig.update_xaxes(title="percentile", tickvals=tickvals, ticktext=tick_keys + ["max"], range=[-0.2, max(5.0, max_x) + 0.2])
-    fig.update_yaxes(title="latency (us, log)", type="log")
+    fig.update_xaxes(title="percentile (log tail: each step right is 10x rarer)", tickvals=tickvals,
+                     ticktext=tick_keys + ["max"], range=[-0.2, max(5.0, max_x) + 0.2])
+    _log_axis(fig, "y", _trace_values(fig), us_label, f"{unit_note} (log)")
     return fig
+
+
+def _histogram_counts(rd: RunData) -> dict:
+    out = {}
+    for r in (rd, *rd.parts.values()):
+        for name, d in (r.histograms or {}).items():
+            if isinstance(d, dict) and isinstance(d.get("count"), (int, float)):
+                out[str(name)] = int(d["count"])
+    return out
+
+
+def latency_tail(runs: list[RunData]) -> go.Figure | None:
+    """Per-I/O latency percentiles per tier and op on a log tail axis (p50 .. p99.99, then max)."""
+    return _tail_figure(runs, "Per-I/O latency percentiles per tier and op",
+                        lambda k: not _is_request_series(k), "latency of one I/O, submit to completion")
+
+
+def request_time_tail(runs: list[RunData]) -> go.Figure | None:
+    """Per-request load-time percentiles (all of a request's reused KV, every tier) on a log tail axis."""
+    return _tail_figure(runs, "Load time percentiles per request (a request's whole reused prefix) or Engram step",
+                        _is_request_series, "time per request or step")
 
 
 # --- bandwidth and IOPS over time ------------------------------------------------------------------------
 
 _TIME_COLS = ("t_s", "time_s", "elapsed_s", "second", "seconds", "t", "time", "ts", "timestamp_s")
 _PANELS = (("bandwidth (bytes/s)", re.compile(r"(bytes_per_s|bw|_bps$|bandwidth)", re.I)),
-           ("IOPS", re.compile(r"iops", re.I)),
-           ("latency (us)", re.compile(r"(_us$|lat)", re.I)))
+           ("IOPS (I/Os completed per second)", re.compile(r"iops", re.I)),
+           ("latency per second of the run", re.compile(r"(_us$|lat)", re.I)))
 
 
 def _time_axis(df) -> tuple[np.ndarray, str]:
@@ -137,18 +192,20 @@ def throughput_over_time(runs: list[RunData]) -> go.Figure | None:
     fig = make_subplots(rows=len(order), cols=1, shared_xaxes=True, vertical_spacing=0.08, subplot_titles=order)
     for row, title in enumerate(order, start=1):
         for si, (ri, rd, col, t, y) in enumerate(panels[title]):
-            fig.add_trace(go.Scatter(x=t, y=y, mode="lines", name=_name(runs, rd, col), legendgroup=rd.label,
+            fig.add_trace(go.Scatter(x=t, y=y, mode="lines", name=_name(runs, rd, human(col)), legendgroup=rd.label,
                                      line=dict(color=PALETTE[(si if len(runs) == 1 else ri) % len(PALETTE)],
                                                dash=DASHES[(si if len(runs) > 1 else 0) % len(DASHES)])),
                           row=row, col=1)
         if title.startswith("latency"):
-            fig.update_yaxes(type="log", row=row, col=1)
+            ys = [v for *_, y in panels[title] for v in y.tolist() if np.isfinite(v) and v > 0]
+            tv, tt = log_ticks(min(ys), max(ys), us_label) if ys else ([], [])
+            fig.update_yaxes(type="log", row=row, col=1, **({"tickvals": tv, "ticktext": tt} if tv else {}))
         elif title.startswith("bandwidth"):
             fig.update_yaxes(tickformat=".3s", ticksuffix="B/s", rangemode="tozero", row=row, col=1)
         else:
             fig.update_yaxes(tickformat=".3s", rangemode="tozero", row=row, col=1)
     fig.update_xaxes(title="time since start (s)", row=len(order), col=1)
-    fig.update_layout(title="Bandwidth and IOPS over time", **{**_LAYOUT, "height": 260 * len(order) + 120})
+    fig.update_layout(title="Bandwidth and IOPS over time, per second", **{**_LAYOUT, "height": 260 * len(order) + 120})
     return fig
 
 
@@ -266,25 +323,45 @@ def hit_ratio_curve(runs: list[RunData]) -> go.Figure | None:
                                      marker=dict(symbol="diamond", size=12, color=color),
                                      name=_name(runs, rd, "knee")))
         if unit == "bytes":
+            modelled = " (modelled full size)" if is_key_sampled(rd) else ""
             for ti, (tier, b) in enumerate(sorted(chosen_capacities(rd).items())):
                 y = float(np.interp(np.log(b), np.log(cap[ok]), hr[ok])) if b > 0 else 0.0
-                fig.add_trace(go.Scatter(x=[b, b], y=[0, y], mode="lines+markers", name=_name(runs, rd, f"{tier} capacity"),
+                fig.add_trace(go.Scatter(x=[b, b], y=[0, y], mode="lines+markers",
+                                         name=_name(runs, rd, f"{human(tier)} capacity used{modelled}"),
                                          line=dict(color=PALETTE[(ti + 3) % len(PALETTE)], dash="dash"),
                                          marker=dict(size=[0, 10])))
             for label, b in _targets(rd):
                 y = float(np.interp(np.log(b), np.log(cap[ok]), hr[ok]))
                 fig.add_trace(go.Scatter(x=[b], y=[y], mode="markers", marker=dict(symbol="x", size=9, color=color),
-                                         name=_name(runs, rd, f"plan {label}")))
+                                         name=_name(runs, rd, _target_label(label))))
         drawn = True
     if not drawn:
         return None
-    fig.update_yaxes(title="hit ratio", range=[0, 1.02])
+    fig.update_yaxes(title="hit ratio (fraction of block references found cached)", range=[0, 1.02])
     if unit == "bytes":
         tv, tt = _bytes_ticks(lo, hi)
-        fig.update_xaxes(title="capacity (log)", type="log", tickvals=tv, ticktext=tt)
+        fig.update_xaxes(title="cache capacity (log)", type="log", tickvals=tv, ticktext=tt)
     else:
-        fig.update_xaxes(title=f"capacity ({unit}, log)", type="log")
+        tv, tt = log_ticks(lo, hi, lambda v: f"{count_label(v)} {unit}")
+        fig.update_xaxes(title=f"cache capacity ({unit}, log)", type="log", tickvals=tv, ticktext=tt)
     return fig
+
+
+def is_key_sampled(rd: RunData) -> bool:
+    """True when a replay in this run was key-sampled: its capacities are modelled, not what the device held."""
+    for _, s in rd.all_summaries():
+        r = _num(s.get("sample_rate"))
+        if r is not None and r < 1:
+            return True
+    return False
+
+
+def _target_label(label: str) -> str:
+    """``l3 0.95`` (a plan's capacity_bytes path) -> ``plan: L3 capacity for hit-ratio target 0.95``."""
+    parts = label.split()
+    if len(parts) == 2 and re.fullmatch(r"l[1-4]", parts[0]) and _num(parts[1]) is not None:
+        return f"plan: {parts[0].upper()} capacity for hit-ratio target {parts[1]}"
+    return f"plan: capacity {human(label)}"
 
 
 # --- load time against recompute time, per request --------------------------------------------------------
@@ -381,8 +458,9 @@ def load_vs_recompute(runs: list[RunData]) -> go.Figure | None:
     if hi > 0 and lo < math.inf:
         fig.add_trace(go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", name="load = recompute",
                                  line=dict(color="black", dash="dash", width=1)))
-    fig.update_xaxes(title="recompute time (ms, log)", type="log")
-    fig.update_yaxes(title="load time (ms, log)", type="log")
+    both = _trace_values(fig, "x") + _trace_values(fig, "y")
+    _log_axis(fig, "x", both, ms_label, "time to recompute the request's reused tokens (log)")
+    _log_axis(fig, "y", both, ms_label, "measured time to load them (log)")
     return fig
 
 
@@ -398,7 +476,8 @@ def _retention_rows(rd: RunData) -> list[dict]:
 
 
 def dwpd_vs_retention(runs: list[RunData]) -> go.Figure | None:
-    """Required DWPD (and the SSD capacity it needs) as retention time grows."""
+    """Steady-state DWPD and the KV tier it takes as the retention (residence time) grows; points beyond what
+    the trace shows are extrapolated and drawn hollow."""
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     drawn = False
     for ri, rd in enumerate(runs):
@@ -408,22 +487,23 @@ def dwpd_vs_retention(runs: list[RunData]) -> go.Figure | None:
         rows.sort(key=lambda r: float(r["retention_s"]))
         x = [float(r["retention_s"]) / 3600.0 for r in rows]
         color = PALETTE[ri % len(PALETTE)]
-        fig.add_trace(go.Scatter(x=x, y=[float(r["dwpd"]) for r in rows], mode="lines+markers",
-                                 name=_name(runs, rd, "required DWPD"), line=dict(color=color, width=2.5)),
+        symbols = ["circle-open" if r.get("extrapolated") else "circle" for r in rows]
+        text = ["beyond the trace: extrapolated" if r.get("extrapolated") else "shown by the trace" for r in rows]
+        fig.add_trace(go.Scatter(x=x, y=[float(r["dwpd"]) for r in rows], mode="lines+markers", text=text,
+                                 name=_name(runs, rd, "DWPD (86400 / residence)"),
+                                 marker=dict(symbol=symbols, size=10), line=dict(color=color, width=2.5)),
                       secondary_y=False)
-        bound = [_num(r.get("dwpd_retention_bound")) for r in rows]
-        if any(b is not None for b in bound):
-            fig.add_trace(go.Scatter(x=x, y=bound, mode="lines+markers", name=_name(runs, rd, "DWPD if every block is kept for the retention"),
-                                     line=dict(color=color, dash="dash")), secondary_y=False)
         caps = [_num(r.get("capacity_bytes")) for r in rows]
         if any(c for c in caps):
-            fig.add_trace(go.Scatter(x=x, y=[(c or 0) / 2**30 for c in caps], mode="lines+markers",
-                                     name=_name(runs, rd, "SSD capacity (GiB)"),
+            fig.add_trace(go.Scatter(x=x, y=[(c or 0) / 2**40 for c in caps], mode="lines+markers", text=text,
+                                     name=_name(runs, rd, "KV tier that keeps it (TiB)"),
+                                     marker=dict(symbol=symbols, size=9),
                                      line=dict(color=color, dash="dot")), secondary_y=True)
         drawn = True
     if not drawn:
         return None
-    fig.update_layout(title="Required DWPD vs retention time", **_LAYOUT)
+    fig.update_layout(title="Retention: capacity grows and DWPD falls as KV is kept longer (hollow: beyond the trace)",
+                      **_LAYOUT)
     fig.update_xaxes(title="retention (hours, log)", type="log")
 
     def spans_decades(secondary: bool) -> bool:   # series two decades apart are unreadable on a linear axis
@@ -434,7 +514,7 @@ def dwpd_vs_retention(runs: list[RunData]) -> go.Figure | None:
     log1, log2 = spans_decades(False), spans_decades(True)
     fig.update_yaxes(title="drive writes per day" + (" (log)" if log1 else ""), secondary_y=False,
                      **({"type": "log"} if log1 else {"rangemode": "tozero"}))
-    fig.update_yaxes(title="capacity (GiB" + (", log)" if log2 else ")"), secondary_y=True, showgrid=False,
+    fig.update_yaxes(title="capacity (TiB" + (", log)" if log2 else ")"), secondary_y=True, showgrid=False,
                      **({"type": "log"} if log2 else {"rangemode": "tozero"}))
     return fig
 
@@ -484,10 +564,12 @@ def break_even_curves(check: dict, n: np.ndarray):
 
 
 def break_even(runs: list[RunData]) -> go.Figure | None:
-    """Time to load n tokens of KV from each tier against the time to recompute them; n* marked per tier."""
-    fig = _fig("Break-even: load from tier vs recompute (log-log)")
+    """Time to load n tokens of KV from each tier against the time to recompute them; per tier the break-even
+    n* is marked (a dotted line and its value), or the figure says loading never wins."""
+    fig = _fig("Break-even: load a cached prefix from a tier, or recompute it?")
     n = np.unique(np.geomspace(16, 262144, 80).astype(np.int64)).astype(float)
     drawn = False
+    notes = []
     for ri, rd in enumerate(runs):
         check = rd.analysis("check")
         if not isinstance(check, dict):
@@ -498,21 +580,37 @@ def break_even(runs: list[RunData]) -> go.Figure | None:
         if rec is not None:
             fig.add_trace(go.Scatter(x=n, y=rec * 1e3, mode="lines", name=_name(runs, rd, "recompute (prefill)"),
                                      line=dict(color="black", width=3, dash=DASHES[ri % len(DASHES)])))
+        max_tok = _num(check.get("max_tokens"))
         for ti, (tier, (load_s, nstar)) in enumerate(sorted(curves.items())):
             color = PALETTE[ti % len(PALETTE)]
-            fig.add_trace(go.Scatter(x=n, y=load_s * 1e3, mode="lines", name=_name(runs, rd, f"load from {tier}"),
-                                     line=dict(color=color, dash=DASHES[ri % len(DASHES)])))
+            who = _name(runs, rd, human(tier))
             ok = np.isfinite(load_s)
+            if nstar:
+                mark = f"n* = {nstar:,.0f} tokens"
+            else:
+                mark = "never wins" + (f" up to {max_tok:,.0f} tokens" if max_tok else "")
+            fig.add_trace(go.Scatter(x=n, y=load_s * 1e3, mode="lines", name=f"load from {who} ({mark})",
+                                     line=dict(color=color, dash=DASHES[ri % len(DASHES)])))
             if nstar and ok.any() and n[ok][0] <= nstar <= n[ok][-1]:
-                fig.add_trace(go.Scatter(x=[nstar], y=[float(np.interp(nstar, n[ok], load_s[ok])) * 1e3], mode="markers+text",
-                                         text=[f"n*={nstar:.0f}"], textposition="bottom right",
+                y = float(np.interp(nstar, n[ok], load_s[ok])) * 1e3
+                fig.add_trace(go.Scatter(x=[nstar], y=[y], mode="markers+text",
+                                         text=[f"n*={nstar:,.0f}"], textposition="bottom right",
                                          marker=dict(size=11, color=color, symbol="circle-open", line=dict(width=2)),
-                                         name=_name(runs, rd, f"{tier} break-even")))
+                                         showlegend=False, hoverinfo="skip"))
+                fig.add_vline(x=nstar, line=dict(color=color, dash="dot", width=1))
+            elif nstar:
+                notes.append(f"{who}: n* = {nstar:,.0f} tokens (off this axis)")
+            else:
+                notes.append(f"{who}: loading never wins" + (f" up to {max_tok:,.0f} tokens" if max_tok else ""))
         drawn = True
     if not drawn:
         return None
-    fig.update_xaxes(title="prefix length n (tokens, log)", type="log")
-    fig.update_yaxes(title="time (ms, log)", type="log")
+    if notes:
+        fig.add_annotation(text="<br>".join(notes), xref="paper", yref="paper", x=0.01, y=0.99, showarrow=False,
+                           align="left", xanchor="left", yanchor="top", bgcolor="rgba(255,255,255,0.8)",
+                           font=dict(color="#b71c1c"))
+    _log_axis(fig, "x", n, lambda v: f"{count_label(v)}", "prefix length n (tokens, log)")
+    _log_axis(fig, "y", _trace_values(fig), ms_label, "time (log)")
     return fig
 
 
@@ -575,19 +673,171 @@ def prefill_profile(runs: list[RunData]) -> go.Figure | None:
             drawn = True
     if not drawn:
         return None
-    fig.update_xaxes(title="prompt tokens (log)", type="log")
-    fig.update_yaxes(title="prefill time (ms, log)", type="log")
+    _log_axis(fig, "x", _trace_values(fig, "x"), lambda v: f"{count_label(v)} tokens", "prompt length (log)")
+    _log_axis(fig, "y", _trace_values(fig), ms_label, "prefill time (log)")
+    return fig
+
+
+def router_comparison(runs: list[RunData]) -> go.Figure | None:
+    """``kvbench cluster``: hit ratio per tier (stacked) and TTFT p50/p99 for each router, side by side."""
+    rows = []
+    for rd in runs:
+        s = rd.summary
+        if s.get("kind") != "cluster":
+            continue
+        for name, r in (s.get("routers") or {s.get("router"): s}).items():
+            if isinstance(r, dict) and isinstance(r.get("global"), dict):
+                rows.append((rd, name, r))
+    if not rows:
+        return None
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("hit ratio by tier", "TTFT (ms)"))
+    fig.update_layout(title="Routers side by side (same trace)", barmode="stack", **_LAYOUT)
+    xs = [_name(runs, rd, name) for rd, name, _ in rows]
+    for ti, tier in enumerate(("l1", "l2", "l3", "l4")):
+        ys = [_num(dig(r, f"global.tier_hit_ratio.{tier}")) for _, _, r in rows]
+        if any(y for y in ys):
+            fig.add_trace(go.Bar(x=xs, y=ys, name=f"{tier} hits", marker_color=PALETTE[ti],
+                                 legendgroup="hits"), row=1, col=1)
+    for qi, q in enumerate(("p50", "p99")):
+        fig.add_trace(go.Scatter(x=xs, y=[_num(dig(r, f"ttft_ms.{q}")) for _, _, r in rows], mode="markers+lines",
+                                 name=f"TTFT {q}", marker=dict(size=10, color=PALETTE[4 + qi])), row=1, col=2)
+    fig.update_yaxes(title="hit ratio", range=[0, 1], row=1, col=1)
+    fig.update_yaxes(title="ms (log)", type="log", row=1, col=2)
+    return fig
+
+
+# --- steady state against capacity ----------------------------------------------------------------------
+def steady_state_vs_capacity(runs: list[RunData]) -> go.Figure | None:
+    """Hit ratio, steady-state DWPD and residence time against capacity on one axis, each drive class's
+    endurance line (the host DWPD its rating allows at this workload's WAF) and the planned tiers marked."""
+    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06,
+                        subplot_titles=("hit ratio", "host DWPD (log)", "residence time (hours, log)"))
+    drawn = False
+    for ri, rd in enumerate(runs):
+        plan = rd.analysis("plan") or {}
+        rows = [r for r in (plan.get("capacity_curve") or []) if _num(r.get("capacity_bytes"))]
+        if len(rows) < 2:
+            continue
+        color = PALETTE[ri % len(PALETTE)]
+        x = [float(r["capacity_bytes"]) / 2**40 for r in rows]
+        fig.add_trace(go.Scatter(x=x, y=[_num(r.get("hit_ratio")) for r in rows], mode="lines+markers",
+                                 name=_name(runs, rd, "hit ratio"), line=dict(color=color)), row=1, col=1)
+        filled = [r for r in rows if r.get("filled")]
+        fx = [float(r["capacity_bytes"]) / 2**40 for r in filled]
+        fig.add_trace(go.Scatter(x=fx, y=[_num(r.get("dwpd")) for r in filled], mode="lines+markers",
+                                 name=_name(runs, rd, "steady-state DWPD"), line=dict(color=color)), row=2, col=1)
+        fig.add_trace(go.Scatter(x=fx, y=[(_num(r.get("residence_s")) or 0) / 3600 for r in filled],
+                                 mode="lines+markers", name=_name(runs, rd, "residence time"),
+                                 line=dict(color=color, dash="dot")), row=3, col=1)
+        for di, d in enumerate(plan.get("drives") or []):
+            allowed = _num(d.get("rated_dwpd"))
+            waf, ref = _num(d.get("workload_waf")), _num(d.get("reference_waf"))
+            if allowed and waf and ref:
+                c2 = PALETTE[(ri + di + 1) % len(PALETTE)]
+                fig.add_hline(y=allowed * ref / waf, line=dict(color=c2, dash="dash", width=1), row=2, col=1,
+                              annotation_text=f"{d['class']}: rating allows {allowed * ref / waf:.3g} host DWPD",
+                              annotation_position="top left")
+                cap = _num(d.get("capacity_bytes"))
+                if cap and _num(d.get("dwpd_host")):
+                    fig.add_trace(go.Scatter(x=[cap / 2**40], y=[d["dwpd_host"]], mode="markers",
+                                             marker=dict(color=c2, size=13, symbol="star"),
+                                             name=_name(runs, rd, f"planned on {d['class']} ({d['bound']} binds)")),
+                                  row=2, col=1)
+        drawn = True
+    if not drawn:
+        return None
+    fig.update_layout(title="Steady state vs capacity: more capacity keeps KV longer and rewrites it less often",
+                      **{**_LAYOUT, "height": 760})
+    fig.update_xaxes(type="log", title="KV tier capacity (TiB, log)", row=3, col=1)
+    fig.update_xaxes(type="log", row=1, col=1)
+    fig.update_xaxes(type="log", row=2, col=1)
+    fig.update_yaxes(range=[0, 1], row=1, col=1)
+    fig.update_yaxes(type="log", row=2, col=1)
+    fig.update_yaxes(type="log", row=3, col=1)
+    return fig
+
+
+def admission_frontier(runs: list[RunData]) -> go.Figure | None:
+    """Hit ratio against steady-state host DWPD, one curve per admission policy over capacities (plan
+    ``--admission``): the frontier a buyer chooses on; the planned capacity of each policy marked."""
+    fig = _fig("Admission: hit ratio against DWPD (each curve: one policy over capacities; up and left is better)")
+    drawn = False
+    for ri, rd in enumerate(runs):
+        adm = (rd.analysis("plan") or {}).get("admission") or {}
+        for pi, (name, row) in enumerate(adm.items()):
+            pts = [r for r in (row.get("curve") or []) if _num(r.get("dwpd")) and r.get("filled")]
+            color = PALETTE[(ri * len(adm) + pi) % len(PALETTE)]
+            if pts:
+                fig.add_trace(go.Scatter(
+                    x=[r["dwpd"] for r in pts], y=[_num(r.get("hit_ratio")) for r in pts], mode="lines+markers",
+                    name=_name(runs, rd, name), line=dict(color=color),
+                    customdata=[float(r["capacity_bytes"]) / 2**40 for r in pts],
+                    hovertemplate="%{customdata:.3g} TiB: hit %{y:.3f}, %{x:.3g} DWPD<extra></extra>"))
+                drawn = True
+            if _num(row.get("dwpd")):
+                fig.add_trace(go.Scatter(x=[row["dwpd"]], y=[_num(row.get("hit_ratio"))], mode="markers",
+                                         marker=dict(color=color, size=13, symbol="star"),
+                                         name=_name(runs, rd, f"{name} at the planned capacity")))
+                drawn = True
+    if not drawn:
+        return None
+    fig.update_xaxes(type="log", title="steady-state host DWPD of the tier (log)")
+    fig.update_yaxes(title="hit ratio", range=[0, 1])
     return fig
 
 
 #: the report's figures, in order (section title, builder)
 FIGURES = (
     ("Latency", latency_tail),
+    ("Load time per request (or Engram step)", request_time_tail),
     ("Bandwidth and IOPS over time", throughput_over_time),
     ("Hit ratio and capacity", hit_ratio_curve),
     ("Load vs recompute per request", load_vs_recompute),
     ("Break-even prefix length", break_even),
+    ("Steady state vs capacity", steady_state_vs_capacity),
     ("Endurance vs retention", dwpd_vs_retention),
+    ("Admission: hit ratio vs DWPD", admission_frontier),
     ("Steady state", steady_state_rounds),
     ("Prefill profile", prefill_profile),
+    ("Cluster routers", router_comparison),
 )
+
+#: one line under each figure saying what to look at (a figure without one shows its builder's docstring)
+CAPTIONS = {
+    "latency_tail": "Each I/O's latency, submit to completion, per tier and op. Read right to left: where a line "
+                    "turns up is where the tail begins; lines stop at the rarest percentile their sample supports.",
+    "request_time_tail": "Time to load one request's whole reused prefix (all its blocks, every tier), or one "
+                         "Engram step's rows. Compare with the time to recompute (break-even chart) or with the "
+                         "prefetch window.",
+    "throughput_over_time": "Bandwidth and IOPS each second of the run, per tier and op: a steady line is a "
+                            "steady device; dips are stalls, steps are the workload changing.",
+    "hit_ratio_curve": "Share of block references found cached against cache size. The knee marks where more "
+                       "capacity stops paying; dashed lines are the capacities this run used.",
+    "load_vs_recompute": "One dot per request with a prefix hit: below the dashed diagonal, loading the cached "
+                         "prefix was faster than recomputing it.",
+    "break_even": "Loading wins where a tier's line is below the black recompute line: from the break-even "
+                  "prefix n* up. A tier with no n* never wins in the range checked.",
+    "dwpd_vs_retention": "Keeping KV longer takes a larger tier that is rewritten less often: DWPD = 1 day / the "
+                         "retention, capacity = write rate x retention. Hollow points lie beyond what the trace "
+                         "shows and are extrapolated (capacity an upper bound).",
+    "steady_state_vs_capacity": "Read left to right: a larger tier hits more, keeps KV longer and is rewritten "
+                                "less often. Where the DWPD line crosses a drive class's dashed rating line, that "
+                                "class's endurance is met; stars mark the planned tier per class.",
+    "steady_state_rounds": "Preconditioning rounds: steady state is reached when the last 5 rounds stay within "
+                           "the band.",
+    "admission_frontier": "What each admission policy buys: hit ratio against the DWPD it costs, one curve per "
+                          "policy over capacity; up and to the left is better, the star is the planned capacity.",
+    "router_comparison": "Each router side by side on the same trace: keeping a conversation on one node raises "
+                         "the hit ratio and lowers TTFT, as long as the load stays balanced.",
+    "prefill_profile": "Measured prefill time per prompt length and the fitted T(n) = a + bn + cn² that the "
+                       "load-vs-recompute check uses.",
+}
+
+
+def caption(builder) -> str:
+    """The caption of a figure builder: CAPTIONS, else the first line of its docstring."""
+    got = CAPTIONS.get(builder.__name__)
+    if got:
+        return got
+    return ((builder.__doc__ or "").strip().splitlines() or [""])[0]
+

@@ -33,7 +33,7 @@ td.pass,h3.pass{color:#1b5e20;font-weight:bold} td.fail,h3.fail{color:#b71c1c;fo
 .banner{background:#ffebee;border:1px solid #e57373;padding:8px 12px;margin:10px 0;color:#b71c1c}
 .env td,.env th{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.85em;word-break:break-all}
 #kvbench-js-errors:empty{display:none} #kvbench-js-errors{background:#fee;color:#900;padding:8px}
-.fig{margin:8px 0 24px 0} .note{color:#666;font-size:.9em}
+.fig{margin:8px 0 24px 0} .note{color:#666;font-size:.9em} .caption{margin:4px 0;color:#333;font-style:italic}
 """
 
 _ERROR_HOOK = """<script>
@@ -91,6 +91,10 @@ def render(runs: list[RunData], title: str | None = None) -> tuple[str, dict]:
         f"that ran{(' (' + esc(str(rd.summary.get('reason'))) + ')') if rd.summary.get('reason') else ''}.</div>"
         for rd in runs if rd.partial)
 
+    ans = T.answer_html(runs)
+    if ans:
+        sections.append("<h2 id='answer'>The answer</h2>" + ans)
+        index["sections"].append("answer")
     sections.append("<h2 id='verdict'>Verdict summary</h2>" + T.verdict_table(runs))
     index["sections"].append("verdict")
     crit = T.criteria_table(runs)
@@ -102,7 +106,8 @@ def render(runs: list[RunData], title: str | None = None) -> tuple[str, dict]:
         if fig is None:
             continue
         anchor = builder.__name__
-        sections.append(f"<h2 id='{anchor}'>{esc(sec_title)}</h2><div class='fig'>{_figure_div(fig, f'fig-{anchor}')}</div>")
+        sections.append(f"<h2 id='{anchor}'>{esc(sec_title)}</h2><p class='caption'>{esc(F.caption(builder))}</p>"
+                        f"<div class='fig'>{_figure_div(fig, f'fig-{anchor}')}</div>")
         index["figures"].append(anchor)
         index["sections"].append(anchor)
     sections.append("<h2 id='environment'>Environment</h2>" + T.environment_table(runs))
@@ -136,4 +141,6 @@ def write_report(runs: list[RunData], out, title: str | None = None) -> tuple[Pa
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    from kvbench.engine.safety import mark_output
+    mark_output(out)
     return out, index

@@ -8,15 +8,14 @@ import html
 import math
 import re
 
-from kvbench.report.figures import chosen_capacities
+from kvbench.report.figures import chosen_capacities, is_key_sampled
+from kvbench.report.labels import human, plain_number
 from kvbench.report.rundata import RunData, dig, flatten
 from kvbench.units import format_bytes, format_duration, format_rate
 
 
 def _fmt_number(v: float) -> str:
-    if v == int(v) and abs(v) < 1e15:
-        return f"{int(v):,}"
-    return f"{v:.4g}"
+    return plain_number(v)            # never exponent notation in a table
 
 
 def fmt(key: str, v) -> str:
@@ -32,7 +31,7 @@ def fmt(key: str, v) -> str:
         k = key.lower()
         if k.endswith(("bytes_per_s", "bw")) or "_bytes_per_s" in k:
             return format_rate(f)
-        if k.endswith("bytes") or "capacity" in k or re.fullmatch(r"(config\.)?l[1-4](_capacity)?", k) \
+        if k in ("bs", "config.bs") or k.endswith(".bs") or k.endswith("bytes") or "capacity" in k or re.fullmatch(r"(config\.)?l[1-4](_capacity)?", k) \
                 or re.search(r"(^|[._])(size|dram|page|scale_to|segment|chunk)$", k) or "_bytes." in k or k.startswith("capacity_bytes"):
             return format_bytes(f)
         if re.search(r"(_us|lat_us\.[a-z0-9.]+|fetch_us\.[a-z0-9.]+)$", k) or "_us." in k:
@@ -46,19 +45,39 @@ def fmt(key: str, v) -> str:
         if "ratio" in k or k.endswith(("fraction", "wins")):
             return f"{f:.4f}"
         return _fmt_number(f)
-    s = str(v)
-    return s if len(s) <= 160 else s[:157] + "..."
+    return str(v)                     # whole: explanations (key sampling, notes) are read, not skimmed
 
 
 def _esc(s) -> str:
     return html.escape(str(s), quote=True)
 
 
+# --- the answer -------------------------------------------------------------------------------------------
+def answer_sentences(rd: RunData) -> list[str]:
+    """The plan's answer in a few sentences (kvbench run's or kvbench plan's), or none."""
+    for src in (rd.summary.get("answer"), (rd.analysis("plan") or {}).get("answer")):
+        if isinstance(src, dict) and src.get("sentences"):
+            return [str(x) for x in src["sentences"]]
+    return []
+
+
+def answer_html(runs: list[RunData]) -> str | None:
+    """One paragraph per run stating tier sizes, the binding constraint, DWPD, residence, 1:N and $/day."""
+    parts = []
+    for rd in runs:
+        lines = answer_sentences(rd)
+        if lines:
+            head = f"<p><b>{_esc(rd.label)}</b></p>" if len(runs) > 1 else ""
+            parts.append(f"{head}<ul class='answer'>{''.join(f'<li>{_esc(x)}</li>' for x in lines)}</ul>")
+    return "".join(parts) or None
+
+
 # --- the verdict summary ----------------------------------------------------------------------------------
 
 #: headline fields per run kind: (label, dotted path into the summaries); absent fields are skipped
 HEADLINES = {
-    "io": (("IOPS", "iops"), ("bandwidth", "bw_bytes_per_s"), ("I/Os", "ios"), ("runtime", "runtime_s"),
+    "io": (("pattern", "rw"), ("block size", "bs"), ("queue depth per worker", "qd"), ("workers", "workers"),
+           ("engine", "engine"), ("IOPS", "iops"), ("bandwidth", "bw_bytes_per_s"), ("I/Os", "ios"), ("runtime", "runtime_s"),
            ("p50 latency", "lat_us.p50"), ("p99 latency", "lat_us.p99"), ("p99.9 latency", "lat_us.p99.9"),
            ("max latency", "lat_us.max"), ("open-loop issue lag p99", "issue_lag_us.p99"),
            ("open-loop issue lag max", "issue_lag_us.max")),
@@ -67,6 +86,11 @@ HEADLINES = {
     "replay-engram": (("rows per token", "rows_per_token"), ("DRAM hit ratio", "dram_hit_ratio"),
                       ("read amplification", "read_amplification"), ("fetch p50", "fetch_us.p50"),
                       ("fetch p99", "fetch_us.p99"), ("window miss ratio", "window_miss_ratio"), ("IOPS", "iops")),
+    "cluster": (("router", "router"), ("nodes", "nodes_count"), ("requests", "requests"),
+                ("hit ratio", "global.hit_ratio"), ("TTFT p50", "ttft_ms.p50"), ("TTFT p99", "ttft_ms.p99"),
+                ("request imbalance (max/mean)", "imbalance"), ("duplication (copies per block)", "duplication"),
+                ("prefill tokens saved", "prefill_tokens_saved"), ("L4 read bandwidth", "l4.read_bytes_per_s"),
+                ("L4 peak pool utilisation", "l4.peak_pool_utilisation")),
     "prefill": (("model", "model"), ("device", "device"), ("dtype", "dtype"),
                 ("prefill tokens/s at the reference length", "tokens_per_s"), ("reference length", "reference_tokens")),
 }
@@ -77,8 +101,9 @@ _TIER_FIELDS = (("hit ratio", "hit_ratio"), ("capacity", "capacity_bytes"), ("re
 
 
 def _first(rd: RunData, path: str):
-    for _, s in rd.all_summaries():
-        v = dig(s, path)
+    """A headline value: from the summaries, else from the run's config (rw, bs, qd of older io runs)."""
+    for src in [s for _, s in rd.all_summaries()] + [r.run.get("config") or {} for r in (rd, *rd.parts.values())]:
+        v = dig(src, path)
         if v is not None and not isinstance(v, (dict, list)):
             return v
     return None
@@ -87,6 +112,15 @@ def _first(rd: RunData, path: str):
 def verdict_rows(rd: RunData) -> list[tuple[str, str, str]]:
     """(section, label, formatted value) rows summarising one run's verdicts and headline numbers."""
     rows: list[tuple[str, str, str]] = []
+    # data a run could not vouch for stands out first: wrong data read back, numbers not measured
+    for name, s in rd.all_summaries():
+        bad = s.get("verify_errors") or dig(s, "verify.mismatches")
+        where = f" ({name.rstrip('.')})" if name else ""
+        if bad:
+            checked = s.get("verify_checked") or dig(s, "verify.checked")
+            rows.append(("data", f"verify{where}", f"FAIL: {bad} of {checked} checked reads returned wrong data"))
+        if s.get("status") == "not-measured":
+            rows.append(("data", f"measurement{where}", f"FAIL: not measured: {s.get('not_measured', '')}"))
     kinds = {rd.kind, *(p.kind for p in rd.parts.values())}
     for kind, fields in HEADLINES.items():
         if kind in kinds or any(k.replace("-", "_") == kind.replace("-", "_") for k in kinds):
@@ -95,6 +129,8 @@ def verdict_rows(rd: RunData) -> list[tuple[str, str, str]]:
                 if v is not None:
                     rows.append(("measured", label, fmt(path, v)))
     # per tier: measured replay numbers
+    sampled = is_key_sampled(rd)
+    modelled = " (modelled full size)" if sampled else ""
     for _, s in rd.all_summaries():
         for tier, t in sorted((s.get("tiers") or {}).items()):
             if not isinstance(t, dict):
@@ -102,10 +138,20 @@ def verdict_rows(rd: RunData) -> list[tuple[str, str, str]]:
             for label, path in _TIER_FIELDS:
                 v = dig(t, path)
                 if v is not None and not isinstance(v, (dict, list)):
+                    if path == "capacity_bytes":
+                        label += modelled
                     rows.append((f"tier {tier}", label, fmt(path, v)))
+            dev = t.get("simulated_capacity_bytes")
+            if sampled and isinstance(dev, (int, float)):
+                rows.append((f"tier {tier}", "capacity on the device (key sample)", fmt("capacity_bytes", dev)))
     # capacity per tier: what the run used and what the plan says each target needs
     for tier, b in sorted(chosen_capacities(rd).items()):
-        rows.append(("capacity", f"{tier} used", format_bytes(b)))
+        rows.append(("capacity", f"{tier} used{modelled}", format_bytes(b)))
+    if sampled:
+        rate = next((s.get("sample_rate") for _, s in rd.all_summaries() if s.get("sample_rate")), None)
+        rows.append(("capacity", "key sampling", f"the replay kept {plain_number(float(rate))} of the blocks (by key "
+                     "hash) and held that share of each capacity on the device; hit ratios and byte volumes are "
+                     "estimates for the modelled full-size cache"))
     plan = rd.analysis("plan")
     if isinstance(plan, dict):
         for k, v in flatten(plan.get("capacity_bytes") or {}).items():
@@ -125,40 +171,49 @@ def verdict_rows(rd: RunData) -> list[tuple[str, str, str]]:
             rows.append((f"tier {pr['name']}", f"probe: bandwidth at {fmt('io_bytes', pr.get('io_size'))}, QD{pr.get('qd')}",
                          fmt("bw_bytes_per_s", pr.get("bandwidth_bytes_per_s"))))
             rows.append((f"tier {pr['name']}", "probe: first byte (QD1 p50)", fmt("first_byte_s", pr.get("first_byte_s"))))
-    # the load-vs-recompute inequality per tier
+    # load vs recompute per tier (the inequality T_load(n) < T_recompute(n))
+    lvr = "load vs recompute"
     check = rd.analysis("check")
     if isinstance(check, dict):
         for tier, t in sorted((check.get("tiers") or {}).items()):
             if not isinstance(t, dict):
                 continue
             n = t.get("break_even_tokens")
-            rows.append(("inequality", f"{tier} break-even n*", "never (recompute wins)" if n is None else f"{float(n):,.0f} tokens"))
+            rows.append((lvr, f"{tier} break-even n*", "never (recompute wins)" if n is None else f"{float(n):,.0f} tokens"))
             if t.get("verdict"):
-                rows.append(("inequality", f"{tier} verdict", str(t["verdict"])))
+                rows.append((lvr, f"{tier} verdict", str(t["verdict"])))
             for key in ("load_wins_fraction", "ttft_saved_ms", "wins_fraction"):
                 v = t.get(key)
                 if isinstance(v, dict):
                     for k2, v2 in v.items():
-                        rows.append(("inequality", f"{tier} {key} {k2}", fmt(f"{key}.{k2}", v2)))
+                        rows.append((lvr, f"{tier} {human(key)} {k2}", fmt(f"{key}.{k2}", v2)))
                 elif v is not None:
-                    rows.append(("inequality", f"{tier} {key.replace('_', ' ')}", fmt(key, v)))
+                    rows.append((lvr, f"{tier} {human(key)}", fmt(key, v)))
         hits = dig(check, "run.hits")
         if isinstance(hits, dict):
             if hits.get("wins_fraction") is not None:
-                rows.append(("inequality", "requests where loading won", f"{100 * float(hits['wins_fraction']):.1f}%"))
+                rows.append((lvr, "requests where loading won", f"{100 * float(hits['wins_fraction']):.1f}%"))
+            negative = False
             for k in ("p50", "p99"):
                 v = dig(hits, f"ttft_saved_s.{k}")
                 if v is not None:
-                    rows.append(("inequality", f"TTFT saved {k}", fmt("ttft_saved_s", v)))
+                    rows.append((lvr, f"TTFT saved {k}", fmt("ttft_saved_s", v)))
+                    negative |= isinstance(v, (int, float)) and v < 0
+            if negative:
+                rows.append((lvr, "TTFT saved below zero", "for these requests loading the cached prefix took longer "
+                             "than recomputing it would have: time to first token grew by that much"))
     note = dig(rd.run, "config.profile_note")
     if note:
-        rows.append(("inequality", "note", str(note)))
+        rows.append((lvr, "note", str(note)))
+    for i, note in enumerate(n for n in (rd.summary.get("notes") or []) if isinstance(n, str)):
+        rows.append((lvr, f"note {i + 1}", note))         # e.g. why the probe's first byte and check's differ
     q = rd.analysis("qualify") or (rd.summary.get("qualify") if isinstance(rd.summary.get("qualify"), dict) else None)
     if isinstance(q, dict) and "passed" in q:
         crit = q.get("criteria") or []
         npass = sum(1 for c in crit if c.get("passed"))
+        v = str(q.get("verdict") or ("pass" if q["passed"] else "fail"))
         rows.append(("qualification", f"profile {q.get('profile', '')}".strip(),
-                     ("PASS" if q["passed"] else "FAIL") + f" ({npass}/{len(crit)} criteria)"))
+                     v.upper() + f" ({npass}/{len(crit)} criteria passed)" + (" (--quick)" if q.get("quick") else "")))
     return rows
 
 
@@ -170,7 +225,7 @@ def verdict_table(runs: list[RunData]) -> str:
         for sec, label, _ in rows:
             if (sec, label) not in keys:
                 keys.append((sec, label))
-    order = ("qualification", "inequality", "capacity", "endurance", "measured")
+    order = ("data", "qualification", "load vs recompute", "capacity", "endurance", "measured")
     keys.sort(key=lambda k: (order.index(k[0]) if k[0] in order else len(order), k[0]))
     values = [{(s, l): v for s, l, v in rows} for rows in per_run]
     head = "".join(f"<th>{_esc(rd.label)}<br><span class='kind'>{_esc(rd.kind)}</span> {status_badge(rd)}</th>" for rd in runs)
@@ -213,13 +268,16 @@ def criteria_table(runs: list[RunData]) -> str | None:
         rows = []
         for c in q["criteria"]:
             ok = c.get("passed")
-            verdict = "PASS" if ok else ("FAIL" if ok is False else "NOT MEASURED")
+            outcome = c.get("outcome") or ("pass" if ok else "fail")
+            verdict = outcome.upper().replace("-", " ") + (f": {c['reason']}" if c.get("reason") else "")
             rows.append("<tr>" + "".join(f"<td>{_esc(x)}</td>" for x in (
                 c.get("name", ""), c.get("workload", ""), c.get("metric", ""),
                 f"{c.get('op', '')} {fmt(str(c.get('metric', '')), c.get('threshold'))}",
                 fmt(str(c.get("metric", "")), c.get("value")))) +
                 f"<td class='{'pass' if ok else 'fail'}'>{verdict}</td></tr>")
-        title = f"{_esc(rd.label)}: profile {_esc(q.get('profile', ''))} — " + ("PASS" if q.get("passed") else "FAIL")
+        v = str(q.get("verdict") or ("pass" if q.get("passed") else "fail"))
+        title = (f"{_esc(rd.label)}: profile {_esc(q.get('profile', ''))} — {v.upper()}"
+                 + (" (shortened: --quick)" if q.get("quick") else ""))
         parts.append(f"<h3 class='{'pass' if q.get('passed') else 'fail'}'>{title}</h3>"
                      "<table class='criteria'><thead><tr><th>criterion</th><th>workload</th><th>metric</th>"
                      f"<th>threshold</th><th>measured</th><th>verdict</th></tr></thead><tbody>{''.join(rows)}</tbody></table>")
@@ -260,7 +318,16 @@ def environment_table(runs: list[RunData]) -> str:
     for k in keys:
         cells = [d.get(k, "—") for d in per]
         cls = " class='differs'" if len(runs) > 1 and len(set(cells)) > 1 else ""
-        body.append(f"<tr{cls}><th>{_esc(k)}</th>" + "".join(f"<td>{_esc(c)}</td>" for c in cells) + "</tr>")
+        body.append(f"<tr{cls}><th>{_esc(_env_label(k))}</th>" + "".join(f"<td>{_esc(c)}</td>" for c in cells) + "</tr>")
     if not body:
         body.append(f"<tr><td colspan='{len(runs) + 1}'>run.json holds no environment</td></tr>")
     return f"<table class='env'><thead><tr><th></th>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _env_label(key: str) -> str:
+    """An environment row's key in words, path kept: ``config.sizing.footprint_bytes`` -> ``config ›
+    sizing › footprint`` (no raw ``_bytes``/``_per_s`` names as visible labels)."""
+    head, sep, rest = key.rpartition(": ")
+    parts = [human(p) if re.search(r"_(bytes|per_s|us|ms|s)$|_bytes_|_per_s", p) else p for p in rest.split(".")]
+    return head + sep + " › ".join(parts)
+

@@ -153,6 +153,35 @@ class LogStore:
 STORES: dict[str, Callable[..., object]] = {"slot": SlotStore, "log": LogStore}
 
 
+def fit_store(layout: str, capacity_bytes: int, slot_bytes: int, *, segment_bytes: int = 64 << 20,
+              spare_slots: int = 64) -> tuple[int, dict, str]:
+    """A store whose footprint is at most ``capacity_bytes``: the spare room comes out of the capacity.
+
+    Returns (cache blocks the tier's policy may hold, the store's keyword arguments, a note saying what the
+    spare room cost). Slot layout: ``capacity_bytes // slot_bytes`` slots, of which up to ``spare_slots``
+    (at most 1/16 of them) stay spare. Log layout: whole segments, one of them spare.
+    """
+    slot_bytes = int(slot_bytes)
+    n_slots = int(capacity_bytes) // slot_bytes
+    if layout == "log":
+        seg_slots = max(1, int(segment_bytes) // slot_bytes)
+        n_seg = n_slots // seg_slots
+        if n_seg < 2:
+            raise SpecError(f"log store: {format_bytes(capacity_bytes)} holds {n_seg} segment(s) of "
+                            f"{format_bytes(seg_slots * slot_bytes)}; the log needs at least 2 (one spare)",
+                            f"give --segment <= {format_bytes(max(slot_bytes, capacity_bytes // 2))} or a larger "
+                            "capacity")
+        blocks = (n_seg - 1) * seg_slots
+        note = (f"{n_seg} segments of {format_bytes(seg_slots * slot_bytes)}, 1 spare: the cache holds {blocks} "
+                f"blocks ({format_bytes(blocks * slot_bytes)}) of the {format_bytes(capacity_bytes)} given")
+        return blocks, {"segment_bytes": seg_slots * slot_bytes, "spare_segments": 1}, note
+    spare = min(int(spare_slots), n_slots // 16)
+    blocks = n_slots - spare
+    note = (f"{n_slots} slots of {format_bytes(slot_bytes)}, {spare} spare: the cache holds {blocks} blocks "
+            f"({format_bytes(blocks * slot_bytes)}) of the {format_bytes(capacity_bytes)} given")
+    return blocks, {"spare_slots": spare}, note
+
+
 def make_store(layout: str, capacity_blocks: int, slot_bytes: int, *, trim: bool = False, **kw):
     """Build a store by layout name (``slot`` or ``log``)."""
     try:

@@ -62,6 +62,11 @@ class Cache:
     def keys(self) -> list:
         raise NotImplementedError
 
+    def victim(self):
+        """The key ``insert`` would evict next if the cache is full (None when empty): what an admission
+        policy (:mod:`kvbench.sim.admission`) weighs a newcomer against."""
+        raise NotImplementedError
+
     def __len__(self) -> int:
         raise NotImplementedError
 
@@ -132,6 +137,9 @@ class LRUCache(Cache):
 
     def keys(self):
         return list(self._od)
+
+    def victim(self):
+        return next(iter(self._od), None)
 
     def __len__(self):
         return len(self._od)
@@ -238,6 +246,9 @@ class FIFOCache(Cache):
 
     def keys(self):
         return list(self._od)
+
+    def victim(self):
+        return next(iter(self._od), None)
 
     def __len__(self):
         return len(self._od)
@@ -352,6 +363,14 @@ class S3FIFOCache(Cache):
 
     def keys(self):
         return list(self._s) + list(self._m)
+
+    def victim(self):
+        """The head of S when S is at its share (or M is empty), else the head of M: the first key the eviction
+        scan examines (it may move on when that key's frequency earns a reprieve)."""
+        s, m = self._s, self._m
+        if s and (len(s) >= self.small_capacity or not m):
+            return next(iter(s))
+        return next(iter(m), None)
 
     def __len__(self):
         return len(self._s) + len(self._m)

@@ -20,8 +20,18 @@ tier above (demotion: read from the evicting tier, write to the next). Exclusive
 in one tier only) create in the top tier, demote on eviction and move on promotion; they need write-back.
 An evicted block whose next tier already holds a copy (inclusive) is dropped without a write.
 
+Admission (:mod:`kvbench.sim.admission`, L3/L4 only): a tier with a non-trivial admission policy sees the
+request's keys first when it asks (``begin_request``), then every lookup that reaches it (``observe``, in
+:meth:`Hierarchy.request`'s lookup loop) and decides, in
+:meth:`Hierarchy._insert` before anything is evicted, whether a block about to be written (created, promoted
+or demoted) is written at all; a rejected block is counted (``admission_rejects``) and left out of the tier.
+``admit-all`` installs no hook (``_Tier.admission`` is None), so results are those of write-through exactly.
+A compiled fast path can run only while :attr:`Hierarchy.admission_active` is False, or call the same hook.
+
 :class:`Hierarchy` runs the per-block loop compiled (numba); :class:`ReferenceHierarchy` is the same
-simulation in Python, the reference it is tested against.
+simulation in Python, the reference it is tested against. With a non-trivial admission policy on some tier,
+``Hierarchy(spec)`` is the reference (the compiled loop has the hook, :func:`tiers_kernel._admit`, but not
+the policies yet).
 
 The output is a stream of block events (``EVENT_DTYPE``): one row per block read/write/trim on L2..L4, in an
 order that is safe to issue (each request: its hit reads first, then writes, demotions, trims in simulation
@@ -35,7 +45,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kvbench.errors import SpecError
-from kvbench.sim.blockstore import make_store, slot_bytes_for
+from kvbench.sim.admission import is_trivial, make_admission, parse_admission
+from kvbench.sim.blockstore import fit_store, make_store, slot_bytes_for
 from kvbench.sim.policies import POLICIES, make_policy
 from kvbench.units import format_bytes
 
@@ -77,6 +88,7 @@ class TierSpec:
     ttl_s: float | None = None
     layout: str = "slot"
     trim: bool = False
+    admission: str = "all"        # admission policy spec (kvbench.sim.admission), L3/L4 only
 
 
 @dataclass(frozen=True)
@@ -97,8 +109,19 @@ class HierarchySpec:
         return slot_bytes_for(self.block_bytes)
 
     def capacity_blocks(self, tier: TierSpec) -> int:
-        unit = self.block_bytes if tier.name == "l1" else self.slot_bytes
-        return tier.capacity_bytes // unit
+        """Blocks the tier caches: L1 is simulated (its bytes / block); a stored tier's footprint on its
+        medium stays within its capacity, so its spare room comes out of it (:func:`fit_store`)."""
+        if tier.name == "l1":
+            return tier.capacity_bytes // self.block_bytes
+        if tier.capacity_bytes < self.slot_bytes:
+            return 0
+        return self.store_fit(tier)[0]
+
+    def store_fit(self, tier: TierSpec) -> tuple[int, dict, str]:
+        """(cache blocks, store keyword arguments, note) of a stored tier that fits its capacity."""
+        layout = "slot" if tier.name == "l2" else tier.layout
+        return fit_store(layout, tier.capacity_bytes, self.slot_bytes, segment_bytes=self.segment_bytes,
+                         spare_slots=self.spare_slots)
 
     def validate(self) -> None:
         if not self.tiers:
@@ -128,6 +151,10 @@ class HierarchySpec:
                                 f"give at least {format_bytes(need)} or 0 to drop the tier")
             if t.ttl_s is not None and not t.ttl_s > 0:
                 raise SpecError(f"{t.name}: retention must be > 0 s", "give a positive --ttl")
+            parse_admission(t.admission)
+            if t.name in ("l1", "l2") and not is_trivial(t.admission):
+                raise SpecError(f"{t.name}: admission policy {t.admission!r} applies to the L3/L4 tiers only",
+                                "set --admission for the SSD (L3) and remote (L4) tiers")
 
 
 @dataclass
@@ -144,6 +171,7 @@ class TierCounters:
     evictions: int = 0
     expirations: int = 0
     reclaim_drops: int = 0
+    admission_rejects: int = 0     # blocks the admission policy kept out (not written)
     peak_resident: int = 0
 
     @property
@@ -163,6 +191,7 @@ class _Tier:
     store: object | None           # None for L1 (simulated)
     meta: dict = field(default_factory=dict)     # key -> (slot, version)
     c: TierCounters = field(default_factory=TierCounters)
+    admission: object | None = None                # kvbench.sim.admission policy; None admits all
 
 
 class _Inspect:
@@ -199,9 +228,13 @@ class ReferenceHierarchy(_Inspect):
             store = None
             if t.name != "l1":
                 layout = "slot" if t.name == "l2" else t.layout
-                kw = {"segment_bytes": spec.segment_bytes} if layout == "log" else {"spare_slots": spec.spare_slots}
+                _, kw, _ = spec.store_fit(t)
                 store = make_store(layout, cap, spec.slot_bytes, trim=t.trim and t.name != "l2", **kw)
-            self.tiers.append(_Tier(TIER_NAMES.index(t.name), t, make_policy(t.policy, cap, t.ttl_s), store))
+            adm = None if is_trivial(t.admission) else make_admission(t.admission, cap)
+            self.tiers.append(_Tier(TIER_NAMES.index(t.name), t, make_policy(t.policy, cap, t.ttl_s), store,
+                                    admission=adm))
+        self._adm = [t.admission for t in self.tiers]
+        self._adm_requests = [a for a in self._adm if a is not None and a.needs_request]
         self.demote = spec.write_policy == "back" or spec.inclusion == "exclusive"
         self.exclusive = spec.inclusion == "exclusive"
         if self.exclusive:
@@ -215,6 +248,7 @@ class ReferenceHierarchy(_Inspect):
         self._seq = 0
         self._req = 0
         self._now = 0.0
+        self._blocks = 0              # blocks of the request being simulated (admission context)
         self._ev: list = []           # events of the request being simulated
         self._out: list = []          # events of the batch, in issue order
 
@@ -227,12 +261,25 @@ class ReferenceHierarchy(_Inspect):
             self._emit(t, EV_TRIM, TRIM, first, 0, -1, n)
             t.c.trims_slots += n
 
+    @property
+    def admission_active(self) -> bool:
+        """True when some tier has a non-trivial admission policy (a compiled path must call the hooks)."""
+        return any(a is not None for a in self._adm)
+
     # --- tier operations -------------------------------------------------------------------------------
-    def _insert(self, ti: int, key, version: int, kind: int) -> None:
+    def _insert(self, ti: int, key, version: int, kind: int, depth: int = -1) -> None:
+        """Write ``key`` into tier ``ti`` (``depth``: its position in the request's prefix, -1 for demotions)."""
         t = self.tiers[ti]
         if key in t.meta:               # already resident (same content): refresh only
             t.policy.insert(key, self._now)
             return
+        adm = t.admission               # the admission hook: decide before anything is evicted
+        if adm is not None:
+            pol = t.policy
+            victim = pol.victim() if adm.needs_victim and len(pol) >= pol.capacity else None
+            if not adm.admit(key, self._now, depth, self._blocks, victim):
+                t.c.admission_rejects += 1
+                return
         for victim in t.policy.insert(key, self._now):
             t.c.evictions += 1
             self._evict(ti, victim)
@@ -289,11 +336,17 @@ class ReferenceHierarchy(_Inspect):
                 t.c.expirations += 1
                 self._evict(ti, key)
         n = len(keys)
+        self._blocks = n
+        for a in self._adm_requests:
+            a.begin_request(keys, now)
         found = [-1] * n
         produced = 0
+        adms = self._adm
         for i in range(n - 1, -1, -1):
             key = keys[i]
             for ti, t in enumerate(tiers):
+                if adms[ti] is not None:
+                    adms[ti].observe(key, now, i)
                 if t.policy.lookup(key, now):
                     found[i] = ti
                     break
@@ -302,7 +355,7 @@ class ReferenceHierarchy(_Inspect):
                 self._seq += 1
                 produced += 1
                 for ti in self.create_at:
-                    self._insert(ti, key, version, CREATE_WRITE)
+                    self._insert(ti, key, version, CREATE_WRITE, i)
         h = 0
         while h < n and found[h] >= 0:
             h += 1
@@ -335,12 +388,12 @@ class ReferenceHierarchy(_Inspect):
                 for tj in range(1, len(tiers)):
                     if key in tiers[tj].meta:
                         self._remove(tj, key)
-                self._insert(0, key, version, PROMOTE_WRITE)
+                self._insert(0, key, version, PROMOTE_WRITE, i)
             else:
                 ups = range(ti - 1, -1, -1) if self.spec.promote else ([0] if top_is_l1 else [])
                 for tj in ups:
                     if key not in tiers[tj].meta:
-                        self._insert(tj, key, version, PROMOTE_WRITE)
+                        self._insert(tj, key, version, PROMOTE_WRITE, i)
         out = self._out                 # the request's hit reads go first: they are its load time
         out.extend(load)
         out.extend(loop_ev)
@@ -411,9 +464,11 @@ class _TierView:
         from kvbench.sim import tiers_kernel as K
 
         row = self._h._I[self._t]
-        return TierCounters(*(int(row[f]) for f in (K.C_HIT_BLOCKS, K.C_HIT_READS, K.C_CREATE, K.C_PROMOTE,
-                                                       K.C_DEMOTE_READS, K.C_DEMOTE_WRITES, K.C_TRIMS, K.C_EVICT,
-                                                       K.C_EXPIRE, K.C_RECLAIM, K.C_PEAK)))
+        f = {"hit_blocks": K.C_HIT_BLOCKS, "hit_reads": K.C_HIT_READS, "create_writes": K.C_CREATE,
+             "promote_writes": K.C_PROMOTE, "demote_reads": K.C_DEMOTE_READS, "demote_writes": K.C_DEMOTE_WRITES,
+             "trims_slots": K.C_TRIMS, "evictions": K.C_EVICT, "expirations": K.C_EXPIRE,
+             "reclaim_drops": K.C_RECLAIM, "peak_resident": K.C_PEAK}
+        return TierCounters(**{name: int(row[i]) for name, i in f.items()})
 
     @property
     def meta(self) -> dict:
@@ -431,6 +486,15 @@ class Hierarchy(_Inspect):
     ``tiers`` (level, spec, policy, store, c, meta), ``tier``, ``resident``, ``counters``, ``produced``.
     """
 
+    def __new__(cls, spec: HierarchySpec):
+        # admission policies are Python objects the compiled loop cannot call yet: those hierarchies run the
+        # reference (identical results, Python speed)
+        if any(not is_trivial(t.admission) for t in spec.tiers):
+            return ReferenceHierarchy(spec)
+        return super().__new__(cls)
+
+    admission_active = False
+
     def __init__(self, spec: HierarchySpec):
         from kvbench.sim import tiers_kernel as K
 
@@ -443,15 +507,15 @@ class Hierarchy(_Inspect):
             cap = spec.capacity_blocks(ts)
             pol = make_policy(ts.policy, cap, ts.ttl_s)        # validates; holds capacity/name for callers
             layout = None if ts.name == "l1" else ("slot" if ts.name == "l2" else ts.layout)
-            segs = nseg = 0
-            if layout == "slot":
-                n_slots = cap + max(0, spec.spare_slots)
-            elif layout == "log":
-                segs = max(1, spec.segment_bytes // spec.slot_bytes)
-                nseg = -(-cap // segs) + 1
-                n_slots = nseg * segs
-            else:
-                n_slots = 0
+            segs = nseg = n_slots = 0
+            if layout is not None:             # sized as the reference's make_store(.., **store_fit kwargs)
+                _, kw, _ = spec.store_fit(ts)
+                if layout == "slot":
+                    n_slots = cap + max(0, int(kw.get("spare_slots", 64)))
+                else:
+                    segs = max(1, int(kw.get("segment_bytes", spec.segment_bytes)) // spec.slot_bytes)
+                    nseg = -(-cap // segs) + max(1, int(kw.get("spare_segments", 1)))
+                    n_slots = nseg * segs
             trim = bool(ts.trim and ts.name not in ("l1", "l2"))
             store = None if layout is None else _StoreView(self, t, layout, cap, spec.slot_bytes, n_slots, segs,
                                                            nseg, trim)

@@ -57,3 +57,50 @@ def load_preset(kind: str, name_or_path: str) -> tuple[dict, Path]:
     """Load a preset as a dict, with the path it came from."""
     path = preset_path(kind, name_or_path)
     return load_toml(path), path
+
+
+# --- writing -------------------------------------------------------------------------------------------
+def toml_value(v) -> str:
+    """One TOML value: bool, int, finite float, string, or a list of them (a non-finite number is an error)."""
+    import json
+    import math
+
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            raise SpecError(f"cannot store non-finite number {v} in TOML", "drop failed measurements")
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)  # a JSON string is a valid TOML basic string
+    if isinstance(v, (list, tuple)):
+        if all(isinstance(x, (int, float)) for x in v):
+            return "[" + ", ".join(toml_value(x) for x in v) + "]"
+        return "[\n" + "".join(f"  {toml_value(x)},\n" for x in v) + "]"
+    raise TypeError(f"cannot write {type(v).__name__} to TOML")
+
+
+def dump_toml(d: dict, comments: dict[str, str] | None = None, header: str = "") -> str:
+    """A dict of scalars, lists and one level of tables as TOML (presets need nothing more); ``comments`` by
+    ``key`` or ``table.key`` go after their value, ``header`` lines on top as comments. None values are left out."""
+    comments = comments or {}
+    lines = [f"# {x}" for x in header.splitlines()]
+    tables = []
+
+    def line(key, v, where):
+        c = comments.get(where)
+        return f"{key} = {toml_value(v)}" + (f"   # {c}" if c else "")
+
+    for k, v in d.items():
+        if isinstance(v, dict):
+            tables.append((k, v))
+        elif v is not None:
+            lines.append(line(k, v, k))
+    for name, table in tables:
+        if lines:
+            lines.append("")
+        lines.append(f"[{name}]")
+        lines.extend(line(k, v, f"{name}.{k}") for k, v in table.items() if v is not None)
+    return "\n".join(lines) + "\n"

@@ -39,6 +39,9 @@ class EngramSpec:
     pad_id: int = 2
     seed: int = 0
     backbone_layers: int = 30
+    backbone_model: str = ""             # the backbone's model preset, when kvbench has one (its compute profiles fit)
+    backbone_active_params_b: float = 0.0          # parameters active per decoded token (compute scaling rule)
+    backbone_prefill_active_params_b: float = 0.0  # per prompt token, where it differs (0: same as decode)
     tokenizer: str = "deepseek-v3"
     params_b: float = 0.0
     source: str = ""
@@ -82,8 +85,16 @@ class EngramSpec:
                 raise SpecError(f"{where}: {name} must be > 0", "fix the preset")
         if min(self.rows_per_head) < 2:
             raise SpecError(f"{where}: rows_per_head must be >= 2", "fix the preset")
+        if self.backbone_active_params_b < 0 or self.backbone_prefill_active_params_b < 0:
+            raise SpecError(f"{where}: backbone active parameters must be >= 0", "fix the preset")
         if self.scale_bytes < 0 or self.pad_id < 0:
             raise SpecError(f"{where}: scale_bytes and pad_id must be >= 0", "fix the preset")
+
+    def active_params_b(self, mode: str) -> float:
+        """Backbone parameters active per token in ``decode`` or ``prefill`` (0 when the preset does not say)."""
+        if mode == "prefill" and self.backbone_prefill_active_params_b:
+            return self.backbone_prefill_active_params_b
+        return self.backbone_active_params_b
 
     def scaled(self, factor: float) -> "EngramSpec":
         """The same layout with every head table ``factor`` times as many rows (a table that fits a test box)."""

@@ -15,6 +15,7 @@ import io
 import itertools
 import json
 import re
+import zlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterator, Mapping
@@ -39,7 +40,9 @@ class Trace:
     every batch of ``iter_trace`` uses the same origin). ``keys`` are prefix-chained uint64 block keys of
     ``block_tokens`` tokens each. ``extras`` holds optional per-request int64 columns of some formats
     (``chat_id``, ``parent_chat_id``, ``turn`` for Bailian). ``t0`` is the first request's time in the trace's own
-    clock, in seconds; ``first_line`` the file line of row 0.
+    clock, in seconds; ``first_line`` the file line of row 0. ``meta`` says where the requests came from when
+    not from a file: a ``gen:`` trace (:mod:`kvbench.stream.synth`) has ``source = "generated"``,
+    ``generated_from``, ``span_s``, ``seed``, ``rate`` and ``sample_rate``.
     """
 
     timestamp_s: np.ndarray
@@ -52,6 +55,7 @@ class Trace:
     path: str
     extras: Mapping[str, np.ndarray] = field(default_factory=dict)
     t0: float = 0.0
+    meta: Mapping[str, object] = field(default_factory=dict)
 
     @property
     def n_requests(self) -> int:
@@ -205,8 +209,16 @@ def builtin_traces() -> dict[str, Path]:
 DEFAULT_TRACE = "mooncake-sample"
 
 
-def resolve_trace(path_or_name: str | Path) -> Path:
-    """A trace path, or the name of a built-in trace; a missing file is a one-line error."""
+def resolve_trace(path_or_name: str | Path) -> Path | str:
+    """A trace path, or the name of a built-in trace; a missing file is a one-line error.
+
+    A ``gen:MODEL,...`` argument (a workload model's generated stream, :mod:`kvbench.stream.synth`) is returned
+    as it is, checked."""
+    from kvbench.stream.synth import is_gen, parse_gen
+
+    if is_gen(path_or_name):
+        parse_gen(path_or_name)
+        return path_or_name
     p = Path(path_or_name)
     if p.is_file():
         return p
@@ -215,6 +227,8 @@ def resolve_trace(path_or_name: str | Path) -> Path:
         return builtin[str(path_or_name)]
     if p.is_dir():
         raise TraceError(f"{p} is a directory, not a trace file", "give a .jsonl, .jsonl.gz or .csv file")
+    if p.exists():          # /dev/null, a FIFO, a device: there, but not a trace file
+        raise TraceError(f"{p} is not a regular file", "give a .jsonl, .jsonl.gz or .csv file")
     raise TraceError(f"trace not found: {p}", f"give an existing file or a built-in trace "
                      f"({', '.join(builtin) or 'none shipped'})")
 
@@ -237,8 +251,9 @@ def _first_record(path: Path) -> tuple[int, str]:
             for lineno, line in enumerate(fh, 1):
                 if line.strip():
                     return lineno, line.strip()
-        except (UnicodeDecodeError, EOFError, gzip.BadGzipFile) as e:
-            raise TraceError(f"not a text trace ({type(e).__name__})", "give a JSONL/CSV file, optionally gzipped",
+        except (UnicodeDecodeError, EOFError, gzip.BadGzipFile, zlib.error) as e:
+            what = f"corrupt gzip data: {e}" if isinstance(e, zlib.error) else type(e).__name__
+            raise TraceError(f"not a text trace ({what})", "give a JSONL/CSV file, optionally gzipped",
                              path=path) from None
     raise TraceError("the trace is empty (no requests)", "give a trace with at least one request", path=path)
 
@@ -321,7 +336,7 @@ def _jsonl_batches(path: Path, fmt: TraceFormat, fields: Mapping[str, str | None
         while True:
             try:
                 chunk = fh.readlines(1 << 22)
-            except (EOFError, gzip.BadGzipFile, OSError) as e:
+            except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as e:
                 raise TraceError(f"cannot read past line {lineno}: {type(e).__name__}: {e}",
                                  "check the file is complete (a truncated gzip?)", path=path) from None
             if not chunk:
@@ -527,6 +542,11 @@ def iter_trace(path: str | Path, fmt: str = "auto", batch_requests: int = 65536,
         raise UsageError(f"unknown order {order!r}", f"use one of {', '.join(ORDERS)}")
     if batch_requests <= 0:
         raise UsageError(f"batch_requests must be > 0, got {batch_requests}", "give a positive batch size")
+    from kvbench.stream.synth import is_gen, iter_generated
+
+    if is_gen(path):                    # a workload model's stream: already in arrival order, keys prefix-chained
+        yield from iter_generated(path, batch_requests, limit=limit, block_tokens=block_tokens)
+        return
     if order == "sort":
         yield from _sorted_batches(path, fmt, batch_requests, block_tokens=block_tokens, time_unit=time_unit,
                                    fields=fields, chain=chain, limit=limit)
@@ -692,7 +712,7 @@ def _check_order(ts, lines, prev_t, prev_line, path, field_name, scale):
         before = full[bad[0]]
         raise TraceError(f"out-of-order timestamp: {float(ts[i + 1] * scale):.6g} s is earlier than the previous "
                          f"request's {float(before * scale):.6g} s ({bad.size} such requests in this batch)",
-                         "pass --sort (order='sort') to sort by arrival, or --order keep to use the file order",
+                         "pass --sort to sort the requests by arrival time, or fix the file's order",
                          path=path, line=line, field=field_name)
 
 

@@ -1,0 +1,261 @@
+"""Admission trade-off: hit ratio against steady-state writes and DWPD, per admission policy (pure).
+
+DESIGN.md, "Steady state": a tier of capacity C is written at W(C) from its first eviction on. Under write-through
+admit-all that is every miss, and :mod:`kvbench.analysis.residence` gets every capacity in one pass; under an
+admission policy the writes depend on the policy's memory, so each (policy, capacity) is simulated on its own
+(:func:`simulate_tier`: one LRU tier, prefix semantics, the same admission hook as the tier simulation). The
+steady state is defined as before: W = blocks written (admitted) in requests arriving after the request that
+caused the tier's first eviction, over the trace time after it; DWPD = 86,400 W / C. Admit-all reproduces
+the one-pass curve exactly (tests/test_admission.py).
+
+The per-capacity simulations are bounded: ``budget_refs`` block references in all (policies x capacities x
+the trace's references); a grid that would exceed it is thinned, and says so.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from kvbench.errors import SpecError
+from kvbench.sim.admission import make_admission, parse_admission
+from kvbench.sim.policies import make_policy
+
+SECONDS_PER_DAY = 86_400.0
+DEFAULT_BUDGET_REFS = 40_000_000
+
+
+@dataclass(frozen=True)
+class TierRun:
+    """One tier, one policy, one capacity over a whole trace (counts in blocks, times in trace seconds)."""
+
+    admission: str
+    capacity_blocks: int
+    references: int
+    hit_blocks: int
+    written: int                 # blocks admitted (written)
+    rejected: int                # blocks the policy kept out
+    fill_time_s: float           # trace time of the first eviction from t0 (NaN: never evicts)
+    steady_writes: int           # blocks written in requests after the first eviction
+    steady_window_s: float       # trace end - fill time (NaN: never evicts)
+    span_s: float = 0.0          # first arrival to the last request with blocks
+
+    @property
+    def hit_ratio(self) -> float:
+        return self.hit_blocks / self.references if self.references else 0.0
+
+    @property
+    def filled(self) -> bool:
+        return math.isfinite(self.steady_window_s) and self.steady_window_s > 0 and self.steady_writes > 0
+
+    @property
+    def turned_over(self) -> bool:
+        return self.filled and self.steady_writes >= self.capacity_blocks
+
+    @property
+    def write_blocks_per_s(self) -> float:
+        return self.steady_writes / self.steady_window_s if self.filled else float("nan")
+
+
+def simulate_tier(trace, capacity_blocks: int, admission: str = "all", policy: str = "lru",
+                  warmup: float = 0.0) -> TierRun:
+    """One write-through tier of ``capacity_blocks`` under ``admission`` over a trace (prefix semantics,
+    blocks deepest-first): the same decisions as :class:`kvbench.sim.tiers.Hierarchy` with that tier alone,
+    without block events (a sweep runs it per capacity). Hits and references count from request
+    floor(``warmup`` x requests) on, as the hit-ratio curves do; writes are steady state by definition."""
+    cap = int(capacity_blocks)
+    cache = make_policy(policy, cap)
+    adm = make_admission(admission, cap)
+    hook = None if adm.trivial else adm
+    need_victim = hook is not None and hook.needs_victim
+    offs = np.asarray(trace.offsets).tolist()
+    keys = np.asarray(trace.keys).tolist()
+    times = np.asarray(trace.timestamp_s, dtype=np.float64).tolist()
+    lookup, insert, victim_of = cache.lookup, cache.insert, cache.victim
+    nreq = len(offs) - 1
+    writes = np.zeros(nreq, dtype=np.int64)
+    hits = rejected = 0
+    n_warm = int(np.floor(warmup * nreq))
+    first = -1
+    last_with_blocks = -1
+    for r in range(nreq):
+        a, b = offs[r], offs[r + 1]
+        if b > a:
+            last_with_blocks = r
+        now, n = times[r], b - a
+        run = w = 0
+        if hook is not None and hook.needs_request:
+            hook.begin_request(keys[a:b], now)
+        for i in range(b - 1, a - 1, -1):
+            key = keys[i]
+            if hook is not None:
+                hook.observe(key, now, i - a)
+            if lookup(key, now):
+                run += 1
+                continue
+            run = 0
+            if hook is not None:
+                v = victim_of() if need_victim and len(cache) >= cap else None
+                if not hook.admit(key, now, i - a, n, v):
+                    rejected += 1
+                    continue
+            if insert(key, now) and first < 0:
+                first = r
+            w += 1
+        writes[r] = w
+        if r >= n_warm:
+            hits += run
+    refs = int(offs[-1] - offs[min(n_warm, nreq)]) if nreq else 0
+    t = np.asarray(times)
+    t0 = float(t.min()) if nreq else 0.0
+    if first >= 0 and last_with_blocks >= 0:
+        t_fill = times[first]
+        after = t > t_fill
+        steady = int(writes[after].sum())
+        window = times[last_with_blocks] - t_fill
+        fill = t_fill - t0
+    else:
+        steady, window, fill = 0, float("nan"), float("nan")
+    span = times[last_with_blocks] - t0 if last_with_blocks >= 0 else 0.0
+    return TierRun(admission=admission, capacity_blocks=cap, references=refs, hit_blocks=hits,
+                   written=int(writes.sum()), rejected=rejected, fill_time_s=fill, steady_writes=steady,
+                   steady_window_s=window, span_s=span)
+
+
+def parse_policies(text) -> tuple:
+    """``a,b:k=v,c`` (or a sequence) -> validated, de-duplicated policy specs in the order given."""
+    items = [x.strip() for x in (text.split(",") if isinstance(text, str) else text) if str(x).strip()]
+    if not items:
+        raise SpecError("--admission lists no policy", "give e.g. --admission all,second-access,tinylfu")
+    for x in items:
+        parse_admission(x)
+    return tuple(dict.fromkeys(items))
+
+
+def _grid(distinct: int, points: int) -> list[int]:
+    """Capacities (blocks) for the frontier: log-spaced from 1/64 of the footprint to just below it."""
+    top = max(2, distinct - 1)
+    lo = max(1, top // 64)
+    return sorted({int(x) for x in np.round(np.geomspace(lo, top, points))})
+
+
+def tradeoff(trace, *, policies, block_bytes: int, scale, planned_bytes: float, curve_bytes=None,
+             waf: float, ssd_class, store_fill: float, dram_bytes: float, prices, tokens_per_day: float,
+             refs_per_day: float, block_tokens: int, tokens_per_s: float, distinct: int, warmup: float = 0.0,
+             budget_refs: int = DEFAULT_BUDGET_REFS) -> dict:
+    """The plan's ``admission`` object: per policy, at the planned capacity, hit ratio, steady write rate,
+    DWPD (of the tier, host per drive and rating-equivalent), residence and cost per day, plus a ``curve``
+    over capacities (the frontier the report plots: hit ratio against DWPD).
+
+    ``scale`` is the plan's trace -> planned scale (time_scale, copies, block_bytes; ``blocks()``)."""
+    from kvbench.analysis.cost import dram_usd_per_day, gpu_usd_per_day, ssd_usd_per_day
+    from kvbench.analysis.endurance import Rating, endurance, rating_equivalent_dwpd
+
+    policies = parse_policies(policies)
+    refs = int(np.asarray(trace.offsets)[-1] - np.asarray(trace.offsets)[0])
+    per_policy = max(1, budget_refs // max(1, refs * len(policies)))
+    planned_blocks = max(1, int(scale.blocks(planned_bytes)))
+    if curve_bytes:
+        caps = sorted({max(1, int(scale.blocks(c))) for c in curve_bytes})
+        grid_note = "the --capacities given"
+    else:
+        caps = _grid(distinct, 8)
+        grid_note = "a log grid over the trace's footprint"
+    caps = [c for c in caps if c != planned_blocks]
+    if len(caps) + 1 > per_policy:            # keep the simulations bounded: thin the grid evenly
+        keep = max(0, per_policy - 1)
+        idx = np.unique(np.round(np.linspace(0, len(caps) - 1, keep)).astype(int)) if keep and caps else []
+        thinned = f"; thinned to {len(idx)} of {len(caps)} capacities (budget {budget_refs:,} references)"
+        caps = [caps[i] for i in idx]
+        grid_note += thinned
+    ref = ssd_class.reference_waf if ssd_class.reference_waf is not None else waf
+    rating = Rating(dwpd=ssd_class.dwpd, warranty_years=ssd_class.warranty_years, reference_waf=ref)
+    wscale = scale.time_scale * scale.copies * block_bytes
+
+    def row(run: TierRun) -> dict:
+        cb = run.capacity_blocks * block_bytes * scale.copies
+        wb = run.write_blocks_per_s * wscale if run.filled else None
+        return {"capacity_bytes": float(cb), "hit_ratio": run.hit_ratio, "write_bytes_per_s": wb,
+                "dwpd": wb * SECONDS_PER_DAY / cb if wb else (0.0 if run.filled else None),
+                "residence_s": cb / wb if wb else None, "filled": run.filled, "turned_over": run.turned_over,
+                "written_blocks": run.written, "rejected_blocks": run.rejected,
+                # all writes over the whole trace, warm-up included: what an unfilled tier was written at
+                "mean_write_bytes_per_s": run.written * wscale / run.span_s if run.span_s > 0 else None}
+
+    out = {}
+    for spec in policies:
+        head = simulate_tier(trace, planned_blocks, spec, warmup=warmup)
+        r = row(head)
+        r["policy"] = make_admission(spec, planned_blocks).describe()
+        ssd = r["capacity_bytes"] / store_fill
+        wb = r["write_bytes_per_s"]
+        dwpd_host = wb * SECONDS_PER_DAY / ssd if wb is not None else None
+        dwpd_eq = rating_equivalent_dwpd(dwpd_host, waf, ref) if dwpd_host is not None else None
+        life = endurance(wb * SECONDS_PER_DAY, ssd, waf=waf, rating=rating).lifetime_years if wb is not None \
+            else None
+        missed = max(0.0, tokens_per_day - refs_per_day * r["hit_ratio"] * block_tokens)
+        usd = {"dram": dram_usd_per_day(dram_bytes, prices), "ssd": ssd_usd_per_day(ssd, ssd_class, life),
+               "gpu": gpu_usd_per_day(missed, tokens_per_s, prices)}
+        usd["total"] = sum(usd.values())
+        r.update({"steady_state": ("measured" if head.turned_over else "projected") if head.filled else "unfilled",
+                  "fill_time_s": head.fill_time_s / scale.time_scale if head.filled else None,
+                  "ssd_class": ssd_class.name, "ssd_bytes": ssd, "dwpd_host": dwpd_host,
+                  "dwpd_rating_equivalent": dwpd_eq, "workload_waf": waf, "reference_waf": ref,
+                  "lifetime_years": life, "usd_per_day": usd})
+        if not head.filled:
+            r["note"] = ("the tier never evicts under this policy within the trace: no steady state "
+                         "(mean_write_bytes_per_s: its fill-phase writes over the whole trace)")
+        curve = [row(simulate_tier(trace, c, spec, warmup=warmup)) for c in caps] + [row(head)]
+        r["curve"] = sorted(curve, key=lambda x: x["capacity_bytes"])
+        r["curve_capacities"] = grid_note
+        out[spec] = r
+    base = out.get("all")
+    if base is not None:
+        for spec, r in out.items():
+            if r["write_bytes_per_s"] is not None and base["write_bytes_per_s"]:
+                r["writes_vs_all"] = r["write_bytes_per_s"] / base["write_bytes_per_s"]
+            r["hit_ratio_vs_all"] = r["hit_ratio"] - base["hit_ratio"]
+    return out
+
+
+def admission_for_plan(trace, opt, *, primary: dict, prices, sc, block_bytes: int, waf: float,
+                       tokens_per_day: float, refs_per_day: float, tokens_per_s: float, distinct: int) -> dict:
+    """``build_plan``'s call: the trade-off at the planned capacity (the first of ``--capacities`` when given,
+    else the headline target's need), on the plan's SSD class and DRAM."""
+    planned = _planned_bytes(opt, primary)
+    name = primary.get("ssd_class") or opt.ssd_class or min(prices.ssd, key=lambda k: prices.ssd[k].usd_per_gb)
+    return tradeoff(trace, policies=opt.admission, block_bytes=block_bytes, scale=sc, planned_bytes=planned,
+                    curve_bytes=opt.capacities or None, waf=waf, ssd_class=prices.ssd[name],
+                    store_fill=opt.store_fill, dram_bytes=float(primary.get("l2_bytes") or 0.0), prices=prices,
+                    tokens_per_day=tokens_per_day, refs_per_day=refs_per_day, block_tokens=trace.block_tokens,
+                    tokens_per_s=tokens_per_s, distinct=distinct, warmup=opt.warmup)
+
+
+def _planned_bytes(opt, primary: dict) -> float:
+    planned = opt.capacities[0] if opt.capacities else primary.get("need_bytes")
+    if not planned:
+        raise SpecError("--admission/--placement need a planned capacity, and the headline hit-ratio target is "
+                        "unreachable", "give --capacities (its first value is the planned capacity) or a lower "
+                        "--target-hit")
+    return float(planned)
+
+
+def placement_for_plan(trace, opt, *, primary: dict, sc, block_bytes: int, distinct: int) -> dict:
+    """``build_plan``'s call: the L3 store's device WAF on one stream and on ``opt.streams`` under
+    ``opt.placement``, at the planned capacity, for each store layout and each admission policy asked
+    (admit-all when none). ``policies`` is the plan's layout's."""
+    from kvbench.analysis.placement import get_placement, kv_store_waf
+    from kvbench.sim.blockstore import STORES
+
+    rule = get_placement(opt.placement)
+    l3_blocks = max(1, int(min(sc.blocks(_planned_bytes(opt, primary)), distinct + 1)))
+    layouts = {lay: {spec: kv_store_waf(trace, block_bytes=block_bytes, l3_blocks=l3_blocks, layout=lay,
+                                        rule=rule.name, streams=opt.streams, op=opt.ssd_op,
+                                        erase_block_bytes=opt.erase_block_bytes, gc=opt.gc, admission=spec)
+                     for spec in (opt.admission or ("all",))}
+               for lay in STORES}
+    return {"rule": rule.name, "statement": rule.rule, "streams": opt.streams, "layout": opt.layout,
+            "capacity_bytes": l3_blocks * block_bytes * sc.copies, "policies": layouts[opt.layout],
+            "layouts": layouts}

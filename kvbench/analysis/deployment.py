@@ -1,0 +1,141 @@
+"""Deployment scale: a trace's workload mix run at the load a stated server produces (pure).
+
+DESIGN.md, "Deployment scale". A trace's own request rate is some unstated cluster's. A deployment of G GPUs
+at prefill utilization U, each computing P prefill tokens/s (a compute profile), computes U P G tokens/s of
+*missed* prompt tokens. The trace's mix (prompt tokens and blocks per request, its hit-ratio curve) sets the
+request rate that produces exactly that work, with the trace's users replicated to that rate (each copy
+gets its share of the drives). Under write-through every computed block is written to the KV tier, so the
+drives are written at about U P G b bytes/s (b = KV bytes per token) whatever the hit ratio; per drive of
+capacity CAP, host DWPD = U P G b 86,400 / (D CAP). Only admission, a larger or additional drive, or fewer
+GPUs per drive lower it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+
+from kvbench.errors import SpecError
+
+SECONDS_PER_DAY = 86_400.0
+FIELDS = ("gpus", "drives", "drive_capacity", "utilization")
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """A server (or a share of a cluster): GPUs, KV drives and their capacity, prefill utilization."""
+
+    gpus: float
+    drives: float
+    drive_capacity_bytes: float
+    utilization: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def parse_deployment(text: str) -> Deployment:
+    """``gpus=8,drives=8,drive_capacity=7.68TB,utilization=0.5``; every field required, errors name the field."""
+    from kvbench.units import parse_size
+
+    fix = "give --deployment gpus=G,drives=D,drive_capacity=CAP,utilization=U (e.g. gpus=8,drives=8," \
+          "drive_capacity=7.68TB,utilization=0.5)"
+    vals: dict = {}
+    for part in str(text).split(","):
+        if not part.strip():
+            continue
+        key, sep, value = part.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or key not in FIELDS:
+            raise SpecError(f"--deployment: unknown or malformed field {part.strip()!r}", fix)
+        if key in vals:
+            raise SpecError(f"--deployment: field {key!r} given twice", fix)
+        vals[key] = value.strip()
+    missing = [k for k in FIELDS if k not in vals]
+    if missing:
+        raise SpecError(f"--deployment: missing {', '.join(missing)}", fix)
+
+    def number(key):
+        try:
+            v = float(vals[key])
+        except ValueError:
+            raise SpecError(f"--deployment: {key}={vals[key]!r} is not a number", fix) from None
+        if not (v > 0 and math.isfinite(v)):
+            raise SpecError(f"--deployment: {key}={vals[key]} must be > 0", fix)
+        return v
+
+    util = number("utilization")
+    if util > 1:
+        raise SpecError(f"--deployment: utilization={util:g} is above 1", "give the fraction of time GPUs prefill, "
+                        "e.g. utilization=0.5")
+    from kvbench.errors import UnitError
+
+    try:
+        cap = parse_size(vals["drive_capacity"], what="--deployment drive_capacity")
+    except UnitError as e:
+        raise SpecError(f"--deployment: drive_capacity={vals['drive_capacity']!r} is not a size", fix) from e
+    if not cap > 0:
+        raise SpecError("--deployment: drive_capacity must be > 0", fix)
+    return Deployment(gpus=number("gpus"), drives=number("drives"), drive_capacity_bytes=float(cap),
+                      utilization=util)
+
+
+def scale(dep: Deployment, *, tokens_per_s_per_gpu: float, hit_curve, trace_rate: float, tokens_per_request: float,
+          blocks_per_request: float, block_tokens: int, block_bytes: int, bytes_per_token: float,
+          waf: float, reference_waf: float, store_fill: float = 1.0, sample_rate: float = 1.0) -> dict:
+    """The deployment's request rate, hit ratio and per-drive write rate and DWPD (host and rating-equivalent).
+
+    Fixed point: at request rate L the trace's users are replicated L / trace_rate times; each copy's share of
+    the drives' store is D CAP fill / copies, which sets the hit ratio h, hence the missed prompt tokens per
+    request m(h) = tokens_per_request (1 - h) (a request misses the share of its tokens that its blocks miss);
+    L solves L m(h(L)) = U P G (L m(h(L)) rises with L, so bisection finds it). The drives are written the
+    missed blocks, whole slots: L (1 - h) blocks_per_request block_bytes. ``blocks_per_request`` is the full workload's; ``sample_rate`` < 1 when
+    the hit curve is a key sample's."""
+    if not tokens_per_s_per_gpu > 0:
+        raise SpecError("the deployment needs a prefill rate", "give --profile (or --recompute-tokens-per-s)")
+    work = dep.utilization * tokens_per_s_per_gpu * dep.gpus          # missed tokens/s the GPUs compute
+    # the curve is in the trace's blocks: a key-sampled trace (rate r) holds r of the full workload's blocks
+    store_blocks = dep.drives * dep.drive_capacity_bytes * store_fill / block_bytes * sample_rate
+
+    def hit(rate):
+        copies = rate / trace_rate
+        return float(hit_curve.at(store_blocks / copies))
+
+    def missed(h):
+        return max(tokens_per_request * (1.0 - h), 1e-9 * tokens_per_request)
+
+    lo = work / tokens_per_request                       # every token missed
+    hi = work / missed(hit_curve.infinite_hit_ratio)     # the best hit ratio the trace allows
+    for _ in range(100):
+        mid = 0.5 * (lo + hi)
+        if mid * missed(hit(mid)) < work:
+            lo = mid
+        else:
+            hi = mid
+    rate = hi
+    h = hit(rate)
+    write_bps = rate * (1.0 - h) * blocks_per_request * block_bytes      # missed blocks, full slots
+    per_drive = write_bps / dep.drives
+    dwpd_host = per_drive * SECONDS_PER_DAY / dep.drive_capacity_bytes
+    first_principles = work * bytes_per_token * SECONDS_PER_DAY / (dep.drives * dep.drive_capacity_bytes)
+    return {
+        **dep.to_dict(),
+        "prefill_tokens_per_s": work, "prefill_tokens_per_s_per_gpu": tokens_per_s_per_gpu,
+        "requests_per_s": rate, "trace_copies": rate / trace_rate, "hit_ratio": h,
+        "write_bytes_per_s": write_bps, "write_bytes_per_s_per_drive": per_drive,
+        "dwpd_host_per_drive": dwpd_host, "dwpd_rating_equivalent_per_drive": dwpd_host * waf / reference_waf,
+        "workload_waf": waf, "reference_waf": reference_waf,
+        "residence_s": (dep.drives * dep.drive_capacity_bytes * store_fill / write_bps) if write_bps > 0 else None,
+        "dwpd_first_principles": first_principles,
+        "slot_rounding": dwpd_host / first_principles if first_principles > 0 else None,
+        "formula": "host DWPD per drive = U x P x G x b x 86400 / (D x CAP) "
+                   f"= {dep.utilization:g} x {tokens_per_s_per_gpu:,.0f} x {dep.gpus:g} x {bytes_per_token:,.0f} "
+                   f"x 86400 / ({dep.drives:g} x {dep.drive_capacity_bytes / 1e12:g} TB) = {first_principles:.3g}; "
+                   "simulated write-through writes whole block slots (partial blocks included): "
+                   f"{dwpd_host:.3g}",
+        "what_lowers_it": "every computed block is written under write-through, so hits lower the work, not the "
+                          "writes per computed token: only admission (write fewer blocks), larger or more drives, "
+                          "or fewer GPUs per drive lower DWPD; a retention limit lowers the capacity needed "
+                          "(write rate x retention), not the writes",
+    }

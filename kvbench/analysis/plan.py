@@ -1,0 +1,670 @@
+"""``kvbench plan``'s answer: steady-state capacity, DWPD, residence time, drives per class and the bill (pure).
+
+Every number is steady state (DESIGN.md, "Steady state"): a tier of capacity C is written at W(C) from its
+first eviction on (:mod:`kvbench.analysis.residence`), so its DWPD is 86,400 / T(C) with T(C) = C / W(C) the
+residence time, whatever the trace's length or the test machine's speed. The trace's rate is scaled to what is
+asked: ``--rate`` (compress: the same users faster; replicate: more users), or a deployment
+(:mod:`kvbench.analysis.deployment`: the request rate G GPUs at utilization U produce, users replicated).
+
+Per drive class (rated DWPD, reference WAF, price, drive size) the tier is the larger of
+- the hit capacity: the smallest capacity reaching the hit-ratio target (and the retention, when asked), and
+- the endurance capacity: the smallest capacity whose rating-equivalent DWPD (host DWPD x workload WAF /
+  reference WAF) is within the rating. Since DWPD(C) = 86,400 / T(C), that is the capacity whose residence
+  time reaches 86,400 x fill x WAF / (reference WAF x rated DWPD).
+One GB of DRAM at the hit target is then replaced by N = SSD bytes / hit capacity GB of SSD: N = 1 / fill
+when the hit target binds, more when endurance does.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from kvbench.analysis import capacity as cap
+from kvbench.analysis import residence as res
+from kvbench.analysis.endurance import Rating, endurance, endurance_residence_s, rating_equivalent_dwpd
+from kvbench.analysis.cost import (Prices, dram_usd_per_day, gpu_usd_per_day, ssd_usd_per_day,
+                                   usd_per_recomputed_token)
+from kvbench.errors import SpecError
+
+SECONDS_PER_DAY = 86_400.0
+RATE_MODELS = {
+    "compress": "the trace's requests arrive faster (time scaled by rate / trace rate): residence times shrink, "
+                "write rates grow by the same factor",
+    "replicate": "rate / trace-rate independent copies of the trace's users: capacities and write rates scale "
+                 "with the copies, residence times and hit ratios do not change",
+}
+LAYOUT_NAMES = ("slot", "log")
+LAYOUT_MODELS = {"slot": "synthetic: block-sized slots overwritten in uniform random order (worst case)",
+                 "log": "synthetic: segments appended in order, the oldest reclaimed"}
+DEFAULT_SWEEP = (600.0, 3600.0, 6 * 3600.0, 86400.0, 7 * 86400.0)
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """What to plan for, and the stated assumptions the numbers rest on."""
+
+    targets: tuple = (0.9, 0.95, 0.99)
+    relative: bool = True                 # targets as fractions of the infinite-cache hit ratio
+    retention_s: float | None = None      # keep KV at least this long (residence time)
+    rate: float | None = None             # requests/s to plan for (default: the trace's own rate)
+    rate_model: str = "compress"
+    warmup: float = 0.0                   # fraction of requests excluded from hit ratios (cold start)
+    layout: str = "slot"                  # L3 block-store layout for the device WAF model
+    ssd_op: float = 0.07                  # drive over-provisioning for the FTL model
+    erase_block_bytes: int = 256 << 20    # erase unit (superblock) for the FTL model
+    gc: str = "greedy"
+    store_fill: float = 1.0               # fraction of the SSD the store may occupy
+    dram_bytes: int | None = None         # fixed L2 size (default: the knee, capped at the target's size)
+    ssd_class: str | None = None          # default: the cheapest class per day
+    sweep: tuple = DEFAULT_SWEEP          # retention values (s) for the sweep
+    capacities: tuple = ()                # capacities (bytes) for capacity_curve (default: a log grid)
+    waf: float | None = None              # a measured or given device WAF (skips the FTL model)
+    waf_source: str = "given (--waf)"
+    write_policies: bool = True           # simulate the tiers under write-through and write-back
+    deployment: object = None             # kvbench.analysis.deployment.Deployment
+    load_tier: object = None              # kvbench.analysis.recompute.Tier: the SSD tier's measured speed
+    admission: tuple = ()                 # admission policies to trade off (kvbench.analysis.admission)
+    placement: str | None = None          # FTL placement rule for the store's WAF with separation
+    streams: int = 2
+
+    def validate(self) -> "PlanOptions":
+        if not self.targets:
+            raise SpecError("no target hit ratio", "give --target-hit, e.g. 0.95")
+        for t in self.targets:
+            if not (0 < t <= 1):
+                raise SpecError(f"target hit ratio {t} is outside (0, 1]", "give e.g. --target-hit 0.95")
+        if self.rate_model not in RATE_MODELS:
+            raise SpecError(f"unknown rate model {self.rate_model!r}", f"choose one of: {', '.join(RATE_MODELS)}")
+        if self.rate is not None and not self.rate > 0:
+            raise SpecError(f"--rate {self.rate} must be > 0 requests/s", "give e.g. --rate 50")
+        if self.rate is not None and self.deployment is not None:
+            raise SpecError("--rate and --deployment both set the request rate", "give one of them")
+        if self.retention_s is not None and not self.retention_s > 0:
+            raise SpecError(f"retention {self.retention_s} s must be > 0", "give e.g. --retention 1h")
+        if not (0 < self.store_fill <= 1):
+            raise SpecError(f"store fill {self.store_fill} is outside (0, 1]", "give e.g. --store-fill 0.9")
+        if self.waf is not None and not (self.waf >= 1 and math.isfinite(self.waf)):
+            raise SpecError(f"--waf {self.waf} is below 1", "a device WAF is NAND bytes / host bytes >= 1")
+        for c in self.capacities:
+            if not c > 0:
+                raise SpecError(f"capacity {c} B in --capacities must be > 0", "give e.g. --capacities 1TiB,4TiB")
+        if self.admission:
+            from kvbench.analysis.admission import parse_policies
+
+            parse_policies(self.admission)
+        if self.placement is not None:
+            from kvbench.analysis.placement import get_placement
+
+            get_placement(self.placement)
+            if not 1 <= self.streams <= 64:
+                raise SpecError(f"--streams {self.streams} is outside 1..64", "give e.g. --streams 2")
+        return self
+
+
+def _key(t: float) -> str:
+    return f"{t:g}"
+
+
+def _none(x):
+    return None if x is None or not math.isfinite(float(x)) else float(x)
+
+
+@dataclass(frozen=True)
+class _Scale:
+    """Trace units -> planned (wall) units: time runs ``time_scale`` x faster, users are ``copies`` x. A key-sampled
+    trace (a miniature at rate r: every capacity and write rate r x the full workload's, hit ratios and residence
+    the same) counts as r copies, so ``copies`` holds real copies / r."""
+
+    time_scale: float
+    copies: float
+    block_bytes: int
+    sample_rate: float = 1.0
+
+    def blocks(self, capacity_bytes: float) -> float:      # wall bytes -> trace blocks (per copy)
+        return capacity_bytes / (self.copies * self.block_bytes)
+
+    def bytes(self, blocks: float) -> float:
+        return blocks * self.block_bytes * self.copies
+
+
+def steady_at(steady: res.SteadyCurve, capacity_bytes: float, sc: _Scale) -> dict:
+    """W, residence and DWPD of a tier of ``capacity_bytes`` (planned units). Where the trace never fills it,
+    the write rate is held at the one of the longest residence the trace shows (an upper bound), flagged."""
+    c = sc.blocks(capacity_bytes)
+    a = steady.at(c)
+    w = float(a["write_blocks_per_s"][()])
+    if math.isfinite(w) and w > 0:
+        wb = w * sc.time_scale * sc.copies * sc.block_bytes
+        state = "measured" if bool(a["turned_over"][()]) else "projected"
+        basis = ("steady state measured on the trace (the tier turned over)" if state == "measured" else
+                 f"the tier fills at {float(a['fill_time_s'][()]):,.0f} s of trace time but does not turn over "
+                 "before the trace ends: the write rate of its short steady window is projected")
+    else:
+        base = steady.extrapolation_base()
+        if base is None:
+            return {"write_bytes_per_s": None, "residence_s": None, "dwpd": None, "state": "unknown",
+                    "basis": "no capacity fills within the trace: no steady state"}
+        wb = float(steady.write_blocks_per_s[base]) * sc.time_scale * sc.copies * sc.block_bytes
+        state = "extrapolated"
+        basis = (f"the trace never fills {capacity_bytes / 1e12:,.4g} TB (it touches "
+                 f"{sc.bytes(steady.distinct) / 1e12:,.4g} TB of distinct blocks): write rate held at its value "
+                 "at the longest residence the trace shows, an upper bound")
+    t = capacity_bytes / wb
+    return {"write_bytes_per_s": wb, "residence_s": t, "dwpd": SECONDS_PER_DAY / t, "state": state,
+            "basis": basis}
+
+
+def capacity_curve(steady, hit_curve, capacities_bytes, sc: _Scale) -> list[dict]:
+    """The contract's ``capacity_curve``: hit ratio, steady write rate, DWPD, residence per capacity."""
+    rows = []
+    for cb in capacities_bytes:
+        c = sc.blocks(cb)
+        a = steady.at(c)
+        filled = bool(a["filled"][()])
+        w = float(a["write_blocks_per_s"][()]) * sc.time_scale * sc.copies * sc.block_bytes if filled else None
+        row = {"capacity_bytes": float(cb), "hit_ratio": float(hit_curve.at(c)), "filled": filled,
+               "turned_over": bool(a["turned_over"][()]), "write_bytes_per_s": w,
+               "dwpd": (w * SECONDS_PER_DAY / cb) if filled else None,
+               "residence_s": (cb / w) if filled else None,
+               "fill_time_s": _none(float(a["fill_time_s"][()]) / sc.time_scale) if filled else None}
+        if filled:
+            i = int(steady.index(c)[()])
+            row["warmup_write_bytes"] = float(steady.warmup_writes[i]) * sc.copies * sc.block_bytes
+        else:
+            row["reason"] = ("the trace never evicts from a tier this large (it touches "
+                             f"{sc.bytes(steady.distinct):,.0f} B of distinct blocks): no steady state")
+        rows.append(row)
+    return rows
+
+
+def default_capacities(steady, sc: _Scale, points: int = 24) -> list[float]:
+    """A log grid from one block to 1.25 x the trace's footprint (the last points never fill: shown as such)."""
+    top = sc.bytes(max(2, steady.distinct) * 1.25)
+    return [float(x) for x in np.unique(np.round(np.geomspace(sc.bytes(1), top, points)))]
+
+
+def retention_row(steady, hit_curve, retention_s: float, sc: _Scale) -> dict:
+    """The contract's ``retention``: the smallest tier keeping KV for ``retention_s``, its DWPD and hit ratio."""
+    r = res.residence_for(steady, retention_s, time_scale=sc.time_scale, copies=sc.copies)
+    cb = r["capacity_bytes"]
+    r["hit_ratio"] = float(hit_curve.at(sc.blocks(cb))) if cb is not None else None
+    if r["extrapolated"] and cb is not None:
+        r["hit_ratio_note"] = "at least this: the curve at the trace's footprint (longer retention can only add)"
+    return r
+
+
+def loading_wins(steady, trace, capacity_blocks: float, inequality, tier, sample_rate: float = 1.0) -> dict:
+    """Of the prompt tokens an LRU tier of ``capacity_blocks`` serves, those whose request loads its hit prefix
+    faster than recomputing it (kvbench check's inequality at that prefix length). On a key-sampled trace a
+    request's hit blocks are scaled by 1 / rate."""
+    hits = steady.hit_blocks_per_request(capacity_blocks) / sample_rate
+    tokens = np.minimum(hits * trace.block_tokens, trace.input_tokens).astype(np.float64)
+    wins = (tokens > 0) & (inequality.margin(tier, tokens) > 0)
+    total = float(tokens.sum())
+    return {"hit_tokens": total, "winning_tokens": float(tokens[wins].sum()),
+            "fraction": float(tokens[wins].sum()) / total if total > 0 else 1.0,
+            "requests_with_hits": int(np.count_nonzero(tokens > 0)), "requests_loading_wins": int(wins.sum())}
+
+
+def size_drive_class(cls, *, steady, hit_curve, sc: _Scale, need_bytes: float, need_reason: str, waf: float,
+                     store_fill: float, dram_bytes: float, prices: Prices, tokens_per_day: float,
+                     hit_tokens_per_day_at, tokens_per_s: float, wins_at=None) -> dict:
+    """One drive class: the capacity that meets the need and the rating, which binds, DWPD, lifetime, the bill."""
+    ref = cls.reference_waf if cls.reference_waf is not None else waf
+    ref_note = (f"reference WAF {cls.reference_waf:g} (the rating's workload)" if cls.reference_waf is not None
+                else "no reference WAF given: the rating is taken at this workload's WAF")
+    need_residence = endurance_residence_s(cls.dwpd, waf=waf, reference_waf=ref, store_fill=store_fill)
+    r_end = res.residence_for(steady, need_residence, time_scale=sc.time_scale, copies=sc.copies)
+    end_bytes = r_end["capacity_bytes"] or 0.0
+    store = max(need_bytes, end_bytes)
+    bound = "endurance" if end_bytes > need_bytes else "hit"
+    if bound == "endurance" and r_end["extrapolated"]:
+        st = {"write_bytes_per_s": r_end["write_bytes_per_s"], "residence_s": need_residence,
+              "dwpd": SECONDS_PER_DAY / need_residence, "state": "extrapolated", "basis": r_end["basis"]}
+    else:
+        st = steady_at(steady, store, sc)
+    ssd = store / store_fill
+    wb = st["write_bytes_per_s"]
+    dwpd_host = wb * SECONDS_PER_DAY / ssd if wb is not None else None
+    dwpd_eq = rating_equivalent_dwpd(dwpd_host, waf, ref) if dwpd_host is not None else None
+    lifetime = None
+    if wb is not None:
+        rating = Rating(dwpd=cls.dwpd, warranty_years=cls.warranty_years, reference_waf=ref)
+        lifetime = endurance(wb * SECONDS_PER_DAY, ssd, waf=waf, rating=rating).lifetime_years
+    hit = float(hit_curve.at(sc.blocks(store)))
+    missed = max(0.0, tokens_per_day - hit_tokens_per_day_at(hit))
+    usd = {"dram": dram_usd_per_day(dram_bytes, prices),
+           "ssd": ssd_usd_per_day(ssd, cls, lifetime if lifetime is not None else None),
+           "gpu": gpu_usd_per_day(missed, tokens_per_s, prices)}
+    usd["total"] = sum(usd.values())
+    wins = None
+    if wins_at is not None:
+        # the conservative bill: a hit saves prefill only where loading that prefix beats recomputing it
+        wins = wins_at(sc.blocks(store))
+        gpu_cons = gpu_usd_per_day(max(0.0, tokens_per_day - hit_tokens_per_day_at(hit) * wins["fraction"]),
+                                   tokens_per_s, prices)
+        usd["total_loading_wins"] = usd["total"] - usd["gpu"] + gpu_cons
+    n = ssd / need_bytes if need_bytes > 0 else None
+    if bound == "endurance":
+        why = (f"endurance: a {cls.dwpd:g}-DWPD drive must be large enough that KV stays "
+               f"{need_residence / 3600:,.3g} h before it is rewritten (86400 x fill {store_fill:g} x WAF "
+               f"{waf:.3g} / (reference WAF {ref:.3g} x {cls.dwpd:g} DWPD)), {n:,.3g}x the {need_reason}")
+    else:
+        why = (f"{need_reason} binds; the rating holds there" +
+               (f"; fill factor {store_fill:g} adds 1/{store_fill:g}" if store_fill < 1 else ""))
+    drives = math.ceil(ssd / cls.drive_capacity_bytes - 1e-9) if cls.drive_capacity_bytes else None
+    return {
+        "class": cls.name, "label": cls.label, "rated_dwpd": cls.dwpd, "capacity_bytes": ssd,
+        "store_bytes": store, "hit_capacity_bytes": need_bytes, "endurance_capacity_bytes": end_bytes or None,
+        "endurance_residence_s": need_residence, "bound": bound, "hit_ratio": hit,
+        "residence_s": st["residence_s"], "write_bytes_per_s": wb, "dwpd_host": dwpd_host,
+        "dwpd_rating_equivalent": dwpd_eq, "workload_waf": waf, "reference_waf": ref, "reference_note": ref_note,
+        "lifetime_years": lifetime, "ssd_per_dram": n, "ssd_per_dram_reason": why,
+        "drive_capacity_bytes": cls.drive_capacity_bytes, "drives": drives, "usd_per_day": usd,
+        "steady_state": st["state"], "basis": st["basis"], "loading_wins": wins,
+    }
+
+
+def simulate_write_policies(trace, *, block_bytes: int, l2_blocks: int, l3_blocks: int, layout: str,
+                            sc: _Scale, ftl_op: float, erase_block_bytes: int, gc: str,
+                            policies=("through", "back"), model_ftl: bool = True, max_refs: int = 1 << 20) -> dict:
+    """Steady-state L3 writes under each write policy from the tier simulation (:mod:`kvbench.sim.tiers`):
+    writes in requests after L3's first slot reuse (its first eviction) over the trace time after it, and the
+    device WAF of each policy's own L3 write/trim stream through the FTL model."""
+    from kvbench.analysis import ftl
+    from kvbench.sim.tiers import EV_TRIM, EV_WRITE, Hierarchy, HierarchySpec, TierSpec
+
+    out = {}
+    t = np.asarray(trace.timestamp_s, dtype=np.float64)
+    q = 1.0
+    if trace.n_blocks > max_refs:        # the per-block simulation runs on a key sample (miniature) of large traces
+        from kvbench.analysis.curves import sampled_trace
+
+        q = max_refs / trace.n_blocks
+        trace, _ = sampled_trace(trace, q)
+        l2_blocks, l3_blocks = int(round(l2_blocks * q)), max(1, int(round(l3_blocks * q)))
+    for wp in policies:
+        probe = HierarchySpec(tiers=(TierSpec("l3", 1),), block_bytes=block_bytes)
+        slot = probe.slot_bytes
+        tiers = ((TierSpec("l2", max(1, l2_blocks) * slot),) if l2_blocks > 0 else ()) + \
+            (TierSpec("l3", max(1, l3_blocks) * slot, layout=layout, trim=True),)
+        h = Hierarchy(HierarchySpec(tiers=tiers, block_bytes=block_bytes, write_policy=wp))
+        _, ev = h.run(trace.timestamp_s, trace.offsets, trace.keys)
+        l3 = ev[(ev["tier"] == 2) & ((ev["op"] == EV_WRITE) | (ev["op"] == EV_TRIM))]
+        w = l3[l3["op"] == EV_WRITE]
+        row = {"l3_write_blocks": int(w.size), "produced_blocks": int(h.produced)}
+        _, first = np.unique(w["slot"], return_index=True)
+        reuse = np.setdiff1d(np.arange(w.size), first)
+        if reuse.size:
+            req = int(w["request"][reuse.min()])
+            after = int(np.count_nonzero(w["request"] > req))
+            window = float(t[-1] - t[req])
+            wb = after * slot / window * sc.time_scale * sc.copies / q if window > 0 else None
+        else:
+            wb = None
+        cap_bytes = max(1, l3_blocks) * slot * sc.copies / q
+        row.update({"write_bytes_per_s": wb, "dwpd": wb * SECONDS_PER_DAY / cap_bytes if wb else None,
+                    "key_sample_rate": q,
+                    "steady_state": wb is not None,
+                    "note": None if wb is not None else "L3 never evicts within the trace: no steady state"})
+        if model_ftl and w.size:
+            from kvbench.analysis.placement import store_ftl_config
+
+            top = int((l3["slot"] + l3["nslots"]).max()) * slot
+            cfg = store_ftl_config(top, slot, op=ftl_op, erase_block_bytes=erase_block_bytes, gc=gc)
+            page, block_pages = cfg.page_size, cfg.block_pages
+            ops = np.where(l3["op"] == EV_WRITE, ftl.OP_WRITE, ftl.OP_TRIM).astype(np.uint8)
+            ext = ftl.bytes_to_pages(ops, l3["slot"].astype(np.int64) * slot,
+                                     l3["nslots"].astype(np.int64) * slot, page)
+            r = ftl.simulate(cfg, extents=ext, writes=3.0, warmup=0.5)
+            row["waf"] = r.waf
+            row["waf_source"] = (f"FTL model fed this policy's L3 writes and trims ({layout} store), op {ftl_op:g}, "
+                                 f"{block_pages * page >> 20} MiB erase units")
+        out[wp] = row
+    return out
+
+
+def device_waf(opt: PlanOptions, block_bytes: int) -> tuple[float, str, dict]:
+    """The L3 store's device WAF: given or measured, else the FTL model of the layout (both layouts modelled,
+    so the comparison shows what the layout does to the NAND)."""
+    from kvbench.analysis.ftl import layout_waf
+
+    if opt.waf is not None:
+        return float(opt.waf), opt.waf_source, {}
+    wafs = {name: layout_waf(name, block_bytes, erase_block_bytes=opt.erase_block_bytes, op=opt.ssd_op,
+                             gc=opt.gc)[0] for name in LAYOUT_NAMES}
+    return wafs[opt.layout], (f"FTL model: {opt.layout} layout, {block_bytes} B slots, op {opt.ssd_op:g}, "
+                              f"{opt.erase_block_bytes >> 20} MiB erase units, {opt.gc} GC"), wafs
+
+
+@dataclass(frozen=True, eq=False)
+class _Ctx:
+    """What every target's sizing shares: the curves, the scale, the bill's rates."""
+
+    trace: object
+    steady: res.SteadyCurve
+    hit_curve: cap.HitCurve
+    sc: _Scale
+    opt: PlanOptions
+    prices: Prices
+    waf: float
+    tokens_per_s: float
+    tokens_per_day: float
+    refs_per_day: float
+    knee_blocks: float
+    retention: dict | None
+    wins_at: object = None
+
+    def hit_tokens_per_day(self, h: float) -> float:
+        return self.refs_per_day * h * self.trace.block_tokens
+
+
+def plan_target(ctx: _Ctx, t: float) -> tuple[dict, list | None, list | None]:
+    """One hit-ratio target: its need (hit capacity or retention), every drive class sized for it, the bill."""
+    opt, sc, hit_curve, prices = ctx.opt, ctx.sc, ctx.hit_curve, ctx.prices
+    cb = cap.capacity_for_target(hit_curve, t, relative=opt.relative)
+    ret_bytes = (ctx.retention or {}).get("capacity_bytes")
+    if cb is None and not ret_bytes:
+        return ({"reachable": False, "target_hit_ratio": cap.target_hit(hit_curve, t, relative=opt.relative),
+                 "infinite_hit_ratio": hit_curve.infinite_hit_ratio}, None, None)
+    # the need: the hit target's capacity and the retention's, whichever is larger (a target the trace cannot
+    # reach leaves the retention alone)
+    hit_bytes = sc.bytes(cb) if cb is not None else None
+    need, reason = (hit_bytes, f"hit-ratio target {t:g}") if cb is not None else (0.0, "")
+    if ret_bytes and ret_bytes > need:
+        need, reason = ret_bytes, f"retention {opt.retention_s:g} s"
+    cb = cb if cb is not None else sc.blocks(need)
+    l2 = min(float(opt.dram_bytes) if opt.dram_bytes is not None else sc.bytes(min(ctx.knee_blocks, cb)), need)
+    st = steady_at(ctx.steady, need, sc)
+    rows = [size_drive_class(c, steady=ctx.steady, hit_curve=hit_curve, sc=sc, need_bytes=need, need_reason=reason,
+                             waf=ctx.waf, store_fill=opt.store_fill, dram_bytes=l2, prices=prices,
+                             tokens_per_day=ctx.tokens_per_day, hit_tokens_per_day_at=ctx.hit_tokens_per_day,
+                             tokens_per_s=ctx.tokens_per_s, wins_at=ctx.wins_at) for c in prices.ssd.values()]
+    chosen = opt.ssd_class or min(rows, key=lambda r: r["usd_per_day"]["total"])["class"]
+    pick = next(r for r in rows if r["class"] == chosen)
+    hit = float(hit_curve.at(sc.blocks(need)))
+    recompute_day = gpu_usd_per_day(ctx.tokens_per_day, ctx.tokens_per_s, prices)
+    gpu_hit = gpu_usd_per_day(max(0.0, ctx.tokens_per_day - ctx.hit_tokens_per_day(hit)), ctx.tokens_per_s, prices)
+    dram_only = {"dram": dram_usd_per_day(need, prices), "ssd": 0.0, "gpu": gpu_hit}
+    dram_only["total"] = sum(dram_only.values())
+    plans = [
+        {"name": "recompute", "dram_bytes": 0, "ssd_bytes": 0, "hit_ratio": 0.0,
+         "usd_per_day": {"dram": 0.0, "ssd": 0.0, "gpu": recompute_day, "total": recompute_day}},
+        {"name": "dram-only", "dram_bytes": need, "ssd_bytes": 0, "hit_ratio": hit, "usd_per_day": dram_only},
+    ] + [{"name": f"dram+ssd:{r['class']}", "dram_bytes": l2, "ssd_bytes": r["capacity_bytes"],
+          "hit_ratio": r["hit_ratio"], "ssd_class": r["class"], "usd_per_day": r["usd_per_day"]} for r in rows]
+    for p in plans:
+        p["gpu_hours_per_day"] = p["usd_per_day"]["gpu"] / prices.gpu_usd_per_hour
+    value_per_hit = ctx.trace.block_tokens * usd_per_recomputed_token(ctx.tokens_per_s, prices)
+    entry = {
+        "reachable": hit_bytes is not None, "target_hit_ratio": cap.target_hit(hit_curve, t, relative=opt.relative),
+        "hit_ratio": hit, "hit_capacity_bytes": hit_bytes, "need_bytes": need, "need": reason,
+        "l2_bytes": l2, "l3_bytes": pick["capacity_bytes"], "write_bytes_per_s": st["write_bytes_per_s"],
+        "l3_write_bytes_per_day": (st["write_bytes_per_s"] or 0.0) * SECONDS_PER_DAY,
+        "residence_s": st["residence_s"], "dwpd": st["dwpd"], "steady_state": st["state"],
+        "ssd_class": chosen, "bound": pick["bound"], "ssd_bytes": pick["capacity_bytes"],
+        "dwpd_host": pick["dwpd_host"], "dwpd_rating_equivalent": pick["dwpd_rating_equivalent"],
+        "lifetime_years": pick["lifetime_years"], "ssd_per_dram_gb": pick["ssd_per_dram"],
+        # where one more GB stops paying for itself (marginal hits x a hit's prefill value vs its daily cost)
+        "pays_until_bytes": {
+            name: sc.bytes(cap.pays_until(hit_curve, value_per_hit_per_day=value_per_hit,
+                                          refs_per_day=ctx.refs_per_day / (sc.copies * sc.sample_rate),
+                                          cost_per_block_per_day=cost / sc.sample_rate))
+            for name, cost in (("dram", dram_usd_per_day(sc.block_bytes, prices)),
+                               ("ssd", ssd_usd_per_day(sc.block_bytes, prices.ssd[chosen], None)))},
+    }
+    return entry, plans, rows
+
+
+def _profile(trace, warmup):
+    from kvbench.analysis.curves import exact_profile
+
+    return exact_profile(trace, warmup=warmup)
+
+
+def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, options: PlanOptions,
+               bytes_per_token: float | None = None, compute: dict | None = None, model: str = "",
+               measured: dict | None = None, profile=None, kv=None) -> dict:
+    """Steady-state capacity, DWPD, residence, drives per class and the bill for one trace.
+
+    ``kv``: the model (its per-layer load bytes for the load-vs-recompute bill); ``measured``: what a replay run
+    measured (``waf``, ``waf_source``, ``l3_write_bytes``...), reported beside
+    the steady-state numbers; a run's device WAF replaces the FTL model's."""
+    opt = options.validate()
+    n = int(trace.n_requests)
+    span = float(trace.duration_s)
+    if n < 2 or span <= 0:
+        raise SpecError(f"trace {trace.path} spans {span:g} s over {n} request(s)",
+                        "give a trace with at least two requests at different times")
+    if opt.ssd_class is not None and opt.ssd_class not in prices.ssd:
+        raise SpecError(f"unknown SSD class {opt.ssd_class!r}", f"choose one of: {', '.join(prices.ssd)}")
+    trace_rate = n / span
+    hit_curve = cap.HitCurve.from_profile(_profile(trace, opt.warmup), block_bytes=block_bytes)
+    steady = res.steady_curve(trace, block_bytes=block_bytes)
+    tokens_per_req = float(trace.input_tokens.sum()) / n
+    sample = float((getattr(trace, "meta", None) or {}).get("sample_rate", 1.0) or 1.0)   # gen:...,sample=r
+    # blocks per request: counted, or (key sample) from the prompt lengths, since a few very popular blocks
+    # (shared system prompts) make a sampled count a noisy estimate
+    blocks_per_req = steady.references / n if sample == 1.0 else \
+        float(np.ceil(np.asarray(trace.input_tokens, dtype=np.float64) / trace.block_tokens).mean())
+    bpt = float(bytes_per_token or block_bytes / trace.block_tokens)
+
+    layout = opt.layout
+    waf, waf_source, layout_wafs = device_waf(opt, block_bytes)
+
+    # the planned rate: given, a deployment's, or the trace's own
+    deployment = None
+    rate_model = opt.rate_model
+    if opt.deployment is not None:
+        from kvbench.analysis.deployment import scale
+
+        ref_cls = prices.ssd[opt.ssd_class] if opt.ssd_class else next(iter(prices.ssd.values()))
+        deployment = scale(opt.deployment, tokens_per_s_per_gpu=tokens_per_s, hit_curve=hit_curve,
+                           trace_rate=trace_rate, tokens_per_request=tokens_per_req,
+                           blocks_per_request=blocks_per_req, block_tokens=trace.block_tokens,
+                           block_bytes=block_bytes, bytes_per_token=bpt, waf=waf,
+                           reference_waf=ref_cls.reference_waf or waf, store_fill=opt.store_fill,
+                           sample_rate=sample)
+        deployment["reference_class"] = ref_cls.name
+        rate, rate_model = deployment["requests_per_s"], "replicate"
+    else:
+        rate = opt.rate or trace_rate
+    ratio = rate / trace_rate
+    sc = _Scale(time_scale=ratio if rate_model == "compress" else 1.0,
+                copies=(ratio if rate_model == "replicate" else 1.0) / sample, block_bytes=block_bytes,
+                sample_rate=sample)
+    refs_per_day = blocks_per_req * n / span * ratio * SECONDS_PER_DAY
+    tokens_per_day = tokens_per_req * rate * SECONDS_PER_DAY
+
+    wins_at = None
+    if opt.load_tier is not None:
+        from kvbench.analysis.recompute import Inequality
+        from kvbench.compute.profile import rate_profile
+
+        # a hit loads what the model's layers hold for its prefix (a sliding window at most its window)
+        ineq = Inequality(profile or rate_profile(tokens_per_s), bytes_per_token=bpt, layers=1, kv=kv)
+
+        def wins_at(c_blocks):
+            return loading_wins(steady, trace, c_blocks, ineq, opt.load_tier, sample_rate=sample)
+
+    knee_blocks = cap.knee(hit_curve)
+    curve_rows = capacity_curve(steady, hit_curve, list(opt.capacities) or default_capacities(steady, sc), sc)
+    retention = retention_row(steady, hit_curve, opt.retention_s, sc) if opt.retention_s else None
+    sweep = [retention_row(steady, hit_curve, r, sc)
+             for r in sorted(set(opt.sweep) | ({opt.retention_s} if opt.retention_s else set()))]
+
+    ctx = _Ctx(trace=trace, steady=steady, hit_curve=hit_curve, sc=sc, opt=opt, prices=prices, waf=waf,
+               tokens_per_s=tokens_per_s, tokens_per_day=tokens_per_day, refs_per_day=refs_per_day,
+               knee_blocks=knee_blocks, retention=retention, wins_at=wins_at)
+    per_target, plans, drives_by_target = {}, {}, {}
+    capacity_bytes = {"l2": {}, "l3": {}}
+    for t in opt.targets:
+        k = _key(t)
+        per_target[k], rows_plans, rows = plan_target(ctx, t)
+        if rows is None:
+            capacity_bytes["l2"][k] = capacity_bytes["l3"][k] = None
+            continue
+        plans[k], drives_by_target[k] = rows_plans, rows
+        capacity_bytes["l2"][k], capacity_bytes["l3"][k] = per_target[k]["l2_bytes"], per_target[k]["ssd_bytes"]
+    head = _key(opt.targets[0])
+    drives = drives_by_target.get(head, [])
+    primary = per_target[head]
+    pick = next((r for r in drives if r["class"] == primary.get("ssd_class")), None)
+
+    layouts = {}
+    if pick and pick["write_bytes_per_s"]:
+        for name, w in layout_wafs.items():
+            nand = pick["write_bytes_per_s"] * SECONDS_PER_DAY * w
+            layouts[name] = {"waf": w, "model": LAYOUT_MODELS[name], "nand_bytes_per_day": nand,
+                             "nand_writes_per_day": nand / pick["capacity_bytes"]}
+    policies = None
+    if opt.write_policies and primary.get("need_bytes"):
+        l3_blocks = int(min(sc.blocks(primary["need_bytes"]), steady.distinct + 1))
+        policies = simulate_write_policies(
+            trace, block_bytes=block_bytes, l2_blocks=int(min(sc.blocks(primary["l2_bytes"]), l3_blocks)),
+            l3_blocks=max(1, l3_blocks), layout=layout, sc=sc, ftl_op=opt.ssd_op,
+            erase_block_bytes=opt.erase_block_bytes, gc=opt.gc, model_ftl=False)
+
+    admission = None
+    if opt.admission:
+        from kvbench.analysis.admission import admission_for_plan
+
+        admission = admission_for_plan(trace, opt, primary=primary, prices=prices, sc=sc, block_bytes=block_bytes,
+                                       waf=waf, tokens_per_day=tokens_per_day, refs_per_day=refs_per_day,
+                                       tokens_per_s=tokens_per_s, distinct=steady.distinct)
+    placement = None
+    if opt.placement:
+        from kvbench.analysis.admission import placement_for_plan
+
+        placement = placement_for_plan(trace, opt, primary=primary, sc=sc, block_bytes=block_bytes,
+                                       distinct=steady.distinct)
+
+    warnings = []
+    for r in sweep + ([retention] if retention else []):
+        if r and r["extrapolated"]:
+            warnings.append(f"retention {r['retention_s']:g} s is beyond what the trace shows "
+                            f"({steady.max_residence_s / sc.time_scale:,.0f} s of residence): {r['basis']}; "
+                            "a longer trace or a fitted workload model (kvbench trace fit / gen:) shows it")
+            break
+    if pick and pick["steady_state"] != "measured":
+        from kvbench.units import format_bytes
+
+        warnings.append(f"the planned tier ({format_bytes(pick['capacity_bytes'])}): {pick['basis']}")
+    if sample < 1.0 and primary.get("need_bytes") and sc.blocks(primary["need_bytes"]) < 100:
+        warnings.append(f"the key sample resolves the planned tier in {sc.blocks(primary['need_bytes']):.3g} "
+                        "sampled blocks per copy of the workload: too few for a faithful miniature; raise the "
+                        "sample rate")
+    if sample < 1.0:
+        warnings.append(f"a key sample at rate {sample:g}: capacities and write rates are scaled by 1/{sample:g} "
+                        "(residence and DWPD need no scaling), but hit ratios carry the sample's variance: a few "
+                        "very popular blocks (shared system prompts) fall in or out of the sample as a whole; "
+                        "compare with a higher rate or the full stream before acting on a hit ratio")
+    if measured and ((measured.get("requests_replayed") is not None and measured["requests_replayed"] < n)
+                     or measured.get("run_status") in ("interrupted", "failed", "running")):
+        warnings.append(f"the replay run ({measured.get('run_status') or 'status unknown'}) covered "
+                        f"{measured.get('requests_replayed') or 0:,} of {n:,} requests: its measured WAF is from that "
+                        "part; hit ratios and write rates here are from the whole trace")
+
+    out = {
+        "model": model, "trace": str(trace.path), "block_tokens": trace.block_tokens, "block_bytes": block_bytes,
+        "source": dict(getattr(trace, "meta", None) or {}) or {"source": "trace"},
+        "bytes_per_token": bpt, "requests": n, "references": steady.references, "span_s": span,
+        "trace_rate": trace_rate, "rate": rate, "rate_scale": ratio, "rate_model": rate_model,
+        "retention_s": opt.retention_s, "targets": list(opt.targets),
+        "target_mode": "relative to infinite-cache hit ratio" if opt.relative else "absolute",
+        "infinite_hit_ratio": hit_curve.infinite_hit_ratio, "knee_bytes": sc.bytes(knee_blocks),
+        "steady_state": {**res.summary(steady), "max_residence_s": steady.max_residence_s / sc.time_scale},
+        "capacity_curve": curve_rows, "retention": retention, "retention_sweep": sweep, "drives": drives,
+        "capacity_bytes": capacity_bytes, "per_target": per_target, "plans": plans,
+        "ssd_class": primary.get("ssd_class"), "bound": primary.get("bound"),
+        "dwpd": pick["dwpd_host"] if pick else None,
+        "dwpd_rating_equivalent": pick["dwpd_rating_equivalent"] if pick else None,
+        "residence_s": pick["residence_s"] if pick else None,
+        "lifetime_years": pick["lifetime_years"] if pick else None,
+        "ssd_per_dram_gb": pick["ssd_per_dram"] if pick else None,
+        "usd_per_day": pick["usd_per_day"]["total"] if pick else None,
+        "usd_per_day_loading_wins": pick["usd_per_day"].get("total_loading_wins") if pick else None,
+        "load_tier": ({"name": opt.load_tier.name, "bandwidth_bytes_per_s": opt.load_tier.bandwidth_bytes_per_s,
+                       "latency_s": opt.load_tier.latency_s} if opt.load_tier is not None else None),
+        "l3_write_bytes_per_day": (pick["write_bytes_per_s"] or 0.0) * SECONDS_PER_DAY if pick else None,
+        "nand_bytes_per_day": (pick["write_bytes_per_s"] or 0.0) * SECONDS_PER_DAY * waf if pick else None,
+        "waf": waf, "waf_source": waf_source, "layouts": layouts, "write_policies": policies,
+        "deployment": deployment, "measured": measured, "warnings": warnings, "admission": admission,
+        "placement": placement,
+        "prices": prices.to_dict(), "compute": compute or {"tokens_per_s": tokens_per_s},
+        "usd_per_recomputed_token": usd_per_recomputed_token(tokens_per_s, prices),
+        "assumptions": [
+            f"rate model '{rate_model}': {RATE_MODELS[rate_model]}",
+            "steady state: an LRU tier under write-through writes every block it misses; W(C) counted from its "
+            "first eviction on; residence T(C) = C / W(C); DWPD = 86400 / T(C)",
+            "rating-equivalent DWPD = host DWPD x workload WAF / the class's reference WAF (the rating's workload)",
+            "L2 DRAM sized at the curve's knee (or --dram); L3 SSD holds the whole working set (inclusive)",
+            "a hit block saves block_tokens tokens of prefill; GPU cost is linear in recomputed tokens; "
+            "usd_per_day counts every hit, usd_per_day_loading_wins (with --load-tier) only hits whose load beats "
+            "recomputing that prefix",
+            f"prices '{prices.name}' dated {prices.date}: {prices.status}",
+        ],
+    }
+    out["answer"] = answer(out)
+    return out
+
+
+def answer(out: dict) -> dict:
+    """The few sentences that state the plan's answer, with the numbers they quote."""
+    from kvbench.units import format_bytes, format_duration
+
+    head = _key(out["targets"][0])
+    t = out["per_target"].get(head) or {}
+    lines = []
+    if not t.get("need_bytes"):
+        lines.append(f"The hit-ratio target {head} is unreachable on this trace (the infinite-cache hit ratio is "
+                     f"{out['infinite_hit_ratio']:.3f}).")
+        return {"sentences": lines}
+    d = next((r for r in out["drives"] if r["class"] == t["ssd_class"]), None)
+    rate = f"{out['rate']:,.3g} requests/s" + (" (the deployment's)" if out.get("deployment") else
+                                                 " (the trace's)" if out["rate_scale"] == 1 else "")
+    src = out.get("source") or {}
+    if src.get("source") == "generated":
+        lines.append(f"From the workload model {src.get('generated_from')} (generated, {src.get('span_s', 0) / 86400:.3g} "
+                     "days" + (f", key sample {src['sample_rate']:g}" if (src.get("sample_rate") or 1) < 1 else "")
+                     + "; not a measured trace):")
+    lines.append(f"At {rate}, a hit ratio of {t['hit_ratio']:.3f} ({t['need']}) needs "
+                 f"{format_bytes(t['need_bytes'])} of KV tier, with {format_bytes(t['l2_bytes'])} of DRAM in front "
+                 "(the curve's knee).")
+    if d:
+        life = d["lifetime_years"]
+        lines.append(
+            f"On {d['class']} drives ({d['rated_dwpd']:g} DWPD rated) that is {format_bytes(d['capacity_bytes'])}"
+            + (f" ({d['drives']} x {format_bytes(d['drive_capacity_bytes'], binary=False)})" if d["drives"] else "")
+            + f"; {d['bound']} binds. KV stays "
+            + (format_duration(d["residence_s"]) if d["residence_s"] else "(unknown)")
+            + " before it is rewritten: "
+            + (f"{d['dwpd_host']:.3g} host DWPD, {d['dwpd_rating_equivalent']:.3g} rating-equivalent "
+               f"(WAF {d['workload_waf']:.3g} vs the rating's {d['reference_waf']:.3g})" if d["dwpd_host"] is not None
+               else "DWPD unknown")
+            + (f", {life:.3g} years of life." if life is not None and math.isfinite(life) else "."))
+        lines.append(f"One GB of DRAM is replaced by {d['ssd_per_dram']:.3g} GB of SSD at equal hit ratio: "
+                     f"{d['ssd_per_dram_reason']}.")
+        plans = out["plans"][head]
+        rec = plans[0]["usd_per_day"]["total"]
+        cons = d["usd_per_day"].get("total_loading_wins")
+        w = d.get("loading_wins") or {}
+        lines.append(f"Cost: ${d['usd_per_day']['total']:,.2f}/day (DRAM, SSD and the GPU time of the misses) "
+                     f"against ${rec:,.2f}/day recomputing every prompt ({out['prices']['name']} prices, "
+                     f"{out['prices']['status']})"
+                     + (f"; ${cons:,.2f}/day counting only the hits whose load beats recompute "
+                        f"({100 * w.get('fraction', 0):.0f}% of hit tokens at {out['load_tier']['name']}'s "
+                        "measured speed)." if cons is not None else
+                        "; every hit counted as saved prefill (give --load-tier to count only hits whose load beats "
+                        "recompute)."))
+    dep = out.get("deployment")
+    if dep:
+        lines.append(f"Deployment: {dep['gpus']:g} GPUs at utilization {dep['utilization']:g} compute "
+                     f"{dep['prefill_tokens_per_s']:,.0f} prefill tokens/s; under write-through each of the "
+                     f"{dep['drives']:g} drives of {format_bytes(dep['drive_capacity_bytes'], binary=False)} is written "
+                     f"at {dep['dwpd_host_per_drive']:.3g} host DWPD ({dep['dwpd_rating_equivalent_per_drive']:.3g} "
+                     f"rating-equivalent), KV kept {format_duration(dep['residence_s']) if dep['residence_s'] else 'n/a'}.")
+    return {"sentences": lines, "target": head, "ssd_class": t.get("ssd_class"), "bound": t.get("bound")}

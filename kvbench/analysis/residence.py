@@ -1,0 +1,291 @@
+"""Steady state of an LRU KV tier: write rate W(C), residence time T(C) and DWPD(C) at every capacity (pure).
+
+DESIGN.md, "Steady state". A tier of capacity C blocks under write-through writes every block it misses. Before
+its first eviction it only fills (warm-up writes, reported apart); from the first eviction on it is written at
+
+    W(C) = misses in requests arriving after the first eviction / (trace end - time of the first eviction)
+
+blocks per second of trace time. Under LRU without a TTL nothing leaves before the first eviction, so the
+first eviction is the first touch of the (C+1)-th distinct block: its time is read off the first-touch times,
+no simulation per capacity. Residence time T(C) = C / W(C) is how long an idle block survives (LRU acts as a
+TTL cache with that TTL); DWPD(C) = 86,400 W(C) / C = 86,400 / T(C) drive writes per day of the tier's own
+capacity. A capacity the trace never fills (C >= distinct blocks, or filled only at the last arrival) has no
+steady state: its W is NaN, ``filled`` False. A filled tier *shows* its residence time only once it has turned
+over (written at least C blocks after filling: every block resident at the fill could have been evicted);
+before that, T(C) is a projection of a window shorter than itself, reported (``turned_over`` False) but never
+used to answer a retention.
+
+Asked to keep KV for R seconds, the tier is the smallest C with T(C) >= R, written at 86,400 / R DWPD. The
+trace cannot show residence times much beyond its span: such retentions are *beyond the trace* and are
+extrapolated with a stated model (:meth:`SteadyCurve.for_residence`).
+
+Per-reference stack distances come from one O(N log N) pass (a Fenwick tree over positions); the misses after
+each capacity's first eviction from one more pass over capacities in descending order (a Fenwick tree over
+distances), so every integer capacity is exact in O(N log N) total.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from kvbench.errors import SpecError
+
+SECONDS_PER_DAY = 86_400.0
+
+
+@njit(cache=True, nogil=True)
+def _stack_distances(codes, n_keys):
+    """LRU stack distance of every reference (1 = re-touch of the most recent key); cold references get
+    ``n_keys + 1``. Distance = distinct keys touched since the key's previous reference, plus one."""
+    n = codes.shape[0]
+    tree = np.zeros(n + 1, dtype=np.int64)      # 1 at the latest position of each key
+    last = np.full(n_keys, -1, dtype=np.int64)
+    out = np.empty(n, dtype=np.int64)
+    live = 0
+    for i in range(n):
+        k = codes[i]
+        p = last[k]
+        if p < 0:
+            out[i] = n_keys + 1
+        else:
+            # marks at positions <= p
+            s = 0
+            j = p + 1
+            while j > 0:
+                s += tree[j]
+                j -= j & -j
+            out[i] = live - s + 1        # marks after p, plus the key itself
+            j = p + 1
+            while j <= n:
+                tree[j] -= 1
+                j += j & -j
+            live -= 1
+        j = i + 1
+        while j <= n:
+            tree[j] += 1
+            j += j & -j
+        live += 1
+        last[k] = i
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _misses_after_fill(dist, start, n_keys):
+    """For every capacity C in 1..n_keys-1: references at index >= start[C] with distance > C (misses at C).
+
+    ``start`` is non-decreasing in C, so capacities are visited in descending order while the suffix grows."""
+    n = dist.shape[0]
+    size = n_keys + 2
+    tree = np.zeros(size + 1, dtype=np.int64)
+    out = np.zeros(n_keys, dtype=np.int64)
+    added = 0
+    pos = n
+    for c in range(n_keys - 1, 0, -1):
+        s = start[c]
+        while pos > s:
+            pos -= 1
+            j = dist[pos]
+            while j <= size:
+                tree[j] += 1
+                j += j & -j
+            added += 1
+        acc = 0
+        j = c
+        while j > 0:
+            acc += tree[j]
+            j -= j & -j
+        out[c] = added - acc
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class SteadyCurve:
+    """Steady-state write rate, residence and DWPD of an LRU tier under write-through, at every capacity of
+    1..``distinct`` blocks, in trace time. Arrays are indexed by capacity in blocks (index 0 unused)."""
+
+    fill_time_s: np.ndarray          # trace time of the first eviction (NaN: never fills)
+    steady_writes: np.ndarray        # blocks missed in requests after the first eviction
+    write_blocks_per_s: np.ndarray   # W(C), NaN where not filled
+    warmup_writes: np.ndarray        # blocks written before the steady window opens
+    distinct: int
+    references: int
+    span_s: float
+    block_bytes: int
+    new_blocks_per_s: float = 0.0    # first touches per second over the trace's second half (compulsory writes)
+    distances: np.ndarray | None = None   # LRU stack distance of every reference (touch order; cold = distinct + 1)
+    request_of_ref: np.ndarray | None = None
+
+    def hit_blocks_per_request(self, capacity_blocks: float) -> np.ndarray:
+        """Blocks each request finds resident in an LRU tier of ``capacity_blocks`` (a prefix of its blocks)."""
+        n_req = int(self.request_of_ref[-1]) + 1 if self.request_of_ref.size else 0
+        hit = (self.distances <= np.floor(capacity_blocks)) & (self.distances <= self.distinct)   # cold: never
+        return np.bincount(self.request_of_ref[hit], minlength=n_req)
+
+    @property
+    def capacities(self) -> np.ndarray:
+        return np.arange(self.write_blocks_per_s.shape[0], dtype=np.int64)
+
+    @property
+    def filled(self) -> np.ndarray:
+        return np.isfinite(self.write_blocks_per_s) & (self.write_blocks_per_s > 0)
+
+    @property
+    def turned_over(self) -> np.ndarray:
+        """Filled and rewritten at least once after filling: the residence time is observed, not projected."""
+        return self.filled & (self.steady_writes >= self.capacities)
+
+    @property
+    def residence_s(self) -> np.ndarray:
+        """T(C) = C / W(C) (NaN where not filled)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = self.capacities / self.write_blocks_per_s
+        return np.where(self.filled, t, np.nan)
+
+    @property
+    def observed_residence_s(self) -> np.ndarray:
+        """T(C) where the tier turned over within the trace, NaN elsewhere."""
+        return np.where(self.turned_over, self.residence_s, np.nan)
+
+    @property
+    def max_residence_s(self) -> float:
+        """The longest residence time the trace shows (a turned-over tier)."""
+        r = self.observed_residence_s
+        return float(np.nanmax(r)) if np.isfinite(r).any() else 0.0
+
+    def index(self, capacity_blocks) -> np.ndarray:
+        """Integer capacities (floor) clipped to the curve; beyond the distinct blocks: the last index + 1."""
+        c = np.floor(np.asarray(capacity_blocks, dtype=np.float64))
+        return np.clip(c, 0, self.write_blocks_per_s.shape[0]).astype(np.int64)
+
+    def at(self, capacity_blocks) -> dict:
+        """W, T, DWPD, fill time and the steady window at capacities (blocks); NaN where the tier never fills."""
+        i = self.index(capacity_blocks)
+        n = self.write_blocks_per_s.shape[0]
+        ok = (i >= 1) & (i < n)
+        j = np.where(ok, i, 1) if n > 1 else np.zeros_like(i)
+
+        def take(a):
+            return np.where(ok, a[j], np.nan) if n > 1 else np.full(i.shape, np.nan)
+
+        w = take(self.write_blocks_per_s)
+        fill = take(self.fill_time_s)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = np.asarray(capacity_blocks, dtype=np.float64) / w
+        filled = np.isfinite(w) & (w > 0)
+        steady = np.where(ok, self.steady_writes[np.minimum(j, n - 1)], 0.0) if n > 1 else np.zeros(i.shape)
+        return {"turned_over": filled & (steady >= np.asarray(capacity_blocks, dtype=np.float64)),
+                "write_blocks_per_s": w, "residence_s": np.where(filled, t, np.nan),
+                "dwpd": np.where(filled, SECONDS_PER_DAY / np.where(filled, t, 1.0), np.nan),
+                "fill_time_s": fill, "filled": filled,
+                "steady_window_s": np.where(filled, self.span_s - fill, np.nan)}
+
+    def capacity_for_residence(self, residence_s: float) -> int | None:
+        """Smallest capacity (blocks) whose residence time is at least ``residence_s``; None when the trace
+        shows no such capacity (the retention is beyond the trace)."""
+        r = self.observed_residence_s
+        ok = np.flatnonzero(np.nan_to_num(r, nan=-1.0) >= residence_s * (1 - 1e-12))
+        return int(ok[0]) if ok.size else None
+
+    def extrapolation_base(self) -> int | None:
+        """The capacity with the longest residence the trace shows: its write rate is what extrapolation holds."""
+        r = self.observed_residence_s
+        if not np.isfinite(r).any():
+            return None
+        return int(np.nanargmax(r))
+
+
+def steady_curve(trace, *, block_bytes: int) -> SteadyCurve:
+    """The steady-state curve of a trace's reference stream (requests by arrival, blocks deepest-first)."""
+    from kvbench.analysis.curves import dense_ids, reference_stream
+
+    if block_bytes <= 0:
+        raise SpecError("block size must be > 0 bytes", "check the model preset and block_tokens")
+    keys, times = reference_stream(trace)
+    n = int(keys.shape[0])
+    if n == 0:
+        raise SpecError(f"trace {trace.path} has no block references", "give a trace whose requests have hash_ids")
+    codes, d = dense_ids(keys)
+    dist = _stack_distances(np.ascontiguousarray(codes, dtype=np.int64), d)
+    # first touch of each distinct key, in order (codes are assigned in first-seen order)
+    first = np.empty(d, dtype=np.int64)
+    first[codes[::-1]] = np.arange(n - 1, -1, -1, dtype=np.int64)
+    t_first = times[first]
+    t0 = float(trace.timestamp_s.min())
+    t_end = float(times[-1])
+    # capacity C fills (first eviction) at the first touch of distinct key index C (the (C+1)-th)
+    fill = np.full(d + 1, np.nan)
+    fill[1:d] = t_first[1:d]
+    start = np.full(d + 1, n, dtype=np.int64)
+    start[1:d] = np.searchsorted(times, t_first[1:d], side="right")   # requests strictly after the fill
+    after = _misses_after_fill(dist, start[:d], d) if d > 1 else np.zeros(max(d, 1), dtype=np.int64)
+    steady = np.zeros(d + 1, dtype=np.float64)
+    steady[:d] = after[:d]
+    window = t_end - fill
+    with np.errstate(divide="ignore", invalid="ignore"):
+        w = np.where(window > 0, steady / window, np.nan)
+    w[0] = np.nan
+    # misses at C over the whole trace = references with distance > C; warm-up = misses before the window
+    hist = np.bincount(np.minimum(dist, d + 1), minlength=d + 2)
+    misses_total = n - np.cumsum(hist)[: d + 1]
+    warm = np.where(np.isfinite(fill), misses_total - steady, np.nan)
+    half = t0 + (t_end - t0) / 2
+    new_rate = float(np.count_nonzero(t_first > half)) / (t_end - half) if t_end > half else 0.0
+    return SteadyCurve(fill_time_s=fill - t0, steady_writes=steady, write_blocks_per_s=w, warmup_writes=warm,
+                       distinct=d, references=n, span_s=t_end - t0, block_bytes=int(block_bytes),
+                       new_blocks_per_s=new_rate, distances=dist,
+                       request_of_ref=np.repeat(np.arange(trace.n_requests, dtype=np.int64),
+                                                trace.blocks_per_request))
+
+
+def residence_for(curve: SteadyCurve, residence_s: float, *, time_scale: float = 1.0, copies: float = 1.0) -> dict:
+    """The tier that keeps KV for ``residence_s`` (wall time): capacity, write rate, DWPD, and whether the trace
+    shows it or it is extrapolated.
+
+    ``time_scale`` > 1 replays the trace faster (wall time = trace time / scale); ``copies`` replicates its users
+    (capacities and write rates x copies, residence unchanged). Beyond the trace the write rate is held at its
+    value at the longest residence the trace shows: capacity = W x R is then an upper bound (W falls as C grows),
+    and DWPD = 86,400 / R by definition."""
+    if not residence_s > 0:
+        raise SpecError(f"retention {residence_s} s must be > 0", "give e.g. --retention 1h")
+    in_trace = residence_s * time_scale
+    c = curve.capacity_for_residence(in_trace)
+    bb = curve.block_bytes
+    if c is not None:
+        a = curve.at(c)
+        w = float(a["write_blocks_per_s"][()]) * time_scale * copies
+        return {"retention_s": residence_s, "capacity_blocks": c * copies, "capacity_bytes": c * bb * copies,
+                "write_bytes_per_s": w * bb, "residence_s": float(a["residence_s"][()]) / time_scale,
+                "dwpd": float(a["dwpd"][()]) * time_scale, "extrapolated": False, "basis": "measured on the trace"}
+    base = curve.extrapolation_base()
+    if base is None:
+        return {"retention_s": residence_s, "capacity_blocks": None, "capacity_bytes": None, "write_bytes_per_s": None,
+                "residence_s": None, "dwpd": SECONDS_PER_DAY / residence_s, "extrapolated": True,
+                "basis": "no capacity fills within the trace: no steady state to extrapolate from"}
+    w = float(curve.write_blocks_per_s[base]) * time_scale * copies
+    w_low = curve.new_blocks_per_s * time_scale * copies
+    cap_blocks = w * residence_s
+    return {"retention_s": residence_s, "capacity_blocks": cap_blocks, "capacity_bytes": cap_blocks * bb,
+            "capacity_bytes_lower": w_low * residence_s * bb,
+            "write_bytes_per_s": w * bb, "residence_s": residence_s, "dwpd": SECONDS_PER_DAY / residence_s,
+            "extrapolated": True,
+            "basis": (f"beyond the trace (the longest residence it shows is "
+                      f"{curve.observed_residence_s[base] / time_scale:,.0f} s): write rate held at its value "
+                      f"there ({w * bb / 1e9:,.4g} GB/s), so capacity = write rate x retention is an upper bound; "
+                      f"capacity_bytes_lower counts only never-seen blocks ({w_low * bb / 1e9:,.4g} GB/s)")}
+
+
+def summary(curve: SteadyCurve) -> dict:
+    """A few numbers for JSON: the trace's horizon and the longest residence it can show."""
+    return {"distinct_blocks": curve.distinct, "references": curve.references, "span_s": curve.span_s,
+            "max_residence_s": curve.max_residence_s, "new_block_bytes_per_s": curve.new_blocks_per_s * curve.block_bytes,
+            "model": "LRU write-through: W(C) = misses after the first eviction / time after it; "
+                     "T(C) = C / W(C); DWPD(C) = 86400 / T(C)"}
+
+
+def finite_or_none(x) -> float | None:
+    x = float(x)
+    return x if math.isfinite(x) else None

@@ -1,0 +1,126 @@
+"""``kvbench cluster``: many serving nodes behind a router, each with ``replay kv``'s tiers, sharing an L4 pool."""
+
+from __future__ import annotations
+
+import click
+
+from kvbench.cli._common import (RATE, emit_json, json_option, key_value_callback, replay_config, replay_io_options,
+                                 tier_options)
+
+
+@click.command("cluster")
+@click.argument("trace")
+@click.option("--model", required=True, help="Model preset (see `kvbench models`) or TOML path: KV bytes per token.")
+@click.option("--tp", type=int, default=None, help="Tensor-parallel degree (splits GQA KV heads).")
+@click.option("--format", "fmt", default="auto", show_default=True, help="Trace format (auto-detected).")
+@click.option("--nodes", type=int, default=1, show_default=True, help="Serving nodes (L1-L3 capacities are per node).")
+@click.option("--router", "router", default=None, help="Router: random, round-robin, least-loaded, session, prefix.")
+@click.option("--routers", "routers", default=None, metavar="A,B,C",
+              help="Compare several routers on the same trace in one run (the first is the headline).")
+@click.option("--router-opt", "router_opts", multiple=True, callback=key_value_callback("shared_fraction=0.9", numeric=True), metavar="KEY=VALUE",
+              help="A router's knob, e.g. shared_fraction=0.9 (session), vnodes=128 (repeatable).")
+@click.option("--load-bound", type=float, default=None,
+              help="prefix router: fall back to the least-loaded node when the chosen one has more than this x the "
+                   "mean outstanding work [1.5].")
+@click.option("--load-slack", type=float, default=None, metavar="SECONDS",
+              help="prefix router: ... and more than this many seconds of work above the least-loaded node [0].")
+@click.option("--gpus-per-node", type=int, default=1, show_default=True, help="Prefill lanes (GPUs) per node.")
+@click.option("--profile", default=None, help="Compute profile (prefill time per GPU): preset name or path "
+              "[a stated 10,000 tokens/s what-if].")
+@click.option("--l2-bw", type=RATE, default=None, help="L2 -> HBM load bandwidth [profile's copy measurement or 25GB/s].")
+@click.option("--l3-bw", type=RATE, default=None, help="L3 read bandwidth per node [6GB/s; measure with kvbench io].")
+@click.option("--l4-pool-bw", type=RATE, default=None, help="Aggregate bandwidth of the shared L4 pool, e.g. 100GB/s.")
+@tier_options
+@replay_io_options
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random router and the session ring.")
+@click.option("--dry-run", is_flag=True, help="Simulate only: no I/O, no targets touched.")
+@click.option("--destroy-data", default=None, metavar="DEV",
+              help="Allow writing the raw block device DEV given as --l3 (on each Ray host; its data is destroyed).")
+@click.option("--ray-address", default=None, metavar="ADDR",
+              help="Run the nodes' I/O on a Ray cluster (one actor per node; needs kvbench[cluster]).")
+@click.option("--placement", type=click.Choice(["spread", "strict-spread", "pack"]), default="spread",
+              show_default=True, help="Ray placement-group strategy for the node actors.")
+@click.option("--inject-node-loss", type=int, default=None, hidden=True, help="Testing: node I's worker dies at start.")
+@click.option("--results", default="results", show_default=True, help="Results folder.")
+@json_option
+def cluster_cmd(trace, model, tp, fmt, nodes, router, routers, router_opts, load_bound, load_slack, gpus_per_node,
+                profile, l2_bw, l3_bw, l4_pool_bw, l1, l2, l3, l3_capacity, l4, l4_capacity, l4_link_bw,
+                l4_link_latency, policy, ttl, write_policy, exclusive, promote, layout, segment_bytes, trim, chunk_bytes,
+                qd, engine, speed, closed_loop, duration, max_requests, verify, seed, dry_run, destroy_data, ray_address, placement,
+                inject_node_loss, results, as_json):
+    """Simulate TRACE on NODES serving nodes behind a router: per node L1-L3 (capacities per node), one L4 pool
+    shared by all (capacity, per-node link, aggregate bandwidth), a prefill queue per node; hit ratios per node
+    and tier, imbalance, duplication, L4 traffic and TTFT per router. Without --dry-run every node also replays
+    its requests' I/O on real targets (its own store per node; with --ray-address on the cluster's hosts)."""
+    from kvbench.cluster.config import ClusterConfig
+    from kvbench.cluster.job import run_cluster
+    from kvbench.errors import UsageError
+
+    if router and routers:
+        raise UsageError("--router and --routers both given", "give one router, or a list with --routers")
+    names = tuple(n.strip() for n in (routers or router or "").split(",") if n.strip())
+    opts = dict(router_opts)
+    if load_bound is not None:
+        opts["load_bound"] = load_bound
+    if load_slack is not None:
+        opts["load_slack_s"] = load_slack
+    rcfg = replay_config(trace=trace, model=model, fmt=fmt, tp=tp, l1=l1, l2=l2, l3=l3, l3_capacity=l3_capacity,
+                         l4=l4, l4_capacity=l4_capacity, l4_link_bw=l4_link_bw, l4_link_latency=l4_link_latency,
+                         policy=policy, ttl=ttl, write_policy=write_policy, exclusive=exclusive, promote=promote,
+                         layout=layout, trim=trim, segment_bytes=segment_bytes, chunk_bytes=chunk_bytes, speed=speed,
+                         closed_loop=closed_loop, duration=duration, max_requests=max_requests, verify=verify, qd=qd,
+                         engine=engine, dry_run=dry_run, destroy_data=destroy_data, results=results)
+    cfg = ClusterConfig(replay=rcfg, nodes=nodes, routers=names, gpus_per_node=gpus_per_node, router_opts=opts,
+                        seed=seed, profile=profile, l2_bw=l2_bw, l3_bw=l3_bw, l4_pool_bw=l4_pool_bw,
+                        ray_address=ray_address, placement=placement, inject_node_loss=inject_node_loss)
+    s = run_cluster(cfg)
+    if as_json:
+        emit_json(s)
+    else:
+        _print(s)
+    lost = (s.get("measured") or {}).get("lost") or []
+    if lost:
+        from kvbench.errors import KvbenchError
+        raise KvbenchError(f"{len(lost)} of {s['nodes_count']} nodes did not finish: " +
+                           "; ".join(f"node {m['node']} {m['status']}: {m['error']}" for m in lost) +
+                           f"; the other nodes' results are in {s['run_dir']}", "rerun on healthy hosts")
+
+
+def _print(s: dict) -> None:
+    from kvbench.units import format_rate
+
+    results = s.get("routers") or {s["router"]: s}
+    click.echo(f"cluster of {s['nodes_count']} nodes, {s['requests']} requests" + (" (dry run)" if s["dry_run"] else ""))
+    click.echo(f"  {'router':<13}{'hit':>7}{'l1':>7}{'l2':>7}{'l3':>7}{'l4':>7}{'imbal':>7}{'dup':>6}"
+               f"{'TTFT p50':>11}{'p99 ms':>10}{'saved tok':>12}{'L4 read/s':>12}")
+    for name, r in results.items():
+        th = r["global"]["tier_hit_ratio"]
+        cells = "".join(f"{th[t]:>7.3f}" if th[t] is not None else f"{'-':>7}" for t in ("l1", "l2", "l3", "l4"))
+        l4 = r["l4"]["read_bytes_per_s"]
+        dup = r["duplication"]
+        click.echo(f"  {name:<13}{r['global']['hit_ratio']:>7.3f}{cells}{r['imbalance']:>7.2f}"
+                   f"{(f'{dup:.2f}' if dup is not None else '-'):>6}{r['ttft_ms']['p50']:>11.1f}"
+                   f"{r['ttft_ms']['p99']:>10.1f}{r['prefill_tokens_saved']:>12,}"
+                   f"{(format_rate(l4) if l4 is not None else '-'):>12}")
+    l4 = s["l4"]
+    if l4["present"]:
+        pk = l4["peak_pool_utilisation"]
+        lk = l4["peak_link_utilisation"]
+        click.echo(f"  L4 pool ({s['router']}): peak link utilisation "
+                   f"{'-' if lk is None else f'{lk:.0%}'}, peak pool utilisation {'-' if pk is None else f'{pk:.0%}'}")
+    m = s.get("measured")
+    if m:
+        t = m["ttft_ms"]
+        if t["p50"] is not None:
+            click.echo(f"  measured ({m['where']}): TTFT p50 {t['p50']:.1f} ms p99 {t['p99']:.1f} ms over "
+                       f"{t['requests']} requests (measured loads, modelled prefill)")
+        for nd in m["nodes"]:
+            lt = (nd.get("load_time_ms") or {})
+            click.echo(f"  measured node {nd['node']} on {nd.get('host', '?')}: {nd['status']}"
+                       + (f", load p50 {lt['p50']:.3f} ms p99 {lt['p99']:.3f} ms" if lt.get("p50") is not None else "")
+                       + (f" ({nd['error']})" if nd.get("error") else ""))
+    click.echo(f"  model: {s['model_notes']['profile']}")
+    click.echo(f"  run_dir: {s['run_dir']}")
+
+
+COMMANDS = [cluster_cmd]

@@ -1,0 +1,122 @@
+"""``kvbench cluster``: simulate the cluster under each router, then (without ``--dry-run``) measure every
+node's I/O on real targets, locally or on Ray; one run folder with the comparison and a subfolder per node.
+
+Run folder: ``summary.json`` (the ``--json`` contract), ``requests-<router>.csv`` (per request: node, hits per
+tier, queue, load, prefill, TTFT), ``timeseries.csv`` (the headline router's L4 bytes per second), and for measured runs ``node-<i>/`` (each node's ``replay kv`` run folder)
+and ``histograms.json`` (the nodes' latency histograms merged exactly).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from kvbench.cluster.config import DEFAULT_L2_BW, DEFAULT_L3_BW, DEFAULT_PREFILL_TOKENS_PER_S, ClusterConfig
+from kvbench.errors import SpecError, UsageError
+
+
+def _timing(cfg: ClusterConfig, profile):
+    from kvbench.cluster.sim import TimingModel
+
+    r = cfg.replay
+    l2 = cfg.l2_bw or (profile.copy.bandwidth_bytes_per_s if profile.copy is not None else DEFAULT_L2_BW)
+    fit = profile.fit
+    return TimingModel(l2_bw=float(l2), l3_bw=float(cfg.l3_bw or DEFAULT_L3_BW), l4_link_bw=r.l4_link_bw,
+                       l4_link_latency_s=float(r.l4_link_latency_s or 0.0), l4_pool_bw=cfg.l4_pool_bw,
+                       fit_a=float(fit.a), fit_b=float(fit.b), fit_c=float(fit.c))
+
+
+def _model_notes(cfg: ClusterConfig, profile, timing) -> dict:
+    return {
+        "profile": profile.describe(),
+        "profile_kind": profile.kind,
+        "gpus_per_node": cfg.gpus_per_node,
+        "l2_bw_bytes_per_s": timing.l2_bw, "l3_bw_bytes_per_s": timing.l3_bw,
+        "l2_bw_source": "--l2-bw" if cfg.l2_bw else ("profile copy measurement" if profile.copy is not None
+                                                     else "assumed (give --l2-bw)"),
+        "l3_bw_source": "--l3-bw" if cfg.l3_bw else "assumed (give --l3-bw, e.g. from kvbench io)",
+        "l4_link_bw_bytes_per_s": timing.l4_link_bw, "l4_link_latency_s": timing.l4_link_latency_s,
+        "l4_pool_bw_bytes_per_s": timing.l4_pool_bw,
+        "ttft": "queue wait + max(per-tier load) + prefill of the uncached suffix (T(n) - T(cached) + a); "
+                "cache state at arrival; decode not modelled",
+        "contention": "L4 loads and writes share each node's link and the pool's aggregate bandwidth, first come "
+                      "first served; L1-L3 bandwidth is per request",
+    }
+
+
+def prepare(cfg: ClusterConfig):
+    """Everything checked before any work or I/O: options, model, trace, profile, per-node capacities."""
+    from kvbench.compute.profile import load_profile, rate_profile
+    from kvbench.replay.kv import hierarchy_spec
+    from kvbench.spec.models import load_model
+    from kvbench.stream.traces import read_trace
+
+    cfg.validate()
+    r = cfg.replay
+    model = load_model(r.model, tp=r.tp)
+    trace = read_trace(r.trace, r.fmt, limit=r.max_requests)
+    if trace.n_requests == 0:
+        raise UsageError(f"trace {r.trace} has no requests", "give a non-empty trace")
+    block_bytes = model.block_bytes(trace.block_tokens)
+    spec = hierarchy_spec(r, block_bytes, f"{model.name}, {trace.block_tokens} tokens")
+    try:
+        spec.validate()
+    except SpecError as e:
+        raise SpecError(f"per node: {e.problem}", e.fix) from None
+    profile = load_profile(cfg.profile) if cfg.profile else rate_profile(DEFAULT_PREFILL_TOKENS_PER_S, model=model.name)
+    return model, trace, spec, profile
+
+
+def simulate(cfg: ClusterConfig, trace, spec, profile) -> tuple[dict, dict]:
+    """Each router on the same trace: {router: summary}, {router: per-request columns}."""
+    from kvbench.cluster.routers import make_router
+    from kvbench.cluster.sim import simulate_router, summarise
+
+    timing = _timing(cfg, profile)
+    out, tables = {}, {}
+    for name in cfg.routers:
+        router = make_router(name, cfg.nodes, cfg.seed, **cfg.router_opts)
+        cols, nodes, pool = simulate_router(trace, spec, cfg.nodes, cfg.gpus_per_node, router, timing,
+                                            trace.block_tokens)
+        out[name] = summarise(cols, nodes, pool, spec, router)
+        tables[name] = cols
+    return out, tables
+
+
+def run_cluster(cfg: ClusterConfig) -> dict:
+    """Simulate (and unless dry-run, measure) the cluster; returns the summary (also summary.json)."""
+    import pandas as pd
+
+    from kvbench.metrics.run import RunDir
+
+    model, trace, spec, profile = prepare(cfg)
+    measure = None
+    if not cfg.dry_run:
+        from kvbench.cluster import measure
+        measure.check(cfg, trace, spec)                 # targets, Ray reachable: before any I/O
+    timing = _timing(cfg, profile)
+    config = {**{k: v for k, v in asdict(cfg).items() if k != "replay"}, "replay": asdict(cfg.replay),
+              "block_tokens": trace.block_tokens, "block_bytes": spec.block_bytes, "slot_bytes": spec.slot_bytes,
+              "tiers_per_node": {t.name: t.capacity_bytes for t in spec.tiers if t.name != "l4"},
+              "l4_pool_bytes": next((t.capacity_bytes for t in spec.tiers if t.name == "l4"), 0)}
+    rd = RunDir.create("cluster", config, root=cfg.replay.results)
+    results, tables = simulate(cfg, trace, spec, profile)
+    for name, cols in tables.items():
+        pd.DataFrame(cols).to_csv(rd.path / f"requests-{name}.csv", index=False, float_format="%.6f")
+    if any(t.name == "l4" for t in spec.tiers):
+        from kvbench.cluster.sim import l4_per_second
+        rd.append_timeseries(l4_per_second(tables[cfg.routers[0]], spec.slot_bytes))
+    first = results[cfg.routers[0]]
+    summary = {"trace": cfg.replay.trace, "model": model.name, "nodes_count": cfg.nodes,
+               "block_bytes": spec.block_bytes, "dry_run": cfg.dry_run,
+               "model_notes": _model_notes(cfg, profile, timing), **first}
+    if len(cfg.routers) > 1:
+        summary["routers"] = results
+    status = "complete"
+    if not cfg.dry_run:
+        measured = measure.run_nodes(cfg, trace, tables[cfg.routers[0]], rd)
+        summary["measured"] = measured
+        summary["parts"] = {f"node-{m['node']}": m["run_dir"] for m in measured["nodes"] if m.get("run_dir")}
+        if measured["lost"]:
+            status = "partial"
+    rd.write_summary(summary, status=status)
+    return {"kind": "cluster", "status": status, "run_dir": str(rd.path), **summary}

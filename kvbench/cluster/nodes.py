@@ -1,0 +1,90 @@
+"""Serving nodes of a simulated cluster: each a :class:`kvbench.sim.tiers.Hierarchy` and a prefill queue.
+
+The tier hierarchy is the one ``replay kv`` simulates, built from the same spec, so one node is exactly a
+``replay kv --dry-run``. Two cluster needs reach into a hierarchy's tier records (``Hierarchy.tier(name)``:
+its ``policy``, ``store`` and residency map ``meta``), and only here:
+
+* :func:`share_tier`: every node's L4 is *the same* tier (one policy, store and residency map), so a block one
+  node wrote into the pool is a hit for every node, its capacity is the pool's, and evictions are global. The
+  per-node counters stay per node (who read and wrote what).
+* :meth:`Node.cached_prefix`: the leading blocks of a request a node holds in its own tiers (L1-L3), asked of
+  each tier's policy with ``contains`` (no recency change): what a cache-aware router's index knows.
+
+The queue: ``lanes`` prefill slots (GPUs) per node, first come first served; a request starts on the lane
+that frees first, loads its hits, then prefills its uncached suffix.
+"""
+
+from __future__ import annotations
+
+from kvbench.sim.tiers import HierarchySpec, ReferenceHierarchy
+
+LOCAL_TIERS = ("l1", "l2", "l3")
+
+
+class Lanes:
+    """A node's prefill lanes (GPUs): first come first served, a request on the lane that frees first."""
+
+    def __init__(self, lanes: int):
+        self.free = [0.0] * lanes
+
+    def load(self, now: float) -> float:
+        """Outstanding prefill work (s): what the lanes still have queued or running at ``now``."""
+        return sum(f - now for f in self.free if f > now)
+
+    def start(self, now: float) -> tuple[int, float]:
+        """The lane a request arriving at ``now`` takes and when it starts there."""
+        lane = min(range(len(self.free)), key=lambda j: (self.free[j], j))
+        return lane, max(now, self.free[lane])
+
+    def finish(self, lane: int, done: float) -> None:
+        self.free[lane] = done
+
+
+class Node:
+    """One serving node: its tier hierarchy, its prefill lanes and its L4 link calendar."""
+
+    def __init__(self, index: int, spec: HierarchySpec, lanes: int, link):
+        self.index = index
+        # the Python hierarchy: routing peeks at its policies (contains) and tiers share policy/store/meta
+        # objects (share_tier), which the compiled Hierarchy keeps in arrays
+        self.hier = ReferenceHierarchy(spec)
+        self.lanes = Lanes(lanes)
+        self.link = link
+        names = [t.spec.name for t in self.hier.tiers]
+        self._local = [self.hier.tier(n).policy for n in LOCAL_TIERS if n in names]
+
+    def load(self, now: float) -> float:
+        return self.lanes.load(now)
+
+    def cached_prefix(self, keys, now: float) -> int:
+        """Leading blocks of ``keys`` held (and not past their retention) in this node's own tiers (L1-L3), by
+        the policies' side-effect-free ``contains``: recency untouched."""
+        local = self._local
+        n = 0
+        for k in keys:
+            if not any(p.contains(k, now) for p in local):
+                break
+            n += 1
+        return n
+
+    def held(self) -> set:
+        """Block keys this node holds in L1-L3 (for duplication across nodes)."""
+        out: set = set()
+        names = {t.spec.name for t in self.hier.tiers}
+        for n in LOCAL_TIERS:
+            if n in names:
+                out |= self.hier.resident(n)
+        return out
+
+
+def share_tier(nodes: list[Node], name: str = "l4") -> None:
+    """Make tier ``name`` of every node the first node's: one pool, one capacity, one residency map."""
+    if not nodes:
+        return
+    try:
+        pool = nodes[0].hier.tier(name)
+    except KeyError:
+        return
+    for node in nodes[1:]:
+        t = node.hier.tier(name)
+        t.policy, t.store, t.meta = pool.policy, pool.store, pool.meta

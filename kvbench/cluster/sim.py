@@ -1,0 +1,225 @@
+"""Simulate a cluster: route each request, run it through its node's tiers (L4 shared), time it in the node's
+queue (pure; the run folder is written by :mod:`kvbench.cluster.job`).
+
+Per request, in arrival order: the router picks a node from what it sees at the arrival time (outstanding
+prefill work per node, the prefix each node holds); the node's hierarchy simulates the request exactly as
+``replay kv`` does (hits per tier, creation, promotion, demotion into the shared L4 pool); then the request
+waits for the first free lane (GPU) of its node and takes
+
+    load    = max over tiers of the hit bytes' time: L2 bytes / l2_bw, L3 bytes / l3_bw,
+              L4 latency + its transfer on the node's link and the pool (:mod:`kvbench.cluster.pool`)
+    prefill = T(n) - T(p) + a   for n prompt tokens of which p are cached (T the profile's fit a + b n + c n^2:
+              the uncached suffix attends to the whole prompt; a, the per-request overhead, is always paid)
+    TTFT    = queue wait + load + prefill
+
+L4 writes of the request (creation under write-through, demotions under write-back) take bandwidth on the
+link and the pool from the end of its prefill. Cache state is taken at arrival (as ``replay kv`` does); decode
+is not modelled (TTFT only). Bandwidth of L1-L3 is per request (no contention inside a node).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from kvbench.cluster.nodes import LOCAL_TIERS, Node, share_tier
+from kvbench.cluster.pool import Calendar, transfer
+from kvbench.sim.tiers import EV_WRITE, TIER_NAMES
+
+REQ_COLUMNS = ("request", "arrival_s", "node", "blocks", "input_tokens", "hit_blocks", "hit_l1", "hit_l2",
+               "hit_l3", "hit_l4", "cached_tokens", "queue_ms", "load_ms", "prefill_ms", "ttft_ms", "l4_write_bytes")
+
+
+@dataclass(frozen=True)
+class RouteRequest:
+    """What a router sees of a request."""
+
+    index: int
+    arrival_s: float
+    keys: list
+    input_tokens: int
+
+
+class ClusterView:
+    """The nodes as a router sees them at one arrival time."""
+
+    def __init__(self, nodes: list[Node]):
+        self.nodes = nodes
+        self.now = 0.0
+
+    def load(self) -> list[float]:
+        return [n.load(self.now) for n in self.nodes]
+
+    def cached_prefix(self, keys) -> list[int]:
+        return [n.cached_prefix(keys, self.now) for n in self.nodes]
+
+
+@dataclass(frozen=True)
+class TimingModel:
+    """Bandwidths and the prefill fit used to time requests."""
+
+    l2_bw: float
+    l3_bw: float
+    l4_link_bw: float | None
+    l4_link_latency_s: float
+    l4_pool_bw: float | None
+    fit_a: float
+    fit_b: float
+    fit_c: float
+
+    def prefill_s(self, n: int, p: int) -> float:
+        p = min(p, n)
+        return self.fit_a + self.fit_b * (n - p) + self.fit_c * (n * n - p * p)
+
+
+def simulate_router(trace, spec, n_nodes: int, lanes: int, router, timing: TimingModel, block_tokens: int):
+    """Run ``trace`` through ``n_nodes`` nodes of hierarchy ``spec`` routed by ``router``.
+
+    Returns (per-request table as a dict of numpy columns, nodes, pool calendar).
+    """
+    nodes = [Node(i, spec, lanes, Calendar(timing.l4_link_bw)) for i in range(n_nodes)]
+    share_tier(nodes, "l4")
+    pool = Calendar(timing.l4_pool_bw)
+    view = ClusterView(nodes)
+    router.prepare(trace)
+    slot = spec.slot_bytes
+    ts = trace.timestamp_s
+    offs = trace.offsets
+    keys = trace.keys
+    key_list = keys.tolist()
+    inp = trace.input_tokens.tolist()
+    n = trace.n_requests
+    cols = {c: np.zeros(n, dtype=np.float64 if c.endswith(("_s", "_ms")) else np.int64) for c in REQ_COLUMNS}
+    for i in range(n):
+        now = float(ts[i])
+        a, b = int(offs[i]), int(offs[i + 1])
+        view.now = now
+        pool.prune(now)
+        node_i = router.route(RouteRequest(i, now, key_list[a:b], inp[i]), view)
+        if not 0 <= node_i < n_nodes:
+            raise RuntimeError(f"router {router.name} returned node {node_i} of {n_nodes}")
+        node = nodes[node_i]
+        node.link.prune(now)
+        reqs, ev = node.hier.run(ts[i:i + 1], np.array([0, b - a]), keys[a:b], first_request=i)
+        r = reqs[0]
+        hits = [int(r["hit_l1"]), int(r["hit_l2"]), int(r["hit_l3"]), int(r["hit_l4"])]
+        cached = min(int(r["hit_blocks"]) * block_tokens, inp[i])
+        lane, start = node.lanes.start(now)
+        load = max(hits[1] * slot / timing.l2_bw, hits[2] * slot / timing.l3_bw)
+        if hits[3]:
+            end = transfer(start, hits[3] * slot, node.link, pool)
+            load = max(load, timing.l4_link_latency_s + end - start)
+        prefill = timing.prefill_s(inp[i], cached)
+        done = start + load + prefill
+        node.lanes.finish(lane, done)
+        wrote = int(((ev["tier"] == 3) & (ev["op"] == EV_WRITE)).sum()) * slot
+        if wrote:
+            transfer(done, wrote, node.link, pool)
+        for c, v in (("request", i), ("arrival_s", now), ("node", node_i), ("blocks", b - a),
+                     ("input_tokens", inp[i]), ("hit_blocks", int(r["hit_blocks"])), ("hit_l1", hits[0]),
+                     ("hit_l2", hits[1]), ("hit_l3", hits[2]), ("hit_l4", hits[3]), ("cached_tokens", cached),
+                     ("queue_ms", (start - now) * 1e3), ("load_ms", load * 1e3), ("prefill_ms", prefill * 1e3),
+                     ("ttft_ms", (done - now) * 1e3), ("l4_write_bytes", wrote)):
+            cols[c][i] = v
+    return cols, nodes, pool
+
+
+def pct(values: np.ndarray, q: float) -> float | None:
+    return float(np.percentile(values, q, method="inverted_cdf")) if values.size else None
+
+
+def _ratio(num, den):
+    return num / den if den else None
+
+
+def l4_per_second(cols: dict, slot_bytes: int) -> dict:
+    """L4 bytes per second of simulated time: reads when each load starts, writes when its prefill ends."""
+    start = cols["arrival_s"] + cols["queue_ms"] / 1e3
+    done = cols["arrival_s"] + cols["ttft_ms"] / 1e3
+    t0 = float(cols["arrival_s"].min()) if cols["arrival_s"].size else 0.0
+    rd = np.bincount((start - t0).astype(np.int64), weights=cols["hit_l4"] * float(slot_bytes))
+    wr = np.bincount((done - t0).astype(np.int64), weights=cols["l4_write_bytes"].astype(np.float64))
+    n = max(rd.size, wr.size)
+    rd, wr = np.pad(rd, (0, n - rd.size)), np.pad(wr, (0, n - wr.size))
+    return {"t_s": np.arange(n), "l4_read_bw_bytes_per_s": rd, "l4_write_bw_bytes_per_s": wr}
+
+
+def summarise(cols: dict, nodes: list[Node], pool: Calendar, spec, router) -> dict:
+    """The JSON contract's fields for one router (plus detail): global, per node, imbalance, duplication, L4."""
+    tiers = [t.name for t in spec.tiers]
+    slot = spec.slot_bytes
+    blocks = int(cols["blocks"].sum())
+
+    def tier_hits(sel) -> dict:
+        tot = int(cols["blocks"][sel].sum())
+        return {t: (_ratio(int(cols[f"hit_{t}"][sel].sum()), tot) if t in tiers else None) for t in TIER_NAMES}
+
+    everything = np.ones(cols["blocks"].size, dtype=bool)
+    per_node = []
+    for nd in nodes:
+        sel = cols["node"] == nd.index
+        nb = int(cols["blocks"][sel].sum())
+        counters = nd.hier.counters()
+        ttft = cols["ttft_ms"][sel]
+        per_node.append({
+            "node": nd.index, "requests": int(sel.sum()), "tokens": int(cols["input_tokens"][sel].sum()),
+            "blocks": nb, "hit_blocks": int(cols["hit_blocks"][sel].sum()),
+            "hit_ratio": _ratio(int(cols["hit_blocks"][sel].sum()), nb),
+            "tier_hit_ratio": tier_hits(sel),
+            "prefill_tokens_saved": int(cols["cached_tokens"][sel].sum()),
+            "ttft_ms": {"p50": pct(ttft, 50), "p99": pct(ttft, 99)},
+            "tiers": {name: {"hit_blocks": int(cols[f"hit_{name}"][sel].sum()),
+                             "read_bytes": c.reads * (spec.block_bytes if name == "l1" else slot),
+                             "write_bytes": c.writes * (spec.block_bytes if name == "l1" else slot),
+                             "evictions": c.evictions}
+                      for name, c in counters.items()},
+            "produced_blocks": nd.hier.produced,
+        })
+    reqs = np.array([p["requests"] for p in per_node], dtype=np.float64)
+    toks = np.array([p["tokens"] for p in per_node], dtype=np.float64)
+    held = [nd.held() for nd in nodes]
+    union = set().union(*held) if held else set()
+    copies = sum(len(h) for h in held)
+    ttft = cols["ttft_ms"]
+    span = float(cols["arrival_s"].max() - cols["arrival_s"].min()) if cols["arrival_s"].size else 0.0
+    end = float((cols["arrival_s"] + cols["ttft_ms"] / 1e3).max()) if ttft.size else 0.0
+    duration = max(end - float(cols["arrival_s"].min()), 1e-9) if ttft.size else None
+    has_l4 = "l4" in tiers
+    l4_read = sum(nd.hier.counters()["l4"].reads for nd in nodes) * slot if has_l4 else 0
+    l4_write = sum(nd.hier.counters()["l4"].writes for nd in nodes) * slot if has_l4 else 0
+    link_peaks = [nd.link.peak_utilisation for nd in nodes if nd.link.peak_utilisation is not None]
+    return {
+        "router": router.name,
+        "router_options": dict(router.opts),
+        "router_stats": dict(router.stats),
+        "requests": int(cols["blocks"].size),
+        "global": {"hit_ratio": _ratio(int(cols["hit_blocks"].sum()), blocks), "tier_hit_ratio": tier_hits(everything),
+                   "blocks": blocks, "hit_blocks": int(cols["hit_blocks"].sum())},
+        "nodes": per_node,
+        "imbalance": float(reqs.max() / reqs.mean()) if reqs.sum() else None,
+        "token_imbalance": float(toks.max() / toks.mean()) if toks.sum() else None,
+        "duplication": (copies / len(union)) if union else None,
+        "duplication_detail": {"blocks_held": copies, "distinct_blocks": len(union),
+                               "note": "copies of a block held in L1-L3 across nodes at the end of the run, "
+                                       "per distinct block (1.0: no block held twice)"},
+        "l4": {"present": has_l4, "read_bytes": l4_read, "write_bytes": l4_write,
+               "read_bytes_per_s": (l4_read / duration) if (has_l4 and duration) else None,
+               "write_bytes_per_s": (l4_write / duration) if (has_l4 and duration) else None,
+               "peak_link_utilisation": max(link_peaks) if (has_l4 and link_peaks) else None,
+               "peak_pool_utilisation": pool.peak_utilisation if has_l4 else None,
+               "loads": int((cols["hit_l4"] > 0).sum()),
+               "peak_read_bytes_per_s": float(l4_per_second(cols, slot)["l4_read_bw_bytes_per_s"].max())
+               if (has_l4 and ttft.size) else None},
+        "ttft_ms": {"p50": pct(ttft, 50), "p90": pct(ttft, 90), "p99": pct(ttft, 99),
+                    "mean": float(ttft.mean()) if ttft.size else None},
+        "queue_ms": {"p50": pct(cols["queue_ms"], 50), "p99": pct(cols["queue_ms"], 99)},
+        "load_ms": {"p50": pct(cols["load_ms"], 50), "p99": pct(cols["load_ms"], 99)},
+        "prefill_tokens": int((cols["input_tokens"] - cols["cached_tokens"]).sum()),
+        "prefill_tokens_saved": int(cols["cached_tokens"].sum()),
+        "trace_span_s": span, "simulated_s": duration,
+    }
+
+
+__all__ = ["simulate_router", "summarise", "TimingModel", "RouteRequest", "ClusterView", "REQ_COLUMNS",
+           "LOCAL_TIERS"]

@@ -1,0 +1,212 @@
+"""Run jobs on workers: local processes (one per job) or Ray actors (one per job, placed by a placement group).
+
+A job is ``(function path "module:name", payload dict)``; the function runs on the worker and returns a dict
+(picklable: numbers, strings, bytes of result files). A worker that dies (killed process, lost Ray node or
+actor) yields a :class:`Lost` in its place; the other jobs' results are kept. Ray is optional
+(``pip install 'kvbench[cluster]'``); every Ray error a user can cause is a one-line error before any job runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import socket
+import time
+from dataclasses import dataclass
+
+from kvbench.errors import DependencyError, UsageError
+
+START_DELAY_S = 1.0         # Ray actors start their jobs together at (ready time + this)
+
+
+@dataclass(frozen=True)
+class Lost:
+    """A job whose worker died: which one, where, and what Ray or the OS said."""
+
+    index: int
+    error: str
+    host: str | None = None
+
+
+def call(fn: str, payload: dict, start_at: float | None = None, die: bool = False) -> dict:
+    """Run ``module:function(payload)`` here (on the worker); ``die`` is a test hook: exit at once."""
+    if die:
+        os._exit(17)                      # a worker lost mid-run, as a killed process or a dead host
+    if start_at is not None:
+        time.sleep(max(0.0, start_at - time.time()))
+    mod, _, name = fn.partition(":")
+    out = getattr(importlib.import_module(mod), name)(payload)
+    return {"host": socket.gethostname(), **out}
+
+
+# --- local processes ---------------------------------------------------------------------------------------
+def _child(conn, fn, payload, die):
+    try:
+        conn.send(("ok", call(fn, payload, die=die)))
+    except BaseException as e:  # noqa: BLE001 - sent to the parent as the job's failure
+        conn.send(("error", f"{type(e).__name__}: {e}"))
+    finally:
+        conn.close()
+
+
+def run_local(jobs: list[tuple[str, dict]], die: int | None = None) -> list:
+    """Each job in its own process, all at once; results in job order (``Lost`` for a dead one). Spawned, not
+    forked: the parent may hold threads (a Ray driver, BLAS pools) that a fork would copy mid-lock."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    procs = []
+    for i, (fn, payload) in enumerate(jobs):
+        recv, send = ctx.Pipe(duplex=False)
+        p = ctx.Process(target=_child, args=(send, fn, payload, die == i), name=f"kvbench-node-{i}")
+        p.start()
+        send.close()
+        procs.append((p, recv))
+    out = []
+    for i, (p, recv) in enumerate(procs):
+        try:
+            kind, value = recv.recv()
+        except EOFError:
+            kind, value = "lost", None
+        p.join()
+        if kind == "ok":
+            out.append(value)
+        elif kind == "error":
+            out.append({"status": "failed", "error": value, "host": socket.gethostname()})
+        else:
+            out.append(Lost(i, f"worker process exited with code {p.exitcode} before returning",
+                            socket.gethostname()))
+    return out
+
+
+# --- Ray -----------------------------------------------------------------------------------------------------
+def import_ray():
+    try:
+        import ray
+    except ImportError:
+        raise DependencyError("--ray-address needs Ray, which is not installed",
+                              "pip install 'kvbench[cluster]' (or .ci/install)") from None
+    return ray
+
+
+def check_address(address: str, timeout_s: float = 3.0) -> None:
+    """Refuse a Ray address that cannot be reached (one line, before anything is started)."""
+    if address in ("auto", "local"):
+        return
+    hostport = address.split("://", 1)[-1]
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise UsageError(f"--ray-address {address!r} is not HOST:PORT", "give e.g. --ray-address 10.0.0.1:6379")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as e:
+        raise UsageError(f"cannot reach the Ray cluster at {address}: {e.strerror or e}",
+                         "start it with `ray start --head` on the head host, or check the address") from None
+
+
+class RaySession:
+    """Connected to a Ray cluster for one command (reusing a connection this process already has)."""
+
+    def __init__(self, address: str):
+        self.ray = import_ray()
+        check_address(address)
+        self.started = False
+        if not self.ray.is_initialized():
+            try:
+                self.ray.init(address=address, include_dashboard=False, logging_level="ERROR",
+                              log_to_driver=False, configure_logging=False)
+            except Exception as e:  # noqa: BLE001 - Ray raises many types; one line for the user
+                raise UsageError(f"cannot connect to the Ray cluster at {address}: {e}".splitlines()[0],
+                                 "check the address and that the cluster runs this Ray version") from None
+            self.started = True
+
+    def nodes(self) -> list[dict]:
+        """Alive Ray nodes (raylets): {"node_id", "host", "address", "cpus"}."""
+        return [{"node_id": n["NodeID"], "host": n.get("NodeManagerHostname") or n.get("NodeManagerAddress"),
+                 "address": n.get("NodeManagerAddress"), "cpus": n.get("Resources", {}).get("CPU", 0)}
+                for n in self.ray.nodes() if n.get("Alive")]
+
+    def hosts(self) -> list[dict]:
+        """One Ray node per machine (several raylets on one address are one host)."""
+        seen, out = set(), []
+        for n in self.nodes():
+            if n["address"] not in seen:
+                seen.add(n["address"])
+                out.append(n)
+        return out
+
+    def run(self, jobs: list[tuple[str, dict]], strategy: str = "SPREAD", cpus: float = 1.0,
+            die: int | None = None, ready_timeout_s: float = 60.0, pin: list[str] | None = None) -> list:
+        """One actor per job, started together; results in job order. Actors go into a placement group
+        (``strategy``), or each onto the Ray node of ``pin[i]`` (one job per host)."""
+        ray = self.ray
+        from ray.util.placement_group import placement_group, remove_placement_group
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy
+
+        pg = None if pin else placement_group([{"CPU": cpus}] * len(jobs), strategy=strategy)
+        try:
+            if pg is not None:
+                try:
+                    ray.get(pg.ready(), timeout=ready_timeout_s)
+                except Exception:  # noqa: BLE001 - GetTimeoutError: not enough hosts/CPUs for the bundles
+                    have = self.nodes()
+                    raise UsageError(f"Ray could not place {len(jobs)} actors ({cpus:g} CPU each, {strategy}) on "
+                                     f"{len(have)} Ray node(s) with {sum(h['cpus'] for h in have):g} CPUs",
+                                     "use fewer nodes, --placement spread/pack, or add hosts") from None
+            worker = ray.remote(num_cpus=cpus if pg is not None else 0, max_restarts=0)(_Worker)
+            actors = [worker.options(scheduling_strategy=PlacementGroupSchedulingStrategy(
+                pg, placement_group_bundle_index=i) if pg is not None else
+                NodeAffinitySchedulingStrategy(pin[i], soft=False)).remote() for i in range(len(jobs))]
+            hosts = []
+            for a in actors:
+                try:
+                    hosts.append(ray.get(a.host.remote(), timeout=ready_timeout_s))
+                except Exception:  # noqa: BLE001 - reported per job below
+                    hosts.append(None)
+            start_at = time.time() + START_DELAY_S
+            futures = [a.call.remote(fn, payload, start_at, die == i) for i, (a, (fn, payload)) in
+                       enumerate(zip(actors, jobs))]
+            out = []
+            for i, f in enumerate(futures):
+                try:
+                    out.append(ray.get(f))
+                except ray.exceptions.RayTaskError as e:      # the job raised: a failure, not a lost node
+                    cause = getattr(e, "cause", None) or e
+                    out.append({"status": "failed", "error": str(cause).splitlines()[0][:300], "host": hosts[i]})
+                except ray.exceptions.RayError as e:          # actor, worker or host died
+                    out.append(Lost(i, f"Ray actor died: {str(e).splitlines()[0][:200]}", hosts[i]))
+            for a in actors:
+                try:
+                    ray.kill(a)
+                except Exception:  # noqa: BLE001 - already dead
+                    pass
+            return out
+        finally:
+            if pg is not None:
+                remove_placement_group(pg)
+
+    def close(self) -> None:
+        if self.started:
+            self.ray.shutdown()
+
+
+class _Worker:
+    """The Ray actor: where it runs, and a job run there."""
+
+    def host(self) -> str:
+        return socket.gethostname()
+
+    def call(self, fn: str, payload: dict, start_at: float, die: bool) -> dict:
+        return call(fn, payload, start_at, die)
+
+
+def run_jobs(jobs: list[tuple[str, dict]], ray_address: str | None = None, strategy: str = "SPREAD",
+             die: int | None = None) -> list:
+    """Run ``jobs`` locally (one process each) or on Ray (one actor each)."""
+    if not ray_address:
+        return run_local(jobs, die)
+    session = RaySession(ray_address)
+    try:
+        return session.run(jobs, strategy=strategy, die=die)
+    finally:
+        session.close()

@@ -1,0 +1,428 @@
+"""Fit a workload model to a real trace, and measure how well the model reproduces it.
+
+Every parameter is estimated from something the trace shows (sessions recovered from the block keys by
+:mod:`kvbench.stream.sessions`); a parameter the trace cannot show (a daily cycle in a 17-minute trace, sessions
+coming back days later in a one-hour one) keeps its default (the ``defaults`` model, e.g. a shipped preset) and
+gets a warning naming it, the reason and the value used.
+
+Goodness of fit: a trace generated from the fitted model over the original's span, at its rate, against the
+original: the exact LRU hit-ratio curves (mean and max absolute error over log-spaced capacities from one
+block to the larger working set) and the Kolmogorov-Smirnov distance between the two reuse-time
+distributions (seconds between consecutive touches of a block).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from kvbench.errors import SpecError
+from kvbench.stream.traces import Trace
+from kvbench.stream.workload import Arrivals, Prompts, Sessions, WorkloadModel
+
+RETURN_GAP_S = 1800.0           # a gap longer than this between turns is a return, not a think time
+MIN_SAMPLES = 10                # fewer observations than this: keep the default, with a warning
+DIURNAL_SPAN_S = 0.9 * 86_400   # a daily cycle needs about a day of trace
+WEEKLY_SPAN_S = 13 * 86_400     # a weekly cycle needs about two weeks
+RETURNS_SPAN_S = 6 * 3_600      # returns hours later need hours of trace
+CURVE_POINTS = 64
+QUANTILES = 21                  # length distributions are written as this many quantiles (0, 5, .., 100 %)
+SYSTEM_SHARE = 0.02           # a first block shared by this fraction of sessions is a system prompt
+
+
+@dataclass
+class FitResult:
+    model: WorkloadModel
+    warnings: list[str] = field(default_factory=list)
+    observed: dict = field(default_factory=dict)      # what the estimates came from (counts, spans)
+
+
+def _lognormal_fit(x: np.ndarray) -> tuple[float, float]:
+    """Mean and log-shape of positive samples."""
+    x = np.asarray(x, dtype=np.float64)
+    x = x[x > 0]
+    if x.size == 0:
+        return 0.0, 0.0
+    return float(x.mean()), float(np.log(x).std()) if x.size > 1 else 0.0
+
+
+def _median_fit(x: np.ndarray) -> tuple[float, float]:
+    """Median and log-shape of positive samples (lognormal)."""
+    x = np.asarray(x, dtype=np.float64)
+    x = x[x > 0]
+    lx = np.log(x)
+    return float(np.exp(lx.mean())), float(lx.std()) if x.size > 1 else 0.0
+
+
+def _quantiles(x: np.ndarray) -> tuple[float, ...]:
+    """The empirical distribution as QUANTILES evenly spaced probabilities (empty for fewer than MIN_SAMPLES)."""
+    x = np.asarray(x, dtype=np.float64)
+    if x.size < MIN_SAMPLES:
+        return ()
+    return tuple(float(v) for v in np.round(np.quantile(x, np.linspace(0.0, 1.0, QUANTILES)), 1))
+
+
+def _zipf_exponent(counts: np.ndarray, default: float) -> float:
+    """Slope of log(count) against log(rank) (least squares), for three or more items."""
+    c = np.sort(np.asarray(counts, dtype=np.float64))[::-1]
+    if c.size < 3 or c[0] == c[-1]:
+        return default
+    r = np.log(np.arange(1, c.size + 1))
+    return float(np.clip(-np.polyfit(r, np.log(c), 1)[0], 0.0, 4.0))
+
+
+def fit_model(trace: Trace, defaults: WorkloadModel | None = None, name: str | None = None) -> FitResult:
+    """Estimate a workload model from a trace (see the module docstring)."""
+    from kvbench.stream.sessions import recover_sessions
+
+    d = defaults or WorkloadModel()
+    res = FitResult(d)
+    n, span, bt = trace.n_requests, trace.duration_s, trace.block_tokens
+    if n < 2 or span <= 0:
+        raise SpecError(f"trace {trace.path} has {n} request(s) over {span:g} s",
+                        "fit a trace with at least two requests at different times")
+    S = recover_sessions(trace)
+    first = S.first
+    t = trace.timestamp_s
+    absolute = trace.t0 > 1e8                  # a Unix clock: hours of day and weekdays are known
+    obs = res.observed
+    obs.update(requests=n, span_s=span, sessions=S.n_sessions, block_tokens=bt, absolute_clock=bool(absolute))
+
+    # --- arrivals -----------------------------------------------------------------------------------
+    a = d.arrivals
+    starts = t[first]
+    start_hour = float((trace.t0 / 3600.0) % 24.0) if absolute else a.start_hour
+    start_weekday = int(((trace.t0 // 86_400) + 3) % 7) if absolute else a.start_weekday   # 1970-01-01: Thursday
+    amp, peak = a.diurnal_amplitude, a.peak_hour
+    if span >= DIURNAL_SPAN_S and starts.size >= 100:
+        amp, peak = _diurnal(starts, span, start_hour)
+    else:
+        why = (f"the trace spans {_dur(span)}, a daily cycle needs {_dur(DIURNAL_SPAN_S)}" if span < DIURNAL_SPAN_S
+               else f"{starts.size} sessions recovered, a daily cycle needs 100")
+        warn(res, "arrivals.diurnal_amplitude", why, a.diurnal_amplitude)
+        warn(res, "arrivals.peak_hour", "as arrivals.diurnal_amplitude", a.peak_hour)
+    # burstiness: the CV of session inter-arrivals once the daily cycle is taken out (time rescaling)
+    cycle = Arrivals(diurnal_amplitude=amp, peak_hour=peak, start_hour=start_hour)
+    gaps = np.diff(_operational_time(WorkloadModel(arrivals=cycle), starts))
+    burst = a.burstiness
+    if gaps.size >= MIN_SAMPLES and gaps.mean() > 0:
+        burst = float(max(0.2, gaps.std() / gaps.mean()))
+    else:
+        warn(res, "arrivals.burstiness", f"{gaps.size} gaps between session starts", a.burstiness)
+    weekend = a.weekend_factor
+    if span >= WEEKLY_SPAN_S and absolute:
+        day = ((trace.t0 + starts) // 86_400 + 3) % 7
+        weekday_rate = np.count_nonzero(day < 5) / max(1e-9, _days_covered(trace, weekend=False))
+        weekend_rate = np.count_nonzero(day >= 5) / max(1e-9, _days_covered(trace, weekend=True))
+        weekend = float(weekend_rate / weekday_rate) if weekday_rate > 0 and weekend_rate > 0 else weekend
+    else:
+        warn(res, "arrivals.weekend_factor", f"the trace spans {_dur(span)} "
+             + ("" if absolute else "on a relative clock ") + f"(a weekly cycle needs {_dur(WEEKLY_SPAN_S)} of "
+             "Unix-time stamps)", a.weekend_factor)
+    arrivals = Arrivals(rate=1.0, burstiness=burst, diurnal_amplitude=amp, peak_hour=peak,
+                        weekend_factor=weekend, start_hour=start_hour, start_weekday=start_weekday)
+    # the long-run rate: the trace's, over the mean of the cycles across its window (a 17-minute trace taken at
+    # the daily trough, with a default daily cycle, stands for a higher mean)
+    window = _operational_time(WorkloadModel(arrivals=arrivals), np.array([0.0, span]))
+    arrivals = replace(arrivals, rate=n / max(1e-9, float(window[1] - window[0])))
+
+    # --- sessions ------------------------------------------------------------------------------------
+    s = d.sessions
+    cont = ~first
+    par = S.parent[cont]
+    turn_gaps = t[cont] - t[par]
+    think = turn_gaps[turn_gaps <= RETURN_GAP_S]
+    back = turn_gaps[turn_gaps > RETURN_GAP_S]
+    visits = S.n_sessions + back.size
+    obs.update(follow_ups=int(cont.sum()), returns=int(back.size), visits=int(visits))
+    turns_mean = max(1.0, (n / visits)) if visits else s.turns_mean
+    think_t, think_sigma = s.think_time_s, s.think_sigma
+    if think.size >= MIN_SAMPLES:
+        think_t, think_sigma = _median_fit(np.maximum(think, 1e-3))
+    else:
+        warn(res, "sessions.think_time_s", f"{think.size} follow-up turns within {RETURN_GAP_S:g} s", think_t)
+        warn(res, "sessions.think_sigma", "as sessions.think_time_s", think_sigma)
+    ret_p, ret_t, ret_sigma = s.return_probability, s.return_time_s, s.return_sigma
+    if span < RETURNS_SPAN_S:
+        why = f"the trace spans {_dur(span)} (sessions coming back hours later need {_dur(RETURNS_SPAN_S)})"
+        for k, v in (("return_probability", ret_p), ("return_time_s", ret_t), ("return_sigma", ret_sigma)):
+            warn(res, f"sessions.{k}", why, v)
+    else:
+        ret_p = float(back.size / visits) if visits else 0.0
+        if back.size >= MIN_SAMPLES:
+            ret_t, ret_sigma = _median_fit(back)
+        else:
+            warn(res, "sessions.return_time_s", f"{back.size} returns (gaps > {RETURN_GAP_S:g} s) seen", ret_t)
+            warn(res, "sessions.return_sigma", "as sessions.return_time_s", ret_sigma)
+    max_in = int(trace.input_tokens.max())
+    max_ctx = max(8192, 1 << int(math.ceil(math.log2(max(1, max_in)))), bt)
+    sessions = Sessions(turns_mean=turns_mean, think_time_s=think_t, think_sigma=think_sigma,
+                        return_probability=min(ret_p, 0.95), return_time_s=ret_t, return_sigma=ret_sigma,
+                        max_context_tokens=max_ctx)
+
+    # --- prompts -------------------------------------------------------------------------------------
+    prompts, p_obs = _fit_prompts(trace, S, d.prompts, res)
+    obs.update(p_obs)
+    model = WorkloadModel(name=name or f"fit-{_stem(trace.path)}",
+                          description=f"fitted by kvbench trace fit to {trace.path}",
+                          block_tokens=bt, sources=(f"kvbench trace fit {trace.path} ({n} requests over {_dur(span)})",),
+                          arrivals=arrivals, sessions=sessions, prompts=prompts)
+    res.model = model.validate("fitted model")
+    return res
+
+
+def warn(res: FitResult, param: str, why: str, default) -> None:
+    """Record that ``param`` kept its default, why, and the value used."""
+    shown = str(default).lower() if isinstance(default, bool) else f"{default:g}" \
+        if isinstance(default, (int, float)) else repr(default)
+    res.warnings.append(f"{param}: cannot be fitted ({why}); default {shown} used")
+
+
+def _operational_time(model: WorkloadModel, t: np.ndarray) -> np.ndarray:
+    """Times mapped through the cumulative relative intensity (a Poisson process with cycles becomes uniform)."""
+    from kvbench.stream.synth import intensity
+
+    if t.size == 0:
+        return t
+    grid = np.arange(0.0, float(t.max()) + 120.0, 60.0)
+    m = intensity(model, grid)
+    cum = np.concatenate([[0.0], np.cumsum((m[1:] + m[:-1]) * 30.0)])
+    return np.interp(t, grid, cum)
+
+
+def _fit_prompts(trace: Trace, S, d: Prompts, res: FitResult) -> tuple[Prompts, dict]:
+    bt = trace.block_tokens
+    first = S.first
+    inp, out = trace.input_tokens.astype(np.float64), trace.output_tokens.astype(np.float64)
+    sh = S.shared_blocks
+    fs = np.flatnonzero(first & (sh > 0))                  # first requests sharing a prefix with other sessions
+    n_first = int(first.sum())
+    obs = {"sessions_sharing_a_prefix": int(fs.size)}
+    system_len = np.zeros(trace.n_requests)                # estimated shared tokens of each first request
+    doc_len = np.zeros(trace.n_requests)
+    system_prompts, system_tokens, system_sigma, system_zipf = 1, 0.0, 0.0, d.system_zipf
+    system_probability = 0.0
+    system_list, weight_list = (), ()
+    doc_rows = np.zeros(0, dtype=np.int64)
+    if fs.size:
+        # group sessions by their first block: a group many sessions share is a system prompt (its depth is the
+        # depth most of its sessions show; deeper ones attach a document); a group few share is a document
+        groups, inv = np.unique(S.system_key[fs], return_inverse=True)
+        counts = np.bincount(inv) + 1                      # + the session that first showed it
+        is_sys = counts >= max(3, SYSTEM_SHARE * n_first)
+        depth = np.zeros(groups.size, dtype=np.int64)
+        for k in np.flatnonzero(is_sys):
+            depth[k] = np.bincount(sh[fs][inv == k]).argmax()
+        sys_depth = depth[inv]
+        in_sys = is_sys[inv]
+        system_len[fs[in_sys]] = (sys_depth[in_sys] + 0.5) * bt
+        deeper = sh[fs] > sys_depth
+        doc_rows = fs[deeper]
+        doc_len[doc_rows] = (sh[doc_rows] - sys_depth[deeper]) * bt + 0.5 * bt
+        if is_sys.any():
+            system_prompts = int(is_sys.sum())
+            system_probability = float(min(1.0, counts[is_sys].sum() / max(1, n_first)))
+            system_tokens, system_sigma = _lognormal_fit((depth[is_sys] + 0.5) * bt)
+            system_zipf = _zipf_exponent(counts[is_sys], d.system_zipf)
+            rank = np.argsort(-counts[is_sys], kind="stable")
+            system_list = tuple(float(x) for x in ((depth[is_sys] + 0.5) * bt)[rank])
+            weight_list = tuple(float(x) for x in counts[is_sys][rank])
+        obs.update(system_prompts_seen=int(is_sys.sum()))
+    else:
+        obs.update(system_prompts_seen=0)
+    docs, doc_counts = np.unique(S.prefix_key[doc_rows], return_counts=True)
+    obs.update(documents_seen=int(docs.size))
+    if docs.size:
+        documents = int(docs.size)
+        document_probability = float(min(1.0, (doc_counts.sum() + docs.size) / max(1, n_first)))
+        document_tokens, document_sigma = _lognormal_fit(doc_len[doc_rows])
+        document_zipf = _zipf_exponent(doc_counts + 1, d.document_zipf)
+    else:
+        documents, document_probability, document_tokens, document_sigma, document_zipf = 0, 0.0, 0.0, \
+            d.document_sigma, d.document_zipf
+    own = np.maximum(1.0, inp[first] - system_len[first] - doc_len[first])
+    first_user, first_sigma = _lognormal_fit(own)
+    cont = np.flatnonzero(~first)
+    par = S.parent[cont]
+    growth = inp[cont] - inp[par]
+    append, user, user_sigma = d.append_output, d.user_tokens, d.user_sigma
+    if cont.size >= MIN_SAMPLES:
+        append = bool(np.median(growth - out[par]) >= 0)
+        g = growth - out[par] if append else growth
+        user = float(np.maximum(g, 0).mean())
+        user_sigma = _lognormal_fit(g)[1]
+    else:
+        warn(res, "prompts.user_tokens", f"{cont.size} follow-up turns", user)
+        warn(res, "prompts.append_output", f"{cont.size} follow-up turns", append)
+    output, output_sigma = _lognormal_fit(out)
+    quant = {"first_user_quantiles": _quantiles(own), "output_quantiles": _quantiles(out),
+             "document_quantiles": _quantiles(doc_len[doc_rows]) if docs.size else (),
+             "user_quantiles": _quantiles(np.maximum(g, 0)) if cont.size >= MIN_SAMPLES else ()}
+    p = Prompts(system_probability=system_probability, system_prompts=system_prompts, system_tokens=system_tokens, system_sigma=system_sigma,
+                system_zipf=system_zipf, system_prompt_tokens=system_list,
+                system_prompt_weights=weight_list, document_probability=document_probability, documents=documents,
+                document_tokens=document_tokens, document_sigma=document_sigma, document_zipf=document_zipf,
+                first_user_tokens=first_user, first_user_sigma=first_sigma, user_tokens=user, user_sigma=user_sigma,
+                output_tokens=output, output_sigma=output_sigma, append_output=append, **quant)
+    return p, obs
+
+
+def _diurnal(starts: np.ndarray, span: float, start_hour: float) -> tuple[float, float]:
+    """Amplitude and peak hour of the first daily harmonic of session starts per hour of day (exposure-corrected)."""
+    hours = (start_hour + starts / 3600.0) % 24.0
+    counts = np.bincount(hours.astype(np.int64) % 24, minlength=24).astype(np.float64)
+    grid = (start_hour + np.arange(0.0, span, 60.0) / 3600.0) % 24.0
+    exposure = np.bincount(grid.astype(np.int64) % 24, minlength=24).astype(np.float64)
+    ok = exposure > 0
+    rate = np.zeros(24)
+    rate[ok] = counts[ok] / exposure[ok]
+    rate /= rate[ok].mean()
+    theta = 2 * np.pi * (np.arange(24) + 0.5) / 24.0
+    c = np.sum((rate[ok] - 1.0) * np.exp(-1j * theta[ok])) * 2.0 / ok.sum()
+    amp = float(min(0.95, abs(c)))
+    peak = float((-np.angle(c) % (2 * np.pi)) * 24.0 / (2 * np.pi)) % 24.0
+    return amp, peak
+
+
+def _days_covered(trace: Trace, weekend: bool) -> float:
+    grid = trace.t0 + np.arange(0.0, trace.duration_s, 600.0)
+    day = (grid // 86_400 + 3) % 7
+    return float(np.count_nonzero((day >= 5) == weekend)) * 600.0 / 86_400.0
+
+
+def _dur(s: float) -> str:
+    for unit, size in (("d", 86_400.0), ("h", 3_600.0), ("min", 60.0)):
+        if s >= size:
+            return f"{s / size:.3g} {unit}"
+    return f"{s:.3g} s"
+
+
+def _stem(path: str) -> str:
+    from pathlib import Path
+
+    return Path(str(path)).name.split(".")[0] or "trace"
+
+
+# --- goodness of fit ---------------------------------------------------------------------------------
+def ks_distance(a: np.ndarray, b: np.ndarray) -> float | None:
+    """Two-sample Kolmogorov-Smirnov statistic: the largest gap between the empirical CDFs."""
+    a, b = np.sort(np.asarray(a, np.float64)), np.sort(np.asarray(b, np.float64))
+    if a.size == 0 or b.size == 0:
+        return None
+    x = np.concatenate([a, b])
+    return float(np.max(np.abs(np.searchsorted(a, x, side="right") / a.size
+                               - np.searchsorted(b, x, side="right") / b.size)))
+
+
+def starts_cold(trace: Trace) -> bool:
+    """Does the trace start with no session under way (a synthetic trace built from whole conversations), rather
+    than in the middle of a running service? True when its first requests continue earlier ones at under half
+    the rate the whole trace does."""
+    from kvbench.stream.sessions import recover_sessions
+
+    cont = ~recover_sessions(trace).first
+    k = max(20, trace.n_requests // 20)
+    return bool(cont.mean() > 0 and cont[:k].mean() < 0.5 * cont.mean())
+
+
+def generate_like(model: WorkloadModel, trace: Trace, seed: int = 0, cold: bool | None = None) -> Trace:
+    """A trace from ``model`` over ``trace``'s span at its request rate, started as the original starts.
+
+    A window of a running service has sessions under way at its first request: the generator then runs a
+    warm-up (a visit's turns, and returns when the model has them) before the window, which is cut out of the
+    stream (its first touches are cold misses, as in the original). A trace that starts cold (``starts_cold``)
+    is generated from an empty start."""
+    from kvbench.stream.synth import Generator
+
+    s = model.sessions
+    warm = s.turns_mean * s.think_time_s * math.exp(2 * s.think_sigma)
+    if s.return_probability > 0:
+        warm += s.return_time_s * math.exp(s.return_sigma)
+    warm = 0.0 if (starts_cold(trace) if cold is None else cold) else float(min(2 * 86_400.0, warm))
+    a = model.arrivals
+    shifted = replace(model, arrivals=replace(a, start_hour=(a.start_hour - warm / 3600.0) % 24.0,
+                                              start_weekday=int((a.start_weekday
+                                                                 + math.floor((a.start_hour - warm / 3600.0) / 24.0))
+                                                                % 7)))
+    span = trace.duration_s
+    gen = Generator(shifted, duration_s=warm + span + 1e-3, seed=seed)
+    parts = []
+    for b in gen.batches():
+        keep = np.flatnonzero(b.t0 + b.timestamp_s >= warm)
+        if keep.size:
+            parts.append(replace(b.take(keep), timestamp_s=b.t0 + b.timestamp_s[keep] - warm, t0=0.0))
+    if not parts:
+        raise SpecError("the fitted model generated no requests over the trace's span",
+                        "check the fitted rate (a trace with too few requests?)")
+    g = Trace.concat(parts)
+    return replace(g, path=f"generated from {model.name} (seed {seed})", meta={**g.meta, "cold": warm == 0.0})
+
+
+def goodness(trace: Trace, model: WorkloadModel, seed: int = 0, points: int = CURVE_POINTS,
+             cold: bool | None = None) -> dict:
+    """Curve MAE / max error over the capacity range and the reuse-time KS distance (see module docstring)."""
+    from kvbench.analysis.curves import exact_profile
+    from kvbench.stream.stats import reuse_times
+
+    g = generate_like(model, trace, seed, cold)
+    po, pg = exact_profile(trace), exact_profile(g)
+    top = max(po.max_distance, pg.max_distance, po.distinct_blocks, pg.distinct_blocks, 2.0)
+    caps = np.unique(np.round(np.geomspace(1.0, top, points)))
+    ho, hg = po.hit_ratio(caps), pg.hit_ratio(caps)
+    err = np.abs(ho - hg)
+    return {
+        "curve_mae": float(err.mean()), "curve_max_error": float(err.max()),
+        "curve_max_error_at_blocks": float(caps[int(err.argmax())]),
+        "reuse_time_ks": ks_distance(reuse_times(trace), reuse_times(g)),
+        "infinite_hit_ratio": {"original": po.infinite_hit_ratio, "generated": pg.infinite_hit_ratio},
+        "requests": {"original": trace.n_requests, "generated": g.n_requests},
+        "references": {"original": trace.n_blocks, "generated": g.n_blocks},
+        "capacity_range_blocks": [1.0, float(top)], "seed": seed, "cold_start": bool(g.meta.get("cold")),
+        "curve": {"capacities_blocks": caps.tolist(), "original": ho.tolist(), "generated": hg.tolist()},
+    }
+
+
+def goodness_over_seeds(trace: Trace, model: WorkloadModel, seeds: int = 3, seed: int = 0) -> dict:
+    """``goodness`` averaged over ``seeds`` generated traces (a short trace's regeneration is noisy): the mean of
+    each error, the worst seed's, and every seed's figures."""
+    cold = starts_cold(trace)
+    runs = [goodness(trace, model, seed + i, cold=cold) for i in range(max(1, seeds))]
+    out = {k: float(np.mean([r[k] for r in runs])) for k in ("curve_mae", "curve_max_error")}
+    ks = [r["reuse_time_ks"] for r in runs if r["reuse_time_ks"] is not None]
+    out["reuse_time_ks"] = float(np.mean(ks)) if ks else None
+    out["worst"] = {"curve_mae": max(r["curve_mae"] for r in runs),
+                    "curve_max_error": max(r["curve_max_error"] for r in runs),
+                    "reuse_time_ks": max(ks) if ks else None}
+    out["seeds"] = [{k: v for k, v in r.items() if k != "curve"} for r in runs]
+    out["capacity_range_blocks"] = runs[0]["capacity_range_blocks"]
+    out["cold_start"] = cold
+    out["curve"] = runs[0]["curve"]
+    return out
+
+
+LENGTH_QUANTILES = ("first_user_quantiles", "user_quantiles", "output_quantiles", "document_quantiles")
+
+
+def fit_and_score(trace: Trace, defaults: WorkloadModel | None = None, name: str | None = None, seeds: int = 3,
+                  seed: int = 0) -> tuple[FitResult, dict]:
+    """Fit, then keep the length representation (measured quantiles, or lognormals of the same means) whose
+    regenerated traces reproduce the hit-ratio curve better; returns the result and its goodness of fit.
+
+    Prompt lengths of real traces are often mixtures (chat next to pasted documents) that no lognormal
+    follows, but the quantiles of a few thousand requests carry the sessions the recovery missed: the curve
+    decides, and ``observed["length_distributions"]`` says which was kept."""
+    res = fit_model(trace, defaults, name)
+    empirical = res.model
+    lognormal = replace(empirical, prompts=replace(empirical.prompts, **{k: () for k in LENGTH_QUANTILES}))
+    if empirical == lognormal:
+        res.observed["length_distributions"] = "lognormal"
+        return res, goodness_over_seeds(trace, lognormal, seeds=seeds, seed=seed)
+    scored = [(goodness_over_seeds(trace, m, seeds=seeds, seed=seed), m, kind)
+              for m, kind in ((empirical, "empirical"), (lognormal, "lognormal"))]
+    good, model, kind = min(scored, key=lambda x: x[0]["curve_mae"])
+    res.model = model
+    res.observed["length_distributions"] = kind
+    res.observed["curve_mae_by_lengths"] = {k: g["curve_mae"] for g, _, k in scored}
+    return res, good

@@ -1,0 +1,387 @@
+"""Generate a workload model's requests at any horizon, vectorised, streamed as ``Trace`` batches in time order.
+
+Time is cut into windows of about ``WINDOW_REQUESTS`` requests. In each window the sessions that start in it
+are drawn at once (the arrival process is a unit-rate renewal process, exponential or lognormal gaps, mapped through the cumulative intensity of
+the daily and weekly cycles), and every one is expanded into all its requests at once (visits, turns, think
+times, returns, context growth): numpy arrays, no Python loop per session or per block. Requests later than
+the window wait in a pending table of per-request scalars (returns days later stay there until due), so memory
+is bounded by the rate times the longest delay, never by the horizon. Block keys are computed only when a
+request is emitted, from (system prompt, document, session, block index, prompt length):
+
+- a block wholly inside a system prompt is shared by every session using that prompt;
+- a block wholly inside system prompt + document is shared by the sessions attaching that document to it;
+- any other full block belongs to its session (the same key in every later turn: the context is reused);
+- the partial last block is keyed by its length too (in the next turn it holds more tokens: a new block).
+
+So keys identify whole prefixes (equal keys, equal prefixes), as Mooncake's prefix-chained hash ids do, and a
+trace written from them is a valid Mooncake trace. Timestamps are rounded to milliseconds first, so a ``gen:``
+stream and the file ``trace gen`` writes from the same model and seed read back identically.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Iterator
+
+import numpy as np
+
+from kvbench.errors import UsageError
+from kvbench.stream.chain import mix
+from kvbench.stream.workload import WorkloadModel
+
+GEN_PREFIX = "gen:"
+WINDOW_REQUESTS = 65_536
+BATCH_REFS = 1 << 22            # at most this many block references per emitted batch
+GRID_S = 60.0                   # resolution of the tabulated arrival intensity
+KEY_MASK = np.uint64((1 << 63) - 1)   # keys fit a signed 64-bit JSON integer
+_CALIBRATION_SESSIONS = 20_000
+
+
+# --- small samplers --------------------------------------------------------------------------------
+def _lognormal_mean(rng, mean: float, sigma: float, n: int, lo: int = 0) -> np.ndarray:
+    """Integer lognormal draws with the given mean (0 when the mean is 0)."""
+    if mean <= 0:
+        return np.zeros(n, dtype=np.int64)
+    x = rng.lognormal(math.log(mean) - sigma * sigma / 2.0, sigma, n) if sigma > 0 else np.full(n, float(mean))
+    return np.maximum(lo, np.rint(x)).astype(np.int64)
+
+
+def _lengths(rng, mean: float, sigma: float, quantiles: tuple, n: int, lo: int = 0) -> np.ndarray:
+    """Token counts: from the quantiles (inverse CDF, linear between them) when given, else lognormal."""
+    if not quantiles:
+        return _lognormal_mean(rng, mean, sigma, n, lo)
+    q = np.asarray(quantiles, dtype=np.float64)
+    x = np.interp(rng.random(n), np.linspace(0.0, 1.0, q.size), q)
+    return np.maximum(lo, np.rint(x)).astype(np.int64)
+
+
+def _lognormal_median(rng, median: float, sigma: float, n: int) -> np.ndarray:
+    if median <= 0:
+        return np.zeros(n)
+    return rng.lognormal(math.log(median), sigma, n) if sigma > 0 else np.full(n, float(median))
+
+
+def _zipf_cdf(n: int, s: float) -> np.ndarray:
+    w = 1.0 / np.arange(1, n + 1, dtype=np.float64) ** s
+    c = np.cumsum(w)
+    return c / c[-1]
+
+
+def _geometric(rng, mean: float, n: int) -> np.ndarray:
+    """Counts >= 1 with the given mean."""
+    return rng.geometric(1.0 / mean, n).astype(np.int64) if mean > 1 else np.ones(n, dtype=np.int64)
+
+
+def intensity(model: WorkloadModel, t: np.ndarray) -> np.ndarray:
+    """Relative arrival intensity at times ``t`` (seconds from the start): mean 1 over a week."""
+    a = model.arrivals
+    hour = (a.start_hour + np.asarray(t, dtype=np.float64) / 3600.0) % 24.0
+    m = 1.0 + a.diurnal_amplitude * np.cos(2.0 * np.pi * (hour - a.peak_hour) / 24.0)
+    if a.weekend_factor != 1.0:
+        day = (a.start_weekday + np.floor((a.start_hour * 3600.0 + np.asarray(t)) / 86400.0)) % 7
+        m = m * np.where(day >= 5, a.weekend_factor, 1.0) / ((5.0 + 2.0 * a.weekend_factor) / 7.0)
+    return m
+
+
+# --- sessions -> requests --------------------------------------------------------------------------
+@dataclass
+class _Rows:
+    """Per-request scalars of requests not yet emitted (keys are computed at emission)."""
+
+    t_ms: np.ndarray
+    session: np.ndarray
+    system: np.ndarray
+    system_len: np.ndarray
+    shared_len: np.ndarray
+    doc: np.ndarray
+    prompt: np.ndarray
+    output: np.ndarray
+
+    @staticmethod
+    def empty() -> "_Rows":
+        i = np.zeros(0, dtype=np.int64)
+        return _Rows(i, i, i, i, i, i, i, i)
+
+    def __len__(self) -> int:
+        return int(self.t_ms.shape[0])
+
+    def take(self, idx) -> "_Rows":
+        return _Rows(*(getattr(self, f)[idx] for f in self.__dataclass_fields__))
+
+    @staticmethod
+    def concat(parts: list["_Rows"]) -> "_Rows":
+        return _Rows(*(np.concatenate([getattr(p, f) for p in parts]) for f in _Rows.__dataclass_fields__))
+
+
+class Generator:
+    """A seeded stream of one model's requests over ``duration_s`` seconds at ``rate`` requests/s."""
+
+    def __init__(self, model: WorkloadModel, *, duration_s: float, rate: float | None = None, seed: int = 0):
+        model = (model.with_rate(rate) if rate is not None else model).validate()
+        if not duration_s > 0 or not math.isfinite(duration_s):
+            raise UsageError(f"duration must be > 0 s, got {duration_s}", "give e.g. --duration 7d")
+        self.model, self.duration_s, self.seed = model, float(duration_s), int(seed)
+        p = model.prompts
+        rng = np.random.default_rng([self.seed, 1])
+        self.system_len = _lognormal_mean(rng, p.system_tokens, p.system_sigma, p.system_prompts)
+        if p.system_prompt_tokens:
+            self.system_len = np.rint(np.asarray(p.system_prompt_tokens)).astype(np.int64)
+        self.system_cdf = _zipf_cdf(p.system_prompts, p.system_zipf)
+        if p.system_prompt_weights:
+            w = np.cumsum(np.asarray(p.system_prompt_weights, dtype=np.float64))
+            self.system_cdf = w / w[-1]
+        n_docs = p.documents if p.document_probability > 0 else 0
+        self.doc_len = _lengths(rng, p.document_tokens, p.document_sigma, p.document_quantiles, n_docs, lo=1)
+        self.doc_cdf = _zipf_cdf(n_docs, p.document_zipf) if n_docs else None
+        self.salt = np.uint64(self.seed & 0xFFFF_FFFF_FFFF_FFFF)
+        # requests a session really makes (context limits end some early): calibrates the session rate
+        probe = self._expand(np.random.default_rng([self.seed, 2]), np.zeros(_CALIBRATION_SESSIONS),
+                             np.arange(_CALIBRATION_SESSIONS), horizon_ms=None)
+        self.requests_per_session = max(1.0, len(probe) / _CALIBRATION_SESSIONS)
+        self.session_rate = model.arrivals.rate / self.requests_per_session
+        # cumulative intensity on a grid: session arrivals in operational time map back through it
+        grid = np.arange(0.0, self.duration_s + 2 * GRID_S, GRID_S)
+        m = intensity(model, grid)
+        self._grid = grid
+        self._cum = np.concatenate([[0.0], np.cumsum((m[1:] + m[:-1]) * 0.5 * GRID_S)]) * self.session_rate
+
+    def _session_starts(self, rng, state: dict, t1: float) -> np.ndarray:
+        """Start times (s) of the sessions arriving before ``t1`` not drawn yet (``state`` carries the rest)."""
+        cv = self.model.arrivals.burstiness
+        sigma = math.sqrt(math.log1p(cv * cv))         # lognormal gaps of mean 1 and this CV
+        target = float(np.interp(min(t1, self._grid[-1]), self._grid, self._cum))
+        parts, last = [state["carry"]], state["last"]
+        while last < target:
+            n = max(64, int((target - last) * 1.2) + 16)
+            gaps = rng.exponential(1.0, n) if cv == 1.0 else rng.lognormal(-sigma * sigma / 2.0, sigma, n)
+            ops = last + np.cumsum(gaps)
+            parts.append(ops)
+            last = float(ops[-1])
+        ops = np.concatenate(parts)
+        state["carry"], state["last"] = ops[ops >= target], last
+        return np.interp(ops[ops < target], self._cum, self._grid)
+
+    def _expand(self, rng, start_s: np.ndarray, uid: np.ndarray, horizon_ms: int | None) -> _Rows:
+        """Every request of the given sessions (vectorised): visits, turns, times, context growth."""
+        m = self.model
+        s, p = m.sessions, m.prompts
+        n = start_s.shape[0]
+        if n == 0:
+            return _Rows.empty()
+        system = np.searchsorted(self.system_cdf, rng.random(n), side="right").clip(0, p.system_prompts - 1)
+        if p.system_probability < 1.0:
+            system = np.where(rng.random(n) < p.system_probability, system, -1)
+        doc = np.full(n, -1, dtype=np.int64)
+        if self.doc_cdf is not None:
+            has = rng.random(n) < p.document_probability
+            doc[has] = np.searchsorted(self.doc_cdf, rng.random(int(has.sum())), side="right").clip(
+                0, len(self.doc_len) - 1)
+        system_len = np.where(system >= 0, self.system_len[np.maximum(system, 0)], 0)
+        shared = system_len + np.where(doc >= 0, self.doc_len[np.maximum(doc, 0)] if len(self.doc_len) else 0, 0)
+        visits = (rng.geometric(1.0 - s.return_probability, n).astype(np.int64) if s.return_probability > 0
+                  else np.ones(n, dtype=np.int64))
+        v_session = np.repeat(np.arange(n), visits)
+        turns = _geometric(rng, s.turns_mean, v_session.size)
+        r_visit = np.repeat(np.arange(v_session.size), turns)
+        r_session = v_session[r_visit]
+        R = r_visit.size
+        v_first = np.zeros(v_session.size + 1, dtype=np.int64)
+        np.cumsum(turns, out=v_first[1:])
+        s_first = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(r_session, minlength=n), out=s_first[1:])
+        first_of_visit = np.zeros(R, dtype=bool)
+        first_of_visit[v_first[:-1]] = True
+        first_of_session = np.zeros(R, dtype=bool)
+        first_of_session[s_first[:-1]] = True
+        gaps = _lognormal_median(rng, s.think_time_s, s.think_sigma, R)
+        returns = first_of_visit & ~first_of_session
+        gaps[returns] = _lognormal_median(rng, s.return_time_s, s.return_sigma, int(returns.sum()))
+        gaps[first_of_session] = 0.0
+        cs = np.cumsum(gaps)
+        t = start_s[r_session] + cs - cs[s_first[:-1]][r_session]
+        user = np.where(first_of_session,
+                        _lengths(rng, p.first_user_tokens, p.first_user_sigma, p.first_user_quantiles, R, lo=1),
+                        _lengths(rng, p.user_tokens, p.user_sigma, p.user_quantiles, R))
+        output = _lengths(rng, p.output_tokens, p.output_sigma, p.output_quantiles, R)
+        growth = user + (output if p.append_output else 0)
+        cg = np.cumsum(growth)
+        before = cg - growth - (cg - growth)[s_first[:-1]][r_session]
+        prompt = shared[r_session] + before + user
+        prompt = np.where(first_of_session, np.minimum(prompt, s.max_context_tokens), prompt)
+        keep = prompt <= s.max_context_tokens
+        t_ms = np.rint(t * 1000.0).astype(np.int64)
+        if horizon_ms is not None:
+            keep &= t_ms < horizon_ms
+        rows = _Rows(t_ms, uid[r_session].astype(np.int64), system[r_session].astype(np.int64),
+                     system_len[r_session], shared[r_session], doc[r_session], prompt.astype(np.int64),
+                     output.astype(np.int64))
+        return rows.take(np.flatnonzero(keep))
+
+    # --- keys -------------------------------------------------------------------------------------
+    def _keys(self, rows: _Rows) -> tuple[np.ndarray, np.ndarray]:
+        bt = self.model.block_tokens
+        nb = -(-rows.prompt // bt)
+        offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum(nb, out=offsets[1:])
+        r = np.repeat(np.arange(len(rows)), nb)
+        i = np.arange(int(offsets[-1]), dtype=np.int64) - offsets[:-1][r]
+        end = (i + 1) * bt
+        prompt = rows.prompt[r]
+        kind = np.where(end <= rows.system_len[r], 1, np.where(end <= rows.shared_len[r], 2,
+                                                                  np.where(end <= prompt, 3, 4)))
+        owner = np.where(kind == 1, rows.system[r],
+                         np.where(kind == 2, rows.system[r] * np.int64(1 << 32) + rows.doc[r], rows.session[r]))
+        k = mix(np.full(i.size, self.salt, dtype=np.uint64) ^ kind.astype(np.uint64), owner.astype(np.uint64))
+        k = mix(k, i.astype(np.uint64))
+        k = mix(k, np.where(kind == 4, prompt, 0).astype(np.uint64))
+        return k & KEY_MASK, offsets
+
+    # --- the stream -------------------------------------------------------------------------------
+    def batches(self, batch_requests: int = WINDOW_REQUESTS, limit: int | None = None,
+                path: str = "gen:", meta: dict | None = None) -> Iterator:
+        """``Trace`` batches in arrival order (at most ``batch_requests`` requests and ``BATCH_REFS`` blocks)."""
+        from kvbench.stream.traces import Trace
+
+        rng = np.random.default_rng([self.seed, 3])
+        horizon_ms = int(round(self.duration_s * 1000.0))
+        window_s = max(GRID_S, min(86_400.0, WINDOW_REQUESTS / self.model.arrivals.rate))
+        state = {"carry": np.zeros(0), "last": 0.0}
+        pending = _Rows.empty()
+        next_uid = 0
+        emitted = 0
+        first_ms = None
+        t0 = 0.0
+        meta = dict(meta or {})
+        while t0 < self.duration_s:
+            t1 = min(self.duration_s, t0 + window_s)
+            starts = self._session_starts(rng, state, t1)
+            uid = np.arange(next_uid, next_uid + starts.size, dtype=np.int64)
+            next_uid += starts.size
+            new = self._expand(rng, starts, uid, horizon_ms)
+            pending = _Rows.concat([pending, new]) if len(new) else pending
+            due = pending.t_ms < int(round(t1 * 1000.0)) if t1 < self.duration_s else np.ones(len(pending), bool)
+            now = pending.take(np.flatnonzero(due))
+            pending = pending.take(np.flatnonzero(~due))
+            now = now.take(np.argsort(now.t_ms, kind="stable"))
+            t0 = t1
+            a = 0
+            while a < len(now):
+                # cut by request count and by block references
+                nb = -(-now.prompt[a:a + batch_requests] // self.model.block_tokens)
+                b = a + max(1, int(np.searchsorted(np.cumsum(nb), BATCH_REFS, side="right")))
+                b = min(b, a + batch_requests)
+                if limit is not None:
+                    b = min(b, a + limit - emitted)
+                part = now.take(slice(a, b))
+                keys, offsets = self._keys(part)
+                if first_ms is None:
+                    first_ms = int(part.t_ms[0])
+                # as every reader: seconds from the first request, t0 its time on the generator's clock
+                yield Trace((part.t_ms - first_ms) / 1000.0, part.prompt.copy(), part.output.copy(), offsets, keys,
+                            self.model.block_tokens, "mooncake", path, {}, first_ms / 1000.0, meta=meta)
+                emitted += b - a
+                a = b
+                if limit is not None and emitted >= limit:
+                    return
+
+
+# --- the gen: trace argument ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class GenSource:
+    """``gen:MODEL[,duration=7d][,rate=R][,seed=S][,sample=F]``: a model's stream in place of a trace file."""
+
+    model: str
+    duration_s: float = 86_400.0
+    rate: float | None = None
+    seed: int = 0
+    sample: float | None = None
+    text: str = ""
+
+    OPTIONS = ("duration", "rate", "seed", "sample")
+
+
+def is_gen(text) -> bool:
+    return isinstance(text, str) and text.startswith(GEN_PREFIX)
+
+
+def parse_gen(text: str) -> GenSource:
+    """Parse a ``gen:`` trace argument; a bad option is a one-line error naming it."""
+    from kvbench.units import parse_duration
+
+    body = text[len(GEN_PREFIX):]
+    name, *opts = [x.strip() for x in body.split(",")]
+    if not name:
+        raise UsageError(f"{text!r} names no model", "write gen:MODEL.toml,duration=7d (or a preset: gen:chat)")
+    src = GenSource(model=name, text=text)
+    for o in opts:
+        k, sep, v = o.partition("=")
+        k = k.strip()
+        if not sep or k not in GenSource.OPTIONS:
+            raise UsageError(f"{text!r}: unknown option {o!r}",
+                             f"options are {', '.join(x + '=' for x in GenSource.OPTIONS)} e.g. gen:chat,duration=7d")
+        try:
+            if k == "duration":
+                src = replace(src, duration_s=parse_duration(v, what="gen: duration"))
+            elif k == "rate":
+                src = replace(src, rate=float(v))
+            elif k == "seed":
+                src = replace(src, seed=int(v))
+            else:
+                from kvbench.stream.sampling import check_rate
+
+                src = replace(src, sample=check_rate(float(v), "gen: sample"))
+        except ValueError:
+            raise UsageError(f"{text!r}: {k}={v!r} is not a number", f"give e.g. {k}=1") from None
+    if src.rate is not None and not src.rate > 0:
+        raise UsageError(f"{text!r}: rate must be > 0 requests/s", "give e.g. rate=20")
+    return src
+
+
+def gen_meta(src: GenSource, model: WorkloadModel) -> dict:
+    """What a generated trace says about itself (``Trace.meta``): where it came from and what it spans."""
+    return {"source": "generated", "generated_from": src.model, "model": model.name, "seed": src.seed,
+            "rate": model.arrivals.rate if src.rate is None else src.rate, "span_s": src.duration_s,
+            "sample_rate": src.sample or 1.0, "spec": src.text}
+
+
+def iter_generated(text: str, batch_requests: int = WINDOW_REQUESTS, limit: int | None = None,
+                   block_tokens: int | None = None) -> Iterator:
+    """The ``Trace`` batches of a ``gen:`` argument (key-sampled when it says ``sample=``)."""
+    from kvbench.stream.workload import load_model_file
+
+    src = parse_gen(text)
+    model = load_model_file(src.model)
+    if block_tokens is not None and block_tokens != model.block_tokens:
+        model = replace(model, block_tokens=int(block_tokens))
+    gen = Generator(model, duration_s=src.duration_s, rate=src.rate, seed=src.seed)
+    meta = gen_meta(src, gen.model)
+    for b in gen.batches(batch_requests, limit=limit, path=text, meta=meta):
+        if src.sample is not None and src.sample < 1.0:
+            from kvbench.stream.sampling import sample_keys
+
+            b = sample_keys(b, src.sample)
+        yield b
+
+
+def write_stream(batches, path) -> dict:
+    """Write ``Trace`` batches as a Mooncake trace (ms timestamps, prefix-chained ``hash_ids``), one line per
+    request; returns what was written (requests, block references, span)."""
+    from pathlib import Path
+
+    from kvbench.stream.generators import open_output
+
+    n = refs = 0
+    last_ms = 0
+    with open_output(path) as fh:
+        for b in batches:
+            ts = np.rint(b.timestamp_s * 1000.0).astype(np.int64).tolist()
+            inp, out = b.input_tokens.tolist(), b.output_tokens.tolist()
+            keys, off = b.keys.tolist(), b.offsets.tolist()
+            fh.write("".join(
+                f'{{"timestamp": {ts[i]}, "input_length": {inp[i]}, "output_length": {out[i]}, "hash_ids": ['
+                + ", ".join(map(str, keys[off[i]:off[i + 1]])) + "]}\n" for i in range(len(ts))))
+            n += len(ts)
+            refs += len(keys)
+            last_ms = ts[-1] if ts else last_ms
+    return {"path": str(Path(path)), "requests": n, "block_references": refs, "span_s": last_ms / 1000.0}
