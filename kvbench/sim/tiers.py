@@ -458,6 +458,7 @@ class _TierView:
     def __init__(self, hier: "Hierarchy", t: int, level: int, spec: TierSpec, policy, store):
         self._h, self._t = hier, t
         self.level, self.spec, self.policy, self.store = level, spec, policy, store
+        self.admission = None           # admit-all (a hierarchy with a policy runs ReferenceHierarchy)
 
     @property
     def c(self) -> TierCounters:

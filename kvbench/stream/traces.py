@@ -671,6 +671,9 @@ def convert_trace(path: str | Path, dest: str | Path, fmt: str = "auto", *, bloc
     ``Trace`` as reading the source with these options. An existing ``dest`` is replaced only if it is a .kvbt.
     """
     p = resolve_trace(path)
+    if not isinstance(p, Path):
+        raise UsageError(f"{path} is a generated stream, not a file", "convert a trace file (kvbench trace gen "
+                         "writes one), or read the gen: stream directly")
     out = Path(dest)
     if out.exists() and (out.is_dir() or not tracebin.is_binary(out)):
         raise UsageError(f"{out} exists and is not a binary trace", "give a new output path (nothing was written)")
