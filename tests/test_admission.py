@@ -39,8 +39,14 @@ def _counts(h, reqs, ev):
     return int(reqs["hit_blocks"].sum()), int((ev["op"] == EV_WRITE).sum()), c.admission_rejects
 
 
+def _cached_blocks(h, name="l3"):
+    """Blocks a tier caches: since capacities mean what they say, a store's spare slots come out of them."""
+    t = next(x for x in h.spec.tiers if x.name == name)
+    return h.spec.capacity_blocks(t)
+
+
 def _check_sweep_agrees(tr, cap, spec, h, reqs):
-    run = simulate_tier(tr, cap, spec)
+    run = simulate_tier(tr, _cached_blocks(h), spec)
     c = h.tier("l3").c
     assert (run.hit_blocks, run.written, run.rejected) == (int(reqs["hit_blocks"].sum()), c.writes,
                                                           c.admission_rejects)
@@ -358,7 +364,7 @@ def test_tinylfu_in_front_of_other_replacement_policies(policy):
     tr = read_trace("mooncake-sample")
     h = Hierarchy(HierarchySpec((TierSpec("l3", 800 * BB, policy=policy, admission="tinylfu"),), BB))
     reqs, _ = h.run(tr.timestamp_s, tr.offsets, tr.keys)
-    run = simulate_tier(tr, 800, "tinylfu", policy=policy)
+    run = simulate_tier(tr, _cached_blocks(h), "tinylfu", policy=policy)
     c = h.tier("l3").c
     assert (run.hit_blocks, run.written, run.rejected) == (int(reqs["hit_blocks"].sum()), c.writes,
                                                           c.admission_rejects)
