@@ -1,0 +1,330 @@
+"""Mutation testing of kvbench's core: plant one small bug at a time and check that the tests catch it.
+
+    .venv/bin/python benchmarks/mutation.py                       # every module in MODULES, one worker
+    .venv/bin/python benchmarks/mutation.py units histogram -j 2  # some modules (by short name), two workers
+    .venv/bin/python benchmarks/mutation.py ftl --list            # the mutants, without running anything
+
+Prints, per module, the mutants, killed (a test failed), timed out (a hang: counted as killed, the per-test
+timeout turns a hang into a failure), survived, equivalent (listed in EQUIVALENT with the reason), and the kill
+rate over non-equivalent mutants; writes ``results/mutation/<module>.json`` with every survivor (line, change,
+source line). Exit 1 when a module is below --min-rate.
+
+Why not mutmut or cosmic-ray. mutmut 3 rewrites every function into a trampoline and leaves decorated
+functions alone, so the numba kernels (mrc_kernels, ftl) would never be mutated - they are where the worst bugs
+hid (two made the FTL hang). cosmic-ray mutates files on disk, which works with numba, but plants every
+operator replacement at every site (704 mutants for the 121 lines of units.py, most of them redundant:
+``a + b`` -> ``a ** b``, ``a >> b``, ...), too many to run per module in minutes on a 2-core machine. This
+script plants one natural mutant per site (mutmut's classic table: ``+``/``-``, ``*``/``/``, ``<``/``<=``,
+``==``/``!=``, ``and``/``or``, ``min``/``max``, ``n``/``n+1``, ``True``/``False``, dropped ``not``), runs
+only the module's own tests in a private copy of the repository (the worktree is never touched), and gives
+numba's cache a fresh source stamp per mutant so a compiled kernel is rebuilt from the mutated source.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import copy
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+# module short name -> (source file, the tests that exercise it). Keep the selection to the module's own tests
+# so a module runs in minutes; a mutant that only a far-away test could catch is a missing unit test.
+MODULES: dict[str, tuple[str, list[str]]] = {
+    "units": ("kvbench/units.py", ["tests/test_units.py"]),
+    "histogram": ("kvbench/metrics/histogram.py", ["tests/test_histogram.py"]),
+    "curves": ("kvbench/analysis/curves.py", ["tests/test_mrc.py", "tests/test_mrc_properties.py"]),
+    "mrc_kernels": ("kvbench/analysis/mrc_kernels.py", ["tests/test_mrc.py", "tests/test_mrc_properties.py"]),
+    "ftl": ("kvbench/analysis/ftl.py", ["tests/test_ftl.py"]),
+    "policies": ("kvbench/sim/policies.py", ["tests/test_policies.py"]),
+    "safety": ("kvbench/engine/safety.py", ["tests/test_targets.py", "tests/test_safety.py"]),
+    "recompute": ("kvbench/analysis/recompute.py", ["tests/test_recompute.py", "tests/test_check.py"]),
+}
+
+# Mutants that cannot change behaviour, keyed by module, then (stripped source line, change) -> reason.
+# A survivor is listed here only with the argument why no input can tell it apart from the original.
+EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {}
+
+_BINOP = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult, ast.FloorDiv: ast.Div,
+          ast.Mod: ast.FloorDiv, ast.Pow: ast.Mult, ast.LShift: ast.RShift, ast.RShift: ast.LShift,
+          ast.BitAnd: ast.BitOr, ast.BitOr: ast.BitAnd, ast.BitXor: ast.BitOr}
+_CMPOP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
+          ast.NotEq: ast.Eq, ast.Is: ast.IsNot, ast.IsNot: ast.Is, ast.In: ast.NotIn, ast.NotIn: ast.In}
+_SWAP_CALLS = {"min": "max", "max": "min"}
+_SYM = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%", ast.Pow: "**",
+        ast.LShift: "<<", ast.RShift: ">>", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^", ast.Lt: "<",
+        ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!=", ast.Is: "is",
+        ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in", ast.And: "and", ast.Or: "or"}
+
+
+class _Mutator(ast.NodeTransformer):
+    """Walks a module; counts mutation sites in a fixed order and applies the one numbered ``target``."""
+
+    def __init__(self, target: int = -1):
+        self.target, self.n, self.sites = target, 0, []
+
+    def _site(self, node, change: str) -> bool:
+        hit = self.n == self.target
+        self.sites.append((node.lineno, change))
+        self.n += 1
+        return hit
+
+    # --- what is never mutated: docstrings, decorators (njit flags), type annotations, messages
+    def visit_FunctionDef(self, node):
+        body = node.body[1:] if _is_docstring(node.body) else node.body
+        for stmt in body:
+            self.visit(stmt)
+        for d in node.args.defaults + node.args.kw_defaults:
+            if d is not None:
+                self.visit(d)
+        return node
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_ClassDef(self, node):
+        for stmt in node.body[1:] if _is_docstring(node.body) else node.body:
+            self.visit(stmt)
+        return node
+
+    def visit_AnnAssign(self, node):
+        if node.value is not None:
+            node.value = self.visit(node.value)
+        return node
+
+    def visit_JoinedStr(self, node):
+        return node
+
+    def visit_Raise(self, node):          # the error's text is not behaviour the tests pin digit by digit
+        return node
+
+    def visit_Assert(self, node):
+        return node
+
+    # --- sites
+    def visit_BinOp(self, node):
+        self.generic_visit(node)
+        new = _BINOP.get(type(node.op))
+        if new and self._site(node, f"{_SYM[type(node.op)]} -> {_SYM[new]}"):
+            node.op = new()
+        return node
+
+    def visit_AugAssign(self, node):
+        self.generic_visit(node)
+        new = _BINOP.get(type(node.op))
+        if new and self._site(node, f"{_SYM[type(node.op)]}= -> {_SYM[new]}="):
+            node.op = new()
+        return node
+
+    def visit_Compare(self, node):
+        self.generic_visit(node)
+        for i, op in enumerate(node.ops):
+            new = _CMPOP.get(type(op))
+            if new and self._site(node, f"{_SYM[type(op)]} -> {_SYM[new]}"):
+                node.ops[i] = new()
+        return node
+
+    def visit_BoolOp(self, node):
+        self.generic_visit(node)
+        new = ast.Or if isinstance(node.op, ast.And) else ast.And
+        if self._site(node, f"{_SYM[type(node.op)]} -> {_SYM[new]}"):
+            node.op = new()
+        return node
+
+    def visit_UnaryOp(self, node):
+        self.generic_visit(node)
+        if isinstance(node.op, ast.Not) and self._site(node, "not x -> x"):
+            return node.operand
+        if isinstance(node.op, ast.USub) and not isinstance(node.operand, ast.Constant) \
+                and self._site(node, "-x -> x"):
+            return node.operand
+        return node
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id in _SWAP_CALLS:
+            new = _SWAP_CALLS[node.func.id]
+            if self._site(node, f"{node.func.id} -> {new}"):
+                node.func = ast.Name(id=new, ctx=ast.Load())
+        return node
+
+    def visit_Constant(self, node):
+        v = node.value
+        if isinstance(v, bool):
+            if self._site(node, f"{v} -> {not v}"):
+                return ast.copy_location(ast.Constant(value=not v), node)
+        elif isinstance(v, int):
+            if self._site(node, f"{v} -> {v + 1}"):
+                return ast.copy_location(ast.Constant(value=v + 1), node)
+        elif isinstance(v, float):
+            new = v * 2 if v else 1.0
+            if self._site(node, f"{v!r} -> {new!r}"):
+                return ast.copy_location(ast.Constant(value=new), node)
+        return node
+
+
+def _is_docstring(body) -> bool:
+    return bool(body) and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+        and isinstance(body[0].value.value, str)
+
+
+def mutants(source: str) -> list[tuple[int, str]]:
+    """(line, change) of every mutation site of a module, in a fixed order."""
+    m = _Mutator()
+    tree = ast.parse(source)
+    body = tree.body[1:] if _is_docstring(tree.body) else tree.body
+    for stmt in body:
+        m.visit(stmt)
+    return m.sites
+
+
+def mutate(source: str, k: int) -> str:
+    tree = ast.parse(source)
+    m = _Mutator(k)
+    body = tree.body[1:] if _is_docstring(tree.body) else tree.body
+    for stmt in body:
+        m.visit(stmt)
+    return ast.unparse(ast.fix_missing_locations(tree))
+
+
+class _Sandbox:
+    """A private copy of the repository (package, tests, presets) where one module is swapped per mutant."""
+
+    _stamp = int(time.time()) + 10_000
+
+    def __init__(self, root: Path):
+        self.root = root
+        for part in ("kvbench", "tests", "workloads", "pyproject.toml"):
+            src = REPO / part
+            if src.is_dir():
+                shutil.copytree(src, root / part, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            else:
+                shutil.copy2(src, root / part)
+        self.env = {**os.environ, "PYTHONPATH": str(root), "PYTHONDONTWRITEBYTECODE": "1",
+                    "NUMBA_CACHE_DIR": str(root / ".numba-cache"), "HYPOTHESIS_PROFILE": "mutation"}
+
+    def write(self, rel: str, text: str) -> None:
+        p = self.root / rel
+        p.write_text(text)
+        # numba's cache keys a compiled function by its file's (mtime, size): a fresh mtime per write means a
+        # mutated kernel is compiled from the mutated source, never loaded from the original's cache
+        _Sandbox._stamp += 7
+        os.utime(p, (_Sandbox._stamp, _Sandbox._stamp))
+
+    def run(self, tests: list[str], timeout_s: float) -> str:
+        cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "--timeout",
+               str(int(timeout_s)), *tests]
+        try:
+            p = subprocess.run(cmd, cwd=self.root, env=self.env, capture_output=True, text=True,
+                               timeout=timeout_s * 2)
+        except subprocess.TimeoutExpired:
+            return "timeout"
+        if p.returncode == 0:
+            return "survived"
+        if "Timeout" in p.stdout[-4000:] or "Timeout" in p.stderr[-4000:]:
+            return "timeout"
+        return "killed" if p.returncode in (1, 3) else f"error{p.returncode}"
+
+
+def run_module(name: str, jobs: int, timeout_s: float, only_lines: set[int] | None, out_dir: Path,
+               every: int = 1) -> dict:
+    rel, tests = MODULES[name]
+    tests = [t for t in tests if (REPO / t).exists()]
+    source = (REPO / rel).read_text()
+    sites = mutants(source)
+    lines = source.splitlines()
+    todo = [k for k, (ln, _) in enumerate(sites) if only_lines is None or ln in only_lines][::max(1, every)]
+    with tempfile.TemporaryDirectory(prefix="kvbench-mut-") as tmp:
+        boxes = [_Sandbox(Path(tmp) / f"w{i}") for i in range(max(1, jobs))]
+        # the unmutated (re-printed) module must pass: otherwise every mutant would look killed
+        boxes[0].write(rel, mutate(source, -1))
+        base = boxes[0].run(tests, timeout_s * 3)
+        if base != "survived":
+            raise SystemExit(f"mutation: the tests of {name} fail on the unmutated module ({base}); fix that first")
+
+        def one(i_k):
+            i, k = i_k
+            box = boxes[i % len(boxes)]
+            box.write(rel, mutate(source, k))
+            return k, box.run(tests, timeout_s)
+
+        results: dict[int, str] = {}
+        if jobs > 1:
+            # one sandbox per worker: slot the mutant list so no two runs share a copy at once
+            chunks = [[(w, k) for k in todo[w::jobs]] for w in range(jobs)]
+            with ThreadPoolExecutor(jobs) as ex:
+                for part in ex.map(lambda c: [one(x) for x in c], chunks):
+                    results.update(part)
+        else:
+            for k in todo:
+                results.update([one((0, k))])
+    equiv = EQUIVALENT.get(name, {})
+    rows, counts = [], {"killed": 0, "timeout": 0, "survived": 0, "equivalent": 0, "error": 0}
+    for k in todo:
+        ln, change = sites[k]
+        text = lines[ln - 1].strip() if ln - 1 < len(lines) else ""
+        status = results[k]
+        if status == "survived" and (text, change) in equiv:
+            status = "equivalent"
+        counts[status if status in counts else "error"] += 1
+        if status not in ("killed", "timeout"):
+            rows.append({"line": ln, "change": change, "source": text, "status": status,
+                         "reason": equiv.get((text, change))})
+    live = counts["killed"] + counts["timeout"] + counts["survived"] + counts["error"]
+    rate = (counts["killed"] + counts["timeout"]) / live if live else 1.0
+    report = {"module": rel, "tests": tests, "sites": len(sites), "mutants": len(todo), **counts, "kill_rate": rate, "survivors": rows}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / f"{name}.json").write_text(json.dumps(report, indent=1))
+    return report
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("modules", nargs="*", help=f"short names: {', '.join(MODULES)} (default: all)")
+    ap.add_argument("-j", "--jobs", type=int, default=1, help="parallel sandboxes (default 1: CI has 2 cores)")
+    ap.add_argument("--timeout", type=float, default=120, help="seconds per mutant's test run (a hang = killed)")
+    ap.add_argument("--lines", default=None, help="only mutants on these lines, e.g. 40-60,88")
+    ap.add_argument("--every", type=int, default=1, help="run every Nth mutant only (a bounded, even sample)")
+    ap.add_argument("--list", action="store_true", help="print the mutants and stop")
+    ap.add_argument("--min-rate", type=float, default=0.0, help="exit 1 when a module's kill rate is below this")
+    ap.add_argument("--out", type=Path, default=REPO / "results" / "mutation")
+    a = ap.parse_args(argv)
+    names = a.modules or list(MODULES)
+    bad = [n for n in names if n not in MODULES]
+    if bad:
+        ap.error(f"unknown module {bad[0]!r}: pick from {', '.join(MODULES)}")
+    only = None
+    if a.lines:
+        only = set()
+        for part in a.lines.split(","):
+            lo, _, hi = part.partition("-")
+            only.update(range(int(lo), int(hi or lo) + 1))
+    if a.list:
+        for n in names:
+            for ln, change in mutants((REPO / MODULES[n][0]).read_text()):
+                print(f"{MODULES[n][0]}:{ln}: {change}")
+        return 0
+    worst = 1.0
+    print(f"{'module':<34} {'mutants':>7} {'killed':>6} {'hang':>5} {'surv':>5} {'equiv':>5} {'rate':>7} {'s':>6}")
+    for n in names:
+        t0 = time.perf_counter()
+        r = run_module(n, a.jobs, a.timeout, only, a.out, a.every)
+        worst = min(worst, r["kill_rate"])
+        print(f"{r['module']:<34} {r['mutants']:>7} {r['killed']:>6} {r['timeout']:>5} {r['survived']:>5} "
+              f"{r['equivalent']:>5} {r['kill_rate']:>7.1%} {time.perf_counter() - t0:>6.0f}", flush=True)
+        for s in r["survivors"]:
+            if s["status"] != "equivalent":
+                print(f"    {s['status']:<9} {r['module']}:{s['line']}: {s['change']:<16} | {s['source'][:80]}")
+    return 1 if worst < a.min_rate else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
