@@ -53,7 +53,8 @@ class ModelSpec:
         """KV-cache bytes per token per GPU (per TP rank for GQA)."""
         if self.attention == "mla":
             return int(self.layers * (self.kv_lora_rank + self.qk_rope_dim) * self.dtype_bytes)
-        return int(2 * self.layers * self.kv_heads * self.head_dim * self.dtype_bytes // self.tp)
+        heads = max(self.kv_heads // self.tp, 1)       # past tp = kv_heads, heads are replicated, not split
+        return int(2 * self.layers * heads * self.head_dim * self.dtype_bytes)
 
     @property
     def is_moe(self) -> bool:
