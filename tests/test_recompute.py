@@ -249,3 +249,27 @@ def test_trace_prefixes_by_hand(tmp_path):
     assert pre.hit_tokens.tolist() == [0, 1024, 1023, 0]
     out = analyse_trace_prefixes(Inequality(rate_profile(10_000), 1000, 2), [Tier("t", 100e6, 1e-3)], pre)
     assert out["requests_with_prefix"] == 2 and out["tiers"]["t"]["wins_fraction"] == 1.0
+
+
+def test_break_even_is_the_start_of_the_last_winning_range():
+    """Pipelined, with an attention term: loading wins a middle range (hidden behind the suffix's compute),
+    loses, then wins again from n* on (recompute's c n^2 outgrows the exposed load). By hand, b = 1e-4,
+    c = 1e-8, k = 5e-4 s/token load, L = 10, suffix s = 2000, first byte 2.1 ms:
+      hidden while k n <= b s + c s^2 + 2 c s n  <=>  n <= 0.24 / 4.6e-4 = 521.7; there loading wins when
+        c n^2 + (b - k/L) n - 2.1e-3 > 0  <=>  n > 41.65;
+      beyond, exposed = 2.1e-3 + k n - 0.9 (b s + c s^2 + 2 c s n), so loading wins when
+        c n^2 - 3.64e-4 n + 0.2139 > 0  <=>  n < 597.44 or n > 35,802.56.
+    Win ranges [42, 597] and [35,803, max]; n* = 35,803 (the first range does not reach max_tokens)."""
+    b, c, k, L, s, t = 1e-4, 1e-8, 5e-4, 10, 2000, 2.1e-3
+    ineq = Inequality(_prof(b=b, c=c), bytes_per_token=1000, layers=L, pipelined=True)
+    tier = Tier("t", 1000 / k, t)
+    assert ineq.win_ranges(tier, suffix=s, max_tokens=100_000) == [(42, 597), (35803, 100_000)]
+    assert ineq.break_even(tier, suffix=s, max_tokens=100_000) == 35803
+    out = analyse_tiers(ineq, [tier], lengths=[500, 1000, 50_000], suffix=s, max_tokens=100_000)["t"]
+    assert out["break_even_tokens"] == 35803 and out["win_ranges"] == [[42, 597], [35803, 100_000]]
+    assert out["margin_s"]["500"] > 0 > out["margin_s"]["1000"] and out["margin_s"]["50000"] > 0
+    assert "LOAD for prefixes >= 35,803 tokens" in out["verdict"]
+    # up to 30,000 tokens only the middle range exists: no n*, a MIXED verdict naming it
+    assert ineq.break_even(tier, suffix=s, max_tokens=30_000) is None
+    mixed = analyse_tiers(ineq, [tier], lengths=[500], suffix=s, max_tokens=30_000)["t"]["verdict"]
+    assert "MIXED: loading wins only for 42-597 tokens" in mixed
