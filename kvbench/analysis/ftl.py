@@ -482,7 +482,8 @@ def simulate(config: FtlConfig, *, pattern: str = "uniform", writes: float = 10.
         chunks = _extent_chunks(*_sequential_pass(U, io_pages), total)
     win = max(1, int(window * U))
     snaps = []
-    warm_at, warm_snap = int(warmup * total), None
+    warm_at = int(warmup * total)
+    warm_snap = start if warm_at == 0 else None     # no warm-up: every write after the fill is measured
     next_mark = win
     for o, s, c in chunks:
         # split each chunk after the extents that cross a window boundary or the warm-up point, so that the
