@@ -183,3 +183,32 @@ def test_cli_ftl_bad_input_exits_2_with_one_line():
                        capture_output=True, text=True, cwd=REPO, env=env)
     assert p.returncode == 2
     assert p.stderr.count("\n") == 1 and "kvbench: error:" in p.stderr and "fix:" in p.stderr
+
+
+def test_waf_excludes_the_warm_up_exactly():
+    """WAF = NAND / host pages over the writes after the warm-up, not over all of them. Oracle: the same seeded
+    stream cut at the warm-up point (a run of 2x capacity) gives the warm-up's NAND pages; the rest are the
+    measured part's. Right after a sequential fill GC copies more than in steady state, so the two differ."""
+    cfg = FtlConfig(user_bytes=16 << 20, op=0.1, block_pages=16)
+    U = cfg.user_pages
+    whole = simulate(cfg, pattern="uniform", writes=4, warmup=0.5, seed=3)
+    head = simulate(cfg, pattern="uniform", writes=2, warmup=0.0, seed=3)
+    fill = simulate(cfg, pattern="uniform", writes=1e-9, warmup=0.0, seed=3).total   # the preconditioning fill
+    assert whole.measured.host_pages == 2 * U and head.measured.host_pages == 2 * U
+    nand_after = whole.total.nand_pages - head.total.nand_pages
+    assert whole.measured.nand_pages == nand_after
+    assert whole.waf == nand_after / (2 * U)
+    assert whole.waf_all == (whole.total.nand_pages - fill.nand_pages) / (4 * U)
+    assert head.waf == head.waf_all and whole.waf != whole.waf_all
+    assert whole.to_dict()["warmup_fraction"] == 0.5
+
+
+def test_sequential_rewrite_counts_by_hand():
+    # 512 user pages, 8-page blocks, op 0.1: 563 physical pages -> 70 blocks. A sequential fill, then 3 passes
+    # of sequential rewrites: every victim block is wholly invalid, nothing is copied, WAF exactly 1.
+    cfg = FtlConfig(user_bytes=512 * 4096, op=0.1, block_pages=8)
+    assert (cfg.user_pages, cfg.blocks, cfg.physical_pages) == (512, 70, 560)
+    assert cfg.effective_op == 560 / 512 - 1
+    r = simulate(cfg, pattern="sequential", writes=3, warmup=0.25, seed=1)
+    assert (r.measured.host_pages, r.measured.gc_pages) == (1536 - 384, 0)
+    assert r.waf == 1.0 and r.waf_all == 1.0 and r.total.host_pages == 512 + 1536
