@@ -208,13 +208,13 @@ class _Sandbox:
                 shutil.copytree(src, root / part, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
             else:
                 shutil.copy2(src, root / part)
-        self.env = {**os.environ, "PYTHONPATH": str(root), "PYTHONDONTWRITEBYTECODE": "1",
+        self.env = {**os.environ, "PYTHONPATH": str(root),
                     "NUMBA_CACHE_DIR": str(root / ".numba-cache"), "HYPOTHESIS_PROFILE": "mutation"}
 
     def write(self, rel: str, text: str) -> None:
         p = self.root / rel
         p.write_text(text)
-        # numba's cache keys a compiled function by its file's (mtime, size): a fresh mtime per write means a
+        # numba and the bytecode cache key a module by its file's (mtime, size): a fresh mtime per write means a
         # mutated kernel is compiled from the mutated source, never loaded from the original's cache
         _Sandbox._stamp += 7
         os.utime(p, (_Sandbox._stamp, _Sandbox._stamp))
@@ -231,7 +231,8 @@ class _Sandbox:
             return "survived"
         if "Timeout" in p.stdout[-4000:] or "Timeout" in p.stderr[-4000:]:
             return "timeout"
-        return "killed" if p.returncode in (1, 3) else f"error{p.returncode}"
+        # 1: a test failed; 2: collection failed (the mutant broke the import); 3: internal error in a test run
+        return "killed" if p.returncode in (1, 2, 3) else f"error{p.returncode}"
 
 
 def run_module(name: str, jobs: int, timeout_s: float, only_lines: set[int] | None, out_dir: Path,

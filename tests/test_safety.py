@@ -1,0 +1,141 @@
+"""kvbench.engine.safety on real loop devices: a loop device whose backing file is mounted through another loop
+device, a swap device, and the file-side checks (pseudo paths, ownership marks, free space)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from kvbench.engine import safety
+from kvbench.errors import SafetyError, TargetError
+
+MiB = 1 << 20
+ROOT = os.geteuid() == 0
+
+
+def _losetup(*args) -> str:
+    try:
+        return subprocess.run(["losetup", "-f", "--show", *map(str, args)], check=True, capture_output=True,
+                              text=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError) as e:
+        pytest.skip(f"losetup failed here: {getattr(e, 'stderr', e)}")
+
+
+@pytest.fixture
+def loops():
+    """Attach loop devices through ``attach(img, *losetup args)``; detached (and unmounted) afterwards."""
+    if not ROOT or shutil.which("losetup") is None:
+        pytest.skip("loop devices need root and losetup")
+    made = []
+
+    def attach(*args):
+        made.append(_losetup(*args))
+        return made[-1]
+
+    yield attach
+    for dev in reversed(made):
+        subprocess.run(["umount", dev], capture_output=True)
+        subprocess.run(["swapoff", dev], capture_output=True)
+        subprocess.run(["losetup", "-d", dev], capture_output=True)
+
+
+def test_loop_whose_backing_file_is_mounted_through_another_loop_is_refused(loops, tmp_path):
+    """The filesystem sits 1 MiB into the image and is mounted through a loop device with that offset. A
+    second loop device over the whole image sees no signature at its start, is not mounted and holds no
+    partitions: only the shared backing file tells that writing to it would corrupt a mounted filesystem."""
+    if shutil.which("mkfs.ext4") is None:
+        pytest.skip("mkfs.ext4 missing")
+    img = tmp_path / "shared.img"
+    with open(img, "wb") as f:
+        f.truncate(40 * MiB)
+    inner = loops("-o", str(MiB), "--sizelimit", str(32 * MiB), img)
+    subprocess.run(["mkfs.ext4", "-q", "-F", inner], check=True)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    if subprocess.run(["mount", inner, str(mnt)], capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a loop device here")
+    try:
+        outer = loops(img)
+        why = safety.block_write_refusal(outer)
+        assert why == (f"its backing file {img} is also attached as {os.path.basename(inner)}, "
+                       "which is mounted")
+        with pytest.raises(SafetyError, match="also attached as"):
+            safety.check_block_write(outer, outer)
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)
+    assert safety.block_write_refusal(outer) is None         # unmounted: the same device is writable again
+
+
+def test_swap_device_is_refused(loops, tmp_path):
+    if shutil.which("mkswap") is None or shutil.which("swapon") is None:
+        pytest.skip("mkswap/swapon missing")
+    img = tmp_path / "swap.img"
+    with open(img, "wb") as f:
+        f.truncate(16 * MiB)
+    dev = loops(img)
+    subprocess.run(["mkswap", dev], check=True, capture_output=True)
+    if subprocess.run(["swapon", dev], capture_output=True).returncode != 0:
+        pytest.skip("swapon is not permitted here")
+    try:
+        assert safety.block_write_refusal(dev) == f"it backs swap ({dev})"
+        with pytest.raises(SafetyError, match="backs swap"):
+            safety.check_block_write(dev, dev)
+    finally:
+        subprocess.run(["swapoff", dev], check=True)
+    # off swap, the signature still refuses it
+    assert "swap" in safety.block_write_refusal(dev) and "signature" in safety.block_write_refusal(dev)
+
+
+def test_empty_loop_device_is_writable_with_the_flag(loops, tmp_path):
+    img = tmp_path / "empty.img"
+    with open(img, "wb") as f:
+        f.truncate(8 * MiB)
+    dev = loops(img)
+    assert safety.block_write_refusal(dev) is None
+    safety.check_block_write(dev, dev)
+    with pytest.raises(SafetyError, match="--destroy-data"):
+        safety.check_block_write(dev, None)
+    with pytest.raises(SafetyError, match="does not name the target"):
+        safety.check_block_write(dev, str(img))                 # a regular file is not the device
+    with pytest.raises(SafetyError, match="does not name the target"):
+        safety.check_block_write(dev, str(tmp_path / "missing"))
+
+
+@pytest.mark.parametrize("path", ["/proc", "/proc/x", "/sys/block", "/dev", "/dev/null"])
+def test_pseudo_paths_refused(path):
+    with pytest.raises(SafetyError, match="is under /"):
+        safety.check_file_path(path)
+
+
+@pytest.mark.parametrize("path", ["/procfs-data/x", "/devices.img", "/system/x"])
+def test_names_that_only_start_like_pseudo_roots_are_allowed(path):
+    safety.check_file_path(path)
+
+
+def test_ownership_marks(tmp_path):
+    f = tmp_path / "t.dat"
+    f.write_bytes(b"x")
+    assert not safety.is_owned(str(f))
+    safety.mark_owned(str(f))
+    assert safety.is_owned(str(f))
+    assert safety.sidecar(str(f)) == tmp_path / "t.dat.kvbench-owned"
+    g = tmp_path / "s.dat"
+    g.write_bytes(b"y")
+    safety.sidecar(str(g)).write_text("owned")            # where xattrs are unsupported: the sidecar counts
+    assert safety.is_owned(str(g))
+    safety.unmark(str(g))
+    assert not safety.is_owned(str(g)) and not safety.sidecar(str(g)).exists()
+    safety.unmark(str(g))                                  # idempotent
+
+
+def test_free_space_check(tmp_path):
+    st = os.statvfs(tmp_path)
+    free = st.f_bavail * st.f_frsize
+    safety.check_free_space(str(tmp_path / "f"), 0)
+    safety.check_free_space(str(tmp_path / "f"), -5)
+    safety.check_free_space(str(tmp_path / "f"), 4096)
+    with pytest.raises(TargetError, match="free"):
+        safety.check_free_space(str(tmp_path / "f"), free + (1 << 40))
