@@ -288,6 +288,10 @@ def run_module(name: str, jobs: int, timeout_s: float, only_lines: set[int] | No
 
 
 def main(argv=None) -> int:
+    import signal
+
+    # a stopped run (timeout, kill) still removes its sandboxes: SIGTERM unwinds like Ctrl-C
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("modules", nargs="*", help=f"short names: {', '.join(MODULES)} (default: all)")
     ap.add_argument("-j", "--jobs", type=int, default=1, help="parallel sandboxes (default 1: CI has 2 cores)")
