@@ -37,16 +37,19 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
-# module short name -> (source file, the tests that exercise it). Keep the selection to the module's own tests
-# so a module runs in minutes; a mutant that only a far-away test could catch is a missing unit test.
+# module short name -> (source file, the tests that exercise it), fastest first (-x stops at the first failure).
+# Keep the selection to the module's own tests so a module runs in minutes; a mutant that only a far-away test
+# could catch is a missing unit test.
 MODULES: dict[str, tuple[str, list[str]]] = {
     "units": ("kvbench/units.py", ["tests/test_units.py"]),
     "histogram": ("kvbench/metrics/histogram.py", ["tests/test_histogram.py"]),
-    "curves": ("kvbench/analysis/curves.py", ["tests/test_mrc.py", "tests/test_mrc_properties.py"]),
-    "mrc_kernels": ("kvbench/analysis/mrc_kernels.py", ["tests/test_mrc.py", "tests/test_mrc_properties.py"]),
+    "curves": ("kvbench/analysis/curves.py",
+               ["tests/test_mrc_properties.py", "tests/test_ttl_boundary.py", "tests/test_mrc.py"]),
+    "mrc_kernels": ("kvbench/analysis/mrc_kernels.py",
+                    ["tests/test_mrc_properties.py", "tests/test_ttl_boundary.py", "tests/test_mrc.py"]),
     "ftl": ("kvbench/analysis/ftl.py", ["tests/test_ftl.py"]),
-    "policies": ("kvbench/sim/policies.py", ["tests/test_policies.py"]),
-    "safety": ("kvbench/engine/safety.py", ["tests/test_targets.py", "tests/test_safety.py"]),
+    "policies": ("kvbench/sim/policies.py", ["tests/test_policies.py", "tests/test_ttl_boundary.py"]),
+    "safety": ("kvbench/engine/safety.py", ["tests/test_safety.py", "tests/test_targets.py"]),
     "recompute": ("kvbench/analysis/recompute.py", ["tests/test_recompute.py", "tests/test_check.py"]),
 }
 
