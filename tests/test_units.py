@@ -136,3 +136,19 @@ def test_format_passes_none_and_infinity_through():
     assert units.format_duration(None) == "None" and units.format_duration(float("nan")) == "nan"
     assert units.format_bytes(1234, digits=2) == "1.2 KiB" and units.format_duration(1.2345, digits=2) == "1.2 s"
     assert units.format_rate(6.5e9) == "6.5 GB/s"
+
+
+def test_boundaries_the_mutation_run_found_unpinned():
+    assert units.parse_size(0) == 0                                # an int 0 is a size, not a negative one
+    with pytest.raises(UnitError, match="unknown size unit"):
+        units.parse_size("1kib")                                   # not bits: an unknown unit, not "use KiB"
+    with pytest.raises(UnitError, match="unknown size unit"):
+        units.parse_size("1Kx")
+    assert units.parse_size("1.1KB") == 1100                       # 1100.0000000000002: float noise is whole
+    assert units.parse_size("0.000001") == 0                       # within the 1e-6-byte tolerance (inclusive)
+    with pytest.raises(UnitError, match="whole number"):
+        units.parse_size("1.0000015")                              # 1.5e-6 of a byte off: not whole
+    with pytest.raises(UnitError):
+        units.parse_duration(True)
+    assert units.format_bytes(1024) == "1 KiB" and units.format_bytes(1234567) == "1.18 MiB"   # binary, 3 digits
+    assert units.format_duration(36000.0, digits=5) == "10 h" and units.format_duration(1.23456) == "1.23 s"
