@@ -42,27 +42,36 @@ def make_trace(reqs) -> Trace:
     return Trace(times, counts * 16, counts, offsets, keys, 16, "prop", "-")
 
 
-def brute_lru_hits(trace: Trace, capacity: int, ttl_s=None) -> int:
+def brute_lru_hits(trace: Trace, capacity: int, ttl_s=None, count_from: int = 0) -> int:
     keys, times = reference_stream(trace)
     od: OrderedDict = OrderedDict()
     hits = 0
-    for k, t in zip(keys.tolist(), times.tolist()):
+    for i, (k, t) in enumerate(zip(keys.tolist(), times.tolist())):
         last = od.pop(k, None)
-        hits += last is not None and (ttl_s is None or t - last <= ttl_s)
+        hits += i >= count_from and last is not None and (ttl_s is None or t - last <= ttl_s)
         od[k] = t
         if len(od) > capacity:
             od.popitem(last=False)
     return hits
 
 
-@given(requests, st.sampled_from([None, 0.5, 1.0, 2.5]))
-def test_exact_curve_equals_bruteforce_lru_at_every_capacity(reqs, ttl):
+@given(requests, st.sampled_from([None, 0.5, 1.0, 2.5]), st.sampled_from([0.0, 0.3, 0.5]))
+def test_exact_curve_equals_bruteforce_lru_at_every_capacity(reqs, ttl, warmup):
     tr = make_trace(reqs)
     caps = list(range(1, 14))
-    got = exact_profile(tr, ttl_s=ttl).hits_at(caps)
-    want = [brute_lru_hits(tr, c, ttl) for c in caps]
-    assert np.allclose(got, want, rtol=0, atol=1e-9), (got, want)
-    assert np.allclose(shards_profile(tr, rate=1.0, ttl_s=ttl).hits_at(caps), want, rtol=0, atol=1e-9)
+    start = int(tr.offsets[int(np.floor(warmup * tr.n_requests))])     # warm-up: whole requests, then count
+    p = exact_profile(tr, ttl_s=ttl, warmup=warmup)
+    want = [brute_lru_hits(tr, c, ttl, start) for c in caps]
+    assert np.allclose(p.hits_at(caps), want, rtol=0, atol=1e-9), (p.hits_at(caps), want)
+    assert p.references == tr.n_blocks - start
+    if p.references:
+        assert np.allclose(p.hit_ratio(caps), np.array(want) / p.references, rtol=0, atol=1e-12)
+        assert p.infinite_hit_ratio == want[-1] / p.references          # 13 slots hold all 12 keys
+    assert p.hits_at([0, 0.5])[0] == 0.0 and p.hits_at([0.5])[0] == 0.0          # no block fits in < 1 slot
+    s = shards_profile(tr, rate=1.0, ttl_s=ttl, warmup=warmup)
+    assert np.allclose(s.hits_at(caps), want, rtol=0, atol=1e-9)
+    distinct = len(set(tr.keys.tolist()))
+    assert p.distinct_blocks == distinct and p.max_distance <= distinct
 
 
 @given(chained, st.sampled_from(["through", "back"]), st.booleans(), st.integers(1, 6), st.integers(1, 10),
