@@ -47,7 +47,8 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "mrc_kernels": ("kvbench/analysis/mrc_kernels.py",
                     ["tests/test_mrc_properties.py", "tests/test_ttl_boundary.py", "tests/test_mrc.py"]),
     "ftl": ("kvbench/analysis/ftl.py", ["tests/test_ftl.py"]),
-    "policies": ("kvbench/sim/policies.py", ["tests/test_policies.py", "tests/test_ttl_boundary.py"]),
+    "policies": ("kvbench/sim/policies.py",
+                 ["tests/test_policies_properties.py", "tests/test_policies.py", "tests/test_ttl_boundary.py"]),
     "safety": ("kvbench/engine/safety.py", ["tests/test_safety.py", "tests/test_targets.py"]),
     "recompute": ("kvbench/analysis/recompute.py", ["tests/test_recompute.py", "tests/test_check.py"]),
 }

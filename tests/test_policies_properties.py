@@ -1,0 +1,114 @@
+"""LRU and FIFO against list-based reference models (written from the definitions in the module docstring,
+not from its code) on random operation sequences, with and without retention (hypothesis)."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kvbench.sim.policies import make_policy
+
+
+class RefCache:
+    """order: keys, oldest first (recency for LRU, insertion for FIFO); last: key -> last access time."""
+
+    def __init__(self, policy, cap, ttl):
+        self.policy, self.cap, self.ttl = policy, cap, ttl
+        self.order, self.last, self.pending = [], {}, []
+
+    def _alive(self, k, now):
+        return self.ttl is None or now - self.last[k] <= self.ttl
+
+    def _drop(self, k):
+        self.order.remove(k)
+        del self.last[k]
+
+    def lookup(self, k, now):
+        if k not in self.last:
+            return False
+        if not self._alive(k, now):
+            self._drop(k)
+            self.pending.append(k)
+            return False
+        self.last[k] = now
+        if self.policy == "lru":
+            self.order.remove(k)
+            self.order.append(k)
+        return True
+
+    def contains(self, k, now):
+        return k in self.last and self._alive(k, now)
+
+    def insert(self, k, now):
+        if k in self.last:
+            self.last[k] = now
+            if self.policy == "lru":
+                self.order.remove(k)
+                self.order.append(k)
+            return []
+        out = []
+        while len(self.order) >= self.cap:
+            v = self.order.pop(0)
+            del self.last[v]
+            out.append(v)
+        self.order.append(k)
+        self.last[k] = now
+        return out
+
+    def remove(self, k):
+        if k not in self.last:
+            return False
+        self._drop(k)
+        return True
+
+    def expire(self, now):
+        out, self.pending = self.pending, []
+        if self.ttl is not None:
+            for k in [k for k in self.order if now - self.last[k] > self.ttl]:
+                self._drop(k)
+                out.append(k)
+        return out
+
+
+ops = st.lists(st.tuples(st.sampled_from(["lookup", "insert", "insert", "contains", "expire", "remove"]),
+                         st.integers(0, 6), st.sampled_from([0.0, 0.0, 0.5, 1.0, 1.5])), max_size=60)
+
+
+@given(st.sampled_from(["lru", "fifo"]), st.integers(1, 4), st.sampled_from([None, 1.0, 2.0]), ops)
+def test_lru_and_fifo_match_the_reference(policy, cap, ttl, seq):
+    c, ref, now = make_policy(policy, cap, ttl_s=ttl), RefCache(policy, cap, ttl), 0.0
+    for op, k, dt in seq:
+        now += dt
+        if op == "expire":
+            assert sorted(c.expire(now)) == sorted(ref.expire(now))
+        elif op == "remove":
+            assert c.remove(k) == ref.remove(k)
+        else:
+            assert getattr(c, op)(k, now) == getattr(ref, op)(k, now), (op, k, now)
+        assert c.keys() == ref.order and len(c) == len(ref.order) <= cap
+
+
+def test_s3fifo_hand_traced():
+    """Capacity 2: small FIFO 1 slot, main 1, ghost remembers 1 key (SOSP'23 Algorithm 1, traced by hand)."""
+    c = make_policy("s3fifo", 2)
+    assert (c.small_capacity, c.main_capacity) == (1, 1)
+    assert c.insert("a") == [] and c.insert("b") == [] and c.keys() == ["a", "b"]      # both in S
+    assert c.lookup("a") and c.lookup("a")                        # a: freq 2
+    # full: S's head a (freq 2 > 1) moves to M; then b (freq 0) is evicted into the ghost
+    assert c.insert("c") == ["b"] and c.keys() == ["c", "a"]
+    # b was a ghost: it enters M; evicting S's c (freq 0) makes c the ghost (one key remembered)
+    assert c.insert("b") == ["c"] and c.keys() == ["a", "b"]
+    assert c.lookup("a")                                          # a: freq 1 in M
+    # S is empty: M's head a (freq 1) is reinserted with freq 0, b (freq 0) is evicted
+    assert c.insert("d") == ["b"] and c.keys() == ["d", "a"]
+    assert c.insert("c") == ["d"] and c.keys() == ["a", "c"]      # c remembered as a ghost: straight into M
+    assert c.lookup("c") and c.lookup("c") and c.lookup("c") and c.lookup("c")   # freq capped at 3
+    assert c.insert("e") == ["a"] and c.insert("f") == ["e"]     # M evicts a (freq 0), not c; then S evicts e
+    assert c.keys() == ["f", "c"]
+    assert c.remove("c") and not c.remove("c") and c.keys() == ["f"]
+
+
+def test_s3fifo_small_queue_is_a_tenth():
+    c = make_policy("s3fifo", 100)
+    assert (c.small_capacity, c.main_capacity) == (10, 90)
+    assert make_policy("s3fifo", 14).small_capacity == 1 and make_policy("s3fifo", 15).small_capacity == 2
