@@ -61,6 +61,21 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
          "1 -> 2"): 'the "" entry is only tested for membership (bits check) and filtered out of every suffix '
                     "table (`if p`): its value is never read",
     },
+    "histogram": {
+        ("v = np.clip(np.asarray(values_ns, dtype=np.int64), 0, (1 << MAX_BITS) - 1)", "1 -> 2"):
+            "clipping at 2^44 - 2 instead of 2^44 - 1: both lie in the top bucket (width 2^36)",
+        ("sub = (v >> shift) - np.where(k >= SUB_BITS, SUB, 0)", "0 -> 1"):
+            "sub is only used where k >= SUB_BITS; below, the index is v itself",
+        ("return np.where(k >= SUB_BITS, SUB + (k - SUB_BITS) * SUB + sub, v).astype(np.int64)", ">= -> >"):
+            "for k = 7 (128..255 ns) the octave formula gives SUB + 0 + (v - SUB) = v: the same index",
+        ("linear = i >= SUB", ">= -> >"):
+            "bucket 128 is 128 with width 1 by either formula (octave 0)",
+        ("low = np.where(linear, (SUB + (i - SUB) % SUB) << octave, i)", "- -> +"):
+            "(i + 128) % 128 == (i - 128) % 128",
+        ("rank = max(1, int(np.ceil(q / 100.0 * self.count - 1e-9)))", "1e-09 -> 2e-09"):
+            "the epsilon only absorbs float noise (< 1e-9 for counts below 1e6): q/100*count is otherwise an "
+            "integer or at least 1e-4 above one (q has at most 4 decimals), so any epsilon in between ranks alike",
+    },
 }
 
 _BINOP = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult, ast.FloorDiv: ast.Div,
@@ -332,7 +347,7 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("modules", nargs="*", help=f"short names: {', '.join(MODULES)} (default: all)")
-    ap.add_argument("--timeout", type=float, default=120, help="seconds per mutant's test run (a hang = killed)")
+    ap.add_argument("--timeout", type=float, default=60, help="seconds per test in a mutant's run (a hang = killed)")
     ap.add_argument("--lines", default=None, help="only mutants on these lines, e.g. 40-60,88")
     ap.add_argument("--every", type=int, default=1, help="run every Nth mutant only (a bounded, even sample)")
     ap.add_argument("--list", action="store_true", help="print the mutants and stop")
