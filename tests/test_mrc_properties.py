@@ -70,6 +70,9 @@ def test_exact_curve_equals_bruteforce_lru_at_every_capacity(reqs, ttl, warmup):
     assert p.hits_at([0, 0.5])[0] == 0.0 and p.hits_at([0.5])[0] == 0.0          # no block fits in < 1 slot
     s = shards_profile(tr, rate=1.0, ttl_s=ttl, warmup=warmup)
     assert np.allclose(s.hits_at(caps), want, rtol=0, atol=1e-9)
+    # fixed-size SHARDS keeping more keys than the trace has never lowers its rate: exact too
+    f = shards_profile(tr, size=64, ttl_s=ttl, warmup=warmup)
+    assert np.allclose(f.hits_at(caps), want, rtol=0, atol=1e-9) and f.sample_rate == 1.0
     distinct = len(set(tr.keys.tolist()))
     assert p.distinct_blocks == distinct and p.max_distance <= distinct
 
