@@ -108,9 +108,8 @@ def test_open_loop_follows_plan_times(target):
     lag = r.submit_ns - intended
     assert (lag >= 0).all()                    # never early
     assert (np.diff(r.submit_ns) >= 0).all()   # issued in intended order
-    # 200 I/Os every 1 ms at speed 2: the last is due at 199 ms and is never issued sooner (no upper bound:
-    # a loaded 2-core VM stretches wall time; a runaway is the per-test timeout's job)
-    assert r.wall_s >= intended[-1] / 1e9
+    # (no bound on wall time: a loaded 2-core VM stretches it, and "never early" already rules out an unpaced
+    # run, which would issue the 200th I/O ~199 ms before it is due)
     # the engine's own lag is measured against the speed-scaled times (speed ignored: its lag would differ)
     assert r.lag.count == n and r.lag.max_ns == lag.max()
     s = r.summary()

@@ -178,8 +178,9 @@ def test_open_loop_rate_reports_issue_lag(cli, tmp_path):
     assert s["pacing"] == "open" and s["ios"] == 1000
     lag = s["issue_lag_us"]
     assert lag["n"] == 1000 and 0 <= lag["p50"] <= lag["p99"] <= lag["max"]
-    # paced at 2000/s, not as fast as possible: the last I/O is due at 999/2000 s and is never issued early
-    assert s["runtime_s"] >= 999 / 2000
+    # paced at 2000/s, not as fast as possible: no I/O issued before it is due (unpaced, the mean lag would be
+    # about -250 ms); the lag histogram clips at 0, its mean is of the signed lags
+    assert s["issue_lag_us"]["mean_us"] >= 0
 
 
 def test_sigkill_of_parent_stops_workers(tmp_path):

@@ -56,7 +56,7 @@ def test_io_poisson_arrivals_are_exponential_not_uniform(cli, tmp_path):
                       arrival, "--runtime", "0.5s", "--seed", "3", "--qd", "8", "--json", "--results",
                       tmp_path / "res"))
         assert s["pacing"] == "open" and s["ios"] == 1000 and s["issue_lag_us"]["n"] == 1000
-        assert s["runtime_s"] >= plan["issue_ns"][-1] / 1e9
+        assert s["issue_lag_us"]["mean_us"] >= 0                   # never early (signed mean)
     assert cv["uniform"] < 1e-3 and 0.85 < cv["poisson"] < 1.15
 
 
