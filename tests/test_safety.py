@@ -58,6 +58,7 @@ def test_loop_whose_backing_file_is_mounted_through_another_loop_is_refused(loop
     if subprocess.run(["mount", inner, str(mnt)], capture_output=True).returncode != 0:
         pytest.skip("cannot mount a loop device here")
     try:
+        assert safety.block_write_refusal(inner) == f"it is mounted on {mnt}"
         outer = loops(img)
         why = safety.block_write_refusal(outer)
         assert why == (f"its backing file {img} is also attached as {os.path.basename(inner)}, "
@@ -102,6 +103,39 @@ def test_empty_loop_device_is_writable_with_the_flag(loops, tmp_path):
         safety.check_block_write(dev, str(img))                 # a regular file is not the device
     with pytest.raises(SafetyError, match="does not name the target"):
         safety.check_block_write(dev, str(tmp_path / "missing"))
+    other = tmp_path / "other.img"
+    with open(other, "wb") as f:
+        f.truncate(8 * MiB)
+    with pytest.raises(SafetyError, match="does not name the target"):
+        safety.check_block_write(dev, loops(other))            # another block device is not this one
+
+
+def test_signature_found_without_blkid_through_wipefs(loops, tmp_path, monkeypatch):
+    """Where blkid is missing, wipefs names the signature (and an empty device has none)."""
+    if shutil.which("mkfs.ext4") is None or shutil.which("wipefs") is None:
+        pytest.skip("mkfs.ext4/wipefs missing")
+    img = tmp_path / "fs.img"
+    with open(img, "wb") as f:
+        f.truncate(16 * MiB)
+    dev = loops(img)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "wipefs").symlink_to(shutil.which("wipefs"))
+    monkeypatch.setenv("PATH", str(bin_dir))
+    assert safety._signature(dev) is None
+    subprocess.run([str(bin_dir / "wipefs"), "-q", "-a", dev], check=True)
+    monkeypatch.undo()
+    subprocess.run(["mkfs.ext4", "-q", "-F", "-L", "k=v", dev], check=True)     # a label holding '='
+    assert safety._signature(dev) == "ext4"                      # blkid
+    monkeypatch.setenv("PATH", str(bin_dir))
+    assert safety._signature(dev) == "ext4"                      # wipefs
+    only_blkid = tmp_path / "bin2"
+    only_blkid.mkdir()
+    (only_blkid / "blkid").symlink_to(shutil.which("blkid", path="/usr/sbin:/sbin:/usr/bin:/bin"))
+    monkeypatch.setenv("PATH", str(only_blkid))
+    assert safety._signature(dev) == "ext4"                      # blkid alone (no wipefs to fall back on)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    assert safety.block_write_refusal(dev) == "it holds a 'ext4' signature (filesystem, RAID, LVM or partition table)"
 
 
 @pytest.mark.parametrize("path", ["/proc", "/proc/x", "/sys/block", "/dev", "/dev/null"])
@@ -129,6 +163,34 @@ def test_ownership_marks(tmp_path):
     safety.unmark(str(g))
     assert not safety.is_owned(str(g)) and not safety.sidecar(str(g)).exists()
     safety.unmark(str(g))                                  # idempotent
+
+
+def test_free_space_is_exact_on_a_quiet_filesystem(tmp_path):
+    """A private 1 MiB tmpfs (nothing else writes there): exactly the free bytes fit, one more does not; full,
+    even one byte is refused."""
+    if not ROOT:
+        pytest.skip("mounting a tmpfs needs root")
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        st = os.statvfs(mnt)
+        free = st.f_bavail * st.f_frsize
+        safety.check_free_space(str(mnt / "f"), free)
+        with pytest.raises(TargetError, match="needs 1 MiB but its filesystem has only"):
+            safety.check_free_space(str(mnt / "f"), free + 1)
+        with open(mnt / "fill", "wb") as f:
+            try:
+                f.write(b"\0" * (2 * free))
+            except OSError:
+                pass
+        assert os.statvfs(mnt).f_bavail == 0
+        safety.check_free_space(str(mnt / "f"), 0)
+        with pytest.raises(TargetError, match="has only 0 B free"):
+            safety.check_free_space(str(mnt / "f"), 1)
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)
 
 
 def test_free_space_check(tmp_path):
