@@ -24,6 +24,13 @@ def _losetup(*args) -> str:
         pytest.skip(f"losetup failed here: {getattr(e, 'stderr', e)}")
 
 
+def _image(tmp_path, name: str, mib: int):
+    img = tmp_path / name
+    with open(img, "wb") as f:
+        f.truncate(mib * MiB)
+    return img
+
+
 @pytest.fixture
 def loops():
     """Attach loop devices through ``attach(img, *losetup args)``; detached (and unmounted) afterwards."""
@@ -48,9 +55,7 @@ def test_loop_whose_backing_file_is_mounted_through_another_loop_is_refused(loop
     partitions: only the shared backing file tells that writing to it would corrupt a mounted filesystem."""
     if shutil.which("mkfs.ext4") is None:
         pytest.skip("mkfs.ext4 missing")
-    img = tmp_path / "shared.img"
-    with open(img, "wb") as f:
-        f.truncate(40 * MiB)
+    img = _image(tmp_path, "shared.img", 40)
     inner = loops("-o", str(MiB), "--sizelimit", str(32 * MiB), img)
     subprocess.run(["mkfs.ext4", "-q", "-F", inner], check=True)
     mnt = tmp_path / "mnt"
@@ -73,9 +78,7 @@ def test_loop_whose_backing_file_is_mounted_through_another_loop_is_refused(loop
 def test_swap_device_is_refused(loops, tmp_path):
     if shutil.which("mkswap") is None or shutil.which("swapon") is None:
         pytest.skip("mkswap/swapon missing")
-    img = tmp_path / "swap.img"
-    with open(img, "wb") as f:
-        f.truncate(16 * MiB)
+    img = _image(tmp_path, "swap.img", 16)
     dev = loops(img)
     subprocess.run(["mkswap", dev], check=True, capture_output=True)
     if subprocess.run(["swapon", dev], capture_output=True).returncode != 0:
@@ -91,9 +94,7 @@ def test_swap_device_is_refused(loops, tmp_path):
 
 
 def test_empty_loop_device_is_writable_with_the_flag(loops, tmp_path):
-    img = tmp_path / "empty.img"
-    with open(img, "wb") as f:
-        f.truncate(8 * MiB)
+    img = _image(tmp_path, "empty.img", 8)
     dev = loops(img)
     assert safety.block_write_refusal(dev) is None
     safety.check_block_write(dev, dev)
@@ -103,9 +104,7 @@ def test_empty_loop_device_is_writable_with_the_flag(loops, tmp_path):
         safety.check_block_write(dev, str(img))                 # a regular file is not the device
     with pytest.raises(SafetyError, match="does not name the target"):
         safety.check_block_write(dev, str(tmp_path / "missing"))
-    other = tmp_path / "other.img"
-    with open(other, "wb") as f:
-        f.truncate(8 * MiB)
+    other = _image(tmp_path, "other.img", 8)
     with pytest.raises(SafetyError, match="does not name the target"):
         safety.check_block_write(dev, loops(other))            # another block device is not this one
 
@@ -114,9 +113,7 @@ def test_signature_found_without_blkid_through_wipefs(loops, tmp_path, monkeypat
     """Where blkid is missing, wipefs names the signature (and an empty device has none)."""
     if shutil.which("mkfs.ext4") is None or shutil.which("wipefs") is None:
         pytest.skip("mkfs.ext4/wipefs missing")
-    img = tmp_path / "fs.img"
-    with open(img, "wb") as f:
-        f.truncate(16 * MiB)
+    img = _image(tmp_path, "fs.img", 16)
     dev = loops(img)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
