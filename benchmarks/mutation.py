@@ -327,8 +327,11 @@ def run_module(name: str, jobs: int, timeout_s: float, only_lines: set[int] | No
             return k, box.run(tests, timeout_s)
 
         results: dict[int, str] = {}
-        for k in todo:
+        for i, k in enumerate(todo):
             results.update([one((0, k))])
+            if results[k] == "survived":                 # progress on stderr: survivors as they are found
+                print(f"  [{i + 1}/{len(todo)}] survived {rel}:{sites[k][0]}: {sites[k][1]}", file=sys.stderr,
+                      flush=True)
     equiv = EQUIVALENT.get(name, {})
     rows, counts = [], {"killed": 0, "timeout": 0, "survived": 0, "equivalent": 0, "error": 0}
     for k in todo:
