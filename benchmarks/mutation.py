@@ -43,9 +43,11 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "units": ("kvbench/units.py", ["tests/test_units.py"]),
     "histogram": ("kvbench/metrics/histogram.py", ["tests/test_histogram.py"]),
     "curves": ("kvbench/analysis/curves.py",
-               ["tests/test_mrc_properties.py", "tests/test_ttl_boundary.py", "tests/test_mrc.py"]),
+               ["tests/test_mrc_properties.py", "tests/test_curves_pinned.py", "tests/test_ttl_boundary.py",
+                "tests/test_mrc.py"]),
     "mrc_kernels": ("kvbench/analysis/mrc_kernels.py",
-                    ["tests/test_mrc_properties.py", "tests/test_ttl_boundary.py", "tests/test_mrc.py"]),
+                    ["tests/test_mrc_properties.py", "tests/test_curves_pinned.py", "tests/test_ttl_boundary.py",
+                "tests/test_mrc.py"]),
     "ftl": ("kvbench/analysis/ftl.py", ["tests/test_ftl.py"]),
     "policies": ("kvbench/sim/policies.py",
                  ["tests/test_policies_properties.py", "tests/test_policies.py", "tests/test_ttl_boundary.py"]),
@@ -69,6 +71,30 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
          "20 -> 21"): "a subprocess timeout: only a hung blkid sees it, and both values end it",
         ('r = subprocess.run(["wipefs", "-n", "-p", dev], capture_output=True, text=True, timeout=20)',
          "20 -> 21"): "a subprocess timeout: only a hung wipefs sees it, and both values end it",
+    },
+    "curves": {
+        ("codes, uniques = pd.factorize(keys, sort=False)", "False -> True"):
+            "dense ids only name keys: any numbering gives the same distances",
+        ("out = np.where(idx >= 0, self.cum_hits[np.maximum(idx, 0)] if self.cum_hits.size else 0.0, 0.0)",
+         "0.0 -> 1.0"): "with no steps every index is -1, so the first 0.0 is never selected (the where's own 0.0 "
+                        "is the one used)",
+        ("expected_keys=min(1 << 22, max(1024, trace.n_blocks // 8)))", "22 -> 23"): "a table-size hint",
+        ("expected_keys=min(1 << 22, max(1024, trace.n_blocks // 8)))", "1024 -> 1025"): "a table-size hint",
+        ("expected_keys=min(1 << 22, max(1024, trace.n_blocks // 8)))", "min -> max"): "a table-size hint",
+        ("expected_keys=min(1 << 22, max(1024, sub.n_blocks // 8)))", "1 -> 2"): "a table-size hint",
+        ("expected_keys=min(1 << 22, max(1024, sub.n_blocks // 8)))", "<< -> >>"): "a table-size hint",
+        ("expected_keys=min(1 << 22, max(1024, sub.n_blocks // 8)))", "8 -> 9"): "a table-size hint",
+        ("expected_keys=min(1 << 22, max(1024, sub.n_blocks // 8)))", "max -> min"): "a table-size hint",
+        ("chunk = max(1 << 16, 4 * size)", "16 -> 17"): "batch size of the candidate pre-filter: any batching "
+                                                        "keeps the same smallest hashes",
+        ("chunk = max(1 << 16, 4 * size)", "4 -> 5"): "batch size of the candidate pre-filter",
+        ("chunk = max(1 << 16, 4 * size)", "max -> min"): "batch size of the candidate pre-filter",
+        ("r_end = min(max(r_end, r + 1), trace.n_requests)", "1 -> 2"): "batch boundary of the pre-filter",
+        ("times if want else times[:0], want)", "0 -> 1"): "without retention the kernel never reads times",
+        ("base = make_policy(policy, 1, ttl_s=ttl_s)", "1 -> 2"): "a template: clone() sets every capacity",
+        ("r0 = 1.0 if rate is None else float(rate)", "1.0 -> 2.0"):
+            "stream_profile: without a rate the exact branch returns before r0 is read",
+        ("sample_rate: float = 1.0", "1.0 -> 2.0"): "Curve's default: every constructor passes the rate",
     },
     "histogram": {
         ("v = np.clip(np.asarray(values_ns, dtype=np.int64), 0, (1 << MAX_BITS) - 1)", "1 -> 2"):
