@@ -112,3 +112,26 @@ def test_s3fifo_small_queue_is_a_tenth():
     c = make_policy("s3fifo", 100)
     assert (c.small_capacity, c.main_capacity) == (10, 90)
     assert make_policy("s3fifo", 14).small_capacity == 1 and make_policy("s3fifo", 15).small_capacity == 2
+
+
+def test_repr_names_policy_capacity_retention_and_size():
+    c = make_policy("lru", 4)
+    c.insert(1)
+    assert repr(c) == "LRUCache(capacity=4, size=1)"
+    assert repr(make_policy("fifo", 8, ttl_s=2.5)) == "FIFOCache(capacity=8, ttl_s=2.5, size=0)"
+
+
+def test_idle_heap_keeps_expiring_after_it_is_rebuilt():
+    """Touching the same few keys many times grows the lazy heap past 2 x live + 64 entries and rebuilds it;
+    the rebuilt deadlines (last access + ttl) must still expire the keys."""
+    for policy in ("fifo", "s3fifo"):
+        c = make_policy(policy, 10, ttl_s=1.0)
+        for k in range(4):
+            c.insert(k, 0.0)
+        now = 0.0
+        for _ in range(200):                     # 800 touches of 4 keys: several rebuilds
+            now += 0.001
+            for k in range(4):
+                assert c.lookup(k, now)
+        assert sorted(c.expire(now + 1.0)) == [] and sorted(c.expire(now + 1.0 + 1e-6)) == [0, 1, 2, 3]
+        assert len(c) == 0
