@@ -96,6 +96,23 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "stream_profile: without a rate the exact branch returns before r0 is read",
         ("sample_rate: float = 1.0", "1.0 -> 2.0"): "Curve's default: every constructor passes the rate",
     },
+    "policies": {
+        **{(f"def {m}(self, key: Hashable, now: float = 0.0) -> {r}:", "0.0 -> 1.0"):
+           "the abstract Cache signature: every policy overrides it with its own default"
+           for m, r in (("lookup", "bool"), ("contains", "bool"), ("insert", "list"))},
+        **{(f"def {m}(self, key, now=0.0):", "0.0 -> 1.0"):
+           "without retention the access time is stored but never compared; with retention every caller "
+           "(simulate_prefix, the tiers, curves) passes now" for m in ("lookup", "contains", "insert")},
+        ("if len(self.heap) > 2 * len(self.last) + 64:", "2 -> 3"): "when the lazy heap is compacted, not what it holds",
+        ("if len(self.heap) > 2 * len(self.last) + 64:", "* -> /"): "when the lazy heap is compacted, not what it holds",
+        ("if len(self.heap) > 2 * len(self.last) + 64:", "64 -> 65"): "when the lazy heap is compacted, not what it holds",
+        ("if len(self.heap) > 2 * len(self.last) + 64:", "+ -> -"): "when the lazy heap is compacted, not what it holds",
+        ("if len(self.heap) > 2 * len(self.last) + 64:", "> -> >="): "when the lazy heap is compacted, not what it holds",
+        ("if t is not None and t + self.ttl_s == deadline and now - t > self.ttl_s:", "- -> +"):
+            "a popped entry has deadline t + ttl < now, so now - t > ttl (and now + t > ttl) already hold",
+        ("if t is not None and t + self.ttl_s == deadline and now - t > self.ttl_s:", "> -> >="):
+            "a popped entry has deadline t + ttl < now: now - t > ttl holds strictly, >= changes nothing",
+    },
     "histogram": {
         ("v = np.clip(np.asarray(values_ns, dtype=np.int64), 0, (1 << MAX_BITS) - 1)", "1 -> 2"):
             "clipping at 2^44 - 2 instead of 2^44 - 1: both lie in the top bucket (width 2^36)",

@@ -135,3 +135,65 @@ def test_idle_heap_keeps_expiring_after_it_is_rebuilt():
                 assert c.lookup(k, now)
         assert sorted(c.expire(now + 1.0)) == [] and sorted(c.expire(now + 1.0 + 1e-6)) == [0, 1, 2, 3]
         assert len(c) == 0
+
+
+class RefS3FIFO:
+    """S3-FIFO as the module docstring and SOSP'23 Algorithm 1 state it, on plain lists: S (10% of the
+    capacity, at least 1), M, ghost G (as many keys as M's capacity); freq capped at 3; a key leaving S with
+    freq > 1 moves to M (freq 0), else goes to G; M reinserts keys with freq > 0 (one less) and evicts the
+    first with freq 0. Eviction takes from S while S holds its share (or M is empty)."""
+
+    def __init__(self, cap):
+        self.cap, self.small = cap, max(1, round(cap * 0.1))
+        self.main = max(1, cap - self.small)
+        self.s, self.m, self.g, self.freq = [], [], [], {}
+
+    def lookup(self, k):
+        if k in self.s or k in self.m:
+            self.freq[k] = min(self.freq[k] + 1, 3)
+            return True
+        return False
+
+    def _evict(self):
+        while True:
+            if self.s and (len(self.s) >= self.small or not self.m):
+                k = self.s.pop(0)
+                if self.freq[k] > 1:
+                    self.m.append(k)
+                    self.freq[k] = 0
+                    continue
+                del self.freq[k]
+                self.g.append(k)
+                self.g = self.g[-self.main:]
+                return k
+            k = self.m.pop(0)
+            if self.freq[k] > 0:
+                self.freq[k] -= 1
+                self.m.append(k)
+                continue
+            del self.freq[k]
+            return k
+
+    def insert(self, k):
+        if k in self.freq:
+            return []
+        ghost = k in self.g
+        if ghost:
+            self.g.remove(k)
+        out = []
+        while len(self.s) + len(self.m) >= self.cap:
+            out.append(self._evict())
+        (self.m if ghost else self.s).append(k)
+        self.freq[k] = 0
+        return out
+
+
+@given(st.integers(1, 12), st.lists(st.tuples(st.booleans(), st.integers(0, 15)), max_size=120))
+def test_s3fifo_matches_the_reference(cap, seq):
+    c, ref = make_policy("s3fifo", cap), RefS3FIFO(cap)
+    for is_lookup, k in seq:
+        if is_lookup:
+            assert c.lookup(k) == ref.lookup(k)
+        else:
+            assert c.insert(k) == ref.insert(k)
+        assert c.keys() == ref.s + ref.m
