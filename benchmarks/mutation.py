@@ -103,6 +103,9 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         **{(f"def {m}(self, key, now=0.0):", "0.0 -> 1.0"):
            "without retention the access time is stored but never compared; with retention every caller "
            "(simulate_prefix, the tiers, curves) passes now" for m in ("lookup", "contains", "insert")},
+        ("return self._od.pop(key, 0) is None      # values are None: 0 means absent", "0 -> 1"):
+            "any non-None marker for absence gives the same answer",
+        ("was_ghost = self._g.pop(key, 0) is None", "0 -> 1"): "any non-None marker for absence gives the same answer",
         ("if len(self.heap) > 2 * len(self.last) + 64:", "2 -> 3"): "when the lazy heap is compacted, not what it holds",
         ("if len(self.heap) > 2 * len(self.last) + 64:", "* -> /"): "when the lazy heap is compacted, not what it holds",
         ("if len(self.heap) > 2 * len(self.last) + 64:", "64 -> 65"): "when the lazy heap is compacted, not what it holds",

@@ -197,3 +197,20 @@ def test_s3fifo_matches_the_reference(cap, seq):
         else:
             assert c.insert(k) == ref.insert(k)
         assert c.keys() == ref.s + ref.m
+
+
+def test_simulate_prefix_expires_idle_keys_before_each_request():
+    """FIFO, 2 slots, TTL 1 s: a@0, b@0.1, a@0.9 (hit; FIFO keeps a oldest), c@1.5 (b idle 1.4 s has expired
+    and frees its slot, so a is not evicted), a@1.6 (hit). Without the expiry pass c would evict a."""
+    from kvbench.sim.policies import simulate_prefix
+    from kvbench.stream.traces import Trace
+    import numpy as np
+
+    keys = np.array([1, 2, 1, 3, 1], dtype=np.uint64)
+    tr = Trace(np.array([0.0, 0.1, 0.9, 1.5, 1.6]), np.full(5, 16), np.ones(5, dtype=np.int64),
+               np.arange(6, dtype=np.int64), keys, 16, "t", "-")
+    s = simulate_prefix([tr], make_policy("fifo", 2, ttl_s=1.0))
+    assert (s.hit_blocks, s.block_refs, s.hit_ratio) == (2, 5, 0.4)
+    empty = Trace(np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64),
+                  np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.uint64), 16, "e", "-")
+    assert simulate_prefix([empty], make_policy("lru", 2)).hit_ratio == 0.0
