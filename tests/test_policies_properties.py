@@ -3,7 +3,7 @@ not from its code) on random operation sequences, with and without retention (hy
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from kvbench.sim.policies import make_policy
@@ -188,7 +188,11 @@ class RefS3FIFO:
         return out
 
 
-@given(st.integers(1, 12), st.lists(st.tuples(st.booleans(), st.integers(0, 15)), max_size=120))
+@given(st.integers(1, 8), st.lists(st.tuples(st.booleans(), st.integers(0, 9)), min_size=10, max_size=150))
+@example(2, [(False, 1), (False, 2), (True, 1), (False, 3)])        # freq 1 at the head of S: to the ghost
+@example(2, [(False, 1), (False, 2), (True, 1), (True, 1), (False, 3), (True, 1), (False, 4), (False, 3),
+             (False, 5), (True, 1), (True, 1), (True, 1), (True, 1), (False, 6), (False, 7), (False, 6),
+             (False, 8)])                                            # M's second chances and the freq cap
 def test_s3fifo_matches_the_reference(cap, seq):
     c, ref = make_policy("s3fifo", cap), RefS3FIFO(cap)
     for is_lookup, k in seq:
