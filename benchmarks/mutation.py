@@ -116,6 +116,24 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ("if t is not None and t + self.ttl_s == deadline and now - t > self.ttl_s:", "> -> >="):
             "a popped entry has deadline t + ttl < now: now - t > ttl holds strictly, >= changes nothing",
     },
+    "mrc_kernels": {
+        ("if c + 1 < size and hashes[heap[c + 1]] > hashes[heap[c]]:", "> -> >="):
+            "only decides between two children of equal hash: distinct keys have distinct 64-bit hashes",
+        ("width = max(2 * s_max + 2, 1024)", "2 -> 3"): "slot space size: compaction timing, not results",
+        ("width = max(2 * s_max + 2, 1024)", "1024 -> 1025"): "slot space size: compaction timing, not results",
+        ("owner = np.full(width, -1, np.int64)", "1 -> 2"): "any negative owner means an empty slot (o >= 0 tests)",
+        ("new_owner[s] = -1", "1 -> 2"): "any negative owner means an empty slot (o >= 0 tests)",
+        ("_GOLD = np.uint64(0x9E3779B97F4A7C15)", "11400714819323198485 -> 11400714819323198486"):
+            "the hash table's multiplier: another one changes where keys sit, not which slot each maps to",
+        ("if wend - (w + 1) <= w - (blk << 6):", "6 -> 7"):
+            "chooses which side of the word to count (the shorter); both branches count the same marks",
+        ("if wend - (w + 1) <= w - (blk << 6):", "<= -> <"):
+            "chooses which side of the word to count (the shorter); both branches count the same marks",
+        ("if bend - (blk + 1) <= blk - (grp << 6) + 1:", "+ -> -"):
+            "chooses which side of the block to count (the shorter); both branches count the same marks",
+        ("if bend - (blk + 1) <= blk - (grp << 6) + 1:", "<= -> <"):
+            "chooses which side of the block to count (the shorter); both branches count the same marks",
+    },
     "histogram": {
         ("v = np.clip(np.asarray(values_ns, dtype=np.int64), 0, (1 << MAX_BITS) - 1)", "1 -> 2"):
             "clipping at 2^44 - 2 instead of 2^44 - 1: both lie in the top bucket (width 2^36)",
