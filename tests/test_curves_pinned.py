@@ -157,3 +157,12 @@ def test_fixed_size_shards_ends_at_the_hash_of_the_first_key_it_dropped():
         p = shards_profile(t, size=size)
         assert p.sample_rate >= frac[size] and np.isclose(frac[size:], p.sample_rate, rtol=1e-12, atol=0).any()
     assert shards_profile(t, size=len(uniq)).sample_rate == 1.0
+
+
+def test_first_key_survives_the_hash_table_growing():
+    """Key 1 is touched first (slot 0), then 5,000 other keys make the exact kernel's key table grow (it
+    starts at 1,024 entries) and rehash; key 1 comes back at stack distance 5,001."""
+    t = trace([[1]] + [[k] for k in range(2, 5002)] + [[1]])
+    p = exact_profile(t)
+    assert p.hits_at([5000, 5001]).tolist() == [0, 1] and p.cold == 5001
+    assert exact_profile(t, ttl_s=1e9).hits_at([5001]).tolist() == [1]
