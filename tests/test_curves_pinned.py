@@ -166,3 +166,10 @@ def test_first_key_survives_the_hash_table_growing():
     p = exact_profile(t)
     assert p.hits_at([5000, 5001]).tolist() == [0, 1] and p.cold == 5001
     assert exact_profile(t, ttl_s=1e9).hits_at([5001]).tolist() == [1]
+
+
+def test_one_request_larger_than_the_key_table():
+    """A single 5,000-block request (more than the kernel's initial table holds) and its repeat: every block
+    of the repeat is a hit at capacity 5,000, none at 4,999 (deepest-first touches put each at distance 5,000)."""
+    t = trace([list(range(1, 5001)), list(range(1, 5001))])
+    assert exact_profile(t).hits_at([4999, 5000]).tolist() == [0, 5000]
