@@ -129,6 +129,7 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "chooses which side of the word to count (the shorter); both branches count the same marks",
         ("if wend - (w + 1) <= w - (blk << 6):", "<= -> <"):
             "chooses which side of the word to count (the shorter); both branches count the same marks",
+        ("if hist.shape[0] < entries + nb + 2:", "2 -> 3"): "grows the histogram one entry sooner: room, not counts",
         ("if bend - (blk + 1) <= blk - (grp << 6) + 1:", "+ -> -"):
             "chooses which side of the block to count (the shorter); both branches count the same marks",
         ("if bend - (blk + 1) <= blk - (grp << 6) + 1:", "<= -> <"):
