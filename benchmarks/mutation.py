@@ -55,7 +55,8 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "recompute": ("kvbench/analysis/recompute.py", ["tests/test_recompute.py", "tests/test_check.py"]),
 }
 
-# Mutants that cannot change behaviour, keyed by module, then (stripped source line, change) -> reason.
+# Mutants that cannot change behaviour, keyed by module, then (stripped source line, change) -> reason; the
+# change "*" covers every mutant of a line (a prefetch hint, say).
 # A survivor is listed here only with the argument why no input can tell it apart from the original.
 EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
     "units": {
@@ -129,6 +130,12 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "chooses which side of the word to count (the shorter); both branches count the same marks",
         ("if wend - (w + 1) <= w - (blk << 6):", "<= -> <"):
             "chooses which side of the word to count (the shorter); both branches count the same marks",
+        ("j = i - 8 if i - 8 >= 0 else i", "*"): "which table line is prefetched: a cache hint, never read back",
+        ("warm ^= tab[2 * np.int64((keys[j] * _GOLD) >> np.uint64(shift)) + 1]", "*"):
+            "the prefetch load itself: its value only feeds the dead 'warm' word",
+        ("state[5] ^= np.int64(warm & np.uint64(1))      # keep the warming loads alive", "*"):
+            "keeps the prefetch loads from being optimised away; state[5] is never read",
+        ("if 2 * (entries + nb) > width:", "2 -> 3"): "grow the slot space rather than compact it: both keep the marks",
         ("if hist.shape[0] < entries + nb + 2:", "2 -> 3"): "grows the histogram one entry sooner: room, not counts",
         ("if bend - (blk + 1) <= blk - (grp << 6) + 1:", "+ -> -"):
             "chooses which side of the block to count (the shorter); both branches count the same marks",
@@ -403,12 +410,13 @@ def run_module(name: str, jobs: int, timeout_s: float, only_lines: set[int] | No
         ln, change = sites[k]
         text = lines[ln - 1].strip() if ln - 1 < len(lines) else ""
         status = results[k]
-        if status == "survived" and (text, change) in equiv:
+        key = (text, change) if (text, change) in equiv else (text, "*")   # "*": every mutant of that line
+        if status == "survived" and key in equiv:
             status = "equivalent"
         counts[status if status in counts else "error"] += 1
         if status not in ("killed", "timeout"):
             rows.append({"line": ln, "change": change, "source": text, "status": status,
-                         "reason": equiv.get((text, change))})
+                         "reason": equiv.get(key)})
     live = counts["killed"] + counts["timeout"] + counts["survived"] + counts["error"]
     rate = (counts["killed"] + counts["timeout"]) / live if live else 1.0
     report = {"module": rel, "tests": tests, "sites": len(sites), "mutants": len(todo), **counts, "kill_rate": rate, "survivors": rows}
