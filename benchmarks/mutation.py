@@ -376,13 +376,18 @@ def _preload(cache_dir: Path) -> None:
 
 
 def run_module(name: str, jobs: int, timeout_s: float, only_lines: set[int] | None, out_dir: Path,
-               every: int = 1) -> dict:
+               every: int = 1, survivors_only: bool = False) -> dict:
     rel, tests = MODULES[name]
     tests = [t for t in tests if (REPO / t).exists()]
     source = (REPO / rel).read_text()
     sites = mutants(source)
     lines = source.splitlines()
     todo = [k for k, (ln, _) in enumerate(sites) if only_lines is None or ln in only_lines][::max(1, every)]
+    prev = None
+    if survivors_only:     # rerun only what survived last time (matched by source line and change)
+        prev = json.loads((out_dir / f"{name}.json").read_text())
+        again = {(r["source"], r["change"]) for r in prev["survivors"] if r["status"] not in ("equivalent",)}
+        todo = [k for k, (ln, ch) in enumerate(sites) if (lines[ln - 1].strip(), ch) in again]
     with tempfile.TemporaryDirectory(prefix="kvbench-mut-") as tmp:
         boxes = [_Sandbox(Path(tmp) / f"w{i}") for i in range(max(1, jobs))]
         _preload(Path(tempfile.gettempdir()) / "kvbench-mut-numba-cache")
@@ -417,12 +422,40 @@ def run_module(name: str, jobs: int, timeout_s: float, only_lines: set[int] | No
         if status not in ("killed", "timeout"):
             rows.append({"line": ln, "change": change, "source": text, "status": status,
                          "reason": equiv.get(key)})
+    if prev is not None:   # merge: what was killed before stays killed (tests only grew)
+        kept = [r for r in prev["survivors"] if r["status"] == "equivalent"]
+        rows += kept
+        counts["equivalent"] += len(kept)
+        counts["timeout"] = prev["timeout"]
+        counts["killed"] = prev["mutants"] - counts["survived"] - counts["equivalent"] - counts["error"] - \
+            counts["timeout"]
+        todo = range(prev["mutants"])
     live = counts["killed"] + counts["timeout"] + counts["survived"] + counts["error"]
     rate = (counts["killed"] + counts["timeout"]) / live if live else 1.0
     report = {"module": rel, "tests": tests, "sites": len(sites), "mutants": len(todo), **counts, "kill_rate": rate, "survivors": rows}
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / f"{name}.json").write_text(json.dumps(report, indent=1))
     return report
+
+
+def report(names, out_dir: Path) -> int:
+    """The kill rate per module from saved results, survivors re-judged against EQUIVALENT (no rerun)."""
+    print(f"{'module':<34} {'mutants':>7} {'killed':>6} {'surv':>5} {'equiv':>5} {'rate':>7}")
+    for n in names:
+        f = out_dir / f"{n}.json"
+        if not f.is_file():
+            continue
+        r = json.loads(f.read_text())
+        equiv = EQUIVALENT.get(n, {})
+        live = [s for s in r["survivors"] if s["status"] == "survived" and (s["source"], s["change"]) not in equiv
+                and (s["source"], "*") not in equiv]
+        eq = sum(1 for s in r["survivors"] if s["status"] in ("survived", "equivalent")) - len(live)
+        killed = r["killed"] + r["timeout"]
+        rate = killed / (killed + len(live)) if killed + len(live) else 1.0
+        print(f"{r['module']:<34} {r['mutants']:>7} {killed:>6} {len(live):>5} {eq:>5} {rate:>7.1%}")
+        for s in live:
+            print(f"    survived  {r['module']}:{s['line']}: {s['change']:<16} | {s['source'][:80]}")
+    return 0
 
 
 def main(argv=None) -> int:
@@ -435,7 +468,11 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=60, help="seconds per test in a mutant's run (a hang = killed)")
     ap.add_argument("--lines", default=None, help="only mutants on these lines, e.g. 40-60,88")
     ap.add_argument("--every", type=int, default=1, help="run every Nth mutant only (a bounded, even sample)")
+    ap.add_argument("--survivors", action="store_true",
+                    help="rerun only the last run's survivors (after new tests) and merge into its results")
     ap.add_argument("--list", action="store_true", help="print the mutants and stop")
+    ap.add_argument("--report", action="store_true",
+                    help="reprint the last results (results/mutation/*.json) with the current EQUIVALENT list")
     ap.add_argument("--min-rate", type=float, default=0.0, help="exit 1 when a module's kill rate is below this")
     ap.add_argument("--out", type=Path, default=REPO / "results" / "mutation")
     a = ap.parse_args(argv)
@@ -449,6 +486,8 @@ def main(argv=None) -> int:
         for part in a.lines.split(","):
             lo, _, hi = part.partition("-")
             only.update(range(int(lo), int(hi or lo) + 1))
+    if a.report:
+        return report(names, a.out)
     if a.list:
         for n in names:
             for ln, change in mutants((REPO / MODULES[n][0]).read_text()):
@@ -458,7 +497,7 @@ def main(argv=None) -> int:
     print(f"{'module':<34} {'mutants':>7} {'killed':>6} {'hang':>5} {'surv':>5} {'equiv':>5} {'rate':>7} {'s':>6}")
     for n in names:
         t0 = time.perf_counter()
-        r = run_module(n, 1, a.timeout, only, a.out, a.every)
+        r = run_module(n, 1, a.timeout, only, a.out, a.every, a.survivors)
         worst = min(worst, r["kill_rate"])
         print(f"{r['module']:<34} {r['mutants']:>7} {r['killed']:>6} {r['timeout']:>5} {r['survived']:>5} "
               f"{r['equivalent']:>5} {r['kill_rate']:>7.1%} {time.perf_counter() - t0:>6.0f}", flush=True)
