@@ -92,3 +92,13 @@ def test_mrc_and_replay_dry_run_keep_a_block_idle_exactly_the_ttl(cli, trace_fil
 def test_curve_api_with_ttl(trace_file):
     c = hit_ratio_curve(read_trace(trace_file), capacities=[1, 2, 100], ttl_s=TTL)
     assert c.hit_ratio.tolist()[1:] == [HITS / REFS, HITS / REFS]
+
+
+def test_stack_counts_the_expired_references(trace_file):
+    """Of the 7 references, 2 are cold (first touches of blocks 1 and 2) and 2 find their block expired
+    (block 1 idle 8.5 s at t=16.5, block 2 idle 16.5 s at t=24.5)."""
+    from kvbench.analysis.mrc import LRUStack
+
+    s = LRUStack(ttl_s=TTL)
+    s.feed(read_trace(trace_file))
+    assert (s.references, s.cold, s.expired) == (REFS, 2, 2)
