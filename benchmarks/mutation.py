@@ -142,6 +142,10 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ("if bend - (blk + 1) <= blk - (grp << 6) + 1:", "<= -> <"):
             "chooses which side of the block to count (the shorter); both branches count the same marks",
     },
+    "ftl": {
+        ("if self.page_size <= 0 or self.page_size % 512:", "0 -> 1"):
+            "a page size of 1 fails the multiple-of-512 test on the same line",
+    },
     "histogram": {
         ("v = np.clip(np.asarray(values_ns, dtype=np.int64), 0, (1 << MAX_BITS) - 1)", "1 -> 2"):
             "clipping at 2^44 - 2 instead of 2^44 - 1: both lie in the top bucket (width 2^36)",

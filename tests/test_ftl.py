@@ -212,3 +212,19 @@ def test_sequential_rewrite_counts_by_hand():
     r = simulate(cfg, pattern="sequential", writes=3, warmup=0.25, seed=1)
     assert (r.measured.host_pages, r.measured.gc_pages) == (1536 - 384, 0)
     assert r.waf == 1.0 and r.waf_all == 1.0 and r.total.host_pages == 512 + 1536
+
+
+def test_config_limits_at_their_edges():
+    # spare erase blocks: 512 user pages need 64 blocks of 8; op 1/16 gives 544 pages = 68 blocks: 4 spare,
+    # exactly min_free_blocks + 2 (allowed); op 0.047 gives 536 -> 67 blocks: 3 spare (refused)
+    assert FtlConfig(user_bytes=512 * 4096, op=0.0625, block_pages=8).validate().blocks == 68
+    with pytest.raises(SpecError, match="leaves 3 spare erase block"):
+        FtlConfig(user_bytes=512 * 4096, op=0.047, block_pages=8).validate()
+    # over-provisioning up to 10 inclusive
+    assert FtlConfig(user_bytes=512 * 4096, op=10.0, block_pages=8).validate().op == 10.0
+    with pytest.raises(SpecError, match="outside"):
+        FtlConfig(user_bytes=512 * 4096, op=10.5, block_pages=8).validate()
+    # page numbers are int32: 2^31 - 2 physical pages is the most (2^30 - 1 user pages of 512 B at op 1)
+    assert FtlConfig(user_bytes=(2**30 - 1) * 512, page_size=512, op=1.0, block_pages=2).validate()
+    with pytest.raises(SpecError, match="2\\^31 page limit"):
+        FtlConfig(user_bytes=2**30 * 512, page_size=512, op=1.0, block_pages=2).validate()
