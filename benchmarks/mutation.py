@@ -145,6 +145,15 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
     "ftl": {
         ("if self.page_size <= 0 or self.page_size % 512:", "0 -> 1"):
             "a page size of 1 fails the multiple-of-512 test on the same line",
+        ("valid[victim] -= 1", "-= -> +="): "a victim being cleaned (state 3) is out of the buckets and its "
+                                            "count is not read again before its erase resets it to 0",
+        ("for v in range(bp + 1):", "1 -> 2"): "scans one bucket past the fullest only when every bucket is empty, "
+                                               "which validate() rules out (spare blocks >= min_free + 2)",
+        ("elif r_count > 0:", "> -> >="): "an empty FIFO ring with free blocks below min_free is ruled out by "
+                                          "validate() (spare blocks >= min_free + 2)",
+        ("err = 2", "2 -> 3"): "unreachable: validate() guarantees a victim (no test can reach an empty-victim error)",
+        ('"head": np.full(bp + 1, -1, dtype=np.int32),', "1 -> 2"): "one spare bucket head, never indexed",
+        ("np.int64(0), np.int64(2))", "*"): "the compile warm-up's arguments: its result is discarded",
     },
     "histogram": {
         ("v = np.clip(np.asarray(values_ns, dtype=np.int64), 0, (1 << MAX_BITS) - 1)", "1 -> 2"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -228,3 +229,18 @@ def test_config_limits_at_their_edges():
     assert FtlConfig(user_bytes=(2**30 - 1) * 512, page_size=512, op=1.0, block_pages=2).validate()
     with pytest.raises(SpecError, match="2\\^31 page limit"):
         FtlConfig(user_bytes=2**30 * 512, page_size=512, op=1.0, block_pages=2).validate()
+
+
+def test_lambert_w0_domain_and_branch_point():
+    with pytest.raises(ValueError, match="-1/e"):
+        lambert_w0(-0.5)
+    assert lambert_w0(-1.0 / math.e) == pytest.approx(-1.0, abs=1e-7)    # W(-1/e) = -1
+    assert lambert_w0(0.0) == 0.0 and lambert_w0(math.e) == pytest.approx(1.0, rel=1e-14)
+
+
+def test_preconditioning_fill_writes_every_page_exactly_once():
+    cfg = FtlConfig(user_bytes=(2 * 65536 + 5) * 512, page_size=512, op=0.1, block_pages=64)
+    m = FtlModel(cfg)
+    m.fill_sequential()
+    c = m.counters
+    assert (c.host_pages, c.nand_pages, c.gc_pages) == (2 * 65536 + 5, 2 * 65536 + 5, 0)
