@@ -190,8 +190,13 @@ class RefS3FIFO:
         return out
 
 
-@given(st.integers(1, 8), st.lists(st.tuples(st.booleans(), st.integers(0, 9)), min_size=10, max_size=150))
+@given(st.integers(1, 25), st.lists(st.tuples(st.booleans(), st.integers(0, 30)), min_size=10, max_size=200))
 @example(2, [(False, 1), (False, 2), (True, 1), (False, 3)])        # freq 1 at the head of S: to the ghost
+# 1 (freq 2) moves from S to M with freq 0, 2 becomes a ghost and returns to M; S is then empty, so the next
+# insert evicts from M: 1 (freq 0) goes, not 2
+@example(2, [(False, 1), (False, 2), (True, 1), (True, 1), (False, 3), (False, 2), (False, 4)])
+@example(20, [(False, k) for k in range(20)] + [(True, k) for k in range(0, 20, 3)] * 2 +
+         [(False, k) for k in range(20, 40)] + [(True, k) for k in range(0, 40, 2)] + [(False, k) for k in range(40, 60)])
 @example(2, [(False, 1), (False, 2), (True, 1), (True, 1), (False, 3), (True, 1), (False, 4), (False, 3),
              (False, 5), (True, 1), (True, 1), (True, 1), (True, 1), (False, 6), (False, 7), (False, 6),
              (False, 8)])                                            # M's second chances and the freq cap
