@@ -444,10 +444,13 @@ def _extent_chunks(ops, starts, counts, total: int, chunk: int = 1 << 20):
     while done < total:
         for i in range(0, len(ops), chunk):
             o, s, c = ops[i:i + chunk], starts[i:i + chunk], counts[i:i + chunk]
-            yield o, s, c
-            done += int(c[o == OP_WRITE].sum())
-            if done >= total:
+            cum = np.cumsum(np.where(o == OP_WRITE, c, 0))
+            if done + int(cum[-1]) >= total:     # the last batch: stop at the extent that reaches the total
+                k = int(np.searchsorted(cum, total - done, side="left")) + 1
+                yield o[:k], s[:k], c[:k]
                 return
+            yield o, s, c
+            done += int(cum[-1])
 
 
 def simulate(config: FtlConfig, *, pattern: str = "uniform", writes: float = 10.0, warmup: float = 0.5,
