@@ -244,3 +244,19 @@ def test_preconditioning_fill_writes_every_page_exactly_once():
     m.fill_sequential()
     c = m.counters
     assert (c.host_pages, c.nand_pages, c.gc_pages) == (2 * 65536 + 5, 2 * 65536 + 5, 0)
+
+
+def test_long_streams_span_several_chunks_and_count_exactly():
+    """More than one kernel batch (2^20 pages): 300 passes of a 3-page extent stream over 4,096 pages, and
+    300x uniform writes: host pages after the fill are exactly writes x capacity, and a 1-page stream is fine."""
+    cfg = FtlConfig(user_bytes=4096 * 4096, op=0.2, block_pages=64)
+    three = (np.array([OP_WRITE] * 3, np.uint8), np.array([0, 1, 2]), np.array([1, 1, 1]))
+    r = simulate(cfg, extents=three, writes=300, warmup=0.5)
+    assert r.total.host_pages == 4096 + 300 * 4096 and r.measured.host_pages == 150 * 4096
+    assert math.isfinite(r.pages_per_s) and r.pages_per_s > 0
+    u = simulate(cfg, pattern="uniform", writes=300, warmup=0.5, seed=2)
+    assert u.total.host_pages == 4096 + 300 * 4096 and u.measured.host_pages == 150 * 4096
+    one = simulate(cfg, extents=(np.array([OP_WRITE], np.uint8), np.array([7]), np.array([1])), writes=1)
+    assert one.total.host_pages == 4096 + 4096 and one.waf == 1.0          # rewriting one page: no copies
+    with pytest.raises(SpecError, match="warm-up"):
+        simulate(cfg, writes=1, warmup=1.0)
