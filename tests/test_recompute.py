@@ -273,3 +273,16 @@ def test_break_even_is_the_start_of_the_last_winning_range():
     assert ineq.break_even(tier, suffix=s, max_tokens=30_000) is None
     mixed = analyse_tiers(ineq, [tier], lengths=[500], suffix=s, max_tokens=30_000)["t"]["verdict"]
     assert "MIXED: loading wins only for 42-597 tokens" in mixed
+
+
+def test_defaults_by_hand():
+    """Defaults: up to 2^20 tokens, not pipelined (the suffix is then ignored), no suffix."""
+    tier = Tier("t", 100e6, 1e-3)
+    plain = Inequality(rate_profile(10_000), bytes_per_token=1000, layers=10)
+    assert plain.win_ranges(tier) == [(12, 1 << 20)] and plain.break_even(tier) == 12
+    assert float(plain.load_exposed(tier, 100, suffix=2000)) == pytest.approx(1e-3 + 100 * 1000 / 100e6)
+    piped = Inequality(rate_profile(10_000), bytes_per_token=1000, layers=10, pipelined=True)
+    # no suffix: nothing to overlap, the same as loading before compute
+    assert float(piped.load_exposed(tier, 100)) == pytest.approx(float(plain.load_exposed(tier, 100)))
+    assert float(piped.margin(tier, 100)) == pytest.approx(float(plain.margin(tier, 100)))
+    assert piped.win_ranges(tier, max_tokens=5000) == [(12, 5000)]
