@@ -168,6 +168,12 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ('"head": np.full(bp + 1, -1, dtype=np.int32),', "1 -> 2"): "one spare bucket head, never indexed",
         ("np.int64(0), np.int64(2))", "*"): "the compile warm-up's arguments: its result is discarded",
     },
+    "recompute": {
+        ("grid = np.unique(np.round(np.geomspace(1, max_tokens, 4096)).astype(np.int64))", "4096 -> 4097"):
+            "the grid only brackets sign changes; bisection then finds the exact integers",
+        ("hi = grid[hi_i - 1] if hi_i == len(grid) else self._first_win(", "1 -> 2"):
+            "a wider bracket (grid[hi_i - 2] also wins) bisects to the same first losing length",
+    },
     "histogram": {
         ("v = np.clip(np.asarray(values_ns, dtype=np.int64), 0, (1 << MAX_BITS) - 1)", "1 -> 2"):
             "clipping at 2^44 - 2 instead of 2^44 - 1: both lie in the top bucket (width 2^36)",

@@ -286,3 +286,10 @@ def test_defaults_by_hand():
     assert float(piped.load_exposed(tier, 100)) == pytest.approx(float(plain.load_exposed(tier, 100)))
     assert float(piped.margin(tier, 100)) == pytest.approx(float(plain.margin(tier, 100)))
     assert piped.win_ranges(tier, max_tokens=5000) == [(12, 5000)]
+
+
+def test_a_tier_that_wins_from_one_token():
+    # no first-byte latency and a fast link: loading 1 token (1e-6 s) beats recomputing it (1e-4 s)
+    ineq = Inequality(rate_profile(10_000), bytes_per_token=1000, layers=10)
+    assert ineq.win_ranges(Tier("fast", 1e9, 0.0), max_tokens=5000) == [(1, 5000)]
+    assert ineq.break_even(Tier("fast", 1e9, 0.0), max_tokens=5000) == 1
