@@ -223,8 +223,9 @@ def test_config_limits_at_their_edges():
         FtlConfig(user_bytes=512 * 4096, op=0.047, block_pages=8).validate()
     # over-provisioning up to 10 inclusive
     assert FtlConfig(user_bytes=512 * 4096, op=10.0, block_pages=8).validate().op == 10.0
-    with pytest.raises(SpecError, match="outside"):
-        FtlConfig(user_bytes=512 * 4096, op=10.5, block_pages=8).validate()
+    for bad in (10.5, 0.0, float("nan")):
+        with pytest.raises(SpecError, match="outside"):
+            FtlConfig(user_bytes=512 * 4096, op=bad, block_pages=8).validate()
     # page numbers are int32: 2^31 - 2 physical pages is the most (2^30 - 1 user pages of 512 B at op 1)
     assert FtlConfig(user_bytes=(2**30 - 1) * 512, page_size=512, op=1.0, block_pages=2).validate()
     with pytest.raises(SpecError, match="2\\^31 page limit"):
