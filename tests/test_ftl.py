@@ -261,3 +261,24 @@ def test_long_streams_span_several_chunks_and_count_exactly():
     assert one.total.host_pages == 4096 + 4096 and one.waf == 1.0          # rewriting one page: no copies
     with pytest.raises(SpecError, match="warm-up"):
         simulate(cfg, writes=1, warmup=1.0)
+
+
+def test_layout_waf_model_parameters_by_hand():
+    """1 MiB slots, 16 MiB erase blocks, >= 128 blocks: 2,048 slots (128 x 16 MiB / 1 MiB) of 64 x 16 KiB
+    pages = 140,247 physical pages at op 0.07, under 2^18: 16 KiB pages kept. Under 2^16 pages the page
+    doubles until it fits: 32 KiB gives 70,124 (too many), 64 KiB 35,062."""
+    from kvbench.analysis.ftl import layout_waf
+
+    kw = dict(erase_block_bytes=16 << 20, min_blocks=128, writes=2.0)
+    waf, p = layout_waf("slot", 1 << 20, max_pages=1 << 18, **kw)
+    assert (p["model_capacity_bytes"], p["page_bytes"], p["unit_bytes"], p["erase_block_bytes"]) == \
+        (2 << 30, 16 << 10, 1 << 20, 16 << 20)
+    assert waf > 1.0 and p["op"] == 0.07 and p["gc"] == "greedy" and p["writes"] == 2.0
+    _, p = layout_waf("slot", 1 << 20, max_pages=1 << 16, **kw)
+    assert (p["page_bytes"], p["unit_bytes"], p["model_capacity_bytes"]) == (64 << 10, 1 << 20, 2 << 30)
+    log, p = layout_waf("log", 1 << 20, max_pages=1 << 16, segment_bytes=64 << 20, **kw)
+    assert log == 1.0 and p["unit_bytes"] == 64 << 20 and p["model_capacity_bytes"] == 256 * (64 << 20)
+    with pytest.raises(SpecError, match="unknown store layout"):
+        layout_waf("btree", 1 << 20)
+    with pytest.raises(SpecError, match="must be > 0"):
+        layout_waf("slot", 0)
