@@ -151,6 +151,7 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
                                                "which validate() rules out (spare blocks >= min_free + 2)",
         ("elif r_count > 0:", "> -> >="): "an empty FIFO ring with free blocks below min_free is ruled out by "
                                           "validate() (spare blocks >= min_free + 2)",
+        ("vi = 0", "0 -> 1"): "the scan position is reset when a victim is picked, before it is read",
         ("err = 1  # out of free blocks: validate() makes this impossible", "1 -> 2"):
             "unreachable: validate() keeps enough spare blocks",
         ("w = math.log1p(x) if x > -0.3 else -1.0 + math.sqrt(2.0 * (1.0 + math.e * x))", "> -> >="):
