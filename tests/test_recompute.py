@@ -293,3 +293,31 @@ def test_a_tier_that_wins_from_one_token():
     ineq = Inequality(rate_profile(10_000), bytes_per_token=1000, layers=10)
     assert ineq.win_ranges(Tier("fast", 1e9, 0.0), max_tokens=5000) == [(1, 5000)]
     assert ineq.break_even(Tier("fast", 1e9, 0.0), max_tokens=5000) == 1
+
+
+def test_key_sampled_run_is_scaled_to_full_size(tmp_path):
+    """A replay at --sample-keys 0.25: hits per tier / 0.25, capped at the request's full block count (scaled
+    down proportionally), rounded; full-size prompt length and load time come from full_blocks and
+    full_load_ms_est. Row 2: 3 + 1 sampled hits -> 12 + 4 = 16 > 10 full blocks -> x 10/16 -> 7.5, 2.5 ->
+    8, 3 (round half up)."""
+    root = write_run(tmp_path / "s", requests=(
+        "request,arrival_s,blocks,hit_l2,hit_l3,load_ms,l2_load_ms,l3_load_ms,full_blocks,full_load_ms_est\n"
+        "0,0.0,2,1,0,0.5,0.5,,8,2.0\n"
+        "1,0.1,4,3,1,1.5,0.4,1.1,10,6.0\n"))
+    summary = json.loads((root / "summary.json").read_text())
+    (root / "summary.json").write_text(json.dumps({**summary, "sample_rate": 0.25}))
+    run = read_run(root)
+    h = run.hits
+    assert h.sample_rate == 0.25 and any("key-sampled" in n for n in run.notes)
+    assert h.hit_blocks["l2"].tolist() == [1, 3] and h.tier_load_s["l3"][1] == pytest.approx(1.1e-3)
+    f = h.full_size()
+    assert f.hit_blocks["l2"].tolist() == [4, 8] and f.hit_blocks["l3"].tolist() == [0, 3]
+    assert f.blocks.tolist() == [8, 10] and f.load_s.tolist() == pytest.approx([2e-3, 6e-3])
+    assert f.sample_rate is None and f.full_size() is f and f.tier_load_s == {}
+
+
+def test_curve_tokens_by_hand():
+    from kvbench.analysis.recompute import curve_tokens
+
+    assert curve_tokens(100, points=5).tolist() == [1, 3, 10, 32, 100]      # 10^(0, .5, 1, 1.5, 2) rounded
+    assert curve_tokens(1).tolist() == [1, 2]                                # at least 1..2
