@@ -73,6 +73,7 @@ def test_exact_curve_equals_bruteforce_lru_at_every_capacity(reqs, ttl, warmup):
     # fixed-size SHARDS keeping more keys than the trace has never lowers its rate: exact too
     f = shards_profile(tr, size=64, ttl_s=ttl, warmup=warmup)
     assert np.allclose(f.hits_at(caps), want, rtol=0, atol=1e-9) and f.sample_rate == 1.0
+    assert f.cold == p.cold and f.distinct_blocks == len(set(tr.keys.tolist()))
     distinct = len(set(tr.keys.tolist()))
     assert p.distinct_blocks == distinct and p.max_distance <= distinct
 
