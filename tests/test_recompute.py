@@ -314,6 +314,14 @@ def test_key_sampled_run_is_scaled_to_full_size(tmp_path):
     assert f.hit_blocks["l2"].tolist() == [4, 8] and f.hit_blocks["l3"].tolist() == [0, 3]
     assert f.blocks.tolist() == [8, 10] and f.load_s.tolist() == pytest.approx([2e-3, 6e-3])
     assert f.sample_rate is None and f.full_size() is f and f.tier_load_s == {}
+    # no sample_rate in the summary: the full_* columns are not used, nothing is scaled
+    (root / "summary.json").write_text(json.dumps(summary))
+    plain = read_run(root)
+    assert plain.hits.sample_rate is None and not any("key-sampled" in n for n in plain.notes)
+    assert plain.hits.full_size() is plain.hits
+    from dataclasses import replace
+    odd = replace(h, full_blocks=None)                          # a rate without full sizes: left as measured
+    assert odd.full_size() is odd
 
 
 def test_curve_tokens_by_hand():
