@@ -172,6 +172,10 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
     "recompute": {
         ("grid = np.unique(np.round(np.geomspace(1, max_tokens, 4096)).astype(np.int64))", "4096 -> 4097"):
             "the grid only brackets sign changes; bisection then finds the exact integers",
+        ("def bandwidth_needed(self, tier: Tier, n: int, suffix: int = 0) -> float | None:", "0 -> 1"):
+            "the suffix parameter is not used by bandwidth_needed (non-pipelined by definition)",
+        ("cap = np.where(total > self.full_blocks, self.full_blocks / np.maximum(total, 1e-12), 1.0)", "> -> >="):
+            "at total == full_blocks the cap is full/total = 1, the same as the else branch",
         ("hi = grid[hi_i - 1] if hi_i == len(grid) else self._first_win(", "1 -> 2"):
             "a wider bracket (grid[hi_i - 2] also wins) bisects to the same first losing length",
     },
