@@ -176,7 +176,7 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "the suffix parameter is not used by bandwidth_needed (non-pipelined by definition)",
         ("cap = np.where(total > self.full_blocks, self.full_blocks / np.maximum(total, 1e-12), 1.0)", "> -> >="):
             "at total == full_blocks the cap is full/total = 1, the same as the else branch",
-        ("hi = grid[hi_i - 1] if hi_i == len(grid) else self._first_win(", "1 -> 2"):
+        ("tier, grid[hi_i - 1], grid[hi_i], suffix, want=False) - 1", "1 -> 2"):
             "a wider bracket (grid[hi_i - 2] also wins) bisects to the same first losing length",
     },
     "histogram": {
