@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Property tests: no deadline (CI is a loaded 2-core VM: time is not a property), derandomized so a CI failure
+# reproduces, no example database written into the repository. "mutation" runs fewer examples per mutant.
+settings.register_profile("ci", deadline=None, derandomize=True, database=None, max_examples=60)
+settings.register_profile("mutation", deadline=None, derandomize=True, database=None, max_examples=30)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"

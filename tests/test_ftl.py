@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -183,3 +184,101 @@ def test_cli_ftl_bad_input_exits_2_with_one_line():
                        capture_output=True, text=True, cwd=REPO, env=env)
     assert p.returncode == 2
     assert p.stderr.count("\n") == 1 and "kvbench: error:" in p.stderr and "fix:" in p.stderr
+
+
+def test_waf_excludes_the_warm_up_exactly():
+    """WAF = NAND / host pages over the writes after the warm-up, not over all of them. Oracle: the same seeded
+    stream cut at the warm-up point (a run of 2x capacity) gives the warm-up's NAND pages; the rest are the
+    measured part's. Right after a sequential fill GC copies more than in steady state, so the two differ."""
+    cfg = FtlConfig(user_bytes=16 << 20, op=0.1, block_pages=16)
+    U = cfg.user_pages
+    whole = simulate(cfg, pattern="uniform", writes=4, warmup=0.5, seed=3)
+    head = simulate(cfg, pattern="uniform", writes=2, warmup=0.0, seed=3)
+    fill = simulate(cfg, pattern="uniform", writes=1e-9, warmup=0.0, seed=3).total   # the preconditioning fill
+    assert whole.measured.host_pages == 2 * U and head.measured.host_pages == 2 * U
+    nand_after = whole.total.nand_pages - head.total.nand_pages
+    assert whole.measured.nand_pages == nand_after
+    assert whole.waf == nand_after / (2 * U)
+    assert whole.waf_all == (whole.total.nand_pages - fill.nand_pages) / (4 * U)
+    assert head.waf == head.waf_all and whole.waf != whole.waf_all
+    assert whole.to_dict()["warmup_fraction"] == 0.5
+
+
+def test_sequential_rewrite_counts_by_hand():
+    # 512 user pages, 8-page blocks, op 0.1: 563 physical pages -> 70 blocks. A sequential fill, then 3 passes
+    # of sequential rewrites: every victim block is wholly invalid, nothing is copied, WAF exactly 1.
+    cfg = FtlConfig(user_bytes=512 * 4096, op=0.1, block_pages=8)
+    assert (cfg.user_pages, cfg.blocks, cfg.physical_pages) == (512, 70, 560)
+    assert cfg.effective_op == 560 / 512 - 1
+    r = simulate(cfg, pattern="sequential", writes=3, warmup=0.25, seed=1)
+    assert (r.measured.host_pages, r.measured.gc_pages) == (1536 - 384, 0)
+    assert r.waf == 1.0 and r.waf_all == 1.0 and r.total.host_pages == 512 + 1536
+
+
+def test_config_limits_at_their_edges():
+    # spare erase blocks: 512 user pages need 64 blocks of 8; op 1/16 gives 544 pages = 68 blocks: 4 spare,
+    # exactly min_free_blocks + 2 (allowed); op 0.047 gives 536 -> 67 blocks: 3 spare (refused)
+    assert FtlConfig(user_bytes=512 * 4096, op=0.0625, block_pages=8).validate().blocks == 68
+    with pytest.raises(SpecError, match="leaves 3 spare erase block"):
+        FtlConfig(user_bytes=512 * 4096, op=0.047, block_pages=8).validate()
+    # over-provisioning up to 10 inclusive
+    assert FtlConfig(user_bytes=512 * 4096, op=10.0, block_pages=8).validate().op == 10.0
+    for bad in (10.5, 0.0, float("nan")):
+        with pytest.raises(SpecError, match="outside"):
+            FtlConfig(user_bytes=512 * 4096, op=bad, block_pages=8).validate()
+    # page numbers are int32: 2^31 - 2 physical pages is the most (2^30 - 1 user pages of 512 B at op 1)
+    assert FtlConfig(user_bytes=(2**30 - 1) * 512, page_size=512, op=1.0, block_pages=2).validate()
+    with pytest.raises(SpecError, match="2\\^31 page limit"):
+        FtlConfig(user_bytes=2**30 * 512, page_size=512, op=1.0, block_pages=2).validate()
+
+
+def test_lambert_w0_domain_and_branch_point():
+    with pytest.raises(ValueError, match="-1/e"):
+        lambert_w0(-0.5)
+    assert lambert_w0(-1.0 / math.e) == pytest.approx(-1.0, abs=1e-7)    # W(-1/e) = -1
+    assert lambert_w0(0.0) == 0.0 and lambert_w0(math.e) == pytest.approx(1.0, rel=1e-14)
+
+
+def test_preconditioning_fill_writes_every_page_exactly_once():
+    cfg = FtlConfig(user_bytes=(2 * 65536 + 5) * 512, page_size=512, op=0.1, block_pages=64)
+    m = FtlModel(cfg)
+    m.fill_sequential()
+    c = m.counters
+    assert (c.host_pages, c.nand_pages, c.gc_pages) == (2 * 65536 + 5, 2 * 65536 + 5, 0)
+
+
+def test_long_streams_span_several_chunks_and_count_exactly():
+    """More than one kernel batch (2^20 pages): 300 passes of a 3-page extent stream over 4,096 pages, and
+    300x uniform writes: host pages after the fill are exactly writes x capacity, and a 1-page stream is fine."""
+    cfg = FtlConfig(user_bytes=4096 * 4096, op=0.2, block_pages=64)
+    three = (np.array([OP_WRITE] * 3, np.uint8), np.array([0, 1, 2]), np.array([1, 1, 1]))
+    r = simulate(cfg, extents=three, writes=300, warmup=0.5)
+    assert r.total.host_pages == 4096 + 300 * 4096 and r.measured.host_pages == 150 * 4096
+    assert math.isfinite(r.pages_per_s) and r.pages_per_s > 0
+    u = simulate(cfg, pattern="uniform", writes=300, warmup=0.5, seed=2)
+    assert u.total.host_pages == 4096 + 300 * 4096 and u.measured.host_pages == 150 * 4096
+    one = simulate(cfg, extents=(np.array([OP_WRITE], np.uint8), np.array([7]), np.array([1])), writes=1)
+    assert one.total.host_pages == 4096 + 4096 and one.waf == 1.0          # rewriting one page: no copies
+    with pytest.raises(SpecError, match="warm-up"):
+        simulate(cfg, writes=1, warmup=1.0)
+
+
+def test_layout_waf_model_parameters_by_hand():
+    """1 MiB slots, 16 MiB erase blocks, >= 128 blocks: 2,048 slots (128 x 16 MiB / 1 MiB) of 64 x 16 KiB
+    pages = 140,247 physical pages at op 0.07, under 2^18: 16 KiB pages kept. Under 2^16 pages the page
+    doubles until it fits: 32 KiB gives 70,124 (too many), 64 KiB 35,062."""
+    from kvbench.analysis.ftl import layout_waf
+
+    kw = dict(erase_block_bytes=16 << 20, min_blocks=128, writes=2.0)
+    waf, p = layout_waf("slot", 1 << 20, max_pages=1 << 18, **kw)
+    assert (p["model_capacity_bytes"], p["page_bytes"], p["unit_bytes"], p["erase_block_bytes"]) == \
+        (2 << 30, 16 << 10, 1 << 20, 16 << 20)
+    assert waf > 1.0 and p["op"] == 0.07 and p["gc"] == "greedy" and p["writes"] == 2.0
+    _, p = layout_waf("slot", 1 << 20, max_pages=1 << 16, **kw)
+    assert (p["page_bytes"], p["unit_bytes"], p["model_capacity_bytes"]) == (64 << 10, 1 << 20, 2 << 30)
+    log, p = layout_waf("log", 1 << 20, max_pages=1 << 16, segment_bytes=64 << 20, **kw)
+    assert log == 1.0 and p["unit_bytes"] == 64 << 20 and p["model_capacity_bytes"] == 256 * (64 << 20)
+    with pytest.raises(SpecError, match="unknown store layout"):
+        layout_waf("btree", 1 << 20)
+    with pytest.raises(SpecError, match="must be > 0"):
+        layout_waf("slot", 0)

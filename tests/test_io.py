@@ -49,7 +49,8 @@ def test_io_mixed_has_per_op_sections_and_time_based_run(cli, tmp_path):
                 "--rw", "randrw", "--rwmixread", "70", "--qd", "4")
     assert {"read", "write"} <= set(s) and set(s["read"]["lat_us"]) == LAT_KEYS
     assert 0.6 * s["ios"] < s["read"]["ios"] < 0.8 * s["ios"]
-    assert 0.5 < s["runtime_s"] < 1.5 and s["issued"] >= s["ios"]
+    # time-based: no bound on runtime_s (it starts at the first submit; a runaway is the per-test timeout's)
+    assert s["issued"] >= s["ios"] and s["runtime_s"] > 0
     assert s["host"]["engine_write_bytes"] == s["write"]["bytes"]
 
 
@@ -143,7 +144,7 @@ def test_signal_stops_drains_writes_and_exits_130(tmp_path, sig, workers):
     out, err = p.communicate(timeout=30)
     assert p.returncode == 130, err
     s = json.loads(out)
-    assert s["status"] == "interrupted" and s["ios"] > 0 and s["runtime_s"] < 30
+    assert s["status"] == "interrupted" and s["ios"] > 0
     assert json.loads((rd / "summary.json").read_text())["status"] == "interrupted"
     assert "interrupted" in err and "Traceback" not in err
 
@@ -169,7 +170,8 @@ def test_dram_and_null_engines_from_cli(cli, tmp_path):
     assert s["engine"] == "dram" and s["ios"] == 128
     s = io_json(cli, tmp_path, "--target", tmp_path / "n.dat", "--size", "4MiB", "--engine", "null",
                 "--runtime", "0.3s", "--no-prefill")
-    assert s["engine"] == "null" and s["iops"] > 10000
+    assert s["engine"] == "null" and s["ios"] > 0 and s["bytes"]["read"] == s["ios"] * 4096
+    assert s["iops"] == pytest.approx(s["ios"] / s["runtime_s"], rel=1e-3)
 
 
 def test_open_loop_rate_reports_issue_lag(cli, tmp_path):
@@ -178,7 +180,9 @@ def test_open_loop_rate_reports_issue_lag(cli, tmp_path):
     assert s["pacing"] == "open" and s["ios"] == 1000
     lag = s["issue_lag_us"]
     assert lag["n"] == 1000 and 0 <= lag["p50"] <= lag["p99"] <= lag["max"]
-    assert 0.45 < s["runtime_s"] < 1.0          # paced at 2000/s, not as fast as possible
+    # paced at 2000/s, not as fast as possible: no I/O issued before it is due (unpaced, the mean lag would be
+    # about -250 ms); the lag histogram clips at 0, its mean is of the signed lags
+    assert s["issue_lag_us"]["mean_us"] >= 0
 
 
 def test_sigkill_of_parent_stops_workers(tmp_path):

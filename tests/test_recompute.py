@@ -274,3 +274,83 @@ def test_pipelined_layer_groups_by_hand(first, exposed):
     need = piped.bandwidth_needed(tier, 100, suffix=1000)
     up, down = Tier("u", need * (1 + 1e-6), 0.0), Tier("d", need * (1 - 1e-6), 0.0)
     assert float(piped.margin(up, 100, 1000)) > 0 >= float(piped.margin(down, 100, 1000))
+
+
+def test_break_even_is_the_start_of_the_last_winning_range():
+    """Pipelined, with an attention term: loading wins a middle range (hidden behind the suffix's compute),
+    loses, then wins again from n* on (recompute's c n^2 outgrows the exposed load). By hand, b = 1e-4,
+    c = 1e-8, k = 5e-4 s/token load, L = 10, suffix s = 2000, first byte 2.1 ms:
+      hidden while k n <= b s + c s^2 + 2 c s n  <=>  n <= 0.24 / 4.6e-4 = 521.7; there loading wins when
+        c n^2 + (b - k/L) n - 2.1e-3 > 0  <=>  n > 41.65;
+      beyond, exposed = 2.1e-3 + k n - 0.9 (b s + c s^2 + 2 c s n), so loading wins when
+        c n^2 - 3.64e-4 n + 0.2139 > 0  <=>  n < 597.44 or n > 35,802.56.
+    Win ranges [42, 597] and [35,803, max]; n* = 35,803 (the first range does not reach max_tokens)."""
+    b, c, k, L, s, t = 1e-4, 1e-8, 5e-4, 10, 2000, 2.1e-3
+    ineq = Inequality(_prof(b=b, c=c), bytes_per_token=1000, layers=L, pipelined=True)
+    tier = Tier("t", 1000 / k, t)
+    assert ineq.win_ranges(tier, suffix=s, max_tokens=100_000) == [(42, 597), (35803, 100_000)]
+    assert ineq.break_even(tier, suffix=s, max_tokens=100_000) == 35803
+    out = analyse_tiers(ineq, [tier], lengths=[500, 1000, 50_000], suffix=s, max_tokens=100_000)["t"]
+    assert out["break_even_tokens"] == 35803 and out["win_ranges"] == [[42, 597], [35803, 100_000]]
+    assert out["margin_s"]["500"] > 0 > out["margin_s"]["1000"] and out["margin_s"]["50000"] > 0
+    assert "LOAD for prefixes >= 35,803 tokens" in out["verdict"]
+    # up to 30,000 tokens only the middle range exists: no n*, a MIXED verdict naming it
+    assert ineq.break_even(tier, suffix=s, max_tokens=30_000) is None
+    mixed = analyse_tiers(ineq, [tier], lengths=[500], suffix=s, max_tokens=30_000)["t"]["verdict"]
+    assert "MIXED: loading wins only for 42-597 tokens" in mixed
+
+
+def test_defaults_by_hand():
+    """Defaults: up to 2^20 tokens, not pipelined (the suffix is then ignored), no suffix."""
+    tier = Tier("t", 100e6, 1e-3)
+    plain = Inequality(rate_profile(10_000), bytes_per_token=1000, layers=10)
+    assert plain.win_ranges(tier) == [(12, 1 << 20)] and plain.break_even(tier) == 12
+    assert float(plain.load_exposed(tier, 100, suffix=2000)) == pytest.approx(1e-3 + 100 * 1000 / 100e6)
+    piped = Inequality(rate_profile(10_000), bytes_per_token=1000, layers=10, pipelined=True)
+    # no suffix: nothing to overlap, the same as loading before compute
+    assert float(piped.load_exposed(tier, 100)) == pytest.approx(float(plain.load_exposed(tier, 100)))
+    assert float(piped.margin(tier, 100)) == pytest.approx(float(plain.margin(tier, 100)))
+    assert piped.win_ranges(tier, max_tokens=5000) == [(12, 5000)]
+
+
+def test_a_tier_that_wins_from_one_token():
+    # no first-byte latency and a fast link: loading 1 token (1e-6 s) beats recomputing it (1e-4 s)
+    ineq = Inequality(rate_profile(10_000), bytes_per_token=1000, layers=10)
+    assert ineq.win_ranges(Tier("fast", 1e9, 0.0), max_tokens=5000) == [(1, 5000)]
+    assert ineq.break_even(Tier("fast", 1e9, 0.0), max_tokens=5000) == 1
+
+
+def test_key_sampled_run_is_scaled_to_full_size(tmp_path):
+    """A replay at --sample-keys 0.25: hits per tier / 0.25, capped at the request's full block count (scaled
+    down proportionally), rounded; full-size prompt length and load time come from full_blocks and
+    full_load_ms_est. Row 2: 3 + 1 sampled hits -> 12 + 4 = 16 > 10 full blocks -> x 10/16 -> 7.5, 2.5 ->
+    8, 3 (round half up)."""
+    root = write_run(tmp_path / "s", requests=(
+        "request,arrival_s,blocks,hit_l2,hit_l3,load_ms,l2_load_ms,l3_load_ms,full_blocks,full_load_ms_est\n"
+        "0,0.0,2,1,0,0.5,0.5,,8,2.0\n"
+        "1,0.1,4,3,1,1.5,0.4,1.1,10,6.0\n"))
+    summary = json.loads((root / "summary.json").read_text())
+    (root / "summary.json").write_text(json.dumps({**summary, "sample_rate": 0.25}))
+    run = read_run(root)
+    h = run.hits
+    assert h.sample_rate == 0.25 and any("key-sampled" in n for n in run.notes)
+    assert h.hit_blocks["l2"].tolist() == [1, 3] and h.tier_load_s["l3"][1] == pytest.approx(1.1e-3)
+    f = h.full_size()
+    assert f.hit_blocks["l2"].tolist() == [4, 8] and f.hit_blocks["l3"].tolist() == [0, 3]
+    assert f.blocks.tolist() == [8, 10] and f.load_s.tolist() == pytest.approx([2e-3, 6e-3])
+    assert f.sample_rate is None and f.full_size() is f and f.tier_load_s == {}
+    # no sample_rate in the summary: the full_* columns are not used, nothing is scaled
+    (root / "summary.json").write_text(json.dumps(summary))
+    plain = read_run(root)
+    assert plain.hits.sample_rate is None and not any("key-sampled" in n for n in plain.notes)
+    assert plain.hits.full_size() is plain.hits
+    from dataclasses import replace
+    odd = replace(h, full_blocks=None)                          # a rate without full sizes: left as measured
+    assert odd.full_size() is odd
+
+
+def test_curve_tokens_by_hand():
+    from kvbench.analysis.recompute import curve_tokens
+
+    assert curve_tokens(100, points=5).tolist() == [1, 3, 10, 32, 100]      # 10^(0, .5, 1, 1.5, 2) rounded
+    assert curve_tokens(1).tolist() == [1, 2]                                # at least 1..2

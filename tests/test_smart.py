@@ -81,7 +81,29 @@ def test_live_reading_is_none_off_nvme(tmp_path):
 def test_live_nvme_drive_reads():  # pragma: no cover - only on machines with an NVMe drive
     dev = sorted(Path("/dev").glob("nvme*n1"))[0]
     c = try_read_counters(dev)
-    assert c is None or c.smart is None or c.smart.data_units_written >= 0
+    assert c is not None and c.smart is not None            # nvme-cli and a drive: the SMART log is read
+    assert c.smart.host_bytes_written == c.smart.data_units_written * DATA_UNIT_BYTES > 0
+
+
+def test_read_counters_runs_nvme_cli_and_parses_its_output(tmp_path):
+    """The live path without a drive: an executable answering like nvme-cli (its captured JSON) is run."""
+    from kvbench.metrics.smart import read_counters
+
+    exe = tmp_path / "nvme"
+    exe.write_text(f"""#!/bin/sh
+case "$1" in
+  smart-log) cat {FIX / "nvme-cli-2-smart-log.json"} ;;
+  ocp) cat {FIX / "ocp-smart-add-log-v1.json"} ;;
+  *) exit 1 ;;
+esac
+""")
+    exe.chmod(0o755)
+    c = read_counters("/dev/nvme9n1", nvme=str(exe))
+    assert c.device == "/dev/nvme9n1" and c.smart.data_units_written == 98765432
+    assert c.ocp is not None and c.ocp.physical_media_bytes_written > 0
+    exe.write_text("#!/bin/sh\necho 'not json'\n")
+    c = read_counters("/dev/nvme9n1", nvme=str(exe))      # a drive that answers garbage: no counters, no raise
+    assert c.smart is None and c.ocp is None
 
 
 def test_device_watch_off_nvme_gives_none(tmp_path):

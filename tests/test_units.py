@@ -53,3 +53,106 @@ def test_format():
     assert units.format_bytes(65536) == "64 KiB"
     assert units.format_rate(2e9) == "2 GB/s"
     assert units.format_duration(250e-6) == "250 us"
+
+
+# Every size suffix, written out by hand (not read from the module): binary for k/K, KiB/KIB; decimal for KB.
+SUFFIXES = [
+    ("1", 1), ("1B", 1),
+    ("1k", 1024), ("1K", 1024), ("1KiB", 1024), ("1KIB", 1024), ("1kB", 1000), ("1KB", 1000),
+    ("1m", 1048576), ("1M", 1048576), ("1MiB", 1048576), ("1MIB", 1048576), ("1MB", 1000000),
+    ("1g", 1073741824), ("1G", 1073741824), ("1GiB", 1073741824), ("1GIB", 1073741824), ("1GB", 1000000000),
+    ("1t", 1099511627776), ("1T", 1099511627776), ("1TiB", 1099511627776), ("1TIB", 1099511627776),
+    ("1TB", 1000000000000),
+    ("1p", 1125899906842624), ("1P", 1125899906842624), ("1PiB", 1125899906842624),
+    ("1PIB", 1125899906842624), ("1PB", 1000000000000000),
+    ("1e", 1152921504606846976), ("1E", 1152921504606846976), ("1EiB", 1152921504606846976),
+    ("1EIB", 1152921504606846976), ("1EB", 1000000000000000000),
+]
+
+
+@pytest.mark.parametrize("text,value", SUFFIXES)
+def test_every_size_suffix_decimal_vs_binary(text, value):
+    assert units.parse_size(text) == value
+    assert units.parse_rate(text + "/s") == value
+
+
+@pytest.mark.parametrize("text", ["1Mb", "1gb", "1Tb", "1pb", "1eb", "1kib", "1Kb"])
+def test_every_bits_spelling_is_refused_with_both_fixes(text):
+    with pytest.raises(UnitError) as e:
+        units.parse_size(text)
+    n = text[1].upper()
+    if text.endswith("b") and text[1:-1].lower() in "kmgtpe":
+        assert f"1{n}iB" in str(e.value) and f"1{n}B" in str(e.value) and "bits" in str(e.value)
+
+
+@pytest.mark.parametrize("text,value", [
+    ("7ns", 7e-9), ("7us", 7e-6), ("7µs", 7e-6), ("7ms", 7e-3), ("7s", 7.0), ("7sec", 7.0), ("7", 7.0),
+    ("7m", 420.0), ("7min", 420.0), ("7h", 25200.0), ("7d", 604800.0), ("7w", 4233600.0), ("2.5e1s", 25.0),
+])
+def test_every_duration_suffix(text, value):
+    assert units.parse_duration(text) == pytest.approx(value, rel=1e-15)
+
+
+def test_size_edges():
+    assert units.parse_size("8EiB") == 2**63                     # the largest accepted
+    with pytest.raises(UnitError, match="too large"):
+        units.parse_size("9EiB")
+    assert units.parse_size("0.5KiB") == 512 and units.parse_size(" 4k ") == 4096
+    with pytest.raises(UnitError, match="whole number"):
+        units.parse_size("0.5")
+    with pytest.raises(UnitError, match="negative"):
+        units.parse_size(-1)
+    with pytest.raises(UnitError):
+        units.parse_size(True)
+    with pytest.raises(UnitError, match="no space"):
+        units.parse_size("4 k")
+    assert units.parse_duration(0) == 0.0 and units.parse_duration(2) == 2.0
+    for bad in (-1, float("inf"), float("nan")):
+        with pytest.raises(UnitError):
+            units.parse_duration(bad)
+    with pytest.raises(UnitError, match="too large"):
+        units.parse_duration("1e400s")
+    assert units.parse_rate(5) == 5.0 and units.parse_rate("1.5KB/s") == 1500.0
+    with pytest.raises(UnitError):
+        units.parse_rate("10XB/s")
+
+
+@pytest.mark.parametrize("n,binary,text", [
+    (0, True, "0 B"), (1023, True, "1.02e+03 B"), (1024, True, "1 KiB"), (1536, True, "1.5 KiB"),
+    (3 << 30, True, "3 GiB"), (5 << 60, True, "5 EiB"), (6 << 70, True, "6.14e+03 EiB"), (-2048, True, "-2 KiB"),
+    (999, False, "999 B"), (1000, False, "1 KB"), (7.68e12, False, "7.68 TB"), (2.5e18, False, "2.5 EB"),
+])
+def test_format_bytes_table(n, binary, text):
+    assert units.format_bytes(n, binary=binary) == text
+
+
+@pytest.mark.parametrize("s,text", [
+    (5e-7, "500 ns"), (1e-6, "1 us"), (999e-6, "999 us"), (1e-3, "1 ms"), (0.5, "500 ms"), (1.0, "1 s"),
+    (119.0, "119 s"), (120.0, "2 min"), (3600.0, "60 min"), (7200.0, "2 h"), (172799.0, "48 h"),
+    (172800.0, "2 d"), (-0.002, "-2 ms"),
+])
+def test_format_duration_table(s, text):
+    assert units.format_duration(s) == text
+
+
+def test_format_passes_none_and_infinity_through():
+    assert units.format_bytes(None) == "None" and units.format_bytes(float("inf")) == "inf"
+    assert units.format_duration(None) == "None" and units.format_duration(float("nan")) == "nan"
+    assert units.format_bytes(1234, digits=2) == "1.2 KiB" and units.format_duration(1.2345, digits=2) == "1.2 s"
+    assert units.format_rate(6.5e9) == "6.5 GB/s"
+
+
+def test_boundaries_the_mutation_run_found_unpinned():
+    assert units.parse_size(0) == 0                                # an int 0 is a size, not a negative one
+    with pytest.raises(UnitError, match="unknown size unit"):
+        units.parse_size("1kib")                                   # not bits: an unknown unit, not "use KiB"
+    with pytest.raises(UnitError, match="unknown size unit"):
+        units.parse_size("1Kx")
+    assert units.parse_size("1.1KB") == 1100                       # 1100.0000000000002: float noise is whole
+    assert units.parse_size("0.000001") == 0                       # within the 1e-6-byte tolerance (inclusive)
+    with pytest.raises(UnitError, match="whole number"):
+        units.parse_size("1.0000015")                              # 1.5e-6 of a byte off: not whole
+    with pytest.raises(UnitError):
+        units.parse_duration(True)
+    assert units.format_bytes(1024) == "1 KiB" and units.format_bytes(1234567) == "1.18 MiB"   # binary, 3 digits
+    assert units.format_duration(36000.0, digits=5) == "10 h" and units.format_duration(1.23456) == "1.23 s"

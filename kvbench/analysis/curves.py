@@ -97,16 +97,9 @@ class ReuseProfile:
         return caps[caps >= 1]
 
 
-def _profile_from(dist_est: np.ndarray, weights: np.ndarray | float, references: int, cold: float,
+def _profile_from(dist_est: np.ndarray, weights: np.ndarray, references: int, cold: float,
                   distinct: float, method: str, **kw) -> ReuseProfile:
     """Build a profile from the (estimated) distances of reuse references (dist > 0) and their weights."""
-    if np.isscalar(weights):
-        if np.issubdtype(dist_est.dtype, np.integer):
-            hist = np.bincount(dist_est)
-            steps = np.flatnonzero(hist)
-            cum = np.cumsum(hist[steps]).astype(np.float64) * float(weights)
-            return ReuseProfile(steps.astype(np.float64), cum, references, cold, distinct, method, **kw)
-        weights = np.full(dist_est.size, float(weights))
     order = np.argsort(dist_est, kind="stable")
     d, w = dist_est[order], weights[order]
     steps, first = np.unique(d, return_index=True)

@@ -498,10 +498,14 @@ def _extent_chunks(ops, starts, counts, total: int, chunk: int = 1 << 20, stream
     while done < total:
         for i in range(0, len(ops), chunk):
             o, s, c = ops[i:i + chunk], starts[i:i + chunk], counts[i:i + chunk]
-            yield o, s, c, streams[i:i + chunk]
-            done += int(c[o == OP_WRITE].sum())
-            if done >= total:
+            st = streams[i:i + chunk]
+            cum = np.cumsum(np.where(o == OP_WRITE, c, 0))
+            if done + int(cum[-1]) >= total:     # the last batch: stop at the extent that reaches the total
+                k = int(np.searchsorted(cum, total - done, side="left")) + 1
+                yield o[:k], s[:k], c[:k], st[:k]
                 return
+            yield o, s, c, st
+            done += int(cum[-1])
 
 
 def simulate(config: FtlConfig, *, pattern: str = "uniform", writes: float = 10.0, warmup: float = 0.5,
@@ -548,7 +552,8 @@ def simulate(config: FtlConfig, *, pattern: str = "uniform", writes: float = 10.
         chunks = _extent_chunks(*_sequential_pass(U, io_pages), total)
     win = max(1, int(window * U))
     snaps = []
-    warm_at, warm_snap = int(warmup * total), None
+    warm_at = int(warmup * total)
+    warm_snap = start if warm_at == 0 else None     # no warm-up: every write after the fill is measured
     next_mark = win
     for o, s, c, st in chunks:
         # split each chunk after the extents that cross a window boundary or the warm-up point, so that the

@@ -103,14 +103,7 @@ class LatencyHistogram:
         """{"p50","p90","p99","p99.9","p99.99","max","mean"} in microseconds (None when empty)."""
         if self.count == 0:
             return {**{k: None for k, _ in PERCENTILES}, "max": None, "mean": None}
-        cum = np.cumsum(self.counts)
-        out = {}
-        for name, q in PERCENTILES:
-            rank = max(1, int(np.ceil(q / 100.0 * self.count - 1e-9)))
-            i = int(np.searchsorted(cum, rank))
-            low, width = bucket_bounds(np.array([i]))
-            mid = min(max(float(low[0]) + (float(width[0]) - 1.0) / 2.0, float(self.min_ns)), float(self.max_ns))
-            out[name] = mid / 1e3
+        out = {name: self.value_at(q) / 1e3 for name, q in PERCENTILES}
         out["max"] = self.max_ns / 1e3
         out["mean"] = self.total_ns / self.count / 1e3
         return out

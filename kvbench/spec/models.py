@@ -19,7 +19,7 @@ vector per token: every rank holds all of it. Linear-attention heads split like 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import numpy as np

@@ -1,0 +1,548 @@
+"""Mutation testing of kvbench's core: plant one small bug at a time and check that the tests catch it.
+
+    .venv/bin/python benchmarks/mutation.py                       # every module in MODULES, one worker
+    .venv/bin/python benchmarks/mutation.py units histogram       # some modules (by short name)
+    .venv/bin/python benchmarks/mutation.py mrc_kernels --every 3 # a bounded sample: every 3rd mutant
+    .venv/bin/python benchmarks/mutation.py ftl --list            # the mutants, without running anything
+
+Prints, per module, the mutants, killed (a test failed), timed out (a hang: counted as killed, the per-test
+timeout turns a hang into a failure), survived, equivalent (listed in EQUIVALENT with the reason), and the kill
+rate over non-equivalent mutants; writes ``results/mutation/<module>.json`` with every survivor (line, change,
+source line). Exit 1 when a module is below --min-rate.
+
+Why not mutmut or cosmic-ray. mutmut 3 rewrites every function into a trampoline and leaves decorated
+functions alone, so the numba kernels (mrc_kernels, ftl) would never be mutated - they are where the worst bugs
+hid (two made the FTL hang). cosmic-ray mutates files on disk, which works with numba, but plants every
+operator replacement at every site (704 mutants for the 121 lines of units.py, most of them redundant:
+``a + b`` -> ``a ** b``, ``a >> b``, ...), too many to run per module in minutes on a 2-core machine. This
+script plants one natural mutant per site (mutmut's classic table: ``+``/``-``, ``*``/``/``, ``<``/``<=``,
+``==``/``!=``, ``and``/``or``, ``min``/``max``, ``n``/``n+1``, ``True``/``False``, dropped ``not``), runs
+only the module's own tests in a private copy of the repository (the worktree is never touched), and gives
+numba's cache a fresh source stamp per mutant so a compiled kernel is rebuilt from the mutated source.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import copy
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+# module short name -> (source file, the tests that exercise it), fastest first (-x stops at the first failure).
+# Keep the selection to the module's own tests so a module runs in minutes; a mutant that only a far-away test
+# could catch is a missing unit test.
+MODULES: dict[str, tuple[str, list[str]]] = {
+    "units": ("kvbench/units.py", ["tests/test_units.py"]),
+    "histogram": ("kvbench/metrics/histogram.py", ["tests/test_histogram.py"]),
+    "curves": ("kvbench/analysis/curves.py",
+               ["tests/test_mrc_properties.py", "tests/test_curves_pinned.py", "tests/test_ttl_boundary.py",
+                "tests/test_mrc.py"]),
+    "mrc_kernels": ("kvbench/analysis/mrc_kernels.py",
+                    ["tests/test_mrc_properties.py", "tests/test_curves_pinned.py", "tests/test_ttl_boundary.py",
+                "tests/test_mrc.py"]),
+    "ftl": ("kvbench/analysis/ftl.py", ["tests/test_ftl.py"]),
+    "policies": ("kvbench/sim/policies.py",
+                 ["tests/test_policies_properties.py", "tests/test_policies.py", "tests/test_ttl_boundary.py"]),
+    "safety": ("kvbench/engine/safety.py", ["tests/test_safety.py", "tests/test_targets.py"]),
+    "recompute": ("kvbench/analysis/recompute.py", ["tests/test_recompute.py", "tests/test_check.py"]),
+}
+
+# Mutants that cannot change behaviour, keyed by module, then (stripped source line, change) -> reason; the
+# change "*" covers every mutant of a line (a prefetch hint, say).
+# A survivor is listed here only with the argument why no input can tell it apart from the original.
+EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
+    "units": {
+        ('_BINARY = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50, "e": 1 << 60}',
+         "1 -> 2"): 'the "" entry is only tested for membership (bits check) and filtered out of every suffix '
+                    "table (`if p`): its value is never read",
+    },
+    "safety": {
+        ("if need_bytes <= 0:", "<= -> <"): "need 0 then reaches `0 > free`, which is false: nothing is raised either way",
+        ('st = os.statvfs(os.path.dirname(os.path.abspath(path)) or ".")', "or -> and"):
+            "the directory of an absolute path is never empty ('/' at least)",
+        ('r = subprocess.run(["blkid", "-p", "-o", "export", dev], capture_output=True, text=True, timeout=20)',
+         "20 -> 21"): "a subprocess timeout: only a hung blkid sees it, and both values end it",
+        ('r = subprocess.run(["wipefs", "-n", "-p", dev], capture_output=True, text=True, timeout=20)',
+         "20 -> 21"): "a subprocess timeout: only a hung wipefs sees it, and both values end it",
+    },
+    "curves": {
+        ("codes, uniques = pd.factorize(keys, sort=False)", "False -> True"):
+            "dense ids only name keys: any numbering gives the same distances",
+        ("out = np.where(idx >= 0, self.cum_hits[np.maximum(idx, 0)] if self.cum_hits.size else 0.0, 0.0)",
+         "0.0 -> 1.0"): "with no steps every index is -1, so the first 0.0 is never selected (the where's own 0.0 "
+                        "is the one used)",
+        ("expected_keys=min(1 << 22, max(1024, trace.n_blocks // 8)))", "22 -> 23"): "a table-size hint",
+        ("expected_keys=min(1 << 22, max(1024, trace.n_blocks // 8)))", "1024 -> 1025"): "a table-size hint",
+        ("expected_keys=min(1 << 22, max(1024, trace.n_blocks // 8)))", "min -> max"): "a table-size hint",
+        ("expected_keys=min(1 << 22, max(1024, sub.n_blocks // 8)))", "1 -> 2"): "a table-size hint",
+        ("expected_keys=min(1 << 22, max(1024, sub.n_blocks // 8)))", "<< -> >>"): "a table-size hint",
+        ("expected_keys=min(1 << 22, max(1024, sub.n_blocks // 8)))", "8 -> 9"): "a table-size hint",
+        ("expected_keys=min(1 << 22, max(1024, sub.n_blocks // 8)))", "max -> min"): "a table-size hint",
+        ("chunk = max(1 << 16, 4 * size)", "16 -> 17"): "batch size of the candidate pre-filter: any batching "
+                                                        "keeps the same smallest hashes",
+        ("chunk = max(1 << 16, 4 * size)", "4 -> 5"): "batch size of the candidate pre-filter",
+        ("chunk = max(1 << 16, 4 * size)", "max -> min"): "batch size of the candidate pre-filter",
+        ("r_end = min(max(r_end, r + 1), trace.n_requests)", "1 -> 2"): "batch boundary of the pre-filter",
+        ("times if want else times[:0], want)", "0 -> 1"): "without retention the kernel never reads times",
+        ("base = make_policy(policy, 1, ttl_s=ttl_s)", "1 -> 2"): "a template: clone() sets every capacity",
+        ("r0 = 1.0 if rate is None else float(rate)", "1.0 -> 2.0"):
+            "stream_profile: without a rate the exact branch returns before r0 is read",
+        ("sample_rate: float = 1.0", "1.0 -> 2.0"): "Curve's default: every constructor passes the rate",
+    },
+    "policies": {
+        **{(f"def {m}(self, key: Hashable, now: float = 0.0) -> {r}:", "0.0 -> 1.0"):
+           "the abstract Cache signature: every policy overrides it with its own default"
+           for m, r in (("lookup", "bool"), ("contains", "bool"), ("insert", "list"))},
+        **{(f"def {m}(self, key, now=0.0):", "0.0 -> 1.0"):
+           "without retention the access time is stored but never compared; with retention every caller "
+           "(simulate_prefix, the tiers, curves) passes now" for m in ("lookup", "contains", "insert")},
+        ("return self._od.pop(key, 0) is None      # values are None: 0 means absent", "0 -> 1"):
+            "any non-None marker for absence gives the same answer",
+        ("was_ghost = self._g.pop(key, 0) is None", "0 -> 1"): "any non-None marker for absence gives the same answer",
+        ("if len(self.heap) > 2 * len(self.last) + 64:", "2 -> 3"): "when the lazy heap is compacted, not what it holds",
+        ("if len(self.heap) > 2 * len(self.last) + 64:", "* -> /"): "when the lazy heap is compacted, not what it holds",
+        ("if len(self.heap) > 2 * len(self.last) + 64:", "64 -> 65"): "when the lazy heap is compacted, not what it holds",
+        ("if len(self.heap) > 2 * len(self.last) + 64:", "+ -> -"): "when the lazy heap is compacted, not what it holds",
+        ("if len(self.heap) > 2 * len(self.last) + 64:", "> -> >="): "when the lazy heap is compacted, not what it holds",
+        ("if t is not None and t + self.ttl_s == deadline and now - t > self.ttl_s:", "- -> +"):
+            "a popped entry has deadline t + ttl < now, so now - t > ttl (and now + t > ttl) already hold",
+        ("if t is not None and t + self.ttl_s == deadline and now - t > self.ttl_s:", "> -> >="):
+            "a popped entry has deadline t + ttl < now: now - t > ttl holds strictly, >= changes nothing",
+    },
+    "mrc_kernels": {
+        ("if c + 1 < size and hashes[heap[c + 1]] > hashes[heap[c]]:", "> -> >="):
+            "only decides between two children of equal hash: distinct keys have distinct 64-bit hashes",
+        ("width = max(2 * s_max + 2, 1024)", "2 -> 3"): "slot space size: compaction timing, not results",
+        ("width = max(2 * s_max + 2, 1024)", "1024 -> 1025"): "slot space size: compaction timing, not results",
+        ("owner = np.full(width, -1, np.int64)", "1 -> 2"): "any negative owner means an empty slot (o >= 0 tests)",
+        ("new_owner[s] = -1", "1 -> 2"): "any negative owner means an empty slot (o >= 0 tests)",
+        ("_GOLD = np.uint64(0x9E3779B97F4A7C15)", "11400714819323198485 -> 11400714819323198486"):
+            "the hash table's multiplier: another one changes where keys sit, not which slot each maps to",
+        ("if wend - (w + 1) <= w - (blk << 6):", "6 -> 7"):
+            "chooses which side of the word to count (the shorter); both branches count the same marks",
+        ("if wend - (w + 1) <= w - (blk << 6):", "<= -> <"):
+            "chooses which side of the word to count (the shorter); both branches count the same marks",
+        ("j = i - 8 if i - 8 >= 0 else i", "*"): "which table line is prefetched: a cache hint, never read back",
+        ("warm ^= tab[2 * np.int64((keys[j] * _GOLD) >> np.uint64(shift)) + 1]", "*"):
+            "the prefetch load itself: its value only feeds the dead 'warm' word",
+        ("state[5] ^= np.int64(warm & np.uint64(1))      # keep the warming loads alive", "*"):
+            "keeps the prefetch loads from being optimised away; state[5] is never read",
+        ("if 2 * (entries + nb) > width:", "2 -> 3"): "grow the slot space rather than compact it: both keep the marks",
+        ("if hist.shape[0] < entries + nb + 2:", "2 -> 3"): "grows the histogram one entry sooner: room, not counts",
+        ("if bend - (blk + 1) <= blk - (grp << 6) + 1:", "+ -> -"):
+            "chooses which side of the block to count (the shorter); both branches count the same marks",
+        ("if bend - (blk + 1) <= blk - (grp << 6) + 1:", "<= -> <"):
+            "chooses which side of the block to count (the shorter); both branches count the same marks",
+    },
+    "ftl": {
+        ("if self.page_size <= 0 or self.page_size % 512:", "0 -> 1"):
+            "a page size of 1 fails the multiple-of-512 test on the same line",
+        ("valid[victim] -= 1", "-= -> +="): "a victim being cleaned (state 3) is out of the buckets and its "
+                                            "count is not read again before its erase resets it to 0",
+        ("for v in range(bp + 1):", "1 -> 2"): "scans one bucket past the fullest only when every bucket is empty, "
+                                               "which validate() rules out (spare blocks >= min_free + 2)",
+        ("elif r_count > 0:", "> -> >="): "an empty FIFO ring with free blocks below min_free is ruled out by "
+                                          "validate() (spare blocks >= min_free + 2)",
+        ("vi = 0", "0 -> 1"): "the scan position is reset when a victim is picked, before it is read",
+        ("err = 1  # out of free blocks: validate() makes this impossible", "1 -> 2"):
+            "unreachable: validate() keeps enough spare blocks",
+        ("w = math.log1p(x) if x > -0.3 else -1.0 + math.sqrt(2.0 * (1.0 + math.e * x))", "> -> >="):
+            "the starting guess at exactly x = -0.3: Halley's iteration converges to the same root",
+        ("for _ in range(100):", "100 -> 101"): "an iteration cap never reached (convergence takes < 10 steps)",
+        ("step = f / (ew * (w + 1.0) - (w + 2.0) * f / (2.0 * w + 2.0)) if w != -1.0 else 0.0", "2.0 -> 4.0"):
+            "a different Halley correction still converges to the same root within the 1e-15 stop",
+        ("step = f / (ew * (w + 1.0) - (w + 2.0) * f / (2.0 * w + 2.0)) if w != -1.0 else 0.0", "- -> +"):
+            "a different Halley correction still converges to the same root within the 1e-15 stop",
+        ("if abs(step) < 1e-15 * (1.0 + abs(w)):", "< -> <="): "a step exactly at the stop tolerance changes w by "
+                                                                "less than the result's precision",
+        ("def _extent_chunks(ops, starts, counts, total: int, chunk: int = 1 << 20):", "20 -> 21"):
+            "kernel batch size: the stream is the same",
+        ("err = 2", "2 -> 3"): "unreachable: validate() guarantees a victim (no test can reach an empty-victim error)",
+        ('"head": np.full(bp + 1, -1, dtype=np.int32),', "1 -> 2"): "one spare bucket head, never indexed",
+        ("np.int64(0), np.int64(2))", "*"): "the compile warm-up's arguments: its result is discarded",
+    },
+    "recompute": {
+        ("grid = np.unique(np.round(np.geomspace(1, max_tokens, 4096)).astype(np.int64))", "4096 -> 4097"):
+            "the grid only brackets sign changes; bisection then finds the exact integers",
+        ("def bandwidth_needed(self, tier: Tier, n: int, suffix: int = 0) -> float | None:", "0 -> 1"):
+            "the suffix parameter is not used by bandwidth_needed (non-pipelined by definition)",
+        ("cap = np.where(total > self.full_blocks, self.full_blocks / np.maximum(total, 1e-12), 1.0)", "> -> >="):
+            "at total == full_blocks the cap is full/total = 1, the same as the else branch",
+        ("tier, grid[hi_i - 1], grid[hi_i], suffix, want=False) - 1", "1 -> 2"):
+            "a wider bracket (grid[hi_i - 2] also wins) bisects to the same first losing length",
+    },
+    "histogram": {
+        ("v = np.clip(np.asarray(values_ns, dtype=np.int64), 0, (1 << MAX_BITS) - 1)", "1 -> 2"):
+            "clipping at 2^44 - 2 instead of 2^44 - 1: both lie in the top bucket (width 2^36)",
+        ("sub = (v >> shift) - np.where(k >= SUB_BITS, SUB, 0)", "0 -> 1"):
+            "sub is only used where k >= SUB_BITS; below, the index is v itself",
+        ("return np.where(k >= SUB_BITS, SUB + (k - SUB_BITS) * SUB + sub, v).astype(np.int64)", ">= -> >"):
+            "for k = 7 (128..255 ns) the octave formula gives SUB + 0 + (v - SUB) = v: the same index",
+        ("linear = i >= SUB", ">= -> >"):
+            "bucket 128 is 128 with width 1 by either formula (octave 0)",
+        ("low = np.where(linear, (SUB + (i - SUB) % SUB) << octave, i)", "- -> +"):
+            "(i + 128) % 128 == (i - 128) % 128",
+        ("rank = max(1, int(np.ceil(q / 100.0 * self.count - 1e-9)))", "1e-09 -> 2e-09"):
+            "the epsilon only absorbs float noise (< 1e-9 for counts below 1e6): q/100*count is otherwise an "
+            "integer or at least 1e-4 above one (q has at most 4 decimals), so any epsilon in between ranks alike",
+    },
+}
+
+_BINOP = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult, ast.FloorDiv: ast.Div,
+          ast.Mod: ast.FloorDiv, ast.Pow: ast.Mult, ast.LShift: ast.RShift, ast.RShift: ast.LShift,
+          ast.BitAnd: ast.BitOr, ast.BitOr: ast.BitAnd, ast.BitXor: ast.BitOr}
+_CMPOP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
+          ast.NotEq: ast.Eq, ast.Is: ast.IsNot, ast.IsNot: ast.Is, ast.In: ast.NotIn, ast.NotIn: ast.In}
+_SWAP_CALLS = {"min": "max", "max": "min"}
+_SYM = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%", ast.Pow: "**",
+        ast.LShift: "<<", ast.RShift: ">>", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^", ast.Lt: "<",
+        ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!=", ast.Is: "is",
+        ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in", ast.And: "and", ast.Or: "or"}
+
+
+class _Mutator(ast.NodeTransformer):
+    """Walks a module; counts mutation sites in a fixed order and applies the one numbered ``target``."""
+
+    def __init__(self, target: int = -1):
+        self.target, self.n, self.sites = target, 0, []
+
+    def _site(self, node, change: str) -> bool:
+        hit = self.n == self.target
+        self.sites.append((node.lineno, change))
+        self.n += 1
+        return hit
+
+    # --- what is never mutated: docstrings, decorators (njit flags), type annotations, messages
+    def visit_FunctionDef(self, node):
+        body = node.body[1:] if _is_docstring(node.body) else node.body
+        for stmt in body:
+            self.visit(stmt)
+        a = node.args
+        a.defaults = [self.visit(d) for d in a.defaults]
+        a.kw_defaults = [None if d is None else self.visit(d) for d in a.kw_defaults]
+        return node
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_ClassDef(self, node):
+        for stmt in node.body[1:] if _is_docstring(node.body) else node.body:
+            self.visit(stmt)
+        return node
+
+    def visit_AnnAssign(self, node):
+        if node.value is not None:
+            node.value = self.visit(node.value)
+        return node
+
+    def visit_JoinedStr(self, node):
+        return node
+
+    def visit_Raise(self, node):          # the error's text is not behaviour the tests pin digit by digit
+        return node
+
+    def visit_Assert(self, node):
+        return node
+
+    # --- sites
+    def visit_BinOp(self, node):
+        self.generic_visit(node)
+        new = _BINOP.get(type(node.op))
+        if new and self._site(node, f"{_SYM[type(node.op)]} -> {_SYM[new]}"):
+            node.op = new()
+        return node
+
+    def visit_AugAssign(self, node):
+        self.generic_visit(node)
+        new = _BINOP.get(type(node.op))
+        if new and self._site(node, f"{_SYM[type(node.op)]}= -> {_SYM[new]}="):
+            node.op = new()
+        return node
+
+    def visit_Compare(self, node):
+        self.generic_visit(node)
+        for i, op in enumerate(node.ops):
+            new = _CMPOP.get(type(op))
+            if new and self._site(node, f"{_SYM[type(op)]} -> {_SYM[new]}"):
+                node.ops[i] = new()
+        return node
+
+    def visit_BoolOp(self, node):
+        self.generic_visit(node)
+        new = ast.Or if isinstance(node.op, ast.And) else ast.And
+        if self._site(node, f"{_SYM[type(node.op)]} -> {_SYM[new]}"):
+            node.op = new()
+        return node
+
+    def visit_UnaryOp(self, node):
+        self.generic_visit(node)
+        if isinstance(node.op, ast.Not) and self._site(node, "not x -> x"):
+            return node.operand
+        if isinstance(node.op, ast.USub) and not isinstance(node.operand, ast.Constant) \
+                and self._site(node, "-x -> x"):
+            return node.operand
+        return node
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id in _SWAP_CALLS:
+            new = _SWAP_CALLS[node.func.id]
+            if self._site(node, f"{node.func.id} -> {new}"):
+                node.func = ast.Name(id=new, ctx=ast.Load())
+        return node
+
+    def visit_Constant(self, node):
+        v = node.value
+        if isinstance(v, bool):
+            if self._site(node, f"{v} -> {not v}"):
+                return ast.copy_location(ast.Constant(value=not v), node)
+        elif isinstance(v, int):
+            if self._site(node, f"{v} -> {v + 1}"):
+                return ast.copy_location(ast.Constant(value=v + 1), node)
+        elif isinstance(v, float):
+            new = v * 2 if v else 1.0
+            if self._site(node, f"{v!r} -> {new!r}"):
+                return ast.copy_location(ast.Constant(value=new), node)
+        return node
+
+
+def _is_docstring(body) -> bool:
+    return bool(body) and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+        and isinstance(body[0].value.value, str)
+
+
+def mutants(source: str) -> list[tuple[int, str]]:
+    """(line, change) of every mutation site of a module, in a fixed order."""
+    m = _Mutator()
+    tree = ast.parse(source)
+    body = tree.body[1:] if _is_docstring(tree.body) else tree.body
+    for stmt in body:
+        m.visit(stmt)
+    return m.sites
+
+
+def mutate(source: str, k: int) -> str:
+    tree = ast.parse(source)
+    m = _Mutator(k)
+    body = tree.body[1:] if _is_docstring(tree.body) else tree.body
+    for stmt in body:
+        m.visit(stmt)
+    return ast.unparse(ast.fix_missing_locations(tree))
+
+
+class _Sandbox:
+    """A private copy of the repository (package, tests, presets) where one module is swapped per mutant."""
+
+    _stamp = int(time.time()) + 10_000
+
+    def __init__(self, root: Path):
+        self.root = root
+        for part in ("kvbench", "tests", "workloads", "pyproject.toml"):
+            src = REPO / part
+            if src.is_dir():
+                shutil.copytree(src, root / part, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            else:
+                shutil.copy2(src, root / part)
+        self.env = {"PYTHONPATH": str(root)}
+
+    def write(self, rel: str, text: str) -> None:
+        p = self.root / rel
+        p.write_text(text)
+        # numba and the bytecode cache key a module by its file's (mtime, size): a fresh mtime per write means a
+        # mutated kernel is compiled from the mutated source, never loaded from the original's cache
+        _Sandbox._stamp += 7
+        os.utime(p, (_Sandbox._stamp, _Sandbox._stamp))
+
+    def run(self, tests: list[str], timeout_s: float) -> str:
+        """Run the tests on the current mutant in a forked child of this process: numpy, numba, pandas and
+        pytest are imported once (see _preload) and kvbench is imported fresh from the sandbox in each child,
+        so a mutant costs its tests, not an interpreter start (3-4 s on a loaded 2-core machine)."""
+        args = ["-x", "-q", "-p", "no:cacheprovider", "--timeout", str(int(timeout_s)), *tests]
+        pid = os.fork()
+        if pid == 0:                                   # child: never returns
+            code = 4
+            try:
+                os.chdir(self.root)
+                sys.path.insert(0, str(self.root))
+                os.environ.update(self.env)
+                null = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(null, 1)
+                os.dup2(null, 2)
+                import pytest
+
+                code = int(pytest.main(args))
+            finally:
+                os._exit(code)
+        deadline = time.monotonic() + timeout_s * 2
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            if time.monotonic() > deadline:
+                os.kill(pid, 9)
+                os.waitpid(pid, 0)
+                return "timeout"
+            time.sleep(0.02)
+        if os.WIFSIGNALED(status):
+            return "killed"                            # a mutant that crashes the interpreter is caught
+        code = os.WEXITSTATUS(status)
+        if code == 0:
+            return "survived"
+        # 1: a test failed; 2: collection failed (the mutant broke the import); 3: internal error in a test run;
+        # pytest-timeout's thread method exits the process with 1 after dumping the stacks
+        return "killed" if code in (1, 2, 3) else f"error{code}"
+
+
+def _preload(cache_dir: Path) -> None:
+    """Import the heavy third-party modules once, before forking (not kvbench: each child imports its own)."""
+    os.environ["NUMBA_CACHE_DIR"] = str(cache_dir)
+    os.environ["HYPOTHESIS_PROFILE"] = "mutation"
+    import click  # noqa: F401
+    import hypothesis  # noqa: F401
+    import numba  # noqa: F401
+    import numpy  # noqa: F401
+    import pandas  # noqa: F401
+    import pytest  # noqa: F401
+
+
+def run_module(name: str, jobs: int, timeout_s: float, only_lines: set[int] | None, out_dir: Path,
+               every: int = 1, survivors_only: bool = False) -> dict:
+    rel, tests = MODULES[name]
+    tests = [t for t in tests if (REPO / t).exists()]
+    source = (REPO / rel).read_text()
+    sites = mutants(source)
+    lines = source.splitlines()
+    todo = [k for k, (ln, _) in enumerate(sites) if only_lines is None or ln in only_lines][::max(1, every)]
+    prev = None
+    if survivors_only:     # rerun only what survived last time (matched by source line and change)
+        prev = json.loads((out_dir / f"{name}.json").read_text())
+        again = {(r["source"], r["change"]) for r in prev["survivors"] if r["status"] not in ("equivalent",)}
+        todo = [k for k, (ln, ch) in enumerate(sites) if (lines[ln - 1].strip(), ch) in again]
+    with tempfile.TemporaryDirectory(prefix="kvbench-mut-") as tmp:
+        boxes = [_Sandbox(Path(tmp) / f"w{i}") for i in range(max(1, jobs))]
+        _preload(Path(tempfile.gettempdir()) / "kvbench-mut-numba-cache")
+        # the unmutated (re-printed) module must pass: otherwise every mutant would look killed
+        boxes[0].write(rel, mutate(source, -1))
+        base = boxes[0].run(tests, timeout_s * 3)
+        if base != "survived":
+            raise SystemExit(f"mutation: the tests of {name} fail on the unmutated module ({base}); fix that first")
+
+        def one(i_k):
+            i, k = i_k
+            box = boxes[i % len(boxes)]
+            box.write(rel, mutate(source, k))
+            return k, box.run(tests, timeout_s)
+
+        results: dict[int, str] = {}
+        for i, k in enumerate(todo):
+            results.update([one((0, k))])
+            if results[k] == "survived":                 # progress on stderr: survivors as they are found
+                print(f"  [{i + 1}/{len(todo)}] survived {rel}:{sites[k][0]}: {sites[k][1]}", file=sys.stderr,
+                      flush=True)
+    equiv = EQUIVALENT.get(name, {})
+    rows, counts = [], {"killed": 0, "timeout": 0, "survived": 0, "equivalent": 0, "error": 0}
+    for k in todo:
+        ln, change = sites[k]
+        text = lines[ln - 1].strip() if ln - 1 < len(lines) else ""
+        status = results[k]
+        key = (text, change) if (text, change) in equiv else (text, "*")   # "*": every mutant of that line
+        if status == "survived" and key in equiv:
+            status = "equivalent"
+        counts[status if status in counts else "error"] += 1
+        if status not in ("killed", "timeout"):
+            rows.append({"line": ln, "change": change, "source": text, "status": status,
+                         "reason": equiv.get(key)})
+    if prev is not None:   # merge: what was killed before stays killed (tests only grew)
+        kept = [r for r in prev["survivors"] if r["status"] == "equivalent"]
+        rows += kept
+        counts["equivalent"] += len(kept)
+        counts["timeout"] = prev["timeout"]
+        counts["killed"] = prev["mutants"] - counts["survived"] - counts["equivalent"] - counts["error"] - \
+            counts["timeout"]
+        todo = range(prev["mutants"])
+    live = counts["killed"] + counts["timeout"] + counts["survived"] + counts["error"]
+    rate = (counts["killed"] + counts["timeout"]) / live if live else 1.0
+    report = {"module": rel, "tests": tests, "sites": len(sites), "mutants": len(todo), **counts, "kill_rate": rate, "survivors": rows}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / f"{name}.json").write_text(json.dumps(report, indent=1))
+    return report
+
+
+def report(names, out_dir: Path) -> int:
+    """The kill rate per module from saved results, survivors re-judged against EQUIVALENT (no rerun)."""
+    print(f"{'module':<34} {'mutants':>7} {'killed':>6} {'surv':>5} {'equiv':>5} {'rate':>7}")
+    for n in names:
+        f = out_dir / f"{n}.json"
+        if not f.is_file():
+            continue
+        r = json.loads(f.read_text())
+        equiv = EQUIVALENT.get(n, {})
+        live = [s for s in r["survivors"] if s["status"] == "survived" and (s["source"], s["change"]) not in equiv
+                and (s["source"], "*") not in equiv]
+        eq = sum(1 for s in r["survivors"] if s["status"] in ("survived", "equivalent")) - len(live)
+        killed = r["killed"] + r["timeout"]
+        rate = killed / (killed + len(live)) if killed + len(live) else 1.0
+        print(f"{r['module']:<34} {r['mutants']:>7} {killed:>6} {len(live):>5} {eq:>5} {rate:>7.1%}")
+        for s in live:
+            print(f"    survived  {r['module']}:{s['line']}: {s['change']:<16} | {s['source'][:80]}")
+    return 0
+
+
+def main(argv=None) -> int:
+    import signal
+
+    # a stopped run (timeout, kill) still removes its sandboxes: SIGTERM unwinds like Ctrl-C
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("modules", nargs="*", help=f"short names: {', '.join(MODULES)} (default: all)")
+    ap.add_argument("--timeout", type=float, default=60, help="seconds per test in a mutant's run (a hang = killed)")
+    ap.add_argument("--lines", default=None, help="only mutants on these lines, e.g. 40-60,88")
+    ap.add_argument("--every", type=int, default=1, help="run every Nth mutant only (a bounded, even sample)")
+    ap.add_argument("--survivors", action="store_true",
+                    help="rerun only the last run's survivors (after new tests) and merge into its results")
+    ap.add_argument("--list", action="store_true", help="print the mutants and stop")
+    ap.add_argument("--report", action="store_true",
+                    help="reprint the last results (results/mutation/*.json) with the current EQUIVALENT list")
+    ap.add_argument("--min-rate", type=float, default=0.0, help="exit 1 when a module's kill rate is below this")
+    ap.add_argument("--out", type=Path, default=REPO / "results" / "mutation")
+    a = ap.parse_args(argv)
+    names = a.modules or list(MODULES)
+    bad = [n for n in names if n not in MODULES]
+    if bad:
+        ap.error(f"unknown module {bad[0]!r}: pick from {', '.join(MODULES)}")
+    only = None
+    if a.lines:
+        only = set()
+        for part in a.lines.split(","):
+            lo, _, hi = part.partition("-")
+            only.update(range(int(lo), int(hi or lo) + 1))
+    if a.report:
+        return report(names, a.out)
+    if a.list:
+        for n in names:
+            for ln, change in mutants((REPO / MODULES[n][0]).read_text()):
+                print(f"{MODULES[n][0]}:{ln}: {change}")
+        return 0
+    worst = 1.0
+    print(f"{'module':<34} {'mutants':>7} {'killed':>6} {'hang':>5} {'surv':>5} {'equiv':>5} {'rate':>7} {'s':>6}")
+    for n in names:
+        t0 = time.perf_counter()
+        r = run_module(n, 1, a.timeout, only, a.out, a.every, a.survivors)
+        worst = min(worst, r["kill_rate"])
+        print(f"{r['module']:<34} {r['mutants']:>7} {r['killed']:>6} {r['timeout']:>5} {r['survived']:>5} "
+              f"{r['equivalent']:>5} {r['kill_rate']:>7.1%} {time.perf_counter() - t0:>6.0f}", flush=True)
+        for s in r["survivors"]:
+            if s["status"] != "equivalent":
+                print(f"    {s['status']:<9} {r['module']}:{s['line']}: {s['change']:<16} | {s['source'][:80]}")
+    return 1 if worst < a.min_rate else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
