@@ -53,6 +53,20 @@ MODULES: dict[str, tuple[str, list[str]]] = {
                  ["tests/test_policies_properties.py", "tests/test_policies.py", "tests/test_ttl_boundary.py"]),
     "safety": ("kvbench/engine/safety.py", ["tests/test_safety.py", "tests/test_targets.py"]),
     "recompute": ("kvbench/analysis/recompute.py", ["tests/test_recompute.py", "tests/test_check.py"]),
+    # the steady-state answers (issue 12): their fast unit tests, not the plan CLI's
+    "residence": ("kvbench/analysis/residence.py",
+                  ["tests/test_plan.py::test_one_new_block_per_second_is_written_at_one_block_per_second",
+                   "tests/test_plan.py::test_lru_thrash_and_a_tier_that_never_fills",
+                   "tests/test_plan.py::test_steady_curve_equals_a_brute_force_lru_at_every_capacity",
+                   "tests/test_plan.py::test_retention_is_the_smallest_tier_whose_residence_reaches_it",
+                   "tests/test_plan.py::test_the_bill_counts_only_hits_whose_load_beats_recompute",
+                   "tests/test_plan.py::test_endurance_capacity_from_residence_and_the_waf_reaching_lifetime_and_cost"]),
+    "deployment": ("kvbench/analysis/deployment.py",
+                   ["tests/test_plan.py::test_bad_deployment_names_the_field", "tests/test_plan.py::test_deployment_dwpd_is_first_principles_whatever_the_hit_ratio"]),
+    "endurance": ("kvbench/analysis/endurance.py",
+                  ["tests/test_endurance.py",
+                   "tests/test_plan.py::test_endurance_capacity_from_residence_and_the_waf_reaching_lifetime_and_cost",
+                   "tests/test_plan.py::test_hit_bound_tier_waf_changes_lifetime_and_cost_not_host_dwpd"]),
 }
 
 # Mutants that cannot change behaviour, keyed by module, then (stripped source line, change) -> reason; the

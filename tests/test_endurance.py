@@ -61,3 +61,13 @@ def test_nothing_written_lasts_forever_and_bad_values_raise():
         endurance(TB, TB, rating=Rating())
     with pytest.raises(SpecError):
         Rating(dwpd=-1).validate()
+
+
+def test_default_warranty_zero_writes_and_bad_wafs_by_hand():
+    # the default warranty is 5 years: 1 DWPD on 1 TB -> 1 TB x 365 x 5 = 1,825 TB
+    assert Rating(dwpd=1.0).tbw(TB) == pytest.approx(1825 * TB)
+    # nothing written never wears a drive out, also when the rating's reference WAF is known
+    assert endurance(0, TB, waf=3.0, rating=Rating(dwpd=1, reference_waf=2.0)).lifetime_years == math.inf
+    for waf, ref in ((0.0, 2.0), (2.0, 0.0)):
+        with pytest.raises(SpecError):
+            rating_equivalent_dwpd(1.0, waf, ref)
