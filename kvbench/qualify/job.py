@@ -174,7 +174,9 @@ def qualify(profile: QualifyProfile, target: str, *, size: int | None = None, de
     from kvbench.report import build_report, default_report_path
 
     given = dict(drive or {})
-    drive_facts = {**profile.drive, **validate_drive(given)}        # bad --drive values: before any I/O
+    named = set(profile.drive) | {str(c.threshold)[6:] for c in profile.criteria
+                                  if isinstance(c.threshold, str) and c.threshold.startswith("drive.")}
+    drive_facts = {**profile.drive, **validate_drive(given, named=named)}   # bad --drive values: before any I/O
     size = size or _target_size(target)
     # every refusal (safety, O_DIRECT, free space, lock) comes before a run folder is made or a byte written
     open_target(target, size=size, write=True, destroy_data=destroy_data).close()

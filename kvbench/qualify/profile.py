@@ -122,13 +122,16 @@ DRIVE_FIELDS = {
 }
 
 
-def validate_drive(facts: dict, *, source: str = "--drive") -> dict:
-    """Parsed drive facts; an unknown key or a bad value is a usage error naming it (before any I/O)."""
+def validate_drive(facts: dict, *, source: str = "--drive", named=()) -> dict:
+    """Parsed drive facts; an unknown key or a bad value is a usage error naming it (before any I/O). Besides
+    DRIVE_FIELDS, a fact the profile names (its [drive] table or a ``drive.<key>`` threshold) is a positive
+    number."""
     out = {}
     for k, v in facts.items():
-        parse = DRIVE_FIELDS.get(k)
+        parse = DRIVE_FIELDS.get(k) or (_positive_number if k in named else None)
         if parse is None:
-            raise UsageError(f"{source} {k}={v}: unknown drive fact {k!r}", f"use one of {', '.join(DRIVE_FIELDS)}")
+            raise UsageError(f"{source} {k}={v}: unknown drive fact {k!r}",
+                             f"use one of {', '.join(sorted(set(DRIVE_FIELDS) | set(named)))}")
         out[k] = parse(v, f"{source} {k}")
     return out
 
@@ -207,7 +210,8 @@ def parse_profile(d: dict, path: str) -> QualifyProfile:
     if not criteria:
         raise SpecError(f"{path}: no criteria", "add [[criterion]] tables with max/min/equals thresholds")
     try:
-        drive = validate_drive(dict(d.get("drive") or {}), source=f"{path}: [drive]")
+        drive = validate_drive(dict(d.get("drive") or {}), source=f"{path}: [drive]",
+                               named=set(d.get("drive") or {}))
     except UsageError as e:
         raise SpecError(e.problem, e.fix) from None
     return QualifyProfile(str(d.get("name") or Path(path).stem), str(d.get("description", "")), str(path), pre,
