@@ -404,3 +404,32 @@ def test_plan_run_warns_on_a_replay_that_did_not_run_every_request(cli, tmp_path
                          "--waf", "1.2", "--sweep", "", "--json").output)
     assert out["measured"]["requests_replayed"] == 2
     assert any("interrupted" in w and "covered 2 of 1,000" in w for w in out["warnings"])
+
+
+def test_deployment_fixed_point_where_the_hit_ratio_depends_on_the_share_of_drives():
+    """Drives small enough that each copy of the users gets a share the curve still climbs on: the rate, hit
+    ratio, writes and residence recomputed by hand from the exact curve."""
+    from kvbench.analysis.capacity import HitCurve
+    from kvbench.analysis.curves import exact_profile
+    from kvbench.analysis.deployment import scale
+
+    tr = random_prefix_trace(7, n=400)
+    bb, bpt = 512 * 1000, 1000
+    curve = HitCurve.from_profile(exact_profile(tr), block_bytes=bb)
+    dep = parse_deployment("gpus=2,drives=1,drive_capacity=100MB,utilization=1")       # utilization 1 is allowed
+    n, refs = tr.n_requests, tr.n_blocks
+    trace_rate = n / tr.duration_s
+    tok, bpr = float(tr.input_tokens.mean()), refs / n
+    out = scale(dep, tokens_per_s_per_gpu=5_000.0, hit_curve=curve, trace_rate=trace_rate, tokens_per_request=tok,
+                blocks_per_request=bpr, block_tokens=512, block_bytes=bb, bytes_per_token=bpt, waf=2.0,
+                reference_waf=4.0)
+    rate, h = out["requests_per_s"], out["hit_ratio"]
+    copies = rate / trace_rate
+    assert h == float(curve.at(100e6 / bb / copies))                 # each copy's share of the drive
+    assert 0 < h < curve.infinite_hit_ratio                          # the share matters here
+    assert rate * tok * (1 - h) == pytest.approx(2 * 5_000.0, rel=1e-9)
+    wb = rate * (1 - h) * bpr * bb
+    assert out["write_bytes_per_s"] == pytest.approx(wb)
+    assert out["residence_s"] == pytest.approx(100e6 / wb)
+    assert out["dwpd_rating_equivalent_per_drive"] == pytest.approx(out["dwpd_host_per_drive"] / 2)
+    assert out["slot_rounding"] == pytest.approx(out["dwpd_host_per_drive"] / (2 * 5_000.0 * bpt * 86400 / 100e6))
