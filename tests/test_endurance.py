@@ -71,3 +71,11 @@ def test_default_warranty_zero_writes_and_bad_wafs_by_hand():
     for waf, ref in ((0.0, 2.0), (2.0, 0.0)):
         with pytest.raises(SpecError):
             rating_equivalent_dwpd(1.0, waf, ref)
+
+
+def test_a_warranty_under_a_year_is_valid():
+    # 6 months at 2 DWPD on 1 TB: 2 x 1 TB x 365 x 0.5 = 365 TB
+    r = Rating(dwpd=2.0, warranty_years=0.5).validate()
+    assert r.tbw(TB) == pytest.approx(365 * TB)
+    with pytest.raises(SpecError):
+        Rating(dwpd=2.0, warranty_years=0.0).validate()
