@@ -62,7 +62,7 @@ def test_partial_stack_is_scaled_and_says_so(cli, tmp_path):
 kv_lora_rank = 16\nqk_rope_dim = 8\nqk_nope_dim = 16\nv_head_dim = 16\nq_lora_rank = 32\nintermediate_size = 128
 moe_intermediate_size = 32\nnum_experts = 4\nexperts_per_token = 2\nshared_experts = 1\nfirst_dense_layers = 2
 vocab_size = 100\n""")
-    out = _run(cli, "--model", model, "--device", "cpu", "--lengths", "16,256", "--layers", "3", "--reps", "2", "--results", tmp_path, "--json")
+    out = _run(cli, "--model", model, "--device", "cpu", "--lengths", "16,4096", "--layers", "3", "--reps", "3", "--results", tmp_path, "--json")
     assert out["scaling"] == {"layers_total": 8, "layers_measured": 3, "scaled": True}
     assert "3 of 8 layers built (1 dense, 2 MoE)" in out["notes"]
     for row in out["lengths"]:  # the scaled model time exceeds the built stack's time
