@@ -26,7 +26,6 @@ distances), so every integer capacity is exact in O(N log N) total.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -284,8 +283,3 @@ def summary(curve: SteadyCurve) -> dict:
             "max_residence_s": curve.max_residence_s, "new_block_bytes_per_s": curve.new_blocks_per_s * curve.block_bytes,
             "model": "LRU write-through: W(C) = misses after the first eviction / time after it; "
                      "T(C) = C / W(C); DWPD(C) = 86400 / T(C)"}
-
-
-def finite_or_none(x) -> float | None:
-    x = float(x)
-    return x if math.isfinite(x) else None
