@@ -139,7 +139,7 @@ def plan_cmd(trace_path, model, targets, absolute, retention, capacities, sweep,
             raise UsageError("--deployment needs a prefill rate", "give --profile NAME (or --recompute-tokens-per-s)")
     caps = tuple(float(parse_size(x.strip(), what="--capacities")) for x in (capacities or "").split(",") if x.strip())
     sweep_s = tuple(parse_duration(x.strip(), what="--sweep") for x in (sweep or "").split(",") if x.strip())
-    trace = read_trace(trace_path)
+    trace = read_trace(trace_path, compact=True)     # a key-sampled stream keeps only its sampled requests
     if block_tokens:
         trace = replace(trace, block_tokens=int(block_tokens))
     block_bytes = spec.block_bytes(trace.block_tokens)
