@@ -628,8 +628,42 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
             f"prices '{prices.name}' dated {prices.date}: {prices.status}",
         ],
     }
+    mark_provenance(out)
     out["answer"] = answer(out)
     return out
+
+
+PROVENANCE = {
+    "trace": "measured on the trace",
+    "model": "from a workload model preset (not fitted to a trace)",
+    "fitted-span": "within the span of the trace the model was fitted on (the fit reproduces its curve there)",
+    "extension": "beyond the span of the trace the model was fitted on: from the model's extension (returns hours "
+                 "later, daily and weekly cycles), not from what the trace showed",
+}
+
+
+def provenance(source: dict, residence_s) -> str | None:
+    """Where an answer at a residence time comes from (a key of ``PROVENANCE``): a measured trace, a preset's
+    stream, or a fitted model's stream within or beyond the span of the trace it was fitted on (a tier that keeps
+    KV longer than the trace lasted holds reuse the trace could not show). None: no residence to judge by."""
+    if (source or {}).get("source") != "generated":
+        return "trace"
+    span = float(source.get("fitted_span_s") or 0.0)
+    if not span:
+        return "model"
+    if residence_s is None or not math.isfinite(float(residence_s)):
+        return None
+    return "fitted-span" if float(residence_s) <= span else "extension"
+
+
+def mark_provenance(out: dict) -> None:
+    """``from`` on every capacity row, retention row and drive class: see :func:`provenance`."""
+    src = out.get("source") or {}
+    rows = list(out.get("capacity_curve") or []) + list(out.get("retention_sweep") or []) + \
+        list(out.get("drives") or []) + ([out["retention"]] if out.get("retention") else [])
+    for r in rows:
+        r["from"] = provenance(src, r.get("residence_s"))
+    out["from"] = provenance(src, out.get("residence_s"))
 
 
 def answer(out: dict) -> dict:
@@ -651,6 +685,14 @@ def answer(out: dict) -> dict:
         lines.append(f"From the workload model {src.get('generated_from')} (generated, {src.get('span_s', 0) / 86400:.3g} "
                      "days" + (f", key sample {src['sample_rate']:g}" if (src.get("sample_rate") or 1) < 1 else "")
                      + "; not a measured trace):")
+        if src.get("fitted_span_s") and out.get("residence_s"):
+            where = out.get("from")
+            lines.append(f"The planned tier keeps KV {format_duration(out['residence_s'])}, "
+                         + ("within" if where == "fitted-span" else "beyond")
+                         + f" the {format_duration(src['fitted_span_s'])} of trace the model was fitted on: "
+                         + ("what that trace showed, reproduced by the fit." if where == "fitted-span" else
+                            "this answer rests on the model's extension (returns hours later, daily and weekly "
+                            "cycles), not on what the trace showed."))
     lines.append(f"At {rate}, a hit ratio of {t['hit_ratio']:.3f} ({t['need']}) needs "
                  f"{format_bytes(t['need_bytes'])} of KV tier, with {format_bytes(t['l2_bytes'])} of DRAM in front "
                  "(the curve's knee).")
