@@ -376,3 +376,45 @@ def test_mrc_of_a_key_sampled_stream_reports_the_whole_stream(cli):
     assert a["infinite_hit_ratio"] == pytest.approx(b["infinite_hit_ratio"], abs=1e-12)
     r = cli("mrc", GEN, "--sample-size", "100")
     assert r.exit_code != 0 and "fixed size" in r.output and "Traceback" not in r.output
+
+
+def test_replay_of_a_key_sampled_stream_is_a_miniature_with_full_size_estimates(cli, tmp_path):
+    """gen:...,sample=F replays as --sample-keys F (tiers at capacity x F); its hit ratio is the SHARDS_adj
+    estimate: 1 - (sampled misses / F) / the full stream's references, near the full replay's, where the
+    sample's own per-block ratio is far above it (a sampled shared system prompt)."""
+    whole_spec, rate = "gen:chat,duration=1h,rate=5,seed=1", 0.05
+    args = ("--model", "tiny-gqa", "--l2", "64MiB", "--dry-run", "--json", "--results", str(tmp_path))
+    keyed = _json(cli("replay", "kv", f"{whole_spec},sample={rate}", *args))
+    flag = _json(cli("replay", "kv", whole_spec, "--sample-keys", str(rate), *args))
+    full = _json(cli("replay", "kv", whole_spec, *args))
+    assert keyed["sample_rate"] == flag["sample_rate"] == rate
+    for k in ("blocks", "hit_blocks", "hit_ratio", "sampled_hit_ratio"):
+        assert keyed[k] == flag[k], k
+    assert keyed["tiers"]["l2"]["simulated_capacity_bytes"] == int((64 << 20) * rate)
+    # the estimate, recomputed from the counts: misses / rate against the full references
+    s = keyed["sampling"]
+    assert s["full_blocks"] == full["blocks"]
+    misses = keyed["blocks"] - keyed["hit_blocks"]
+    assert keyed["hit_ratio"] == pytest.approx(1 - misses / rate / full["blocks"])
+    assert keyed["tiers"]["l2"]["hit_ratio"] == pytest.approx(keyed["hit_ratio"])          # one tier: the same
+    assert s["adjustment_blocks"] == pytest.approx(full["blocks"] - keyed["blocks"] / rate)
+    assert abs(keyed["hit_ratio"] - full["hit_ratio"]) < 0.03
+    assert keyed["sampled_hit_ratio"] - full["hit_ratio"] > 0.1
+    # the rate is given once
+    r = cli("replay", "kv", f"{whole_spec},sample={rate}", "--sample-keys", "0.1", *args)
+    assert r.exit_code != 0 and "already a key sample" in r.output and "Traceback" not in r.output
+    r = cli("replay", "kv", f"{whole_spec},sample={rate}", "--sample-seed", "3", *args)
+    assert r.exit_code != 0 and "--sample-seed" in r.output and "Traceback" not in r.output
+
+
+def test_a_sampled_multi_tier_replay_counts_the_adjustment_in_the_first_tier(cli, tmp_path):
+    rate = 0.05
+    out = _json(cli("replay", "kv", f"gen:chat,duration=1h,rate=5,seed=1,sample={rate}", "--model", "tiny-gqa",
+                    "--l1", "8MiB", "--l2", "64MiB", "--dry-run", "--json", "--results", str(tmp_path)))
+    full, adj = out["sampling"]["full_blocks"], out["sampling"]["adjustment_blocks"]
+    l1, l2 = out["tiers"]["l1"], out["tiers"]["l2"]
+    assert l1["hit_ratio"] == pytest.approx(max(0.0, (l1["hit_blocks"] / rate + adj) / full))
+    assert l2["hit_ratio"] == pytest.approx(l2["hit_blocks"] / rate / full)
+    assert l1["sampled_hit_ratio"] == pytest.approx(l1["hit_blocks"] / out["blocks"])
+    if l1["hit_blocks"] / rate + adj >= 0:
+        assert l1["hit_ratio"] + l2["hit_ratio"] == pytest.approx(out["hit_ratio"])
