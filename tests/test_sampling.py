@@ -394,6 +394,9 @@ def test_replay_of_a_key_sampled_stream_is_a_miniature_with_full_size_estimates(
     # the estimate, recomputed from the counts: misses / rate against the full references
     s = keyed["sampling"]
     assert s["full_blocks"] == full["blocks"]
+    assert s["reference_excess"] == pytest.approx(keyed["blocks"] / (rate * full["blocks"]))
+    assert s["reference_excess"] > 1.5 and s["hit_ratio_estimator"] == "adjusted"
+    assert s["hit_ratio_adjusted"] == keyed["hit_ratio"]
     misses = keyed["blocks"] - keyed["hit_blocks"]
     assert keyed["hit_ratio"] == pytest.approx(1 - misses / rate / full["blocks"])
     assert keyed["tiers"]["l2"]["hit_ratio"] == pytest.approx(keyed["hit_ratio"])          # one tier: the same
@@ -412,9 +415,24 @@ def test_a_sampled_multi_tier_replay_counts_the_adjustment_in_the_first_tier(cli
     out = _json(cli("replay", "kv", f"gen:chat,duration=1h,rate=5,seed=1,sample={rate}", "--model", "tiny-gqa",
                     "--l1", "8MiB", "--l2", "64MiB", "--dry-run", "--json", "--results", str(tmp_path)))
     full, adj = out["sampling"]["full_blocks"], out["sampling"]["adjustment_blocks"]
+    assert out["sampling"]["hit_ratio_estimator"] == "adjusted"
     l1, l2 = out["tiers"]["l1"], out["tiers"]["l2"]
     assert l1["hit_ratio"] == pytest.approx(max(0.0, (l1["hit_blocks"] / rate + adj) / full))
     assert l2["hit_ratio"] == pytest.approx(l2["hit_blocks"] / rate / full)
     assert l1["sampled_hit_ratio"] == pytest.approx(l1["hit_blocks"] / out["blocks"])
     if l1["hit_blocks"] / rate + adj >= 0:
         assert l1["hit_ratio"] + l2["hit_ratio"] == pytest.approx(out["hit_ratio"])
+
+
+def test_a_representative_sample_keeps_its_own_hit_ratio(cli, tmp_path):
+    """On the shipped synthetic trace the sample holds about its share of the references: the reported hit
+    ratio is the sample's per-block one; the SHARDS_adj estimate is beside it."""
+    out = _json(cli("replay", "kv", "mooncake-synthetic", "--model", "tiny-gqa", "--l2", "1GiB", "--sample-keys",
+                    "0.05", "--dry-run", "--json", "--results", str(tmp_path)))
+    s = out["sampling"]
+    assert 1 / 1.5 < s["reference_excess"] < 1.5 and s["hit_ratio_estimator"] == "ratio"
+    assert out["hit_ratio"] == pytest.approx(out["hit_blocks"] / out["blocks"])
+    assert out["tiers"]["l2"]["hit_ratio"] == pytest.approx(out["tiers"]["l2"]["hit_blocks"] / out["blocks"])
+    misses = out["blocks"] - out["hit_blocks"]
+    assert s["hit_ratio_adjusted"] == pytest.approx(1 - misses / 0.05 / s["full_blocks"])
+    assert s["full_blocks"] == read_trace("mooncake-synthetic").n_blocks

@@ -965,20 +965,36 @@ def _pcts(h, keys=("p50", "p99", "p99.9")) -> dict:
     return {k: p.get(k) for k in keys}
 
 
+# a sample whose references differ from rate x the full stream's by more than this factor is dominated (or
+# depleted) by a few popular keys, and its per-block hit ratio is not representative
+UNREPRESENTATIVE = 1.5
+
+
 def _hit_estimates(lvl_hits, levels, sampled_blocks: int, full_blocks: int, rate: float) -> dict | None:
-    """A key-sampled run's full-size hit ratios, total and per tier level: hits / rate, with the SHARDS_adj
-    correction (full references minus the sample's / rate) counted in the first tier, so the total is
-    1 - (sampled misses / rate) / full references. A sample holding a popular key (a shared system prompt)
-    would otherwise count its hits 1 / rate times over. None when not sampled (or nothing replayed)."""
-    if rate >= 1.0 or full_blocks <= 0 or not levels:
+    """A key-sampled run's full-size hit ratios, total and per tier level.
+
+    Two estimators: the miniature's own per-block hit ratio (``ratio``: Waldspurger et al., ATC'17), and
+    SHARDS_adj's (``adjusted``: hits / rate, with the full references minus the sample's / rate counted in the
+    first tier, so the total is 1 - (sampled misses / rate) / full references). The ratio is the better one while
+    the sample is representative (its references near rate x the full stream's: it does not carry their count
+    noise); when a popular key (a shared system prompt) falls in the sample, it counts that key's hits 1 / rate
+    times over and the sample holds several times the references its rate implies: then misses, spread over many
+    keys, are the robust basis, and the adjusted estimate is used. None when not sampled (or nothing replayed)."""
+    if rate >= 1.0 or full_blocks <= 0 or not levels or sampled_blocks <= 0:
         return None
     adj = full_blocks - sampled_blocks / rate
     hits = {lvl: int(lvl_hits[lvl]) / rate for lvl in levels}
     hits[levels[0]] += adj
-    tiers = {lvl: float(min(1.0, max(0.0, h / full_blocks))) for lvl, h in hits.items()}
-    total = float(min(1.0, max(0.0, 1.0 - (sampled_blocks - sum(int(lvl_hits[lvl]) for lvl in levels)) / rate
-                               / full_blocks)))
-    return {"tiers": tiers, "total": total, "adjustment": adj}
+    adjusted = {lvl: float(min(1.0, max(0.0, h / full_blocks))) for lvl, h in hits.items()}
+    misses = sampled_blocks - sum(int(lvl_hits[lvl]) for lvl in levels)
+    total_adj = float(min(1.0, max(0.0, 1.0 - misses / rate / full_blocks)))
+    excess = sampled_blocks / (rate * full_blocks)
+    use = "adjusted" if not 1 / UNREPRESENTATIVE <= excess <= UNREPRESENTATIVE else "ratio"
+    ratio = {lvl: int(lvl_hits[lvl]) / sampled_blocks for lvl in levels}
+    return {"tiers": adjusted if use == "adjusted" else ratio,
+            "total": total_adj if use == "adjusted" else 1.0 - misses / sampled_blocks,
+            "adjusted_tiers": adjusted, "adjusted_total": total_adj, "adjustment": adj,
+            "estimator": use, "reference_excess": excess}
 
 
 def _summary(cfg, hier, acc, totals, lvl_hits, levels, block_bytes, slot_bytes, fences, planned_ios,
@@ -1079,12 +1095,19 @@ def _summary(cfg, hier, acc, totals, lvl_hits, levels, block_bytes, slot_bytes, 
             "rate": rate, "seed": cfg.sample_seed,
             "modelled_capacity_bytes": modelled,
             "simulated_capacity_bytes": {t.spec.name: t.spec.capacity_bytes for t in hier.tiers},
-            "hit_ratios": ("estimates of the full-size cache: misses of the sample / rate against the "
-                           "full stream's block references (SHARDS_adj: the difference between those and the "
-                           "sample's / rate counts as hits in the first tier, where a sampled popular block such "
-                           "as a shared system prompt hits); sampled_hit_ratio: per-block hit ratios of the "
-                           "sample" if est else "estimates of the full-size cache (per-block hit ratios of the "
-                           "sample)"),
+            "hit_ratios": "estimates of the full-size cache (per-block hit ratios of the sample)" if not est else
+            ("estimates of the full-size cache: per-block hit ratios of the sample (its references are "
+             f"{est['reference_excess']:.3g} x rate x the full stream's: representative)" if est["estimator"] == "ratio"
+             else "estimates of the full-size cache by SHARDS_adj: 1 - (sampled misses / rate) / the full "
+                  f"stream's references, the difference counted as first-tier hits (the sample holds "
+                  f"{est['reference_excess']:.3g} x the references its rate implies: popular keys such as a "
+                  "shared system prompt fell in it, and its own per-block ratio, sampled_hit_ratio, counts their "
+                  "hits 1 / rate times over)"),
+            "hit_ratio_estimator": est["estimator"] if est else "ratio",
+            "reference_excess": est["reference_excess"] if est else None,
+            "hit_ratio_adjusted": est["adjusted_total"] if est else None,
+            "tier_hit_ratios_adjusted": ({t.spec.name: est["adjusted_tiers"][t.level] for t in hier.tiers}
+                                         if est else None),
             "full_blocks": acc.full_blocks or None,
             "adjustment_blocks": est["adjustment"] if est else None,
             "bytes": "tiers.<t>.read/write/trim_bytes are measured on the sample; full_*_bytes = measured / rate",
