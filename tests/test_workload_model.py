@@ -245,6 +245,28 @@ def test_week_scale_memory_does_not_grow_with_the_horizon():
     assert peaks[1] < 1.2 * peaks[0] and peaks[1] < 128 << 20, (peaks, refs)
 
 
+def test_plan_memory_on_a_key_sampled_stream_follows_the_sample_not_the_horizon():
+    """plan over a key-sampled gen: stream holds only the requests with a sampled block: 4.3x the requests (once
+    the generator's window is full, a day at this rate) leave peak traced memory nearly flat (read whole, the
+    requests' columns alone would add 1.6x here)."""
+    from kvbench.analysis.cost import load_prices
+    from kvbench.analysis.plan import PlanOptions, build_plan
+
+    read_trace("gen:chat,duration=10m,rate=4,seed=1,sample=0.002", compact=True)      # compile, import first
+    peaks, requests = [], []
+    for d in ("1d", "4d"):
+        tracemalloc.start()
+        tr = read_trace(f"gen:chat,duration={d},rate=4,seed=1,sample=0.002", compact=True)
+        out = build_plan(tr, block_bytes=1 << 20, prices=load_prices(), tokens_per_s=1e4,
+                         options=PlanOptions(waf=1.5, sweep=()))
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+        requests.append(out["requests"])
+        assert tr.n_requests < 0.05 * out["requests"]
+    assert requests[1] > 4 * requests[0]
+    assert peaks[1] < 1.25 * peaks[0], (peaks, requests)
+
+
 # --- fit -----------------------------------------------------------------------------------------------------
 KNOWN = WorkloadModel(
     name="known", block_tokens=64,
