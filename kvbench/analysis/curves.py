@@ -41,19 +41,19 @@ def dense_ids(keys: np.ndarray) -> tuple[np.ndarray, int]:
     return codes.astype(np.int64, copy=False), int(len(uniques))
 
 
-def _warmup_request(trace: Trace, warmup: float) -> int:
+def warmup_request(trace: Trace, warmup: float) -> int:
     """The first request after the warm-up fraction (of the whole stream's requests when compacted)."""
     if not 0.0 <= warmup < 1.0:
         raise UsageError(f"warm-up fraction must be in [0, 1), got {warmup}", "give e.g. --warmup 0.1")
-    if "whole" not in trace.meta:
-        return int(np.floor(warmup * trace.n_requests))
+    if "whole" not in (getattr(trace, "meta", None) or {}):
+        return int(np.floor(warmup * (len(trace.offsets) - 1)))
     from kvbench.stream.sampling import request_index, whole     # compacted: count the whole stream's requests
 
     return int(np.searchsorted(request_index(trace), int(np.floor(warmup * whole(trace)["requests"]))))
 
 
 def _warmup_refs(trace: Trace, warmup: float) -> int:
-    return int(trace.offsets[_warmup_request(trace, warmup)])
+    return int(trace.offsets[warmup_request(trace, warmup)])
 
 
 # --- stack-distance profiles ----------------------------------------------------------------------------
@@ -150,7 +150,7 @@ def exact_profile(trace: Trace, *, ttl_s: float | None = None, warmup: float = 0
     from kvbench.analysis.mrc import LRUStack
     from kvbench.stream.sampling import full_references_from, key_sample_rate
 
-    first = _warmup_request(trace, warmup)
+    first = warmup_request(trace, warmup)
     stack = LRUStack(ttl_s=ttl_s, count_from=int(trace.offsets[first]),
                      expected_keys=min(1 << 22, max(1024, trace.n_blocks // 8)))
     stack.feed(trace)
@@ -246,7 +246,7 @@ def shards_profile(trace: Trace, *, rate: float | None = None, size: int | None 
         raise UsageError(f"sample size must be >= 1 key, got {size}", "give e.g. --sample-size 8192")
     from kvbench.stream.sampling import full_references_from, key_sample_rate
 
-    n_warm = _warmup_request(trace, warmup)
+    n_warm = warmup_request(trace, warmup)
     start = int(trace.offsets[n_warm])
     references = trace.n_blocks - start
     r0 = 1.0 if rate is None else float(rate)
