@@ -68,6 +68,20 @@ MODULES: dict[str, tuple[str, list[str]]] = {
                   ["tests/test_endurance.py",
                    "tests/test_plan.py::test_endurance_capacity_from_residence_and_the_waf_reaching_lifetime_and_cost",
                    "tests/test_plan.py::test_hit_bound_tier_waf_changes_lifetime_and_cost_not_host_dwpd"]),
+    # key samples: compaction of long sampled streams and their whole-stream totals
+    "sampling": ("kvbench/stream/sampling.py",
+                 [
+                  "tests/test_sampling.py::test_the_sample_threshold_is_rate_times_the_hash_space",
+                  "tests/test_sampling.py::test_compact_by_hand",
+                  "tests/test_sampling.py::test_compaction_keeps_the_sampled_requests_batch_ends_and_the_whole_streams_totals",
+                  "tests/test_sampling.py::test_compaction_leaves_an_unsampled_trace_whole",
+                  "tests/test_sampling.py::test_compaction_refuses_a_trace_that_is_not_key_sampled",
+                  "tests/test_sampling.py::test_sample_is_the_shards_hash_sample_and_keeps_every_request",
+                  "tests/test_sampling.py::test_bad_rates_are_usage_errors",
+                  "tests/test_sampling.py::test_lru_residency_along_a_sampled_chain_is_a_prefix",
+                  "tests/test_sampling.py::test_a_key_sampled_streams_curve_is_the_shards_estimate_of_the_whole_stream",
+                  "tests/test_sampling.py::test_a_plan_of_the_compacted_stream_equals_the_plan_of_the_whole_one",
+                  "tests/test_sampling.py::test_replay_of_a_key_sampled_stream_is_a_miniature_with_full_size_estimates"]),
 }
 
 # Mutants that cannot change behaviour, keyed by module, then (stripped source line, change) -> reason; the

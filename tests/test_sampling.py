@@ -436,3 +436,53 @@ def test_a_representative_sample_keeps_its_own_hit_ratio(cli, tmp_path):
     misses = out["blocks"] - out["hit_blocks"]
     assert s["hit_ratio_adjusted"] == pytest.approx(1 - misses / 0.05 / s["full_blocks"])
     assert s["full_blocks"] == read_trace("mooncake-synthetic").n_blocks
+
+
+def test_the_sample_threshold_is_rate_times_the_hash_space():
+    """Pinned thresholds, and the share of distinct keys a rate keeps within 5 sigma of the rate (a binomial
+    over 200,000 random keys): computed apart from the hash's users, which share the threshold."""
+    from kvbench.stream.sampling import threshold
+
+    assert int(threshold(0.5)) == 2**63 and int(threshold(0.25)) == 2**62
+    assert int(threshold(1.0)) == 2**64 - 1 and int(threshold(1e-9)) == int(1e-9 * 2.0**64)
+    keys = np.random.default_rng(5).integers(0, 2**63, 200_000, dtype=np.int64).astype(np.uint64)
+    for rate in (0.01, 0.1, 0.5):
+        share = key_mask(keys, rate).mean()
+        assert abs(share - rate) < 5 * np.sqrt(rate * (1 - rate) / keys.size), (rate, share)
+    assert key_mask(keys, 1.0).all()
+
+
+def test_compact_by_hand():
+    """Six requests (offsets starting at 2: the keys before are not the trace's), full block counts given:
+    kept are the first and last request and those holding a key; totals and indices counted by hand."""
+    from kvbench.stream.sampling import FULL_BEFORE, REQUEST, compact, compact_batches, full_references_from, whole
+    from kvbench.stream.traces import Trace
+
+    t = Trace(timestamp_s=np.arange(6.0), input_tokens=np.array([10, 20, 30, 40, 50, 60]),
+              output_tokens=np.array([1, 2, 3, 4, 5, 6]), offsets=np.array([2, 2, 4, 4, 4, 5, 5]),
+              keys=np.array([99, 98, 7, 8, 9], dtype=np.uint64), block_tokens=16, fmt="x", path="x",
+              extras={FULL_BLOCKS: np.array([3, 5, 2, 4, 6, 1])}, meta={"sample_rate": 0.5})
+    c = compact(t, first_request=100, full_before=1000)
+    assert c.extras[REQUEST].tolist() == [100, 101, 104, 105]
+    assert c.offsets.tolist() == [2, 2, 4, 5, 5]
+    assert c.keys[c.offsets[1]:c.offsets[2]].tolist() == [7, 8] and c.keys[c.offsets[2]:c.offsets[3]].tolist() == [9]
+    assert c.timestamp_s.tolist() == [0.0, 1.0, 4.0, 5.0] and c.input_tokens.tolist() == [10, 20, 50, 60]
+    assert c.extras[FULL_BLOCKS].tolist() == [3, 5, 6, 1]
+    assert c.extras[FULL_BEFORE].tolist() == [1000, 1003, 1014, 1020]
+    assert whole(c) == {"requests": 6, "input_tokens": 210, "output_tokens": 21, "blocks": 21}
+    assert whole(t) == whole(c)
+    # references of the whole stream from a request on: uncompacted, the full counts from it; compacted, the
+    # stream's total less what came before it (this batch alone: before = 0)
+    assert full_references_from(t, 2) == 2 + 4 + 6 + 1 and full_references_from(t, 6) == 0
+    c0 = compact(t)
+    assert full_references_from(c0, 2) == 21 - 14 and full_references_from(c0, 4) == 0
+    # compacting again keeps the indices, the totals and the references before
+    cc = compact(c)
+    assert cc.extras[REQUEST].tolist() == [100, 101, 104, 105] and whole(cc) == whole(c)
+    assert cc.extras[FULL_BEFORE].tolist() == [1000, 1003, 1014, 1020]
+    # two batches: totals summed, indices and references-before running on
+    j = compact_batches([t, t])
+    assert j.extras[REQUEST].tolist() == [0, 1, 4, 5, 6, 7, 10, 11]
+    assert j.extras[FULL_BEFORE].tolist() == [0, 3, 14, 20, 21, 24, 35, 41]
+    assert whole(j) == {"requests": 12, "input_tokens": 420, "output_tokens": 42, "blocks": 42}
+    assert full_references_from(j, 5) == 42 - 24
