@@ -206,7 +206,8 @@ def test_stacks_of_sliding_window_models_time_both_kinds_and_scale_them_apart():
     kinds, totals = layer_kinds(gemma, plan_layers(gemma, 2))
     assert sorted(kinds) == ["dense", "dense+sliding"] and totals == {"dense": 10, "dense+sliding": 52}
     kinds, totals = layer_kinds(gemma, plan_layers(gemma, 6))
-    assert kinds.count("dense+sliding") == 5 and kinds.count("dense") == 1          # 52/62 of 6, rounded
+    # one of each, then 4 in proportion 52:10 = 3.35:0.65, the last one to the larger remainder (full)
+    assert kinds.count("dense+sliding") == 4 and kinds.count("dense") == 2
     oss = load_model("gpt-oss-120b")
     kinds, totals = layer_kinds(oss, plan_layers(oss, 2))
     assert sorted(kinds) == ["moe", "moe+sliding"] and totals == {"moe": 18, "moe+sliding": 18}
@@ -218,6 +219,10 @@ def test_stacks_of_sliding_window_models_time_both_kinds_and_scale_them_apart():
     ds = load_model("deepseek-v3")
     kinds, totals = layer_kinds(ds, plan_layers(ds, 2))
     assert kinds == ["dense", "moe"] and totals == {"dense": 3, "moe": 58}
+    # qwen3-next: 36 linear-attention and 12 full layers, all MoE
+    qn = load_model("qwen3-next-80b-a3b")
+    kinds, totals = layer_kinds(qn, plan_layers(qn, 4))
+    assert totals == {"moe": 12, "moe+linear": 36} and sorted(kinds) == ["moe", "moe+linear", "moe+linear", "moe+linear"]
 
 
 @needs_torch
@@ -263,3 +268,36 @@ count = {base.layers - base.layers // 2}
     out = _run(cli, "--model", str(preset), "--device", "cpu", "--lengths", "32,256", "--reps", "1",
                "--results", tmp_path, "--json")
     assert f"{base.layers // 2} sliding-window layers attend to 16 tokens" in json.dumps(out)
+
+
+@needs_torch
+def test_linear_attention_layers_are_causal_and_linear_in_shape():
+    """The chunked linear attention of a Qwen3-Next-shaped layer (tiny widths): a token's output depends on
+    itself and earlier tokens only (a later token changes nothing before it), and the state carries an earlier
+    chunk into a later one."""
+    import torch
+
+    from kvbench.compute import stack as S
+    from kvbench.spec.models import KVLayers
+
+    base = load_model("tiny-gqa")
+    lin = KVLayers("linear", 1, key_heads=2, value_heads=4, key_dim=8, value_dim=8, conv_kernel=4)
+    spec = replace(base, kv_layers=(lin, KVLayers("attention", base.layers - 1)))
+    st = S.Stack(spec, S.plan_layers(spec, None), device="cpu", dtype="fp32")
+    assert sorted(st.kinds) == ["dense", "dense+linear"]
+    L = st.layers[st.kinds.index("dense+linear")]
+    n = 2 * S.LINEAR_CHUNK + 5
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(n, base.hidden_size, generator=g)
+    with torch.inference_mode():
+        y = st._attn_linear(x, L, None)
+        x2 = x.clone()
+        x2[100:] += 1.0
+        y2 = st._attn_linear(x2, L, None)
+        x3 = x.clone()
+        x3[10] += 1.0                                   # chunk 0 only (past the short convolution's reach)
+        y3 = st._attn_linear(x3, L, None)
+    assert y.shape == (n, base.hidden_size)
+    assert torch.allclose(y[:100], y2[:100], atol=1e-5) and not torch.allclose(y[100:], y2[100:], atol=1e-3)
+    assert torch.allclose(y[:10], y3[:10], atol=1e-5)
+    assert not torch.allclose(y[S.LINEAR_CHUNK + 10:], y3[S.LINEAR_CHUNK + 10:], atol=1e-4)      # via the state

@@ -201,6 +201,9 @@ def run_prefill(setup: PrefillSetup, progress=None) -> tuple[ComputeProfile, lis
     if window:
         how += (f"; {sum(v for k, v in totals.items() if k.endswith('+sliding'))} sliding-window layers "
                 f"attend to {window} tokens")
+    if any(k.endswith("+linear") for k in totals):
+        how += (f"; {sum(v for k, v in totals.items() if k.endswith('+linear'))} linear-attention layers as a "
+                "chunked linear attention of the delta rule's shapes")
     profile = ComputeProfile(
         name=setup.name, kind="measured", model=spec.name, device=device_name(torch, device), dtype=setup.dtype,
         fit=fit, reference_tokens=max(setup.lengths), source="kvbench prefill (random weights, batch 1)",

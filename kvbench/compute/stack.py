@@ -17,8 +17,11 @@ Weights are random (timing does not depend on their values); shapes are the mode
 - Sliding-window layers (``[[kv_layers]] kind = "sliding"``: Gemma 3's local layers, gpt-oss's banded ones)
   attend to at most ``window`` preceding tokens: queries in blocks of ``window``, each against the keys of its
   block and the one before under a banded mask, so their time grows linearly past the window as the real
-  kernels' does. Linear-attention layers are timed as full attention (an upper bound on their time: it favours
-  recompute, conservative for a claim that loading wins).
+  kernels' does.
+- Linear-attention layers (``kind = "linear"``: Qwen3-Next's Gated DeltaNet) are the projections, a causal
+  short convolution and a chunked linear attention with the chunked delta rule's matmul shapes (64-token
+  chunks, the states of all chunks by a prefix sum): time linear in the prompt. Gates and decay are elementwise
+  and left out; the real kernel's sequential state pass is a prefix sum here.
 
 ``build_stack`` instantiates a subset of the layers (some dense, some MoE; full and sliding attention) so that
 a large model can be measured on a small device; per-layer times are scaled to the full stack by layer type.
@@ -98,25 +101,43 @@ def sliding_window(spec: ModelSpec) -> tuple[int | None, int]:
     return max(int(g.window) for g in groups), sum(int(g.count) for g in groups)
 
 
+def linear_layers(spec: ModelSpec):
+    """The model's linear-attention layer group (its head counts and widths) and its count; (None, 0) if none."""
+    groups = [g for g in spec.declared_layers if g.kind == "linear"]
+    return (groups[0], sum(int(g.count) for g in groups)) if groups else (None, 0)
+
+
+LINEAR_CHUNK = 64                                  # tokens per chunk of the chunked linear attention (fla's)
+ATTENTION_KINDS = ("", "+sliding", "+linear")      # full (or MLA), sliding-window, linear attention
+
+
 def layer_kinds(spec: ModelSpec, plan: LayerPlan) -> tuple[list[str], dict[str, int]]:
-    """The kind of each built layer ("dense", "moe", "+sliding" for a sliding-window one) and each kind's count
-    in the full model: sliding layers are shared between the FFN kinds in proportion (exact for every preset,
-    whose sliding layers all have one FFN kind). A kind present in the model gets at least one built layer."""
-    window, n_sliding = sliding_window(spec)
+    """The kind of each built layer ("dense" or "moe", then "+sliding" for a sliding-window layer or "+linear"
+    for a linear-attention one) and each kind's count in the full model. Attention kinds are shared between the
+    FFN kinds in proportion (exact for every preset: their windowed and linear layers have one FFN kind); each
+    kind the model has gets at least one built layer, the rest in proportion (largest remainder)."""
+    counts = {"+sliding": sliding_window(spec)[1], "+linear": linear_layers(spec)[1]}
+    counts[""] = spec.layers - sum(counts.values())
     kinds, totals = [], {}
     for ffn, total, built in (("dense", plan.dense_total, plan.dense_measured),
                               ("moe", plan.moe_total, plan.moe_measured)):
-        slide_total = int(round(total * n_sliding / spec.layers)) if window else 0
-        full_total = total - slide_total
-        if built and slide_total and full_total:
-            if built < 2:
-                raise SpecError(f"model {spec.name!r} has full and sliding-window {ffn} layers: build at least 2 "
-                                f"{ffn} layers to time both", f"give --layers {2 * (1 + bool(plan.dense_total and plan.moe_total))} or more")
-            slide_built = min(built - 1, max(1, int(round(built * slide_total / total))))
-        else:
-            slide_built = built if slide_total and not full_total else 0
-        kinds += [ffn] * (built - slide_built) + [f"{ffn}+sliding"] * slide_built
-        totals[ffn], totals[f"{ffn}+sliding"] = full_total, slide_total
+        share = {a: int(round(total * counts[a] / spec.layers)) for a in ATTENTION_KINDS[1:]}
+        share[""] = total - sum(share.values())
+        present = [a for a in ATTENTION_KINDS if share[a] > 0]
+        if built and built < len(present):
+            raise SpecError(f"model {spec.name!r} has {len(present)} kinds of {ffn} layers (full, sliding-window, "
+                            f"linear attention): build at least {len(present)} {ffn} layers to time each",
+                            f"give --layers {len(present) * (1 + bool(plan.dense_total and plan.moe_total))} or more")
+        n = dict.fromkeys(present, 1 if built else 0)
+        exact = {a: (built - len(present)) * share[a] / max(1, total) for a in present}
+        for a in present:
+            n[a] += int(exact[a])
+        by_remainder = sorted(present, key=lambda a: (exact[a] - int(exact[a]), share[a]), reverse=True)
+        for a in by_remainder[:built - sum(n.values())]:       # ties: the more numerous kind
+            n[a] += 1
+        for a in ATTENTION_KINDS:
+            kinds += [ffn + a] * n.get(a, 0)
+            totals[ffn + a] = share[a]
     return kinds, {k: v for k, v in totals.items() if v}
 
 
@@ -198,8 +219,9 @@ class Stack:
         self.final_norm = torch.ones(h, device=self.device, dtype=self.dtype)
         self.kinds, self.totals = layer_kinds(spec, plan)
         self.window = sliding_window(spec)[0]
-        self.layers = [self._layer(moe=k.startswith("moe"), window=self.window if k.endswith("+sliding") else None)
-                       for k in self.kinds]
+        self.linear = linear_layers(spec)[0]
+        self.layers = [self._layer(moe=k.startswith("moe"), window=self.window if k.endswith("+sliding") else None,
+                                   linear=k.endswith("+linear")) for k in self.kinds]
 
     # --- weights ---------------------------------------------------------------------------------------
     def _w(self, out_f: int, in_f: int):
@@ -210,11 +232,18 @@ class Stack:
         h = self.spec.hidden_size
         return {"gate": self._w(width, h), "up": self._w(width, h), "down": self._w(h, width)}
 
-    def _layer(self, *, moe: bool, window: int | None = None) -> dict:
+    def _layer(self, *, moe: bool, window: int | None = None, linear: bool = False) -> dict:
         s, h, H = self.spec, self.spec.hidden_size, self.spec.num_heads
         ones = lambda n: self.torch.ones(n, device=self.device, dtype=self.dtype)  # noqa: E731
-        layer = {"ln1": ones(h), "ln2": ones(h), "window": window}
-        if s.attention == "mla":
+        layer = {"ln1": ones(h), "ln2": ones(h), "window": window, "linear": linear}
+        if linear:
+            g = self.linear
+            qk, vv = g.key_heads * g.key_dim, g.value_heads * g.value_dim
+            conv = 2 * qk + vv
+            layer.update(qkvz=self._w(2 * qk + 2 * vv, h), ba=self._w(2 * g.value_heads, h),
+                         conv=self._w(conv, max(1, g.conv_kernel)).view(conv, 1, max(1, g.conv_kernel)),
+                         norm=ones(g.value_dim), o=self._w(h, vv))
+        elif s.attention == "mla":
             qk = s.qk_nope_dim + s.qk_rope_dim
             if s.q_lora_rank:
                 layer.update(q_a=self._w(s.q_lora_rank, h), q_ln=ones(s.q_lora_rank),
@@ -299,8 +328,46 @@ class Stack:
             out = out + weights[:, j:j + 1] * self._swiglu(x, expert)
         return out
 
+    def _attn_linear(self, x, L, rope):
+        """Gated DeltaNet-shaped linear attention (Qwen3-Next): the projections, the causal short convolution,
+        and a chunked linear attention of the same matmul shapes as the chunked delta rule: per chunk of
+        ``LINEAR_CHUNK`` tokens the intra-chunk scores, the delta rule's within-chunk transform (one more C x C
+        product) and the state's contribution, the states of all chunks by a prefix sum. Time grows linearly
+        with the prompt; the gating and decay are elementwise and left out (timing, not values)."""
+        torch, F, g = self.torch, self.torch.nn.functional, self.linear
+        n, kh, vh, dk, dv = x.shape[0], g.key_heads, g.value_heads, g.key_dim, g.value_dim
+        qk, vv = kh * dk, vh * dv
+        proj = F.linear(x, L["qkvz"])
+        mixed, z = proj[:, : 2 * qk + vv], proj[:, 2 * qk + vv:]
+        beta = torch.sigmoid(F.linear(x, L["ba"])[:, :vh])
+        width = L["conv"].shape[-1]
+        mixed = F.silu(F.conv1d(mixed.t().unsqueeze(0), L["conv"], padding=width - 1,
+                                groups=mixed.shape[1])[0, :, :n].t())
+        q = mixed[:, :qk].view(n, kh, dk)
+        k = mixed[:, qk: 2 * qk].view(n, kh, dk)
+        v = mixed[:, 2 * qk:].view(n, vh, dv) * beta.unsqueeze(-1)
+        if vh != kh:
+            q, k = q.repeat_interleave(vh // kh, dim=1), k.repeat_interleave(vh // kh, dim=1)
+        C = LINEAR_CHUNK
+        pad = -n % C
+        if pad:
+            q, k, v = (F.pad(t, (0, 0, 0, 0, 0, pad)) for t in (q, k, v))
+        N = (n + pad) // C
+        q, k, v = (t.view(N, C, vh, -1).permute(2, 0, 1, 3) for t in (q, k, v))     # heads, chunks, C, d
+        causal = torch.ones(C, C, device=x.device, dtype=torch.bool).tril()
+        t = (k @ k.transpose(-1, -2)).masked_fill(~causal, 0)                         # the delta rule's transform
+        u = v + t @ v
+        a = (q @ k.transpose(-1, -2)).masked_fill(~causal, 0)
+        kv = k.transpose(-1, -2) @ u                                                  # each chunk's state update
+        state = torch.cumsum(kv, dim=1) - kv                                          # the state before each chunk
+        o = a @ u + q @ state
+        o = o.permute(1, 2, 0, 3).reshape(N * C, vh, dv)[:n]
+        o = self._rms(o, L["norm"]) * F.silu(z.view(n, vh, dv))
+        return F.linear(o.reshape(n, vv), L["o"])
+
     def layer_forward(self, x, L, rope):
-        attn = self._attn_mla if self.spec.attention == "mla" else self._attn_gqa
+        attn = self._attn_linear if L.get("linear") else self._attn_mla if self.spec.attention == "mla" \
+            else self._attn_gqa
         x = x + attn(self._rms(x, L["ln1"]), L, rope)
         y = self._rms(x, L["ln2"])
         return x + (self._moe(y, L) if "router" in L else self._swiglu(y, L["mlp"]))
