@@ -72,6 +72,8 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "sampling": ("kvbench/stream/sampling.py",
                  [
                   "tests/test_sampling.py::test_the_sample_threshold_is_rate_times_the_hash_space",
+                  "tests/test_sampling.py::test_key_sample_rate_is_known_only_for_a_stream_that_states_it",
+                  "tests/test_sampling.py::test_salted_shards_of_a_plain_trace_streams_as_it_reads_whole",
                   "tests/test_sampling.py::test_compact_by_hand",
                   "tests/test_sampling.py::test_compaction_keeps_the_sampled_requests_batch_ends_and_the_whole_streams_totals",
                   "tests/test_sampling.py::test_compaction_leaves_an_unsampled_trace_whole",
@@ -88,6 +90,14 @@ MODULES: dict[str, tuple[str, list[str]]] = {
 # change "*" covers every mutant of a line (a prefetch hint, say).
 # A survivor is listed here only with the argument why no input can tell it apart from the original.
 EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
+    "sampling": {
+        ("if rate >= 1.0:", ">= -> >"): "at rate 1.0 the hash path keeps every key whose hash is below 2**64 - 1 "
+                                         "(all but one of 2**64 values): the early return is a shortcut",
+        ("if rate >= 1.0:", "1.0 -> 2.0"): "check_rate caps rates at 1.0, so only rate 1.0 moves to the hash path, "
+                                            "which keeps every key but one hash value of 2**64",
+        ("return splitmix64(salted) < threshold(rate)", "< -> <="): "differs only for a key whose hash equals the "
+                                                                   "threshold exactly: one value of 2**64",
+    },
     "units": {
         ('_BINARY = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50, "e": 1 << 60}',
          "1 -> 2"): 'the "" entry is only tested for membership (bits check) and filtered out of every suffix '

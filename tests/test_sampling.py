@@ -450,6 +450,32 @@ def test_the_sample_threshold_is_rate_times_the_hash_space():
         share = key_mask(keys, rate).mean()
         assert abs(share - rate) < 5 * np.sqrt(rate * (1 - rate) / keys.size), (rate, share)
     assert key_mask(keys, 1.0).all()
+    from kvbench.stream.chain import splitmix64
+
+    # unsalted by default: the hash of the key itself, as SHARDS's default salt
+    np.testing.assert_array_equal(key_mask(keys, 0.1), splitmix64(keys) < threshold(0.1))
+    assert not np.array_equal(key_mask(keys, 0.1), key_mask(keys, 0.1, seed=1))
+
+
+def test_key_sample_rate_is_known_only_for_a_stream_that_states_it(synthetic):
+    from kvbench.stream.sampling import key_sample_rate
+
+    assert key_sample_rate(read_trace(GEN)) == 0.05
+    assert key_sample_rate(read_trace(GEN.rsplit(",sample=", 1)[0])) == 1.0
+    assert key_sample_rate(synthetic) == 1.0
+    assert key_sample_rate(sample_keys(synthetic, 0.1)) == 1.0        # a file's sample: its meta states no rate
+
+
+def test_salted_shards_of_a_plain_trace_streams_as_it_reads_whole(synthetic):
+    from kvbench.analysis.curves import shards_profile, stream_profile
+    from kvbench.stream.traces import iter_trace
+
+    caps = np.geomspace(10, 40000, 25)
+    for salt in (0, 3):
+        a = shards_profile(synthetic, rate=0.05, salt=salt)
+        b = stream_profile(iter_trace("mooncake-synthetic", batch_requests=1000), rate=0.05, salt=salt)[0]
+        assert a.sample_rate == b.sample_rate == 0.05
+        np.testing.assert_allclose(a.hit_ratio(caps), b.hit_ratio(caps), atol=1e-12)
 
 
 def test_compact_by_hand():
@@ -475,6 +501,7 @@ def test_compact_by_hand():
     # stream's total less what came before it (this batch alone: before = 0)
     assert full_references_from(t, 2) == 2 + 4 + 6 + 1 and full_references_from(t, 6) == 0
     c0 = compact(t)
+    assert c0.extras[REQUEST].tolist() == [0, 1, 4, 5] and c0.extras[FULL_BEFORE].tolist() == [0, 3, 14, 20]
     assert full_references_from(c0, 2) == 21 - 14 and full_references_from(c0, 4) == 0
     # compacting again keeps the indices, the totals and the references before
     cc = compact(c)
