@@ -37,6 +37,8 @@ class DriverConfig:
     verify: str = "off"             # "off" | "sampled" | "all"
     verify_every: int = 16          # sampled: one read in verify_every (by plan index)
     batch: int = 0                  # largest submit batch (0: qd)
+    reap_batch: int = 1             # compiled closed loop: most completions per io_getevents (fio's
+                                    # iodepth_batch_complete_max, default 1; 0: qd)
     runtime_ns: int = 0             # stop issuing after this long (0: run the whole plan)
     on_error: str = "stop"          # "stop": stop issuing at the first failed I/O; "continue"
     stamp: bool = True              # stamp written data with the content pattern
@@ -255,7 +257,7 @@ class Driver:
                         i0, nd0 = i, self._nd
                         st[:] = (i, nfree, inflight, nd0, 0)
                         why = fast(st, e, until, t0, stamp, one_lbs, ops, tg, off, ln, tags, words, free,
-                                   slot_pidx, sub, sdone, comp, res, done_log)
+                                   slot_pidx, sub, sdone, comp, res, done_log, cfg.reap_batch or qd)
                         if why is None:
                             fast = None
                         elif why >= 0:

@@ -32,6 +32,7 @@ class PlanResult:
     targets: np.ndarray = field(repr=False)
     engine: str = "libaio"
     qd: int = 32
+    reap_batch: int = 1              # most completions per io_getevents in the compiled closed loop
     workers: int = 1
     pacing: str = "closed"
     speed: float = 1.0
@@ -99,7 +100,8 @@ class PlanResult:
         total_ios, total_bytes = sum(ios.values()), sum(by.values())
         out = {
             "status": self.status,
-            "engine": self.engine, "qd": self.qd, "workers": self.workers, "pacing": self.pacing,
+            "engine": self.engine, "qd": self.qd, "reap_batch": self.reap_batch, "workers": self.workers,
+            "pacing": self.pacing,
             "ios": total_ios, "runtime_s": wall,
             "iops": total_ios / wall if wall > 0 else None,
             "bw_bytes_per_s": total_bytes / wall if wall > 0 else None,

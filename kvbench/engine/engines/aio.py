@@ -88,7 +88,7 @@ def closed_loop_kernel():
         closed_loop(0, np.zeros(5, i64), 0, 0, 0, True, 512, np.zeros(1, np.uint8), z, np.zeros(1, u8), z,
                     np.zeros(1, u8), np.zeros(1, np.int32), iocbs["opcode"], iocbs["fildes"], iocbs["nbytes"],
                     iocbs["offset"], 0, np.zeros(1, u8), events["data"], events["res"], 0,
-                    np.zeros((1, 64), u8), z, z, z, z, z, z, z, np.zeros(2, i64), np.zeros(2, i64))
+                    np.zeros((1, 64), u8), z, z, z, z, z, z, z, np.zeros(2, i64), np.zeros(2, i64), 1)
         _closed_loop = closed_loop
     return _closed_loop
 
@@ -147,8 +147,9 @@ class LibaioEngine(Engine):
         self._tmo = np.zeros(2, dtype=np.int64)
 
     def closed_loop(self, state, iend, until, t0, stamp, lbs, ops, tgts, offsets, lengths, tags, words, free,
-                    slot_pidx, sub, sdone, comp, res, done_log):
-        """Run the driver's closed loop in compiled code (see aio_kernel.closed_loop); None when unavailable
+                    slot_pidx, sub, sdone, comp, res, done_log, reap_max=1):
+        """Run the driver's closed loop in compiled code (see aio_kernel.closed_loop), reaping at most
+        ``reap_max`` completions per io_getevents (fio's iodepth_batch_complete_max); None when unavailable
         (no compiled kernel), -1 when not now (completions stashed by the Python path, e.g. trims, are
         still to be handed over through reap)."""
         if self._loop is None:
@@ -158,7 +159,8 @@ class LibaioEngine(Engine):
         return self._loop(self._ctx.value, state, iend, until, t0, stamp, lbs, ops, tgts, offsets, lengths, tags,
                           self.fds, self._f_op, self._f_fd, self._f_n, self._f_off, int(self._iocb_base),
                           self._ptrs, self.events["data"], self.events["res"], self._ev_ptr, words, free,
-                          slot_pidx, sub, sdone, comp, res, done_log, self._tsbuf, self._tmo)
+                          slot_pidx, sub, sdone, comp, res, done_log, self._tsbuf, self._tmo,
+                          max(1, min(int(reap_max), self.qd)))
 
     def submit(self, slots, ops, tgts, offsets, lengths):
         """Start the I/Os; returns per-I/O [submit; submit-returned] times (perf_counter_ns clock), or None."""
