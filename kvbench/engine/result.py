@@ -50,6 +50,7 @@ class PlanResult:
     t_last_ns: int = -1                           # last completion
     passes: int = 0                               # full passes over the plan (time-based loops)
     issued_total: int = 0                         # I/Os submitted, over all passes
+    ring_reaped: int = 0                          # completions read from the kernel's AIO ring without a syscall
     slat: dict = field(default_factory=dict)      # (target, op) -> submission latency histogram
     clat: dict = field(default_factory=dict)      # (target, op) -> completion latency histogram
 

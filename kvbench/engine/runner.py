@@ -266,9 +266,10 @@ def _merge(plan, outs, engine, cfg, workers, interrupted, rows) -> PlanResult:
     counts: dict = {}
     t_first = [o["t_first"] for o in outs if o["t_first"] >= 0]
     t_last = [o["t_last"] for o in outs if o["t_last"] >= 0]
-    issued = 0
+    issued = ring_reaped = 0
     for o in outs:
         issued += o["issued_total"]
+        ring_reaped += o["ring_reaped"]
         g = o["gidx"]
         sub[g], comp[g], res[g] = o["sub"], o["comp"], o["res"]
         for k, h in o["hists"].items():
@@ -327,4 +328,4 @@ def _merge(plan, outs, engine, cfg, workers, interrupted, rows) -> PlanResult:
                            "utilisation": (cpu_u + cpu_s) / wall if wall > 0 else None},
                       timeseries=rows, counts=counts, t_first_ns=min(t_first) if t_first else -1,
                       t_last_ns=max(t_last) if t_last else -1, passes=min(o["passes"] for o in outs),
-                      issued_total=issued)
+                      issued_total=issued, ring_reaped=ring_reaped)
