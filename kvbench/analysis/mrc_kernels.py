@@ -239,6 +239,30 @@ def _marks_after(bits, c2, c3, p, t):
 
 
 @njit(cache=True, nogil=True)
+def _marks_in(bits, lo, hi):
+    """Number of marks in slots [lo, hi) (lo <= hi), one popcount per word."""
+    if lo >= hi:
+        return 0
+    wl = lo >> 6
+    wh = (hi - 1) >> 6
+    first = bits[wl] >> np.uint64(lo & 63)
+    if wl == wh:
+        n = hi - lo
+        if n < 64:
+            first &= (np.uint64(1) << np.uint64(n)) - np.uint64(1)
+        return _popcnt(first)
+    cnt = _popcnt(first)
+    for x in range(wl + 1, wh):
+        cnt += _popcnt(bits[x])
+    top = np.uint64((hi - 1) & 63)
+    cnt += _popcnt(bits[wh] & ((np.uint64(2) << top) - np.uint64(1)))
+    return cnt
+
+
+ANCHOR_SPAN = 4096      # slots: counting from the last reference's answer costs at most 64 word popcounts
+
+
+@njit(cache=True, nogil=True)
 def _mark(bits, c2, c3, s):
     bits[s >> 6] |= np.uint64(1) << np.uint64(s & 63)
     c2[s >> 12] += 1
@@ -298,7 +322,12 @@ def lru_feed(keys, offsets, times, r_start, ref_base, count_from, ttl, shift,
              tab, ttime, owner, bits, c2, c3, hist, state):
     """Feed requests ``r_start..`` of a batch (blocks touched deepest-first) into the LRU stack.
 
-    ``tab`` interleaves (key, slot + 1) per entry, 0 = empty, so a probe is one cache line. ``state``
+    ``tab`` interleaves (key, slot + 1) per entry, 0 = empty, so a probe is one cache line. The stack distance
+    of a hit is 1 + the marks after its key's previous slot p. The kernel keeps an anchor: a slot ``pa`` and
+    ``ca``, the marks after it now (each reference adds its new mark after every earlier slot: ``ca`` + 1). A hit
+    whose p lies near ``pa`` counts only the marks between the two (for a prefix chain touched again in the
+    same order, p = pa + 1: one bit); a far one counts from scratch (``_marks_after``). Its answer becomes the
+    next anchor. Compaction renumbers slots, so it drops the anchor, as do references not counted. ``state``
     (int64[5]): entries, next slot, counted references, cold references, ttl-expired references. A reference
     at global touch index >= ``count_from`` adds 1 to ``hist[distance]`` (a hit for every capacity >=
     distance) unless it is cold or idle longer than ``ttl``. Returns ``(r, code)``: code 0 done; 1 grow the
@@ -312,6 +341,8 @@ def lru_feed(keys, offsets, times, r_start, ref_base, count_from, ttl, shift,
     entries = state[0]
     slot = state[1]
     warm = np.uint64(0)
+    pa = -1                 # anchor slot (-1: none) and the marks after it, ca
+    ca = 0
     for r in range(r_start, n_req):
         a = offsets[r]
         b = offsets[r + 1]
@@ -330,6 +361,7 @@ def lru_feed(keys, offsets, times, r_start, ref_base, count_from, ttl, shift,
                 state[1] = slot
                 return r, 2
             slot = lru_compact_into(owner, tab, width, owner, bits, c2, c3)
+            pa = -1
         now = times[r]
         for i in range(b - 1, a - 1, -1):
             k = keys[i]
@@ -349,14 +381,25 @@ def lru_feed(keys, offsets, times, r_start, ref_base, count_from, ttl, shift,
                 if counted:
                     state[2] += 1
                     state[3] += 1
+                ca += 1                 # the new mark lies after the anchor
             else:
                 p = np.int64(s1) - 1
-                if counted:
+                if counted and (not with_time or now - ttime[h] <= ttl):
                     state[2] += 1
-                    if not with_time or now - ttime[h] <= ttl:
-                        hist[_marks_after(bits, c2, c3, p, slot) + 1] += 1
+                    if pa < 0 or p - pa > ANCHOR_SPAN or pa - p > ANCHOR_SPAN:
+                        c = _marks_after(bits, c2, c3, p, slot)
+                    elif p >= pa:
+                        c = ca - _marks_in(bits, pa + 1, p + 1)
                     else:
+                        c = ca + _marks_in(bits, p + 1, pa + 1)
+                    hist[c + 1] += 1
+                    pa = p
+                    ca = c + 1          # p's own mark goes (it is not after p), the new one comes
+                else:
+                    if counted:
+                        state[2] += 1
                         state[4] += 1
+                    pa = -1
                 _unmark(bits, c2, c3, p)
             tab[2 * h + 1] = np.uint64(slot + 1)
             if with_time:
