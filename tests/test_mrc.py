@@ -263,3 +263,30 @@ def test_chain_anchor_equals_independent_distances(ttl_s, count_from):
     want = _stack_distances(rk.tolist(), rt.tolist(), ttl_s, count_from)
     got = stack.counts()
     assert want.sum() > 1000 and np.array_equal(got[1:], want[1:])
+
+
+def test_fixed_size_shards_streamed_in_batches_equals_whole(tmp_path):
+    """Fixed-size SHARDS fed batch by batch (stream_profile, what ``mrc --sample-size`` runs) equals the whole
+    trace at once, with retention; a size above the distinct keys is the exact curve, reached through every
+    growth path (entries, table, heap and slots start small and grow)."""
+    from kvbench.analysis.curves import stream_profile
+
+    t = _gen(tmp_path, "chat", n=1500, block_tokens=64)
+    caps = exact_profile(t).default_capacities(48)
+    for kw in ({"size": 300}, {"size": 2000, "ttl_s": 60.0}, {"size": 400, "rate": 0.5}):
+        whole = shards_profile(t, **kw)
+        streamed, meta = stream_profile([t.slice(a, a + 97) for a in range(0, t.n_requests, 97)], **kw)
+        assert meta["references"] == t.n_blocks
+        assert np.allclose(streamed.hit_ratio(caps), whole.hit_ratio(caps), rtol=0, atol=1e-12)
+        assert streamed.sample_rate == whole.sample_rate < 1.0
+        assert streamed.sampled_references == whole.sampled_references
+    rng = np.random.default_rng(3)
+    n_req = 4000
+    counts = np.full(n_req, 30)
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    keys = rng.integers(0, 70_000, int(offsets[-1])).astype(np.uint64)       # > 2^15 + 2 keys: all arrays grow
+    u = Trace(np.arange(n_req, dtype=float), counts * 16, counts, offsets, keys, 16, "test", "-")
+    big, _ = stream_profile([u.slice(a, a + 500) for a in range(0, n_req, 500)], size=10**6)
+    full = np.array([1, 10, 1000, 30_000, 69_000, 70_000])
+    assert np.allclose(big.hit_ratio(full), exact_profile(u).hit_ratio(full), rtol=0, atol=1e-12)
+    assert big.sample_rate == 1.0

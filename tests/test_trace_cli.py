@@ -39,7 +39,10 @@ def test_mrc_full_curve_bytes_policies_ttl_sample(cli):
     s = json.loads(cli("mrc", "--sample", "0.2", "--capacities", "20000", "--json").output)
     assert s["method"] == "shards-fixed-rate" and s["sample_rate"] == 0.2
     s = json.loads(cli("mrc", "--sample-size", "2000", "--capacities", "20000", "--json").output)
-    assert s["method"] == "shards-fixed-size" and s["sample_rate"] < 1
+    assert s["method"] == "shards-fixed-size" and s["sample_rate"] < 1 and s["streamed"]   # memory: the sample
+    w = json.loads(cli("mrc", "--sample-size", "2000", "--capacities", "20000", "--warmup", "0.1",
+                       "--json").output)   # warm-up reads the whole trace (it needs the request count)
+    assert w["method"] == "shards-fixed-size" and not w["streamed"]
 
 
 @pytest.mark.parametrize("args,match,code", [
