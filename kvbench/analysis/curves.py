@@ -189,6 +189,7 @@ class FixedSizeShards:
         self.st = np.zeros(4, np.int64)                 # entries, next slot, live keys, heap size
         self.thr = np.array([float(rate)])
         self.last_rate = float(rate)    # the rate in force at the last sampled reference
+        self.best = np.zeros(0, np.uint64)  # the size + 1 smallest distinct key hashes seen below the threshold
         self._alloc(max(1024, min(2 * self.size + 2, 1 << 16)))
         self.refs_seen = 0
         self.references = 0          # counted (past count_from)
@@ -196,8 +197,10 @@ class FixedSizeShards:
         self.weight = 0.0            # their total weight (1 / rate each)
         self.cold = 0.0
         self.distinct = 0.0          # 1 / rate of every cold sampled reference, warm-up included
-        self.est = np.zeros(0, np.float64)
-        self.w = np.zeros(0, np.float64)
+        self.est = np.zeros(0, np.float64)     # distinct estimated distances of reuses, merged ...
+        self.w = np.zeros(0, np.float64)       # ... with their summed weights
+        self._pend: list = []                  # (estimates, weights) of batches not merged yet
+        self._npend = 0
 
     def _alloc(self, n: int) -> None:
         bits = max(10, int(np.ceil(np.log2(2 * n))))
@@ -237,13 +240,28 @@ class FixedSizeShards:
                                        self.shift, self.ekey, self.efrac, self.eslot, self.etime, self.ein)
 
     def feed(self, trace: Trace) -> None:
+        """Process one ``Trace`` (or batch) in order, in chunks of whole requests."""
+        chunk = max(1 << 16, 4 * self.size)
+        r = 0
+        while r < trace.n_requests:
+            r_end = int(np.searchsorted(trace.offsets, trace.offsets[r] + chunk, side="right"))
+            r_end = min(max(r_end, r + 1), trace.n_requests)
+            self._feed(trace.slice(r, r_end) if (r, r_end) != (0, trace.n_requests) else trace)
+            r = r_end
+
+    def _feed(self, trace: Trace) -> None:
         from kvbench.analysis.mrc_kernels import shards_fs_feed
         from kvbench.stream.chain import splitmix64
 
         h = splitmix64(_salted(trace.keys, self.salt))
-        # a superset of the references below the threshold (the kernel compares exactly, as fractions)
-        bound = min(int(self.thr[0] * 2.0**64) + (1 << 12), 2**64 - 1)
-        flat = np.flatnonzero(h < np.uint64(bound))
+        # a superset of the references below the threshold (the kernel compares exactly, as fractions); once
+        # size + 1 distinct keys were seen below it, the threshold is at most the (size+1)-th smallest of their
+        # hashes (``best``), so references at or above that are dropped up front
+        bound = np.uint64(min(int(self.thr[0] * 2.0**64) + (1 << 12), 2**64 - 1))
+        if self.best.size > self.size:
+            bound = min(bound, self.best[self.size])
+        flat = np.flatnonzero(h < bound)
+        self.best = np.unique(np.concatenate([self.best, h[flat]]))[: self.size + 1]
         pos, keys, times = _touch_stream(trace, flat)
         fr = (splitmix64(_salted(keys, self.salt)) >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
         n = len(keys)
@@ -273,13 +291,21 @@ class FixedSizeShards:
         if self.want:
             d = np.where(gaps[keep] <= self.ttl_s, d, 0)
         reuse = d > 0
-        est = np.concatenate([self.est, d[reuse] * w[reuse]])
-        wts = np.concatenate([self.w, w[reuse]])
+        self._pend.append((d[reuse] * w[reuse], w[reuse]))
+        self._npend += int(reuse.sum())
+        if self._npend > max(1 << 16, self.est.size):      # merged when the pending part outgrows the merged
+            self._merge()
+
+    def _merge(self) -> None:
+        est = np.concatenate([self.est, *(e for e, _ in self._pend)])
+        wts = np.concatenate([self.w, *(w for _, w in self._pend)])
         self.est, inv = np.unique(est, return_inverse=True)
         self.w = np.bincount(inv.ravel(), weights=wts, minlength=self.est.size)
+        self._pend, self._npend = [], 0
 
     def profile(self, warmup: float = 0.0) -> ReuseProfile:
         """The profile of what was fed; SHARDS_adj (references minus their estimate) at the smallest distance."""
+        self._merge()
         adj = self.references - self.weight
         weights = self.w.copy()
         if weights.size:
