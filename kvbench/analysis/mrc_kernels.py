@@ -17,6 +17,18 @@ from numba.extending import intrinsic
 _GOLD = np.uint64(0x9E3779B97F4A7C15)       # Fibonacci hashing multiplier of the key tables
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _probe(tab, k, shift, mask):
+    """Open addressing (Fibonacci hash, linear probing) over ``tab`` = (key, value) pairs, value 0 = empty:
+    the index of key ``k``'s pair, or of the empty pair where it would go, and that pair's value."""
+    h = np.int64((k * _GOLD) >> np.uint64(shift))
+    while True:
+        v = tab[2 * h + 1]
+        if v == 0 or tab[2 * h] == k:
+            return h, v
+        h = (h + 1) & mask
+
+
 @njit(cache=True, nogil=True)
 def _rebuild(tree, owner, last, width):
     """Compact live slots to 0..live-1 (order kept) and rebuild the Fenwick tree; returns live count."""
@@ -118,12 +130,7 @@ def shards_fs_feed(keys, fracs, times, want_gaps, s_max, shift, tab, ekey, efrac
         if fracs[i] >= thr:
             continue
         k = keys[i]
-        h = np.int64((k * _GOLD) >> np.uint64(shift))
-        while True:
-            v = tab[2 * h + 1]
-            if v == 0 or tab[2 * h] == k:
-                break
-            h = (h + 1) & mask
+        h, v = _probe(tab, k, shift, mask)
         e = np.int64(v) - 1
         hit = v != 0 and ein[e]
         full = v == 0 and (n_ent >= ekey.shape[0] or 2 * (n_ent + 1) > mask + 1)
@@ -418,12 +425,7 @@ def lru_feed(keys, offsets, times, r_start, ref_base, count_from, ttl, shift,
             # touch the table line of a reference 8 ahead (in file order) so its cache miss overlaps this work
             j = i - 8 if i - 8 >= 0 else i
             warm ^= tab[2 * np.int64((keys[j] * _GOLD) >> np.uint64(shift)) + 1]
-            h = np.int64((k * _GOLD) >> np.uint64(shift))
-            while True:
-                s1 = tab[2 * h + 1]
-                if s1 == 0 or tab[2 * h] == k:
-                    break
-                h = (h + 1) & mask
+            h, s1 = _probe(tab, k, shift, mask)
             counted = ref_base + a + (b - 1 - i) >= count_from
             if s1 == 0:
                 tab[2 * h] = k
