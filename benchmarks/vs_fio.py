@@ -164,7 +164,10 @@ def main(argv=None):
         for name, op, rand, bs, qd in CASES:
             if name not in a.cases:
                 continue
-            probe = run_kv(t, build(op, rand, bs, size, 4000 if bs <= 16384 else 400), qd, 1)
+            # the run length from a probe of kvbench's rate; the best of two, as the first may pay for loading
+            # the compiled loop or meet a burst of other work on a shared machine
+            probe = max((run_kv(t, build(op, rand, bs, size, 4000 if bs <= 16384 else 400), qd, 1)
+                         for _ in range(2)), key=lambda r: r["iops"])
             n = int(max(2000, min(probe["iops"] * a.seconds, 4_000_000)))
             plan = build(op, rand, bs, size, n)
             log = os.path.join(tmp, f"{name}.iolog")
