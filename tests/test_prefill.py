@@ -6,6 +6,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -166,3 +168,98 @@ def test_fallbacks_for_older_torch_compute_the_same():
         finally:
             F.rms_norm = rms
     assert torch.allclose(ref, no_gqa, atol=1e-5) and torch.allclose(ref, no_rms, atol=1e-4)
+
+
+@needs_torch
+@pytest.mark.parametrize("n, window", [(40, 8), (37, 8), (8, 8), (9, 8), (5, 16), (64, 1)])
+def test_sliding_window_attention_equals_a_banded_mask(n, window):
+    """The blocked windowed attention equals one SDPA call under the whole n x n band mask (each query sees
+    itself and the window - 1 tokens before it), with and without grouped KV heads."""
+    import torch
+
+    from kvbench.compute.stack import attention
+
+    g = torch.Generator().manual_seed(n * 100 + window)
+    q = torch.randn(1, 4, n, 8, generator=g)
+    k, v = torch.randn(1, 2, n, 8, generator=g), torch.randn(1, 2, n, 8, generator=g)
+    i, j = torch.arange(n)[:, None], torch.arange(n)[None, :]
+    band = (j <= i) & (j > i - window)
+    F = torch.nn.functional
+    ref = F.scaled_dot_product_attention(q, k.repeat_interleave(2, 1), v.repeat_interleave(2, 1), attn_mask=band)
+    got = attention(torch, q, k.repeat_interleave(2, 1), v.repeat_interleave(2, 1), window)
+    assert torch.allclose(got, ref, atol=1e-5)
+    assert torch.allclose(attention(torch, q, k, v, window, enable_gqa=True), ref, atol=1e-5)
+    # the first `window` queries see exactly what causal attention shows them
+    full = attention(torch, q, k, v, None, enable_gqa=True)
+    assert torch.allclose(got[..., :window, :], full[..., :window, :], atol=1e-5)
+    if n > window:
+        assert not torch.allclose(got[..., window:, :], full[..., window:, :], atol=1e-3)
+
+
+@needs_torch
+def test_stacks_of_sliding_window_models_time_both_kinds_and_scale_them_apart():
+    """gemma-3-27b: 52 of its 62 dense layers are local (window 1024), gpt-oss-120b: 18 of 36 MoE layers
+    (window 128). Built partially, each kind gets a layer of its own and counts its own layers."""
+    from kvbench.compute.stack import layer_kinds, plan_layers
+
+    gemma = load_model("gemma-3-27b")
+    kinds, totals = layer_kinds(gemma, plan_layers(gemma, 2))
+    assert sorted(kinds) == ["dense", "dense+sliding"] and totals == {"dense": 10, "dense+sliding": 52}
+    kinds, totals = layer_kinds(gemma, plan_layers(gemma, 6))
+    assert kinds.count("dense+sliding") == 5 and kinds.count("dense") == 1          # 52/62 of 6, rounded
+    oss = load_model("gpt-oss-120b")
+    kinds, totals = layer_kinds(oss, plan_layers(oss, 2))
+    assert sorted(kinds) == ["moe", "moe+sliding"] and totals == {"moe": 18, "moe+sliding": 18}
+    with pytest.raises(SpecError, match="at least 2"):
+        layer_kinds(oss, plan_layers(oss, 1))
+    # a model without sliding layers keeps its kinds
+    llama = load_model("llama-3.1-8b")
+    assert layer_kinds(llama, plan_layers(llama, 2)) == (["dense", "dense"], {"dense": 32})
+    ds = load_model("deepseek-v3")
+    kinds, totals = layer_kinds(ds, plan_layers(ds, 2))
+    assert kinds == ["dense", "moe"] and totals == {"dense": 3, "moe": 58}
+
+
+@needs_torch
+def test_a_sliding_model_prefills_with_windowed_layers(cli, tmp_path):
+    """tiny-gqa with half its layers local (window 16): those layers are built windowed and the prefill's
+    output differs from the same weights all global (48 tokens > the window); the profile says so."""
+    import torch
+
+    from kvbench.compute import stack as S
+    from kvbench.spec.models import KVLayers
+
+    base = load_model("tiny-gqa")
+    spec = replace(base, kv_layers=(KVLayers("sliding", base.layers // 2, window=16),
+                                    KVLayers("attention", base.layers - base.layers // 2)))
+    st = S.Stack(spec, S.plan_layers(spec, None), device="cpu", dtype="fp32")
+    assert [L["window"] for L in st.layers].count(16) == base.layers // 2
+    assert st.totals == {"dense": base.layers - base.layers // 2, "dense+sliding": base.layers // 2}
+    with torch.inference_mode():
+        ids, rope = st.prepare(48)
+        out = st.forward(ids, rope)
+        windows = [L["window"] for L in st.layers]
+        for L in st.layers:
+            L["window"] = None
+        assert not torch.allclose(st.forward(ids, rope), out, atol=1e-4)
+        for L, w in zip(st.layers, windows):
+            L["window"] = w
+        ids, rope = st.prepare(16)                      # within the window: the same as all global
+        short = st.forward(ids, rope)
+        for L in st.layers:
+            L["window"] = None
+        assert torch.allclose(st.forward(ids, rope), short, atol=1e-5)
+    preset = tmp_path / "tiny-local.toml"
+    preset.write_text((Path(__file__).resolve().parents[1] / "workloads/models/tiny-gqa.toml").read_text() + f"""
+[[kv_layers]]
+kind = "sliding"
+count = {base.layers // 2}
+window = 16
+
+[[kv_layers]]
+kind = "attention"
+count = {base.layers - base.layers // 2}
+""")
+    out = _run(cli, "--model", str(preset), "--device", "cpu", "--lengths", "32,256", "--reps", "1",
+               "--results", tmp_path, "--json")
+    assert f"{base.layers // 2} sliding-window layers attend to 16 tokens" in json.dumps(out)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -258,3 +259,180 @@ def test_check_scales_a_sampled_runs_hits_to_full_size():
     assert f.blocks.tolist() == [10, 30, 40] and f.load_s[1:].tolist() == [0.1, 0.35]
     unsampled = RunHits({"l3": np.array([1])}, None, None, np.array([2]))
     assert unsampled.full_size() is unsampled
+
+
+# --- compaction: a whole-trace analysis of a long sampled stream holds only the sampled requests -------------
+GEN = "gen:chat,duration=3h,rate=5,seed=2,sample=0.05"
+
+
+def test_compaction_keeps_the_sampled_requests_batch_ends_and_the_whole_streams_totals():
+    from kvbench.stream.sampling import REQUEST, request_index, whole
+
+    full = read_trace(GEN, batch_requests=4000)
+    comp = read_trace(GEN, compact=True, batch_requests=4000)
+    per = np.diff(full.offsets)
+    n = full.n_requests
+    ends = {0, n - 1} | {i for i in range(0, n, 4000)} | {min(n, i + 4000) - 1 for i in range(0, n, 4000)}
+    expect = np.array(sorted(set(np.flatnonzero(per > 0).tolist()) | ends))
+    np.testing.assert_array_equal(comp.extras[REQUEST], expect)
+    np.testing.assert_array_equal(request_index(comp), expect)
+    np.testing.assert_array_equal(request_index(full), np.arange(n))
+    # every kept request is the original one: time, lengths, its sampled keys in order
+    np.testing.assert_array_equal(comp.timestamp_s, full.timestamp_s[expect])
+    np.testing.assert_array_equal(comp.input_tokens, full.input_tokens[expect])
+    np.testing.assert_array_equal(comp.extras[FULL_BLOCKS], full.extras[FULL_BLOCKS][expect])
+    np.testing.assert_array_equal(comp.keys, full.keys)
+    np.testing.assert_array_equal(np.diff(comp.offsets), per[expect])
+    assert comp.duration_s == full.duration_s
+    # the whole stream's totals, counted on the uncompacted read
+    assert whole(comp) == whole(full) == {
+        "requests": n, "input_tokens": int(full.input_tokens.sum()), "output_tokens": int(full.output_tokens.sum()),
+        "blocks": int(full.extras[FULL_BLOCKS].sum())}
+    # the memory bound: at most one request per sampled reference, plus two per batch
+    assert comp.n_requests <= comp.n_blocks + 2 * int(np.ceil(n / 4000))
+    assert comp.n_requests < 0.5 * n
+
+
+def test_compaction_leaves_an_unsampled_trace_whole():
+    a, b = read_trace("gen:chat,duration=20m,rate=2,seed=1"), read_trace("gen:chat,duration=20m,rate=2,seed=1",
+                                                                         compact=True)
+    assert "whole" not in b.meta and b.n_requests == a.n_requests
+    np.testing.assert_array_equal(a.offsets, b.offsets)
+
+
+def test_compaction_refuses_a_trace_that_is_not_key_sampled(synthetic):
+    from kvbench.errors import UsageError
+    from kvbench.stream.sampling import compact
+
+    with pytest.raises(UsageError, match="key-sampled"):
+        compact(synthetic)
+
+
+def test_a_plan_of_the_compacted_stream_equals_the_plan_of_the_whole_one():
+    """Retention, the write-policy simulation, a deployment and the loading-wins bill read the same numbers
+    from either form; a warm-up (a fraction of the whole stream's requests) ends at the first kept request, so
+    it may leave out the full blocks of a few dropped requests more: hit ratios agree to 1e-3."""
+    from kvbench.analysis.cost import load_prices
+    from kvbench.analysis.deployment import parse_deployment
+    from kvbench.analysis.plan import PlanOptions, build_plan
+    from kvbench.analysis.recompute import parse_tier
+    from kvbench.spec.models import load_model
+
+    spec = load_model("llama-3.1-8b")
+    outs, warm = [], []
+    for compact in (False, True):
+        tr = read_trace(GEN, compact=compact, batch_requests=4000)
+        opts = PlanOptions(waf=1.5, retention_s=600, load_tier=parse_tier("l3=2GB/s,100us"),
+                           deployment=parse_deployment("gpus=8,drives=4,drive_capacity=3.84TB,utilization=0.5"))
+        for warmup, into in ((0.0, outs), (0.3, warm)):
+            o = build_plan(tr, block_bytes=spec.block_bytes(tr.block_tokens), prices=load_prices(), tokens_per_s=2e4,
+                           options=replace(opts, warmup=warmup), model=spec.name, kv=spec,
+                           bytes_per_token=spec.stored_bytes_per_token(tr.block_tokens))
+            o.pop("source")
+            into.append(o)
+    assert outs[0]["write_policies"]["back"]["l3_write_blocks"] > 0
+    assert outs[0]["deployment"]["requests_per_s"] > 0
+    assert outs[0]["usd_per_day_loading_wins"] is not None          # per-request hit lengths (trailing empties)
+    assert json.dumps(outs[0], sort_keys=True, default=str) == json.dumps(outs[1], sort_keys=True, default=str)
+    a, b = ([r["hit_ratio"] for r in w["capacity_curve"]] for w in warm)
+    assert a != [r["hit_ratio"] for r in outs[0]["capacity_curve"]]        # the warm-up is applied
+    np.testing.assert_allclose(a, b, atol=1e-3)
+
+
+def test_a_key_sampled_streams_curve_is_the_shards_estimate_of_the_whole_stream():
+    """gen:...,sample=r is a fixed-rate SHARDS sample (same hash, same keys): its curve, read whole or streamed,
+    equals shards_profile of the whole stream at r, SHARDS_adj included; uncorrected, the sampled shared system
+    prompts would count their hits 1/r times over."""
+    from kvbench.analysis.curves import exact_profile, shards_profile, stream_profile
+    from kvbench.stream.traces import iter_trace
+
+    whole_stream = read_trace(GEN.rsplit(",sample=", 1)[0])
+    ref = shards_profile(whole_stream, rate=0.05)
+    caps = np.unique(np.geomspace(1, 4 * ref.max_distance, 60).astype(int))
+    exact = exact_profile(whole_stream).hit_ratio(caps)
+    for prof in (exact_profile(read_trace(GEN)), exact_profile(read_trace(GEN, compact=True)),
+                 stream_profile(iter_trace(GEN))[0]):
+        assert prof.method == "key-sampled" and prof.sample_rate == 0.05
+        assert prof.references == whole_stream.n_blocks
+        np.testing.assert_allclose(prof.hit_ratio(caps), ref.hit_ratio(caps), atol=1e-12)
+    # the estimate is near the exact curve of the whole stream; without the adjustment it is far above it
+    sampled = read_trace(GEN)
+    raw = exact_profile(replace(sampled, extras={}))          # the same sample read as a plain trace
+    assert abs(ref.infinite_hit_ratio - exact[-1]) < 0.03
+    assert raw.infinite_hit_ratio - exact[-1] > max(0.05, 3 * abs(ref.infinite_hit_ratio - exact[-1]))
+    # sampling the sample (unsalted, the same hash) keeps the keys under the smaller rate
+    both = stream_profile(iter_trace(GEN), rate=0.5)[0]
+    np.testing.assert_allclose(both.hit_ratio(caps), ref.hit_ratio(caps), atol=1e-12)
+    finer = stream_profile(iter_trace(GEN), rate=0.02)[0]
+    np.testing.assert_allclose(finer.hit_ratio(caps), shards_profile(whole_stream, rate=0.02).hit_ratio(caps),
+                               atol=1e-12)
+    np.testing.assert_allclose(shards_profile(sampled, rate=0.02).hit_ratio(caps), finer.hit_ratio(caps), atol=1e-12)
+
+
+def test_mrc_of_a_key_sampled_stream_reports_the_whole_stream(cli):
+    a = _json(cli("mrc", GEN, "--points", "8", "--json"))
+    b = _json(cli("mrc", GEN.rsplit(",sample=", 1)[0], "--sample", "0.05", "--points", "8", "--json"))
+    assert a["references"] == b["references"]
+    assert a["infinite_hit_ratio"] == pytest.approx(b["infinite_hit_ratio"], abs=1e-12)
+    r = cli("mrc", GEN, "--sample-size", "100")
+    assert r.exit_code != 0 and "fixed size" in r.output and "Traceback" not in r.output
+
+
+def test_replay_of_a_key_sampled_stream_is_a_miniature_with_full_size_estimates(cli, tmp_path):
+    """gen:...,sample=F replays as --sample-keys F (tiers at capacity x F); its hit ratio is the SHARDS_adj
+    estimate: 1 - (sampled misses / F) / the full stream's references, near the full replay's, where the
+    sample's own per-block ratio is far above it (a sampled shared system prompt)."""
+    whole_spec, rate = "gen:chat,duration=1h,rate=5,seed=1", 0.05
+    args = ("--model", "tiny-gqa", "--l2", "64MiB", "--dry-run", "--json", "--results", str(tmp_path))
+    keyed = _json(cli("replay", "kv", f"{whole_spec},sample={rate}", *args))
+    flag = _json(cli("replay", "kv", whole_spec, "--sample-keys", str(rate), *args))
+    full = _json(cli("replay", "kv", whole_spec, *args))
+    assert keyed["sample_rate"] == flag["sample_rate"] == rate
+    for k in ("blocks", "hit_blocks", "hit_ratio", "sampled_hit_ratio"):
+        assert keyed[k] == flag[k], k
+    assert keyed["tiers"]["l2"]["simulated_capacity_bytes"] == int((64 << 20) * rate)
+    # the estimate, recomputed from the counts: misses / rate against the full references
+    s = keyed["sampling"]
+    assert s["full_blocks"] == full["blocks"]
+    assert s["reference_excess"] == pytest.approx(keyed["blocks"] / (rate * full["blocks"]))
+    assert s["reference_excess"] > 1.5 and s["hit_ratio_estimator"] == "adjusted"
+    assert s["hit_ratio_adjusted"] == keyed["hit_ratio"]
+    misses = keyed["blocks"] - keyed["hit_blocks"]
+    assert keyed["hit_ratio"] == pytest.approx(1 - misses / rate / full["blocks"])
+    assert keyed["tiers"]["l2"]["hit_ratio"] == pytest.approx(keyed["hit_ratio"])          # one tier: the same
+    assert s["adjustment_blocks"] == pytest.approx(full["blocks"] - keyed["blocks"] / rate)
+    assert abs(keyed["hit_ratio"] - full["hit_ratio"]) < 0.03
+    assert keyed["sampled_hit_ratio"] - full["hit_ratio"] > 0.1
+    # the rate is given once
+    r = cli("replay", "kv", f"{whole_spec},sample={rate}", "--sample-keys", "0.1", *args)
+    assert r.exit_code != 0 and "already a key sample" in r.output and "Traceback" not in r.output
+    r = cli("replay", "kv", f"{whole_spec},sample={rate}", "--sample-seed", "3", *args)
+    assert r.exit_code != 0 and "--sample-seed" in r.output and "Traceback" not in r.output
+
+
+def test_a_sampled_multi_tier_replay_counts_the_adjustment_in_the_first_tier(cli, tmp_path):
+    rate = 0.05
+    out = _json(cli("replay", "kv", f"gen:chat,duration=1h,rate=5,seed=1,sample={rate}", "--model", "tiny-gqa",
+                    "--l1", "8MiB", "--l2", "64MiB", "--dry-run", "--json", "--results", str(tmp_path)))
+    full, adj = out["sampling"]["full_blocks"], out["sampling"]["adjustment_blocks"]
+    assert out["sampling"]["hit_ratio_estimator"] == "adjusted"
+    l1, l2 = out["tiers"]["l1"], out["tiers"]["l2"]
+    assert l1["hit_ratio"] == pytest.approx(max(0.0, (l1["hit_blocks"] / rate + adj) / full))
+    assert l2["hit_ratio"] == pytest.approx(l2["hit_blocks"] / rate / full)
+    assert l1["sampled_hit_ratio"] == pytest.approx(l1["hit_blocks"] / out["blocks"])
+    if l1["hit_blocks"] / rate + adj >= 0:
+        assert l1["hit_ratio"] + l2["hit_ratio"] == pytest.approx(out["hit_ratio"])
+
+
+def test_a_representative_sample_keeps_its_own_hit_ratio(cli, tmp_path):
+    """On the shipped synthetic trace the sample holds about its share of the references: the reported hit
+    ratio is the sample's per-block one; the SHARDS_adj estimate is beside it."""
+    out = _json(cli("replay", "kv", "mooncake-synthetic", "--model", "tiny-gqa", "--l2", "1GiB", "--sample-keys",
+                    "0.05", "--dry-run", "--json", "--results", str(tmp_path)))
+    s = out["sampling"]
+    assert 1 / 1.5 < s["reference_excess"] < 1.5 and s["hit_ratio_estimator"] == "ratio"
+    assert out["hit_ratio"] == pytest.approx(out["hit_blocks"] / out["blocks"])
+    assert out["tiers"]["l2"]["hit_ratio"] == pytest.approx(out["tiers"]["l2"]["hit_blocks"] / out["blocks"])
+    misses = out["blocks"] - out["hit_blocks"]
+    assert s["hit_ratio_adjusted"] == pytest.approx(1 - misses / 0.05 / s["full_blocks"])
+    assert s["full_blocks"] == read_trace("mooncake-synthetic").n_blocks

@@ -57,6 +57,8 @@ def test_model_file_round_trip(tmp_path):
     ({"sessions": {"return_probability": 1.0}}, r"sessions\.return_probability"),
     ({"prompts": {"document_probability": 0.5}}, r"prompts\.document_probability"),
     ({"prompts": {"system_prompts": 2, "system_prompt_tokens": [1.0]}}, r"prompts\.system_prompt_tokens"),
+    ({"workload": {"fitted_span_s": -1}}, r"workload\.fitted_span_s = -1\.0 is invalid"),
+    ({"workload": {"fitted_span_s": "1h"}}, r"workload\.fitted_span_s = '1h' is not a number"),
 ])
 def test_bad_model_files_name_the_parameter(doc, match):
     with pytest.raises(SpecError, match=match):
@@ -243,6 +245,28 @@ def test_week_scale_memory_does_not_grow_with_the_horizon():
     assert peaks[1] < 1.2 * peaks[0] and peaks[1] < 128 << 20, (peaks, refs)
 
 
+def test_plan_memory_on_a_key_sampled_stream_follows_the_sample_not_the_horizon():
+    """plan over a key-sampled gen: stream holds only the requests with a sampled block: 4.3x the requests (once
+    the generator's window is full, a day at this rate) leave peak traced memory nearly flat (read whole, the
+    requests' columns alone would add 1.6x here)."""
+    from kvbench.analysis.cost import load_prices
+    from kvbench.analysis.plan import PlanOptions, build_plan
+
+    read_trace("gen:chat,duration=10m,rate=4,seed=1,sample=0.002", compact=True)      # compile, import first
+    peaks, requests = [], []
+    for d in ("1d", "4d"):
+        tracemalloc.start()
+        tr = read_trace(f"gen:chat,duration={d},rate=4,seed=1,sample=0.002", compact=True)
+        out = build_plan(tr, block_bytes=1 << 20, prices=load_prices(), tokens_per_s=1e4,
+                         options=PlanOptions(waf=1.5, sweep=()))
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+        requests.append(out["requests"])
+        assert tr.n_requests < 0.05 * out["requests"]
+    assert requests[1] > 4 * requests[0]
+    assert peaks[1] < 1.25 * peaks[0], (peaks, requests)
+
+
 # --- fit -----------------------------------------------------------------------------------------------------
 KNOWN = WorkloadModel(
     name="known", block_tokens=64,
@@ -331,6 +355,36 @@ def test_fit_on_the_gmi_trace(cli, tmp_path):
     out = json.loads(r.output)
     assert out["fit"]["curve_mae"] < 0.06 and out["fit"]["curve_max_error"] < 0.15
     assert out["model"]["arrivals"]["diurnal_amplitude"] > 0.3        # a day of production traffic
+
+
+def test_plan_marks_what_comes_from_the_fitted_trace_and_what_from_the_extension(cli, tmp_path):
+    """A model fitted to the built-in trace states the trace's span; a plan of its week-long stream labels each
+    capacity, retention and drive row by its residence against that span, and says it in the answer."""
+    span = read_trace("mooncake-synthetic").duration_s          # the span, read apart from the fit
+    out = json.loads(cli(*["trace", "fit", "mooncake-synthetic", "-o", str(tmp_path / "m.toml"), "--json"]).output)
+    assert out["model"]["workload"]["fitted_span_s"] == pytest.approx(span)
+    assert load_model_file(tmp_path / "m.toml").fitted_span_s == pytest.approx(span, abs=1e-3)
+    plan = json.loads(cli(*["plan", "--trace", f"gen:{tmp_path / 'm.toml'},duration=6h,rate=2,seed=1", "--model",
+                            "tiny-gqa", "--waf", "1.5", "--retention", "1h", "--sweep", "5m,1h", "--json",
+                            "--report", str(tmp_path / "r.html"), "--results", str(tmp_path / "res")]).output)
+    assert plan["source"]["fitted_span_s"] == pytest.approx(span, abs=1e-3)
+    html = (tmp_path / "r.html").read_text()
+    assert "above, the model's extension" in html and "rests on the model&#x27;s extension" in html
+    rows = [r for r in plan["capacity_curve"] if r["residence_s"]]
+    assert {r["from"] for r in rows} == {"fitted-span", "extension"}
+    for r in rows + plan["retention_sweep"] + plan["drives"]:
+        assert r["from"] == ("fitted-span" if r["residence_s"] <= span + 1e-3 else "extension"), r
+    assert [r["from"] for r in plan["retention_sweep"]] == ["fitted-span", "extension"]    # 5 min, 1 h vs 17 min
+    head = plan["answer"]["sentences"][1]
+    assert ("beyond" if plan["residence_s"] > span else "within") in head and "fitted on" in head
+    assert plan["from"] == ("extension" if plan["residence_s"] > span else "fitted-span")
+    # a preset's stream and a measured trace are labelled as such
+    preset = json.loads(cli(*["plan", "--trace", "gen:qa,duration=1h,rate=2", "--model", "tiny-gqa", "--waf", "1.5",
+                              "--sweep", "", "--json"]).output)
+    assert {r["from"] for r in preset["drives"]} == {"model"}
+    measured = json.loads(cli(*["plan", "--trace", "mooncake-sample", "--model", "tiny-gqa", "--waf", "1.5",
+                                "--sweep", "", "--json"]).output)
+    assert {r["from"] for r in measured["capacity_curve"] + measured["drives"]} == {"trace"}
 
 
 def test_ks_distance():

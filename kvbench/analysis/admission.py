@@ -77,7 +77,9 @@ def simulate_tier(trace, capacity_blocks: int, admission: str = "all", policy: s
     nreq = len(offs) - 1
     writes = np.zeros(nreq, dtype=np.int64)
     hits = rejected = 0
-    n_warm = int(np.floor(warmup * nreq))
+    from kvbench.analysis.curves import warmup_request
+
+    n_warm = warmup_request(trace, warmup)        # of the whole stream's requests when compacted
     first = -1
     last_with_blocks = -1
     for r in range(nreq):

@@ -54,7 +54,8 @@ class HitCurve:
         if refs <= 0:
             raise SpecError("the trace has no block references", "give a non-empty trace")
         steps = np.asarray(profile.steps, dtype=np.float64)
-        hits = np.asarray(profile.cum_hits, dtype=np.float64) / refs
+        # a sampled profile's SHARDS_adj can take the first steps below 0 (as hits_at, clip to [0, 1])
+        hits = np.clip(np.asarray(profile.cum_hits, dtype=np.float64) / refs, 0.0, 1.0)
         if steps.size == 0:          # no reuse at all: the curve is 0 everywhere
             steps, hits = np.array([1.0]), np.array([0.0])
         keep = steps >= 1

@@ -41,10 +41,19 @@ def dense_ids(keys: np.ndarray) -> tuple[np.ndarray, int]:
     return codes.astype(np.int64, copy=False), int(len(uniques))
 
 
-def _warmup_refs(trace: Trace, warmup: float) -> int:
+def warmup_request(trace: Trace, warmup: float) -> int:
+    """The first request after the warm-up fraction (of the whole stream's requests when compacted)."""
     if not 0.0 <= warmup < 1.0:
         raise UsageError(f"warm-up fraction must be in [0, 1), got {warmup}", "give e.g. --warmup 0.1")
-    return int(trace.offsets[int(np.floor(warmup * trace.n_requests))])
+    if "whole" not in (getattr(trace, "meta", None) or {}):
+        return int(np.floor(warmup * (len(trace.offsets) - 1)))
+    from kvbench.stream.sampling import request_index, whole     # compacted: count the whole stream's requests
+
+    return int(np.searchsorted(request_index(trace), int(np.floor(warmup * whole(trace)["requests"]))))
+
+
+def _warmup_refs(trace: Trace, warmup: float) -> int:
+    return int(trace.offsets[warmup_request(trace, warmup)])
 
 
 # --- stack-distance profiles ----------------------------------------------------------------------------
@@ -118,14 +127,37 @@ def _profile_from_hist(hist: np.ndarray, weight: float, references: int, cold: f
                         **kw)
 
 
-def exact_profile(trace: Trace, *, ttl_s: float | None = None, warmup: float = 0.0) -> ReuseProfile:
-    """Exact LRU stack-distance profile of the whole trace (optionally retention-limited), one pass."""
-    from kvbench.analysis.mrc import LRUStack
+def _shards_adjusted(stack, references: int, rate: float, method: str, **kw) -> ReuseProfile:
+    """A fixed-rate sample's profile at full scale: distances and weights / ``rate``, with the SHARDS_adj
+    correction (Waldspurger et al., FAST'15): the full stream's ``references`` minus their estimate from the
+    sample, added at the smallest distance. A popular key that falls in the sample (a shared system prompt)
+    would otherwise count every one of its hits 1/rate times over."""
+    hist = stack.counts().astype(np.float64)
+    adj = references - stack.references / rate
+    if hist.size > 1:
+        hist[np.flatnonzero(hist)[0] if hist.any() else 1] += adj * rate
+    return _profile_from_hist(hist, 1.0 / rate, int(references), stack.cold / rate, stack.distinct / rate, method,
+                              sample_rate=rate, sampled_references=stack.references, extra={"adjustment": adj},
+                              **kw)
 
-    start = _warmup_refs(trace, warmup)
-    stack = LRUStack(ttl_s=ttl_s, count_from=start,
+
+def exact_profile(trace: Trace, *, ttl_s: float | None = None, warmup: float = 0.0) -> ReuseProfile:
+    """Exact LRU stack-distance profile of the whole trace (optionally retention-limited), one pass.
+
+    A key-sampled trace (``gen:...,sample=F``) is a fixed-rate SHARDS sample of its whole stream: its profile is
+    the whole stream's estimate (distances in full-stream blocks, SHARDS_adj against the stream's references),
+    the same as :func:`shards_profile` of the whole stream at that rate."""
+    from kvbench.analysis.mrc import LRUStack
+    from kvbench.stream.sampling import full_references_from, key_sample_rate
+
+    first = warmup_request(trace, warmup)
+    stack = LRUStack(ttl_s=ttl_s, count_from=int(trace.offsets[first]),
                      expected_keys=min(1 << 22, max(1024, trace.n_blocks // 8)))
     stack.feed(trace)
+    r = key_sample_rate(trace)
+    if r < 1.0:
+        return _shards_adjusted(stack, full_references_from(trace, first), r, "key-sampled", ttl_s=ttl_s,
+                                warmup=warmup)
     return _profile_from_hist(stack.counts(), 1.0, stack.references, stack.cold, stack.distinct, "exact",
                               ttl_s=ttl_s, warmup=warmup, sampled_references=stack.references)
 
@@ -263,7 +295,7 @@ class FixedSizeShards:
         flat = np.flatnonzero(h < bound)
         self.best = np.unique(np.concatenate([self.best, h[flat]]))[: self.size + 1]
         pos, keys, times = _touch_stream(trace, flat)
-        fr = (splitmix64(_salted(keys, self.salt)) >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
+        fr = _key_hash_fraction(_salted(keys, self.salt))
         n = len(keys)
         dist = np.zeros(n, np.int64)
         rates = np.zeros(n, np.float64)
@@ -329,26 +361,28 @@ def shards_profile(trace: Trace, *, rate: float | None = None, size: int | None 
         raise UsageError(f"sampling rate must be in (0, 1], got {rate}", "give e.g. --sample 0.01")
     if size is not None and size < 1:
         raise UsageError(f"sample size must be >= 1 key, got {size}", "give e.g. --sample-size 8192")
-    start = _warmup_refs(trace, warmup)
+    from kvbench.stream.sampling import full_references_from, key_sample_rate
+
+    n_warm = warmup_request(trace, warmup)
+    start = int(trace.offsets[n_warm])
     references = trace.n_blocks - start
     r0 = 1.0 if rate is None else float(rate)
+    keyed = key_sample_rate(trace)        # a key-sampled stream: sample its sample (references are full ones)
+    if keyed < 1.0 and size is not None:
+        raise UsageError("a key-sampled gen: stream cannot be sampled to a fixed size",
+                         "drop sample= from the gen: argument, or use --sample RATE")
     if size is None:
         from kvbench.analysis.mrc import LRUStack
 
         sub, _ = sampled_trace(trace, r0, salt)
         # references before the warm-up boundary: count how many sampled ones fall before it
-        n_warm = int(np.floor(warmup * trace.n_requests))
         stack = LRUStack(ttl_s=ttl_s, count_from=int(sub.offsets[n_warm]),
                          expected_keys=min(1 << 22, max(1024, sub.n_blocks // 8)))
         stack.feed(sub)
-        hist = stack.counts().astype(np.float64)
-        adj = references - stack.references / r0
-        if hist.size > 1:
-            hist[np.flatnonzero(hist)[0] if hist.any() else 1] += adj * r0
-        prof = _profile_from_hist(hist, 1.0 / r0, int(references), stack.cold / r0, stack.distinct / r0,
-                                  "shards-fixed-rate", sample_rate=r0, ttl_s=ttl_s, warmup=warmup,
-                                  sampled_references=stack.references, extra={"adjustment": adj})
-        return prof
+        if keyed < 1.0:                   # the same hash unsalted: the keys under the smaller rate
+            references = full_references_from(trace, n_warm)
+            r0 = r0 * keyed if salt else min(r0, keyed)
+        return _shards_adjusted(stack, int(references), r0, "shards-fixed-rate", ttl_s=ttl_s, warmup=warmup)
     shards = FixedSizeShards(int(size), r0, ttl_s=ttl_s, count_from=start, salt=salt)
     shards.feed(trace)
     return shards.profile(warmup)
@@ -369,34 +403,39 @@ def stream_profile(batches, *, rate: float | None = None, size: int | None = Non
         raise UsageError(f"sampling rate must be in (0, 1], got {rate}", "give e.g. --sample 0.01")
     if size is not None and size < 1:
         raise UsageError(f"sample size must be >= 1 key, got {size}", "give e.g. --sample-size 8192")
+    from kvbench.stream.sampling import full_references_from, key_sample_rate
+
     r0 = 1.0 if rate is None else float(rate)
     shards = FixedSizeShards(int(size), r0, ttl_s=ttl_s, salt=salt) if size is not None else None
     stack = LRUStack(ttl_s=ttl_s) if shards is None else None
     meta = {"requests": 0, "references": 0, "kernel_s": 0.0}      # kernel_s: stack updates, not trace reading
+    keyed = 1.0                       # a key-sampled stream (gen:...,sample=F): its rate; references are full ones
     for b in batches:
         if not meta["requests"]:
             meta |= {"path": b.path, "format": b.fmt, "block_tokens": b.block_tokens}
+            keyed = key_sample_rate(b)
         meta["requests"] += b.n_requests
-        meta["references"] += b.n_blocks
+        meta["references"] += full_references_from(b, 0) if keyed < 1.0 else b.n_blocks
         t0 = time.perf_counter()
         if shards is not None:
+            if keyed < 1.0:
+                raise UsageError("a key-sampled gen: stream cannot be sampled to a fixed size",
+                                 "drop sample= from the gen: argument, or use --sample RATE")
             shards.feed(b)
         else:
-            stack.feed(sampled_trace(b, r0, salt)[0] if rate is not None else b)
+            # the same key hash as the stream's own sample: unsalted, sampling both keeps the keys under the
+            # smaller rate; salted, the two samples are independent
+            stack.feed(sampled_trace(b, r0, salt)[0] if rate is not None and (r0 < keyed or salt) else b)
         meta["kernel_s"] += time.perf_counter() - t0
     references = meta["references"]
     if shards is not None:
         return shards.profile(), meta
-    if rate is None:
+    r = r0 * keyed if salt else min(r0, keyed)
+    if r == 1.0:
         return _profile_from_hist(stack.counts(), 1.0, stack.references, stack.cold, stack.distinct, "exact",
                                   ttl_s=ttl_s, sampled_references=stack.references), meta
-    hist = stack.counts().astype(np.float64)
-    adj = references - stack.references / r0
-    if hist.size > 1:
-        hist[np.flatnonzero(hist)[0] if hist.any() else 1] += adj * r0
-    return _profile_from_hist(hist, 1.0 / r0, int(references), stack.cold / r0, stack.distinct / r0,
-                              "shards-fixed-rate", sample_rate=r0, ttl_s=ttl_s,
-                              sampled_references=stack.references, extra={"adjustment": adj}), meta
+    return _shards_adjusted(stack, int(references), r, "shards-fixed-rate" if r0 < keyed else "key-sampled",
+                            ttl_s=ttl_s), meta
 
 
 # --- other policies: simulated per size ----------------------------------------------------------------

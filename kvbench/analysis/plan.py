@@ -270,7 +270,8 @@ def size_drive_class(cls, *, steady, hit_curve, sc: _Scale, need_bytes: float, n
 
 def simulate_write_policies(trace, *, block_bytes: int, l2_blocks: int, l3_blocks: int, layout: str,
                             sc: _Scale, ftl_op: float, erase_block_bytes: int, gc: str,
-                            policies=("through", "back"), model_ftl: bool = True, max_refs: int = 1 << 20) -> dict:
+                            policies=("through", "back"), model_ftl: bool = True, max_refs: int = 1 << 20,
+                            batch: int = 1 << 16) -> dict:
     """Steady-state L3 writes under each write policy from the tier simulation (:mod:`kvbench.sim.tiers`):
     writes in requests after L3's first slot reuse (its first eviction) over the trace time after it, and the
     device WAF of each policy's own L3 write/trim stream through the FTL model."""
@@ -278,7 +279,7 @@ def simulate_write_policies(trace, *, block_bytes: int, l2_blocks: int, l3_block
     from kvbench.sim.tiers import EV_TRIM, EV_WRITE, Hierarchy, HierarchySpec, TierSpec
 
     out = {}
-    t = np.asarray(trace.timestamp_s, dtype=np.float64)
+    t_end = float(trace.timestamp_s[-1])
     q = 1.0
     if trace.n_blocks > max_refs:        # the per-block simulation runs on a key sample (miniature) of large traces
         from kvbench.analysis.curves import sampled_trace
@@ -286,14 +287,23 @@ def simulate_write_policies(trace, *, block_bytes: int, l2_blocks: int, l3_block
         q = max_refs / trace.n_blocks
         trace, _ = sampled_trace(trace, q)
         l2_blocks, l3_blocks = int(round(l2_blocks * q)), max(1, int(round(l3_blocks * q)))
+    # only requests holding a (sampled) block change the tiers: simulate those (memory follows the sample)
+    busy = np.flatnonzero(np.diff(trace.offsets) > 0)
+    t = np.asarray(trace.timestamp_s, dtype=np.float64)[busy]
+    offsets = np.concatenate([np.asarray(trace.offsets[:1], dtype=np.int64),
+                              np.asarray(trace.offsets, dtype=np.int64)[busy + 1]])
     for wp in policies:
         probe = HierarchySpec(tiers=(TierSpec("l3", 1),), block_bytes=block_bytes)
         slot = probe.slot_bytes
         tiers = ((TierSpec("l2", max(1, l2_blocks) * slot),) if l2_blocks > 0 else ()) + \
             (TierSpec("l3", max(1, l3_blocks) * slot, layout=layout, trim=True),)
         h = Hierarchy(HierarchySpec(tiers=tiers, block_bytes=block_bytes, write_policy=wp))
-        _, ev = h.run(trace.timestamp_s, trace.offsets, trace.keys)
-        l3 = ev[(ev["tier"] == 2) & ((ev["op"] == EV_WRITE) | (ev["op"] == EV_TRIM))]
+        parts = []
+        for a in range(0, t.size, batch):      # in batches, keeping only L3's writes and trims
+            b = min(t.size, a + batch)
+            _, ev = h.run(t[a:b], offsets[a:b + 1] - offsets[a], trace.keys[offsets[a]:offsets[b]], first_request=a)
+            parts.append(ev[(ev["tier"] == 2) & ((ev["op"] == EV_WRITE) | (ev["op"] == EV_TRIM))])
+        l3 = np.concatenate(parts)
         w = l3[l3["op"] == EV_WRITE]
         row = {"l3_write_blocks": int(w.size), "produced_blocks": int(h.produced)}
         _, first = np.unique(w["slot"], return_index=True)
@@ -301,7 +311,7 @@ def simulate_write_policies(trace, *, block_bytes: int, l2_blocks: int, l3_block
         if reuse.size:
             req = int(w["request"][reuse.min()])
             after = int(np.count_nonzero(w["request"] > req))
-            window = float(t[-1] - t[req])
+            window = t_end - float(t[req])
             wb = after * slot / window * sc.time_scale * sc.copies / q if window > 0 else None
         else:
             wb = None
@@ -420,9 +430,16 @@ def plan_target(ctx: _Ctx, t: float) -> tuple[dict, list | None, list | None]:
 
 
 def _profile(trace, warmup):
+    """The trace's exact curve in its own blocks (the plan's units, see ``_Scale``); a key sample's is the whole
+    stream's SHARDS_adj estimate, its distances brought back to the sample's (integer) blocks."""
+    from dataclasses import replace
+
     from kvbench.analysis.curves import exact_profile
 
-    return exact_profile(trace, warmup=warmup)
+    p = exact_profile(trace, warmup=warmup)
+    if p.sample_rate < 1.0:
+        p = replace(p, steps=np.rint(p.steps * p.sample_rate))
+    return p
 
 
 def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, options: PlanOptions,
@@ -433,8 +450,11 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
     ``kv``: the model (its per-layer load bytes for the load-vs-recompute bill); ``measured``: what a replay run
     measured (``waf``, ``waf_source``, ``l3_write_bytes``...), reported beside
     the steady-state numbers; a run's device WAF replaces the FTL model's."""
+    from kvbench.stream.sampling import whole
+
     opt = options.validate()
-    n = int(trace.n_requests)
+    stream = whole(trace)           # the whole stream's totals (a compacted key sample holds fewer requests)
+    n = int(stream["requests"])
     span = float(trace.duration_s)
     if n < 2 or span <= 0:
         raise SpecError(f"trace {trace.path} spans {span:g} s over {n} request(s)",
@@ -444,12 +464,11 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
     trace_rate = n / span
     hit_curve = cap.HitCurve.from_profile(_profile(trace, opt.warmup), block_bytes=block_bytes)
     steady = res.steady_curve(trace, block_bytes=block_bytes)
-    tokens_per_req = float(trace.input_tokens.sum()) / n
+    tokens_per_req = float(stream["input_tokens"]) / n
     sample = float((getattr(trace, "meta", None) or {}).get("sample_rate", 1.0) or 1.0)   # gen:...,sample=r
-    # blocks per request: counted, or (key sample) from the prompt lengths, since a few very popular blocks
-    # (shared system prompts) make a sampled count a noisy estimate
-    blocks_per_req = steady.references / n if sample == 1.0 else \
-        float(np.ceil(np.asarray(trace.input_tokens, dtype=np.float64) / trace.block_tokens).mean())
+    # blocks per request: counted, or (key sample) the block counts before sampling, since a few very popular
+    # blocks (shared system prompts) make a sampled count a noisy estimate
+    blocks_per_req = steady.references / n if sample == 1.0 else float(stream["blocks"]) / n
     bpt = float(bytes_per_token or block_bytes / trace.block_tokens)
 
     layout = opt.layout
@@ -559,9 +578,10 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
                         "sample rate")
     if sample < 1.0:
         warnings.append(f"a key sample at rate {sample:g}: capacities and write rates are scaled by 1/{sample:g} "
-                        "(residence and DWPD need no scaling), but hit ratios carry the sample's variance: a few "
-                        "very popular blocks (shared system prompts) fall in or out of the sample as a whole; "
-                        "compare with a higher rate or the full stream before acting on a hit ratio")
+                        "(residence and DWPD need no scaling); hit ratios are SHARDS estimates against the "
+                        "whole stream's references (SHARDS_adj), but carry the sample's variance where a few "
+                        "very popular blocks (shared system prompts) fall in or out of it: compare with a higher "
+                        "rate or the full stream before acting on a hit ratio")
     if measured and ((measured.get("requests_replayed") is not None and measured["requests_replayed"] < n)
                      or measured.get("run_status") in ("interrupted", "failed", "running")):
         warnings.append(f"the replay run ({measured.get('run_status') or 'status unknown'}) covered "
@@ -608,8 +628,42 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
             f"prices '{prices.name}' dated {prices.date}: {prices.status}",
         ],
     }
+    mark_provenance(out)
     out["answer"] = answer(out)
     return out
+
+
+PROVENANCE = {
+    "trace": "measured on the trace",
+    "model": "from a workload model preset (not fitted to a trace)",
+    "fitted-span": "within the span of the trace the model was fitted on (the fit reproduces its curve there)",
+    "extension": "beyond the span of the trace the model was fitted on: from the model's extension (returns hours "
+                 "later, daily and weekly cycles), not from what the trace showed",
+}
+
+
+def provenance(source: dict, residence_s) -> str | None:
+    """Where an answer at a residence time comes from (a key of ``PROVENANCE``): a measured trace, a preset's
+    stream, or a fitted model's stream within or beyond the span of the trace it was fitted on (a tier that keeps
+    KV longer than the trace lasted holds reuse the trace could not show). None: no residence to judge by."""
+    if (source or {}).get("source") != "generated":
+        return "trace"
+    span = float(source.get("fitted_span_s") or 0.0)
+    if not span:
+        return "model"
+    if residence_s is None or not math.isfinite(float(residence_s)):
+        return None
+    return "fitted-span" if float(residence_s) <= span else "extension"
+
+
+def mark_provenance(out: dict) -> None:
+    """``from`` on every capacity row, retention row and drive class: see :func:`provenance`."""
+    src = out.get("source") or {}
+    rows = list(out.get("capacity_curve") or []) + list(out.get("retention_sweep") or []) + \
+        list(out.get("drives") or []) + ([out["retention"]] if out.get("retention") else [])
+    for r in rows:
+        r["from"] = provenance(src, r.get("residence_s"))
+    out["from"] = provenance(src, out.get("residence_s"))
 
 
 def answer(out: dict) -> dict:
@@ -631,6 +685,14 @@ def answer(out: dict) -> dict:
         lines.append(f"From the workload model {src.get('generated_from')} (generated, {src.get('span_s', 0) / 86400:.3g} "
                      "days" + (f", key sample {src['sample_rate']:g}" if (src.get("sample_rate") or 1) < 1 else "")
                      + "; not a measured trace):")
+        if src.get("fitted_span_s") and out.get("residence_s"):
+            where = out.get("from")
+            lines.append(f"The planned tier keeps KV {format_duration(out['residence_s'])}, "
+                         + ("within" if where == "fitted-span" else "beyond")
+                         + f" the {format_duration(src['fitted_span_s'])} of trace the model was fitted on: "
+                         + ("what that trace showed, reproduced by the fit." if where == "fitted-span" else
+                            "this answer rests on the model's extension (returns hours later, daily and weekly "
+                            "cycles), not on what the trace showed."))
     lines.append(f"At {rate}, a hit ratio of {t['hit_ratio']:.3f} ({t['need']}) needs "
                  f"{format_bytes(t['need_bytes'])} of KV tier, with {format_bytes(t['l2_bytes'])} of DRAM in front "
                  "(the curve's knee).")

@@ -117,10 +117,11 @@ class SteadyCurve:
     new_blocks_per_s: float = 0.0    # first touches per second over the trace's second half (compulsory writes)
     distances: np.ndarray | None = None   # LRU stack distance of every reference (touch order; cold = distinct + 1)
     request_of_ref: np.ndarray | None = None
+    n_requests: int = 0                       # requests of the trace (trailing ones may hold no reference)
 
     def hit_blocks_per_request(self, capacity_blocks: float) -> np.ndarray:
         """Blocks each request finds resident in an LRU tier of ``capacity_blocks`` (a prefix of its blocks)."""
-        n_req = int(self.request_of_ref[-1]) + 1 if self.request_of_ref.size else 0
+        n_req = max(self.n_requests, int(self.request_of_ref[-1]) + 1 if self.request_of_ref.size else 0)
         hit = (self.distances <= np.floor(capacity_blocks)) & (self.distances <= self.distinct)   # cold: never
         return np.bincount(self.request_of_ref[hit], minlength=n_req)
 
@@ -237,7 +238,7 @@ def steady_curve(trace, *, block_bytes: int) -> SteadyCurve:
                        distinct=d, references=n, span_s=t_end - t0, block_bytes=int(block_bytes),
                        new_blocks_per_s=new_rate, distances=dist,
                        request_of_ref=np.repeat(np.arange(trace.n_requests, dtype=np.int64),
-                                                trace.blocks_per_request))
+                                                trace.blocks_per_request), n_requests=trace.n_requests)
 
 
 def residence_for(curve: SteadyCurve, residence_s: float, *, time_scale: float = 1.0, copies: float = 1.0) -> dict:

@@ -139,7 +139,7 @@ def plan_cmd(trace_path, model, targets, absolute, retention, capacities, sweep,
             raise UsageError("--deployment needs a prefill rate", "give --profile NAME (or --recompute-tokens-per-s)")
     caps = tuple(float(parse_size(x.strip(), what="--capacities")) for x in (capacities or "").split(",") if x.strip())
     sweep_s = tuple(parse_duration(x.strip(), what="--sweep") for x in (sweep or "").split(",") if x.strip())
-    trace = read_trace(trace_path)
+    trace = read_trace(trace_path, compact=True)     # a key-sampled stream keeps only its sampled requests
     if block_tokens:
         trace = replace(trace, block_tokens=int(block_tokens))
     block_bytes = spec.block_bytes(trace.block_tokens)
@@ -260,7 +260,8 @@ def _print(out: dict) -> None:
         if r["filled"]:
             click.echo(f"{format_bytes(r['capacity_bytes']):>11} {r['hit_ratio']:6.3f} "
                        f"{format_bytes(r['write_bytes_per_s']) + '/s':>11} {format_duration(r['residence_s']):>10} "
-                       f"{r['dwpd']:9.3g}" + ("" if r["turned_over"] else "  (projected: not turned over)"))
+                       f"{r['dwpd']:9.3g}" + ("" if r["turned_over"] else "  (projected: not turned over)")
+                       + ("  (fitted extension)" if r.get("from") == "extension" else ""))
         else:
             click.echo(f"{format_bytes(r['capacity_bytes']):>11} {r['hit_ratio']:6.3f} {'never fills: no steady state':>33}")
     click.echo(f"{'target':>7} {'hit':>6} {'need':>11} {'L2 DRAM':>11} {'L3 SSD':>11} {'DWPD':>7} {'eq.DWPD':>7} "
@@ -288,6 +289,7 @@ def _print(out: dict) -> None:
             f"{format_duration(r['retention_s'])}: "
             + (f"{format_bytes(r['capacity_bytes'])}, " if r["capacity_bytes"] is not None else "")
             + f"{r['dwpd']:.3g} DWPD" + (" (beyond the trace)" if r["extrapolated"] else "")
+            + (" (fitted extension)" if r.get("from") == "extension" else "")
             for r in out["retention_sweep"]))
     r = out.get("retention")
     if r:

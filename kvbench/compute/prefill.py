@@ -15,7 +15,8 @@ import numpy as np
 from kvbench import __version__
 from kvbench.compute.fit import fit_quadratic
 from kvbench.compute.profile import ComputeProfile
-from kvbench.compute.stack import TORCH_DTYPES, LayerPlan, Stack, layer_param_counts, plan_layers, require_torch
+from kvbench.compute.stack import (TORCH_DTYPES, LayerPlan, Stack, layer_kinds, layer_param_counts, plan_layers,
+                                   require_torch)
 from kvbench.compute.timing import scaled_totals, time_stages
 from kvbench.errors import DependencyError, KvbenchError, SpecError
 from kvbench.spec.models import ModelSpec
@@ -103,7 +104,8 @@ def choose_layers(torch, spec: ModelSpec, device: str, dtype: str, layers: int |
     if layers is None:
         if device.startswith("cuda"):
             fit = int(budget // per_layer)
-            layers = None if fit >= spec.layers else max(2 if full.dense_total and full.moe_total else 1, fit)
+            kinds = len(layer_kinds(spec, full)[1])      # dense/MoE x full/sliding: one layer of each at least
+            layers = None if fit >= spec.layers else max(kinds, fit)
         else:
             layers = CPU_DEFAULT_LAYERS
     plan = plan_layers(spec, layers)
@@ -168,7 +170,7 @@ def run_prefill(setup: PrefillSetup, progress=None) -> tuple[ComputeProfile, lis
     if setup.threads is not None:
         torch.set_num_threads(setup.threads)  # CPU intra-op threads; on a busy machine 1 is far steadier
     stack = Stack(spec, plan, device=device, dtype=setup.dtype, seed=setup.seed)
-    totals = {"dense": plan.dense_total, "moe": plan.moe_total}
+    totals, window = stack.totals, stack.window
     results = []
     try:
         for n in setup.lengths:
@@ -196,6 +198,9 @@ def run_prefill(setup: PrefillSetup, progress=None) -> tuple[ComputeProfile, lis
     how = (f"{plan.layers_measured} of {plan.layers_total} layers built ({plan.dense_measured} dense, "
            f"{plan.moe_measured} MoE), per-layer times scaled to the full stack" if plan.scaled
            else f"all {plan.layers_total} layers built")
+    if window:
+        how += (f"; {sum(v for k, v in totals.items() if k.endswith('+sliding'))} sliding-window layers "
+                f"attend to {window} tokens")
     profile = ComputeProfile(
         name=setup.name, kind="measured", model=spec.name, device=device_name(torch, device), dtype=setup.dtype,
         fit=fit, reference_tokens=max(setup.lengths), source="kvbench prefill (random weights, batch 1)",

@@ -14,8 +14,14 @@ Weights are random (timing does not depend on their values); shapes are the mode
   for a claim that loading wins). Leading ``first_dense_layers`` use the dense FFN width.
 - Embedding lookup, final norm and the LM head on the last token only (prefill produces one logit row).
 
-``build_stack`` instantiates a subset of the layers (some dense, some MoE) so that a large model can be
-measured on a small device; per-layer times are scaled to the full stack by layer type.
+- Sliding-window layers (``[[kv_layers]] kind = "sliding"``: Gemma 3's local layers, gpt-oss's banded ones)
+  attend to at most ``window`` preceding tokens: queries in blocks of ``window``, each against the keys of its
+  block and the one before under a banded mask, so their time grows linearly past the window as the real
+  kernels' does. Linear-attention layers are timed as full attention (an upper bound on their time: it favours
+  recompute, conservative for a claim that loading wins).
+
+``build_stack`` instantiates a subset of the layers (some dense, some MoE; full and sliding attention) so that
+a large model can be measured on a small device; per-layer times are scaled to the full stack by layer type.
 """
 
 from __future__ import annotations
@@ -83,6 +89,37 @@ def plan_layers(spec: ModelSpec, layers: int | None) -> LayerPlan:
     return LayerPlan(dense_total, moe_total, dense, layers - dense)
 
 
+def sliding_window(spec: ModelSpec) -> tuple[int | None, int]:
+    """The model's sliding-window layers: (window, count); (None, 0) when it has none. Several sliding groups
+    take the widest window (the slowest; none of the presets has two)."""
+    groups = [g for g in spec.declared_layers if g.kind == "sliding"]
+    if not groups:
+        return None, 0
+    return max(int(g.window) for g in groups), sum(int(g.count) for g in groups)
+
+
+def layer_kinds(spec: ModelSpec, plan: LayerPlan) -> tuple[list[str], dict[str, int]]:
+    """The kind of each built layer ("dense", "moe", "+sliding" for a sliding-window one) and each kind's count
+    in the full model: sliding layers are shared between the FFN kinds in proportion (exact for every preset,
+    whose sliding layers all have one FFN kind). A kind present in the model gets at least one built layer."""
+    window, n_sliding = sliding_window(spec)
+    kinds, totals = [], {}
+    for ffn, total, built in (("dense", plan.dense_total, plan.dense_measured),
+                              ("moe", plan.moe_total, plan.moe_measured)):
+        slide_total = int(round(total * n_sliding / spec.layers)) if window else 0
+        full_total = total - slide_total
+        if built and slide_total and full_total:
+            if built < 2:
+                raise SpecError(f"model {spec.name!r} has full and sliding-window {ffn} layers: build at least 2 "
+                                f"{ffn} layers to time both", f"give --layers {2 * (1 + bool(plan.dense_total and plan.moe_total))} or more")
+            slide_built = min(built - 1, max(1, int(round(built * slide_total / total))))
+        else:
+            slide_built = built if slide_total and not full_total else 0
+        kinds += [ffn] * (built - slide_built) + [f"{ffn}+sliding"] * slide_built
+        totals[ffn], totals[f"{ffn}+sliding"] = full_total, slide_total
+    return kinds, {k: v for k, v in totals.items() if v}
+
+
 def layer_param_counts(spec: ModelSpec) -> dict[str, int]:
     """Parameters of one dense layer, one MoE layer (active experts only) and the embedding."""
     h, H = spec.hidden_size, spec.num_heads
@@ -123,6 +160,26 @@ def _sdpa_has_gqa(torch) -> bool:
         return False
 
 
+def attention(torch, q, k, v, window: int | None = None, **kw):
+    """Causal attention of ``q`` [b, heads, n, d] over ``k``/``v``; with ``window``, each query sees at most the
+    ``window`` most recent tokens (itself included). Windowed, the queries go in blocks of ``window`` against
+    the keys of their block and the previous one under a banded mask: O(n x window), never an n x n mask."""
+    F = torch.nn.functional
+    n = q.shape[-2]
+    if window is None or n <= window:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, **kw)
+    out = []
+    pos = torch.arange(n, device=q.device)
+    for s in range(0, n, window):
+        e = min(n, s + window)
+        lo = max(0, s - window + 1)
+        qi, kj = pos[s:e, None], pos[None, lo:e]
+        band = (kj <= qi) & (kj > qi - window)
+        out.append(F.scaled_dot_product_attention(q[..., s:e, :], k[..., lo:e, :], v[..., lo:e, :],
+                                                  attn_mask=band, **kw))
+    return torch.cat(out, dim=-2)
+
+
 class Stack:
     """The instantiated layers and the forward pass, with a hook between layers for timing."""
 
@@ -139,9 +196,10 @@ class Stack:
         h = spec.hidden_size
         self.embed = self._w(spec.vocab_size, h)  # tied with the LM head: same shape, same FLOPs
         self.final_norm = torch.ones(h, device=self.device, dtype=self.dtype)
-        self.layers = [self._layer(moe=False) for _ in range(plan.dense_measured)] + \
-                      [self._layer(moe=True) for _ in range(plan.moe_measured)]
-        self.kinds = ["dense"] * plan.dense_measured + ["moe"] * plan.moe_measured
+        self.kinds, self.totals = layer_kinds(spec, plan)
+        self.window = sliding_window(spec)[0]
+        self.layers = [self._layer(moe=k.startswith("moe"), window=self.window if k.endswith("+sliding") else None)
+                       for k in self.kinds]
 
     # --- weights ---------------------------------------------------------------------------------------
     def _w(self, out_f: int, in_f: int):
@@ -152,10 +210,10 @@ class Stack:
         h = self.spec.hidden_size
         return {"gate": self._w(width, h), "up": self._w(width, h), "down": self._w(h, width)}
 
-    def _layer(self, *, moe: bool) -> dict:
+    def _layer(self, *, moe: bool, window: int | None = None) -> dict:
         s, h, H = self.spec, self.spec.hidden_size, self.spec.num_heads
         ones = lambda n: self.torch.ones(n, device=self.device, dtype=self.dtype)  # noqa: E731
-        layer = {"ln1": ones(h), "ln2": ones(h)}
+        layer = {"ln1": ones(h), "ln2": ones(h), "window": window}
         if s.attention == "mla":
             qk = s.qk_nope_dim + s.qk_rope_dim
             if s.q_lora_rank:
@@ -205,7 +263,7 @@ class Stack:
         if expand:
             k, v = k.repeat_interleave(H // KV, dim=0), v.repeat_interleave(H // KV, dim=0)
         gqa = {"enable_gqa": True} if KV != H and not expand else {}
-        o = F.scaled_dot_product_attention(q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), is_causal=True, **gqa)
+        o = attention(torch, q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), L.get("window"), **gqa)
         return F.linear(o.squeeze(0).transpose(0, 1).reshape(n, H * d), L["o"])
 
     def _attn_mla(self, x, L, rope):

@@ -28,7 +28,7 @@ import math
 import os
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -438,6 +438,7 @@ class _Accumulator:
         self.load_hist = LatencyHistogram()
         self.full_load_hist = LatencyHistogram()        # sampled runs: estimated full-request load times
         self.full_hit_blocks_est = 0.0
+        self.full_blocks = 0                            # sampled runs: block references before sampling
         self.tier_load_hist = {lvl: LatencyHistogram() for lvl in levels}
         self.lag_hist = LatencyHistogram()
         self.lag_max_ns = 0
@@ -518,10 +519,31 @@ def _run_domain(plan, targets, cfg, verify, runtime_s, results, key, stop, live=
         results[key] = e
 
 
+def keyed_stream(cfg: ReplayConfig) -> ReplayConfig:
+    """A key-sampled ``gen:...,sample=F`` stream is a miniature: replay it as ``--sample-keys F`` (tiers at
+    capacity x F, volumes and hit estimates at full size), never as a full-size trace. Re-sampling it at F with
+    the same hash keeps every key, so the stream's own sample is what runs."""
+    from kvbench.stream.synth import is_gen, parse_gen
+
+    if not is_gen(cfg.trace):
+        return cfg
+    rate = parse_gen(cfg.trace).sample
+    if rate is None or rate >= 1.0:
+        return cfg
+    if cfg.sample_keys is not None:
+        raise UsageError(f"{cfg.trace} is already a key sample at rate {rate:g}; --sample-keys samples it again",
+                         "give the rate once: sample= in the gen: argument or --sample-keys")
+    if cfg.sample_seed:
+        raise UsageError(f"--sample-seed {cfg.sample_seed} would sample the key-sampled stream {cfg.trace} again "
+                         "with another hash", "drop --sample-seed (the stream's sample uses seed 0)")
+    return replace(cfg, sample_keys=rate)
+
+
 def replay_kv(cfg: ReplayConfig, *, progress=None) -> dict:
     """Run (or with ``dry_run`` only simulate) a KV replay; returns the summary (also in summary.json)."""
     from kvbench.spec.models import load_model
 
+    cfg = keyed_stream(cfg)
     cfg.validate()
     model = load_model(cfg.model, tp=cfg.tp)
     block_tokens, n_requests, n_blocks = _load_trace_meta(cfg)
@@ -665,6 +687,7 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
                 extra_cols = {"full_blocks": np.asarray(windows.full_blocks[: len(reqs)]),
                               "full_hits_est": full_hits, "full_load_ms_est": full_ms}
                 acc.full_hit_blocks_est += float(full_hits.sum())
+                acc.full_blocks += int(extra_cols["full_blocks"].sum())
                 ok = np.isfinite(full_ms)
                 if ok.any():
                     acc.full_load_hist.record((full_ms[ok] * 1e6).astype(np.int64))
@@ -942,6 +965,38 @@ def _pcts(h, keys=("p50", "p99", "p99.9")) -> dict:
     return {k: p.get(k) for k in keys}
 
 
+# a sample whose references differ from rate x the full stream's by more than this factor is dominated (or
+# depleted) by a few popular keys, and its per-block hit ratio is not representative
+UNREPRESENTATIVE = 1.5
+
+
+def _hit_estimates(lvl_hits, levels, sampled_blocks: int, full_blocks: int, rate: float) -> dict | None:
+    """A key-sampled run's full-size hit ratios, total and per tier level.
+
+    Two estimators: the miniature's own per-block hit ratio (``ratio``: Waldspurger et al., ATC'17), and
+    SHARDS_adj's (``adjusted``: hits / rate, with the full references minus the sample's / rate counted in the
+    first tier, so the total is 1 - (sampled misses / rate) / full references). The ratio is the better one while
+    the sample is representative (its references near rate x the full stream's: it does not carry their count
+    noise); when a popular key (a shared system prompt) falls in the sample, it counts that key's hits 1 / rate
+    times over and the sample holds several times the references its rate implies: then misses, spread over many
+    keys, are the robust basis, and the adjusted estimate is used. None when not sampled (or nothing replayed)."""
+    if rate >= 1.0 or full_blocks <= 0 or not levels or sampled_blocks <= 0:
+        return None
+    adj = full_blocks - sampled_blocks / rate
+    hits = {lvl: int(lvl_hits[lvl]) / rate for lvl in levels}
+    hits[levels[0]] += adj
+    adjusted = {lvl: float(min(1.0, max(0.0, h / full_blocks))) for lvl, h in hits.items()}
+    misses = sampled_blocks - sum(int(lvl_hits[lvl]) for lvl in levels)
+    total_adj = float(min(1.0, max(0.0, 1.0 - misses / rate / full_blocks)))
+    excess = sampled_blocks / (rate * full_blocks)
+    use = "adjusted" if not 1 / UNREPRESENTATIVE <= excess <= UNREPRESENTATIVE else "ratio"
+    ratio = {lvl: int(lvl_hits[lvl]) / sampled_blocks for lvl in levels}
+    return {"tiers": adjusted if use == "adjusted" else ratio,
+            "total": total_adj if use == "adjusted" else 1.0 - misses / sampled_blocks,
+            "adjusted_tiers": adjusted, "adjusted_total": total_adj, "adjustment": adj,
+            "estimator": use, "reference_excess": excess}
+
+
 def _summary(cfg, hier, acc, totals, lvl_hits, levels, block_bytes, slot_bytes, fences, planned_ios,
              planned_bytes, windows, n_requests, host, wall_ns, io_notes=None) -> dict:
     io_notes = io_notes or {}
@@ -953,6 +1008,7 @@ def _summary(cfg, hier, acc, totals, lvl_hits, levels, block_bytes, slot_bytes, 
     counters = hier.counters()
     rate = cfg.sample_rate
     modelled = cfg.modelled_capacities()
+    est = _hit_estimates(lvl_hits, [t.level for t in hier.tiers], totals["blocks"], acc.full_blocks, rate)
     for t in hier.tiers:
         lvl, name, c = t.level, t.spec.name, counters[t.spec.name]
         if cfg.dry_run or lvl == 0:
@@ -961,7 +1017,8 @@ def _summary(cfg, hier, acc, totals, lvl_hits, levels, block_bytes, slot_bytes, 
         else:
             rb, wb = acc.bytes[(lvl, 0)], acc.bytes[(lvl, 1)]
         entry = {
-            "hit_ratio": int(lvl_hits[lvl]) / blocks,
+            "hit_ratio": est["tiers"][lvl] if est else int(lvl_hits[lvl]) / blocks,
+            **({"sampled_hit_ratio": int(lvl_hits[lvl]) / blocks} if est else {}),
             "hit_blocks": int(lvl_hits[lvl]),
             "read_bytes": rb, "write_bytes": wb,
             "trim_bytes": (acc.bytes[(lvl, 2)] if not cfg.dry_run and lvl else c.trims_slots * slot_bytes),
@@ -1004,7 +1061,9 @@ def _summary(cfg, hier, acc, totals, lvl_hits, levels, block_bytes, slot_bytes, 
         "trace": cfg.trace, "model": cfg.model, "requests": totals["requests"], "trace_requests": n_requests,
         # requests simulated (what the tier counters count) whose I/O was not all issued: the run stopped
         "requests_not_issued": totals["not_issued"],
-        "blocks": totals["blocks"], "hit_blocks": totals["hit_blocks"], "hit_ratio": totals["hit_blocks"] / blocks,
+        "blocks": totals["blocks"], "hit_blocks": totals["hit_blocks"],
+        "hit_ratio": est["total"] if est else totals["hit_blocks"] / blocks,
+        **({"sampled_hit_ratio": totals["hit_blocks"] / blocks} if est else {}),
         "produced_blocks": hier.produced, "block_bytes": block_bytes, "slot_bytes": slot_bytes,
         "chunk_bytes": cfg.chunk_bytes, "dry_run": cfg.dry_run,
         "load_time_ms": {k: (v / 1e3 if v is not None else None) for k, v in load.items()},
@@ -1036,7 +1095,21 @@ def _summary(cfg, hier, acc, totals, lvl_hits, levels, block_bytes, slot_bytes, 
             "rate": rate, "seed": cfg.sample_seed,
             "modelled_capacity_bytes": modelled,
             "simulated_capacity_bytes": {t.spec.name: t.spec.capacity_bytes for t in hier.tiers},
-            "hit_ratios": "estimates of the full-size cache (per-block hit ratios of the sample)",
+            "hit_ratios": "estimates of the full-size cache (per-block hit ratios of the sample)" if not est else
+            ("estimates of the full-size cache: per-block hit ratios of the sample (its references are "
+             f"{est['reference_excess']:.3g} x rate x the full stream's: representative)" if est["estimator"] == "ratio"
+             else "estimates of the full-size cache by SHARDS_adj: 1 - (sampled misses / rate) / the full "
+                  f"stream's references, the difference counted as first-tier hits (the sample holds "
+                  f"{est['reference_excess']:.3g} x the references its rate implies: popular keys such as a "
+                  "shared system prompt fell in it, and its own per-block ratio, sampled_hit_ratio, counts their "
+                  "hits 1 / rate times over)"),
+            "hit_ratio_estimator": est["estimator"] if est else "ratio",
+            "reference_excess": est["reference_excess"] if est else None,
+            "hit_ratio_adjusted": est["adjusted_total"] if est else None,
+            "tier_hit_ratios_adjusted": ({t.spec.name: est["adjusted_tiers"][t.level] for t in hier.tiers}
+                                         if est else None),
+            "full_blocks": acc.full_blocks or None,
+            "adjustment_blocks": est["adjustment"] if est else None,
             "bytes": "tiers.<t>.read/write/trim_bytes are measured on the sample; full_*_bytes = measured / rate",
             "load_time_ms": "per-request load times cover each request's sampled blocks only",
             "full_load_time_ms_est": {k: (v / 1e3 if v is not None else None) for k, v in fl.items()},

@@ -729,6 +729,11 @@ def steady_state_vs_capacity(runs: list[RunData]) -> go.Figure | None:
         fig.add_trace(go.Scatter(x=fx, y=[(_num(r.get("residence_s")) or 0) / 3600 for r in filled],
                                  mode="lines+markers", name=_name(runs, rd, "residence time"),
                                  line=dict(color=color, dash="dot")), row=3, col=1)
+        fitted = _num((plan.get("source") or {}).get("fitted_span_s"))
+        if fitted:          # a fitted model's stream: residence above the fitted trace's span is its extension
+            fig.add_hline(y=fitted / 3600, line=dict(color=color, dash="dash", width=1), row=3, col=1,
+                          annotation_text=f"span of the trace the model was fitted on ({fitted / 3600:.3g} h): "
+                                          "above, the model's extension", annotation_position="top left")
         for di, d in enumerate(plan.get("drives") or []):
             allowed = _num(d.get("rated_dwpd"))
             waf, ref = _num(d.get("workload_waf")), _num(d.get("reference_waf"))
@@ -822,7 +827,9 @@ CAPTIONS = {
                          "shows and are extrapolated (capacity an upper bound).",
     "steady_state_vs_capacity": "Read left to right: a larger tier hits more, keeps KV longer and is rewritten "
                                 "less often. Where the DWPD line crosses a drive class's dashed rating line, that "
-                                "class's endurance is met; stars mark the planned tier per class.",
+                                "class's endurance is met; stars mark the planned tier per class. For a fitted workload "
+                                "model's stream, residence above the dashed span line rests on the model's "
+                                "extension, not on what the fitted trace showed.",
     "steady_state_rounds": "Preconditioning rounds: steady state is reached when the last 5 rounds stay within "
                            "the band.",
     "admission_frontier": "What each admission policy buys: hit ratio against the DWPD it costs, one curve per "

@@ -168,6 +168,7 @@ def fit_model(trace: Trace, defaults: WorkloadModel | None = None, name: str | N
     model = WorkloadModel(name=name or f"fit-{_stem(trace.path)}",
                           description=f"fitted by kvbench trace fit to {trace.path}",
                           block_tokens=bt, sources=(f"kvbench trace fit {trace.path} ({n} requests over {_dur(span)})",),
+                          fitted_span_s=float(span),
                           arrivals=arrivals, sessions=sessions, prompts=prompts)
     res.model = model.validate("fitted model")
     return res

@@ -342,7 +342,8 @@ def gen_meta(src: GenSource, model: WorkloadModel) -> dict:
     """What a generated trace says about itself (``Trace.meta``): where it came from and what it spans."""
     return {"source": "generated", "generated_from": src.model, "model": model.name, "seed": src.seed,
             "rate": model.arrivals.rate if src.rate is None else src.rate, "span_s": src.duration_s,
-            "sample_rate": src.sample or 1.0, "spec": src.text}
+            "sample_rate": src.sample or 1.0, "spec": src.text,
+            **({"fitted_span_s": model.fitted_span_s} if model.fitted_span_s else {})}
 
 
 def iter_generated(text: str, batch_requests: int = WINDOW_REQUESTS, limit: int | None = None,

@@ -809,9 +809,25 @@ def _sorted_batches(path, fmt, batch_requests, **kw) -> Iterator[Trace]:
         yield t.slice(a, a + batch_requests)
 
 
-def read_trace(path: str | Path, fmt: str = "auto", **opts) -> Trace:
-    """Read a whole trace into one ``Trace`` (options as ``iter_trace``)."""
-    return Trace.concat(list(iter_trace(path, fmt, opts.pop("batch_requests", 1 << 18), **opts)))
+def read_trace(path: str | Path, fmt: str = "auto", *, compact: bool = False, **opts) -> Trace:
+    """Read a whole trace into one ``Trace`` (options as ``iter_trace``).
+
+    ``compact``: a key-sampled stream (``gen:...,sample=F``) drops the requests the sample left empty as it is
+    read, keeping the whole stream's totals (:func:`kvbench.stream.sampling.compact`), so a whole-trace analysis
+    holds memory in proportion to the sample; other traces are read whole."""
+    batches = iter_trace(path, fmt, opts.pop("batch_requests", 1 << 18), **opts)
+    if not compact:
+        return Trace.concat(list(batches))
+    from kvbench.stream.sampling import FULL_BLOCKS, compact_batches
+
+    first = next(batches, None)
+    if first is None:
+        return Trace.concat([])
+    if FULL_BLOCKS not in first.extras:
+        return Trace.concat([first, *batches])
+    import itertools
+
+    return compact_batches(itertools.chain([first], batches))
 
 
 def parse_field_mapping(pairs: list[str] | tuple[str, ...]) -> dict[str, str | None]:

@@ -24,7 +24,10 @@ turn adds the previous answer (``output_tokens``, when ``append_output``) and a 
 (``user_tokens``), so the context grows every turn. Lengths are lognormal with the stated mean and shape, or
 follow ``*_quantiles`` (an empirical distribution, as a fit measures it) when given.
 
-``[workload]`` ``block_tokens`` (tokens per KV block), a name, a description and the sources of the values.
+``[workload]`` ``block_tokens`` (tokens per KV block), a name, a description and the sources of the values;
+a fitted model also states ``fitted_span_s``, the span of the trace it was fitted on: what a plan of its
+stream shows within that span the trace itself showed (the fit reproduces its curve); beyond it, the answer
+rests on the model's extension (returns hours later, daily and weekly cycles) and is labelled so.
 
 Unknown parameters are an error naming them; every value is validated with its fix.
 """
@@ -99,6 +102,7 @@ class WorkloadModel:
     description: str = ""
     block_tokens: int = 512
     sources: tuple[str, ...] = ()
+    fitted_span_s: float = 0.0         # span of the trace a fit estimated this from (0: not fitted)
     arrivals: Arrivals = Arrivals()
     sessions: Sessions = Sessions()
     prompts: Prompts = Prompts()
@@ -116,6 +120,7 @@ class WorkloadModel:
         a, s, p = self.arrivals, self.sessions, self.prompts
         checks = [
             (self.block_tokens >= 1, "workload.block_tokens", self.block_tokens, "tokens per KV block, e.g. 512"),
+            (self.fitted_span_s >= 0, "workload.fitted_span_s", self.fitted_span_s, "seconds >= 0 (0: not fitted)"),
             (a.rate > 0, "arrivals.rate", a.rate, "requests per second > 0, e.g. 2"),
             (a.burstiness > 0, "arrivals.burstiness", a.burstiness, "a CV > 0 (1 = Poisson)"),
             (0 <= a.diurnal_amplitude < 1, "arrivals.diurnal_amplitude", a.diurnal_amplitude, "a value in [0, 1)"),
@@ -171,7 +176,8 @@ class WorkloadModel:
         prompts = {k: (list(v) if isinstance(v, tuple) else v) for k, v in d["prompts"].items()
                    if not (isinstance(v, tuple) and not v)}        # empty optional lists are left out
         return {"workload": {"name": d["name"], "description": d["description"], "block_tokens": d["block_tokens"],
-                             "sources": list(d["sources"])},
+                             "sources": list(d["sources"]),
+                             **({"fitted_span_s": d["fitted_span_s"]} if d["fitted_span_s"] else {})},
                 "arrivals": d["arrivals"], "sessions": d["sessions"], "prompts": prompts}
 
 
@@ -180,7 +186,7 @@ def _finite(v) -> bool:
 
 
 SECTIONS = {"arrivals": Arrivals, "sessions": Sessions, "prompts": Prompts}
-WORKLOAD_KEYS = ("name", "description", "block_tokens", "sources")
+WORKLOAD_KEYS = ("name", "description", "block_tokens", "sources", "fitted_span_s")
 
 
 def _coerce(cls, section: str, values: dict, where: str) -> object:
@@ -222,12 +228,15 @@ def model_from_dict(d: dict, where: str = "<model>") -> WorkloadModel:
     bt = w.get("block_tokens", 512)
     if not isinstance(bt, int) or isinstance(bt, bool):
         raise SpecError(f"{where}: workload.block_tokens = {bt!r} is not an integer", "give e.g. 512")
+    fitted = w.get("fitted_span_s", 0.0)
+    if not isinstance(fitted, (int, float)) or isinstance(fitted, bool):
+        raise SpecError(f"{where}: workload.fitted_span_s = {fitted!r} is not a number", "give seconds, e.g. 3600")
     sources = w.get("sources", [])
     if isinstance(sources, str):
         sources = [sources]
     parts = {s: _coerce(cls, s, dict(d.get(s) or {}), where) for s, cls in SECTIONS.items()}
     m = WorkloadModel(name=str(w.get("name", Path(where).stem if where != "<model>" else "custom")),
-                      description=str(w.get("description", "")), block_tokens=bt,
+                      description=str(w.get("description", "")), block_tokens=bt, fitted_span_s=float(fitted),
                       sources=tuple(str(x) for x in sources), **parts)
     return m.validate(where)
 
