@@ -115,3 +115,10 @@ def test_subprocess_entry(tmp_path):
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["format"] == "bailian" and d["block_tokens"] == 16 and len(d["hit_ratio"]) == 2
+
+
+def test_mrc_sample_size_of_a_key_sampled_stream_is_refused(cli):
+    """Streamed or read whole, a key-sampled gen: stream cannot be sampled to a fixed size: one line, exit 2."""
+    for extra in ([], ["--warmup", "0.1"]):
+        r = cli("mrc", "gen:chat,duration=10m,rate=2,seed=1,sample=0.5", "--sample-size", "100", *extra)
+        assert r.exit_code == 2 and "cannot be sampled to a fixed size" in r.output and "Traceback" not in r.output
