@@ -109,3 +109,54 @@ def test_fast_path_read_error_stops_the_run(target, fast_calls):
     os.truncate(target.path, 4 * MiB)          # the file shrank: reads past 4 MiB come back short
     r = run_plan(make_plan(0, np.arange(128) * 65536, 65536, tag=7), [target], qd=8)
     assert fast_calls.n >= 1 and r.status == "failed" and r.first_error["index"] == 64
+
+
+@pytest.mark.parametrize("user_reap", [True, False])
+@pytest.mark.parametrize("reap", [1, 3])
+def test_reap_batch_bounds_completions_per_reap(target, fast_calls, monkeypatch, reap, user_reap):
+    """fio's iodepth_batch_complete_max: each io_getevents of the compiled loop takes at most ``reap`` completions,
+    and each reaped batch gets one completion stamp, so no stamp is shared by more than ``reap`` I/Os (until the
+    last submission; the drain after it is the driver's)."""
+    monkeypatch.setattr(aio.LibaioEngine, "user_reap", user_reap)
+    plan = mixed_plan(target, n=512, seed=3)
+    r = run_plan(plan, [target], qd=16, reap_batch=reap)
+    assert r.status == "complete" and fast_calls.n >= 1 and r.summary()["reap_batch"] == reap
+    assert (r.result == plan["length"]).all() and r.latency().count == len(plan)
+    if not user_reap:
+        assert r.ring_reaped == 0
+    before_last = r.complete_ns[r.complete_ns < r.submit_ns.max()]
+    assert len(before_last) > 0
+    _, per_stamp = np.unique(before_last, return_counts=True)
+    assert per_stamp.max() <= reap
+
+
+def test_reap_batch_zero_takes_all_ready_and_negative_is_refused(target, fast_calls):
+    plan = mixed_plan(target, n=256, seed=5)
+    r = run_plan(plan, [target], qd=8, reap_batch=0)
+    assert r.status == "complete" and r.summary()["reap_batch"] == 8 and (r.result == plan["length"]).all()
+    from kvbench.errors import UsageError
+    with pytest.raises(UsageError, match="reap batch"):
+        run_plan(plan, [target], qd=8, reap_batch=-1)
+
+
+def test_completions_are_taken_from_the_kernel_ring(target, fast_calls):
+    """On x86-64 the compiled loop reads completions already in the AIO ring without io_getevents (fio's
+    userspace_reap); the data written that way reads back intact."""
+    import platform
+    if platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("the ring is read in user space on x86-64 only")
+    lib = aio._load()
+    import ctypes
+    ctx = ctypes.c_ulong(0)
+    assert lib.io_setup(8, ctypes.byref(ctx)) == 0
+    try:
+        hdr, ev = aio._ring_views(ctx.value)
+        assert hdr[4] == aio.AIO_RING_MAGIC and ev.shape[0] == hdr[1] >= 8 and hdr[2] == hdr[3] == 0
+        assert aio._ring_views(ctx.value, enabled=False)[1].shape[0] == 0
+    finally:
+        lib.io_destroy(ctx.value)
+    plan = mixed_plan(target, n=min(1024, target.size // (16 << 10)), seed=8)
+    r = run_plan(plan, [target], qd=32, reap_batch=1)
+    assert r.status == "complete" and fast_calls.n >= 1 and 0 < r.ring_reaped <= len(plan)
+    v = read_back(target, plan)
+    assert v["checked"] == len(plan) and v["mismatches"] == 0

@@ -80,6 +80,8 @@ def test_offsets_depend_only_on_seed_and_iolog_replays_in_fio(cli, tmp_path):
     (["--bs", "4 KiB"], 2, "space"),
     (["--qd", "0"], 2, "--qd"),
     (["--workers", "0"], 2, "--workers"),
+    (["--reap-batch", "0"], 2, "--reap-batch"),
+    (["--reap-batch", "9", "--qd", "8"], 2, "--reap-batch"),
     (["--rwmixread", "120", "--rw", "randrw"], 2, "rwmixread"),
     (["--rw", "randwrit"], 2, "randwrit"),
     (["--engine", "spdk"], 2, "spdk"),

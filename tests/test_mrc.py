@@ -215,3 +215,78 @@ def test_large_slot_space_cross_checked():
     full = np.arange(1, 160_001, 97)
     assert np.allclose(exact.hit_ratio(full), fenwick.hit_ratio(full), rtol=0, atol=1e-12)
     assert np.allclose(exact.hit_ratio([70_000, 150_000]), brute_lru(t, [70_000, 150_000]), rtol=0, atol=1e-9)
+
+
+def _stack_distances(keys, times, ttl_s, count_from):
+    """Independent reference: per reference, 1 + distinct keys touched since the key's last touch (set of the
+    keys in between), as a histogram; cold and (idle > ttl_s) references and those before count_from skipped."""
+    last: dict = {}
+    hist: dict = {}
+    for i, (k, t) in enumerate(zip(keys, times)):
+        j = last.get(k)
+        if j is not None and i >= count_from and (ttl_s is None or t - times[j] <= ttl_s):
+            d = len(set(keys[j + 1:i])) + 1
+            hist[d] = hist.get(d, 0) + 1
+        last[k] = i
+    out = np.zeros(max(hist, default=0) + 1, dtype=np.int64)
+    for d, c in hist.items():
+        out[d] = c
+    return out
+
+
+@pytest.mark.parametrize("ttl_s, count_from", [(None, 0), (40.0, 1500)])
+def test_chain_anchor_equals_independent_distances(ttl_s, count_from):
+    """Re-touched prefix chains (the kernel counts them from the previous reference's answer), chains listed
+    backwards (the anchor moves down), random far keys (counted from scratch) and slot compactions (the anchor is
+    dropped): every stack distance equals the independent count, with retention and warm-up."""
+    rng = np.random.default_rng(11)
+    reqs = []
+    for _ in range(260):
+        c = int(rng.integers(0, 12))
+        length = int(rng.integers(1, 40))
+        chain = [c * 1000 + j for j in range(length)]
+        kind = rng.random()
+        if kind < 0.6:
+            reqs.append(chain)
+        elif kind < 0.8:
+            reqs.append(chain[::-1])
+        else:
+            reqs.append([int(x) for x in rng.integers(20_000, 20_600, length)])
+    counts = np.array([len(r) for r in reqs])
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    keys = np.array([k for r in reqs for k in r], dtype=np.uint64)
+    t = Trace(np.cumsum(rng.exponential(1.0, len(reqs))), counts * 16, counts, offsets, keys, 16, "test", "-")
+    stack = LRUStack(ttl_s=ttl_s, count_from=count_from, expected_keys=1)     # tiny: compactions and growth
+    for a in range(0, t.n_requests, 50):
+        stack.feed(t.slice(a, a + 50))
+    rk, rt = reference_stream(t)
+    want = _stack_distances(rk.tolist(), rt.tolist(), ttl_s, count_from)
+    got = stack.counts()
+    assert want.sum() > 1000 and np.array_equal(got[1:], want[1:])
+
+
+def test_fixed_size_shards_streamed_in_batches_equals_whole(tmp_path):
+    """Fixed-size SHARDS fed batch by batch (stream_profile, what ``mrc --sample-size`` runs) equals the whole
+    trace at once, with retention; a size above the distinct keys is the exact curve, reached through every
+    growth path (entries, table, heap and slots start small and grow)."""
+    from kvbench.analysis.curves import stream_profile
+
+    t = _gen(tmp_path, "chat", n=1500, block_tokens=64)
+    caps = exact_profile(t).default_capacities(48)
+    for kw in ({"size": 300}, {"size": 2000, "ttl_s": 60.0}, {"size": 400, "rate": 0.5}):
+        whole = shards_profile(t, **kw)
+        streamed, meta = stream_profile([t.slice(a, a + 97) for a in range(0, t.n_requests, 97)], **kw)
+        assert meta["references"] == t.n_blocks
+        assert np.allclose(streamed.hit_ratio(caps), whole.hit_ratio(caps), rtol=0, atol=1e-12)
+        assert streamed.sample_rate == whole.sample_rate < 1.0
+        assert streamed.sampled_references == whole.sampled_references
+    rng = np.random.default_rng(3)
+    n_req = 4000
+    counts = np.full(n_req, 30)
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    keys = rng.integers(0, 70_000, int(offsets[-1])).astype(np.uint64)       # > 2^15 + 2 keys: all arrays grow
+    u = Trace(np.arange(n_req, dtype=float), counts * 16, counts, offsets, keys, 16, "test", "-")
+    big, _ = stream_profile([u.slice(a, a + 500) for a in range(0, n_req, 500)], size=10**6)
+    full = np.array([1, 10, 1000, 30_000, 69_000, 70_000])
+    assert np.allclose(big.hit_ratio(full), exact_profile(u).hit_ratio(full), rtol=0, atol=1e-12)
+    assert big.sample_rate == 1.0

@@ -39,7 +39,10 @@ def test_mrc_full_curve_bytes_policies_ttl_sample(cli):
     s = json.loads(cli("mrc", "--sample", "0.2", "--capacities", "20000", "--json").output)
     assert s["method"] == "shards-fixed-rate" and s["sample_rate"] == 0.2
     s = json.loads(cli("mrc", "--sample-size", "2000", "--capacities", "20000", "--json").output)
-    assert s["method"] == "shards-fixed-size" and s["sample_rate"] < 1
+    assert s["method"] == "shards-fixed-size" and s["sample_rate"] < 1 and s["streamed"]   # memory: the sample
+    w = json.loads(cli("mrc", "--sample-size", "2000", "--capacities", "20000", "--warmup", "0.1",
+                       "--json").output)   # warm-up reads the whole trace (it needs the request count)
+    assert w["method"] == "shards-fixed-size" and not w["streamed"]
 
 
 @pytest.mark.parametrize("args,match,code", [
@@ -112,3 +115,10 @@ def test_subprocess_entry(tmp_path):
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["format"] == "bailian" and d["block_tokens"] == 16 and len(d["hit_ratio"]) == 2
+
+
+def test_mrc_sample_size_of_a_key_sampled_stream_is_refused(cli):
+    """Streamed or read whole, a key-sampled gen: stream cannot be sampled to a fixed size: one line, exit 2."""
+    for extra in ([], ["--warmup", "0.1"]):
+        r = cli("mrc", "gen:chat,duration=10m,rate=2,seed=1,sample=0.5", "--sample-size", "100", *extra)
+        assert r.exit_code == 2 and "cannot be sampled to a fixed size" in r.output and "Traceback" not in r.output

@@ -190,3 +190,55 @@ def test_convert_cli(tmp_path, cli):
     assert other.read_text() == "precious"
     with pytest.raises(UsageError, match="binary mooncake trace, not csv"):
         read_trace(out, "csv")
+
+
+@pytest.mark.parametrize("batch", [1, 7, 1 << 18])
+def test_compiled_id_parse_equals_the_json_parse(tmp_path, monkeypatch, batch):
+    """Every chunk through the compiled id-list parser (threshold 0) reads exactly what orjson reads, for every
+    JSON Lines case (gzip, Bailian, LMBench chained and not, a generic mapping with blank lines and an empty
+    list), in any batch size; a line the kernel refuses falls back to the ordinary parse."""
+    from kvbench.stream import traces
+
+    jsonl = [(p, kw) for p, kw in _cases(tmp_path) if not str(p).endswith(".csv")]
+    mixed = tmp_path / "mixed.jsonl"       # kernel-refused lines (float, spaces, nested key in a string) too
+    mixed.write_text('{"timestamp": 0, "input_length": 9, "output_length": 1, "hash_ids": [ 1 ,2,\t3 ]}\n'
+                     '{"timestamp": 1, "input_length": 9, "output_length": 1, "hash_ids": [18446744073709551615]}\n'
+                     '{"timestamp": 2, "input_length": 9, "output_length": 1, "hash_ids": []}\n')
+    jsonl.append((mixed, {}))
+    for path, kw in jsonl:
+        want = _parsed(path, batch_requests=batch, **kw)
+        monkeypatch.setattr(traces, "FAST_IDS_BYTES", 0)
+        got = _parsed(path, batch_requests=batch, **kw)
+        monkeypatch.setattr(traces, "FAST_IDS_BYTES", 1 << 60)
+        _same(got, want)
+    assert _parsed(mixed).keys.tolist() == [1, 2, 3, 2**64 - 1]
+    import orjson
+    lines = SAMPLE.read_bytes().splitlines()       # the kernel itself takes the shipped sample whole
+    recs, flat, counts = traces._parse_ids_fast(lines, b'"hash_ids"', orjson.loads)
+    want = [json.loads(x)["hash_ids"] for x in lines]
+    assert flat.tolist() == [i for h in want for i in h] and counts.tolist() == [len(h) for h in want]
+    assert all(r["hash_ids"] == [] and r["timestamp"] == json.loads(x)["timestamp"] for r, x in zip(recs, lines))
+
+
+@pytest.mark.parametrize("ids, message", [
+    ("[1, -2]", "block id -2 is not an integer"),
+    ("[1, 2.5]", "block id 2.5 is not an integer"),
+    ('[1, "x"]', "block id 'x' is not an integer"),
+    ("[18446744073709551616]", "block id 1.8446744073709552e+19 is not an integer"),   # orjson: a float
+    ("[1,, 2]", "not valid JSON"),
+    ("[01]", "not valid JSON"),
+    ("[1, [2]]", "block id [2] is not an integer"),
+])
+def test_compiled_id_parse_refusals_name_the_line(tmp_path, monkeypatch, ids, message):
+    """A bad id list in a chunk the compiled parser reads is refused by it and reported by the ordinary parse:
+    the same one-line error naming the line."""
+    from kvbench.stream import traces
+
+    p = tmp_path / "bad.jsonl"
+    good = '{"timestamp": %d, "input_length": 9, "output_length": 1, "hash_ids": [%d, 7]}\n'
+    p.write_text(good % (0, 3) + good % (1, 4) +
+                 '{"timestamp": 2, "input_length": 9, "output_length": 1, "hash_ids": %s}\n' % ids)
+    monkeypatch.setattr(traces, "FAST_IDS_BYTES", 0)
+    with pytest.raises(TraceError, match=r"bad\.jsonl:3: ") as e:
+        _parsed(p)
+    assert message in str(e.value)

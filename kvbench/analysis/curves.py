@@ -202,32 +202,149 @@ def _touch_stream(trace: Trace, flat: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return pos, trace.keys[flat], trace.timestamp_s[req]
 
 
-def _fixed_size_candidates(trace: Trace, size: int, r0: float, salt: int) -> np.ndarray:
-    """Flat indices of the references fixed-size SHARDS may sample, found chunk by chunk (whole requests).
+class FixedSizeShards:
+    """Fixed-size SHARDS fed batch by batch (``shards_fs_feed``): memory bounded by the sample size, never the
+    trace length. Each batch's references are pre-filtered by hash against the current threshold (which only
+    falls), so the sequential kernel sees a small stream. The sampled references are kept as their estimated
+    distances and weights, merged per distinct value after each batch."""
 
-    Its threshold never rises and, once ``size + 1`` distinct keys below it were seen, it is at most the
-    (size+1)-th smallest of their hashes; references at or above that bound in later chunks are dropped up
-    front, so the sequential kernel sees a small stream.
-    """
-    from kvbench.stream.chain import splitmix64
+    def __init__(self, size: int, rate: float = 1.0, *, ttl_s: float | None = None, count_from: int = 0,
+                 salt: int = 0):
+        self.size, self.ttl_s, self.count_from, self.salt = int(size), ttl_s, int(count_from), int(salt)
+        self.want = ttl_s is not None
+        # everything starts small and grows with the keys actually sampled (a size above the keys the trace
+        # holds allocates no more than they need)
+        width = max(2 * min(self.size, 1 << 15) + 2, 1024)
+        self.tree = np.zeros(width + 1, np.int64)
+        self.owner = np.full(width, -1, np.int64)
+        self.heap = np.empty(min(self.size, 1 << 15) + 2, np.int64)
+        self.st = np.zeros(4, np.int64)                 # entries, next slot, live keys, heap size
+        self.thr = np.array([float(rate)])
+        self.last_rate = float(rate)    # the rate in force at the last sampled reference
+        self.best = np.zeros(0, np.uint64)  # the size + 1 smallest distinct key hashes seen below the threshold
+        self._alloc(max(1024, min(2 * self.size + 2, 1 << 16)))
+        self.refs_seen = 0
+        self.references = 0          # counted (past count_from)
+        self.sampled = 0             # sampled references among them
+        self.weight = 0.0            # their total weight (1 / rate each)
+        self.cold = 0.0
+        self.distinct = 0.0          # 1 / rate of every cold sampled reference, warm-up included
+        self.est = np.zeros(0, np.float64)     # distinct estimated distances of reuses, merged ...
+        self.w = np.zeros(0, np.float64)       # ... with their summed weights
+        self._pend: list = []                  # (estimates, weights) of batches not merged yet
+        self._npend = 0
 
-    thr = _threshold(r0)
-    best = np.zeros(0, dtype=np.uint64)
-    out = []
-    chunk = max(1 << 16, 4 * size)
-    r = 0
-    while r < trace.n_requests:
-        r_end = int(np.searchsorted(trace.offsets, trace.offsets[r] + chunk, side="right"))
-        r_end = min(max(r_end, r + 1), trace.n_requests)
-        a, b = int(trace.offsets[r]), int(trace.offsets[r_end])
-        h = splitmix64(_salted(trace.keys[a:b], salt))
-        sel = np.flatnonzero(h < thr)
-        out.append(sel + a)
-        best = np.unique(np.concatenate([best, h[sel]]))[: size + 1]
-        if best.size > size:
-            thr = min(thr, best[size])
-        r = r_end
-    return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+    def _alloc(self, n: int) -> None:
+        bits = max(10, int(np.ceil(np.log2(2 * n))))
+        self.shift = 64 - bits
+        self.tab = np.zeros(2 << bits, np.uint64)
+        self.ekey = np.zeros(n, np.uint64)
+        self.efrac = np.zeros(n, np.float64)
+        self.eslot = np.full(n, -1, np.int64)
+        self.etime = np.zeros(n if self.want else 0, np.float64)
+        self.ein = np.zeros(n, np.bool_)
+
+    def _make_room(self) -> None:
+        from kvbench.analysis.mrc_kernels import _rebuild
+
+        n_ent, slot, live, hsize = (int(x) for x in self.st)
+        if n_ent >= self.ekey.shape[0] or 2 * (n_ent + 1) > self.tab.shape[0] // 2:
+            self._compact()
+        if hsize + 1 >= self.heap.shape[0]:
+            grown = np.empty(min(2 * self.heap.shape[0], self.size + 2), np.int64)
+            grown[:hsize] = self.heap[:hsize]
+            self.heap = grown
+        width = self.owner.shape[0]
+        if slot == width and 2 * live + 2 > width:
+            owner = np.full(2 * width, -1, np.int64)
+            owner[:width] = self.owner
+            self.owner, self.tree = owner, np.zeros(2 * width + 1, np.int64)
+            self.st[1] = _rebuild(self.tree, self.owner, self.eslot, 2 * width)
+
+    def _compact(self) -> None:
+        from kvbench.analysis.mrc_kernels import shards_fs_compact
+
+        live = int(self.st[2])
+        old = (self.ekey, self.efrac, self.eslot, self.etime, self.ein)
+        # room for twice the live keys (and never less than the entries in use, which may all be live)
+        self._alloc(max(1024, 2 * max(live, int(self.st[0])) + 2))
+        self.st[0] = shards_fs_compact(int(self.st[0]), *old, self.owner, self.heap, int(self.st[3]), self.tab,
+                                       self.shift, self.ekey, self.efrac, self.eslot, self.etime, self.ein)
+
+    def feed(self, trace: Trace) -> None:
+        """Process one ``Trace`` (or batch) in order, in chunks of whole requests."""
+        chunk = max(1 << 16, 4 * self.size)
+        r = 0
+        while r < trace.n_requests:
+            r_end = int(np.searchsorted(trace.offsets, trace.offsets[r] + chunk, side="right"))
+            r_end = min(max(r_end, r + 1), trace.n_requests)
+            self._feed(trace.slice(r, r_end) if (r, r_end) != (0, trace.n_requests) else trace)
+            r = r_end
+
+    def _feed(self, trace: Trace) -> None:
+        from kvbench.analysis.mrc_kernels import shards_fs_feed
+        from kvbench.stream.chain import splitmix64
+
+        h = splitmix64(_salted(trace.keys, self.salt))
+        # a superset of the references below the threshold (the kernel compares exactly, as fractions); once
+        # size + 1 distinct keys were seen below it, the threshold is at most the (size+1)-th smallest of their
+        # hashes (``best``), so references at or above that are dropped up front
+        bound = np.uint64(min(int(self.thr[0] * 2.0**64) + (1 << 12), 2**64 - 1))
+        if self.best.size > self.size:
+            bound = min(bound, self.best[self.size])
+        flat = np.flatnonzero(h < bound)
+        self.best = np.unique(np.concatenate([self.best, h[flat]]))[: self.size + 1]
+        pos, keys, times = _touch_stream(trace, flat)
+        fr = _key_hash_fraction(_salted(keys, self.salt))
+        n = len(keys)
+        dist = np.zeros(n, np.int64)
+        rates = np.zeros(n, np.float64)
+        gaps = np.empty(n if self.want else 0, np.float64)
+        taken = np.zeros(n, np.bool_)
+        tms = np.ascontiguousarray(times if self.want else times[:0], dtype=np.float64)
+        i = 0
+        while True:
+            i, code = shards_fs_feed(keys, fr, tms, self.want, self.size, self.shift, self.tab, self.ekey,
+                                     self.efrac, self.eslot, self.etime, self.ein, self.tree, self.owner,
+                                     self.heap, self.st, self.thr, dist, rates, gaps, taken, i)
+            if code == 0:
+                break
+            self._make_room()
+        self.distinct += float(np.sum(1.0 / rates[taken & (dist == 0)]))
+        if taken.any():
+            self.last_rate = float(rates[taken][-1])
+        keep = taken & (pos + self.refs_seen >= self.count_from)
+        self.references += max(0, self.refs_seen + trace.n_blocks - max(self.count_from, self.refs_seen))
+        self.refs_seen += trace.n_blocks
+        d, w = dist[keep], 1.0 / rates[keep]
+        self.sampled += int(keep.sum())
+        self.weight += float(w.sum())
+        self.cold += float(w[d == 0].sum())
+        if self.want:
+            d = np.where(gaps[keep] <= self.ttl_s, d, 0)
+        reuse = d > 0
+        self._pend.append((d[reuse] * w[reuse], w[reuse]))
+        self._npend += int(reuse.sum())
+        if self._npend > max(1 << 16, self.est.size):      # merged when the pending part outgrows the merged
+            self._merge()
+
+    def _merge(self) -> None:
+        est = np.concatenate([self.est, *(e for e, _ in self._pend)])
+        wts = np.concatenate([self.w, *(w for _, w in self._pend)])
+        self.est, inv = np.unique(est, return_inverse=True)
+        self.w = np.bincount(inv.ravel(), weights=wts, minlength=self.est.size)
+        self._pend, self._npend = [], 0
+
+    def profile(self, warmup: float = 0.0) -> ReuseProfile:
+        """The profile of what was fed; SHARDS_adj (references minus their estimate) at the smallest distance."""
+        self._merge()
+        adj = self.references - self.weight
+        weights = self.w.copy()
+        if weights.size:
+            weights[0] += adj
+        return _profile_from(self.est, weights, int(self.references), self.cold, self.distinct,
+                             "shards-fixed-size", sample_rate=self.last_rate, ttl_s=self.ttl_s, warmup=warmup,
+                             sampled_references=self.sampled, extra={"adjustment": adj})
 
 
 def shards_profile(trace: Trace, *, rate: float | None = None, size: int | None = None,
@@ -266,49 +383,31 @@ def shards_profile(trace: Trace, *, rate: float | None = None, size: int | None 
             references = full_references_from(trace, n_warm)
             r0 = r0 * keyed if salt else min(r0, keyed)
         return _shards_adjusted(stack, int(references), r0, "shards-fixed-rate", ttl_s=ttl_s, warmup=warmup)
-    from kvbench.analysis.mrc_kernels import shards_fixed_size
-
-    want = ttl_s is not None
-    pos, keys, times = _touch_stream(trace, _fixed_size_candidates(trace, int(size), r0, salt))
-    ids, n_keys = dense_ids(keys)
-    first = np.zeros(n_keys, dtype=np.uint64)
-    first[ids] = _salted(keys, salt)
-    frac = _key_hash_fraction(first)
-    # never more keys than the stream holds: a size above that samples everything (and allocates nothing more)
-    dist, rates, gaps, taken = shards_fixed_size(ids, frac, n_keys, max(1, min(int(size), n_keys)), r0,
-                                                 times if want else times[:0], want)
-    final_rate = float(rates[taken][-1]) if taken.any() else r0
-    keep = taken & (pos >= start)
-    d, w = dist[keep], 1.0 / np.where(keep, rates, 1.0)[keep]
-    cold = float(w[d == 0].sum())
-    if want:
-        d = np.where(gaps[keep] <= ttl_s, d, 0)
-    reuse = d > 0
-    est = d[reuse] * w[reuse]
-    weights = w[reuse].copy()
-    adj = references - float(w.sum())
-    if est.size:
-        weights[np.argmin(est)] += adj
-    return _profile_from(est, weights, int(references), cold, float(np.sum(1.0 / rates[taken][dist[taken] == 0])),
-                         "shards-fixed-size", sample_rate=final_rate, ttl_s=ttl_s, warmup=warmup,
-                         sampled_references=int(keep.sum()), extra={"adjustment": adj})
+    shards = FixedSizeShards(int(size), r0, ttl_s=ttl_s, count_from=start, salt=salt)
+    shards.feed(trace)
+    return shards.profile(warmup)
 
 
-def stream_profile(batches, *, rate: float | None = None, ttl_s: float | None = None,
+def stream_profile(batches, *, rate: float | None = None, size: int | None = None, ttl_s: float | None = None,
                    salt: int = 0) -> tuple[ReuseProfile, dict]:
-    """Exact (or fixed-rate SHARDS) LRU profile of a trace read batch by batch (``iter_trace``).
+    """Exact, fixed-rate (``rate``) or fixed-size (``size`` keys) SHARDS LRU profile of a trace read batch by
+    batch (``iter_trace``).
 
-    Memory is bounded by the distinct keys (sampled keys for SHARDS) and one batch, never the whole trace.
-    Returns the profile and what was read: requests, references, the first batch's path, format, block size.
+    Memory is bounded by the distinct keys (exact), the sampled keys (fixed-rate) or the sample size
+    (fixed-size), and one batch: never the whole trace. Returns the profile and what was read: requests,
+    references, the first batch's path, format, block size.
     """
     from kvbench.analysis.mrc import LRUStack
 
     if rate is not None and not 0.0 < rate <= 1.0:
         raise UsageError(f"sampling rate must be in (0, 1], got {rate}", "give e.g. --sample 0.01")
+    if size is not None and size < 1:
+        raise UsageError(f"sample size must be >= 1 key, got {size}", "give e.g. --sample-size 8192")
     from kvbench.stream.sampling import full_references_from, key_sample_rate
 
     r0 = 1.0 if rate is None else float(rate)
-    stack = LRUStack(ttl_s=ttl_s)
+    shards = FixedSizeShards(int(size), r0, ttl_s=ttl_s, salt=salt) if size is not None else None
+    stack = LRUStack(ttl_s=ttl_s) if shards is None else None
     meta = {"requests": 0, "references": 0, "kernel_s": 0.0}      # kernel_s: stack updates, not trace reading
     keyed = 1.0                       # a key-sampled stream (gen:...,sample=F): its rate; references are full ones
     for b in batches:
@@ -318,11 +417,19 @@ def stream_profile(batches, *, rate: float | None = None, ttl_s: float | None = 
         meta["requests"] += b.n_requests
         meta["references"] += full_references_from(b, 0) if keyed < 1.0 else b.n_blocks
         t0 = time.perf_counter()
-        # the same key hash as the stream's own sample: unsalted, sampling both keeps the keys under the smaller
-        # rate; salted, the two samples are independent
-        stack.feed(sampled_trace(b, r0, salt)[0] if rate is not None and (r0 < keyed or salt) else b)
+        if shards is not None:
+            if keyed < 1.0:
+                raise UsageError("a key-sampled gen: stream cannot be sampled to a fixed size",
+                                 "drop sample= from the gen: argument, or use --sample RATE")
+            shards.feed(b)
+        else:
+            # the same key hash as the stream's own sample: unsalted, sampling both keeps the keys under the
+            # smaller rate; salted, the two samples are independent
+            stack.feed(sampled_trace(b, r0, salt)[0] if rate is not None and (r0 < keyed or salt) else b)
         meta["kernel_s"] += time.perf_counter() - t0
     references = meta["references"]
+    if shards is not None:
+        return shards.profile(), meta
     r = r0 * keyed if salt else min(r0, keyed)
     if r == 1.0:
         return _profile_from_hist(stack.counts(), 1.0, stack.references, stack.cold, stack.distinct, "exact",

@@ -3,8 +3,8 @@
 Why compiled: Mattson stack distances are inherently sequential (each reference's distance depends on every
 earlier one); numpy cannot vectorise them and a Python loop runs at ~1M refs/s. ``lru_feed`` (the exact
 curve) keeps a mark at every key's latest access slot and counts the marks after a key's previous slot with a
-bitmap and block counts; ``shards_fixed_size`` uses the classic Fenwick tree over slots because it must also
-drop keys from the sample. Slots are compacted (live marks renumbered in order) when they run out, so memory
+bitmap and block counts; ``shards_fs_feed`` (fixed-size SHARDS) uses the classic Fenwick tree over slots
+because it must also drop keys from the sample. Slots are compacted (live marks renumbered in order) when they run out, so memory
 stays proportional to the distinct keys instead of growing with the trace.
 """
 
@@ -13,6 +13,20 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, types
 from numba.extending import intrinsic
+
+_GOLD = np.uint64(0x9E3779B97F4A7C15)       # Fibonacci hashing multiplier of the key tables
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _probe(tab, k, shift, mask):
+    """Open addressing (Fibonacci hash, linear probing) over ``tab`` = (key, value) pairs, value 0 = empty:
+    the index of key ``k``'s pair, or of the empty pair where it would go, and that pair's value."""
+    h = np.int64((k * _GOLD) >> np.uint64(shift))
+    while True:
+        v = tab[2 * h + 1]
+        if v == 0 or tab[2 * h] == k:
+            return h, v
+        h = (h + 1) & mask
 
 
 @njit(cache=True, nogil=True)
@@ -93,40 +107,42 @@ def _heap_pop(heap, size, hashes):
 
 
 @njit(cache=True, nogil=True)
-def shards_fixed_size(ids, key_hash, n_keys, s_max, threshold, times, want_gaps):
-    """Fixed-size SHARDS (Waldspurger et al., FAST'15) over a pre-filtered reference stream.
+def shards_fs_feed(keys, fracs, times, want_gaps, s_max, shift, tab, ekey, efrac, eslot, etime, ein, tree, owner,
+                   heap, st, thr_box, dist, rate, gaps, taken, i_start):
+    """Fixed-size SHARDS (Waldspurger et al., FAST'15), fed in touch order batch by batch (state persists).
 
-    ``ids``: dense ids (touch order) of references whose hash is below the initial ``threshold`` (a float in
-    (0, 1], the fraction of hash space); ``key_hash``: each dense id's hash as a fraction in [0, 1). At most
-    ``s_max`` keys are tracked: when one more arrives, the key with the largest hash is dropped and the
-    threshold (the sampling rate) lowered to its hash. Returns per sampled reference the rate in force, the
-    sampled stack distance (0 = cold) and the idle gap, plus a mask of references actually sampled.
+    ``keys``/``fracs``/``times``: references of one batch in touch order whose hash may be below the threshold,
+    with the key's hash as a fraction in [0, 1). At most ``s_max`` keys are tracked: when one more arrives, the
+    key with the largest hash is dropped and the threshold (the sampling rate, ``thr_box[0]``) lowered to its
+    hash; a dropped key's hash is then at or above the threshold for good, so it never comes back. Keys map to
+    entries through an open-addressing table (``tab``: key, entry + 1); per entry its key, hash, latest slot,
+    time and whether it is in the sample. Slots of the Fenwick tree are compacted when they run out. Writes, per
+    reference from ``i_start``, the rate in force, the sampled stack distance (0 = cold), the idle gap and
+    whether it was sampled. ``st`` = [entries, next slot, live keys, heap size]. Returns ``(i, code)``: 0 done,
+    1 the entry arrays, the table, the heap or the slots are full (make room, then call again from ``i``).
     """
-    n = ids.shape[0]
-    width = max(2 * s_max + 2, 1024)
-    tree = np.zeros(width + 1, np.int64)
-    owner = np.full(width, -1, np.int64)
-    last = np.full(n_keys, -1, np.int64)
-    last_t = np.zeros(n_keys if want_gaps else 0, np.float64)
-    in_set = np.zeros(n_keys, np.bool_)
-    heap = np.empty(s_max + 2, np.int64)
-    hsize = 0
-    dist = np.zeros(n, np.int64)
-    rate = np.zeros(n, np.float64)
-    gaps = np.empty(n if want_gaps else 0, np.float64)
-    taken = np.zeros(n, np.bool_)
-    slot = 0
-    live = 0
-    thr = threshold
-    for i in range(n):
-        k = ids[i]
-        if key_hash[k] >= thr:
+    n = keys.shape[0]
+    mask = tab.shape[0] // 2 - 1
+    width = owner.shape[0]
+    n_ent, slot, live, hsize = st[0], st[1], st[2], st[3]
+    thr = thr_box[0]
+    for i in range(i_start, n):
+        if fracs[i] >= thr:
             continue
+        k = keys[i]
+        h, v = _probe(tab, k, shift, mask)
+        e = np.int64(v) - 1
+        hit = v != 0 and ein[e]
+        full = v == 0 and (n_ent >= ekey.shape[0] or 2 * (n_ent + 1) > mask + 1)
+        if full or (not hit and hsize + 1 >= heap.shape[0]) or (slot == width and 2 * live + 2 > width):
+            st[0], st[1], st[2], st[3] = n_ent, slot, live, hsize
+            thr_box[0] = thr
+            return i, 1
         if slot == width:
-            slot = _rebuild(tree, owner, last, width)
+            slot = _rebuild(tree, owner, eslot, width)
         taken[i] = True
-        p = last[k]
-        if p >= 0:
+        if hit:
+            p = eslot[e]
             s = p + 1
             c = 0
             while s > 0:
@@ -139,12 +155,19 @@ def shards_fixed_size(ids, key_hash, n_keys, s_max, threshold, times, want_gaps)
                 s += s & -s
             owner[p] = -1
             if want_gaps:
-                gaps[i] = times[i] - last_t[k]
+                gaps[i] = times[i] - etime[e]
         else:
+            if v == 0:
+                e = n_ent
+                n_ent += 1
+                tab[2 * h] = k
+                tab[2 * h + 1] = np.uint64(e + 1)
+                ekey[e] = k
+                efrac[e] = fracs[i]
+            ein[e] = True
             dist[i] = 0
             live += 1
-            in_set[k] = True
-            hsize = _heap_push(heap, hsize, k, key_hash)
+            hsize = _heap_push(heap, hsize, e, efrac)
             if want_gaps:
                 gaps[i] = np.inf
         rate[i] = thr
@@ -152,24 +175,59 @@ def shards_fixed_size(ids, key_hash, n_keys, s_max, threshold, times, want_gaps)
         while s <= width:
             tree[s] += 1
             s += s & -s
-        owner[slot] = k
-        last[k] = slot
+        owner[slot] = e
+        eslot[e] = slot
         if want_gaps:
-            last_t[k] = times[i]
+            etime[e] = times[i]
         slot += 1
         while hsize > s_max:
-            victim, hsize = _heap_pop(heap, hsize, key_hash)
-            thr = key_hash[victim]
-            in_set[victim] = False
-            pv = last[victim]
+            victim, hsize = _heap_pop(heap, hsize, efrac)
+            thr = efrac[victim]
+            ein[victim] = False
+            pv = eslot[victim]
             s = pv + 1
             while s <= width:
                 tree[s] -= 1
                 s += s & -s
             owner[pv] = -1
-            last[victim] = -1
+            eslot[victim] = -1
             live -= 1
-    return dist, rate, gaps, taken
+    st[0], st[1], st[2], st[3] = n_ent, slot, live, hsize
+    thr_box[0] = thr
+    return n, 0
+
+
+@njit(cache=True, nogil=True)
+def shards_fs_compact(n_ent, ekey, efrac, eslot, etime, ein, owner, heap, hsize, ntab, shift, nkey, nfrac, nslot,
+                      ntime, nin):
+    """Keep only the entries of keys in the sample (dropped keys never come back), renumbered in order into
+    the new arrays and the new table; slot owners and heap items follow. Returns the number kept."""
+    remap = np.full(n_ent, -1, np.int64)
+    mask = ntab.shape[0] // 2 - 1
+    with_time = etime.shape[0] > 0
+    j = 0
+    for e in range(n_ent):
+        if ein[e]:
+            remap[e] = j
+            k = ekey[e]
+            nkey[j] = k
+            nfrac[j] = efrac[e]
+            nslot[j] = eslot[e]
+            if with_time:
+                ntime[j] = etime[e]
+            nin[j] = True
+            h = np.int64((k * _GOLD) >> np.uint64(shift))
+            while ntab[2 * h + 1] != 0:
+                h = (h + 1) & mask
+            ntab[2 * h] = k
+            ntab[2 * h + 1] = np.uint64(j + 1)
+            j += 1
+    for s in range(owner.shape[0]):
+        if owner[s] >= 0:
+            owner[s] = remap[owner[s]]
+    for x in range(hsize):
+        heap[x] = remap[heap[x]]
+    return j
 
 
 # --- streaming exact LRU: hash table + three-level mark counts -----------------------------------------
@@ -180,7 +238,6 @@ def shards_fixed_size(ids, key_hash, n_keys, s_max, threshold, times, want_gaps)
 # counts and a few group counts, and recent keys (short distances, the common case) touch only hot words.
 # Marking and unmarking are O(1). State persists across calls, so a trace is fed batch by batch.
 
-_GOLD = np.uint64(0x9E3779B97F4A7C15)
 
 
 @intrinsic
@@ -236,6 +293,30 @@ def _marks_after(bits, c2, c3, p, t):
         for z in range(grp + 1, tg + 1):
             cnt += c3[z]
     return cnt
+
+
+@njit(cache=True, nogil=True)
+def _marks_in(bits, lo, hi):
+    """Number of marks in slots [lo, hi) (lo <= hi), one popcount per word."""
+    if lo >= hi:
+        return 0
+    wl = lo >> 6
+    wh = (hi - 1) >> 6
+    first = bits[wl] >> np.uint64(lo & 63)
+    if wl == wh:
+        n = hi - lo
+        if n < 64:
+            first &= (np.uint64(1) << np.uint64(n)) - np.uint64(1)
+        return _popcnt(first)
+    cnt = _popcnt(first)
+    for x in range(wl + 1, wh):
+        cnt += _popcnt(bits[x])
+    top = np.uint64((hi - 1) & 63)
+    cnt += _popcnt(bits[wh] & ((np.uint64(2) << top) - np.uint64(1)))
+    return cnt
+
+
+ANCHOR_SPAN = 4096      # slots: counting from the last reference's answer costs at most 64 word popcounts
 
 
 @njit(cache=True, nogil=True)
@@ -298,7 +379,12 @@ def lru_feed(keys, offsets, times, r_start, ref_base, count_from, ttl, shift,
              tab, ttime, owner, bits, c2, c3, hist, state):
     """Feed requests ``r_start..`` of a batch (blocks touched deepest-first) into the LRU stack.
 
-    ``tab`` interleaves (key, slot + 1) per entry, 0 = empty, so a probe is one cache line. ``state``
+    ``tab`` interleaves (key, slot + 1) per entry, 0 = empty, so a probe is one cache line. The stack distance
+    of a hit is 1 + the marks after its key's previous slot p. The kernel keeps an anchor: a slot ``pa`` and
+    ``ca``, the marks after it now (each reference adds its new mark after every earlier slot: ``ca`` + 1). A hit
+    whose p lies near ``pa`` counts only the marks between the two (for a prefix chain touched again in the
+    same order, p = pa + 1: one bit); a far one counts from scratch (``_marks_after``). Its answer becomes the
+    next anchor. Compaction renumbers slots, so it drops the anchor, as do references not counted. ``state``
     (int64[5]): entries, next slot, counted references, cold references, ttl-expired references. A reference
     at global touch index >= ``count_from`` adds 1 to ``hist[distance]`` (a hit for every capacity >=
     distance) unless it is cold or idle longer than ``ttl``. Returns ``(r, code)``: code 0 done; 1 grow the
@@ -312,6 +398,8 @@ def lru_feed(keys, offsets, times, r_start, ref_base, count_from, ttl, shift,
     entries = state[0]
     slot = state[1]
     warm = np.uint64(0)
+    pa = -1                 # anchor slot (-1: none) and the marks after it, ca
+    ca = 0
     for r in range(r_start, n_req):
         a = offsets[r]
         b = offsets[r + 1]
@@ -330,18 +418,14 @@ def lru_feed(keys, offsets, times, r_start, ref_base, count_from, ttl, shift,
                 state[1] = slot
                 return r, 2
             slot = lru_compact_into(owner, tab, width, owner, bits, c2, c3)
+            pa = -1
         now = times[r]
         for i in range(b - 1, a - 1, -1):
             k = keys[i]
             # touch the table line of a reference 8 ahead (in file order) so its cache miss overlaps this work
             j = i - 8 if i - 8 >= 0 else i
             warm ^= tab[2 * np.int64((keys[j] * _GOLD) >> np.uint64(shift)) + 1]
-            h = np.int64((k * _GOLD) >> np.uint64(shift))
-            while True:
-                s1 = tab[2 * h + 1]
-                if s1 == 0 or tab[2 * h] == k:
-                    break
-                h = (h + 1) & mask
+            h, s1 = _probe(tab, k, shift, mask)
             counted = ref_base + a + (b - 1 - i) >= count_from
             if s1 == 0:
                 tab[2 * h] = k
@@ -349,14 +433,25 @@ def lru_feed(keys, offsets, times, r_start, ref_base, count_from, ttl, shift,
                 if counted:
                     state[2] += 1
                     state[3] += 1
+                ca += 1                 # the new mark lies after the anchor
             else:
                 p = np.int64(s1) - 1
-                if counted:
+                if counted and (not with_time or now - ttime[h] <= ttl):
                     state[2] += 1
-                    if not with_time or now - ttime[h] <= ttl:
-                        hist[_marks_after(bits, c2, c3, p, slot) + 1] += 1
+                    if pa < 0 or p - pa > ANCHOR_SPAN or pa - p > ANCHOR_SPAN:
+                        c = _marks_after(bits, c2, c3, p, slot)
+                    elif p >= pa:
+                        c = ca - _marks_in(bits, pa + 1, p + 1)
                     else:
+                        c = ca + _marks_in(bits, p + 1, pa + 1)
+                    hist[c + 1] += 1
+                    pa = p
+                    ca = c + 1          # p's own mark goes (it is not after p), the new one comes
+                else:
+                    if counted:
+                        state[2] += 1
                         state[4] += 1
+                    pa = -1
                 _unmark(bits, c2, c3, p)
             tab[2 * h + 1] = np.uint64(slot + 1)
             if with_time:

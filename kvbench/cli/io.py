@@ -16,6 +16,10 @@ from kvbench.cli._common import (DURATION, SIZE, check_outputs, emit_json, fan_o
 @click.option("--bs", type=SIZE, default="4k", show_default=True, help="Block size (multiple of the LBA size).")
 @click.option("--qd", type=int, default=32, show_default=True, help="Queue depth per worker.")
 @click.option("--workers", type=int, default=1, show_default=True, help="Worker processes, each with --qd.")
+@click.option("--reap-batch", type=int, default=1, show_default=True,
+              help="Most completions taken per io_getevents (fio's iodepth_batch_complete_max): 1 reaps one and "
+                   "resubmits one, keeping --qd in flight as fio does; up to --qd reaps in bursts (fewer syscalls, "
+                   "fewer I/Os in flight).")
 @click.option("--size", type=SIZE, default=None, help="Bytes of the target to use (new files: 1GiB).")
 @click.option("--runtime", type=DURATION, default="10s", show_default=True,
               help="Run time (e.g. 10s); 0 = one pass over --size.")
@@ -42,7 +46,7 @@ from kvbench.cli._common import (DURATION, SIZE, check_outputs, emit_json, fan_o
 @force_option
 @ray_options
 @json_option
-def io(target, rw, bs, qd, workers, size, runtime, rwmixread, seed, engine, rate_iops, arrival, speed, verify,
+def io(target, rw, bs, qd, workers, reap_batch, size, runtime, rwmixread, seed, engine, rate_iops, arrival, speed, verify,
        destroy_data, prefill, export_iolog, results_root, faults, force, ray_address, inject_host_loss, as_json):
     """Measure a block pattern on a file, raw device or DRAM arena (like fio, on the kvbench engine).
 
@@ -57,7 +61,8 @@ def io(target, rw, bs, qd, workers, size, runtime, rwmixread, seed, engine, rate
     if target is None:
         import os
         os.makedirs(results_root, exist_ok=True)
-    spec = IoSpec(target=target or default_target(results_root), rw=rw, bs=bs, qd=qd, workers=workers, size=size,
+    spec = IoSpec(target=target or default_target(results_root), rw=rw, bs=bs, qd=qd, workers=workers,
+                  reap_batch=reap_batch, size=size,
                   runtime_s=runtime, rwmixread=rwmixread, seed=seed, engine=engine, rate_iops=rate_iops,
                   arrival=arrival, speed=speed, verify=verify, destroy_data=destroy_data, prefill=prefill,
                   faults=faults)

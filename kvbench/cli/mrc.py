@@ -76,14 +76,14 @@ def mrc_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, ca
         raise UsageError("--unit bytes needs a model preset for the block size", "pass --model NAME (see kvbench models)")
     sampled = sample is not None or sample_size is not None
     t0 = time.perf_counter()
-    if policies == ["lru"] and not warmup and sample_size is None and not sort_time:
-        # streamed: memory bounded by the distinct blocks, whatever the trace length
+    if policies == ["lru"] and not warmup and not sort_time:
+        # streamed: memory bounded by the distinct blocks (or the sample), whatever the trace length
         from kvbench.analysis.curves import stream_profile
         from kvbench.stream.traces import iter_trace, parse_field_mapping
 
         batches = iter_trace(trace, fmt, block_tokens=block_tokens, time_unit=time_unit,
                              fields=parse_field_mapping(field_map) or None, limit=limit)
-        profile, meta = stream_profile(batches, rate=sample, ttl_s=ttl)
+        profile, meta = stream_profile(batches, rate=sample, size=sample_size, ttl_s=ttl)
         tr = None
         t_prof = meta["kernel_s"]                       # the curve kernel alone; reading/parsing is read_s
         t_read = time.perf_counter() - t0 - t_prof

@@ -37,6 +37,8 @@ class DriverConfig:
     verify: str = "off"             # "off" | "sampled" | "all"
     verify_every: int = 16          # sampled: one read in verify_every (by plan index)
     batch: int = 0                  # largest submit batch (0: qd)
+    reap_batch: int = 1             # compiled closed loop: most completions per io_getevents (fio's
+                                    # iodepth_batch_complete_max, default 1; 0: qd)
     runtime_ns: int = 0             # stop issuing after this long (0: run the whole plan)
     on_error: str = "stop"          # "stop": stop issuing at the first failed I/O; "continue"
     stamp: bool = True              # stamp written data with the content pattern
@@ -119,6 +121,7 @@ class Driver:
         self.t_last = -1
         self.passes = 0
         self.n_issued = 0
+        self.ring_reaped = 0         # completions the compiled loop took from the kernel's ring (no syscall)
         self._cpu_mark = sum(os.times()[:2])
 
     # ---- the loop ----------------------------------------------------------------------------------------
@@ -178,7 +181,7 @@ class Driver:
         if open_loop or verify or faults is not None or (stamp and not one_lbs):
             fast = None
         stops = np.append(np.flatnonzero((plan["flags"] & FLAG_FENCE) | (ops == OP_TRIM)), n)
-        st = np.zeros(5, dtype=np.int64)
+        st = np.zeros(6, dtype=np.int64)     # the compiled loop's state (aio_kernel.closed_loop)
         try:
             while True:
                 now = pc()
@@ -253,9 +256,9 @@ class Driver:
                         now = pc()
                         until = min(now + 50_000_000, last_flush + cfg.flush_ns, deadline or now + 50_000_000)
                         i0, nd0 = i, self._nd
-                        st[:] = (i, nfree, inflight, nd0, 0)
+                        st[:5] = (i, nfree, inflight, nd0, 0)
                         why = fast(st, e, until, t0, stamp, one_lbs, ops, tg, off, ln, tags, words, free,
-                                   slot_pidx, sub, sdone, comp, res, done_log)
+                                   slot_pidx, sub, sdone, comp, res, done_log, cfg.reap_batch or qd)
                         if why is None:
                             fast = None
                         elif why >= 0:
@@ -321,6 +324,7 @@ class Driver:
                     break
                 inflight -= len(s)
             engine.close()
+        self.ring_reaped = int(st[5])
         self._flush(ops, tg, ln, None)
         ru1 = resource.getrusage(resource.RUSAGE_SELF)
         del words, buffers
@@ -443,4 +447,5 @@ class Driver:
                 "interrupted": bool(self.stop.value), "verify_checked": self.verify_checked,
                 "verify_bad": self.verify_bad, "verify_first": self.verify_first,
                 "cpu_user_s": utime, "cpu_sys_s": stime, "pid": os.getpid(), "counts": self.counts,
-                "t_first": self.t_first, "t_last": self.t_last, "passes": self.passes, "issued_total": self.n_issued}
+                "t_first": self.t_first, "t_last": self.t_last, "passes": self.passes, "issued_total": self.n_issued,
+                "ring_reaped": self.ring_reaped}

@@ -49,6 +49,7 @@ class IoSpec:
     destroy_data: str | None = None
     prefill: bool | None = None         # None: prefill new files that will be read
     faults: str | None = None
+    reap_batch: int = 1                 # completions per io_getevents (fio's iodepth_batch_complete_max)
 
     def validate(self) -> None:
         if self.rw not in RW_MODES:
@@ -59,6 +60,9 @@ class IoSpec:
             raise UsageError(f"--bs {self.bs} is larger than 64 MiB", "use a smaller block size")
         if self.qd < 1 or self.qd > 65536:
             raise UsageError(f"--qd must be between 1 and 65536, got {self.qd}", "pass e.g. --qd 32")
+        if not 1 <= self.reap_batch <= self.qd:
+            raise UsageError(f"--reap-batch must be between 1 and --qd ({self.qd}), got {self.reap_batch}",
+                             "pass --reap-batch 1 (fio's default) or up to --qd")
         if self.workers < 1 or self.workers > 256:
             raise UsageError(f"--workers must be between 1 and 256, got {self.workers}", "pass e.g. --workers 2")
         if not 0 <= self.rwmixread <= 100:
@@ -192,7 +196,7 @@ def run_io(spec: IoSpec, *, results_root: str = "results", export_iolog: str | N
         result = run_plan(plan, [target], engine=spec.engine, qd=spec.qd, workers=spec.workers,
                           pacing="open" if spec.rate_iops else "closed", speed=spec.speed, verify=spec.verify,
                           runtime_s=spec.runtime_s if loop else None, loop=loop, faults=spec.faults,
-                          on_second=on_second)
+                          on_second=on_second, reap_batch=spec.reap_batch)
         host = diskstats.delta(before, diskstats.snapshot(devs))
         summary = _summary(spec, result, target, host, prefill)
         hists = {"all": result.latency(), **{op: result.latency(op) for op, n in result.ios_by_op().items() if n}}

@@ -32,6 +32,7 @@ class PlanResult:
     targets: np.ndarray = field(repr=False)
     engine: str = "libaio"
     qd: int = 32
+    reap_batch: int = 1              # most completions per io_getevents in the compiled closed loop
     workers: int = 1
     pacing: str = "closed"
     speed: float = 1.0
@@ -49,6 +50,7 @@ class PlanResult:
     t_last_ns: int = -1                           # last completion
     passes: int = 0                               # full passes over the plan (time-based loops)
     issued_total: int = 0                         # I/Os submitted, over all passes
+    ring_reaped: int = 0                          # completions read from the kernel's AIO ring without a syscall
     slat: dict = field(default_factory=dict)      # (target, op) -> submission latency histogram
     clat: dict = field(default_factory=dict)      # (target, op) -> completion latency histogram
 
@@ -99,7 +101,8 @@ class PlanResult:
         total_ios, total_bytes = sum(ios.values()), sum(by.values())
         out = {
             "status": self.status,
-            "engine": self.engine, "qd": self.qd, "workers": self.workers, "pacing": self.pacing,
+            "engine": self.engine, "qd": self.qd, "reap_batch": self.reap_batch, "workers": self.workers,
+            "pacing": self.pacing,
             "ios": total_ios, "runtime_s": wall,
             "iops": total_ios / wall if wall > 0 else None,
             "bw_bytes_per_s": total_bytes / wall if wall > 0 else None,

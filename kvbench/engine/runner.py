@@ -31,13 +31,16 @@ def run_plan(plan: np.ndarray, targets, engine: str = "libaio", qd: int = 32, wo
              runtime_s: float | None = None, batch: int = 0, on_error: str = "stop",
              faults: FaultSpec | str | None = None, stamp: bool = True, on_second=None,
              handle_signals: bool = True, split: str = "auto", stop=None, loop: bool = False,
-             hugepages: bool = True) -> PlanResult:
+             hugepages: bool = True, reap_batch: int = 1) -> PlanResult:
     """Run ``plan`` (PLAN_DTYPE rows) against opened ``targets`` and return a PlanResult.
 
     ``loop=True`` (closed loop with ``runtime_s``) starts the plan over until the runtime is up; per-I/O
     arrays then hold the last pass, while histograms and counts cover every pass. ``workers`` processes each drive their share at queue depth ``qd`` (split by ``group`` when the plan
     has FENCE flags or ``split="group"``, else round-robin). ``pacing="open"`` issues each I/O at
-    ``issue_ns / speed`` and records the issue lag; ``"closed"`` keeps the queue full. ``on_second(row)``
+    ``issue_ns / speed`` and records the issue lag; ``"closed"`` keeps the queue full. ``reap_batch`` is the
+    most completions the compiled closed loop (libaio) takes per io_getevents, fio's
+    iodepth_batch_complete_max: 1 (fio's default) reaps one and resubmits one, keeping ``qd`` in flight as fio
+    does; 0 takes all that are ready. ``on_second(row)``
     receives each finished second's merged row (for incremental time series). SIGINT/SIGTERM stop issuing;
     in-flight I/O is drained and the result has status "interrupted". Errors do not raise here: the result
     carries them (status "failed"), so the caller writes what was measured, then ``raise_for_status()``.
@@ -47,6 +50,8 @@ def run_plan(plan: np.ndarray, targets, engine: str = "libaio", qd: int = 32, wo
         raise UsageError(f"queue depth must be >= 1, got {qd}", "pass --qd 1 or more")
     if int(workers) < 1:
         raise UsageError(f"workers must be >= 1, got {workers}", "pass --workers 1 or more")
+    if reap_batch is None or int(reap_batch) < 0:
+        raise UsageError(f"reap batch must be >= 0, got {reap_batch}", "pass --reap-batch 1 (fio's default) or more")
     if pacing not in PACINGS:
         raise UsageError(f"unknown pacing {pacing!r}", f"choose one of {PACINGS}")
     if verify not in VERIFY_MODES:
@@ -69,7 +74,8 @@ def run_plan(plan: np.ndarray, targets, engine: str = "libaio", qd: int = 32, wo
     cfg = DriverConfig(qd=int(qd), pacing=pacing, speed=float(speed), verify=verify,
                        verify_every=max(1, int(verify_every)), batch=int(batch),
                        runtime_ns=int(runtime_s * 1e9) if runtime_s else 0, on_error=on_error, stamp=stamp,
-                       faults=faults, loop=bool(loop), hugepages=bool(hugepages))
+                       faults=faults, loop=bool(loop), hugepages=bool(hugepages),
+                       reap_batch=int(reap_batch))
     workers = max(1, min(int(workers), max(1, len(plan))))
     parts = _split(plan, workers, split)
     merger = _SecondsMerger(workers, on_second)
@@ -260,9 +266,10 @@ def _merge(plan, outs, engine, cfg, workers, interrupted, rows) -> PlanResult:
     counts: dict = {}
     t_first = [o["t_first"] for o in outs if o["t_first"] >= 0]
     t_last = [o["t_last"] for o in outs if o["t_last"] >= 0]
-    issued = 0
+    issued = ring_reaped = 0
     for o in outs:
         issued += o["issued_total"]
+        ring_reaped += o["ring_reaped"]
         g = o["gidx"]
         sub[g], comp[g], res[g] = o["sub"], o["comp"], o["res"]
         for k, h in o["hists"].items():
@@ -314,10 +321,11 @@ def _merge(plan, outs, engine, cfg, workers, interrupted, rows) -> PlanResult:
     return PlanResult(submit_ns=sub, complete_ns=comp, result=res, histograms=hists, slat=slat, clat=clat, lag=lag,
                       lag_stats=lag_stats, ops=plan["op"].copy(), lengths=plan["length"].copy(),
                       targets=plan["target"].copy(), engine=engine, qd=cfg.qd, workers=workers,
+                      reap_batch=cfg.reap_batch or cfg.qd,
                       pacing=cfg.pacing, speed=cfg.speed, status=status, error=error, errno=code,
                       errors=errors, short=short, first_error=first, verify=verify,
                       cpu={"user_s": cpu_u, "sys_s": cpu_s,
                            "utilisation": (cpu_u + cpu_s) / wall if wall > 0 else None},
                       timeseries=rows, counts=counts, t_first_ns=min(t_first) if t_first else -1,
                       t_last_ns=max(t_last) if t_last else -1, passes=min(o["passes"] for o in outs),
-                      issued_total=issued)
+                      issued_total=issued, ring_reaped=ring_reaped)

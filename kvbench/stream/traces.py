@@ -294,6 +294,8 @@ class _Raw:
     out: list = field(default_factory=list)
     ids: list = field(default_factory=list)
     extras: dict = field(default_factory=dict)
+    flat: np.ndarray | None = None       # the ids already as one array (compiled parse), with per-line offsets
+    offsets: np.ndarray | None = None
 
 
 def open_binary(path: Path):
@@ -322,16 +324,76 @@ def _jsonl_record_error(recs: list, lines: list, path: Path, fields: Mapping[str
     raise TraceError("malformed request", "fix the line", path=path)  # pragma: no cover
 
 
+FAST_IDS_BYTES = 1 << 21      # chunks at least this large parse their id lists with the compiled kernel
+
+
+def _split_id_lists(chunk: list, key: bytes, loads):
+    """The records of a chunk of lines with each line's id list cut out (parsed as ``[]`` by orjson) and the
+    lists' texts; None when a line does not have exactly one plain ``"key": [...]`` (the ordinary parse then
+    runs, and names the line)."""
+    recs, texts = [], []
+    for x in chunk:
+        k = x.find(key)
+        if k < 0 or x.find(key, k + 1) >= 0:
+            return None
+        a = x.find(b"[", k)
+        b = x.find(b"]", a)
+        if a < 0 or b < 0 or x[k + len(key):a].strip() != b":":
+            return None
+        recs.append(loads(x[:a + 1] + x[b:]))
+        texts.append(x[a + 1:b])
+    return recs, texts
+
+
+def _parse_ids_fast(chunk: list, key: bytes, loads):
+    """(records, flat ids, ids per line) of a chunk, or None to parse it the ordinary way."""
+    from kvbench.stream.idparse import parse_id_lists
+
+    split = _split_id_lists(chunk, key, loads)
+    if split is None:
+        return None
+    recs, texts = split
+    lens = np.fromiter((len(t) for t in texts), dtype=np.int64, count=len(texts))
+    bounds = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum(lens, out=bounds[1:])
+    buf = np.frombuffer(b"".join(texts), dtype=np.uint8)
+    out = np.empty(int(bounds[-1]) // 2 + len(texts), dtype=np.uint64)    # ids are at least 1 digit + 1 comma
+    counts = np.zeros(len(texts), dtype=np.int64)
+    m = parse_id_lists(buf, bounds, out, counts)
+    return None if m < 0 else (recs, out[:m], counts)
+
+
 def _jsonl_batches(path: Path, fmt: TraceFormat, fields: Mapping[str, str | None], batch: int) -> Iterator[_Raw]:
     """JSON Lines in chunks: orjson per line (about 1.6x the standard library's json on trace lines, and it
     keeps every line a separate document, so errors still name their line), columns by list comprehension; a
-    chunk that fails falls back to a per-line pass that names the first bad line."""
+    chunk that fails falls back to a per-line pass that names the first bad line. In large chunks each line's id
+    list is cut out and parsed by a compiled kernel straight into one array (``_parse_ids_fast``: no Python int
+    per id); a chunk it does not accept is parsed the ordinary way."""
     ft, fi, fo, fh_ = (fields[c] for c in CANONICAL)
     extra_names = fmt.extras
     loads = orjson.loads
+    key = orjson.dumps(fh_)
     lineno = 0
     pend_lines: list = []
     pend_recs: list = []
+    pend_flat: list = []         # per chunk: its ids (fast) ...
+    pend_counts: list = []       # ... and ids per line
+
+    def take(n):
+        recs, lines = pend_recs[:n], pend_lines[:n]
+        del pend_recs[:n], pend_lines[:n]
+        if not pend_flat:
+            return _jsonl_raw(recs, lines, path, fields, extra_names)
+        counts, flat = np.concatenate(pend_counts), np.concatenate(pend_flat)
+        k = int(counts[:n].sum())
+        pend_counts[:] = [counts[n:]]
+        pend_flat[:] = [flat[k:]]
+        raw = _jsonl_raw(recs, lines, path, fields, extra_names)
+        raw.flat = flat[:k]
+        raw.offsets = np.zeros(len(recs) + 1, dtype=np.int64)
+        np.cumsum(counts[:n], out=raw.offsets[1:])
+        return raw
+
     with open_binary(path) as fh:
         while True:
             try:
@@ -348,26 +410,43 @@ def _jsonl_batches(path: Path, fmt: TraceFormat, fields: Mapping[str, str | None
                 drop = set(blank)
                 nums = [n for i, n in enumerate(nums) if i not in drop]
                 chunk = [x for i, x in enumerate(chunk) if i not in drop]
-            try:
-                recs = [loads(x) for x in chunk]
-            except ValueError:
-                for x, n in zip(chunk, nums):
-                    try:
-                        loads(x)
-                    except ValueError as e:
-                        raise TraceError(f"not valid JSON ({e})", "fix or remove the line", path=path,
-                                         line=n) from None
-                raise  # pragma: no cover
+            fast = None
+            if sum(map(len, chunk)) >= FAST_IDS_BYTES:
+                try:
+                    fast = _parse_ids_fast(chunk, key, loads)
+                except ValueError:
+                    fast = None
+            if fast is not None:
+                recs, flat, counts = fast
+                if not pend_flat and pend_recs:        # ordinary records before: their ids into arrays too
+                    r = _jsonl_raw(pend_recs, pend_lines, path, fields, extra_names)
+                    ids, offs = _block_ids(r.ids, r.lines, path, fh_)
+                    pend_flat.append(ids)
+                    pend_counts.append(np.diff(offs))
+                pend_flat.append(flat)
+                pend_counts.append(counts)
+            else:
+                try:
+                    recs = [loads(x) for x in chunk]
+                except ValueError:
+                    for x, n in zip(chunk, nums):
+                        try:
+                            loads(x)
+                        except ValueError as e:
+                            raise TraceError(f"not valid JSON ({e})", "fix or remove the line", path=path,
+                                             line=n) from None
+                    raise  # pragma: no cover
+                if pend_flat:                          # arrays in use: this chunk's ids join them
+                    r = _jsonl_raw(recs, list(nums), path, fields, extra_names)
+                    ids, offs = _block_ids(r.ids, r.lines, path, fh_)
+                    pend_flat.append(ids)
+                    pend_counts.append(np.diff(offs))
             pend_recs.extend(recs)
             pend_lines.extend(nums)
             while len(pend_recs) >= batch:
-                recs, lines = pend_recs[:batch], pend_lines[:batch]
-                del pend_recs[:batch], pend_lines[:batch]
-                yield _jsonl_raw(recs, lines, path, fields, extra_names)
+                yield take(batch)
     while pend_recs:
-        recs, lines = pend_recs[:batch], pend_lines[:batch]
-        del pend_recs[:batch], pend_lines[:batch]
-        yield _jsonl_raw(recs, lines, path, fields, extra_names)
+        yield take(batch)
 
 
 def _jsonl_raw(recs: list, lines: list, path: Path, fields, extra_names) -> _Raw:
@@ -624,7 +703,8 @@ def _columns(raw: _Raw, p: Path, fmap: Mapping[str, str | None]) -> tracebin.Col
     inp = _counts(raw.inp, raw.lines, p, fmap["input_length"])
     out = _counts(raw.out, raw.lines, p, fmap["output_length"]) if fmap["output_length"] else \
         np.zeros(len(raw.lines), dtype=np.int64)
-    ids, offsets = _block_ids(raw.ids, raw.lines, p, fmap["hash_ids"])
+    ids, offsets = (raw.flat, raw.offsets) if raw.flat is not None else _block_ids(raw.ids, raw.lines, p,
+                                                                                      fmap["hash_ids"])
     extras = {k: np.array([int(x) if _is_int(x) else -1 for x in v], dtype=np.int64) for k, v in raw.extras.items()}
     return tracebin.Columns(np.asarray(raw.lines, dtype=np.int64), ts, inp, out, ids, offsets, extras)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import platform
 
 import numpy as np
 
@@ -85,12 +86,33 @@ def closed_loop_kernel():
         i64, u8 = np.int64, np.uint64
         iocbs, events = np.zeros(1, dtype=IOCB_DTYPE), np.zeros(1, dtype=EVENT_DTYPE)
         z = np.zeros(1, i64)
-        closed_loop(0, np.zeros(5, i64), 0, 0, 0, True, 512, np.zeros(1, np.uint8), z, np.zeros(1, u8), z,
+        closed_loop(0, np.zeros(6, i64), 0, 0, 0, True, 512, np.zeros(1, np.uint8), z, np.zeros(1, u8), z,
                     np.zeros(1, u8), np.zeros(1, np.int32), iocbs["opcode"], iocbs["fildes"], iocbs["nbytes"],
                     iocbs["offset"], 0, np.zeros(1, u8), events["data"], events["res"], 0,
-                    np.zeros((1, 64), u8), z, z, z, z, z, z, z, np.zeros(2, i64), np.zeros(2, i64))
+                    np.zeros((1, 64), u8), z, z, z, z, z, z, z, np.zeros(2, i64), np.zeros(2, i64), 1,
+                    np.zeros(8, np.uint32), np.zeros((0, 4), i64))
         _closed_loop = closed_loop
     return _closed_loop
+
+
+AIO_RING_MAGIC = 0xA10A10A1
+
+
+def _ring_views(ctx, enabled=True):
+    """The kernel's completion ring of an AIO context, mapped in this process at the context's address
+    (struct aio_ring: id, nr, head, tail, magic, compat, incompat, header_length; then nr io_events): the header
+    as uint32[8] and the events as int64[nr, 4] (data, obj, res, res2). fio reads it the same way (its
+    userspace_reap). Only on x86-64, whose loads are not reordered with other loads or later stores (elsewhere
+    reading the ring needs memory barriers); an empty events view when not used: io_getevents only."""
+    none = np.zeros(8, np.uint32), np.zeros((0, 4), np.int64)
+    if not enabled or platform.machine() not in ("x86_64", "AMD64"):
+        return none
+    hdr = np.ctypeslib.as_array((ctypes.c_uint32 * 8).from_address(ctx))
+    if int(hdr[4]) != AIO_RING_MAGIC or int(hdr[6]) != 0 or int(hdr[7]) != 32:
+        return none
+    nr = int(hdr[1])
+    ev = np.ctypeslib.as_array((ctypes.c_int64 * (4 * nr)).from_address(ctx + 32)).reshape(nr, 4)
+    return hdr, ev
 
 
 class LibaioEngine(Engine):
@@ -111,6 +133,7 @@ class LibaioEngine(Engine):
                 pass
 
     submit_mode = "each"    # "each": one iocb per io_submit, stamped one by one; "batch": one call per batch
+    user_reap = True        # compiled loop: take completions already in the kernel's ring without a system call
 
     def __init__(self, targets, qd, buffers, buf_addr):
         super().__init__(targets, qd, buffers, buf_addr)
@@ -145,10 +168,12 @@ class LibaioEngine(Engine):
         self._f_op, self._f_fd = self.iocbs["opcode"], self.iocbs["fildes"]
         self._f_n, self._f_off = self.iocbs["nbytes"], self.iocbs["offset"]
         self._tmo = np.zeros(2, dtype=np.int64)
+        self._ring_hdr, self._ring_ev = _ring_views(self._ctx.value, self.user_reap)
 
     def closed_loop(self, state, iend, until, t0, stamp, lbs, ops, tgts, offsets, lengths, tags, words, free,
-                    slot_pidx, sub, sdone, comp, res, done_log):
-        """Run the driver's closed loop in compiled code (see aio_kernel.closed_loop); None when unavailable
+                    slot_pidx, sub, sdone, comp, res, done_log, reap_max=1):
+        """Run the driver's closed loop in compiled code (see aio_kernel.closed_loop), reaping at most
+        ``reap_max`` completions per io_getevents (fio's iodepth_batch_complete_max); None when unavailable
         (no compiled kernel), -1 when not now (completions stashed by the Python path, e.g. trims, are
         still to be handed over through reap)."""
         if self._loop is None:
@@ -158,7 +183,8 @@ class LibaioEngine(Engine):
         return self._loop(self._ctx.value, state, iend, until, t0, stamp, lbs, ops, tgts, offsets, lengths, tags,
                           self.fds, self._f_op, self._f_fd, self._f_n, self._f_off, int(self._iocb_base),
                           self._ptrs, self.events["data"], self.events["res"], self._ev_ptr, words, free,
-                          slot_pidx, sub, sdone, comp, res, done_log, self._tsbuf, self._tmo)
+                          slot_pidx, sub, sdone, comp, res, done_log, self._tsbuf, self._tmo,
+                          max(1, min(int(reap_max), self.qd)), self._ring_hdr, self._ring_ev)
 
     def submit(self, slots, ops, tgts, offsets, lengths):
         """Start the I/Os; returns per-I/O [submit; submit-returned] times (perf_counter_ns clock), or None."""
