@@ -87,7 +87,9 @@ def intensity(model: WorkloadModel, t: np.ndarray) -> np.ndarray:
 # --- sessions -> requests --------------------------------------------------------------------------
 @dataclass
 class _Rows:
-    """Per-request scalars of requests not yet emitted (keys are computed at emission)."""
+    """Per-request scalars of requests not yet emitted (keys are computed at emission). Sessions are expanded
+    whole, so the requests of sessions that come back hours later wait here: times and session ids are int64,
+    the rest int32 (token counts and prompt/document indices), 40 bytes a waiting request instead of 64."""
 
     t_ms: np.ndarray
     session: np.ndarray
@@ -100,8 +102,8 @@ class _Rows:
 
     @staticmethod
     def empty() -> "_Rows":
-        i = np.zeros(0, dtype=np.int64)
-        return _Rows(i, i, i, i, i, i, i, i)
+        i, j = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32)
+        return _Rows(i, i, j, j, j, j, j, j)
 
     def __len__(self) -> int:
         return int(self.t_ms.shape[0])
@@ -213,25 +215,27 @@ class Generator:
         t_ms = np.rint(t * 1000.0).astype(np.int64)
         if horizon_ms is not None:
             keep &= t_ms < horizon_ms
-        rows = _Rows(t_ms, uid[r_session].astype(np.int64), system[r_session].astype(np.int64),
-                     system_len[r_session], shared[r_session], doc[r_session], prompt.astype(np.int64),
-                     output.astype(np.int64))
+        i32 = np.int32
+        rows = _Rows(t_ms, uid[r_session].astype(np.int64), system[r_session].astype(i32),
+                     system_len[r_session].astype(i32), shared[r_session].astype(i32), doc[r_session].astype(i32),
+                     prompt.astype(i32), output.astype(i32))
         return rows.take(np.flatnonzero(keep))
 
     # --- keys -------------------------------------------------------------------------------------
     def _keys(self, rows: _Rows) -> tuple[np.ndarray, np.ndarray]:
         bt = self.model.block_tokens
-        nb = -(-rows.prompt // bt)
+        nb = -(-rows.prompt.astype(np.int64) // bt)
         offsets = np.zeros(len(rows) + 1, dtype=np.int64)
         np.cumsum(nb, out=offsets[1:])
         r = np.repeat(np.arange(len(rows)), nb)
         i = np.arange(int(offsets[-1]), dtype=np.int64) - offsets[:-1][r]
         end = (i + 1) * bt
-        prompt = rows.prompt[r]
+        prompt = rows.prompt[r].astype(np.int64)
+        system = rows.system[r].astype(np.int64)
         kind = np.where(end <= rows.system_len[r], 1, np.where(end <= rows.shared_len[r], 2,
                                                                   np.where(end <= prompt, 3, 4)))
-        owner = np.where(kind == 1, rows.system[r],
-                         np.where(kind == 2, rows.system[r] * np.int64(1 << 32) + rows.doc[r], rows.session[r]))
+        owner = np.where(kind == 1, system,
+                         np.where(kind == 2, system * np.int64(1 << 32) + rows.doc[r], rows.session[r]))
         k = mix(np.full(i.size, self.salt, dtype=np.uint64) ^ kind.astype(np.uint64), owner.astype(np.uint64))
         k = mix(k, i.astype(np.uint64))
         k = mix(k, np.where(kind == 4, prompt, 0).astype(np.uint64))
@@ -278,7 +282,8 @@ class Generator:
                 if first_ms is None:
                     first_ms = int(part.t_ms[0])
                 # as every reader: seconds from the first request, t0 its time on the generator's clock
-                yield Trace((part.t_ms - first_ms) / 1000.0, part.prompt.copy(), part.output.copy(), offsets, keys,
+                yield Trace((part.t_ms - first_ms) / 1000.0, part.prompt.astype(np.int64),
+                            part.output.astype(np.int64), offsets, keys,
                             self.model.block_tokens, "mooncake", path, {}, first_ms / 1000.0, meta=meta)
                 emitted += b - a
                 a = b
