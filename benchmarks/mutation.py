@@ -97,6 +97,9 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
                                             "which keeps every key but one hash value of 2**64",
         ("return splitmix64(salted) < threshold(rate)", "< -> <="): "differs only for a key whose hash equals the "
                                                                    "threshold exactly: one value of 2**64",
+        ('return float((trace.meta or {}).get("sample_rate", 1.0) or 1.0)', "1.0 -> 2.0"):
+            "the trailing `or 1.0` (its mutant survives; the default's is killed) guards a falsy rate, which no "
+            "stream states: gen_meta writes `sample or 1.0` and check_rate refuses 0",
     },
     "units": {
         ('_BINARY = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50, "e": 1 << 60}',
