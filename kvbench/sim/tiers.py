@@ -476,7 +476,7 @@ class _TierView:
         """key -> (slot, version) of the blocks this tier holds (built on each call: for inspection)."""
         from kvbench.sim.tiers_kernel import tier_keys
 
-        keys, slots, vers = tier_keys(self._h._S, self._t, True)
+        keys, slots, vers = tier_keys(self._h._A, self._t, True)
         return dict(zip(keys.view(np.uint64).tolist(), zip(slots.tolist(), vers.tolist())))
 
 
@@ -526,6 +526,7 @@ class Hierarchy(_Inspect):
                               ttl=ts.ttl_s, store=_STORE_CODES[layout], trim=trim,
                               level=TIER_NAMES.index(ts.name), n_slots=n_slots, segs=segs, nseg=nseg))
         self._sizes = sizes
+        self._segs = [z["segs"] for z in sizes]
         self.exclusive = spec.inclusion == "exclusive"
         self.demote = spec.write_policy == "back" or self.exclusive
         if self.exclusive:
@@ -535,7 +536,8 @@ class Hierarchy(_Inspect):
         else:
             create_at = [i for i, t in enumerate(self.tiers) if t.level <= 1] or [0]
         self._pec = 0
-        self._S = None
+        self._A = None
+        self._evcap = 1024
         self._pools = [min(self._pool_max(z, 256), 4096) for z in sizes]
         self._build(256)
         G = self._G
@@ -547,7 +549,7 @@ class Hierarchy(_Inspect):
         self._req = 0
         # load the compiled kernel now (an empty batch), so that timing a run times the simulation
         z, z1 = np.zeros(0, np.int64), np.zeros(1, np.int64)
-        K.run_requests(self._S, np.zeros(0), z1, z, 0, np.zeros((0, 8), np.int64), self._xbuf, z1, z1.copy(),
+        K.run_requests(self._A, np.zeros(0), z1, z, 0, np.zeros((0, 8), np.int64), self._xbuf, z1, z1.copy(),
                        np.zeros(4, np.int64))
 
     # --- state ---------------------------------------------------------------------------------------------
@@ -557,14 +559,14 @@ class Hierarchy(_Inspect):
         return z["cap"] + (z["mcap"] if z["pol"] == 2 else 0) + 2 * pec + 256
 
     def _build(self, pec: int) -> None:
-        """(Re)lay out the state for requests of up to ``pec`` blocks and node pools of ``self._pools``,
-        keeping what an old state holds."""
+        """(Re)lay out the state for requests of up to ``pec`` blocks, node pools of ``self._pools`` and
+        ``self._evcap`` event rows, keeping what an old state holds (its events of the batch included)."""
         K = self._K
-        old, old_arrs = self._S, getattr(self, "_arrs", None)
+        old, old_arrs = self._A, getattr(self, "_arrs", None)
         T = len(self._sizes)
         rows = np.zeros((4, K.NFIELDS), dtype=np.int64)
-        F = np.zeros(4, dtype=np.float64)
         size = {n: 0 for n in K.INT_ARRAYS + K.FLOAT_ARRAYS}
+        size["TTL"] = 4
         for t, z in enumerate(self._sizes):
             nmax = self._pool_max(z, pec)
             nn = min(nmax, self._pools[t])
@@ -573,7 +575,6 @@ class Hierarchy(_Inspect):
             row = rows[t]
             row[K.POL], row[K.CAP], row[K.SCAP], row[K.MCAP] = z["pol"], z["cap"], z["scap"], z["mcap"]
             row[K.HASTTL] = z["ttl"] is not None
-            F[t] = z["ttl"] or 0.0
             row[K.STORE], row[K.TRIMF], row[K.LEVEL] = z["store"], z["trim"], z["level"]
             row[K.NB], row[K.NN], row[K.HB], row[K.HM] = size["NKEY"], nn, size["HT"], hsize - 1
             row[K.NNMAX] = nmax
@@ -595,20 +596,20 @@ class Hierarchy(_Inspect):
                 size[n] += z["nseg"]
             size["DROP"] += z["segs"]
         base = K.GB + K.NG
-        A = np.zeros(base + sum(size[n] for n in K.INT_ARRAYS), dtype=np.int64)
-        D = np.zeros(4 + sum(size[n] for n in K.FLOAT_ARRAYS), dtype=np.float64)
+        ev_base = base + sum(size.values())
+        if old is not None:
+            self._evcap = max(self._evcap, int(self._G[K.G_EVCAP]))
+        A = np.zeros(ev_base + 8 * self._evcap, dtype=np.int64)
         I, G = A[:K.GB].reshape(4, K.NFIELDS), A[K.GB:K.GB + K.NG]
         arrs = {}
-        for n in K.INT_ARRAYS:
+        for n in K.INT_ARRAYS + K.FLOAT_ARRAYS:
             G[getattr(K, "B_" + n)] = base
             arrs[n] = A[base:base + size[n]]
+            if n in K.FLOAT_ARRAYS:
+                arrs[n] = arrs[n].view(np.float64)
             base += size[n]
-        fbase = 4
-        for n in K.FLOAT_ARRAYS:
-            G[getattr(K, "B_" + n)] = fbase
-            arrs[n] = D[fbase:fbase + size[n]]
-            fbase += size[n]
-        D[:4] = F
+        G[K.B_EV], G[K.G_EVCAP] = ev_base, self._evcap
+        arrs["TTL"][:T] = [z["ttl"] or 0.0 for z in self._sizes]
         if old is None:
             I[:] = rows
             for t, z in enumerate(self._sizes):
@@ -622,14 +623,15 @@ class Hierarchy(_Inspect):
                 elif z["store"] == 2:
                     arrs["FSEGS"][gb:gb + z["nseg"] - 1] = np.arange(1, z["nseg"])
                     row[K.FSN] = z["nseg"] - 1
-            evs = np.empty((1024, 8), np.int64)
         else:
-            keep_g = [g for g in range(20) if g < K.NG]
+            keep_g = list(range(K.G_CREATE0 + 4))            # globals and the creation tiers
             G[keep_g] = self._G[keep_g]
             self._relayout(old_arrs, self._I, I, rows, arrs)
-            evs = old[K.S_EVS]
+            ne = 8 * int(self._G[K.G_NEV])
+            ob = int(self._G[K.B_EV])
+            A[ev_base:ev_base + ne] = old[ob:ob + ne]
         self._I, self._G, self._arrs = I[:T], G, arrs
-        self._S = (A, D, evs)
+        self._A = A
         self._pec = pec
         self._xbuf = np.zeros(int(I[:T, K.NN].max()) + pec + 16, np.int64)
 
@@ -678,50 +680,37 @@ class Hierarchy(_Inspect):
             self._build(max(2 * self._pec, most + 16))
         G = self._G
         G[K.G_NEV] = 0
-        G[K.G_NEED] = 8 * most + 256 + 4 * max(z["segs"] for z in self._sizes)
+        segs = self._segs
+        G[K.G_NEED] = 8 * most + 256 + 4 * max(segs)
         # events one request can write: per block a few per tier, plus log reclaims cascading down
-        nt = len(self._sizes)
-        G[K.G_EVNEED] = (nt + 1) * (8 * (most + 1) + 8 * sum(z["segs"] for z in self._sizes)) + 64
+        G[K.G_EVNEED] = (len(segs) + 1) * (8 * (most + 1) + 8 * sum(segs)) + 64
         rows = np.zeros((n, 8), np.int64)
         found = np.zeros(most + 1, np.int64)
         versions = np.zeros(most + 1, np.int64)
         done = 0
         while True:
-            done += K.run_requests(self._S, times[done:], offs[done:], keys, first_request + done, rows[done:],
+            done += K.run_requests(self._A, times[done:], offs[done:], keys, first_request + done, rows[done:],
                                    self._xbuf, found, versions, np.zeros(4, np.int64))
             if G[K.G_ERR] != K.NEED_GROW:
                 break
             G[K.G_ERR] = 0
-            ev = self._S[K.S_EVS]
-            if ev.shape[0] - G[K.G_NEV] < G[K.G_EVNEED]:
-                grown = np.empty((max(2 * ev.shape[0], int(G[K.G_NEV] + 2 * G[K.G_EVNEED])), 8), np.int64)
-                grown[:G[K.G_NEV]] = ev[:G[K.G_NEV]]
-                self._S = self._S[:K.S_EVS] + (grown,)
-                continue
-            for t in range(len(self._sizes)):
-                if self._I[t, K.FTOP] < G[K.G_NEED]:
-                    self._pools[t] = max(2 * int(self._I[t, K.NN]), int(self._I[t, K.NN]) + int(G[K.G_NEED]))
+            if G[K.G_EVCAP] - G[K.G_NEV] < G[K.G_EVNEED]:
+                self._evcap = max(2 * int(G[K.G_EVCAP]), int(G[K.G_NEV] + 2 * G[K.G_EVNEED]))
+            else:
+                for t in range(len(self._sizes)):
+                    if self._I[t, K.FTOP] < G[K.G_NEED]:
+                        self._pools[t] = max(2 * int(self._I[t, K.NN]), int(self._I[t, K.NN]) + int(G[K.G_NEED]))
             self._build(self._pec)
             G = self._G
-        S = self._S
         if G[K.G_ERR]:
             what = {K.ERR_NODES: "a tier's node pool ran out", K.ERR_META: "a hit block has no slot",
                     K.ERR_EVENTS: "a request wrote more events than its bound"}
             raise RuntimeError(f"tier simulation: {what.get(int(G[K.G_ERR]), 'failed')} at request "
                                f"{first_request + done}; the state is lost (rerun with ReferenceHierarchy)")
-        reqs = np.zeros(n, REQUEST_DTYPE)
-        reqs["request"] = rows[:, 0]
-        reqs["arrival_s"] = times
-        reqs["blocks"], reqs["hit_blocks"] = rows[:, 1], rows[:, 2]
-        for lv, name in enumerate(("hit_l1", "hit_l2", "hit_l3", "hit_l4")):
-            reqs[name] = rows[:, 3 + lv]
-        reqs["produced"] = rows[:, 7]
-        ne = int(G[K.G_NEV])
-        ev = S[K.S_EVS][:ne]
-        events = np.zeros(ne, EVENT_DTYPE)
-        for c, name in enumerate(EVENT_DTYPE.names):
-            col = ev[:, c]
-            events[name] = col.view(np.uint64) if name == "key" else col
+        reqs = np.empty(n, REQUEST_DTYPE)
+        K.fill_requests(rows, times, reqs)
+        events = np.empty(int(G[K.G_NEV]), EVENT_DTYPE)
+        K.fill_events(self._A, events)
         return reqs, events
 
     def request(self, now: float, keys: list) -> tuple[int, list, int]:
