@@ -362,17 +362,20 @@ def _open_targets(cfg: ReplayConfig, hier: Hierarchy) -> _Targets:
 
 
 def _load_trace_meta(cfg: ReplayConfig):
-    """Validate the whole trace (line/field errors before any I/O); return (block_tokens, requests, blocks)."""
+    """Validate the whole trace (line/field errors before any I/O); return (block_tokens, requests, blocks,
+    blocks of the longest request)."""
     from kvbench.stream.traces import iter_trace
 
-    bt, nreq, nblk = None, 0, 0
+    bt, nreq, nblk, most = None, 0, 0, 0
     for b in iter_trace(cfg.trace, cfg.fmt):
         bt = b.block_tokens
         nreq += b.n_requests
         nblk += int(b.offsets[-1] - b.offsets[0])
+        if b.n_requests:
+            most = max(most, int(np.diff(b.offsets).max()))
     if bt is None or nreq == 0:
         raise UsageError(f"trace {cfg.trace} has no requests", "give a non-empty trace")
-    return bt, nreq, nblk
+    return bt, nreq, nblk, most
 
 
 class _Windows:
@@ -524,12 +527,12 @@ def replay_kv(cfg: ReplayConfig, *, progress=None) -> dict:
 
     cfg.validate()
     model = load_model(cfg.model, tp=cfg.tp)
-    block_tokens, n_requests, n_blocks = _load_trace_meta(cfg)
+    block_tokens, n_requests, n_blocks, most = _load_trace_meta(cfg)
     block_bytes = model.block_bytes(block_tokens)
     spec = hierarchy_spec(cfg, block_bytes, f"{model.name}, {block_tokens} tokens")
     if cfg.sample_keys is not None:
         _check_sampled_capacities(cfg, spec)
-    hier = Hierarchy(spec)                      # validates capacities / policy / combos
+    hier = Hierarchy(spec, max_request_blocks=most)     # validates capacities / policy / combos
     slot_bytes = spec.slot_bytes
     ios_per_block = -(-slot_bytes // cfg.chunk_bytes)
     levels = [t.level for t in hier.tiers]

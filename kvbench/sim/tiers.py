@@ -487,7 +487,7 @@ class Hierarchy(_Inspect):
     ``tiers`` (level, spec, policy, store, c, meta), ``tier``, ``resident``, ``counters``, ``produced``.
     """
 
-    def __new__(cls, spec: HierarchySpec):
+    def __new__(cls, spec: HierarchySpec, max_request_blocks: int | None = None):
         # admission policies are Python objects the compiled loop cannot call yet: those hierarchies run the
         # reference (identical results, Python speed)
         if any(not is_trivial(t.admission) for t in spec.tiers):
@@ -496,7 +496,9 @@ class Hierarchy(_Inspect):
 
     admission_active = False
 
-    def __init__(self, spec: HierarchySpec):
+    def __init__(self, spec: HierarchySpec, max_request_blocks: int | None = None):
+        """``max_request_blocks``: the longest request to come, when known (a trace's), so that the state is
+        laid out for it at once rather than grown during the first requests (results are the same either way)."""
         from kvbench.sim import tiers_kernel as K
 
         spec.validate()
@@ -537,9 +539,12 @@ class Hierarchy(_Inspect):
             create_at = [i for i, t in enumerate(self.tiers) if t.level <= 1] or [0]
         self._pec = 0
         self._A = None
-        self._evcap = 1024
-        self._pools = [min(self._pool_max(z, 256), 4096) for z in sizes]
-        self._build(256)
+        most = max(0, int(max_request_blocks or 0))
+        pec = max(256, most + 16)
+        need = 8 * most + 256 + 4 * max(self._segs)           # free nodes run() asks of a pool per request
+        self._evcap = max(1024, 2 * self._ev_need(most))
+        self._pools = [min(self._pool_max(z, pec), max(4096, need)) for z in sizes]
+        self._build(pec)
         G = self._G
         G[K.G_NT] = len(self.tiers)
         G[K.G_DEMOTE], G[K.G_EXCL] = int(self.demote), int(self.exclusive)
@@ -551,8 +556,15 @@ class Hierarchy(_Inspect):
         z, z1 = np.zeros(0, np.int64), np.zeros(1, np.int64)
         K.run_requests(self._A, np.zeros(0), z1, z, 0, np.zeros((0, 8), np.int64), self._xbuf, z1, z1.copy(),
                        np.zeros(4, np.int64))
+        K.fill_requests(np.zeros((0, 8), np.int64), np.zeros(0), np.zeros(0, REQUEST_DTYPE))
+        K.fill_events(self._A, np.zeros(0, EVENT_DTYPE))
 
     # --- state ---------------------------------------------------------------------------------------------
+    def _ev_need(self, most: int) -> int:
+        """Event rows one request of ``most`` blocks can write: per block a few per tier, plus log reclaims
+        cascading down."""
+        return (len(self._segs) + 1) * (8 * (most + 1) + 8 * sum(self._segs)) + 64
+
     @staticmethod
     def _pool_max(z: dict, pec: int) -> int:
         """Nodes a tier can need: keys in the policy, S3-FIFO's ghosts, and meta-only keys (expired, pending)."""
@@ -680,10 +692,8 @@ class Hierarchy(_Inspect):
             self._build(max(2 * self._pec, most + 16))
         G = self._G
         G[K.G_NEV] = 0
-        segs = self._segs
-        G[K.G_NEED] = 8 * most + 256 + 4 * max(segs)
-        # events one request can write: per block a few per tier, plus log reclaims cascading down
-        G[K.G_EVNEED] = (len(segs) + 1) * (8 * (most + 1) + 8 * sum(segs)) + 64
+        G[K.G_NEED] = 8 * most + 256 + 4 * max(self._segs)
+        G[K.G_EVNEED] = self._ev_need(most)
         rows = np.zeros((n, 8), np.int64)
         found = np.zeros(most + 1, np.int64)
         versions = np.zeros(most + 1, np.int64)
