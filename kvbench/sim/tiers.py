@@ -26,12 +26,11 @@ request's keys first when it asks (``begin_request``), then every lookup that re
 :meth:`Hierarchy._insert` before anything is evicted, whether a block about to be written (created, promoted
 or demoted) is written at all; a rejected block is counted (``admission_rejects``) and left out of the tier.
 ``admit-all`` installs no hook (``_Tier.admission`` is None), so results are those of write-through exactly.
-A compiled fast path can run only while :attr:`Hierarchy.admission_active` is False, or call the same hook.
 
-:class:`Hierarchy` runs the per-block loop compiled (numba); :class:`ReferenceHierarchy` is the same
-simulation in Python, the reference it is tested against. With a non-trivial admission policy on some tier,
-``Hierarchy(spec)`` is the reference (the compiled loop has the hook, :func:`tiers_kernel._admit`, but not
-the policies yet).
+:class:`Hierarchy` runs the per-block loop compiled (numba), admission policies included (their ghost lists and
+sketches are compiled state, their parameters read from the reference objects: ``_ADMISSION_KERNEL``);
+:class:`ReferenceHierarchy` is the same simulation in Python, the reference it is tested against. A policy
+registered without a compiled form would make ``Hierarchy(spec)`` the reference (same results, Python speed).
 
 The output is a stream of block events (``EVENT_DTYPE``): one row per block read/write/trim on L2..L4, in an
 order that is safe to issue (each request: its hit reads first, then writes, demotions, trims in simulation
@@ -428,6 +427,32 @@ _POLICY_CODES = {"lru": 0, "fifo": 1, "s3fifo": 2}
 _STORE_CODES = {None: 0, "slot": 1, "log": 2}
 
 
+def _second_access(adm) -> dict:
+    return dict(code=1, ghosts=(adm.ghost.size,))
+
+
+def _tinylfu(adm) -> dict:
+    return dict(code=2, sketch=(adm.width, adm._shift, adm.sample_size))
+
+
+def _prefix_depth(adm) -> dict:
+    seen = adm._seen.size if adm._seen is not None else 0
+    return dict(code=3, ghosts=(seen, adm._deep.size), depth=adm.depth, beyond=adm.beyond_shared,
+                limit=adm._limit)
+
+
+def _threshold(adm) -> dict:
+    return dict(code=4, ghosts=(adm._seen.size if adm._seen is not None else 0,), min_blocks=adm.min_blocks,
+                window=adm.window)
+
+
+# admission policies the compiled kernel runs (kvbench.sim.tiers_kernel: _admit, _adm_observe, _adm_begin):
+# name -> the kernel's parameters, read from the reference policy object (one source for sizes and defaults).
+# A policy without an entry runs in ReferenceHierarchy.
+_ADMISSION_KERNEL = {"second-access": _second_access, "tinylfu": _tinylfu, "prefix-depth": _prefix_depth,
+                     "threshold": _threshold}
+
+
 class _StoreView:
     """Layout figures of a tier's block store (as SlotStore/LogStore report them) and its live counters."""
 
@@ -451,6 +476,37 @@ class _StoreView:
     dropped_blocks = property(lambda self: self._i("DROPPED"))
 
 
+class _AdmissionView:
+    """A compiled tier's admission policy: its description and parameters from the reference object, its
+    state (TinyLFU's sketch) read from the compiled state."""
+
+    def __init__(self, hier: "Hierarchy", t: int, policy):
+        self._h, self._t, self._p = hier, t, policy
+        self.name, self.params = policy.name, policy.params
+
+    def describe(self) -> str:
+        return self._p.describe()
+
+    def _tinylfu(self) -> None:
+        if self.name != "tinylfu":
+            raise AttributeError(f"{self.name} admission has no frequency sketch")
+
+    def estimate(self, key) -> int:
+        self._tinylfu()
+        k = int(np.array(key, dtype=np.uint64).view(np.int64))
+        return int(self._h._K.sketch_estimate(self._h._A, self._t, k))
+
+    @property
+    def resets(self) -> int:
+        self._tinylfu()
+        return int(self._h._I[self._t, self._h._K.SKRES])
+
+    @property
+    def increments(self) -> int:
+        self._tinylfu()
+        return int(self._h._I[self._t, self._h._K.SKINC])
+
+
 class _TierView:
     """One tier of a compiled Hierarchy, with the attributes of the reference's tiers (level, spec, policy,
     store, c, meta), read from the compiled state."""
@@ -458,7 +514,7 @@ class _TierView:
     def __init__(self, hier: "Hierarchy", t: int, level: int, spec: TierSpec, policy, store):
         self._h, self._t = hier, t
         self.level, self.spec, self.policy, self.store = level, spec, policy, store
-        self.admission = None           # admit-all (a hierarchy with a policy runs ReferenceHierarchy)
+        self.admission = None           # _AdmissionView of the tier's policy; None admits all
 
     @property
     def c(self) -> TierCounters:
@@ -468,7 +524,7 @@ class _TierView:
         f = {"hit_blocks": K.C_HIT_BLOCKS, "hit_reads": K.C_HIT_READS, "create_writes": K.C_CREATE,
              "promote_writes": K.C_PROMOTE, "demote_reads": K.C_DEMOTE_READS, "demote_writes": K.C_DEMOTE_WRITES,
              "trims_slots": K.C_TRIMS, "evictions": K.C_EVICT, "expirations": K.C_EXPIRE,
-             "reclaim_drops": K.C_RECLAIM, "peak_resident": K.C_PEAK}
+             "reclaim_drops": K.C_RECLAIM, "peak_resident": K.C_PEAK, "admission_rejects": K.C_REJECT}
         return TierCounters(**{name: int(row[i]) for name, i in f.items()})
 
     @property
@@ -488,13 +544,16 @@ class Hierarchy(_Inspect):
     """
 
     def __new__(cls, spec: HierarchySpec, max_request_blocks: int | None = None):
-        # admission policies are Python objects the compiled loop cannot call yet: those hierarchies run the
-        # reference (identical results, Python speed)
-        if any(not is_trivial(t.admission) for t in spec.tiers):
+        # an admission policy the kernel has no compiled form of runs in the reference (same results)
+        if any(not is_trivial(t.admission) and parse_admission(t.admission)[0] not in _ADMISSION_KERNEL
+               for t in spec.tiers):
             return ReferenceHierarchy(spec)
         return super().__new__(cls)
 
-    admission_active = False
+    @property
+    def admission_active(self) -> bool:
+        """True when some tier has a non-trivial admission policy."""
+        return any(t.admission is not None for t in self.tiers)
 
     def __init__(self, spec: HierarchySpec, max_request_blocks: int | None = None):
         """``max_request_blocks``: the longest request to come, when known (a trace's), so that the state is
@@ -522,13 +581,20 @@ class Hierarchy(_Inspect):
             trim = bool(ts.trim and ts.name not in ("l1", "l2"))
             store = None if layout is None else _StoreView(self, t, layout, cap, spec.slot_bytes, n_slots, segs,
                                                            nseg, trim)
-            self.tiers.append(_TierView(self, t, TIER_NAMES.index(ts.name), ts, pol, store))
-            sizes.append(dict(pol=_POLICY_CODES[pol.name], cap=cap,
+            view = _TierView(self, t, TIER_NAMES.index(ts.name), ts, pol, store)
+            adm = {}
+            if not is_trivial(ts.admission):
+                policy = make_admission(ts.admission, cap)
+                view.admission = _AdmissionView(self, t, policy)
+                adm = _ADMISSION_KERNEL[policy.name](policy)
+            self.tiers.append(view)
+            sizes.append(dict(pol=_POLICY_CODES[pol.name], cap=cap, adm=adm,
                               scap=getattr(pol, "small_capacity", 0), mcap=getattr(pol, "main_capacity", 0),
                               ttl=ts.ttl_s, store=_STORE_CODES[layout], trim=trim,
                               level=TIER_NAMES.index(ts.name), n_slots=n_slots, segs=segs, nseg=nseg))
         self._sizes = sizes
         self._segs = [z["segs"] for z in sizes]
+        self._adm = self._adm_layout()
         self.exclusive = spec.inclusion == "exclusive"
         self.demote = spec.write_policy == "back" or self.exclusive
         if self.exclusive:
@@ -560,6 +626,54 @@ class Hierarchy(_Inspect):
         K.fill_events(self._A, np.zeros(0, EVENT_DTYPE))
 
     # --- state ---------------------------------------------------------------------------------------------
+    def _adm_layout(self) -> dict:
+        """Sizes of the admission arrays (fixed for the hierarchy's life) and each tier's row fields: ghost lists
+        numbered in tier order (node pools of size + 1, tables of twice that, rounded up to a power of two)
+        and TinyLFU sketches (4 rows of width / 16 words)."""
+        K = self._K
+        size = {n: 0 for n in K.FIXED_ARRAYS}
+        size["GH"], size["ADMF"] = K.NGHOST * K.GHF, 8
+        ghosts, rows = [], []
+        for z in self._sizes:
+            a = z["adm"]
+            row = {K.ADM: a.get("code", 0), K.ADMG0: -1, K.ADMG1: -1, K.ADEPTH: -1, K.ABEYOND: -1}
+            for j, g in enumerate(a.get("ghosts", ())):
+                if g:
+                    hsize = 1 << max(4, int(2 * (g + 1) - 1).bit_length())
+                    ghosts.append((g, size["GKEY"], size["GHT"], hsize))
+                    row[K.ADMG0 + j] = len(ghosts) - 1
+                    size["GKEY"] += g + 1
+                    size["GHT"] += hsize
+            if "sketch" in a:
+                width, shift, sample = a["sketch"]
+                row.update({K.SKB: size["SK"], K.SKW: width // 16, K.SKSH: shift, K.SKSAMP: sample})
+                size["SK"] += 4 * (width // 16)
+            if a.get("depth") is not None:
+                row[K.ADEPTH] = a["depth"]
+            if a.get("beyond") is not None:
+                row[K.ABEYOND] = a["beyond"]
+            row[K.ALIMIT] = a.get("limit", 0)
+            row[K.AMINB] = a.get("min_blocks", 0)
+            row[K.AWIN] = int(a.get("window") is not None)
+            rows.append((row, a.get("window") or 0.0))
+        for n in ("GPREV", "GNEXT", "GFREE", "GVAL"):
+            size[n] = size["GKEY"]
+        return {"size": size, "ghosts": ghosts, "rows": rows}
+
+    def _adm_init(self, I, arrs) -> None:
+        """A new state's admission part: row fields, empty ghost lists (all nodes free), windows."""
+        K = self._K
+        lay = self._adm
+        for t, (row, window) in enumerate(lay["rows"]):
+            for f, v in row.items():
+                I[t, f] = v
+            arrs["ADMF"][2 * t] = window
+        gh = arrs["GH"].reshape(K.NGHOST, K.GHF)
+        for q, (g, nb, hb, hsize) in enumerate(lay["ghosts"]):
+            gh[q, [K.GH_NB, K.GH_CAP, K.GH_HB, K.GH_HM, K.GH_HEAD, K.GH_TAIL, K.GH_LEN, K.GH_FTOP]] = \
+                [nb, g, hb, hsize - 1, -1, -1, 0, g + 1]
+            arrs["GFREE"][nb:nb + g + 1] = np.arange(g, -1, -1)
+
     def _ev_need(self, most: int) -> int:
         """Event rows one request of ``most`` blocks can write: per block a few per tier, plus log reclaims
         cascading down."""
@@ -579,6 +693,7 @@ class Hierarchy(_Inspect):
         rows = np.zeros((4, K.NFIELDS), dtype=np.int64)
         size = {n: 0 for n in K.INT_ARRAYS + K.FLOAT_ARRAYS}
         size["TTL"] = 4
+        size.update(self._adm["size"])
         for t, z in enumerate(self._sizes):
             nmax = self._pool_max(z, pec)
             nn = min(nmax, self._pools[t])
@@ -635,6 +750,7 @@ class Hierarchy(_Inspect):
                 elif z["store"] == 2:
                     arrs["FSEGS"][gb:gb + z["nseg"] - 1] = np.arange(1, z["nseg"])
                     row[K.FSN] = z["nseg"] - 1
+            self._adm_init(I, arrs)
         else:
             keep_g = list(range(K.G_CREATE0 + 4))            # globals and the creation tiers
             G[keep_g] = self._G[keep_g]
@@ -669,7 +785,7 @@ class Hierarchy(_Inspect):
             hn = orow[K.HPN]
             for f in ("HD", "HK"):
                 arrs[f][r[K.HPB]:r[K.HPB] + hn] = o[f][orow[K.HPB]:orow[K.HPB] + hn]
-        for f in ("SFREE", "SKEY", "SLIVE", "SWR", "SEGL", "SPREV", "SNEXT", "SEALED", "FSEGS", "DROP"):
+        for f in ("SFREE", "SKEY", "SLIVE", "SWR", "SEGL", "SPREV", "SNEXT", "SEALED", "FSEGS", "DROP") + K.FIXED_ARRAYS:
             arrs[f][:] = o[f]
 
     # --- simulation ----------------------------------------------------------------------------------------

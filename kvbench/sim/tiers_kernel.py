@@ -17,9 +17,13 @@ per-tier base. Events go to an (n, 8) int64 array; before each request the calle
 of that request's events, and node pools are grown between requests, so nothing allocates inside: the kernel
 runs without numba's reference counting (``_nrt=False``), which was most of its time per call.
 
-Admission (issue 17): ``_admit`` is called by ``_insert`` for every new key a tier would take (creation,
-promotion, demotion) before the policy sees it; it admits everything today. A policy hook adds its state as
-per-tier fields/arrays and its decision there; a refused key is then neither inserted nor written.
+Admission (issue 17, :mod:`kvbench.sim.admission`): a tier with a policy (``I[t, ADM]`` != ADM_ALL) sees the
+request's keys first (``_adm_begin``, prefix-depth's shared prefix), every lookup that reaches it
+(``_adm_observe``) and decides in ``_admit``, called by ``_ins_begin`` for every new key the tier would take
+(creation, promotion, demotion) before the policy sees it; a refused key is neither inserted nor written. The
+policies' memory is compiled too: bounded FIFO ghost lists (key -> value, move-to-end on put: the reference's
+``_Ghost``) and TinyLFU's count-min sketch (4-bit counters packed 16 to a word, halved in one mask per word).
+Their parameters (sizes, widths, thresholds) come from the reference objects, built by the caller.
 """
 
 from __future__ import annotations
@@ -34,14 +38,20 @@ from numba import njit
  SLOTB, NSLOTS, SFB, SFH, SFN,
  SEGS, NSEG, SEGB, LHEAD, LPOS, FSB, FSH, FSN, SLH, SLT, USED, RECLAIMED, DROPPED,
  C_HIT_BLOCKS, C_HIT_READS, C_CREATE, C_PROMOTE, C_DEMOTE_READS, C_DEMOTE_WRITES, C_TRIMS, C_EVICT, C_EXPIRE,
- C_RECLAIM, C_PEAK, DRB, DRN, TRN, TR0F, TR0N, TR1F, TR1N, NNMAX, NFIELDS) = range(67)
+ C_RECLAIM, C_PEAK, DRB, DRN, TRN, TR0F, TR0N, TR1F, TR1N, NNMAX,
+ ADM, ADMG0, ADMG1, ADEPTH, ABEYOND, ALIMIT, AMINB, AWIN, SKB, SKW, SKSH, SKSAMP, SKINC, SKRES, GAPK, GAPSET,
+ C_REJECT, NFIELDS) = range(84)
+ADM_ALL, ADM_SECOND, ADM_TINYLFU, ADM_PREFIX, ADM_THRESHOLD = range(5)
+# ghost lists: header GH[q * GHF + f] of ghost q (at most two per tier)
+GH_NB, GH_CAP, GH_HB, GH_HM, GH_HEAD, GH_TAIL, GH_LEN, GH_FTOP, GHF = range(9)
+NGHOST = 8
 POL_LRU, POL_FIFO, POL_S3 = 0, 1, 2
 STORE_NONE, STORE_SLOT, STORE_LOG = 0, 1, 2
 # global ints G[]
 (G_REQ, G_SEQ, G_NEV, G_PHASE, G_ERR, G_PRODUCED, G_NT, G_DEMOTE, G_EXCL, G_PROMOTE, G_TOPL1, G_NCREATE,
- G_MARK, G_NEED, G_EVNEED) = range(15)
+ G_MARK, G_NEED, G_EVNEED, G_BLOCKS) = range(16)
 G_CREATE0 = 16          # G[G_CREATE0 + j]: the j-th tier a new block is created in
-NG = 48
+NG = 60
 ERR_NODES = 1           # a tier's node pool ran out
 ERR_META = 2            # a hit block without meta (the reference raises KeyError there)
 ERR_EVENTS = 4          # a request wrote more events than the room its bound reserved
@@ -90,8 +100,19 @@ B_HD = 43
 B_TTL = 44
 B_EV = 45
 G_EVCAP = 46
-INT_ARRAYS = ('HT', 'NKEY', 'NPREV', 'NNEXT', 'NSLOT', 'NVER', 'NWHERE', 'NMETA', 'NFREQ', 'NFREE', 'HK', 'PEXP', 'SFREE', 'SKEY', 'SLIVE', 'SWR', 'SEGL', 'SPREV', 'SNEXT', 'SEALED', 'FSEGS', 'DROP')
-FLOAT_ARRAYS = ('NLAST', 'HD', 'TTL')
+B_GH = 47
+B_GKEY = 48
+B_GPREV = 49
+B_GNEXT = 50
+B_GFREE = 51
+B_GHT = 52
+B_SK = 53
+B_GVAL = 54
+B_ADMF = 55
+INT_ARRAYS = ('HT', 'NKEY', 'NPREV', 'NNEXT', 'NSLOT', 'NVER', 'NWHERE', 'NMETA', 'NFREQ', 'NFREE', 'HK', 'PEXP', 'SFREE', 'SKEY', 'SLIVE', 'SWR', 'SEGL', 'SPREV', 'SNEXT', 'SEALED', 'FSEGS', 'DROP',
+              'GH', 'GKEY', 'GPREV', 'GNEXT', 'GFREE', 'GHT', 'SK')
+FLOAT_ARRAYS = ('NLAST', 'HD', 'TTL', 'GVAL', 'ADMF')     # ADMF[2t]: tier t's window, ADMF[2t + 1]: its last gap
+FIXED_ARRAYS = ('GH', 'GKEY', 'GPREV', 'GNEXT', 'GFREE', 'GHT', 'SK', 'GVAL', 'ADMF')   # sized by admission only
 
 
 # ---- hashing ----------------------------------------------------------------------------------------------
@@ -627,9 +648,230 @@ def _emit(A, t, op, kind, slot, nslots, key, version):
 
 
 # ---- the hierarchy ----------------------------------------------------------------------------------------
+# ---- admission: ghost lists, the frequency sketch, the policies -------------------------------------------
 @njit(cache=True, _nrt=False)
-def _admit(A, t, key, kind, now):
-    """Admission hook (issue 17): may tier t take ``key`` (CREATE_WRITE/PROMOTE_WRITE/DEMOTE_WRITE)? All today."""
+def _g_find(A, q, key):
+    """Node of ``key`` in ghost q (relative to its pool), or -1."""
+    h = A[GB + B_GH] + q * GHF
+    ht, mask, nk = A[GB + B_GHT] + A[h + GH_HB], A[h + GH_HM], A[GB + B_GKEY] + A[h + GH_NB]
+    i = _home(key, mask)
+    while True:
+        v = A[ht + i]
+        if v == 0:
+            return -1
+        if A[nk + v - 1] == key:
+            return v - 1
+        i = (i + 1) & mask
+
+
+@njit(cache=True, _nrt=False)
+def _g_unlink(A, q, n):
+    h = A[GB + B_GH] + q * GHF
+    nb = A[h + GH_NB]
+    pv, nx = A[GB + B_GPREV] + nb, A[GB + B_GNEXT] + nb
+    p, x = A[pv + n], A[nx + n]
+    if p >= 0:
+        A[nx + p] = x
+    else:
+        A[h + GH_HEAD] = x
+    if x >= 0:
+        A[pv + x] = p
+    else:
+        A[h + GH_TAIL] = p
+
+
+@njit(cache=True, _nrt=False)
+def _g_append(A, q, n):
+    h = A[GB + B_GH] + q * GHF
+    nb = A[h + GH_NB]
+    tail = A[h + GH_TAIL]
+    A[A[GB + B_GPREV] + nb + n] = tail
+    A[A[GB + B_GNEXT] + nb + n] = -1
+    if tail >= 0:
+        A[A[GB + B_GNEXT] + nb + tail] = n
+    else:
+        A[h + GH_HEAD] = n
+    A[h + GH_TAIL] = n
+
+
+@njit(cache=True, _nrt=False)
+def _g_drop(A, q, n):
+    """Take node n out of ghost q: list, table (backward-shift delete) and pool."""
+    h = A[GB + B_GH] + q * GHF
+    _g_unlink(A, q, n)
+    ht, mask, nk = A[GB + B_GHT] + A[h + GH_HB], A[h + GH_HM], A[GB + B_GKEY] + A[h + GH_NB]
+    i = _home(A[nk + n], mask)
+    while A[ht + i] != n + 1:
+        i = (i + 1) & mask
+    j = i
+    while True:
+        j = (j + 1) & mask
+        v = A[ht + j]
+        if v == 0:
+            break
+        k = _home(A[nk + v - 1], mask)
+        if (j > i and (k <= i or k > j)) or (j < i and (k <= i and k > j)):
+            A[ht + i] = v
+            i = j
+    A[ht + i] = 0
+    A[A[GB + B_GFREE] + A[h + GH_NB] + A[h + GH_FTOP]] = n
+    A[h + GH_FTOP] += 1
+    A[h + GH_LEN] -= 1
+
+
+@njit(cache=True, _nrt=False)
+def _g_put(A, q, key, val):
+    """The reference's _Ghost.put: remember ``key`` (value ``val``) as the newest; forget the oldest beyond
+    the ghost's size."""
+    D = A.view(np.float64)
+    h = A[GB + B_GH] + q * GHF
+    nb = A[h + GH_NB]
+    ht, mask, nk = A[GB + B_GHT] + A[h + GH_HB], A[h + GH_HM], A[GB + B_GKEY] + nb
+    i = _home(key, mask)
+    while True:
+        v = A[ht + i]
+        if v == 0:
+            break
+        if A[nk + v - 1] == key:                     # present: move to the end, new value
+            _g_unlink(A, q, v - 1)
+            _g_append(A, q, v - 1)
+            D[A[GB + B_GVAL] + nb + v - 1] = val
+            return
+        i = (i + 1) & mask
+    top = A[h + GH_FTOP] - 1                          # the pool holds size + 1 nodes: never empty here
+    n = A[A[GB + B_GFREE] + nb + top]
+    A[h + GH_FTOP] = top
+    A[nk + n] = key
+    D[A[GB + B_GVAL] + nb + n] = val
+    A[ht + i] = n + 1
+    _g_append(A, q, n)
+    A[h + GH_LEN] += 1
+    if A[h + GH_LEN] > A[h + GH_CAP]:
+        _g_drop(A, q, A[h + GH_HEAD])
+
+
+_SEEDS = np.array([0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0xD6E8FEB86659FD93], dtype=np.uint64)
+_PY_HASH_MOD = np.uint64((1 << 61) - 1)        # CPython's hash of a non-negative int: the int mod 2**61 - 1
+_NIBBLE_HALF = np.int64(0x7777777777777777)
+
+
+@njit(cache=True, _nrt=False)
+def _sk_word(A, t, row, key):
+    """(word index in A, bit shift) of ``key``'s 4-bit counter in sketch row ``row`` of tier t."""
+    k = np.uint64(key) % _PY_HASH_MOD
+    j = np.int64((k * _SEEDS[row]) >> np.uint64(A[(t) * NF + SKSH]))
+    return A[GB + B_SK] + A[(t) * NF + SKB] + row * A[(t) * NF + SKW] + (j >> 4), (j & 15) * 4
+
+
+@njit(cache=True, _nrt=False)
+def _sk_estimate(A, t, key):
+    est = 15
+    for row in range(4):
+        w, sh = _sk_word(A, t, row, key)
+        c = (A[w] >> sh) & 15
+        if c < est:
+            est = c
+    return est
+
+
+@njit(cache=True, _nrt=False)
+def _sk_count(A, t, key):
+    """TinyLFU.observe: count a lookup (saturating at 15); age (halve every counter) after SKSAMP counts."""
+    for row in range(4):
+        w, sh = _sk_word(A, t, row, key)
+        if (A[w] >> sh) & 15 < 15:
+            A[w] += np.int64(1) << sh
+    A[(t) * NF + SKINC] += 1
+    if A[(t) * NF + SKINC] >= A[(t) * NF + SKSAMP]:
+        b = A[GB + B_SK] + A[(t) * NF + SKB]
+        for i in range(4 * A[(t) * NF + SKW]):
+            A[b + i] = (A[b + i] >> 1) & _NIBBLE_HALF
+        A[(t) * NF + SKINC] //= 2
+        A[(t) * NF + SKRES] += 1
+
+
+@njit(cache=True, _nrt=False)
+def _adm_begin(A, t, keys, a, n):
+    """PrefixDepth.begin_request with beyond_shared: the shared prefix (leading keys seen before) sets the
+    request's depth limit; every key of the request is remembered."""
+    q = A[(t) * NF + ADMG0]
+    shared = 0
+    while shared < n and _g_find(A, q, keys[a + shared]) >= 0:
+        shared += 1
+    for i in range(n):
+        _g_put(A, q, keys[a + i], 0.0)
+    limit = shared + A[(t) * NF + ABEYOND]
+    if A[(t) * NF + ADEPTH] >= 0 and A[(t) * NF + ADEPTH] < limit:
+        limit = A[(t) * NF + ADEPTH]
+    A[(t) * NF + ALIMIT] = limit
+
+
+@njit(cache=True, _nrt=False)
+def _adm_observe(A, t, key, now, depth):
+    """A lookup of ``key`` (``depth`` in the request's prefix) reached tier t: the policy's observe."""
+    pol = A[(t) * NF + ADM]
+    if pol == ADM_TINYLFU:
+        _sk_count(A, t, key)
+    elif pol == ADM_PREFIX:
+        q = A[(t) * NF + ADMG1]
+        if depth >= A[(t) * NF + ALIMIT]:
+            _g_put(A, q, key, 0.0)
+        else:
+            n = _g_find(A, q, key)
+            if n >= 0:
+                _g_drop(A, q, n)
+    elif pol == ADM_THRESHOLD and A[(t) * NF + AWIN]:
+        D = A.view(np.float64)
+        q = A[(t) * NF + ADMG0]
+        n = _g_find(A, q, key)
+        gap = np.inf
+        if n >= 0:
+            gap = now - D[A[GB + B_GVAL] + A[A[GB + B_GH] + q * GHF + GH_NB] + n]
+        A[(t) * NF + GAPK] = key
+        A[(t) * NF + GAPSET] = 1
+        D[A[GB + B_ADMF] + 2 * t + 1] = gap
+        _g_put(A, q, key, now)
+
+
+@njit(cache=True, _nrt=False)
+def _admit(A, t, key, now, depth):
+    """May tier t take ``key`` (``depth`` in the request's prefix, -1 for a demotion)? The policies' admit."""
+    pol = A[(t) * NF + ADM]
+    if pol == ADM_SECOND:
+        q = A[(t) * NF + ADMG0]
+        if _g_find(A, q, key) >= 0:
+            return True
+        _g_put(A, q, key, 0.0)
+        return False
+    if pol == ADM_TINYLFU:
+        if A[(t) * NF + POL] == POL_S3:
+            if A[(t) * NF + QL0] + A[(t) * NF + QL1] < A[(t) * NF + CAP]:
+                return True
+            ql1 = A[(t) * NF + QL1]
+            v = A[(t) * NF + QH1] if ql1 > 0 and (ql1 >= A[(t) * NF + SCAP] or A[(t) * NF + QL0] == 0) \
+                else A[(t) * NF + QH0]
+        else:
+            if A[(t) * NF + QL0] < A[(t) * NF + CAP]:
+                return True
+            v = A[(t) * NF + QH0]
+        victim = A[A[GB + B_NKEY] + A[(t) * NF + NB] + v]
+        return _sk_estimate(A, t, key) > _sk_estimate(A, t, victim)
+    if pol == ADM_PREFIX:
+        if depth < 0:
+            return _g_find(A, A[(t) * NF + ADMG1], key) < 0
+        return depth < A[(t) * NF + ALIMIT]
+    if pol == ADM_THRESHOLD:
+        if depth >= 0 and A[GB + G_BLOCKS] < A[(t) * NF + AMINB]:
+            return False
+        if not A[(t) * NF + AWIN]:
+            return True
+        D = A.view(np.float64)
+        window = D[A[GB + B_ADMF] + 2 * t]
+        if depth >= 0 and A[(t) * NF + GAPSET] and A[(t) * NF + GAPK] == key:
+            return D[A[GB + B_ADMF] + 2 * t + 1] <= window
+        q = A[(t) * NF + ADMG0]
+        n = _g_find(A, q, key)
+        return n >= 0 and now - D[A[GB + B_GVAL] + A[A[GB + B_GH] + q * GHF + GH_NB] + n] <= window
     return True
 
 
@@ -638,7 +880,7 @@ def _admit(A, t, key, kind, now):
 # unrolled by depth: _insert_d / _evict_d for d = 0..3 (a chain goes down one tier per step, four tiers at most),
 # each a few lines around the shared, non-recursive steps below.
 @njit(cache=True, _nrt=False)
-def _ins_begin(A, t, key, kind, now):
+def _ins_begin(A, t, key, kind, now, depth):
     """First half of an insert: refresh a resident key, or admit it and make room. Returns (node, victim
     node or -1); node -1 when the insert is over (refreshed, refused, or out of nodes)."""
     nb = A[(t) * NF + NB]
@@ -650,7 +892,8 @@ def _ins_begin(A, t, key, kind, now):
         if v >= 0:
             _release(A, t, v)               # the reference ignores this eviction (it cannot happen in order)
         return -1, -1
-    if not _admit(A, t, key, kind, now):
+    if A[(t) * NF + ADM] != ADM_ALL and not _admit(A, t, key, now, depth):
+        A[(t) * NF + C_REJECT] += 1
         _release(A, t, n)
         return -1, -1
     v = _p_insert(A, t, n, now)
@@ -742,7 +985,7 @@ def _evict3(A, t, key, freed, now, node):
 
 @njit(cache=True, _nrt=False)
 def _insert3(A, t, key, version, kind, now):
-    n, v = _ins_begin(A, t, key, kind, now)
+    n, v = _ins_begin(A, t, key, kind, now, -1)
     if n < 0:
         return
     if v >= 0:
@@ -765,7 +1008,7 @@ def _evict2(A, t, key, freed, now, node):
 
 @njit(cache=True, _nrt=False)
 def _insert2(A, t, key, version, kind, now):
-    n, v = _ins_begin(A, t, key, kind, now)
+    n, v = _ins_begin(A, t, key, kind, now, -1)
     if n < 0:
         return
     if v >= 0:
@@ -788,7 +1031,7 @@ def _evict1(A, t, key, freed, now, node):
 
 @njit(cache=True, _nrt=False)
 def _insert1(A, t, key, version, kind, now):
-    n, v = _ins_begin(A, t, key, kind, now)
+    n, v = _ins_begin(A, t, key, kind, now, -1)
     if n < 0:
         return
     if v >= 0:
@@ -811,9 +1054,10 @@ def _evict(A, t, key, freed, now, node):
 
 
 @njit(cache=True, _nrt=False)
-def _insert(A, t, key, version, kind, now):
-    """Put ``key`` (content ``version``) in tier t, evicting (and demoting) what it displaces."""
-    n, v = _ins_begin(A, t, key, kind, now)
+def _insert(A, t, key, version, kind, now, depth):
+    """Put ``key`` (content ``version``, ``depth`` in the request's prefix) in tier t, evicting (and demoting)
+    what it displaces."""
+    n, v = _ins_begin(A, t, key, kind, now, depth)
     if n < 0:
         return
     if v >= 0:
@@ -881,11 +1125,20 @@ def run_requests(A, times, offsets, keys, first_request, reqs, xbuf, found, vers
                 _evict(A, t, xbuf[j], False, now, -1)
         a, b = offsets[r], offsets[r + 1]
         n = b - a
+        A[GB + G_BLOCKS] = n
+        adm = False
+        for t in range(nt):
+            if A[(t) * NF + ADM] != ADM_ALL:
+                adm = True
+                if A[(t) * NF + ADM] == ADM_PREFIX and A[(t) * NF + ABEYOND] >= 0:
+                    _adm_begin(A, t, keys, a, n)
         produced = 0
         for i in range(n - 1, -1, -1):
             key = keys[a + i]
             found[i] = -1
             for t in range(nt):
+                if adm and A[(t) * NF + ADM] != ADM_ALL:
+                    _adm_observe(A, t, key, now, i)
                 if _p_lookup(A, t, key, now):
                     found[i] = t
                     break
@@ -894,7 +1147,7 @@ def run_requests(A, times, offsets, keys, first_request, reqs, xbuf, found, vers
                 A[GB + G_SEQ] += 1
                 produced += 1
                 for j in range(A[GB + G_NCREATE]):
-                    _insert(A, A[GB + G_CREATE0 + j], key, version, CREATE_WRITE, now)
+                    _insert(A, A[GB + G_CREATE0 + j], key, version, CREATE_WRITE, now, i)
             if A[GB + G_ERR]:
                 return r
         h = 0
@@ -965,14 +1218,14 @@ def run_requests(A, times, offsets, keys, first_request, reqs, xbuf, found, vers
                 for tj in range(1, nt):
                     if _resident(A, tj, key):
                         _remove(A, tj, key)
-                _insert(A, 0, key, version, PROMOTE_WRITE, now)
+                _insert(A, 0, key, version, PROMOTE_WRITE, now, i)
             elif A[GB + G_PROMOTE]:
                 for tj in range(ti - 1, -1, -1):
                     if not _resident(A, tj, key):
-                        _insert(A, tj, key, version, PROMOTE_WRITE, now)
+                        _insert(A, tj, key, version, PROMOTE_WRITE, now, i)
             elif A[GB + G_TOPL1]:
                 if not _resident(A, 0, key):
-                    _insert(A, 0, key, version, PROMOTE_WRITE, now)
+                    _insert(A, 0, key, version, PROMOTE_WRITE, now, i)
             if A[GB + G_ERR]:
                 return r
         A[GB + G_PRODUCED] += produced
@@ -1048,3 +1301,9 @@ def fill_requests(rows, times, out):
         r.hit_l3 = rows[i, 5]
         r.hit_l4 = rows[i, 6]
         r.produced = rows[i, 7]
+
+
+@njit(cache=True, _nrt=False)
+def sketch_estimate(A, t, key):
+    """TinyLFU's estimate of ``key`` (int64 bit pattern) in tier t's compiled sketch (for inspection)."""
+    return _sk_estimate(A, t, key)
