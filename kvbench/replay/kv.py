@@ -385,6 +385,7 @@ class _Windows:
         self.cfg, self.hier = cfg, hier
         self.block_limit = max(64, cfg.window_ios // max(1, ios_per_block))
         self.sim_s = 0.0
+        self.sim_cpu_s = 0.0            # the simulating thread's CPU time (a loaded machine's waits left out)
         self.sim_blocks = 0
         self.full_blocks = None         # sampled runs: each yielded request's block count before sampling
 
@@ -408,10 +409,11 @@ class _Windows:
                 # grow the window until ~block_limit block touches
                 stop = int(np.searchsorted(offs, offs[r] + self.block_limit, side="right")) - 1
                 stop = min(max(stop, r + 1), n)
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.thread_time()
                 reqs, ev = self.hier.run(ts[r:stop], offs[r:stop + 1] - offs[r], keys[offs[r]:offs[stop]],
                                          first_request=done + r)
                 self.sim_s += time.perf_counter() - t0
+                self.sim_cpu_s += time.thread_time() - c0
                 self.sim_blocks += int(offs[stop] - offs[r])
                 if cfg.sample_keys is not None:
                     self.full_blocks = b.extras[FULL_BLOCKS][r:stop]
@@ -1023,7 +1025,9 @@ def _summary(cfg, hier, acc, totals, lvl_hits, levels, block_bytes, slot_bytes, 
         "planned_bytes": {f"{TIER_NAMES[lvl]}_{('read', 'write', 'trim')[op]}": v
                           for (lvl, op), v in planned_bytes.items() if lvl and v},
         "simulation": {"blocks": windows.sim_blocks, "seconds": windows.sim_s,
-                       "blocks_per_s": windows.sim_blocks / windows.sim_s if windows.sim_s else None},
+                       "blocks_per_s": windows.sim_blocks / windows.sim_s if windows.sim_s else None,
+                       "cpu_seconds": windows.sim_cpu_s,
+                       "blocks_per_cpu_s": windows.sim_blocks / windows.sim_cpu_s if windows.sim_cpu_s else None},
         "host_bytes": host,
     }
     if not cfg.closed_loop and not cfg.dry_run:
