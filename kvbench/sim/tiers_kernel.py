@@ -930,7 +930,8 @@ def _ins_finish(A, t, n, key, version, kind, slot):
     A[A[GB + B_NVER] + nb + n] = version
     A[(t) * NF + NMETA] += 1
     if A[(t) * NF + STORE] != STORE_NONE:
-        _emit_trims(A, t)
+        if A[(t) * NF + TRN]:
+            _emit_trims(A, t)
         _emit(A, t, EV_WRITE, kind, slot, 1, key, version)
     if kind == CREATE_WRITE:
         A[(t) * NF + C_CREATE] += 1
@@ -972,7 +973,8 @@ def _ev_begin(A, t, key, n):
 def _ev_end(A, t, n, slot, freed):
     if A[(t) * NF + STORE] != STORE_NONE and not freed:
         _free(A, t, slot)
-        _emit_trims(A, t)
+        if A[(t) * NF + TRN]:
+            _emit_trims(A, t)
     _release(A, t, n)
 
 
@@ -1079,7 +1081,8 @@ def _remove(A, t, key):
     A[(t) * NF + NMETA] -= 1
     if A[(t) * NF + STORE] != STORE_NONE:
         _free(A, t, A[A[GB + B_NSLOT] + nb + n])
-        _emit_trims(A, t)
+        if A[(t) * NF + TRN]:
+            _emit_trims(A, t)
     _release(A, t, n)
 
 
