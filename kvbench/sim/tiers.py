@@ -210,6 +210,9 @@ class _Inspect:
     def counters(self) -> dict:
         return {t.spec.name: t.c for t in self.tiers}
 
+    def _present(self, names) -> list:
+        return [i for i, t in enumerate(self.tiers) if t.spec.name in names]
+
 
 class ReferenceHierarchy(_Inspect):
     """The tier simulation in plain Python: the readable definition of its semantics.
@@ -262,8 +265,19 @@ class ReferenceHierarchy(_Inspect):
 
     @property
     def admission_active(self) -> bool:
-        """True when some tier has a non-trivial admission policy (a compiled path must call the hooks)."""
+        """True when some tier has a non-trivial admission policy."""
         return any(a is not None for a in self._adm)
+
+    def cached_prefix(self, keys, now: float, names=TIER_NAMES) -> int:
+        """Leading blocks of ``keys`` that some tier in ``names`` holds (and has not let expire at ``now``),
+        by the policies' side-effect-free ``contains``: recency untouched (what a cache-aware router knows)."""
+        pols = [self.tiers[i].policy for i in self._present(names)]
+        n = 0
+        for k in keys:
+            if not any(p.contains(k, now) for p in pols):
+                break
+            n += 1
+        return n
 
     # --- tier operations -------------------------------------------------------------------------------
     def _insert(self, ti: int, key, version: int, kind: int, depth: int = -1) -> None:
@@ -838,6 +852,11 @@ class Hierarchy(_Inspect):
         events = np.empty(int(G[K.G_NEV]), EVENT_DTYPE)
         K.fill_events(self._A, events)
         return reqs, events
+
+    def cached_prefix(self, keys, now: float, names=TIER_NAMES) -> int:
+        """As :meth:`ReferenceHierarchy.cached_prefix`, compiled."""
+        k = np.asarray(keys, dtype=np.uint64).view(np.int64)
+        return int(self._K.cached_prefix(self._A, np.array(self._present(names), np.int64), k, float(now)))
 
     def request(self, now: float, keys: list) -> tuple[int, list, int]:
         """Simulate one request; returns (hit blocks, hits per tier level [4], blocks produced)."""

@@ -627,13 +627,10 @@ def _emit_trims(A, t):
 
 
 # ---- events -----------------------------------------------------------------------------------------------
-@njit(cache=True, _nrt=False)
-def _emit(A, t, op, kind, slot, nslots, key, version):
-    i = A[GB + G_NEV]
-    if i >= A[GB + G_EVCAP]:             # the room reserved per request was not enough: nothing is written
-        A[GB + G_ERR] = ERR_EVENTS
-        return
-    e = A[GB + B_EV] + 8 * i
+@njit(cache=True, _nrt=False, inline="always")
+def _ev_row(A, row, t, op, kind, slot, nslots, key, version):
+    """Write event row ``row`` (the request being simulated, on tier t)."""
+    e = A[GB + B_EV] + 8 * row
     A[e] = A[GB + G_REQ]
     A[e + 1] = A[(t) * NF + LEVEL]
     A[e + 2] = op
@@ -642,6 +639,15 @@ def _emit(A, t, op, kind, slot, nslots, key, version):
     A[e + 5] = nslots
     A[e + 6] = key
     A[e + 7] = version
+
+
+@njit(cache=True, _nrt=False)
+def _emit(A, t, op, kind, slot, nslots, key, version):
+    i = A[GB + G_NEV]
+    if i >= A[GB + G_EVCAP]:             # the room reserved per request was not enough: nothing is written
+        A[GB + G_ERR] = ERR_EVENTS
+        return
+    _ev_row(A, i, t, op, kind, slot, nslots, key, version)
     A[GB + G_NEV] = i + 1
     if A[GB + G_PHASE] and op == EV_WRITE:        # a slot written while the request's blocks were looked up
         A[A[GB + B_SWR] + A[(t) * NF + SLOTB] + slot] = A[GB + G_MARK]
@@ -1196,16 +1202,7 @@ def run_requests(A, times, offsets, keys, first_request, reqs, xbuf, found, vers
                 nd = _find(A, t, keys[a + i])
                 slot = A[A[GB + B_NSLOT] + nb + nd]
                 late = loop_end > start and A[A[GB + B_SWR] + A[(t) * NF + SLOTB] + slot] == req_mark
-                row = pt if late else pl
-                e = A[GB + B_EV] + 8 * row
-                A[e] = A[GB + G_REQ]
-                A[e + 1] = A[(t) * NF + LEVEL]
-                A[e + 2] = EV_READ
-                A[e + 3] = HIT_READ
-                A[e + 4] = slot
-                A[e + 5] = 1
-                A[e + 6] = keys[a + i]
-                A[e + 7] = versions[i]
+                _ev_row(A, pt if late else pl, t, EV_READ, HIT_READ, slot, 1, keys[a + i], versions[i])
                 if late:
                     pt += 1
                 else:
@@ -1310,3 +1307,33 @@ def fill_requests(rows, times, out):
 def sketch_estimate(A, t, key):
     """TinyLFU's estimate of ``key`` (int64 bit pattern) in tier t's compiled sketch (for inspection)."""
     return _sk_estimate(A, t, key)
+
+
+@njit(cache=True, _nrt=False)
+def _contains(A, t, key, now):
+    """The policy's ``contains``: held (not a ghost) and within its retention; no recency change."""
+    n = _find(A, t, key)
+    if n < 0:
+        return False
+    nb = A[(t) * NF + NB]
+    w = A[A[GB + B_NWHERE] + nb + n]
+    if w != W_MAIN and w != W_SMALL:
+        return False
+    if not A[(t) * NF + HASTTL]:
+        return True
+    D = A.view(np.float64)
+    return now - D[A[GB + B_NLAST] + nb + n] <= D[A[GB + B_TTL] + t]
+
+
+@njit(cache=True, _nrt=False)
+def cached_prefix(A, tiers, keys, now):
+    """Leading keys (int64 bit patterns) some tier in ``tiers`` holds (by the policies' contains)."""
+    for i in range(keys.shape[0]):
+        held = False
+        for t in tiers:
+            if _contains(A, t, keys[i], now):
+                held = True
+                break
+        if not held:
+            return i
+    return keys.shape[0]
