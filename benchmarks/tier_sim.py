@@ -97,10 +97,10 @@ def main() -> None:
     Hierarchy(next(iter(SPECS.values()))).run(t.timestamp_s[:50], t.offsets[:51], t.keys[:t.offsets[50]])  # JIT
     nb = t.n_blocks
     print(f"{a.trace}: {t.n_requests:,} requests, {nb:,} block references; target {TARGET / 1e6:.0f}M blocks/s")
-    print("in-process (CPU time; compiled: min of %d, windows of %d blocks):" % (a.repeat, WINDOW))
+    print(f"in-process (CPU time; compiled: min of {a.repeat}, windows of {WINDOW} blocks):")
     for name, spec in SPECS.items():
-        (rq, ev), pc = cpu(lambda: ReferenceHierarchy(spec).run(t.timestamp_s, t.offsets, t.keys), 1)
-        (jq, jv), jc = cpu(lambda: windowed(spec, t, most), a.repeat)
+        (rq, ev), pc = cpu(lambda s=spec: ReferenceHierarchy(s).run(t.timestamp_s, t.offsets, t.keys), 1)
+        (jq, jv), jc = cpu(lambda s=spec: windowed(s, t, most), a.repeat)
         same = np.array_equal(rq, jq) and np.array_equal(ev, jv)
         print(f"  {name}: identical={same}, hit ratio {rq['hit_blocks'].sum() / nb:.4f}; python "
               f"{nb / pc / 1e6:.3f}M/s, compiled {nb / jc / 1e6:.2f}M/s (x{pc / jc:.0f} python, "
