@@ -65,6 +65,38 @@ def test_dry_run_single_tier_lru_equals_simulation_and_curve(cli, tmp_path):
     assert len(rows) == tr.n_requests + 1 and rows[0].startswith("request,arrival_s,blocks,hit_blocks,hit_l1")
 
 
+@pytest.mark.parametrize("admission", ["all", "tinylfu", "prefix-depth:beyond_shared=1"])
+def test_dry_run_four_tiers_equals_the_reference_and_reports_its_rate(cli, tmp_path, admission):
+    """L1-L4 with an L3/L4 admission policy, windows as the replay cuts them: per-tier hits, writes and refusals
+    equal the Python reference's on the whole trace at once; ``simulation`` reports the rate."""
+    from kvbench.sim.tiers import HierarchySpec, ReferenceHierarchy, TierSpec
+    from kvbench.stream.traces import read_trace
+
+    tr = read_trace("mooncake-sample")
+    l4 = tmp_path / "l4"
+    l4.mkdir()
+    caps = {"l1": 40 * BLOCK, "l2": 120 * BLOCK, "l3": 300 * BLOCK, "l4": 600 * BLOCK}
+    s = _json(cli("replay", "kv", "mooncake-sample", "--model", "tiny-gqa", "--l1", str(caps["l1"]),
+                  "--l2", str(caps["l2"]), "--l3", tmp_path / "l3.store", "--l3-capacity", str(caps["l3"]),
+                  "--l4", l4, "--l4-capacity", str(caps["l4"]), "--admission", admission, "--chunk", "4KiB",
+                  "--dry-run", "--json", "--results", tmp_path))
+    spec = HierarchySpec(tuple(TierSpec(n, c, admission=admission if n in ("l3", "l4") else "all")
+                               for n, c in caps.items()), BLOCK)
+    ref = ReferenceHierarchy(spec)
+    req, _ = ref.run(tr.timestamp_s, tr.offsets, tr.keys)
+    assert s["hit_blocks"] == int(req["hit_blocks"].sum())
+    for name, c in ref.counters().items():
+        blocks = s["tiers"][name]["blocks"]
+        assert s["tiers"][name]["hit_blocks"] == c.hit_blocks
+        assert blocks["admission_rejects"] == c.admission_rejects
+        if name != "l1":
+            assert blocks["create_writes"] == c.create_writes and blocks["promote_writes"] == c.promote_writes
+    assert (sum(c.admission_rejects for c in ref.counters().values()) > 0) == (admission != "all")
+    sim = s["simulation"]
+    assert sim["blocks"] == tr.n_blocks and sim["blocks_per_s"] > 0 and sim["blocks_per_cpu_s"] > 0
+    assert sim["blocks_per_s"] == pytest.approx(sim["blocks"] / sim["seconds"])
+
+
 def test_dry_run_ttl_matches_retention_curve(cli, tmp_path):
     from kvbench.stream.traces import read_trace
 

@@ -110,9 +110,74 @@ def test_mixed_policies_batches_and_growing_requests(seed):
         _same(spec, times, offsets, keys, batches=(7, 40, 41, 200))
 
 
-def test_admission_runs_the_reference():
+# every admission policy, with parameters small enough for the random traces' tiny tiers to exercise the ghost
+# lists' bound, the sketch's ageing and both thresholds
+ADMISSIONS = {
+    "second-access": ("second-access", "second-access:ghost=0.5", "second-access:ghost=3"),
+    "tinylfu": ("tinylfu", "tinylfu:width=0.5:sample=2", "tinylfu:width=4:sample=0.5"),
+    "prefix-depth": ("prefix-depth:depth=3", "prefix-depth:beyond_shared=1:ghost=0.5",
+                     "prefix-depth:depth=5:beyond_shared=0"),
+    "threshold": ("threshold:min_blocks=3", "threshold:window=1.5:ghost=0.5", "threshold:min_blocks=2:window=4"),
+}
+
+
+def _admission_spec(seed, admission, policy, wp_incl):
+    """A random spec (as _spec) whose L3 and/or L4 tiers have ``admission``."""
+    rng = np.random.default_rng(seed)
+    spec = _spec(seed, policy, 3.0 if rng.random() < 0.4 else None, wp_incl, bool(rng.random() < 0.7),
+                 ("slot", "log")[int(rng.integers(2))])
+    tiers = [t for t in spec.tiers if t.name in ("l1", "l2")]
+    if not tiers or rng.random() < 0.3:
+        tiers = [TierSpec("l2", int(rng.integers(2, 10)) * BB, policy)] if rng.random() < 0.5 else tiers
+    deep = [n for n in ("l3", "l4") if rng.random() < 0.7] or ["l3"]
+    seg = spec.segment_bytes
+    for j, n in enumerate(deep):
+        layout = ("slot", "log")[int(rng.integers(2))]
+        cap = int(rng.integers(3, 30)) * BB
+        if layout == "log":
+            cap = max(cap, 2 * seg + BB)
+        tiers.append(TierSpec(n, cap, policy, ttl_s=3.0 if rng.random() < 0.3 else None, layout=layout,
+                              trim=bool(rng.random() < 0.5),
+                              admission=admission if j == 0 or rng.random() < 0.7 else "all"))
+    return HierarchySpec(tuple(tiers), BB, write_policy=spec.write_policy, inclusion=spec.inclusion,
+                         promote=spec.promote, segment_bytes=seg, spare_slots=spec.spare_slots)
+
+
+@pytest.mark.parametrize("admission,policy,wp_incl",
+                         list(itertools.product(ADMISSIONS, ("lru", "fifo", "s3fifo"), WP_INCL)))
+def test_compiled_admission_equals_reference(admission, policy, wp_incl):
+    hits = 0
+    for seed, variant in enumerate(ADMISSIONS[admission]):
+        salt = sum(map(ord, f"{admission}{policy}{wp_incl}"))
+        spec = _admission_spec(seed * 104729 + salt, variant, policy, wp_incl)
+        jit = Hierarchy(spec)
+        assert not isinstance(jit, ReferenceHierarchy) and jit.admission_active
+        req, _ = _same(spec, *_random_trace(seed + salt, n_req=220, long_tail=True), batches=(50, 51, 130))
+        hits += int(req["hit_blocks"].sum())
+    assert hits > 0
+
+
+@pytest.mark.parametrize("admission", list(ADMISSIONS))
+def test_admission_rejects_are_counted_alike(admission):
+    """The policies do refuse blocks on these traces (so the equivalence above covers refusals), and the compiled
+    counters say how many exactly as the reference's."""
+    total = 0
+    for seed, variant in enumerate(ADMISSIONS[admission]):
+        spec = HierarchySpec((TierSpec("l2", 3 * BB), TierSpec("l3", 6 * BB, admission=variant)), BB)
+        times, offsets, keys = _random_trace(seed, n_req=200)
+        ref, jit = ReferenceHierarchy(spec), Hierarchy(spec)
+        ref.run(times, offsets, keys)
+        jit.run(times, offsets, keys)
+        assert ref.tier("l3").c == jit.tier("l3").c
+        total += jit.tier("l3").c.admission_rejects
+    assert total > 0
+
+
+def test_admission_runs_compiled():
     spec = HierarchySpec((TierSpec("l2", 4 * BB), TierSpec("l3", 16 * BB, admission="second-access")), BB)
-    assert isinstance(Hierarchy(spec), ReferenceHierarchy) and Hierarchy(spec).admission_active
+    h = Hierarchy(spec)
+    assert not isinstance(h, ReferenceHierarchy) and h.admission_active
+    assert h.tier("l3").admission.describe() == "second-access:ghost=1"
     plain = HierarchySpec((TierSpec("l2", 4 * BB), TierSpec("l3", 16 * BB)), BB)
     assert not isinstance(Hierarchy(plain), ReferenceHierarchy) and not Hierarchy(plain).admission_active
 

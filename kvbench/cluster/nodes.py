@@ -1,12 +1,14 @@
 """Serving nodes of a simulated cluster: each a :class:`kvbench.sim.tiers.Hierarchy` and a prefill queue.
 
 The tier hierarchy is the one ``replay kv`` simulates, built from the same spec, so one node is exactly a
-``replay kv --dry-run``. Two cluster needs reach into a hierarchy's tier records (``Hierarchy.tier(name)``:
-its ``policy``, ``store`` and residency map ``meta``), and only here:
+``replay kv --dry-run``:
 
 * :func:`share_tier`: every node's L4 is *the same* tier (one policy, store and residency map), so a block one
   node wrote into the pool is a hit for every node, its capacity is the pool's, and evictions are global. The
-  per-node counters stay per node (who read and wrote what).
+  per-node counters stay per node (who read and wrote what). Sharing reaches into the tier records
+  (``Hierarchy.tier(name)``: ``policy``, ``store``, ``meta``), which only the Python
+  :class:`~kvbench.sim.tiers.ReferenceHierarchy` keeps as objects: nodes with an L4 pool run it; nodes without
+  one run the compiled :class:`~kvbench.sim.tiers.Hierarchy` (identical results: tests/test_cluster_compiled.py).
 * :meth:`Node.cached_prefix`: the leading blocks of a request a node holds in its own tiers (L1-L3), asked of
   each tier's policy with ``contains`` (no recency change): what a cache-aware router's index knows.
 
@@ -16,9 +18,10 @@ that frees first, loads its hits, then prefills its uncached suffix.
 
 from __future__ import annotations
 
-from kvbench.sim.tiers import HierarchySpec, ReferenceHierarchy
+from kvbench.sim.tiers import Hierarchy, HierarchySpec, ReferenceHierarchy
 
 LOCAL_TIERS = ("l1", "l2", "l3")
+SHARED_TIERS = ("l4",)                  # one pool for every node (share_tier)
 
 
 class Lanes:
@@ -45,13 +48,11 @@ class Node:
 
     def __init__(self, index: int, spec: HierarchySpec, lanes: int, link):
         self.index = index
-        # the Python hierarchy: routing peeks at its policies (contains) and tiers share policy/store/meta
-        # objects (share_tier), which the compiled Hierarchy keeps in arrays
-        self.hier = ReferenceHierarchy(spec)
+        # a shared tier is shared as Python objects (share_tier); the compiled Hierarchy keeps its tiers in arrays
+        shared = any(t.name in SHARED_TIERS for t in spec.tiers)
+        self.hier = ReferenceHierarchy(spec) if shared else Hierarchy(spec)
         self.lanes = Lanes(lanes)
         self.link = link
-        names = [t.spec.name for t in self.hier.tiers]
-        self._local = [self.hier.tier(n).policy for n in LOCAL_TIERS if n in names]
 
     def load(self, now: float) -> float:
         return self.lanes.load(now)
@@ -59,13 +60,7 @@ class Node:
     def cached_prefix(self, keys, now: float) -> int:
         """Leading blocks of ``keys`` held (and not past their retention) in this node's own tiers (L1-L3), by
         the policies' side-effect-free ``contains``: recency untouched."""
-        local = self._local
-        n = 0
-        for k in keys:
-            if not any(p.contains(k, now) for p in local):
-                break
-            n += 1
-        return n
+        return self.hier.cached_prefix(keys, now, LOCAL_TIERS)
 
     def held(self) -> set:
         """Block keys this node holds in L1-L3 (for duplication across nodes)."""

@@ -362,17 +362,20 @@ def _open_targets(cfg: ReplayConfig, hier: Hierarchy) -> _Targets:
 
 
 def _load_trace_meta(cfg: ReplayConfig):
-    """Validate the whole trace (line/field errors before any I/O); return (block_tokens, requests, blocks)."""
+    """Validate the whole trace (line/field errors before any I/O); return (block_tokens, requests, blocks,
+    blocks of the longest request)."""
     from kvbench.stream.traces import iter_trace
 
-    bt, nreq, nblk = None, 0, 0
+    bt, nreq, nblk, most = None, 0, 0, 0
     for b in iter_trace(cfg.trace, cfg.fmt):
         bt = b.block_tokens
         nreq += b.n_requests
         nblk += int(b.offsets[-1] - b.offsets[0])
+        if b.n_requests:
+            most = max(most, int(np.diff(b.offsets).max()))
     if bt is None or nreq == 0:
         raise UsageError(f"trace {cfg.trace} has no requests", "give a non-empty trace")
-    return bt, nreq, nblk
+    return bt, nreq, nblk, most
 
 
 class _Windows:
@@ -382,6 +385,7 @@ class _Windows:
         self.cfg, self.hier = cfg, hier
         self.block_limit = max(64, cfg.window_ios // max(1, ios_per_block))
         self.sim_s = 0.0
+        self.sim_cpu_s = 0.0            # the simulating thread's CPU time (a loaded machine's waits left out)
         self.sim_blocks = 0
         self.full_blocks = None         # sampled runs: each yielded request's block count before sampling
 
@@ -405,10 +409,11 @@ class _Windows:
                 # grow the window until ~block_limit block touches
                 stop = int(np.searchsorted(offs, offs[r] + self.block_limit, side="right")) - 1
                 stop = min(max(stop, r + 1), n)
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.thread_time()
                 reqs, ev = self.hier.run(ts[r:stop], offs[r:stop + 1] - offs[r], keys[offs[r]:offs[stop]],
                                          first_request=done + r)
                 self.sim_s += time.perf_counter() - t0
+                self.sim_cpu_s += time.thread_time() - c0
                 self.sim_blocks += int(offs[stop] - offs[r])
                 if cfg.sample_keys is not None:
                     self.full_blocks = b.extras[FULL_BLOCKS][r:stop]
@@ -546,12 +551,12 @@ def replay_kv(cfg: ReplayConfig, *, progress=None) -> dict:
     cfg = keyed_stream(cfg)
     cfg.validate()
     model = load_model(cfg.model, tp=cfg.tp)
-    block_tokens, n_requests, n_blocks = _load_trace_meta(cfg)
+    block_tokens, n_requests, n_blocks, most = _load_trace_meta(cfg)
     block_bytes = model.block_bytes(block_tokens)
     spec = hierarchy_spec(cfg, block_bytes, f"{model.name}, {block_tokens} tokens")
     if cfg.sample_keys is not None:
         _check_sampled_capacities(cfg, spec)
-    hier = Hierarchy(spec)                      # validates capacities / policy / combos
+    hier = Hierarchy(spec, max_request_blocks=most)     # validates capacities / policy / combos
     slot_bytes = spec.slot_bytes
     ios_per_block = -(-slot_bytes // cfg.chunk_bytes)
     levels = [t.level for t in hier.tiers]
@@ -1079,7 +1084,9 @@ def _summary(cfg, hier, acc, totals, lvl_hits, levels, block_bytes, slot_bytes, 
         "planned_bytes": {f"{TIER_NAMES[lvl]}_{('read', 'write', 'trim')[op]}": v
                           for (lvl, op), v in planned_bytes.items() if lvl and v},
         "simulation": {"blocks": windows.sim_blocks, "seconds": windows.sim_s,
-                       "blocks_per_s": windows.sim_blocks / windows.sim_s if windows.sim_s else None},
+                       "blocks_per_s": windows.sim_blocks / windows.sim_s if windows.sim_s else None,
+                       "cpu_seconds": windows.sim_cpu_s,
+                       "blocks_per_cpu_s": windows.sim_blocks / windows.sim_cpu_s if windows.sim_cpu_s else None},
         "host_bytes": host,
     }
     if not cfg.closed_loop and not cfg.dry_run:

@@ -26,12 +26,11 @@ request's keys first when it asks (``begin_request``), then every lookup that re
 :meth:`Hierarchy._insert` before anything is evicted, whether a block about to be written (created, promoted
 or demoted) is written at all; a rejected block is counted (``admission_rejects``) and left out of the tier.
 ``admit-all`` installs no hook (``_Tier.admission`` is None), so results are those of write-through exactly.
-A compiled fast path can run only while :attr:`Hierarchy.admission_active` is False, or call the same hook.
 
-:class:`Hierarchy` runs the per-block loop compiled (numba); :class:`ReferenceHierarchy` is the same
-simulation in Python, the reference it is tested against. With a non-trivial admission policy on some tier,
-``Hierarchy(spec)`` is the reference (the compiled loop has the hook, :func:`tiers_kernel._admit`, but not
-the policies yet).
+:class:`Hierarchy` runs the per-block loop compiled (numba), admission policies included (their ghost lists and
+sketches are compiled state, their parameters read from the reference objects: ``_ADMISSION_KERNEL``);
+:class:`ReferenceHierarchy` is the same simulation in Python, the reference it is tested against. A policy
+registered without a compiled form would make ``Hierarchy(spec)`` the reference (same results, Python speed).
 
 The output is a stream of block events (``EVENT_DTYPE``): one row per block read/write/trim on L2..L4, in an
 order that is safe to issue (each request: its hit reads first, then writes, demotions, trims in simulation
@@ -211,6 +210,9 @@ class _Inspect:
     def counters(self) -> dict:
         return {t.spec.name: t.c for t in self.tiers}
 
+    def _present(self, names) -> list:
+        return [i for i, t in enumerate(self.tiers) if t.spec.name in names]
+
 
 class ReferenceHierarchy(_Inspect):
     """The tier simulation in plain Python: the readable definition of its semantics.
@@ -263,8 +265,19 @@ class ReferenceHierarchy(_Inspect):
 
     @property
     def admission_active(self) -> bool:
-        """True when some tier has a non-trivial admission policy (a compiled path must call the hooks)."""
+        """True when some tier has a non-trivial admission policy."""
         return any(a is not None for a in self._adm)
+
+    def cached_prefix(self, keys, now: float, names=TIER_NAMES) -> int:
+        """Leading blocks of ``keys`` that some tier in ``names`` holds (and has not let expire at ``now``),
+        by the policies' side-effect-free ``contains``: recency untouched (what a cache-aware router knows)."""
+        pols = [self.tiers[i].policy for i in self._present(names)]
+        n = 0
+        for k in keys:
+            if not any(p.contains(k, now) for p in pols):
+                break
+            n += 1
+        return n
 
     # --- tier operations -------------------------------------------------------------------------------
     def _insert(self, ti: int, key, version: int, kind: int, depth: int = -1) -> None:
@@ -428,6 +441,32 @@ _POLICY_CODES = {"lru": 0, "fifo": 1, "s3fifo": 2}
 _STORE_CODES = {None: 0, "slot": 1, "log": 2}
 
 
+def _second_access(adm) -> dict:
+    return dict(code=1, ghosts=(adm.ghost.size,))
+
+
+def _tinylfu(adm) -> dict:
+    return dict(code=2, sketch=(adm.width, adm._shift, adm.sample_size))
+
+
+def _prefix_depth(adm) -> dict:
+    seen = adm._seen.size if adm._seen is not None else 0
+    return dict(code=3, ghosts=(seen, adm._deep.size), depth=adm.depth, beyond=adm.beyond_shared,
+                limit=adm._limit)
+
+
+def _threshold(adm) -> dict:
+    return dict(code=4, ghosts=(adm._seen.size if adm._seen is not None else 0,), min_blocks=adm.min_blocks,
+                window=adm.window)
+
+
+# admission policies the compiled kernel runs (kvbench.sim.tiers_kernel: _admit, _adm_observe, _adm_begin):
+# name -> the kernel's parameters, read from the reference policy object (one source for sizes and defaults).
+# A policy without an entry runs in ReferenceHierarchy.
+_ADMISSION_KERNEL = {"second-access": _second_access, "tinylfu": _tinylfu, "prefix-depth": _prefix_depth,
+                     "threshold": _threshold}
+
+
 class _StoreView:
     """Layout figures of a tier's block store (as SlotStore/LogStore report them) and its live counters."""
 
@@ -451,6 +490,37 @@ class _StoreView:
     dropped_blocks = property(lambda self: self._i("DROPPED"))
 
 
+class _AdmissionView:
+    """A compiled tier's admission policy: its description and parameters from the reference object, its
+    state (TinyLFU's sketch) read from the compiled state."""
+
+    def __init__(self, hier: "Hierarchy", t: int, policy):
+        self._h, self._t, self._p = hier, t, policy
+        self.name, self.params = policy.name, policy.params
+
+    def describe(self) -> str:
+        return self._p.describe()
+
+    def _tinylfu(self) -> None:
+        if self.name != "tinylfu":
+            raise AttributeError(f"{self.name} admission has no frequency sketch")
+
+    def estimate(self, key) -> int:
+        self._tinylfu()
+        k = int(np.array(key, dtype=np.uint64).view(np.int64))
+        return int(self._h._K.sketch_estimate(self._h._A, self._t, k))
+
+    @property
+    def resets(self) -> int:
+        self._tinylfu()
+        return int(self._h._I[self._t, self._h._K.SKRES])
+
+    @property
+    def increments(self) -> int:
+        self._tinylfu()
+        return int(self._h._I[self._t, self._h._K.SKINC])
+
+
 class _TierView:
     """One tier of a compiled Hierarchy, with the attributes of the reference's tiers (level, spec, policy,
     store, c, meta), read from the compiled state."""
@@ -458,7 +528,7 @@ class _TierView:
     def __init__(self, hier: "Hierarchy", t: int, level: int, spec: TierSpec, policy, store):
         self._h, self._t = hier, t
         self.level, self.spec, self.policy, self.store = level, spec, policy, store
-        self.admission = None           # admit-all (a hierarchy with a policy runs ReferenceHierarchy)
+        self.admission = None           # _AdmissionView of the tier's policy; None admits all
 
     @property
     def c(self) -> TierCounters:
@@ -468,7 +538,7 @@ class _TierView:
         f = {"hit_blocks": K.C_HIT_BLOCKS, "hit_reads": K.C_HIT_READS, "create_writes": K.C_CREATE,
              "promote_writes": K.C_PROMOTE, "demote_reads": K.C_DEMOTE_READS, "demote_writes": K.C_DEMOTE_WRITES,
              "trims_slots": K.C_TRIMS, "evictions": K.C_EVICT, "expirations": K.C_EXPIRE,
-             "reclaim_drops": K.C_RECLAIM, "peak_resident": K.C_PEAK}
+             "reclaim_drops": K.C_RECLAIM, "peak_resident": K.C_PEAK, "admission_rejects": K.C_REJECT}
         return TierCounters(**{name: int(row[i]) for name, i in f.items()})
 
     @property
@@ -476,7 +546,7 @@ class _TierView:
         """key -> (slot, version) of the blocks this tier holds (built on each call: for inspection)."""
         from kvbench.sim.tiers_kernel import tier_keys
 
-        keys, slots, vers = tier_keys(self._h._S, self._t, True)
+        keys, slots, vers = tier_keys(self._h._A, self._t, True)
         return dict(zip(keys.view(np.uint64).tolist(), zip(slots.tolist(), vers.tolist())))
 
 
@@ -487,16 +557,21 @@ class Hierarchy(_Inspect):
     ``tiers`` (level, spec, policy, store, c, meta), ``tier``, ``resident``, ``counters``, ``produced``.
     """
 
-    def __new__(cls, spec: HierarchySpec):
-        # admission policies are Python objects the compiled loop cannot call yet: those hierarchies run the
-        # reference (identical results, Python speed)
-        if any(not is_trivial(t.admission) for t in spec.tiers):
+    def __new__(cls, spec: HierarchySpec, max_request_blocks: int | None = None):
+        # an admission policy the kernel has no compiled form of runs in the reference (same results)
+        if any(not is_trivial(t.admission) and parse_admission(t.admission)[0] not in _ADMISSION_KERNEL
+               for t in spec.tiers):
             return ReferenceHierarchy(spec)
         return super().__new__(cls)
 
-    admission_active = False
+    @property
+    def admission_active(self) -> bool:
+        """True when some tier has a non-trivial admission policy."""
+        return any(t.admission is not None for t in self.tiers)
 
-    def __init__(self, spec: HierarchySpec):
+    def __init__(self, spec: HierarchySpec, max_request_blocks: int | None = None):
+        """``max_request_blocks``: the longest request to come, when known (a trace's), so that the state is
+        laid out for it at once rather than grown during the first requests (results are the same either way)."""
         from kvbench.sim import tiers_kernel as K
 
         spec.validate()
@@ -520,12 +595,20 @@ class Hierarchy(_Inspect):
             trim = bool(ts.trim and ts.name not in ("l1", "l2"))
             store = None if layout is None else _StoreView(self, t, layout, cap, spec.slot_bytes, n_slots, segs,
                                                            nseg, trim)
-            self.tiers.append(_TierView(self, t, TIER_NAMES.index(ts.name), ts, pol, store))
-            sizes.append(dict(pol=_POLICY_CODES[pol.name], cap=cap,
+            view = _TierView(self, t, TIER_NAMES.index(ts.name), ts, pol, store)
+            adm = {}
+            if not is_trivial(ts.admission):
+                policy = make_admission(ts.admission, cap)
+                view.admission = _AdmissionView(self, t, policy)
+                adm = _ADMISSION_KERNEL[policy.name](policy)
+            self.tiers.append(view)
+            sizes.append(dict(pol=_POLICY_CODES[pol.name], cap=cap, adm=adm,
                               scap=getattr(pol, "small_capacity", 0), mcap=getattr(pol, "main_capacity", 0),
                               ttl=ts.ttl_s, store=_STORE_CODES[layout], trim=trim,
                               level=TIER_NAMES.index(ts.name), n_slots=n_slots, segs=segs, nseg=nseg))
         self._sizes = sizes
+        self._segs = [z["segs"] for z in sizes]
+        self._adm = self._adm_layout()
         self.exclusive = spec.inclusion == "exclusive"
         self.demote = spec.write_policy == "back" or self.exclusive
         if self.exclusive:
@@ -535,9 +618,13 @@ class Hierarchy(_Inspect):
         else:
             create_at = [i for i, t in enumerate(self.tiers) if t.level <= 1] or [0]
         self._pec = 0
-        self._S = None
-        self._pools = [min(self._pool_max(z, 256), 4096) for z in sizes]
-        self._build(256)
+        self._A = None
+        most = max(0, int(max_request_blocks or 0))
+        pec = max(256, most + 16)
+        need = 8 * most + 256 + 4 * max(self._segs)           # free nodes run() asks of a pool per request
+        self._evcap = max(1024, 2 * self._ev_need(most))
+        self._pools = [min(self._pool_max(z, pec), max(4096, need)) for z in sizes]
+        self._build(pec)
         G = self._G
         G[K.G_NT] = len(self.tiers)
         G[K.G_DEMOTE], G[K.G_EXCL] = int(self.demote), int(self.exclusive)
@@ -547,24 +634,80 @@ class Hierarchy(_Inspect):
         self._req = 0
         # load the compiled kernel now (an empty batch), so that timing a run times the simulation
         z, z1 = np.zeros(0, np.int64), np.zeros(1, np.int64)
-        K.run_requests(self._S, np.zeros(0), z1, z, 0, np.zeros((0, 8), np.int64), self._xbuf, z1, z1.copy(),
+        K.run_requests(self._A, np.zeros(0), z1, z, 0, np.zeros((0, 8), np.int64), self._xbuf, z1, z1.copy(),
                        np.zeros(4, np.int64))
+        K.fill_requests(np.zeros((0, 8), np.int64), np.zeros(0), np.zeros(0, REQUEST_DTYPE))
+        K.fill_events(self._A, np.zeros(0, EVENT_DTYPE))
 
     # --- state ---------------------------------------------------------------------------------------------
+    def _adm_layout(self) -> dict:
+        """Sizes of the admission arrays (fixed for the hierarchy's life) and each tier's row fields: ghost lists
+        numbered in tier order (node pools of size + 1, tables of twice that, rounded up to a power of two)
+        and TinyLFU sketches (4 rows of width / 16 words)."""
+        K = self._K
+        size = {n: 0 for n in K.FIXED_ARRAYS}
+        size["GH"], size["ADMF"] = K.NGHOST * K.GHF, 8
+        ghosts, rows = [], []
+        for z in self._sizes:
+            a = z["adm"]
+            row = {K.ADM: a.get("code", 0), K.ADMG0: -1, K.ADMG1: -1, K.ADEPTH: -1, K.ABEYOND: -1}
+            for j, g in enumerate(a.get("ghosts", ())):
+                if g:
+                    hsize = 1 << max(4, int(2 * (g + 1) - 1).bit_length())
+                    ghosts.append((g, size["GKEY"], size["GHT"], hsize))
+                    row[K.ADMG0 + j] = len(ghosts) - 1
+                    size["GKEY"] += g + 1
+                    size["GHT"] += hsize
+            if "sketch" in a:
+                width, shift, sample = a["sketch"]
+                row.update({K.SKB: size["SK"], K.SKW: width // 16, K.SKSH: shift, K.SKSAMP: sample})
+                size["SK"] += 4 * (width // 16)
+            if a.get("depth") is not None:
+                row[K.ADEPTH] = a["depth"]
+            if a.get("beyond") is not None:
+                row[K.ABEYOND] = a["beyond"]
+            row[K.ALIMIT] = a.get("limit", 0)
+            row[K.AMINB] = a.get("min_blocks", 0)
+            row[K.AWIN] = int(a.get("window") is not None)
+            rows.append((row, a.get("window") or 0.0))
+        for n in ("GPREV", "GNEXT", "GFREE", "GVAL"):
+            size[n] = size["GKEY"]
+        return {"size": size, "ghosts": ghosts, "rows": rows}
+
+    def _adm_init(self, I, arrs) -> None:
+        """A new state's admission part: row fields, empty ghost lists (all nodes free), windows."""
+        K = self._K
+        lay = self._adm
+        for t, (row, window) in enumerate(lay["rows"]):
+            for f, v in row.items():
+                I[t, f] = v
+            arrs["ADMF"][2 * t] = window
+        gh = arrs["GH"].reshape(K.NGHOST, K.GHF)
+        for q, (g, nb, hb, hsize) in enumerate(lay["ghosts"]):
+            gh[q, [K.GH_NB, K.GH_CAP, K.GH_HB, K.GH_HM, K.GH_HEAD, K.GH_TAIL, K.GH_LEN, K.GH_FTOP]] = \
+                [nb, g, hb, hsize - 1, -1, -1, 0, g + 1]
+            arrs["GFREE"][nb:nb + g + 1] = np.arange(g, -1, -1)
+
+    def _ev_need(self, most: int) -> int:
+        """Event rows one request of ``most`` blocks can write: per block a few per tier, plus log reclaims
+        cascading down."""
+        return (len(self._segs) + 1) * (8 * (most + 1) + 8 * sum(self._segs)) + 64
+
     @staticmethod
     def _pool_max(z: dict, pec: int) -> int:
         """Nodes a tier can need: keys in the policy, S3-FIFO's ghosts, and meta-only keys (expired, pending)."""
         return z["cap"] + (z["mcap"] if z["pol"] == 2 else 0) + 2 * pec + 256
 
     def _build(self, pec: int) -> None:
-        """(Re)lay out the state for requests of up to ``pec`` blocks and node pools of ``self._pools``,
-        keeping what an old state holds."""
+        """(Re)lay out the state for requests of up to ``pec`` blocks, node pools of ``self._pools`` and
+        ``self._evcap`` event rows, keeping what an old state holds (its events of the batch included)."""
         K = self._K
-        old, old_arrs = self._S, getattr(self, "_arrs", None)
+        old, old_arrs = self._A, getattr(self, "_arrs", None)
         T = len(self._sizes)
         rows = np.zeros((4, K.NFIELDS), dtype=np.int64)
-        F = np.zeros(4, dtype=np.float64)
         size = {n: 0 for n in K.INT_ARRAYS + K.FLOAT_ARRAYS}
+        size["TTL"] = 4
+        size.update(self._adm["size"])
         for t, z in enumerate(self._sizes):
             nmax = self._pool_max(z, pec)
             nn = min(nmax, self._pools[t])
@@ -573,7 +716,6 @@ class Hierarchy(_Inspect):
             row = rows[t]
             row[K.POL], row[K.CAP], row[K.SCAP], row[K.MCAP] = z["pol"], z["cap"], z["scap"], z["mcap"]
             row[K.HASTTL] = z["ttl"] is not None
-            F[t] = z["ttl"] or 0.0
             row[K.STORE], row[K.TRIMF], row[K.LEVEL] = z["store"], z["trim"], z["level"]
             row[K.NB], row[K.NN], row[K.HB], row[K.HM] = size["NKEY"], nn, size["HT"], hsize - 1
             row[K.NNMAX] = nmax
@@ -595,20 +737,20 @@ class Hierarchy(_Inspect):
                 size[n] += z["nseg"]
             size["DROP"] += z["segs"]
         base = K.GB + K.NG
-        A = np.zeros(base + sum(size[n] for n in K.INT_ARRAYS), dtype=np.int64)
-        D = np.zeros(4 + sum(size[n] for n in K.FLOAT_ARRAYS), dtype=np.float64)
+        ev_base = base + sum(size.values())
+        if old is not None:
+            self._evcap = max(self._evcap, int(self._G[K.G_EVCAP]))
+        A = np.zeros(ev_base + 8 * self._evcap, dtype=np.int64)
         I, G = A[:K.GB].reshape(4, K.NFIELDS), A[K.GB:K.GB + K.NG]
         arrs = {}
-        for n in K.INT_ARRAYS:
+        for n in K.INT_ARRAYS + K.FLOAT_ARRAYS:
             G[getattr(K, "B_" + n)] = base
             arrs[n] = A[base:base + size[n]]
+            if n in K.FLOAT_ARRAYS:
+                arrs[n] = arrs[n].view(np.float64)
             base += size[n]
-        fbase = 4
-        for n in K.FLOAT_ARRAYS:
-            G[getattr(K, "B_" + n)] = fbase
-            arrs[n] = D[fbase:fbase + size[n]]
-            fbase += size[n]
-        D[:4] = F
+        G[K.B_EV], G[K.G_EVCAP] = ev_base, self._evcap
+        arrs["TTL"][:T] = [z["ttl"] or 0.0 for z in self._sizes]
         if old is None:
             I[:] = rows
             for t, z in enumerate(self._sizes):
@@ -622,14 +764,16 @@ class Hierarchy(_Inspect):
                 elif z["store"] == 2:
                     arrs["FSEGS"][gb:gb + z["nseg"] - 1] = np.arange(1, z["nseg"])
                     row[K.FSN] = z["nseg"] - 1
-            evs = np.empty((1024, 8), np.int64)
+            self._adm_init(I, arrs)
         else:
-            keep_g = [g for g in range(20) if g < K.NG]
+            keep_g = list(range(K.G_CREATE0 + 4))            # globals and the creation tiers
             G[keep_g] = self._G[keep_g]
             self._relayout(old_arrs, self._I, I, rows, arrs)
-            evs = old[K.S_EVS]
+            ne = 8 * int(self._G[K.G_NEV])
+            ob = int(self._G[K.B_EV])
+            A[ev_base:ev_base + ne] = old[ob:ob + ne]
         self._I, self._G, self._arrs = I[:T], G, arrs
-        self._S = (A, D, evs)
+        self._A = A
         self._pec = pec
         self._xbuf = np.zeros(int(I[:T, K.NN].max()) + pec + 16, np.int64)
 
@@ -655,7 +799,7 @@ class Hierarchy(_Inspect):
             hn = orow[K.HPN]
             for f in ("HD", "HK"):
                 arrs[f][r[K.HPB]:r[K.HPB] + hn] = o[f][orow[K.HPB]:orow[K.HPB] + hn]
-        for f in ("SFREE", "SKEY", "SLIVE", "SWR", "SEGL", "SPREV", "SNEXT", "SEALED", "FSEGS", "DROP"):
+        for f in ("SFREE", "SKEY", "SLIVE", "SWR", "SEGL", "SPREV", "SNEXT", "SEALED", "FSEGS", "DROP") + K.FIXED_ARRAYS:
             arrs[f][:] = o[f]
 
     # --- simulation ----------------------------------------------------------------------------------------
@@ -678,51 +822,41 @@ class Hierarchy(_Inspect):
             self._build(max(2 * self._pec, most + 16))
         G = self._G
         G[K.G_NEV] = 0
-        G[K.G_NEED] = 8 * most + 256 + 4 * max(z["segs"] for z in self._sizes)
-        # events one request can write: per block a few per tier, plus log reclaims cascading down
-        nt = len(self._sizes)
-        G[K.G_EVNEED] = (nt + 1) * (8 * (most + 1) + 8 * sum(z["segs"] for z in self._sizes)) + 64
+        G[K.G_NEED] = 8 * most + 256 + 4 * max(self._segs)
+        G[K.G_EVNEED] = self._ev_need(most)
         rows = np.zeros((n, 8), np.int64)
         found = np.zeros(most + 1, np.int64)
         versions = np.zeros(most + 1, np.int64)
         done = 0
         while True:
-            done += K.run_requests(self._S, times[done:], offs[done:], keys, first_request + done, rows[done:],
+            done += K.run_requests(self._A, times[done:], offs[done:], keys, first_request + done, rows[done:],
                                    self._xbuf, found, versions, np.zeros(4, np.int64))
             if G[K.G_ERR] != K.NEED_GROW:
                 break
             G[K.G_ERR] = 0
-            ev = self._S[K.S_EVS]
-            if ev.shape[0] - G[K.G_NEV] < G[K.G_EVNEED]:
-                grown = np.empty((max(2 * ev.shape[0], int(G[K.G_NEV] + 2 * G[K.G_EVNEED])), 8), np.int64)
-                grown[:G[K.G_NEV]] = ev[:G[K.G_NEV]]
-                self._S = self._S[:K.S_EVS] + (grown,)
-                continue
-            for t in range(len(self._sizes)):
-                if self._I[t, K.FTOP] < G[K.G_NEED]:
-                    self._pools[t] = max(2 * int(self._I[t, K.NN]), int(self._I[t, K.NN]) + int(G[K.G_NEED]))
+            if G[K.G_EVCAP] - G[K.G_NEV] < G[K.G_EVNEED]:
+                self._evcap = max(2 * int(G[K.G_EVCAP]), int(G[K.G_NEV] + 2 * G[K.G_EVNEED]))
+            else:
+                for t in range(len(self._sizes)):
+                    if self._I[t, K.FTOP] < G[K.G_NEED]:
+                        self._pools[t] = max(2 * int(self._I[t, K.NN]), int(self._I[t, K.NN]) + int(G[K.G_NEED]))
             self._build(self._pec)
             G = self._G
-        S = self._S
         if G[K.G_ERR]:
             what = {K.ERR_NODES: "a tier's node pool ran out", K.ERR_META: "a hit block has no slot",
                     K.ERR_EVENTS: "a request wrote more events than its bound"}
             raise RuntimeError(f"tier simulation: {what.get(int(G[K.G_ERR]), 'failed')} at request "
                                f"{first_request + done}; the state is lost (rerun with ReferenceHierarchy)")
-        reqs = np.zeros(n, REQUEST_DTYPE)
-        reqs["request"] = rows[:, 0]
-        reqs["arrival_s"] = times
-        reqs["blocks"], reqs["hit_blocks"] = rows[:, 1], rows[:, 2]
-        for lv, name in enumerate(("hit_l1", "hit_l2", "hit_l3", "hit_l4")):
-            reqs[name] = rows[:, 3 + lv]
-        reqs["produced"] = rows[:, 7]
-        ne = int(G[K.G_NEV])
-        ev = S[K.S_EVS][:ne]
-        events = np.zeros(ne, EVENT_DTYPE)
-        for c, name in enumerate(EVENT_DTYPE.names):
-            col = ev[:, c]
-            events[name] = col.view(np.uint64) if name == "key" else col
+        reqs = np.empty(n, REQUEST_DTYPE)
+        K.fill_requests(rows, times, reqs)
+        events = np.empty(int(G[K.G_NEV]), EVENT_DTYPE)
+        K.fill_events(self._A, events)
         return reqs, events
+
+    def cached_prefix(self, keys, now: float, names=TIER_NAMES) -> int:
+        """As :meth:`ReferenceHierarchy.cached_prefix`, compiled."""
+        k = np.asarray(keys, dtype=np.uint64).view(np.int64)
+        return int(self._K.cached_prefix(self._A, np.array(self._present(names), np.int64), k, float(now)))
 
     def request(self, now: float, keys: list) -> tuple[int, list, int]:
         """Simulate one request; returns (hit blocks, hits per tier level [4], blocks produced)."""

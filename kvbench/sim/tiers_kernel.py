@@ -17,9 +17,13 @@ per-tier base. Events go to an (n, 8) int64 array; before each request the calle
 of that request's events, and node pools are grown between requests, so nothing allocates inside: the kernel
 runs without numba's reference counting (``_nrt=False``), which was most of its time per call.
 
-Admission (issue 17): ``_admit`` is called by ``_insert`` for every new key a tier would take (creation,
-promotion, demotion) before the policy sees it; it admits everything today. A policy hook adds its state as
-per-tier fields/arrays and its decision there; a refused key is then neither inserted nor written.
+Admission (issue 17, :mod:`kvbench.sim.admission`): a tier with a policy (``I[t, ADM]`` != ADM_ALL) sees the
+request's keys first (``_adm_begin``, prefix-depth's shared prefix), every lookup that reaches it
+(``_adm_observe``) and decides in ``_admit``, called by ``_ins_begin`` for every new key the tier would take
+(creation, promotion, demotion) before the policy sees it; a refused key is neither inserted nor written. The
+policies' memory is compiled too: bounded FIFO ghost lists (key -> value, move-to-end on put: the reference's
+``_Ghost``) and TinyLFU's count-min sketch (4-bit counters packed 16 to a word, halved in one mask per word).
+Their parameters (sizes, widths, thresholds) come from the reference objects, built by the caller.
 """
 
 from __future__ import annotations
@@ -34,14 +38,20 @@ from numba import njit
  SLOTB, NSLOTS, SFB, SFH, SFN,
  SEGS, NSEG, SEGB, LHEAD, LPOS, FSB, FSH, FSN, SLH, SLT, USED, RECLAIMED, DROPPED,
  C_HIT_BLOCKS, C_HIT_READS, C_CREATE, C_PROMOTE, C_DEMOTE_READS, C_DEMOTE_WRITES, C_TRIMS, C_EVICT, C_EXPIRE,
- C_RECLAIM, C_PEAK, DRB, DRN, TRN, TR0F, TR0N, TR1F, TR1N, NNMAX, NFIELDS) = range(67)
+ C_RECLAIM, C_PEAK, DRB, DRN, TRN, TR0F, TR0N, TR1F, TR1N, NNMAX,
+ ADM, ADMG0, ADMG1, ADEPTH, ABEYOND, ALIMIT, AMINB, AWIN, SKB, SKW, SKSH, SKSAMP, SKINC, SKRES, GAPK, GAPSET,
+ C_REJECT, NFIELDS) = range(84)
+ADM_ALL, ADM_SECOND, ADM_TINYLFU, ADM_PREFIX, ADM_THRESHOLD = range(5)
+# ghost lists: header GH[q * GHF + f] of ghost q (at most two per tier)
+GH_NB, GH_CAP, GH_HB, GH_HM, GH_HEAD, GH_TAIL, GH_LEN, GH_FTOP, GHF = range(9)
+NGHOST = 8
 POL_LRU, POL_FIFO, POL_S3 = 0, 1, 2
 STORE_NONE, STORE_SLOT, STORE_LOG = 0, 1, 2
 # global ints G[]
 (G_REQ, G_SEQ, G_NEV, G_PHASE, G_ERR, G_PRODUCED, G_NT, G_DEMOTE, G_EXCL, G_PROMOTE, G_TOPL1, G_NCREATE,
- G_MARK, G_NEED, G_EVNEED) = range(15)
+ G_MARK, G_NEED, G_EVNEED, G_BLOCKS) = range(16)
 G_CREATE0 = 16          # G[G_CREATE0 + j]: the j-th tier a new block is created in
-NG = 44
+NG = 60
 ERR_NODES = 1           # a tier's node pool ran out
 ERR_META = 2            # a hit block without meta (the reference raises KeyError there)
 ERR_EVENTS = 4          # a request wrote more events than the room its bound reserved
@@ -54,12 +64,13 @@ W_NONE, W_MAIN, W_SMALL, W_GHOST = 0, 1, 2, 3
 _MIN = np.int64(-(2 ** 63))
 
 
-# ---- the state S = (A, D, EV) ------------------------------------------------------------------------------
-# Three arrays, not dozens: numba passes every array of a call as ~7 scalars, so a call with the state spread
-# over 28 arrays cost ~100 ns. A (int64) holds the tier rows I[t, f] = A[t * NF + f] (4 rows), then G[g] =
-# A[GB + g], then every int array at the base G[B_name]; D (float64) holds the retention per tier (D[t]) and the
-# float arrays at their bases; EV is the (n, 8) event array.
-S_A, S_D, S_EVS = 0, 1, 2
+# ---- the state A --------------------------------------------------------------------------------------------
+# One int64 array, not dozens: numba passes every array argument as ~7 scalars on the stack, and the kernel makes
+# dozens of calls per block, so the state is one array (a call with the state spread over 28 arrays cost ~100 ns;
+# a tuple of three arrays still ~25 stack arguments per call). A holds the tier rows I[t, f] = A[t * NF + f]
+# (4 rows), then G[g] = A[GB + g], then every int array at its base G[B_name], the float arrays (NLAST, HD, TTL:
+# the retention per tier) at theirs, read through ``A.view(np.float64)`` (same indices), and last the event rows
+# (8 int64 each) at G[B_EV], room for G[G_EVCAP] of them.
 NF = NFIELDS
 GB = 4 * NF
 B_HT = 20
@@ -86,8 +97,22 @@ B_FSEGS = 40
 B_DROP = 41
 B_NLAST = 42
 B_HD = 43
-INT_ARRAYS = ('HT', 'NKEY', 'NPREV', 'NNEXT', 'NSLOT', 'NVER', 'NWHERE', 'NMETA', 'NFREQ', 'NFREE', 'HK', 'PEXP', 'SFREE', 'SKEY', 'SLIVE', 'SWR', 'SEGL', 'SPREV', 'SNEXT', 'SEALED', 'FSEGS', 'DROP')
-FLOAT_ARRAYS = ('NLAST', 'HD')
+B_TTL = 44
+B_EV = 45
+G_EVCAP = 46
+B_GH = 47
+B_GKEY = 48
+B_GPREV = 49
+B_GNEXT = 50
+B_GFREE = 51
+B_GHT = 52
+B_SK = 53
+B_GVAL = 54
+B_ADMF = 55
+INT_ARRAYS = ('HT', 'NKEY', 'NPREV', 'NNEXT', 'NSLOT', 'NVER', 'NWHERE', 'NMETA', 'NFREQ', 'NFREE', 'HK', 'PEXP', 'SFREE', 'SKEY', 'SLIVE', 'SWR', 'SEGL', 'SPREV', 'SNEXT', 'SEALED', 'FSEGS', 'DROP',
+              'GH', 'GKEY', 'GPREV', 'GNEXT', 'GFREE', 'GHT', 'SK')
+FLOAT_ARRAYS = ('NLAST', 'HD', 'TTL', 'GVAL', 'ADMF')     # ADMF[2t]: tier t's window, ADMF[2t + 1]: its last gap
+FIXED_ARRAYS = ('GH', 'GKEY', 'GPREV', 'GNEXT', 'GFREE', 'GHT', 'SK', 'GVAL', 'ADMF')   # sized by admission only
 
 
 # ---- hashing ----------------------------------------------------------------------------------------------
@@ -101,9 +126,8 @@ def _home(key, mask):
 
 
 @njit(cache=True, _nrt=False)
-def _find(S, t, key):
+def _find(A, t, key):
     """Node of ``key`` in tier t (index relative to the tier's pool), or -1."""
-    A = S[S_A]
     hb, mask, nb = A[(t) * NF + HB], A[(t) * NF + HM], A[(t) * NF + NB]
     i = _home(key, mask)
     while True:
@@ -116,35 +140,37 @@ def _find(S, t, key):
 
 
 @njit(cache=True, _nrt=False)
-def _node(S, t, key):
-    """The node of ``key`` in tier t, made (empty: no policy, no meta) when absent; -1 when the pool is out."""
-    A = S[S_A]
-    n = _find(S, t, key)
-    if n >= 0:
-        return n
+def _node(A, t, key):
+    """The node of ``key`` in tier t, made (empty: no policy, no meta) when absent; -1 when the pool is out.
+    One probe: the empty table slot that ends a miss is where the new node goes."""
+    nb = A[(t) * NF + NB]
+    hb, mask = A[(t) * NF + HB], A[(t) * NF + HM]
+    ht, nk = A[GB + B_HT] + hb, A[GB + B_NKEY] + nb
+    i = _home(key, mask)
+    while True:
+        v = A[ht + i]
+        if v == 0:
+            break
+        if A[nk + v - 1] == key:
+            return v - 1
+        i = (i + 1) & mask
     top = A[(t) * NF + FTOP]
     if top == 0:
         A[GB + G_ERR] = ERR_NODES
         return -1
-    nb = A[(t) * NF + NB]
     n = A[A[GB + B_NFREE] + nb + top - 1]
     A[(t) * NF + FTOP] = top - 1
-    A[A[GB + B_NKEY] + nb + n] = key
+    A[nk + n] = key
     A[A[GB + B_NWHERE] + nb + n] = W_NONE
     A[A[GB + B_NMETA] + nb + n] = 0
     A[A[GB + B_NFREQ] + nb + n] = 0
-    hb, mask = A[(t) * NF + HB], A[(t) * NF + HM]
-    i = _home(key, mask)
-    while A[A[GB + B_HT] + hb + i] != 0:
-        i = (i + 1) & mask
-    A[A[GB + B_HT] + hb + i] = n + 1
+    A[ht + i] = n + 1
     return n
 
 
 @njit(cache=True, _nrt=False)
-def _release(S, t, n):
+def _release(A, t, n):
     """Free node n when neither the policy (nor ghost) nor the meta holds it (backward-shift table delete)."""
-    A = S[S_A]
     nb = A[(t) * NF + NB]
     if A[A[GB + B_NWHERE] + nb + n] != W_NONE or A[A[GB + B_NMETA] + nb + n] != 0:
         return
@@ -171,8 +197,7 @@ def _release(S, t, n):
 
 # ---- linked queues (the OrderedDicts) ---------------------------------------------------------------------
 @njit(cache=True, _nrt=False)
-def _q_append(S, t, q, n):
-    A = S[S_A]
+def _q_append(A, t, q, n):
     nb = A[(t) * NF + NB]
     tail = A[(t) * NF + QT0 + q]
     A[A[GB + B_NPREV] + nb + n] = tail
@@ -186,8 +211,7 @@ def _q_append(S, t, q, n):
 
 
 @njit(cache=True, _nrt=False)
-def _q_unlink(S, t, q, n):
-    A = S[S_A]
+def _q_unlink(A, t, q, n):
     nb = A[(t) * NF + NB]
     p, x = A[A[GB + B_NPREV] + nb + n], A[A[GB + B_NNEXT] + nb + n]
     if p >= 0:
@@ -208,8 +232,8 @@ def _hless(d1, k1, d2, k2):
 
 
 @njit(cache=True, _nrt=False)
-def _heap_push(S, t, d, k):
-    A, D = S[S_A], S[S_D]
+def _heap_push(A, t, d, k):
+    D = A.view(np.float64)
     b, n = A[(t) * NF + HPB], A[(t) * NF + HPN]
     i = n
     A[(t) * NF + HPN] = n + 1
@@ -226,8 +250,8 @@ def _heap_push(S, t, d, k):
 
 
 @njit(cache=True, _nrt=False)
-def _heap_pop(S, t):
-    A, D = S[S_A], S[S_D]
+def _heap_pop(A, t):
+    D = A.view(np.float64)
     b = A[(t) * NF + HPB]
     n = A[(t) * NF + HPN] - 1
     A[(t) * NF + HPN] = n
@@ -251,48 +275,46 @@ def _heap_pop(S, t):
 
 
 @njit(cache=True, _nrt=False)
-def _live(S, t):
+def _live(A, t):
     """len(_IdleHeap.last): the keys the policy holds (small + main for S3-FIFO)."""
-    A = S[S_A]
     if A[(t) * NF + POL] == POL_S3:
         return A[(t) * NF + QL0] + A[(t) * NF + QL1]
     return A[(t) * NF + QL0]
 
 
 @njit(cache=True, _nrt=False)
-def _touch(S, t, n, now):
-    A, D = S[S_A], S[S_D]
+def _touch(A, t, n, now):
+    D = A.view(np.float64)
     nb = A[(t) * NF + NB]
     D[A[GB + B_NLAST] + nb + n] = now
-    _heap_push(S, t, now + D[t], A[A[GB + B_NKEY] + nb + n])
-    if A[(t) * NF + HPN] > 2 * _live(S, t) + 64:        # rebuilt from the live keys, one entry each
+    _heap_push(A, t, now + D[A[GB + B_TTL] + t], A[A[GB + B_NKEY] + nb + n])
+    if A[(t) * NF + HPN] > 2 * _live(A, t) + 64:        # rebuilt from the live keys, one entry each
         A[(t) * NF + HPN] = 0
         for q in range(2 if A[(t) * NF + POL] == POL_S3 else 1):
             m = A[(t) * NF + QH0 + q]
             while m >= 0:
-                _heap_push(S, t, D[A[GB + B_NLAST] + nb + m] + D[t], A[A[GB + B_NKEY] + nb + m])
+                _heap_push(A, t, D[A[GB + B_NLAST] + nb + m] + D[A[GB + B_TTL] + t], A[A[GB + B_NKEY] + nb + m])
                 m = A[A[GB + B_NNEXT] + nb + m]
 
 
 @njit(cache=True, _nrt=False)
-def _alive(S, t, n, now):
-    A, D = S[S_A], S[S_D]
-    return now - D[A[GB + B_NLAST] + A[(t) * NF + NB] + n] <= D[t]
+def _alive(A, t, n, now):
+    D = A.view(np.float64)
+    return now - D[A[GB + B_NLAST] + A[(t) * NF + NB] + n] <= D[A[GB + B_TTL] + t]
 
 
 @njit(cache=True, _nrt=False)
-def _pend_expired(S, t, key):
-    A = S[S_A]
+def _pend_expired(A, t, key):
     A[A[GB + B_PEXP] + A[(t) * NF + PEB] + A[(t) * NF + PEN]] = key
     A[(t) * NF + PEN] += 1
 
 
 # ---- policies: lookup / insert / remove / expire ----------------------------------------------------------
 @njit(cache=True, _nrt=False)
-def _p_lookup(S, t, key, now):
-    A, D = S[S_A], S[S_D]
+def _p_lookup(A, t, key, now):
+    D = A.view(np.float64)
     nb = A[(t) * NF + NB]
-    n = _find(S, t, key)
+    n = _find(A, t, key)
     if n < 0:
         return False
     w = A[A[GB + B_NWHERE] + nb + n]
@@ -300,130 +322,128 @@ def _p_lookup(S, t, key, now):
         return False
     pol = A[(t) * NF + POL]
     if pol == POL_LRU:
-        if A[(t) * NF + HASTTL] and now - D[A[GB + B_NLAST] + nb + n] > D[t]:
-            _q_unlink(S, t, 0, n)
+        if A[(t) * NF + HASTTL] and now - D[A[GB + B_NLAST] + nb + n] > D[A[GB + B_TTL] + t]:
+            _q_unlink(A, t, 0, n)
             A[A[GB + B_NWHERE] + nb + n] = W_NONE
-            _pend_expired(S, t, key)
-            _release(S, t, n)
+            _pend_expired(A, t, key)
+            _release(A, t, n)
             return False
         D[A[GB + B_NLAST] + nb + n] = now
-        _q_unlink(S, t, 0, n)
-        _q_append(S, t, 0, n)
+        _q_unlink(A, t, 0, n)
+        _q_append(A, t, 0, n)
         return True
     if A[(t) * NF + HASTTL]:
-        if not _alive(S, t, n, now):
-            _q_unlink(S, t, 0 if w == W_MAIN else 1, n)
+        if not _alive(A, t, n, now):
+            _q_unlink(A, t, 0 if w == W_MAIN else 1, n)
             A[A[GB + B_NWHERE] + nb + n] = W_NONE
-            _pend_expired(S, t, key)
-            _release(S, t, n)
+            _pend_expired(A, t, key)
+            _release(A, t, n)
             return False
-        _touch(S, t, n, now)
+        _touch(A, t, n, now)
     if pol == POL_S3 and A[A[GB + B_NFREQ] + nb + n] < 3:
         A[A[GB + B_NFREQ] + nb + n] += 1
     return True
 
 
 @njit(cache=True, _nrt=False)
-def _s3_evict_one(S, t):
+def _s3_evict_one(A, t):
     """S3-FIFO's eviction (the reference's _evict_one); returns the victim's node (now a ghost or free)."""
-    A = S[S_A]
     nb = A[(t) * NF + NB]
     while True:
         if A[(t) * NF + QL1] > 0 and (A[(t) * NF + QL1] >= A[(t) * NF + SCAP] or A[(t) * NF + QL0] == 0):
             n = A[(t) * NF + QH1]
-            _q_unlink(S, t, 1, n)
+            _q_unlink(A, t, 1, n)
             if A[A[GB + B_NFREQ] + nb + n] > 1:
                 A[A[GB + B_NFREQ] + nb + n] = 0
                 A[A[GB + B_NWHERE] + nb + n] = W_MAIN
-                _q_append(S, t, 0, n)
+                _q_append(A, t, 0, n)
                 continue
             A[A[GB + B_NWHERE] + nb + n] = W_GHOST
-            _q_append(S, t, 2, n)
+            _q_append(A, t, 2, n)
             while A[(t) * NF + QL2] > A[(t) * NF + MCAP]:
                 g = A[(t) * NF + QH2]
-                _q_unlink(S, t, 2, g)
+                _q_unlink(A, t, 2, g)
                 A[A[GB + B_NWHERE] + nb + g] = W_NONE
                 if g != n:
-                    _release(S, t, g)
+                    _release(A, t, g)
             return n
         n = A[(t) * NF + QH0]
-        _q_unlink(S, t, 0, n)
+        _q_unlink(A, t, 0, n)
         f = A[A[GB + B_NFREQ] + nb + n]
         if f > 0:
             A[A[GB + B_NFREQ] + nb + n] = f - 1
-            _q_append(S, t, 0, n)
+            _q_append(A, t, 0, n)
             continue
         A[A[GB + B_NWHERE] + nb + n] = W_NONE
         return n
 
 
 @njit(cache=True, _nrt=False)
-def _p_insert(S, t, n, now):
+def _p_insert(A, t, n, now):
     """Admit node n's key to the policy; returns the evicted key's node or -1 (at most one: one in, one out).
 
     The victim node is left for the caller, which must call _release on it once done with its key."""
-    A, D = S[S_A], S[S_D]
+    D = A.view(np.float64)
     nb = A[(t) * NF + NB]
     pol = A[(t) * NF + POL]
     w = A[A[GB + B_NWHERE] + nb + n]
     if w == W_MAIN or w == W_SMALL:
         if pol == POL_LRU:
             D[A[GB + B_NLAST] + nb + n] = now
-            _q_unlink(S, t, 0, n)
-            _q_append(S, t, 0, n)
+            _q_unlink(A, t, 0, n)
+            _q_append(A, t, 0, n)
         elif A[(t) * NF + HASTTL]:
-            _touch(S, t, n, now)
+            _touch(A, t, n, now)
         return -1
     victim = -1
     if pol == POL_S3:
         was_ghost = w == W_GHOST
         if was_ghost:
-            _q_unlink(S, t, 2, n)
+            _q_unlink(A, t, 2, n)
             A[A[GB + B_NWHERE] + nb + n] = W_NONE
         if A[(t) * NF + QL0] + A[(t) * NF + QL1] >= A[(t) * NF + CAP]:
-            victim = _s3_evict_one(S, t)
+            victim = _s3_evict_one(A, t)
         A[A[GB + B_NFREQ] + nb + n] = 0
         if was_ghost:
             A[A[GB + B_NWHERE] + nb + n] = W_MAIN
-            _q_append(S, t, 0, n)
+            _q_append(A, t, 0, n)
         else:
             A[A[GB + B_NWHERE] + nb + n] = W_SMALL
-            _q_append(S, t, 1, n)
+            _q_append(A, t, 1, n)
         if A[(t) * NF + HASTTL]:
-            _touch(S, t, n, now)
+            _touch(A, t, n, now)
         return victim
     if A[(t) * NF + QL0] >= A[(t) * NF + CAP]:
         victim = A[(t) * NF + QH0]
-        _q_unlink(S, t, 0, victim)
+        _q_unlink(A, t, 0, victim)
         A[A[GB + B_NWHERE] + nb + victim] = W_NONE
     A[A[GB + B_NWHERE] + nb + n] = W_MAIN
-    _q_append(S, t, 0, n)
+    _q_append(A, t, 0, n)
     if pol == POL_LRU:
         D[A[GB + B_NLAST] + nb + n] = now
     elif A[(t) * NF + HASTTL]:
-        _touch(S, t, n, now)
+        _touch(A, t, n, now)
     return victim
 
 
 @njit(cache=True, _nrt=False)
-def _p_remove(S, t, n):
+def _p_remove(A, t, n):
     """Take node n's key out of the policy (and S3-FIFO's ghost); the caller releases the node."""
-    A = S[S_A]
     nb = A[(t) * NF + NB]
     w = A[A[GB + B_NWHERE] + nb + n]
     if w == W_MAIN:
-        _q_unlink(S, t, 0, n)
+        _q_unlink(A, t, 0, n)
     elif w == W_SMALL:
-        _q_unlink(S, t, 1, n)
+        _q_unlink(A, t, 1, n)
     elif w == W_GHOST:
-        _q_unlink(S, t, 2, n)
+        _q_unlink(A, t, 2, n)
     A[A[GB + B_NWHERE] + nb + n] = W_NONE
 
 
 @njit(cache=True, _nrt=False)
-def _p_expire(S, t, now, out):
+def _p_expire(A, t, now, out):
     """Keys dropped by retention since the last call (pending lookup expiries first); returns how many."""
-    A, D = S[S_A], S[S_D]
+    D = A.view(np.float64)
     nb = A[(t) * NF + NB]
     k = 0
     for j in range(A[(t) * NF + PEN]):
@@ -432,24 +452,24 @@ def _p_expire(S, t, now, out):
     A[(t) * NF + PEN] = 0
     if not A[(t) * NF + HASTTL]:
         return k
-    ttl = D[t]
+    ttl = D[A[GB + B_TTL] + t]
     if A[(t) * NF + POL] == POL_LRU:
         limit = now - ttl
         while A[(t) * NF + QL0] > 0:
             n = A[(t) * NF + QH0]
             if D[A[GB + B_NLAST] + nb + n] >= limit:
                 break
-            _q_unlink(S, t, 0, n)
+            _q_unlink(A, t, 0, n)
             A[A[GB + B_NWHERE] + nb + n] = W_NONE
             out[k] = A[A[GB + B_NKEY] + nb + n]
             k += 1
-            _release(S, t, n)
+            _release(A, t, n)
         return k
     b = A[(t) * NF + HPB]
     while A[(t) * NF + HPN] > 0 and D[A[GB + B_HD] + b] < now:
         deadline, key = D[A[GB + B_HD] + b], A[A[GB + B_HK] + b]
-        _heap_pop(S, t)
-        n = _find(S, t, key)
+        _heap_pop(A, t)
+        n = _find(A, t, key)
         if n < 0:
             continue
         w = A[A[GB + B_NWHERE] + nb + n]
@@ -457,18 +477,17 @@ def _p_expire(S, t, now, out):
             continue
         last = D[A[GB + B_NLAST] + nb + n]
         if last + ttl == deadline and now - last > ttl:
-            _q_unlink(S, t, 0 if w == W_MAIN else 1, n)
+            _q_unlink(A, t, 0 if w == W_MAIN else 1, n)
             A[A[GB + B_NWHERE] + nb + n] = W_NONE
             out[k] = key
             k += 1
-            _release(S, t, n)
+            _release(A, t, n)
     return k
 
 
 # ---- stores -----------------------------------------------------------------------------------------------
 @njit(cache=True, _nrt=False)
-def _trim_seg(S, t, seg):
-    A = S[S_A]
+def _trim_seg(A, t, seg):
     if A[(t) * NF + TRIMF]:
         j = A[(t) * NF + TRN]
         A[(t) * NF + TR0F + 2 * j] = seg * A[(t) * NF + SEGS]
@@ -477,8 +496,7 @@ def _trim_seg(S, t, seg):
 
 
 @njit(cache=True, _nrt=False)
-def _sealed_append(S, t, seg):
-    A = S[S_A]
+def _sealed_append(A, t, seg):
     b = A[(t) * NF + SEGB]
     tail = A[(t) * NF + SLT]
     A[A[GB + B_SPREV] + b + seg] = tail
@@ -492,8 +510,7 @@ def _sealed_append(S, t, seg):
 
 
 @njit(cache=True, _nrt=False)
-def _sealed_unlink(S, t, seg):
-    A = S[S_A]
+def _sealed_unlink(A, t, seg):
     b = A[(t) * NF + SEGB]
     p, x = A[A[GB + B_SPREV] + b + seg], A[A[GB + B_SNEXT] + b + seg]
     if p >= 0:
@@ -508,23 +525,22 @@ def _sealed_unlink(S, t, seg):
 
 
 @njit(cache=True, _nrt=False)
-def _fseg_push(S, t, seg):
-    A = S[S_A]
+def _fseg_push(A, t, seg):
     n = A[(t) * NF + NSEG]
     A[A[GB + B_FSEGS] + A[(t) * NF + SEGB] + (A[(t) * NF + FSH] + A[(t) * NF + FSN]) % n] = seg
     A[(t) * NF + FSN] += 1
 
 
 @njit(cache=True, _nrt=False)
-def _alloc(S, t, key):
+def _alloc(A, t, key):
     """A slot for ``key``; dropped keys (log reclaim) go to the tier's drop buffer, trims to TR*."""
-    A = S[S_A]
     A[(t) * NF + DRN] = 0
     A[(t) * NF + TRN] = 0
     sb = A[(t) * NF + SLOTB]
     if A[(t) * NF + STORE] == STORE_SLOT:
         slot = A[A[GB + B_SFREE] + sb + A[(t) * NF + SFH]]
-        A[(t) * NF + SFH] = (A[(t) * NF + SFH] + 1) % A[(t) * NF + NSLOTS]
+        h = A[(t) * NF + SFH] + 1                    # ring buffer: a compare, not a division
+        A[(t) * NF + SFH] = 0 if h == A[(t) * NF + NSLOTS] else h
         A[(t) * NF + SFN] -= 1
         A[(t) * NF + USED] += 1
         return slot
@@ -533,17 +549,17 @@ def _alloc(S, t, key):
     if A[(t) * NF + LPOS] == segs:
         head = A[(t) * NF + LHEAD]
         if A[A[GB + B_SEGL] + gb + head] == 0:
-            _fseg_push(S, t, head)
-            _trim_seg(S, t, head)
+            _fseg_push(A, t, head)
+            _trim_seg(A, t, head)
         else:
-            _sealed_append(S, t, head)
+            _sealed_append(A, t, head)
         if A[(t) * NF + FSN] > 0:
             A[(t) * NF + LHEAD] = A[A[GB + B_FSEGS] + gb + A[(t) * NF + FSH]]
             A[(t) * NF + FSH] = (A[(t) * NF + FSH] + 1) % A[(t) * NF + NSEG]
             A[(t) * NF + FSN] -= 1
         else:
             seg = A[(t) * NF + SLH]
-            _sealed_unlink(S, t, seg)
+            _sealed_unlink(A, t, seg)
             lo = seg * segs
             db = A[(t) * NF + DRB]
             nd = 0
@@ -557,7 +573,7 @@ def _alloc(S, t, key):
             A[A[GB + B_SEGL] + gb + seg] = 0
             A[(t) * NF + RECLAIMED] += 1
             A[(t) * NF + DROPPED] += nd
-            _trim_seg(S, t, seg)
+            _trim_seg(A, t, seg)
             A[(t) * NF + LHEAD] = seg
         A[(t) * NF + LPOS] = 0
     slot = A[(t) * NF + LHEAD] * segs + A[(t) * NF + LPOS]
@@ -570,13 +586,15 @@ def _alloc(S, t, key):
 
 
 @njit(cache=True, _nrt=False)
-def _free(S, t, slot):
+def _free(A, t, slot):
     """Release a slot; trims go to TR* (TRN of them)."""
-    A = S[S_A]
     A[(t) * NF + TRN] = 0
     sb = A[(t) * NF + SLOTB]
     if A[(t) * NF + STORE] == STORE_SLOT:
-        A[A[GB + B_SFREE] + sb + (A[(t) * NF + SFH] + A[(t) * NF + SFN]) % A[(t) * NF + NSLOTS]] = slot
+        j = A[(t) * NF + SFH] + A[(t) * NF + SFN]
+        if j >= A[(t) * NF + NSLOTS]:
+            j -= A[(t) * NF + NSLOTS]
+        A[A[GB + B_SFREE] + sb + j] = slot
         A[(t) * NF + SFN] += 1
         A[(t) * NF + USED] -= 1
         if A[(t) * NF + TRIMF]:
@@ -594,46 +612,272 @@ def _free(S, t, slot):
     if A[A[GB + B_SEGL] + gb + seg] == 0 and seg != A[(t) * NF + LHEAD]:
         if not A[A[GB + B_SEALED] + gb + seg]:
             return
-        _sealed_unlink(S, t, seg)
-        _fseg_push(S, t, seg)
-        _trim_seg(S, t, seg)
+        _sealed_unlink(A, t, seg)
+        _fseg_push(A, t, seg)
+        _trim_seg(A, t, seg)
 
 
 @njit(cache=True, _nrt=False)
-def _emit_trims(S, t):
-    A = S[S_A]
+def _emit_trims(A, t):
     for j in range(A[(t) * NF + TRN]):
         n = A[(t) * NF + TR0N + 2 * j]
-        _emit(S, t, EV_TRIM, TRIM, A[(t) * NF + TR0F + 2 * j], n, 0, -1)
+        _emit(A, t, EV_TRIM, TRIM, A[(t) * NF + TR0F + 2 * j], n, 0, -1)
         A[(t) * NF + C_TRIMS] += n
     A[(t) * NF + TRN] = 0
 
 
 # ---- events -----------------------------------------------------------------------------------------------
+@njit(cache=True, _nrt=False, inline="always")
+def _ev_row(A, row, t, op, kind, slot, nslots, key, version):
+    """Write event row ``row`` (the request being simulated, on tier t)."""
+    e = A[GB + B_EV] + 8 * row
+    A[e] = A[GB + G_REQ]
+    A[e + 1] = A[(t) * NF + LEVEL]
+    A[e + 2] = op
+    A[e + 3] = kind
+    A[e + 4] = slot
+    A[e + 5] = nslots
+    A[e + 6] = key
+    A[e + 7] = version
+
+
 @njit(cache=True, _nrt=False)
-def _emit(S, t, op, kind, slot, nslots, key, version):
-    A, ev = S[S_A], S[S_EVS]
+def _emit(A, t, op, kind, slot, nslots, key, version):
     i = A[GB + G_NEV]
-    if i >= ev.shape[0]:                 # the room reserved per request was not enough: nothing is written
+    if i >= A[GB + G_EVCAP]:             # the room reserved per request was not enough: nothing is written
         A[GB + G_ERR] = ERR_EVENTS
         return
-    ev[i, 0] = A[GB + G_REQ]
-    ev[i, 1] = A[(t) * NF + LEVEL]
-    ev[i, 2] = op
-    ev[i, 3] = kind
-    ev[i, 4] = slot
-    ev[i, 5] = nslots
-    ev[i, 6] = key
-    ev[i, 7] = version
+    _ev_row(A, i, t, op, kind, slot, nslots, key, version)
     A[GB + G_NEV] = i + 1
     if A[GB + G_PHASE] and op == EV_WRITE:        # a slot written while the request's blocks were looked up
         A[A[GB + B_SWR] + A[(t) * NF + SLOTB] + slot] = A[GB + G_MARK]
 
 
 # ---- the hierarchy ----------------------------------------------------------------------------------------
+# ---- admission: ghost lists, the frequency sketch, the policies -------------------------------------------
 @njit(cache=True, _nrt=False)
-def _admit(S, t, key, kind, now):
-    """Admission hook (issue 17): may tier t take ``key`` (CREATE_WRITE/PROMOTE_WRITE/DEMOTE_WRITE)? All today."""
+def _g_find(A, q, key):
+    """Node of ``key`` in ghost q (relative to its pool), or -1."""
+    h = A[GB + B_GH] + q * GHF
+    ht, mask, nk = A[GB + B_GHT] + A[h + GH_HB], A[h + GH_HM], A[GB + B_GKEY] + A[h + GH_NB]
+    i = _home(key, mask)
+    while True:
+        v = A[ht + i]
+        if v == 0:
+            return -1
+        if A[nk + v - 1] == key:
+            return v - 1
+        i = (i + 1) & mask
+
+
+@njit(cache=True, _nrt=False)
+def _g_unlink(A, q, n):
+    h = A[GB + B_GH] + q * GHF
+    nb = A[h + GH_NB]
+    pv, nx = A[GB + B_GPREV] + nb, A[GB + B_GNEXT] + nb
+    p, x = A[pv + n], A[nx + n]
+    if p >= 0:
+        A[nx + p] = x
+    else:
+        A[h + GH_HEAD] = x
+    if x >= 0:
+        A[pv + x] = p
+    else:
+        A[h + GH_TAIL] = p
+
+
+@njit(cache=True, _nrt=False)
+def _g_append(A, q, n):
+    h = A[GB + B_GH] + q * GHF
+    nb = A[h + GH_NB]
+    tail = A[h + GH_TAIL]
+    A[A[GB + B_GPREV] + nb + n] = tail
+    A[A[GB + B_GNEXT] + nb + n] = -1
+    if tail >= 0:
+        A[A[GB + B_GNEXT] + nb + tail] = n
+    else:
+        A[h + GH_HEAD] = n
+    A[h + GH_TAIL] = n
+
+
+@njit(cache=True, _nrt=False)
+def _g_drop(A, q, n):
+    """Take node n out of ghost q: list, table (backward-shift delete) and pool."""
+    h = A[GB + B_GH] + q * GHF
+    _g_unlink(A, q, n)
+    ht, mask, nk = A[GB + B_GHT] + A[h + GH_HB], A[h + GH_HM], A[GB + B_GKEY] + A[h + GH_NB]
+    i = _home(A[nk + n], mask)
+    while A[ht + i] != n + 1:
+        i = (i + 1) & mask
+    j = i
+    while True:
+        j = (j + 1) & mask
+        v = A[ht + j]
+        if v == 0:
+            break
+        k = _home(A[nk + v - 1], mask)
+        if (j > i and (k <= i or k > j)) or (j < i and (k <= i and k > j)):
+            A[ht + i] = v
+            i = j
+    A[ht + i] = 0
+    A[A[GB + B_GFREE] + A[h + GH_NB] + A[h + GH_FTOP]] = n
+    A[h + GH_FTOP] += 1
+    A[h + GH_LEN] -= 1
+
+
+@njit(cache=True, _nrt=False)
+def _g_put(A, q, key, val):
+    """The reference's _Ghost.put: remember ``key`` (value ``val``) as the newest; forget the oldest beyond
+    the ghost's size."""
+    D = A.view(np.float64)
+    h = A[GB + B_GH] + q * GHF
+    nb = A[h + GH_NB]
+    ht, mask, nk = A[GB + B_GHT] + A[h + GH_HB], A[h + GH_HM], A[GB + B_GKEY] + nb
+    i = _home(key, mask)
+    while True:
+        v = A[ht + i]
+        if v == 0:
+            break
+        if A[nk + v - 1] == key:                     # present: move to the end, new value
+            _g_unlink(A, q, v - 1)
+            _g_append(A, q, v - 1)
+            D[A[GB + B_GVAL] + nb + v - 1] = val
+            return
+        i = (i + 1) & mask
+    top = A[h + GH_FTOP] - 1                          # the pool holds size + 1 nodes: never empty here
+    n = A[A[GB + B_GFREE] + nb + top]
+    A[h + GH_FTOP] = top
+    A[nk + n] = key
+    D[A[GB + B_GVAL] + nb + n] = val
+    A[ht + i] = n + 1
+    _g_append(A, q, n)
+    A[h + GH_LEN] += 1
+    if A[h + GH_LEN] > A[h + GH_CAP]:
+        _g_drop(A, q, A[h + GH_HEAD])
+
+
+_SEEDS = np.array([0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0xD6E8FEB86659FD93], dtype=np.uint64)
+_PY_HASH_MOD = np.uint64((1 << 61) - 1)        # CPython's hash of a non-negative int: the int mod 2**61 - 1
+_NIBBLE_HALF = np.int64(0x7777777777777777)
+
+
+@njit(cache=True, _nrt=False)
+def _sk_word(A, t, row, key):
+    """(word index in A, bit shift) of ``key``'s 4-bit counter in sketch row ``row`` of tier t."""
+    k = np.uint64(key) % _PY_HASH_MOD
+    j = np.int64((k * _SEEDS[row]) >> np.uint64(A[(t) * NF + SKSH]))
+    return A[GB + B_SK] + A[(t) * NF + SKB] + row * A[(t) * NF + SKW] + (j >> 4), (j & 15) * 4
+
+
+@njit(cache=True, _nrt=False)
+def _sk_estimate(A, t, key):
+    est = 15
+    for row in range(4):
+        w, sh = _sk_word(A, t, row, key)
+        c = (A[w] >> sh) & 15
+        if c < est:
+            est = c
+    return est
+
+
+@njit(cache=True, _nrt=False)
+def _sk_count(A, t, key):
+    """TinyLFU.observe: count a lookup (saturating at 15); age (halve every counter) after SKSAMP counts."""
+    for row in range(4):
+        w, sh = _sk_word(A, t, row, key)
+        if (A[w] >> sh) & 15 < 15:
+            A[w] += np.int64(1) << sh
+    A[(t) * NF + SKINC] += 1
+    if A[(t) * NF + SKINC] >= A[(t) * NF + SKSAMP]:
+        b = A[GB + B_SK] + A[(t) * NF + SKB]
+        for i in range(4 * A[(t) * NF + SKW]):
+            A[b + i] = (A[b + i] >> 1) & _NIBBLE_HALF
+        A[(t) * NF + SKINC] //= 2
+        A[(t) * NF + SKRES] += 1
+
+
+@njit(cache=True, _nrt=False)
+def _adm_begin(A, t, keys, a, n):
+    """PrefixDepth.begin_request with beyond_shared: the shared prefix (leading keys seen before) sets the
+    request's depth limit; every key of the request is remembered."""
+    q = A[(t) * NF + ADMG0]
+    shared = 0
+    while shared < n and _g_find(A, q, keys[a + shared]) >= 0:
+        shared += 1
+    for i in range(n):
+        _g_put(A, q, keys[a + i], 0.0)
+    limit = shared + A[(t) * NF + ABEYOND]
+    if A[(t) * NF + ADEPTH] >= 0 and A[(t) * NF + ADEPTH] < limit:
+        limit = A[(t) * NF + ADEPTH]
+    A[(t) * NF + ALIMIT] = limit
+
+
+@njit(cache=True, _nrt=False)
+def _adm_observe(A, t, key, now, depth):
+    """A lookup of ``key`` (``depth`` in the request's prefix) reached tier t: the policy's observe."""
+    pol = A[(t) * NF + ADM]
+    if pol == ADM_TINYLFU:
+        _sk_count(A, t, key)
+    elif pol == ADM_PREFIX:
+        q = A[(t) * NF + ADMG1]
+        if depth >= A[(t) * NF + ALIMIT]:
+            _g_put(A, q, key, 0.0)
+        else:
+            n = _g_find(A, q, key)
+            if n >= 0:
+                _g_drop(A, q, n)
+    elif pol == ADM_THRESHOLD and A[(t) * NF + AWIN]:
+        D = A.view(np.float64)
+        q = A[(t) * NF + ADMG0]
+        n = _g_find(A, q, key)
+        gap = np.inf
+        if n >= 0:
+            gap = now - D[A[GB + B_GVAL] + A[A[GB + B_GH] + q * GHF + GH_NB] + n]
+        A[(t) * NF + GAPK] = key
+        A[(t) * NF + GAPSET] = 1
+        D[A[GB + B_ADMF] + 2 * t + 1] = gap
+        _g_put(A, q, key, now)
+
+
+@njit(cache=True, _nrt=False)
+def _admit(A, t, key, now, depth):
+    """May tier t take ``key`` (``depth`` in the request's prefix, -1 for a demotion)? The policies' admit."""
+    pol = A[(t) * NF + ADM]
+    if pol == ADM_SECOND:
+        q = A[(t) * NF + ADMG0]
+        if _g_find(A, q, key) >= 0:
+            return True
+        _g_put(A, q, key, 0.0)
+        return False
+    if pol == ADM_TINYLFU:
+        if A[(t) * NF + POL] == POL_S3:
+            if A[(t) * NF + QL0] + A[(t) * NF + QL1] < A[(t) * NF + CAP]:
+                return True
+            ql1 = A[(t) * NF + QL1]
+            v = A[(t) * NF + QH1] if ql1 > 0 and (ql1 >= A[(t) * NF + SCAP] or A[(t) * NF + QL0] == 0) \
+                else A[(t) * NF + QH0]
+        else:
+            if A[(t) * NF + QL0] < A[(t) * NF + CAP]:
+                return True
+            v = A[(t) * NF + QH0]
+        victim = A[A[GB + B_NKEY] + A[(t) * NF + NB] + v]
+        return _sk_estimate(A, t, key) > _sk_estimate(A, t, victim)
+    if pol == ADM_PREFIX:
+        if depth < 0:
+            return _g_find(A, A[(t) * NF + ADMG1], key) < 0
+        return depth < A[(t) * NF + ALIMIT]
+    if pol == ADM_THRESHOLD:
+        if depth >= 0 and A[GB + G_BLOCKS] < A[(t) * NF + AMINB]:
+            return False
+        if not A[(t) * NF + AWIN]:
+            return True
+        D = A.view(np.float64)
+        window = D[A[GB + B_ADMF] + 2 * t]
+        if depth >= 0 and A[(t) * NF + GAPSET] and A[(t) * NF + GAPK] == key:
+            return D[A[GB + B_ADMF] + 2 * t + 1] <= window
+        q = A[(t) * NF + ADMG0]
+        n = _g_find(A, q, key)
+        return n >= 0 and now - D[A[GB + B_GVAL] + A[A[GB + B_GH] + q * GHF + GH_NB] + n] <= window
     return True
 
 
@@ -642,51 +886,49 @@ def _admit(S, t, key, kind, now):
 # unrolled by depth: _insert_d / _evict_d for d = 0..3 (a chain goes down one tier per step, four tiers at most),
 # each a few lines around the shared, non-recursive steps below.
 @njit(cache=True, _nrt=False)
-def _ins_begin(S, t, key, kind, now):
+def _ins_begin(A, t, key, kind, now, depth):
     """First half of an insert: refresh a resident key, or admit it and make room. Returns (node, victim
     node or -1); node -1 when the insert is over (refreshed, refused, or out of nodes)."""
-    A = S[S_A]
     nb = A[(t) * NF + NB]
-    n = _node(S, t, key)
+    n = _node(A, t, key)
     if n < 0:
         return -1, -1
     if A[A[GB + B_NMETA] + nb + n]:                       # already resident (same content): refresh only
-        v = _p_insert(S, t, n, now)
+        v = _p_insert(A, t, n, now)
         if v >= 0:
-            _release(S, t, v)               # the reference ignores this eviction (it cannot happen in order)
+            _release(A, t, v)               # the reference ignores this eviction (it cannot happen in order)
         return -1, -1
-    if not _admit(S, t, key, kind, now):
-        _release(S, t, n)
+    if A[(t) * NF + ADM] != ADM_ALL and not _admit(A, t, key, now, depth):
+        A[(t) * NF + C_REJECT] += 1
+        _release(A, t, n)
         return -1, -1
-    v = _p_insert(S, t, n, now)
+    v = _p_insert(A, t, n, now)
     if v >= 0:
         A[(t) * NF + C_EVICT] += 1
     return n, v
 
 
 @njit(cache=True, _nrt=False)
-def _ins_alloc(S, t, key):
+def _ins_alloc(A, t, key):
     """The insert's slot (-1 on L1); the keys a log reclaim dropped are in the tier's drop buffer (DRN)."""
-    A = S[S_A]
     if A[(t) * NF + STORE] == STORE_NONE:
         A[(t) * NF + DRN] = 0
         return -1
-    return _alloc(S, t, key)
+    return _alloc(A, t, key)
 
 
 @njit(cache=True, _nrt=False)
-def _ins_drop(S, t, j):
-    """The j-th key a reclaim dropped: out of the policy; returns it (the caller evicts it, freed)."""
-    A = S[S_A]
+def _ins_drop(A, t, j):
+    """The j-th key a reclaim dropped: out of the policy; returns it and its node (the caller evicts it, freed)."""
     victim = A[A[GB + B_DROP] + A[(t) * NF + DRB] + j]
-    _p_remove(S, t, _find(S, t, victim))
+    n = _find(A, t, victim)
+    _p_remove(A, t, n)
     A[(t) * NF + C_RECLAIM] += 1
-    return victim
+    return victim, n
 
 
 @njit(cache=True, _nrt=False)
-def _ins_finish(S, t, n, key, version, kind, slot):
-    A = S[S_A]
+def _ins_finish(A, t, n, key, version, kind, slot):
     nb = A[(t) * NF + NB]
     A[(t) * NF + DRN] = 0
     A[A[GB + B_NMETA] + nb + n] = 1
@@ -694,8 +936,9 @@ def _ins_finish(S, t, n, key, version, kind, slot):
     A[A[GB + B_NVER] + nb + n] = version
     A[(t) * NF + NMETA] += 1
     if A[(t) * NF + STORE] != STORE_NONE:
-        _emit_trims(S, t)
-        _emit(S, t, EV_WRITE, kind, slot, 1, key, version)
+        if A[(t) * NF + TRN]:
+            _emit_trims(A, t)
+        _emit(A, t, EV_WRITE, kind, slot, 1, key, version)
     if kind == CREATE_WRITE:
         A[(t) * NF + C_CREATE] += 1
     elif kind == PROMOTE_WRITE:
@@ -707,168 +950,168 @@ def _ins_finish(S, t, n, key, version, kind, slot):
 
 
 @njit(cache=True, _nrt=False)
-def _ev_begin(S, t, key):
-    """First half of an eviction (the policy already dropped ``key``): pop the meta, emit the demotion read.
-    Returns (node, slot, version, demote?); node -1 when there is nothing more to do."""
-    A = S[S_A]
+def _ev_begin(A, t, key, n):
+    """First half of an eviction (the policy already dropped ``key``, whose node is ``n``, or -1: look it up):
+    pop the meta, emit the demotion read. Returns (node, slot, version, demote?); node -1 when there is nothing
+    more to do."""
     nb = A[(t) * NF + NB]
-    n = _find(S, t, key)
+    if n < 0:
+        n = _find(A, t, key)
     if n < 0:
         return -1, -1, -1, False
     if not A[A[GB + B_NMETA] + nb + n]:
-        _release(S, t, n)
+        _release(A, t, n)
         return -1, -1, -1, False
     slot, version = A[A[GB + B_NSLOT] + nb + n], A[A[GB + B_NVER] + nb + n]
     A[A[GB + B_NMETA] + nb + n] = 0
     A[(t) * NF + NMETA] -= 1
     demote = False
     if A[GB + G_DEMOTE] and t + 1 < A[GB + G_NT]:
-        if not _resident(S, t + 1, key):
+        if not _resident(A, t + 1, key):
             if A[(t) * NF + STORE] != STORE_NONE:
-                _emit(S, t, EV_READ, DEMOTE_READ, slot, 1, key, version)
+                _emit(A, t, EV_READ, DEMOTE_READ, slot, 1, key, version)
                 A[(t) * NF + C_DEMOTE_READS] += 1
             demote = True
     return n, slot, version, demote
 
 
 @njit(cache=True, _nrt=False)
-def _ev_end(S, t, n, slot, freed):
-    A = S[S_A]
+def _ev_end(A, t, n, slot, freed):
     if A[(t) * NF + STORE] != STORE_NONE and not freed:
-        _free(S, t, slot)
-        _emit_trims(S, t)
-    _release(S, t, n)
+        _free(A, t, slot)
+        if A[(t) * NF + TRN]:
+            _emit_trims(A, t)
+    _release(A, t, n)
 
 
 @njit(cache=True, _nrt=False)
-def _evict3(S, t, key, freed, now):
-    n, slot, version, demote = _ev_begin(S, t, key)      # depth 3 is the fourth tier: nothing below it
+def _evict3(A, t, key, freed, now, node):
+    n, slot, version, demote = _ev_begin(A, t, key, node)      # depth 3 is the fourth tier: nothing below it
     if n >= 0:
-        _ev_end(S, t, n, slot, freed)
+        _ev_end(A, t, n, slot, freed)
 
 
 @njit(cache=True, _nrt=False)
-def _insert3(S, t, key, version, kind, now):
-    A = S[S_A]
-    n, v = _ins_begin(S, t, key, kind, now)
+def _insert3(A, t, key, version, kind, now):
+    n, v = _ins_begin(A, t, key, kind, now, -1)
     if n < 0:
         return
     if v >= 0:
-        _evict3(S, t, A[A[GB + B_NKEY] + A[(t) * NF + NB] + v], False, now)
-    slot = _ins_alloc(S, t, key)
+        _evict3(A, t, A[A[GB + B_NKEY] + A[(t) * NF + NB] + v], False, now, v)
+    slot = _ins_alloc(A, t, key)
     for j in range(A[(t) * NF + DRN]):
-        _evict3(S, t, _ins_drop(S, t, j), True, now)
-    _ins_finish(S, t, n, key, version, kind, slot)
+        victim, vn = _ins_drop(A, t, j)
+        _evict3(A, t, victim, True, now, vn)
+    _ins_finish(A, t, n, key, version, kind, slot)
 
 
 @njit(cache=True, _nrt=False)
-def _evict2(S, t, key, freed, now):
-    n, slot, version, demote = _ev_begin(S, t, key)
-    if n >= 0:
-        if demote:
-            _insert3(S, t + 1, key, version, DEMOTE_WRITE, now)
-        _ev_end(S, t, n, slot, freed)
-
-
-@njit(cache=True, _nrt=False)
-def _insert2(S, t, key, version, kind, now):
-    A = S[S_A]
-    n, v = _ins_begin(S, t, key, kind, now)
-    if n < 0:
-        return
-    if v >= 0:
-        _evict2(S, t, A[A[GB + B_NKEY] + A[(t) * NF + NB] + v], False, now)
-    slot = _ins_alloc(S, t, key)
-    for j in range(A[(t) * NF + DRN]):
-        _evict2(S, t, _ins_drop(S, t, j), True, now)
-    _ins_finish(S, t, n, key, version, kind, slot)
-
-
-@njit(cache=True, _nrt=False)
-def _evict1(S, t, key, freed, now):
-    n, slot, version, demote = _ev_begin(S, t, key)
+def _evict2(A, t, key, freed, now, node):
+    n, slot, version, demote = _ev_begin(A, t, key, node)
     if n >= 0:
         if demote:
-            _insert2(S, t + 1, key, version, DEMOTE_WRITE, now)
-        _ev_end(S, t, n, slot, freed)
+            _insert3(A, t + 1, key, version, DEMOTE_WRITE, now)
+        _ev_end(A, t, n, slot, freed)
 
 
 @njit(cache=True, _nrt=False)
-def _insert1(S, t, key, version, kind, now):
-    A = S[S_A]
-    n, v = _ins_begin(S, t, key, kind, now)
+def _insert2(A, t, key, version, kind, now):
+    n, v = _ins_begin(A, t, key, kind, now, -1)
     if n < 0:
         return
     if v >= 0:
-        _evict1(S, t, A[A[GB + B_NKEY] + A[(t) * NF + NB] + v], False, now)
-    slot = _ins_alloc(S, t, key)
+        _evict2(A, t, A[A[GB + B_NKEY] + A[(t) * NF + NB] + v], False, now, v)
+    slot = _ins_alloc(A, t, key)
     for j in range(A[(t) * NF + DRN]):
-        _evict1(S, t, _ins_drop(S, t, j), True, now)
-    _ins_finish(S, t, n, key, version, kind, slot)
+        victim, vn = _ins_drop(A, t, j)
+        _evict2(A, t, victim, True, now, vn)
+    _ins_finish(A, t, n, key, version, kind, slot)
 
 
 @njit(cache=True, _nrt=False)
-def _evict(S, t, key, freed, now):
+def _evict1(A, t, key, freed, now, node):
+    n, slot, version, demote = _ev_begin(A, t, key, node)
+    if n >= 0:
+        if demote:
+            _insert2(A, t + 1, key, version, DEMOTE_WRITE, now)
+        _ev_end(A, t, n, slot, freed)
+
+
+@njit(cache=True, _nrt=False)
+def _insert1(A, t, key, version, kind, now):
+    n, v = _ins_begin(A, t, key, kind, now, -1)
+    if n < 0:
+        return
+    if v >= 0:
+        _evict1(A, t, A[A[GB + B_NKEY] + A[(t) * NF + NB] + v], False, now, v)
+    slot = _ins_alloc(A, t, key)
+    for j in range(A[(t) * NF + DRN]):
+        victim, vn = _ins_drop(A, t, j)
+        _evict1(A, t, victim, True, now, vn)
+    _ins_finish(A, t, n, key, version, kind, slot)
+
+
+@njit(cache=True, _nrt=False)
+def _evict(A, t, key, freed, now, node):
     """``key`` left tier t (its policy already dropped it): demote it if asked, free its slot."""
-    n, slot, version, demote = _ev_begin(S, t, key)
+    n, slot, version, demote = _ev_begin(A, t, key, node)
     if n >= 0:
         if demote:
-            _insert1(S, t + 1, key, version, DEMOTE_WRITE, now)
-        _ev_end(S, t, n, slot, freed)
+            _insert1(A, t + 1, key, version, DEMOTE_WRITE, now)
+        _ev_end(A, t, n, slot, freed)
 
 
 @njit(cache=True, _nrt=False)
-def _insert(S, t, key, version, kind, now):
-    """Put ``key`` (content ``version``) in tier t, evicting (and demoting) what it displaces."""
-    A = S[S_A]
-    n, v = _ins_begin(S, t, key, kind, now)
+def _insert(A, t, key, version, kind, now, depth):
+    """Put ``key`` (content ``version``, ``depth`` in the request's prefix) in tier t, evicting (and demoting)
+    what it displaces."""
+    n, v = _ins_begin(A, t, key, kind, now, depth)
     if n < 0:
         return
     if v >= 0:
-        _evict(S, t, A[A[GB + B_NKEY] + A[(t) * NF + NB] + v], False, now)
-    slot = _ins_alloc(S, t, key)
+        _evict(A, t, A[A[GB + B_NKEY] + A[(t) * NF + NB] + v], False, now, v)
+    slot = _ins_alloc(A, t, key)
     for j in range(A[(t) * NF + DRN]):
-        _evict(S, t, _ins_drop(S, t, j), True, now)
-    _ins_finish(S, t, n, key, version, kind, slot)
+        victim, vn = _ins_drop(A, t, j)
+        _evict(A, t, victim, True, now, vn)
+    _ins_finish(A, t, n, key, version, kind, slot)
 
 
 @njit(cache=True, _nrt=False)
-def _remove(S, t, key):
+def _remove(A, t, key):
     """Take ``key`` out of tier t without demotion (exclusive promotion)."""
-    A = S[S_A]
     nb = A[(t) * NF + NB]
-    n = _find(S, t, key)
-    _p_remove(S, t, n)
+    n = _find(A, t, key)
+    _p_remove(A, t, n)
     A[A[GB + B_NMETA] + nb + n] = 0
     A[(t) * NF + NMETA] -= 1
     if A[(t) * NF + STORE] != STORE_NONE:
-        _free(S, t, A[A[GB + B_NSLOT] + nb + n])
-        _emit_trims(S, t)
-    _release(S, t, n)
+        _free(A, t, A[A[GB + B_NSLOT] + nb + n])
+        if A[(t) * NF + TRN]:
+            _emit_trims(A, t)
+    _release(A, t, n)
 
 
 @njit(cache=True, _nrt=False)
-def _resident(S, t, key):
-    A = S[S_A]
-    n = _find(S, t, key)
+def _resident(A, t, key):
+    n = _find(A, t, key)
     return n >= 0 and A[A[GB + B_NMETA] + A[(t) * NF + NB] + n] != 0
 
 
 @njit(cache=True, _nrt=False)
-def _shift_tail(ev, a, b, by):
-    """Move rows [a, b) of ev to [a + by, b + by) (overlapping: copy from the end)."""
-    for i in range(b - 1, a - 1, -1):
-        for c in range(8):
-            ev[i + by, c] = ev[i, c]
+def _shift_tail(A, a, b, by):
+    """Move event rows [a, b) to [a + by, b + by) (overlapping: copy from the end)."""
+    e = A[GB + B_EV]
+    for i in range(8 * b - 1, 8 * a - 1, -1):
+        A[e + i + 8 * by] = A[e + i]
 
 
 @njit(cache=True, _nrt=False)
-def run_requests(S, times, offsets, keys, first_request, reqs, xbuf, found, versions, hitrow):
-    """Simulate requests (CSR keys as int64 bit patterns); fills reqs (n, 9) and the events in S.
+def run_requests(A, times, offsets, keys, first_request, reqs, xbuf, found, versions, hitrow):
+    """Simulate requests (CSR keys as int64 bit patterns); fills reqs (n, 8) and the event rows in A.
 
     Returns the number of requests done (fewer than asked only when A[GB + G_ERR] is set: the state is then
     inconsistent and the caller must rebuild it)."""
-    A = S[S_A]
     nt = A[GB + G_NT]
     nreq = times.shape[0]
     for r in range(nreq):
@@ -877,7 +1120,7 @@ def run_requests(S, times, offsets, keys, first_request, reqs, xbuf, found, vers
             if A[(t) * NF + FTOP] < A[GB + G_NEED] and A[(t) * NF + NN] < A[(t) * NF + NNMAX]:
                 A[GB + G_ERR] = NEED_GROW
                 return r
-        if S[S_EVS].shape[0] - A[GB + G_NEV] < A[GB + G_EVNEED]:
+        if A[GB + G_EVCAP] - A[GB + G_NEV] < A[GB + G_EVNEED]:
             A[GB + G_ERR] = NEED_GROW
             return r
         A[GB + G_REQ] = first_request + r
@@ -885,18 +1128,27 @@ def run_requests(S, times, offsets, keys, first_request, reqs, xbuf, found, vers
         A[GB + G_PHASE] = 1
         start = A[GB + G_NEV]
         for t in range(nt):
-            k = _p_expire(S, t, now, xbuf)
+            k = _p_expire(A, t, now, xbuf)
             for j in range(k):
                 A[(t) * NF + C_EXPIRE] += 1
-                _evict(S, t, xbuf[j], False, now)
+                _evict(A, t, xbuf[j], False, now, -1)
         a, b = offsets[r], offsets[r + 1]
         n = b - a
+        A[GB + G_BLOCKS] = n
+        adm = False
+        for t in range(nt):
+            if A[(t) * NF + ADM] != ADM_ALL:
+                adm = True
+                if A[(t) * NF + ADM] == ADM_PREFIX and A[(t) * NF + ABEYOND] >= 0:
+                    _adm_begin(A, t, keys, a, n)
         produced = 0
         for i in range(n - 1, -1, -1):
             key = keys[a + i]
             found[i] = -1
             for t in range(nt):
-                if _p_lookup(S, t, key, now):
+                if adm and A[(t) * NF + ADM] != ADM_ALL:
+                    _adm_observe(A, t, key, now, i)
+                if _p_lookup(A, t, key, now):
                     found[i] = t
                     break
             if found[i] < 0:
@@ -904,7 +1156,7 @@ def run_requests(S, times, offsets, keys, first_request, reqs, xbuf, found, vers
                 A[GB + G_SEQ] += 1
                 produced += 1
                 for j in range(A[GB + G_NCREATE]):
-                    _insert(S, A[GB + G_CREATE0 + j], key, version, CREATE_WRITE, now)
+                    _insert(A, A[GB + G_CREATE0 + j], key, version, CREATE_WRITE, now, i)
             if A[GB + G_ERR]:
                 return r
         h = 0
@@ -921,7 +1173,7 @@ def run_requests(S, times, offsets, keys, first_request, reqs, xbuf, found, vers
         for i in range(h):
             t = found[i]
             nb = A[(t) * NF + NB]
-            nd = _find(S, t, keys[a + i])
+            nd = _find(A, t, keys[a + i])
             if nd < 0 or not A[A[GB + B_NMETA] + nb + nd]:
                 A[GB + G_ERR] = ERR_META
                 return r
@@ -936,30 +1188,21 @@ def run_requests(S, times, offsets, keys, first_request, reqs, xbuf, found, vers
                 else:
                     nload += 1
         if nload + nlate:
-            ev = S[S_EVS]
             need = loop_end + nload + nlate
-            if need > ev.shape[0]:
+            if need > A[GB + G_EVCAP]:
                 A[GB + G_ERR] = ERR_EVENTS
                 return r
-            _shift_tail(ev, start, loop_end, nload)
+            _shift_tail(A, start, loop_end, nload)
             pl, pt = start, loop_end + nload
             for i in range(h):
                 t = found[i]
                 if A[(t) * NF + STORE] == STORE_NONE:
                     continue
                 nb = A[(t) * NF + NB]
-                nd = _find(S, t, keys[a + i])
+                nd = _find(A, t, keys[a + i])
                 slot = A[A[GB + B_NSLOT] + nb + nd]
                 late = loop_end > start and A[A[GB + B_SWR] + A[(t) * NF + SLOTB] + slot] == req_mark
-                row = pt if late else pl
-                ev[row, 0] = A[GB + G_REQ]
-                ev[row, 1] = A[(t) * NF + LEVEL]
-                ev[row, 2] = EV_READ
-                ev[row, 3] = HIT_READ
-                ev[row, 4] = slot
-                ev[row, 5] = 1
-                ev[row, 6] = keys[a + i]
-                ev[row, 7] = versions[i]
+                _ev_row(A, pt if late else pl, t, EV_READ, HIT_READ, slot, 1, keys[a + i], versions[i])
                 if late:
                     pt += 1
                 else:
@@ -973,16 +1216,16 @@ def run_requests(S, times, offsets, keys, first_request, reqs, xbuf, found, vers
             key, version = keys[a + i], versions[i]
             if A[GB + G_EXCL]:
                 for tj in range(1, nt):
-                    if _resident(S, tj, key):
-                        _remove(S, tj, key)
-                _insert(S, 0, key, version, PROMOTE_WRITE, now)
+                    if _resident(A, tj, key):
+                        _remove(A, tj, key)
+                _insert(A, 0, key, version, PROMOTE_WRITE, now, i)
             elif A[GB + G_PROMOTE]:
                 for tj in range(ti - 1, -1, -1):
-                    if not _resident(S, tj, key):
-                        _insert(S, tj, key, version, PROMOTE_WRITE, now)
+                    if not _resident(A, tj, key):
+                        _insert(A, tj, key, version, PROMOTE_WRITE, now, i)
             elif A[GB + G_TOPL1]:
-                if not _resident(S, 0, key):
-                    _insert(S, 0, key, version, PROMOTE_WRITE, now)
+                if not _resident(A, 0, key):
+                    _insert(A, 0, key, version, PROMOTE_WRITE, now, i)
             if A[GB + G_ERR]:
                 return r
         A[GB + G_PRODUCED] += produced
@@ -1009,9 +1252,8 @@ def rehash(old_ht, old_hb, old_size, ht, hb, mask, nkey, nb):
 
 
 @njit(cache=True)
-def tier_keys(S, t, meta_only):
+def tier_keys(A, t, meta_only):
     """Keys (int64 bit patterns) with meta in tier t, and their slots and versions."""
-    A = S[S_A]
     nb, nn = A[(t) * NF + NB], A[(t) * NF + NN]
     out = np.empty(A[(t) * NF + NMETA], np.int64)
     slots = np.empty(A[(t) * NF + NMETA], np.int64)
@@ -1026,3 +1268,72 @@ def tier_keys(S, t, meta_only):
             vers[k] = A[A[GB + B_NVER] + nb + v - 1]
             k += 1
     return out[:k], slots[:k], vers[:k]
+
+
+@njit(cache=True)
+def fill_events(A, out):
+    """The event rows of A into ``out`` (an EVENT_DTYPE array of G_NEV rows): one pass, not a copy per field."""
+    eb = A[GB + B_EV]
+    for i in range(out.shape[0]):
+        e = eb + 8 * i
+        r = out[i]
+        r.request = A[e]
+        r.tier = A[e + 1]
+        r.op = A[e + 2]
+        r.kind = A[e + 3]
+        r.slot = A[e + 4]
+        r.nslots = A[e + 5]
+        r.key = A[e + 6]
+        r.version = A[e + 7]
+
+
+@njit(cache=True)
+def fill_requests(rows, times, out):
+    """run_requests' per-request rows (request, blocks, hits, hits per level, produced) into a REQUEST_DTYPE array."""
+    for i in range(out.shape[0]):
+        r = out[i]
+        r.request = rows[i, 0]
+        r.arrival_s = times[i]
+        r.blocks = rows[i, 1]
+        r.hit_blocks = rows[i, 2]
+        r.hit_l1 = rows[i, 3]
+        r.hit_l2 = rows[i, 4]
+        r.hit_l3 = rows[i, 5]
+        r.hit_l4 = rows[i, 6]
+        r.produced = rows[i, 7]
+
+
+@njit(cache=True, _nrt=False)
+def sketch_estimate(A, t, key):
+    """TinyLFU's estimate of ``key`` (int64 bit pattern) in tier t's compiled sketch (for inspection)."""
+    return _sk_estimate(A, t, key)
+
+
+@njit(cache=True, _nrt=False)
+def _contains(A, t, key, now):
+    """The policy's ``contains``: held (not a ghost) and within its retention; no recency change."""
+    n = _find(A, t, key)
+    if n < 0:
+        return False
+    nb = A[(t) * NF + NB]
+    w = A[A[GB + B_NWHERE] + nb + n]
+    if w != W_MAIN and w != W_SMALL:
+        return False
+    if not A[(t) * NF + HASTTL]:
+        return True
+    D = A.view(np.float64)
+    return now - D[A[GB + B_NLAST] + nb + n] <= D[A[GB + B_TTL] + t]
+
+
+@njit(cache=True, _nrt=False)
+def cached_prefix(A, tiers, keys, now):
+    """Leading keys (int64 bit patterns) some tier in ``tiers`` holds (by the policies' contains)."""
+    for i in range(keys.shape[0]):
+        held = False
+        for t in tiers:
+            if _contains(A, t, keys[i], now):
+                held = True
+                break
+        if not held:
+            return i
+    return keys.shape[0]
