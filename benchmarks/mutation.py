@@ -52,7 +52,8 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "policies": ("kvbench/sim/policies.py",
                  ["tests/test_policies_properties.py", "tests/test_policies.py", "tests/test_ttl_boundary.py"]),
     "safety": ("kvbench/engine/safety.py", ["tests/test_safety.py", "tests/test_targets.py"]),
-    "recompute": ("kvbench/analysis/recompute.py", ["tests/test_recompute.py", "tests/test_check.py"]),
+    "recompute": ("kvbench/analysis/recompute.py",
+                  ["tests/test_recompute_edges.py", "tests/test_recompute.py", "tests/test_check.py"]),
     # the steady-state answers (issue 12): their fast unit tests, not the plan CLI's
     "residence": ("kvbench/analysis/residence.py",
                   ["tests/test_plan.py::test_one_new_block_per_second_is_written_at_one_block_per_second",
@@ -194,8 +195,45 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
     "recompute": {
         ("grid = np.unique(np.round(np.geomspace(1, max_tokens, 4096)).astype(np.int64))", "4096 -> 4097"):
             "the grid only brackets sign changes; bisection then finds the exact integers",
-        ("def bandwidth_needed(self, tier: Tier, n: int, suffix: int = 0) -> float | None:", "0 -> 1"):
-            "the suffix parameter is not used by bandwidth_needed (non-pipelined by definition)",
+        ("lo = grid[lo_i] if lo_i == 0 else self._first_win(tier, grid[lo_i - 1], grid[lo_i], suffix)", "0 -> 1"):
+            "grid[0] = 1 and grid[1] = 2 for every max_tokens: at lo_i = 0 the bisection over (grid[-1], 1] returns "
+            "1 = grid[0] at once, and at lo_i = 1 bisecting (1, 2] gives 2 = grid[1]",
+        ("if not self.pipelined or hi <= 0:", "or -> and"):
+            "not pipelined, every bisection point lies below hi, where loading loses (exposed = latency + bytes / "
+            "bw), so hi is returned unchanged",
+        ("return float(self.margin(replace(tier, bandwidth_bytes_per_s=bw), n, suffix)) > 0", "> -> >="):
+            "a margin of exactly 0 at an (irrational) bisection point moves the bracket to that point either way: "
+            "the answer stays within the bisection's 1e-9 relative tolerance",
+        ("lo, floor = hi / 2, hi * 1e-12", "2 -> 3"): "the bracket's start: the same root within 1e-9",
+        ("lo, floor = hi / 2, hi * 1e-12", "/ -> *"):
+            "a bracket from 2 hi halves down to the root's bracket: the same root within 1e-9",
+        ("lo, floor = hi / 2, hi * 1e-12", "1e-12 -> 2e-12"):
+            "the floor guards a loop that ends long before it: layer 0's load is always exposed, so loading loses "
+            "as the bandwidth falls to 0 (no input reaches 1e-12 of the plain break-even)",
+        ("while wins(lo) and lo > floor:           # exposed time falls as bandwidth rises: bracket, then bisect",
+         "> -> >="): "the floor is never reached (see the floor's constant)",
+        ("hi, lo = lo, lo / 2", "2 -> 3"): "the bracket's step: the same root within 1e-9",
+        ("for _ in range(200):", "200 -> 201"):
+            "an iteration cap: from a bracket ratio of 2 the geometric bisection reaches 1 + 1e-9 in about 30 steps",
+        ("if hi / lo < 1 + 1e-9:", "1e-09 -> 2e-09"):
+            "the stopping tolerance: 1e-9 or 2e-9 of a bandwidth (tests check the zero margin to 1e-6)",
+        ("if hi / lo < 1 + 1e-9:", "+ -> -"):
+            "never stopping early runs the 200 steps to float precision: the same root, more digits",
+        ("if hi / lo < 1 + 1e-9:", "< -> <="): "the stopping tolerance's boundary: the same root within 1e-9",
+        ("cap = np.where(total > self.full_blocks, self.full_blocks / np.maximum(total, 1e-12), 1.0)",
+         "1e-12 -> 2e-12"):
+            "total is a sum of hit counts (>= 0): below 1e-12 it is 0, where total > full_blocks is false and the "
+            "guarded quotient is never selected",
+        ("if bw and lat is not None and bw > 0:", "> -> >="): "bw == 0 is already rejected by `bw and`",
+        ("def trace_prefixes(path, *, batch_requests: int = 65536, limit: int | None = None) -> TracePrefixes:",
+         "65536 -> 65537"): "the batch size: results are batch-invariant (test_trace_prefixes_match_a_set_reference "
+                            "at batches of 7 and 65,536)",
+        ("hits, inputs, block_tokens = [], [], 0", "0 -> 1"):
+            "only read when no batch was read, and an empty trace (or limit 0) is a TraceError before that",
+        ("return TracePrefixes(str(path), np.concatenate(hits) if hits else np.zeros(0, np.int64),", "0 -> 1"):
+            "an empty trace is a TraceError: there is always a batch",
+        ("np.concatenate(inputs) if inputs else np.zeros(0, np.int64), block_tokens)", "0 -> 1"):
+            "an empty trace is a TraceError: there is always a batch",
         ("cap = np.where(total > self.full_blocks, self.full_blocks / np.maximum(total, 1e-12), 1.0)", "> -> >="):
             "at total == full_blocks the cap is full/total = 1, the same as the else branch",
         ("tier, grid[hi_i - 1], grid[hi_i], suffix, want=False) - 1", "1 -> 2"):
