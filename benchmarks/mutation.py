@@ -51,7 +51,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "ftl": ("kvbench/analysis/ftl.py", ["tests/test_ftl.py"]),
     "policies": ("kvbench/sim/policies.py",
                  ["tests/test_policies_properties.py", "tests/test_policies.py", "tests/test_ttl_boundary.py"]),
-    "safety": ("kvbench/engine/safety.py", ["tests/test_safety.py", "tests/test_targets.py"]),
+    "safety": ("kvbench/engine/safety.py", ["tests/test_safety_edges.py", "tests/test_safety.py", "tests/test_targets.py"]),
     "recompute": ("kvbench/analysis/recompute.py",
                   ["tests/test_recompute_edges.py", "tests/test_recompute.py", "tests/test_check.py"]),
     # the steady-state answers (issue 12): their fast unit tests, not the plan CLI's
