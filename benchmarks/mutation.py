@@ -56,7 +56,8 @@ MODULES: dict[str, tuple[str, list[str]]] = {
                   ["tests/test_recompute_edges.py", "tests/test_recompute.py", "tests/test_check.py"]),
     # the steady-state answers (issue 12): their fast unit tests, not the plan CLI's
     "residence": ("kvbench/analysis/residence.py",
-                  ["tests/test_plan.py::test_one_new_block_per_second_is_written_at_one_block_per_second",
+                  ["tests/test_residence_by_hand.py",
+                   "tests/test_plan.py::test_one_new_block_per_second_is_written_at_one_block_per_second",
                    "tests/test_plan.py::test_lru_thrash_and_a_tier_that_never_fills",
                    "tests/test_plan.py::test_steady_curve_equals_a_brute_force_lru_at_every_capacity",
                    "tests/test_plan.py::test_retention_is_the_smallest_tier_whose_residence_reaches_it",
