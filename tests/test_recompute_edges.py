@@ -56,6 +56,30 @@ def test_a_range_end_between_grid_points_is_bisected_to_the_token():
     assert ineq.break_even(tier, suffix=200_000) is None
 
 
+def test_a_one_token_losing_gap_on_a_grid_point_splits_the_ranges():
+    """Pipelined with an attention term (T(n) = b n + c n^2), suffix s, L layers: beyond the hidden region the
+    margin is c n^2 + (b - k + 2 c s (L-1)/L) n + (L-1)/L (b s + c s^2) - t. Choosing k = b + 2 c s (L-1)/L
+    + 2 c n0 and t = (L-1)/L (b s + c s^2) - c n0^2 + c/4 makes it c ((n - n0)^2 - 1/4): loading loses only at
+    n0 = 18,792 (a grid point whose neighbours 18,728 and 18,855 average to 18,791). In the hidden region (n <=
+    (b s + c s^2) / (k - 2 c s) = 13,766.5) the margin c n^2 + (b - k/L) n - t turns positive at n = 12,873.5.
+    Ranges: [12,874, 18,791] and [18,793, max]; n* = 18,793."""
+    from kvbench.compute.fit import QuadraticFit
+    from kvbench.compute.profile import ComputeProfile
+
+    b, c, s, L, n0 = 1e-4, 1e-8, 20_000, 10, 18_792
+    assert n0 in GRID and (18_728 + 18_855) // 2 != n0 and {18_728, 18_855} <= set(GRID.tolist())
+    k = b + 2 * c * s * (L - 1) / L + 2 * c * n0
+    t = (L - 1) / L * (b * s + c * s * s) - c * n0 * n0 + c / 4
+    prof = ComputeProfile(name="p", kind="published", model="m", device="d", dtype="", fit=QuadraticFit(0.0, b, c),
+                          reference_tokens=1000, source="test")
+    ineq = Inequality(prof, bytes_per_token=1000, layers=L, pipelined=True)
+    tier = Tier("t", 1000 / k, t)
+    first = (-(b - k / L) + math.sqrt((b - k / L) ** 2 + 4 * c * t)) / (2 * c)
+    assert math.ceil(first) == 12_874
+    assert ineq.win_ranges(tier, suffix=s) == [(12_874, n0 - 1), (n0 + 1, 1 << 20)]
+    assert ineq.break_even(tier, suffix=s) == n0 + 1
+
+
 def test_pipelined_defaults_have_no_suffix_to_overlap():
     """Without a suffix a pipelined inequality is the plain one: n* = 12 (test_recompute's linear case), and
     the bandwidth to break even at 100 tokens is 100 x 1000 B / (1e-2 - 1e-3) s."""
