@@ -226,6 +226,8 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "total is a sum of hit counts (>= 0): below 1e-12 it is 0, where total > full_blocks is false and the "
             "guarded quotient is never selected",
         ("if bw and lat is not None and bw > 0:", "> -> >="): "bw == 0 is already rejected by `bw and`",
+        ("curve_n = curve_tokens(max(int(lengths.max()) if lengths.size else 1, ref))", "1 -> 2"):
+            "with no lengths the curve runs to max(1 or 2, ref); curve_tokens already runs to at least 2",
         ("def trace_prefixes(path, *, batch_requests: int = 65536, limit: int | None = None) -> TracePrefixes:",
          "65536 -> 65537"): "the batch size: results are batch-invariant (test_trace_prefixes_match_a_set_reference "
                             "at batches of 7 and 65,536)",

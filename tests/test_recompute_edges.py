@@ -263,29 +263,30 @@ def _trace(path, rows):
 
 
 def test_trace_prefixes_pipelined_by_hand(tmp_path):
-    """512-token blocks. r1 reuses blocks 1, 2 of r0 (1,024 tokens) with a 76-token suffix; r2's one-token
-    prompt reuses block 1 but computes its only token (0); r3's two tokens reuse 1 token; r4's first block is
-    new; r5 reuses block 1 twice (1,024 tokens, suffix 1) in a batch of 3 that holds block 1 three times; r6 is
-    empty (the last request of its batch).
+    """512-token blocks, batches of 4 requests. r1 reuses blocks 1, 2 of r0 (1,024 tokens) with a 76-token
+    suffix; r2's one-token prompt reuses block 1 but computes its only token (0); r3's two tokens reuse 1 token;
+    r4 reuses block 1 twice (1,024 tokens, suffix 1); r5's first block is new; r6 reuses block 2, then meets
+    block 6 twice (new, so 512 tokens, suffix 588); r7 is empty (the last request of its batch).
     Tier t (10 MB/s, 1 ms): r1 l = 51.2 ms, c = 38 ms: exposed 1 + 51.2 + 13.2 = 65.4 ms, saved 1,024 ms;
-      r3 l = 0.05 ms, c = 0.5 ms: exposed 1.05 ms, saved 1 ms: loses; r5: l 51.2 ms, c 0.5 ms,
-      exposed 1 + 51.2 + 50.7 = 102.9 ms, saved 1,024 ms.
+      r3 l = 0.05 ms, c = 0.5 ms: exposed 1.05 ms, saved 1 ms: loses; r4: l 51.2 ms, c 0.5 ms,
+      exposed 1 + 51.2 + 50.7 = 102.9 ms, saved 1,024 ms; r6: l 25.6 ms, c 294 ms: exposed 26.6 ms, saved 512.
     Tier tie (1 MB/s, 0.5 ms): r3 exposed 0.5 + 0.5 + 0 = 1 ms = saved: a tie, not a win; r1: l = 512 ms,
-      exposed 0.5 + 512 + 474 = 986.5 ms: +37.5 ms; r5: l 512 ms, exposed 0.5 + 512 + 511.5 = 1,024 ms: a tie."""
-    f = _trace(tmp_path / "t.jsonl", [(1024, [1, 2]), (1100, [1, 2, 3]), (1, [1]), (2, [1]), (600, [4, 2]),
-                                      (1025, [1, 1, 5]), (0, [])])
-    pre = trace_prefixes(f, batch_requests=3)
-    assert pre.hit_tokens.tolist() == [0, 1024, 0, 1, 0, 1024, 0]
+      exposed 0.5 + 512 + 474 = 986.5 ms: +37.5 ms; r4: l 512 ms, exposed 0.5 + 512 + 511.5 = 1,024 ms: a tie;
+      r6: l 256 ms, hidden: exposed 256.5 ms, +255.5 ms."""
+    f = _trace(tmp_path / "t.jsonl", [(1024, [1, 2]), (1100, [1, 2, 3]), (1, [1]), (2, [1]), (1025, [1, 1, 5]),
+                                      (600, [4, 2]), (1100, [2, 6, 6]), (0, [])])
+    pre = trace_prefixes(f, batch_requests=4)
+    assert pre.hit_tokens.tolist() == [0, 1024, 0, 1, 1024, 0, 512, 0]
     out = analyse_trace_prefixes(PIPED, [Tier("t", 1e7, 1e-3), Tier("tie", 1e6, 5e-4)], pre)
-    assert out["requests"] == 7 and out["requests_with_prefix"] == 3
+    assert out["requests"] == 8 and out["requests_with_prefix"] == 4
     t, tie = out["tiers"]["t"], out["tiers"]["tie"]
-    m = np.array([1024e-3 - 65.4e-3, -0.05e-3, 1024e-3 - 102.9e-3])
-    assert t["wins_fraction"] == pytest.approx(2 / 3)
+    m = np.array([1024e-3 - 65.4e-3, -0.05e-3, 1024e-3 - 102.9e-3, 512e-3 - 26.6e-3])
+    assert t["wins_fraction"] == pytest.approx(3 / 4)
     assert t["margin_s"]["p50"] == pytest.approx(np.percentile(m, 50))
     assert t["margin_s"]["p99"] == pytest.approx(np.percentile(m, 99))
     assert t["ttft_saved_s_if_best_choice"]["p50"] == pytest.approx(np.percentile(np.maximum(m, 0), 50))
-    assert tie["wins_fraction"] == pytest.approx(1 / 3)
-    assert tie["margin_s"]["p99"] == pytest.approx(np.percentile([37.5e-3, 0.0, 0.0], 99))
+    assert tie["wins_fraction"] == pytest.approx(1 / 2)
+    assert tie["margin_s"]["p50"] == pytest.approx(np.percentile([37.5e-3, 0.0, 0.0, 255.5e-3], 50))
     none = trace_prefixes(_trace(tmp_path / "n.jsonl", [(512, [1]), (512, [2])]))
     out = analyse_trace_prefixes(PIPED, [Tier("t", 1e7, 1e-3)], none)
     assert out["requests_with_prefix"] == 0 and out["tiers"]["t"]["wins_fraction"] is None
