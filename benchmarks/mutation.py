@@ -226,6 +226,10 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "total is a sum of hit counts (>= 0): below 1e-12 it is 0, where total > full_blocks is false and the "
             "guarded quotient is never selected",
         ("if bw and lat is not None and bw > 0:", "> -> >="): "bw == 0 is already rejected by `bw and`",
+        ("was_seen = np.isin(keys, seen, assume_unique=False) | earlier_in_batch", "False -> True"):
+            "numpy 2's isin answers the same with repeated keys whatever assume_unique says (np.isin([6, 6, 1], "
+            "[1, 9], assume_unique=True) is [False, False, True]): a speed hint; test_trace_prefixes_pipelined_by_hand "
+            "repeats a new block inside a request, so a numpy where it matters fails it",
         ("curve_n = curve_tokens(max(int(lengths.max()) if lengths.size else 1, ref))", "1 -> 2"):
             "with no lengths the curve runs to max(1 or 2, ref); curve_tokens already runs to at least 2",
         ("def trace_prefixes(path, *, batch_requests: int = 65536, limit: int | None = None) -> TracePrefixes:",
