@@ -43,7 +43,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "units": ("kvbench/units.py", ["tests/test_units.py"]),
     "histogram": ("kvbench/metrics/histogram.py", ["tests/test_histogram.py"]),
     "curves": ("kvbench/analysis/curves.py",
-               ["tests/test_mrc_properties.py", "tests/test_curves_pinned.py", "tests/test_ttl_boundary.py",
+               ["tests/test_curves_sampling.py", "tests/test_mrc_properties.py", "tests/test_curves_pinned.py", "tests/test_ttl_boundary.py",
                 "tests/test_mrc.py"]),
     "mrc_kernels": ("kvbench/analysis/mrc_kernels.py",
                     ["tests/test_mrc_properties.py", "tests/test_curves_pinned.py", "tests/test_ttl_boundary.py",
@@ -103,17 +103,15 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ("out = np.where(idx >= 0, self.cum_hits[np.maximum(idx, 0)] if self.cum_hits.size else 0.0, 0.0)",
          "0.0 -> 1.0"): "with no steps every index is -1, so the first 0.0 is never selected (the where's own 0.0 "
                         "is the one used)",
-        ("expected_keys=min(1 << 22, max(1024, trace.n_blocks // 8)))", "22 -> 23"): "a table-size hint",
-        ("expected_keys=min(1 << 22, max(1024, trace.n_blocks // 8)))", "1024 -> 1025"): "a table-size hint",
-        ("expected_keys=min(1 << 22, max(1024, trace.n_blocks // 8)))", "min -> max"): "a table-size hint",
-        ("expected_keys=min(1 << 22, max(1024, sub.n_blocks // 8)))", "1 -> 2"): "a table-size hint",
-        ("expected_keys=min(1 << 22, max(1024, sub.n_blocks // 8)))", "<< -> >>"): "a table-size hint",
-        ("expected_keys=min(1 << 22, max(1024, sub.n_blocks // 8)))", "8 -> 9"): "a table-size hint",
-        ("expected_keys=min(1 << 22, max(1024, sub.n_blocks // 8)))", "max -> min"): "a table-size hint",
-        ("chunk = max(1 << 16, 4 * size)", "16 -> 17"): "batch size of the candidate pre-filter: any batching "
-                                                        "keeps the same smallest hashes",
-        ("chunk = max(1 << 16, 4 * size)", "4 -> 5"): "batch size of the candidate pre-filter",
-        ("chunk = max(1 << 16, 4 * size)", "max -> min"): "batch size of the candidate pre-filter",
+        ("expected_keys=min(1 << 22, max(1024, trace.n_blocks // 8)))", "*"):
+            "the LRU stack's initial key-table size (it grows as needed): any size gives the same distances",
+        ("expected_keys=min(1 << 22, max(1024, sub.n_blocks // 8)))", "*"):
+            "the LRU stack's initial key-table size (it grows as needed): any size gives the same distances",
+        ("chunk = max(1 << 16, 4 * size)", "*"): "batch size of the candidate pre-filter: any batching keeps the "
+                                                 "same smallest hashes",
+        ("return codes.astype(np.int64, copy=False), int(len(uniques))", "False -> True"):
+            "a copy holds the same ids",
+        ("sampled_references: int = 0", "0 -> 1"): "ReuseProfile's default: every constructor passes it",
         ("r_end = min(max(r_end, r + 1), trace.n_requests)", "1 -> 2"): "batch boundary of the pre-filter",
         ("times if want else times[:0], want)", "0 -> 1"): "without retention the kernel never reads times",
         ("base = make_policy(policy, 1, ttl_s=ttl_s)", "1 -> 2"): "a template: clone() sets every capacity",

@@ -1,0 +1,81 @@
+"""SHARDS' spatial sample against a pure-Python oracle (the splitmix64 finaliser written out here, its constants
+from Steele et al., "Fast splittable pseudorandom number generators", OOPSLA 2014), and the ReuseProfile
+fields the other curve tests do not pin: defaults, clipping, no reuse."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kvbench.analysis.curves import ReuseProfile, exact_profile, sampled_trace, stream_profile
+
+from .test_curves_pinned import T, trace
+
+M64 = (1 << 64) - 1
+GOLDEN, M1, M2 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
+
+
+def splitmix(x: int) -> int:
+    z = (x + GOLDEN) & M64
+    z = ((z ^ (z >> 30)) * M1) & M64
+    z = ((z ^ (z >> 27)) * M2) & M64
+    return z ^ (z >> 31)
+
+
+def _unshift(z: int, s: int) -> int:
+    x = z
+    for _ in range(64 // s + 1):
+        x = z ^ (x >> s)
+    return x
+
+
+def unsplitmix(h: int) -> int:
+    """The key whose splitmix64 is ``h`` (each step of the finaliser is a bijection)."""
+    z = _unshift(h, 31)
+    z = (z * pow(M2, -1, 1 << 64)) & M64
+    z = _unshift(z, 27)
+    z = (z * pow(M1, -1, 1 << 64)) & M64
+    z = _unshift(z, 30)
+    return (z - GOLDEN) & M64
+
+
+KEYS = [[3, 17], [99], [3, 1 << 40], [12345, 17, 8], [99, 5]]
+
+
+@pytest.mark.parametrize("rate", [0.25, 0.5, 0.75])
+def test_the_sample_is_the_keys_whose_hash_is_below_the_rate(rate):
+    """Unsalted by default; with a salt s the hash is of key XOR s. Requests keep their order, blocks theirs."""
+    t = trace(KEYS)
+    thr = int(rate * 2.0**64)
+    for salt in (0, 0x5DEECE66D):
+        want = [[k for k in ks if splitmix(k ^ salt) < thr] for ks in KEYS]
+        sub, n = sampled_trace(t, rate, salt) if salt else sampled_trace(t, rate)
+        got = [sub.keys[sub.offsets[r]:sub.offsets[r + 1]].tolist() for r in range(sub.n_requests)]
+        assert got == want and n == sum(map(len, want)) and sub.n_requests == len(KEYS)
+
+
+def test_rate_one_keeps_the_key_of_the_largest_admissible_hash():
+    """At rate 1 the threshold is 2^64 - 1: the key hashing to 2^64 - 2 is sampled (the one hashing to
+    2^64 - 1, 1 key in 2^64, is the only one a threshold below 2^64 cannot admit)."""
+    top = unsplitmix(M64 - 1)
+    assert splitmix(top) == M64 - 1
+    sub, n = sampled_trace(trace([[top], [1]]), 1.0)
+    assert sub.keys.tolist() == [top, 1] and n == 2
+
+
+def test_profile_defaults_clipping_and_no_reuse():
+    batched, _ = stream_profile([T.slice(0, 3), T.slice(3, 6)])
+    assert batched.warmup == 0.0 and batched.sample_rate == 1.0 and batched.method == "exact"
+    # an estimate above the references (SHARDS' correction can overshoot) is clipped to 1
+    over = ReuseProfile(np.array([1.0, 4.0]), np.array([3.0, 12.0]), references=10, cold=0.0, distinct_blocks=4.0,
+                        method="shards-fixed-rate")
+    assert over.infinite_hit_ratio == 1.0 and over.hits_at([1, 4]).tolist() == [3.0, 10.0]
+    none = exact_profile(trace([[1], [2], [3]]))
+    assert none.max_distance == 0.0 and none.infinite_hit_ratio == 0.0 and none.hits_at([1, 5]).tolist() == [0, 0]
+
+
+def test_default_capacities_are_256_log_spaced_points():
+    p = ReuseProfile(np.array([1.0, 1e5]), np.array([1.0, 2.0]), references=4, cold=2.0, distinct_blocks=3.0,
+                     method="exact")
+    want = sorted({round(10 ** (5 * k / 255)) for k in range(256)})
+    assert p.default_capacities().tolist() == want
