@@ -79,3 +79,56 @@ def test_default_capacities_are_256_log_spaced_points():
                      method="exact")
     want = sorted({round(10 ** (5 * k / 255)) for k in range(256)})
     assert p.default_capacities().tolist() == want
+
+
+def _fixed_size_oracle(stream, size):
+    """Fixed-size SHARDS' sampling decisions, written out: a reference is sampled when its key's hash fraction
+    is below the threshold (1 at first); a new key joins the sample and, past ``size`` keys, the one of largest
+    hash leaves and its hash becomes the threshold. Returns (sampled references, final threshold)."""
+    import heapq
+
+    frac = {k: (splitmix(k) >> 11) / 2.0**53 for k in set(stream)}
+    thr, sample, heap, taken = 1.0, set(), [], 0
+    for k in stream:
+        if frac[k] >= thr:
+            continue
+        taken += 1
+        if k not in sample:
+            sample.add(k)
+            heapq.heappush(heap, (-frac[k], k))
+            if len(sample) > size:
+                f, out = heapq.heappop(heap)
+                sample.discard(out)
+                thr = -f
+    return taken, thr
+
+
+def test_fixed_size_pre_filter_across_chunks_keeps_every_reference_of_the_sample():
+    """65,536 distinct keys (one chunk of the candidate pre-filter), then all of them again in the same order
+    (a second chunk). Fixed-size SHARDS of 4 keys ends with the 4 of smallest hash and the 5th smallest as its
+    rate; the pre-filter, which drops later references at or above that bound, must keep the second reference
+    of each of the 4: the sampled references are the oracle's, and every re-reference lies at sampled distance
+    4 (the other three sampled keys come between), i.e. 4 / rate."""
+    from kvbench.analysis.curves import shards_profile
+
+    n = 1 << 16
+    keys = [k * 7919 + 11 for k in range(n)]
+    t = trace([[k] for k in keys] * 2)
+    taken, rate = _fixed_size_oracle(keys * 2, 4)
+    assert rate == sorted((splitmix(k) >> 11) / 2.0**53 for k in keys)[4]
+    p = shards_profile(t, size=4)
+    assert p.sampled_references == taken and p.sample_rate == rate
+    assert p.steps.tolist() == pytest.approx([4 / rate])
+    assert p.hits_at([4 / rate * 0.999])[0] == 0.0 and p.hits_at([4 / rate * 1.001])[0] > 0
+
+
+def test_a_request_longer_than_a_pre_filter_chunk():
+    """One request of 70,000 blocks (more than a 65,536-reference chunk), then its deepest block again: the
+    pre-filter steps over the long request whole; fixed-size SHARDS over all 70,000 keys samples everything
+    and finds the re-reference at distance 70,000 (deepest-first touches put block 70,000 first)."""
+    t = trace([list(range(1, 70_001)), [70_000]])
+    from kvbench.analysis.curves import shards_profile
+
+    p = shards_profile(t, size=70_000)
+    assert p.sample_rate == 1.0 and p.sampled_references == 70_001
+    assert p.hits_at([69_999, 70_000]).tolist() == [0.0, 1.0]
