@@ -132,3 +132,30 @@ def test_a_request_longer_than_a_pre_filter_chunk():
     p = shards_profile(t, size=70_000)
     assert p.sample_rate == 1.0 and p.sampled_references == 70_001
     assert p.hits_at([69_999, 70_000]).tolist() == [0.0, 1.0]
+
+
+# Keys 3, 4 hash below 0.5 (fractions 0.113, 0.431: sampled at rate 0.5), key 1 above (0.567): checked below.
+def test_keys_of_the_hand_cases_fall_where_the_cases_need():
+    frac = {k: (splitmix(k) >> 11) / 2.0**53 for k in (1, 3, 4)}
+    assert frac[3] < 0.5 and frac[4] < 0.5 <= frac[1]
+
+
+def test_fixed_rate_correction_with_one_reuse_distance():
+    """[3] [3] [1] at rate 0.5: the sample holds 3, 3 (one reuse at sampled distance 1, estimated 2, weight 2);
+    SHARDS_adj = 3 references - 2 sampled / 0.5 = -1, added at the smallest distance: 2 - 1 = 1 hit at 2."""
+    from kvbench.analysis.curves import shards_profile
+
+    t = trace([[3], [3], [1]])
+    for p in (shards_profile(t, rate=0.5), stream_profile([t], rate=0.5)[0]):
+        assert p.hits_at([1, 2]).tolist() == [0.0, 1.0] and p.extra["adjustment"] == -1.0
+
+
+def test_fixed_rate_correction_goes_to_the_smallest_of_two_distances():
+    """[3] [3] [4] [3] [1] [1] at rate 0.5: sampled 3 3 4 3, reuses at sampled distances 1 and 2 (estimated 2
+    and 4, weight 2 each); SHARDS_adj = 6 - 4 / 0.5 = -2 lands on distance 2's step: hits 0 at 2, 2 at 4."""
+    from kvbench.analysis.curves import shards_profile
+
+    t = trace([[3], [3], [4], [3], [1], [1]])
+    for p in (shards_profile(t, rate=0.5), stream_profile([t], rate=0.5)[0]):
+        assert p.hits_at([2, 4]).tolist() == [0.0, 2.0]
+
