@@ -84,23 +84,25 @@ def test_default_capacities_are_256_log_spaced_points():
 def _fixed_size_oracle(stream, size):
     """Fixed-size SHARDS' sampling decisions, written out: a reference is sampled when its key's hash fraction
     is below the threshold (1 at first); a new key joins the sample and, past ``size`` keys, the one of largest
-    hash leaves and its hash becomes the threshold. Returns (sampled references, final threshold)."""
+    hash leaves and its hash becomes the threshold. Returns (sampled references, final threshold, the distinct
+    keys estimated as the sum of 1 / threshold over the first references)."""
     import heapq
 
     frac = {k: (splitmix(k) >> 11) / 2.0**53 for k in set(stream)}
-    thr, sample, heap, taken = 1.0, set(), [], 0
+    thr, sample, heap, taken, distinct = 1.0, set(), [], 0, 0.0
     for k in stream:
         if frac[k] >= thr:
             continue
         taken += 1
         if k not in sample:
+            distinct += 1.0 / thr
             sample.add(k)
             heapq.heappush(heap, (-frac[k], k))
             if len(sample) > size:
                 f, out = heapq.heappop(heap)
                 sample.discard(out)
                 thr = -f
-    return taken, thr
+    return taken, thr, distinct
 
 
 def test_fixed_size_pre_filter_across_chunks_keeps_every_reference_of_the_sample():
@@ -114,10 +116,11 @@ def test_fixed_size_pre_filter_across_chunks_keeps_every_reference_of_the_sample
     n = 1 << 16
     keys = [k * 7919 + 11 for k in range(n)]
     t = trace([[k] for k in keys] * 2)
-    taken, rate = _fixed_size_oracle(keys * 2, 4)
+    taken, rate, distinct = _fixed_size_oracle(keys * 2, 4)
     assert rate == sorted((splitmix(k) >> 11) / 2.0**53 for k in keys)[4]
     p = shards_profile(t, size=4)
     assert p.sampled_references == taken and p.sample_rate == rate
+    assert p.distinct_blocks == pytest.approx(distinct, rel=1e-12) and p.cold == pytest.approx(distinct, rel=1e-12)
     assert p.steps.tolist() == pytest.approx([4 / rate])
     assert p.hits_at([4 / rate * 0.999])[0] == 0.0 and p.hits_at([4 / rate * 1.001])[0] > 0
 
