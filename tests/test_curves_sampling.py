@@ -162,3 +162,38 @@ def test_fixed_rate_correction_goes_to_the_smallest_of_two_distances():
     for p in (shards_profile(t, rate=0.5), stream_profile([t], rate=0.5)[0]):
         assert p.hits_at([2, 4]).tolist() == [0.0, 2.0]
 
+
+
+def test_stream_profile_without_a_sampled_reuse_and_its_kernel_time():
+    """No sampled key comes back: no correction to place, no hits (and no error). kernel_s is the stack's share
+    of the call: between 0 and the call's own duration, whatever the machine's load."""
+    import time
+
+    t0 = time.perf_counter()
+    p, meta = stream_profile([trace([[3], [1], [4], [1]])], rate=0.5)
+    elapsed = time.perf_counter() - t0
+    assert p.hits_at([1, 100]).tolist() == [0.0, 0.0] and p.references == 4
+    assert 0.0 <= meta["kernel_s"] <= elapsed
+
+
+def test_policy_warm_up_replays_the_first_requests():
+    """FIFO on [1] [1] [2] with the first third as warm-up: the warm-up request loads block 1, so the measured
+    [1] hits and [2] misses: 1/2 at any capacity."""
+    from kvbench.analysis.curves import policy_hit_ratios
+
+    ratios, refs = policy_hit_ratios(trace([[1], [1], [2]]), "fifo", [1, 4], warmup=1 / 3)
+    assert ratios.tolist() == [0.5, 0.5] and refs == 2
+
+
+def test_curve_arguments_at_their_edges():
+    from kvbench.analysis.curves import capacity_blocks, hit_ratio_curve
+    from kvbench.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"got -1\)"):
+        capacity_blocks([5, -1, -2], "blocks", None)             # names the first bad capacity
+    # half a second of retention is a retention: T's reuse gaps (2, 2 and 4 s) all expire; at 2 s the two
+    # reuses of block 1 stay
+    assert hit_ratio_curve(T, ttl_s=0.5, capacities=[1, 3]).hit_ratio.tolist() == [0.0, 0.0]
+    assert hit_ratio_curve(T, ttl_s=2.0, capacities=[3]).hit_ratio.tolist() == [pytest.approx(1 / 3)]
+    assert hit_ratio_curve(T, sample_size=2).method == "shards-fixed-size"
+    assert hit_ratio_curve(T, sample=0.5).method == "shards-fixed-rate"
