@@ -111,7 +111,21 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
                                                  "same smallest hashes",
         ("return codes.astype(np.int64, copy=False), int(len(uniques))", "False -> True"):
             "a copy holds the same ids",
-        ("sampled_references: int = 0", "0 -> 1"): "ReuseProfile's default: every constructor passes it",
+        ("sampled_references: int = 0", "0 -> 1"): "ReuseProfile's and Curve's default: every constructor passes it",
+        ("sel = np.flatnonzero(h < thr)", "< -> <="):
+            "the pre-filter's bound is the (size+1)-th smallest hash of earlier chunks, which the kernel (fed the "
+            "same chunks first) has already priced out: a reference at the bound is dropped there instead",
+        ("best = np.unique(np.concatenate([best, h[sel]]))[: size + 1]", "1 -> 2"):
+            "one more kept hash does not move best[size], the bound",
+        ("best = np.unique(np.concatenate([best, h[sel]]))[: size + 1]", "+ -> -"):
+            "too few hashes kept never lowers the bound: no pre-filtering, the kernel drops what it must",
+        ("thr = min(thr, best[size])", "min -> max"):
+            "the bound stays at the initial threshold (every hash in best lies below it): no pre-filtering, the "
+            "kernel drops what it must",
+        ("return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)", "0 -> 1"):
+            "out is empty only for a trace without requests, which has no references to sample",
+        ("d, w = dist[keep], 1.0 / np.where(keep, rates, 1.0)[keep]", "1.0 -> 2.0"):
+            "the where's fill is for references outside keep, which [keep] drops (the numerator's 1.0 is killed)",
         ("hist[np.flatnonzero(hist)[0] if hist.any() else 1] += adj * r0", "1 -> 2"):
             "LRUStack.counts() is as long as the largest distance it counted, so hist.size > 1 implies a nonzero "
             "bin: the else branch is never taken",

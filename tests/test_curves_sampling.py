@@ -197,3 +197,27 @@ def test_curve_arguments_at_their_edges():
     assert hit_ratio_curve(T, ttl_s=2.0, capacities=[3]).hit_ratio.tolist() == [pytest.approx(1 / 3)]
     assert hit_ratio_curve(T, sample_size=2).method == "shards-fixed-size"
     assert hit_ratio_curve(T, sample=0.5).method == "shards-fixed-rate"
+
+
+@pytest.mark.parametrize("size", [1, 3])
+def test_fixed_size_shards_of_one_key_and_of_three_against_the_oracle(size):
+    from kvbench.analysis.curves import shards_profile
+
+    from .test_curves_pinned import _chain_trace
+
+    t = _chain_trace()
+    stream = t.keys[t.touch_order()].tolist()
+    taken, rate, distinct = _fixed_size_oracle(stream, size)
+    p = shards_profile(t, size=size)
+    assert (p.sampled_references, p.sample_rate) == (taken, rate)
+    assert p.distinct_blocks == pytest.approx(distinct, rel=1e-12)
+
+
+def test_default_curve_has_256_log_spaced_capacities():
+    """Block 1, 5,000 others, block 1 again: the largest distance is 5,001; the default curve spans 1..5,001
+    in 256 geometric steps, rounded, repeats dropped."""
+    from kvbench.analysis.curves import hit_ratio_curve
+
+    t = trace([[1]] + [[k] for k in range(2, 5002)] + [[1]])
+    want = sorted({round(5001 ** (k / 255)) for k in range(256)})
+    assert hit_ratio_curve(t).capacities.tolist() == want
