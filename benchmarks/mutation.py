@@ -48,7 +48,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "mrc_kernels": ("kvbench/analysis/mrc_kernels.py",
                     ["tests/test_mrc_properties.py", "tests/test_curves_pinned.py", "tests/test_ttl_boundary.py",
                 "tests/test_mrc.py"]),
-    "ftl": ("kvbench/analysis/ftl.py", ["tests/test_ftl.py"]),
+    "ftl": ("kvbench/analysis/ftl.py", ["tests/test_ftl_edges.py", "tests/test_ftl.py"]),
     "policies": ("kvbench/sim/policies.py",
                  ["tests/test_policies_properties.py", "tests/test_policies.py", "tests/test_ttl_boundary.py"]),
     "safety": ("kvbench/engine/safety.py", ["tests/test_safety_edges.py", "tests/test_safety.py", "tests/test_targets.py"]),
