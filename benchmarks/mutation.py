@@ -475,15 +475,20 @@ class _Sandbox:
             finally:
                 os._exit(code)
         deadline = time.monotonic() + timeout_s * 2
-        while True:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                break
-            if time.monotonic() > deadline:
-                os.kill(pid, 9)
-                os.waitpid(pid, 0)
-                return "timeout"
-            time.sleep(0.02)
+        try:
+            while True:
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    break
+                if time.monotonic() > deadline:
+                    os.kill(pid, 9)
+                    os.waitpid(pid, 0)
+                    return "timeout"
+                time.sleep(0.02)
+        except BaseException:                          # stopped mid-mutant: end its run before the sandbox goes
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            raise
         if os.WIFSIGNALED(status):
             return "killed"                            # a mutant that crashes the interpreter is caught
         code = os.WEXITSTATUS(status)
@@ -535,11 +540,19 @@ def run_module(name: str, jobs: int, timeout_s: float, only_lines: set[int] | No
             return k, box.run(tests, timeout_s)
 
         results: dict[int, str] = {}
-        for i, k in enumerate(todo):
-            results.update([one((0, k))])
-            if results[k] == "survived":                 # progress on stderr: survivors as they are found
-                print(f"  [{i + 1}/{len(todo)}] survived {rel}:{sites[k][0]}: {sites[k][1]}", file=sys.stderr,
-                      flush=True)
+        stopped = False
+        try:
+            for i, k in enumerate(todo):
+                results.update([one((0, k))])
+                if results[k] == "survived":             # progress on stderr: survivors as they are found
+                    print(f"  [{i + 1}/{len(todo)}] survived {rel}:{sites[k][0]}: {sites[k][1]}", file=sys.stderr,
+                          flush=True)
+        except (KeyboardInterrupt, SystemExit):          # stopped (Ctrl-C, SIGTERM): keep what was measured
+            stopped = True
+        if stopped:
+            print(f"  stopped after {len(results)} of {len(todo)} mutants: the figures cover those",
+                  file=sys.stderr, flush=True)
+            todo = [k for k in todo if k in results]
     equiv = EQUIVALENT.get(name, {})
     rows, counts = [], {"killed": 0, "timeout": 0, "survived": 0, "equivalent": 0, "error": 0}
     for k in todo:
@@ -563,7 +576,8 @@ def run_module(name: str, jobs: int, timeout_s: float, only_lines: set[int] | No
         todo = range(prev["mutants"])
     live = counts["killed"] + counts["timeout"] + counts["survived"] + counts["error"]
     rate = (counts["killed"] + counts["timeout"]) / live if live else 1.0
-    report = {"module": rel, "tests": tests, "sites": len(sites), "mutants": len(todo), **counts, "kill_rate": rate, "survivors": rows}
+    report = {"module": rel, "tests": tests, "sites": len(sites), "mutants": len(todo), **counts, "kill_rate": rate,
+              "stopped": stopped, "survivors": rows}
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / f"{name}.json").write_text(json.dumps(report, indent=1))
     return report
@@ -635,6 +649,8 @@ def main(argv=None) -> int:
         for s in r["survivors"]:
             if s["status"] != "equivalent":
                 print(f"    {s['status']:<9} {r['module']}:{s['line']}: {s['change']:<16} | {s['source'][:80]}")
+        if r["stopped"]:
+            return 143
     return 1 if worst < a.min_rate else 0
 
 
