@@ -129,7 +129,9 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ("hist[np.flatnonzero(hist)[0] if hist.any() else 1] += adj * r0", "1 -> 2"):
             "LRUStack.counts() is as long as the largest distance it counted, so hist.size > 1 implies a nonzero "
             "bin: the else branch is never taken",
-        ("r_end = min(max(r_end, r + 1), trace.n_requests)", "1 -> 2"): "batch boundary of the pre-filter",
+        ("r_end = min(max(r_end, r + 1), trace.n_requests)", "*"):
+            "searchsorted(offsets, offsets[r] + chunk, 'right') is always > r (offsets[r] <= offsets[r] + chunk): "
+            "the max never binds and the batch always advances",
         ("times if want else times[:0], want)", "0 -> 1"): "without retention the kernel never reads times",
         ("base = make_policy(policy, 1, ttl_s=ttl_s)", "1 -> 2"): "a template: clone() sets every capacity",
         ("r0 = 1.0 if rate is None else float(rate)", "1.0 -> 2.0"):

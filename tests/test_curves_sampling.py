@@ -190,7 +190,7 @@ def test_curve_arguments_at_their_edges():
     from kvbench.errors import UsageError
 
     with pytest.raises(UsageError, match=r"got -1\)"):
-        capacity_blocks([5, -1, -2], "blocks", None)             # names the first bad capacity
+        capacity_blocks([5, 1, -1, -2], "blocks", None)          # names the first bad capacity (1 is fine)
     # half a second of retention is a retention: T's reuse gaps (2, 2 and 4 s) all expire; at 2 s the two
     # reuses of block 1 stay
     assert hit_ratio_curve(T, ttl_s=0.5, capacities=[1, 3]).hit_ratio.tolist() == [0.0, 0.0]
