@@ -214,6 +214,16 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "the FIFO ring's count only gates `r_count > 0`; GC never needs a victim while the ring is truly empty "
             "(validate() keeps spare blocks >= min_free + 2), so an overcount is never acted on",
         ("page = -1", "1 -> 2"): "any negative value means 'no page to copy yet' (`while page < 0`)",
+        ("if abs(step) < 1e-15 * (1.0 + abs(w)):", "* -> /"):
+            "a tighter stop: Halley's iteration reaches the same double within the 100-step cap",
+        ("if len(ops) < chunk // 2:   # a short stream: tile it so each kernel call gets a large batch", "// -> /"):
+            "len(ops) < chunk / 2 and < chunk // 2 agree for an even chunk",
+        ("reps = max(1, min(chunk // max(1, len(ops)), -(-total // per_pass)))", "-x -> x"):
+            "tiling only batches a short stream for speed: one copy per pass gives the same extents in order",
+        ("if warm_snap is None and warm_at <= cum[-1]:", "and -> or"):
+            "an extra cut point only splits a batch of extents into two kernel calls: the same model state",
+        ("if len(files) > 1 and target is None and largest:", "> -> >="):
+            "with one file, picking the largest picks that file",
         ("p2l[q] = -1", "1 -> 2"): "any negative value marks an invalid physical page (every reader tests < 0 / >= 0)",
         ("prv[nxt[victim]] = -1", "1 -> 2"): "any negative value marks a bucket's head (readers test prv >= 0)",
         ("step = f / (ew * (w + 1.0) - (w + 2.0) * f / (2.0 * w + 2.0)) if w != -1.0 else 0.0", "+ -> -"):

@@ -113,3 +113,61 @@ def test_classes_pattern_by_hand():
     slots = starts // 3
     assert set(slots[cls == 0].tolist()) == set(range(16)) and set(slots[cls == 1].tolist()) == set(range(16, 64))
     assert (cls == 0).mean() == pytest.approx(0.8, abs=0.005)
+
+
+def test_classes_pattern_keeps_a_cold_slot_whatever_the_hot_share():
+    """hot_lbas 0.999 of 64 slots rounds to 64 hot slots; at most 63 are hot, so slot 63 stays cold."""
+    from kvbench.analysis.ftl import _classes_chunks
+
+    (_, starts, _, cls), = list(_classes_chunks(64, 20_000, 1, 1, 0.999, 0.5, lambda c: c))
+    assert starts[cls == 0].max() == 62 and set(starts[cls == 1].tolist()) == {63}
+
+
+def test_simulate_arguments_checked_and_defaults():
+    from kvbench.analysis.ftl import simulate
+
+    cfg = FtlConfig(user_bytes=64 * 4096, op=1.0, block_pages=8)
+    for kw, msg in ((dict(pattern="bogus"), "unknown write pattern"), (dict(writes=0), "must be > 0"),
+                    (dict(pattern="classes", hot_lbas=0.0), "must be in"),
+                    (dict(pattern="classes", hot_lbas=1.0), "must be in"),
+                    (dict(pattern="classes", hot_writes=0.0), "must be in"),
+                    (dict(pattern="classes", hot_writes=1.0), "must be in")):
+        with pytest.raises(SpecError, match=msg):
+            simulate(cfg, **kw)
+    # the classes pattern's defaults are README's 20% of the LBAs taking 80% of the writes, all on stream 0
+    a = simulate(cfg, pattern="classes", writes=4, seed=2)
+    b = simulate(cfg, pattern="classes", writes=4, seed=2, hot_lbas=0.2, hot_writes=0.8)
+    assert a.total == b.total and a.waf == b.waf
+
+
+def test_windows_count_host_writes_not_trims():
+    """Extents alternate a 1-page write and a 1-page trim over 64 user pages; windows of 0.25 x 64 = 16 host
+    pages, and a window of (almost) nothing is one page. Trims do not count towards either."""
+    from kvbench.analysis.ftl import simulate
+
+    cfg = FtlConfig(user_bytes=64 * 4096, op=1.0, block_pages=8)
+    ops = np.array([OP_WRITE, OP_TRIM] * 32, np.uint8)
+    starts = np.repeat(np.arange(32), 2) * 2
+    ext = (ops, starts, np.ones(64, np.int64))
+    r = simulate(cfg, extents=ext, writes=2, warmup=0.5)
+    assert r.window_host_pages == [16] * 8 and r.measured.host_pages == 64
+    tiny = simulate(cfg, extents=ext, writes=1, window=1e-9)
+    assert tiny.window_host_pages == [1] * 64
+
+
+def test_jesd219_extents_by_hand():
+    """JESD219A: transfer sizes 1/2/4/8/16 pages with probabilities 0.77/0.10/0.07/0.03/0.03, each extent
+    aligned to its size and inside the user space; 50% of the accesses to the first 5% of the LBAs, 30% to the
+    next 15%, 20% to the remaining 80%. 200,000 extents: shares within 0.005 (binomial sd <= 0.0012)."""
+    from kvbench.analysis.ftl import jesd219_extents
+
+    U = 1 << 16
+    ops, first, size = jesd219_extents(U, 200_000, seed=4)
+    assert (ops == OP_WRITE).all() and set(np.unique(size).tolist()) == {1, 2, 4, 8, 16}
+    assert (first % size == 0).all() and first.min() >= 0 and (first + size).max() <= U
+    for pages, p in ((1, 0.77), (2, 0.10), (4, 0.07), (8, 0.03), (16, 0.03)):
+        assert (size == pages).mean() == pytest.approx(p, abs=0.005)
+    frac = first / U
+    assert (frac < 0.05).mean() == pytest.approx(0.50, abs=0.005)
+    assert ((frac >= 0.05) & (frac < 0.20)).mean() == pytest.approx(0.30, abs=0.005)
+    assert (frac >= 0.20).mean() == pytest.approx(0.20, abs=0.005)
