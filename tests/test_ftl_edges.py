@@ -171,3 +171,38 @@ def test_jesd219_extents_by_hand():
     assert (frac < 0.05).mean() == pytest.approx(0.50, abs=0.005)
     assert ((frac >= 0.05) & (frac < 0.20)).mean() == pytest.approx(0.30, abs=0.005)
     assert (frac >= 0.20).mean() == pytest.approx(0.20, abs=0.005)
+
+
+def test_plan_targets_laid_out_back_to_back_on_one_drive(tmp_path):
+    """Target 0 writes up to byte 10,000 (3 pages of 4 KiB when rounded up), so target 1 starts at 12,288; a plan
+    without a target field is one target at its own offsets. Reads are skipped when sizing a target."""
+    from kvbench.analysis.ftl import read_plan_tiers
+    from kvbench.engine.plan import PLAN_DTYPE
+
+    plan = np.zeros(4, dtype=PLAN_DTYPE)
+    plan["op"] = [OP_WRITE, OP_WRITE, 0, OP_TRIM]
+    plan["target"] = [0, 1, 0, 1]
+    plan["offset"] = [6000, 0, 90_000, 4096]
+    plan["length"] = [4000, 4096, 4096, 4096]
+    np.save(tmp_path / "p.npy", plan)
+    ops, offsets, lengths, tiers = read_plan_tiers(tmp_path / "p.npy")
+    assert offsets.tolist() == [6000, 12_288, 90_000, 12_288 + 4096] and tiers.tolist() == [0, 1, 0, 1]
+    flat = np.zeros(2, dtype=[("op", "u1"), ("offset", "u8"), ("length", "u4")])
+    flat["op"], flat["offset"], flat["length"] = OP_WRITE, [0, 8192], 4096
+    np.save(tmp_path / "f.npy", flat)
+    _, offsets, _, tiers = read_plan_tiers(tmp_path / "f.npy")
+    assert offsets.tolist() == [0, 8192] and tiers.tolist() == [0, 0]
+
+
+def test_layout_waf_sizes_and_its_default_erase_block_count():
+    """Sizes must be > 0; a 1-byte slot still takes a whole page (16 KiB); by default the model holds at
+    least 512 erase blocks: 512 x 16 MiB / 1 MiB slots = 8,192 slots, 8 GiB."""
+    from kvbench.analysis.ftl import layout_waf
+
+    for slot, eb in ((0, 16 << 20), (1 << 20, 0), (-1, 16 << 20)):
+        with pytest.raises(SpecError, match="must be > 0"):
+            layout_waf("slot", slot, erase_block_bytes=eb)
+    waf, p = layout_waf("slot", 1, erase_block_bytes=16 << 10, min_blocks=1, writes=1.0)
+    assert p["unit_bytes"] == 16 << 10 and p["model_capacity_bytes"] == 16384 * (16 << 10) and waf > 1.0
+    _, p = layout_waf("log", 1 << 20, erase_block_bytes=16 << 20, segment_bytes=1 << 20, writes=1.0)
+    assert p["model_capacity_bytes"] == 8192 << 20
