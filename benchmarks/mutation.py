@@ -90,6 +90,14 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ('r = subprocess.run(["wipefs", "-n", "-p", dev], capture_output=True, text=True, timeout=20)',
          "20 -> 21"): "a subprocess timeout: only a hung wipefs sees it, and both values end it",
     },
+    "residence": {
+        ("tree = np.zeros(size + 1, dtype=np.int64)", "1 -> 2"):
+            "a larger Fenwick array: updates stop at index `size` either way and no query reads past it (numba "
+            "does not bounds-check, so only a smaller array could differ)",
+        ("while j <= size:", "<= -> <"):
+            "the skipped node is the tree's top (index n_keys + 2); prefix queries stop at C <= n_keys - 1 and "
+            "never read it",
+    },
     "deployment": {
         ("return max(tokens_per_request * (1.0 - h), 1e-9 * tokens_per_request)", "1e-09 -> 2e-09"):
             "the floor only keeps the bisection's bracket finite when the hit ratio is 1; either tiny value does",
