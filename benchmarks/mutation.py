@@ -94,6 +94,18 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ("tree = np.zeros(size + 1, dtype=np.int64)", "1 -> 2"):
             "a larger Fenwick array: updates stop at index `size` either way and no query reads past it (numba "
             "does not bounds-check, so only a smaller array could differ)",
+        ("n_req = int(self.request_of_ref[-1]) + 1 if self.request_of_ref.size else 0", "0 -> 1"):
+            "a curve always has references (steady_curve refuses a trace without any)",
+        ("j = np.where(ok, i, 1) if n > 1 else np.zeros_like(i)", "> -> >="):
+            "n = distinct + 1 >= 2 for every curve (a trace has a reference): both branches test true",
+        ("steady = np.where(ok, self.steady_writes[np.minimum(j, n - 1)], 0.0) if n > 1 else np.zeros(i.shape)",
+         "1 -> 2"): "j = n - 1 is the capacity of every distinct block, which never fills: `filled` is False there "
+                    "and the steady count read is never used",
+        ('"dwpd": np.where(filled, SECONDS_PER_DAY / np.where(filled, t, 1.0), np.nan),', "1.0 -> 2.0"):
+            "the inner fill is for unfilled capacities, which the outer where replaces by NaN",
+        ("after = _misses_after_fill(dist, start[:d], d) if d > 1 else np.zeros(max(d, 1), dtype=np.int64)", "1 -> 2"):
+            "counted only as the max(d, 1) variant: zeros(2)[:1] and zeros(1)[:1] agree for d = 1 (the `d > 1` "
+            "variant is killed by test_two_distinct_blocks)",
         ("while j <= size:", "<= -> <"):
             "the skipped node is the tree's top (index n_keys + 2); prefix queries stop at C <= n_keys - 1 and "
             "never read it",

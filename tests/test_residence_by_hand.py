@@ -118,3 +118,16 @@ def test_summary_and_bad_inputs(curve):
         steady_curve(make_trace(TIMES, BLOCKS), block_bytes=0)
     with pytest.raises(SpecError, match="no block references"):
         steady_curve(make_trace([0, 1], [[], []]), block_bytes=BB)
+
+
+def test_residence_reached_within_float_noise_only(curve):
+    """C = 1 shows 4/3 s: asked for 4/3 s plus 0.5e-12 of itself (float noise) it is reached; 1.5e-12 above, not."""
+    assert curve.capacity_for_residence(4 / 3 * (1 + 0.5e-12)) == 1
+    assert curve.capacity_for_residence(4 / 3 / (1 - 1.5e-12)) is None
+
+
+def test_two_distinct_blocks():
+    """[1] [2] [1] at 0, 1, 2 s: C = 1 first evicts at t = 1, then misses r2 (distance 2): 1 block in 1 s."""
+    c = steady_curve(make_trace([0, 1, 2], [[1], [2], [1]]), block_bytes=BB)
+    assert c.distinct == 2 and c.steady_writes.tolist() == [0.0, 1.0, 0.0]
+    assert c.write_blocks_per_s[1] == 1.0 and c.turned_over.tolist() == [False, True, False]
