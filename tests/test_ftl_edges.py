@@ -141,14 +141,15 @@ def test_simulate_arguments_checked_and_defaults():
 
 
 def test_windows_count_host_writes_not_trims():
-    """Extents alternate a 1-page write and a 1-page trim over 64 user pages; windows of 0.25 x 64 = 16 host
-    pages, and a window of (almost) nothing is one page. Trims do not count towards either."""
+    """Extents write two pages, one page each, then trim the first, over 64 user pages; windows of 0.25 x 64 =
+    16 host pages, and a window of (almost) nothing is one page. Trims do not count towards either (counted,
+    the cut for the 16th write would fall after the 22nd)."""
     from kvbench.analysis.ftl import simulate
 
     cfg = FtlConfig(user_bytes=64 * 4096, op=1.0, block_pages=8)
-    ops = np.array([OP_WRITE, OP_TRIM] * 32, np.uint8)
-    starts = np.repeat(np.arange(32), 2) * 2
-    ext = (ops, starts, np.ones(64, np.int64))
+    ops = np.array([OP_WRITE, OP_WRITE, OP_TRIM] * 32, np.uint8)
+    starts = np.array([p for k in range(32) for p in (2 * k, 2 * k + 1, 2 * k)])
+    ext = (ops, starts, np.ones(96, np.int64))
     r = simulate(cfg, extents=ext, writes=2, warmup=0.5)
     assert r.window_host_pages == [16] * 8 and r.measured.host_pages == 64
     tiny = simulate(cfg, extents=ext, writes=1, window=1e-9)
@@ -171,6 +172,9 @@ def test_jesd219_extents_by_hand():
     assert (frac < 0.05).mean() == pytest.approx(0.50, abs=0.005)
     assert ((frac >= 0.05) & (frac < 0.20)).mean() == pytest.approx(0.30, abs=0.005)
     assert (frac >= 0.20).mean() == pytest.approx(0.20, abs=0.005)
+    # a user space that is not a multiple of the largest transfer: extents near its end are pulled inside
+    _, first, size = jesd219_extents(U + 5, 200_000, seed=4)
+    assert (first + size).max() <= U + 5 and first.min() >= 0
 
 
 def test_plan_targets_laid_out_back_to_back_on_one_drive(tmp_path):
@@ -187,6 +191,9 @@ def test_plan_targets_laid_out_back_to_back_on_one_drive(tmp_path):
     np.save(tmp_path / "p.npy", plan)
     ops, offsets, lengths, tiers = read_plan_tiers(tmp_path / "p.npy")
     assert offsets.tolist() == [6000, 12_288, 90_000, 12_288 + 4096] and tiers.tolist() == [0, 1, 0, 1]
+    plan["offset"][0], plan["length"][0] = 97, 4000           # target 0 ends at byte 4,097: 2 pages
+    np.save(tmp_path / "q.npy", plan)
+    assert read_plan_tiers(tmp_path / "q.npy")[1].tolist() == [97, 8192, 90_000, 8192 + 4096]
     flat = np.zeros(2, dtype=[("op", "u1"), ("offset", "u8"), ("length", "u4")])
     flat["op"], flat["offset"], flat["length"] = OP_WRITE, [0, 8192], 4096
     np.save(tmp_path / "f.npy", flat)
@@ -195,7 +202,8 @@ def test_plan_targets_laid_out_back_to_back_on_one_drive(tmp_path):
 
 
 def test_layout_waf_sizes_and_its_default_erase_block_count():
-    """Sizes must be > 0; a 1-byte slot still takes a whole page (16 KiB); by default the model holds at
+    """Sizes must be > 0; a 1-byte slot still takes a whole page (16 KiB), a 1-byte erase unit two pages (the
+    model's smallest block); by default the model holds at
     least 512 erase blocks: 512 x 16 MiB / 1 MiB slots = 8,192 slots, 8 GiB."""
     from kvbench.analysis.ftl import layout_waf
 
@@ -204,5 +212,7 @@ def test_layout_waf_sizes_and_its_default_erase_block_count():
             layout_waf("slot", slot, erase_block_bytes=eb)
     waf, p = layout_waf("slot", 1, erase_block_bytes=16 << 10, min_blocks=1, writes=1.0)
     assert p["unit_bytes"] == 16 << 10 and p["model_capacity_bytes"] == 16384 * (16 << 10) and waf > 1.0
+    waf, p = layout_waf("slot", 16 << 10, erase_block_bytes=1, min_blocks=8, writes=1.0)   # erase unit < page
+    assert p["erase_block_bytes"] == 2 * (16 << 10) and waf >= 1.0
     _, p = layout_waf("log", 1 << 20, erase_block_bytes=16 << 20, segment_bytes=1 << 20, writes=1.0)
     assert p["model_capacity_bytes"] == 8192 << 20
