@@ -103,6 +103,9 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
                     "and the steady count read is never used",
         ('"dwpd": np.where(filled, SECONDS_PER_DAY / np.where(filled, t, 1.0), np.nan),', "1.0 -> 2.0"):
             "the inner fill is for unfilled capacities, which the outer where replaces by NaN",
+        ("after = _misses_after_fill(dist, start[:d], d) if d > 1 else np.zeros(max(d, 1), dtype=np.int64)", "1 -> 2"):
+            "the max(d, 1) variant: zeros(2)[:1] and zeros(1)[:1] agree for d = 1 (the `d > 1` variant is killed "
+            "by test_two_distinct_blocks; this one survives it)",
         ("while j <= size:", "<= -> <"):
             "the skipped node is the tree's top (index n_keys + 2); prefix queries stop at C <= n_keys - 1 and "
             "never read it",
