@@ -43,19 +43,21 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "units": ("kvbench/units.py", ["tests/test_units.py"]),
     "histogram": ("kvbench/metrics/histogram.py", ["tests/test_histogram.py"]),
     "curves": ("kvbench/analysis/curves.py",
-               ["tests/test_mrc_properties.py", "tests/test_curves_pinned.py", "tests/test_ttl_boundary.py",
+               ["tests/test_curves_sampling.py", "tests/test_mrc_properties.py", "tests/test_curves_pinned.py", "tests/test_ttl_boundary.py",
                 "tests/test_mrc.py"]),
     "mrc_kernels": ("kvbench/analysis/mrc_kernels.py",
                     ["tests/test_mrc_properties.py", "tests/test_curves_pinned.py", "tests/test_ttl_boundary.py",
                 "tests/test_mrc.py"]),
-    "ftl": ("kvbench/analysis/ftl.py", ["tests/test_ftl.py"]),
+    "ftl": ("kvbench/analysis/ftl.py", ["tests/test_ftl_edges.py", "tests/test_ftl.py"]),
     "policies": ("kvbench/sim/policies.py",
                  ["tests/test_policies_properties.py", "tests/test_policies.py", "tests/test_ttl_boundary.py"]),
-    "safety": ("kvbench/engine/safety.py", ["tests/test_safety.py", "tests/test_targets.py"]),
-    "recompute": ("kvbench/analysis/recompute.py", ["tests/test_recompute.py", "tests/test_check.py"]),
+    "safety": ("kvbench/engine/safety.py", ["tests/test_safety_edges.py", "tests/test_safety.py", "tests/test_targets.py"]),
+    "recompute": ("kvbench/analysis/recompute.py",
+                  ["tests/test_recompute_edges.py", "tests/test_recompute.py", "tests/test_check.py"]),
     # the steady-state answers (issue 12): their fast unit tests, not the plan CLI's
     "residence": ("kvbench/analysis/residence.py",
-                  ["tests/test_plan.py::test_one_new_block_per_second_is_written_at_one_block_per_second",
+                  ["tests/test_residence_by_hand.py",
+                   "tests/test_plan.py::test_one_new_block_per_second_is_written_at_one_block_per_second",
                    "tests/test_plan.py::test_lru_thrash_and_a_tier_that_never_fills",
                    "tests/test_plan.py::test_steady_curve_equals_a_brute_force_lru_at_every_capacity",
                    "tests/test_plan.py::test_retention_is_the_smallest_tier_whose_residence_reaches_it",
@@ -115,6 +117,26 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ('r = subprocess.run(["wipefs", "-n", "-p", dev], capture_output=True, text=True, timeout=20)',
          "20 -> 21"): "a subprocess timeout: only a hung wipefs sees it, and both values end it",
     },
+    "residence": {
+        ("tree = np.zeros(size + 1, dtype=np.int64)", "1 -> 2"):
+            "a larger Fenwick array: updates stop at index `size` either way and no query reads past it (numba "
+            "does not bounds-check, so only a smaller array could differ)",
+        ("n_req = int(self.request_of_ref[-1]) + 1 if self.request_of_ref.size else 0", "0 -> 1"):
+            "a curve always has references (steady_curve refuses a trace without any)",
+        ("j = np.where(ok, i, 1) if n > 1 else np.zeros_like(i)", "> -> >="):
+            "n = distinct + 1 >= 2 for every curve (a trace has a reference): both branches test true",
+        ("steady = np.where(ok, self.steady_writes[np.minimum(j, n - 1)], 0.0) if n > 1 else np.zeros(i.shape)",
+         "1 -> 2"): "j = n - 1 is the capacity of every distinct block, which never fills: `filled` is False there "
+                    "and the steady count read is never used",
+        ('"dwpd": np.where(filled, SECONDS_PER_DAY / np.where(filled, t, 1.0), np.nan),', "1.0 -> 2.0"):
+            "the inner fill is for unfilled capacities, which the outer where replaces by NaN",
+        ("after = _misses_after_fill(dist, start[:d], d) if d > 1 else np.zeros(max(d, 1), dtype=np.int64)", "1 -> 2"):
+            "the max(d, 1) variant: zeros(2)[:1] and zeros(1)[:1] agree for d = 1 (the `d > 1` variant is killed "
+            "by test_two_distinct_blocks; this one survives it)",
+        ("while j <= size:", "<= -> <"):
+            "the skipped node is the tree's top (index n_keys + 2); prefix queries stop at C <= n_keys - 1 and "
+            "never read it",
+    },
     "deployment": {
         ("return max(tokens_per_request * (1.0 - h), 1e-9 * tokens_per_request)", "1e-09 -> 2e-09"):
             "the floor only keeps the bisection's bracket finite when the hit ratio is 1; either tiny value does",
@@ -128,18 +150,35 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ("out = np.where(idx >= 0, self.cum_hits[np.maximum(idx, 0)] if self.cum_hits.size else 0.0, 0.0)",
          "0.0 -> 1.0"): "with no steps every index is -1, so the first 0.0 is never selected (the where's own 0.0 "
                         "is the one used)",
-        ("expected_keys=min(1 << 22, max(1024, trace.n_blocks // 8)))", "22 -> 23"): "a table-size hint",
-        ("expected_keys=min(1 << 22, max(1024, trace.n_blocks // 8)))", "1024 -> 1025"): "a table-size hint",
-        ("expected_keys=min(1 << 22, max(1024, trace.n_blocks // 8)))", "min -> max"): "a table-size hint",
-        ("expected_keys=min(1 << 22, max(1024, sub.n_blocks // 8)))", "1 -> 2"): "a table-size hint",
-        ("expected_keys=min(1 << 22, max(1024, sub.n_blocks // 8)))", "<< -> >>"): "a table-size hint",
-        ("expected_keys=min(1 << 22, max(1024, sub.n_blocks // 8)))", "8 -> 9"): "a table-size hint",
-        ("expected_keys=min(1 << 22, max(1024, sub.n_blocks // 8)))", "max -> min"): "a table-size hint",
-        ("chunk = max(1 << 16, 4 * size)", "16 -> 17"): "batch size of the candidate pre-filter: any batching "
-                                                        "keeps the same smallest hashes",
-        ("chunk = max(1 << 16, 4 * size)", "4 -> 5"): "batch size of the candidate pre-filter",
-        ("chunk = max(1 << 16, 4 * size)", "max -> min"): "batch size of the candidate pre-filter",
-        ("r_end = min(max(r_end, r + 1), trace.n_requests)", "1 -> 2"): "batch boundary of the pre-filter",
+        ("expected_keys=min(1 << 22, max(1024, trace.n_blocks // 8)))", "*"):
+            "the LRU stack's initial key-table size (it grows as needed): any size gives the same distances",
+        ("expected_keys=min(1 << 22, max(1024, sub.n_blocks // 8)))", "*"):
+            "the LRU stack's initial key-table size (it grows as needed): any size gives the same distances",
+        ("chunk = max(1 << 16, 4 * size)", "*"): "batch size of the candidate pre-filter: any batching keeps the "
+                                                 "same smallest hashes",
+        ("return codes.astype(np.int64, copy=False), int(len(uniques))", "False -> True"):
+            "a copy holds the same ids",
+        ("sampled_references: int = 0", "0 -> 1"): "ReuseProfile's and Curve's default: every constructor passes it",
+        ("sel = np.flatnonzero(h < thr)", "< -> <="):
+            "the pre-filter's bound is the (size+1)-th smallest hash of earlier chunks, which the kernel (fed the "
+            "same chunks first) has already priced out: a reference at the bound is dropped there instead",
+        ("best = np.unique(np.concatenate([best, h[sel]]))[: size + 1]", "1 -> 2"):
+            "one more kept hash does not move best[size], the bound",
+        ("best = np.unique(np.concatenate([best, h[sel]]))[: size + 1]", "+ -> -"):
+            "too few hashes kept never lowers the bound: no pre-filtering, the kernel drops what it must",
+        ("thr = min(thr, best[size])", "min -> max"):
+            "the bound stays at the initial threshold (every hash in best lies below it): no pre-filtering, the "
+            "kernel drops what it must",
+        ("return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)", "0 -> 1"):
+            "out is empty only for a trace without requests, which has no references to sample",
+        ("d, w = dist[keep], 1.0 / np.where(keep, rates, 1.0)[keep]", "1.0 -> 2.0"):
+            "the where's fill is for references outside keep, which [keep] drops (the numerator's 1.0 is killed)",
+        ("hist[np.flatnonzero(hist)[0] if hist.any() else 1] += adj * r0", "1 -> 2"):
+            "LRUStack.counts() is as long as the largest distance it counted, so hist.size > 1 implies a nonzero "
+            "bin: the else branch is never taken",
+        ("r_end = min(max(r_end, r + 1), trace.n_requests)", "*"):
+            "searchsorted(offsets, offsets[r] + chunk, 'right') is always > r (offsets[r] <= offsets[r] + chunk): "
+            "the max never binds and the batch always advances",
         ("times if want else times[:0], want)", "0 -> 1"): "without retention the kernel never reads times",
         ("base = make_policy(policy, 1, ttl_s=ttl_s)", "1 -> 2"): "a template: clone() sets every capacity",
         ("r0 = 1.0 if rate is None else float(rate)", "1.0 -> 2.0"):
@@ -203,7 +242,7 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ("vi = 0", "0 -> 1"): "the scan position is reset when a victim is picked, before it is read",
         ("err = 1  # out of free blocks: validate() makes this impossible", "1 -> 2"):
             "unreachable: validate() keeps enough spare blocks",
-        ("w = math.log1p(x) if x > -0.3 else -1.0 + math.sqrt(2.0 * (1.0 + math.e * x))", "> -> >="):
+        ("w = math.log1p(x) if x > -0.3 else -1.0 + math.sqrt(max(0.0, 2.0 * (1.0 + math.e * x)))", "> -> >="):
             "the starting guess at exactly x = -0.3: Halley's iteration converges to the same root",
         ("for _ in range(100):", "100 -> 101"): "an iteration cap never reached (convergence takes < 10 steps)",
         ("step = f / (ew * (w + 1.0) - (w + 2.0) * f / (2.0 * w + 2.0)) if w != -1.0 else 0.0", "2.0 -> 4.0"):
@@ -216,13 +255,78 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "kernel batch size: the stream is the same",
         ("err = 2", "2 -> 3"): "unreachable: validate() guarantees a victim (no test can reach an empty-victim error)",
         ('"head": np.full(bp + 1, -1, dtype=np.int32),', "1 -> 2"): "one spare bucket head, never indexed",
-        ("np.int64(0), np.int64(2))", "*"): "the compile warm-up's arguments: its result is discarded",
+        ("np.int64(2), np.int64(0), np.int64(2), np.int64(0))", "*"):
+            "the compile warm-up's arguments: it applies no extents, its result is discarded",
+        ("r_count += 1", "1 -> 2"):
+            "the FIFO ring's count only gates `r_count > 0`; GC never needs a victim while the ring is truly empty "
+            "(validate() keeps spare blocks >= min_free + 2), so an overcount is never acted on",
+        ("page = -1", "1 -> 2"): "any negative value means 'no page to copy yet' (`while page < 0`)",
+        ("if abs(step) < 1e-15 * (1.0 + abs(w)):", "* -> /"):
+            "a tighter stop: Halley's iteration reaches the same double within the 100-step cap",
+        ("if len(ops) < chunk // 2:   # a short stream: tile it so each kernel call gets a large batch", "// -> /"):
+            "len(ops) < chunk / 2 and < chunk // 2 agree for an even chunk",
+        ("reps = max(1, min(chunk // max(1, len(ops)), -(-total // per_pass)))", "-x -> x"):
+            "tiling only batches a short stream for speed: one copy per pass gives the same extents in order",
+        ("if warm_snap is None and warm_at <= cum[-1]:", "and -> or"):
+            "an extra cut point only splits a batch of extents into two kernel calls: the same model state",
+        ("if len(files) > 1 and target is None and largest:", "> -> >="):
+            "with one file, picking the largest picks that file",
+        ("p2l[q] = -1", "1 -> 2"): "any negative value marks an invalid physical page (every reader tests < 0 / >= 0)",
+        ("prv[nxt[victim]] = -1", "1 -> 2"): "any negative value marks a bucket's head (readers test prv >= 0)",
+        ("step = f / (ew * (w + 1.0) - (w + 2.0) * f / (2.0 * w + 2.0)) if w != -1.0 else 0.0", "+ -> -"):
+            "a different Halley denominator keeps f = 0 the fixed point and still converges (tests check w e^w = x "
+            "to 1e-9 and W(e) = 1 to 1e-14)",
+        ("def _uniform_chunks(user_pages: int, total: int, seed: int, io_pages: int = 1, chunk: int = 1 << 20):",
+         "1 -> 2"): "the only caller (simulate) passes io_pages",
     },
     "recompute": {
         ("grid = np.unique(np.round(np.geomspace(1, max_tokens, 4096)).astype(np.int64))", "4096 -> 4097"):
             "the grid only brackets sign changes; bisection then finds the exact integers",
-        ("def bandwidth_needed(self, tier: Tier, n: int, suffix: int = 0) -> float | None:", "0 -> 1"):
-            "the suffix parameter is not used by bandwidth_needed (non-pipelined by definition)",
+        ("lo = grid[lo_i] if lo_i == 0 else self._first_win(tier, grid[lo_i - 1], grid[lo_i], suffix)", "0 -> 1"):
+            "grid[0] = 1 and grid[1] = 2 for every max_tokens: at lo_i = 0 the bisection over (grid[-1], 1] returns "
+            "1 = grid[0] at once, and at lo_i = 1 bisecting (1, 2] gives 2 = grid[1]",
+        ("if not self.pipelined or hi <= 0:", "or -> and"):
+            "not pipelined, every bisection point lies below hi, where loading loses (exposed = latency + bytes / "
+            "bw), so hi is returned unchanged",
+        ("return float(self.margin(replace(tier, bandwidth_bytes_per_s=bw), n, suffix)) > 0", "> -> >="):
+            "a margin of exactly 0 at an (irrational) bisection point moves the bracket to that point either way: "
+            "the answer stays within the bisection's 1e-9 relative tolerance",
+        ("lo, floor = hi / 2, hi * 1e-12", "2 -> 3"): "the bracket's start: the same root within 1e-9",
+        ("lo, floor = hi / 2, hi * 1e-12", "/ -> *"):
+            "a bracket from 2 hi halves down to the root's bracket: the same root within 1e-9",
+        ("lo, floor = hi / 2, hi * 1e-12", "1e-12 -> 2e-12"):
+            "the floor guards a loop that ends long before it: layer 0's load is always exposed, so loading loses "
+            "as the bandwidth falls to 0 (no input reaches 1e-12 of the plain break-even)",
+        ("while wins(lo) and lo > floor:           # exposed time falls as bandwidth rises: bracket, then bisect",
+         "> -> >="): "the floor is never reached (see the floor's constant)",
+        ("hi, lo = lo, lo / 2", "2 -> 3"): "the bracket's step: the same root within 1e-9",
+        ("for _ in range(200):", "200 -> 201"):
+            "an iteration cap: from a bracket ratio of 2 the geometric bisection reaches 1 + 1e-9 in about 30 steps",
+        ("if hi / lo < 1 + 1e-9:", "1e-09 -> 2e-09"):
+            "the stopping tolerance: 1e-9 or 2e-9 of a bandwidth (tests check the zero margin to 1e-6)",
+        ("if hi / lo < 1 + 1e-9:", "+ -> -"):
+            "never stopping early runs the 200 steps to float precision: the same root, more digits",
+        ("if hi / lo < 1 + 1e-9:", "< -> <="): "the stopping tolerance's boundary: the same root within 1e-9",
+        ("cap = np.where(total > self.full_blocks, self.full_blocks / np.maximum(total, 1e-12), 1.0)",
+         "1e-12 -> 2e-12"):
+            "total is a sum of hit counts (>= 0): below 1e-12 it is 0, where total > full_blocks is false and the "
+            "guarded quotient is never selected",
+        ("if bw and lat is not None and bw > 0:", "> -> >="): "bw == 0 is already rejected by `bw and`",
+        ("was_seen = np.isin(keys, seen, assume_unique=False) | earlier_in_batch", "False -> True"):
+            "numpy 2's isin answers the same with repeated keys whatever assume_unique says (np.isin([6, 6, 1], "
+            "[1, 9], assume_unique=True) is [False, False, True]): a speed hint; test_trace_prefixes_pipelined_by_hand "
+            "repeats a new block inside a request, so a numpy where it matters fails it",
+        ("curve_n = curve_tokens(max(int(lengths.max()) if lengths.size else 1, ref))", "1 -> 2"):
+            "with no lengths the curve runs to max(1 or 2, ref); curve_tokens already runs to at least 2",
+        ("def trace_prefixes(path, *, batch_requests: int = 65536, limit: int | None = None) -> TracePrefixes:",
+         "65536 -> 65537"): "the batch size: results are batch-invariant (test_trace_prefixes_match_a_set_reference "
+                            "at batches of 7 and 65,536)",
+        ("hits, inputs, block_tokens = [], [], 0", "0 -> 1"):
+            "only read when no batch was read, and an empty trace (or limit 0) is a TraceError before that",
+        ("return TracePrefixes(str(path), np.concatenate(hits) if hits else np.zeros(0, np.int64),", "0 -> 1"):
+            "an empty trace is a TraceError: there is always a batch",
+        ("np.concatenate(inputs) if inputs else np.zeros(0, np.int64), block_tokens)", "0 -> 1"):
+            "an empty trace is a TraceError: there is always a batch",
         ("cap = np.where(total > self.full_blocks, self.full_blocks / np.maximum(total, 1e-12), 1.0)", "> -> >="):
             "at total == full_blocks the cap is full/total = 1, the same as the else branch",
         ("tier, grid[hi_i - 1], grid[hi_i], suffix, want=False) - 1", "1 -> 2"):
@@ -430,15 +534,20 @@ class _Sandbox:
             finally:
                 os._exit(code)
         deadline = time.monotonic() + timeout_s * 2
-        while True:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                break
-            if time.monotonic() > deadline:
-                os.kill(pid, 9)
-                os.waitpid(pid, 0)
-                return "timeout"
-            time.sleep(0.02)
+        try:
+            while True:
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    break
+                if time.monotonic() > deadline:
+                    os.kill(pid, 9)
+                    os.waitpid(pid, 0)
+                    return "timeout"
+                time.sleep(0.02)
+        except BaseException:                          # stopped mid-mutant: end its run before the sandbox goes
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            raise
         if os.WIFSIGNALED(status):
             return "killed"                            # a mutant that crashes the interpreter is caught
         code = os.WEXITSTATUS(status)
@@ -490,11 +599,19 @@ def run_module(name: str, jobs: int, timeout_s: float, only_lines: set[int] | No
             return k, box.run(tests, timeout_s)
 
         results: dict[int, str] = {}
-        for i, k in enumerate(todo):
-            results.update([one((0, k))])
-            if results[k] == "survived":                 # progress on stderr: survivors as they are found
-                print(f"  [{i + 1}/{len(todo)}] survived {rel}:{sites[k][0]}: {sites[k][1]}", file=sys.stderr,
-                      flush=True)
+        stopped = False
+        try:
+            for i, k in enumerate(todo):
+                results.update([one((0, k))])
+                if results[k] == "survived":             # progress on stderr: survivors as they are found
+                    print(f"  [{i + 1}/{len(todo)}] survived {rel}:{sites[k][0]}: {sites[k][1]}", file=sys.stderr,
+                          flush=True)
+        except (KeyboardInterrupt, SystemExit):          # stopped (Ctrl-C, SIGTERM): keep what was measured
+            stopped = True
+        if stopped:
+            print(f"  stopped after {len(results)} of {len(todo)} mutants: the figures cover those",
+                  file=sys.stderr, flush=True)
+            todo = [k for k in todo if k in results]
     equiv = EQUIVALENT.get(name, {})
     rows, counts = [], {"killed": 0, "timeout": 0, "survived": 0, "equivalent": 0, "error": 0}
     for k in todo:
@@ -518,7 +635,8 @@ def run_module(name: str, jobs: int, timeout_s: float, only_lines: set[int] | No
         todo = range(prev["mutants"])
     live = counts["killed"] + counts["timeout"] + counts["survived"] + counts["error"]
     rate = (counts["killed"] + counts["timeout"]) / live if live else 1.0
-    report = {"module": rel, "tests": tests, "sites": len(sites), "mutants": len(todo), **counts, "kill_rate": rate, "survivors": rows}
+    report = {"module": rel, "tests": tests, "sites": len(sites), "mutants": len(todo), **counts, "kill_rate": rate,
+              "stopped": stopped, "survivors": rows}
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / f"{name}.json").write_text(json.dumps(report, indent=1))
     return report
@@ -590,6 +708,8 @@ def main(argv=None) -> int:
         for s in r["survivors"]:
             if s["status"] != "equivalent":
                 print(f"    {s['status']:<9} {r['module']}:{s['line']}: {s['change']:<16} | {s['source'][:80]}")
+        if r["stopped"]:
+            return 143
     return 1 if worst < a.min_rate else 0
 
 

@@ -392,7 +392,8 @@ def lambert_w0(x: float) -> float:
         raise ValueError("lambert_w0 is real only for x >= -1/e")
     if x == 0.0:
         return 0.0
-    w = math.log1p(x) if x > -0.3 else -1.0 + math.sqrt(2.0 * (1.0 + math.e * x))
+    # near the branch point; x down to 1e-15 below -1/e (rounding noise) starts at -1, the branch point itself
+    w = math.log1p(x) if x > -0.3 else -1.0 + math.sqrt(max(0.0, 2.0 * (1.0 + math.e * x)))
     for _ in range(100):
         ew = math.exp(w)
         f = w * ew - x

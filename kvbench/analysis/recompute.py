@@ -157,8 +157,8 @@ class Inequality:
             return hi
         def wins(bw: float) -> bool:
             return float(self.margin(replace(tier, bandwidth_bytes_per_s=bw), n, suffix)) > 0
-        lo = hi / 2
-        while wins(lo) and lo > hi * 1e-12:      # exposed time falls as bandwidth rises: bracket, then bisect
+        lo, floor = hi / 2, hi * 1e-12
+        while wins(lo) and lo > floor:           # exposed time falls as bandwidth rises: bracket, then bisect
             hi, lo = lo, lo / 2
         for _ in range(200):
             mid = math.sqrt(lo * hi)
@@ -184,7 +184,7 @@ def verdict(tier: Tier, n_star: int | None, ranges, ref_tokens: int, margin_at_r
     if margin_at_ref > 0:
         at = f"at {ref_tokens:,} tokens loading saves {format_duration(margin_at_ref)}"
     else:
-        at = f"at {ref_tokens:,} tokens recomputing is faster by {format_duration(-margin_at_ref)}"
+        at = f"at {ref_tokens:,} tokens recomputing is faster by {format_duration(abs(margin_at_ref))}"  # not -0
     if n_star is not None:
         return f"{head} LOAD for prefixes >= {n_star:,} tokens, recompute below; {at}"
     need_txt = (f"; it would need > {format_rate(need_at_ref)} to win at {ref_tokens:,} tokens" if need_at_ref

@@ -1,0 +1,133 @@
+"""kvbench.analysis.residence traced by hand on six one-block requests, one per second:
+
+    t (s)   0  1  2  3  4  5
+    block   1  2  1  1  3  2
+
+Stack distances (distinct blocks since the previous use, itself included; cold = distinct + 1 = 4):
+4, 4, 2, 1, 4, 3. First touches: block 1 at 0, 2 at 1, 3 at 4; so an LRU of 1 block first evicts at t = 1 (block
+2 arrives), of 2 blocks at t = 4 (block 3), and 3 blocks never evict.
+  C = 1: misses after t = 1: r2 (d 2), r4 (cold), r5 (d 3) = 3 in 4 s -> W 0.75/s, T 4/3 s; warm-up misses r0, r1;
+         3 >= 1 written after filling: turned over.
+  C = 2: misses after t = 4: r5 = 1 in 1 s -> W 1/s, T 2 s; warm-up r0, r1, r4; 1 < 2: not turned over.
+Compulsory writes over the second half (t > 2.5): block 3, 1 in 2.5 s = 0.4 blocks/s.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from kvbench.analysis.residence import residence_for, steady_curve, summary
+from kvbench.errors import SpecError
+
+from .test_plan import make_trace
+
+BB = 1000
+TIMES = [0, 1, 2, 3, 4, 5]
+BLOCKS = [[1], [2], [1], [1], [3], [2]]
+
+
+@pytest.fixture
+def curve():
+    return steady_curve(make_trace(TIMES, BLOCKS), block_bytes=BB)
+
+
+def test_the_curve_traced_by_hand(curve):
+    nan = math.nan
+    assert curve.distances.tolist() == [4, 4, 2, 1, 4, 3]
+    assert (curve.distinct, curve.references, curve.span_s, curve.block_bytes) == (3, 6, 5.0, BB)
+    np.testing.assert_array_equal(curve.fill_time_s, [nan, 1.0, 4.0, nan])
+    assert curve.steady_writes.tolist() == [0.0, 3.0, 1.0, 0.0]
+    np.testing.assert_allclose(curve.write_blocks_per_s, [nan, 0.75, 1.0, nan])
+    np.testing.assert_array_equal(curve.warmup_writes, [nan, 2.0, 3.0, nan])
+    assert curve.new_blocks_per_s == pytest.approx(0.4)
+    assert curve.filled.tolist() == [False, True, True, False]
+    assert curve.turned_over.tolist() == [False, True, False, False]
+    np.testing.assert_allclose(curve.residence_s, [nan, 4 / 3, 2.0, nan])
+    np.testing.assert_allclose(curve.observed_residence_s, [nan, 4 / 3, nan, nan])
+    assert curve.max_residence_s == pytest.approx(4 / 3) and curve.extrapolation_base() == 1
+    assert curve.capacities.tolist() == [0, 1, 2, 3]
+
+
+def test_hits_per_request_at_each_capacity(curve):
+    assert curve.hit_blocks_per_request(1).tolist() == [0, 0, 0, 1, 0, 0]
+    assert curve.hit_blocks_per_request(2.7).tolist() == [0, 0, 1, 1, 0, 0]        # whole blocks only
+    assert curve.hit_blocks_per_request(3).tolist() == [0, 0, 1, 1, 0, 1]
+    assert curve.hit_blocks_per_request(10).tolist() == [0, 0, 1, 1, 0, 1]         # cold misses stay misses
+
+
+def test_at_between_below_and_beyond_the_curve(curve):
+    a = curve.at([1, 2, 2.5, 3, 0, 0.5, 4, 100])
+    nan = math.nan
+    np.testing.assert_allclose(a["write_blocks_per_s"], [0.75, 1, 1, nan, nan, nan, nan, nan])
+    np.testing.assert_allclose(a["residence_s"], [4 / 3, 2, 2.5, nan, nan, nan, nan, nan])
+    np.testing.assert_allclose(a["dwpd"], [64_800, 43_200, 34_560, nan, nan, nan, nan, nan])
+    np.testing.assert_allclose(a["fill_time_s"], [1, 4, 4, nan, nan, nan, nan, nan])
+    np.testing.assert_allclose(a["steady_window_s"], [4, 1, 1, nan, nan, nan, nan, nan])
+    assert a["filled"].tolist() == [True, True, True, False, False, False, False, False]
+    assert a["turned_over"].tolist() == [True, False, False, False, False, False, False, False]
+    one = curve.at(1.5)                                        # a scalar gives 0-d arrays
+    assert float(one["write_blocks_per_s"][()]) == 0.75 and bool(one["turned_over"][()])   # 3 >= 1.5
+
+
+def test_capacity_for_residence(curve):
+    assert curve.capacity_for_residence(1.0) == 1
+    assert curve.capacity_for_residence(4 / 3) == 1
+    assert curve.capacity_for_residence(1.34) is None          # C = 2 has 2 s but has not turned over
+
+
+def test_residence_for_measured_scaled_and_extrapolated(curve):
+    r = residence_for(curve, 1.0)
+    assert (r["capacity_blocks"], r["capacity_bytes"], r["extrapolated"]) == (1, BB, False)
+    assert r["write_bytes_per_s"] == pytest.approx(0.75 * BB) and r["residence_s"] == pytest.approx(4 / 3)
+    assert r["dwpd"] == pytest.approx(64_800)
+    # twice as fast, three copies: 0.5 s of wall time is 1 s of trace time: C = 1 per copy
+    r = residence_for(curve, 0.5, time_scale=2.0, copies=3.0)
+    assert (r["capacity_blocks"], r["capacity_bytes"]) == (3, 3 * BB)
+    assert r["write_bytes_per_s"] == pytest.approx(0.75 * 2 * 3 * BB)
+    assert r["residence_s"] == pytest.approx(2 / 3) and r["dwpd"] == pytest.approx(129_600)
+    # 1 s of wall time is 2 s of trace time, beyond the longest turned-over residence (4/3 s): W held at
+    # C = 1's 0.75 blocks/s x 2 x 3 = 4.5 blocks/s; the lower bound counts compulsory writes, 0.4 x 6 = 2.4
+    r = residence_for(curve, 1.0, time_scale=2.0, copies=3.0)
+    assert r["extrapolated"] and r["capacity_blocks"] == pytest.approx(4.5)
+    assert r["capacity_bytes"] == pytest.approx(4.5 * BB) and r["capacity_bytes_lower"] == pytest.approx(2.4 * BB)
+    assert r["write_bytes_per_s"] == pytest.approx(4.5 * BB) and r["residence_s"] == 1.0
+    assert r["dwpd"] == pytest.approx(86_400) and "1 s" in r["basis"]           # 4/3 s of trace = 2/3 s wall
+    for bad in (0.0, -1.0):
+        with pytest.raises(SpecError, match="must be > 0"):
+            residence_for(curve, bad)
+
+
+def test_a_trace_that_never_turns_a_tier_over():
+    """Two blocks, one per second: C = 1 fills at the last arrival (no window after it), nothing to extrapolate
+    from."""
+    c = steady_curve(make_trace([0, 1], [[1], [2]]), block_bytes=BB)
+    assert not c.filled.any() and c.max_residence_s == 0.0 and c.extrapolation_base() is None
+    r = residence_for(c, 60.0)
+    assert r["capacity_bytes"] is None and r["extrapolated"] and r["dwpd"] == pytest.approx(1440)
+    assert c.new_blocks_per_s == pytest.approx(1 / 0.5)      # block 2 at t = 1 > 0.5
+
+
+def test_summary_and_bad_inputs(curve):
+    s = summary(curve)
+    assert (s["distinct_blocks"], s["references"], s["span_s"]) == (3, 6, 5.0)
+    assert s["max_residence_s"] == pytest.approx(4 / 3) and s["new_block_bytes_per_s"] == pytest.approx(0.4 * BB)
+    with pytest.raises(SpecError, match="block size"):
+        steady_curve(make_trace(TIMES, BLOCKS), block_bytes=0)
+    with pytest.raises(SpecError, match="no block references"):
+        steady_curve(make_trace([0, 1], [[], []]), block_bytes=BB)
+
+
+def test_residence_reached_within_float_noise_only(curve):
+    """C = 1 shows 4/3 s: asked for 4/3 s plus 0.5e-12 of itself (float noise) it is reached; 1.5e-12 above, not."""
+    assert curve.capacity_for_residence(4 / 3 * (1 + 0.5e-12)) == 1
+    assert curve.capacity_for_residence(4 / 3 / (1 - 1.5e-12)) is None
+
+
+def test_two_distinct_blocks():
+    """[1] [2] [1] at 0, 1, 2 s: C = 1 first evicts at t = 1, then misses r2 (distance 2): 1 block in 1 s."""
+    c = steady_curve(make_trace([0, 1, 2], [[1], [2], [1]]), block_bytes=BB)
+    assert c.distinct == 2 and c.steady_writes.tolist() == [0.0, 1.0, 0.0]
+    assert c.write_blocks_per_s[1] == 1.0 and c.turned_over.tolist() == [False, True, False]
