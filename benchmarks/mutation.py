@@ -145,6 +145,12 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
                      "or return None for a case no workload with a miss reaches",
     },
     "curves": {
+        ("width = max(2 * min(self.size, 1 << 15) + 2, 1024)", "*"):
+            "the Fenwick tree's first width: _make_room doubles tree and owner whenever the slots run out",
+        ("self.heap = np.empty(min(self.size, 1 << 15) + 2, np.int64)", "*"):
+            "the heap's first length: _make_room doubles it (up to size + 2) before it fills",
+        ("self._alloc(max(1024, min(2 * self.size + 2, 1 << 16)))", "*"):
+            "the key table's first length: _make_room compacts into room for twice the live keys when it fills",
         ("codes, uniques = pd.factorize(keys, sort=False)", "False -> True"):
             "dense ids only name keys: any numbering gives the same distances",
         ("out = np.where(idx >= 0, self.cum_hits[np.maximum(idx, 0)] if self.cum_hits.size else 0.0, 0.0)",

@@ -221,3 +221,34 @@ def test_default_curve_has_256_log_spaced_capacities():
     t = trace([[1]] + [[k] for k in range(2, 5002)] + [[1]])
     want = sorted({round(5001 ** (k / 255)) for k in range(256)})
     assert hit_ratio_curve(t).capacities.tolist() == want
+
+
+def test_warm_up_of_a_compacted_key_sample_counts_the_whole_streams_requests():
+    """Compacted, a trace keeps requests 0, 1, 4 and 5 of six: a warm-up of half the stream (3 requests) ends
+    at the first kept request at or after request 3 (kept index 2); read whole it ends at request 3."""
+    from kvbench.analysis.curves import warmup_request
+    from kvbench.stream.sampling import FULL_BLOCKS, compact
+    from kvbench.stream.traces import Trace
+
+    t = Trace(timestamp_s=np.arange(6.0), input_tokens=np.full(6, 10), output_tokens=np.ones(6, np.int64),
+              offsets=np.array([0, 0, 2, 2, 2, 3, 3]), keys=np.array([7, 8, 9], dtype=np.uint64), block_tokens=16,
+              fmt="x", path="x", extras={FULL_BLOCKS: np.array([3, 5, 2, 4, 6, 1])}, meta={"sample_rate": 0.5})
+    c = compact(t)
+    assert [warmup_request(t, w) for w in (0.0, 0.2, 0.5, 0.9)] == [0, 1, 3, 5]
+    assert [warmup_request(c, w) for w in (0.0, 0.2, 0.5, 0.9)] == [0, 1, 2, 3]
+
+
+def test_fixed_rate_shards_cold_and_distinct_are_the_samples_over_the_rate():
+    """The cold references and distinct blocks a fixed-rate SHARDS profile states: the sample's own (counted
+    by a plain LRU pass over the sampled trace) divided by the rate."""
+    from kvbench.analysis.curves import exact_profile, sampled_trace, shards_profile
+    from kvbench.stream.traces import read_trace
+
+    tr = read_trace("mooncake-sample")
+    for rate in (0.1, 0.5):
+        sub, _ = sampled_trace(tr, rate)
+        keys = sub.keys.tolist()
+        distinct = len(set(keys))
+        p = shards_profile(tr, rate=rate)
+        assert p.distinct_blocks == pytest.approx(distinct / rate)
+        assert p.cold == pytest.approx(exact_profile(sub).cold / rate) and exact_profile(sub).cold == distinct
