@@ -151,6 +151,10 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "the heap's first length: _make_room doubles it (up to size + 2) before it fills",
         ("self._alloc(max(1024, min(2 * self.size + 2, 1 << 16)))", "*"):
             "the key table's first length: _make_room compacts into room for twice the live keys when it fills",
+        ("self.tab = np.zeros(2 << bits, np.uint64)", "2 -> 3"):
+            "a longer hash table than the probe's 2**bits home slots reach: the tail is never used",
+        ("if n_ent >= self.ekey.shape[0] or 2 * (n_ent + 1) > self.tab.shape[0] // 2:", "*"):
+            "when the key table is compacted (two entries earlier or later, at most half full), not what it holds",
         ("codes, uniques = pd.factorize(keys, sort=False)", "False -> True"):
             "dense ids only name keys: any numbering gives the same distances",
         ("out = np.where(idx >= 0, self.cum_hits[np.maximum(idx, 0)] if self.cum_hits.size else 0.0, 0.0)",
