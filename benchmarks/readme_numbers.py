@@ -295,7 +295,7 @@ CLAIMS: dict[str, Claim] = {c.key: c for c in [
           f"{B} vs-fio-4k-randwrite  (benchmarks/vs_fio.py)", lambda f, i: _vs_fio("4k-randwrite-qd32", f, i),
           runs=5, needs=_need_fio, median_only=True),
     Claim("vs-fio-128k-randread", "kvbench / fio IOPS, 128 KiB random read QD32, kvbench's default huge-page "
-          "buffers (fio: 4 KiB pages)", "x", 0.8, 2.2, f"{B} vs-fio-128k-randread  (benchmarks/vs_fio.py)",
+          "buffers (fio: 4 KiB pages)", "x", 0.8, 2.6, f"{B} vs-fio-128k-randread  (benchmarks/vs_fio.py)",
           lambda f, i: _vs_fio("128k-randread-qd32", f, i), runs=5, needs=_need_fio, median_only=True),
     Claim("fidelity-4.7x", "two loop devices throttled 4.7x apart: the ratio kvbench measures", "x", 4.5, 4.8,
           f"{B} fidelity-4.7x  (benchmarks/vs_fio.py --fidelity --seconds 5)", fidelity, runs=3,

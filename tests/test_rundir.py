@@ -43,3 +43,25 @@ def test_rundir_accepts_opened_targets(tmp_path):
     assert facts[0]["path"] == str(tmp_path / "t.dat") and facts[0]["logical_block_size"] == t.lbs
     assert facts[0]["size"] == 1 << 20 and facts[0]["filesystem"]
     assert facts[1]["kind"] == "dram" and facts[1]["size"] == 1 << 20
+
+
+def test_runs_started_in_the_same_second_get_distinct_folders(tmp_path, monkeypatch):
+    """The random suffix is drawn again when a folder of that name exists (two runs of one second used to
+    collide one time in 65,536 pairs, a traceback)."""
+    import datetime as dt
+    import secrets
+
+    from kvbench.metrics import run as run_mod
+    from kvbench.metrics.run import RunDir
+
+    class Frozen(dt.datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=tz)
+
+    monkeypatch.setattr(run_mod._dt, "datetime", Frozen)
+    draws = iter(["abcd", "abcd", "abcd", "ef01"])
+    monkeypatch.setattr(secrets, "token_hex", lambda n: next(draws))
+    a = RunDir.create("x", {}, root=tmp_path)
+    b = RunDir.create("x", {}, root=tmp_path)
+    assert a.path.name == "x-20260102-030405-abcd" and b.path.name == "x-20260102-030405-ef01"

@@ -81,9 +81,19 @@ class RunDir:
             raise TargetError(f"cannot create results folder {root}: {e.strerror}",
                               "pass a writable --results folder") from None
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
-        run_id = run_id or f"{kind}-{stamp}-{secrets.token_hex(2)}"
-        path = root / run_id
-        path.mkdir(parents=True, exist_ok=False)
+        given = run_id
+        for _ in range(64):             # runs started in the same second draw suffixes until one is free
+            run_id = given or f"{kind}-{stamp}-{secrets.token_hex(2)}"
+            path = root / run_id
+            try:
+                path.mkdir(parents=True, exist_ok=False)
+                break
+            except FileExistsError:
+                if given:
+                    raise TargetError(f"run folder {path} already exists", "give another run id") from None
+        else:
+            raise TargetError(f"no free run folder name under {root} for {kind} at {stamp}",
+                              "clean up the results folder") from None
         rd = cls(path, kind)
         rd._run = {
             "run_id": run_id,
