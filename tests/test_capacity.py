@@ -107,3 +107,64 @@ def test_capacity_for_target_on_the_real_mooncake_trace(shared_dir):
     c = capacity_for_target(curve, 0.95)
     want = 0.95 * curve.infinite_hit_ratio
     assert lru_hits(stream, int(c)) / len(stream) >= want - 1e-12 > lru_hits(stream, int(c) - 1) / len(stream)
+
+
+# --- knee and pays_until by hand (mutation run survivors) ------------------------------------------------------
+def _curve(caps, hits):
+    from kvbench.analysis.capacity import HitCurve
+
+    return HitCurve.from_arrays(caps, hits, block_bytes=1)
+
+
+def test_knee_by_hand():
+    """Kneedle on normalised axes: max over the curve's steps of h(c) / h_max - c / c_full, by hand."""
+    from kvbench.analysis.capacity import knee
+
+    # h/0.9 - c/100 at 1, 10, 100: 0.546, 0.789, 0 -> 10
+    assert knee(_curve([1, 10, 100], [0.5, 0.8, 0.9])) == 10.0
+    # the same shape a tenth as high: normalised, the same knee (unnormalised, 1 would win)
+    assert knee(_curve([1, 10, 100], [0.05, 0.08, 0.09])) == 10.0
+    # 0.5/0.9 - 0.01 = 0.546 beats 0.55/0.9 - 0.1 = 0.511: the knee is the first capacity
+    assert knee(_curve([1, 10, 100], [0.5, 0.55, 0.9])) == 1.0
+    # two capacities on a straight line: both ends score 0, the first wins
+    assert knee(_curve([1, 2], [0.25, 0.5])) == 1.0
+    # nothing reused: the full capacity (the first); a one-block curve: that block
+    assert knee(_curve([1, 5], [0.0, 0.0])) == 1.0
+    assert knee(_curve([1, 2], [0.5, 0.5])) == 1.0
+
+
+def test_pays_until_by_hand():
+    """Steps at 5 (+0.25) and 10 (+0.125) on a grid of every block: with 1,000 references a day at 1 a hit, the
+    marginal block earns 250 and 125 a day there; a block costing c pays up to the last step earning >= c."""
+    from kvbench.analysis.capacity import pays_until
+
+    c = _curve([1, 5, 10], [0.5, 0.75, 0.875])
+
+    def pays(cost, value=1.0):
+        return pays_until(c, value_per_hit_per_day=value, refs_per_day=1000.0, cost_per_block_per_day=cost)
+
+    assert pays(100.0) == 10.0 and pays(125.0) == 10.0
+    assert pays(200.0) == 5.0 and pays(250.0) == 5.0          # exactly break-even still pays
+    assert pays(300.0) == 0.0
+    assert pays(0.0) == 10.0 and pays(-1.0) == 10.0           # free capacity: all of it
+    assert pays(0.5, value=1e-4) == 0.0                       # 0.025 and 0.0125 a day: nothing pays
+    # a full capacity of one block is the answer whatever the cost; of two, only if it pays
+    assert pays_until(_curve([1, 2], [0.5, 0.5]), value_per_hit_per_day=1.0, refs_per_day=1000.0,
+                      cost_per_block_per_day=300.0) == 1.0
+    assert pays_until(_curve([1, 2], [0.25, 0.5]), value_per_hit_per_day=1.0, refs_per_day=1000.0,
+                      cost_per_block_per_day=300.0) == 0.0
+
+
+def test_hit_curve_validation():
+    from kvbench.analysis.capacity import HitCurve
+    from kvbench.errors import SpecError
+
+    one = _curve([5], [0.3])                                   # one point is a curve
+    assert one.references == 0 and one.infinite_hit_ratio == 0.3 and one.full_capacity_blocks == 5.0
+    assert _curve([1, 2], [0.1, 0.2]).capacities_blocks.tolist() == [1.0, 2.0]
+    for caps, hits in (([], []), ([1, 2], [0.1]), ([[1, 2]], [[0.1, 0.2]]), ([2, 1], [0.1, 0.2]),
+                       ([0, 1], [0.1, 0.2]), ([1, 1], [0.1, 0.2]), ([1, 2], [0.2, 0.1]), ([1, 2], [0.1, 1.5])):
+        with pytest.raises(SpecError):
+            HitCurve.from_arrays(caps, hits, block_bytes=1)
+    with pytest.raises(SpecError, match="block size"):
+        HitCurve.from_arrays([1], [0.1], block_bytes=0)
