@@ -152,6 +152,12 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "the heap's first length: _make_room doubles it (up to size + 2) before it fills",
         ("self._alloc(max(1024, min(2 * self.size + 2, 1 << 16)))", "*"):
             "the key table's first length: _make_room compacts into room for twice the live keys when it fills",
+        ("grown = np.empty(min(2 * self.heap.shape[0], self.size + 2), np.int64)", "min -> max"):
+            "a longer heap than the sample can fill (it never holds more than size + 1 keys)",
+        ("self.owner, self.tree = owner, np.zeros(2 * width + 1, np.int64)", "2 -> 3"):
+            "a longer tree than _rebuild(..., 2 * width) and the kernel's width reach: the tail stays zero",
+        ("self._alloc(max(1024, 2 * max(live, int(self.st[0])) + 2))", "1024 -> 1025"):
+            "the compacted key table's least length, one entry more",
         ("self.tab = np.zeros(2 << bits, np.uint64)", "2 -> 3"):
             "a longer hash table than the probe's 2**bits home slots reach: the tail is never used",
         ("if n_ent >= self.ekey.shape[0] or 2 * (n_ent + 1) > self.tab.shape[0] // 2:", "*"):

@@ -252,3 +252,22 @@ def test_fixed_rate_shards_cold_and_distinct_are_the_samples_over_the_rate():
         p = shards_profile(tr, rate=rate)
         assert p.distinct_blocks == pytest.approx(distinct / rate)
         assert p.cold == pytest.approx(exact_profile(sub).cold / rate) and exact_profile(sub).cold == distinct
+
+
+def test_fixed_size_shards_grows_its_tree_past_the_first_width():
+    """70,000 distinct keys under a sample size above them: every key stays sampled (rate 1), so the estimate
+    is the exact curve, while the Fenwick tree (first width 65,538 slots) and the key table grow under it."""
+    from kvbench.analysis.curves import shards_profile
+    from kvbench.stream.traces import Trace
+
+    rng = np.random.default_rng(9)
+    keys = np.concatenate([np.arange(70_000), rng.integers(0, 70_000, 30_000)]).astype(np.uint64) + 1
+    n = keys.size
+    t = Trace(timestamp_s=np.arange(n, dtype=np.float64), input_tokens=np.full(n, 16),
+              output_tokens=np.ones(n, np.int64), offsets=np.arange(n + 1), keys=keys, block_tokens=16, fmt="x",
+              path="x")
+    exact = exact_profile(t)
+    est = shards_profile(t, size=100_000)
+    caps = np.geomspace(1, 80_000, 40)
+    assert est.sample_rate == 1.0
+    np.testing.assert_allclose(est.hit_ratio(caps), exact.hit_ratio(caps), atol=1e-12)
