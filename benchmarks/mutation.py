@@ -158,6 +158,11 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "a longer tree than _rebuild(..., 2 * width) and the kernel's width reach: the tail stays zero",
         ("self._alloc(max(1024, 2 * max(live, int(self.st[0])) + 2))", "1024 -> 1025"):
             "the compacted key table's least length, one entry more",
+        ("if slot == width and 2 * live + 2 > width:", "and -> or"):
+            "the tree also grows while free slots remain: earlier growth, the same rebuilt order and distances",
+        ("self.st[1] = _rebuild(self.tree, self.owner, self.eslot, 2 * width)", "1 -> 2"):
+            "_rebuild returns the live count, which st[2] already holds; st[1] then stays at the old width, so new "
+            "keys take slots from there on in the doubled tree: sparser slots, the same order of recency",
         ("self.tab = np.zeros(2 << bits, np.uint64)", "2 -> 3"):
             "a longer hash table than the probe's 2**bits home slots reach: the tail is never used",
         ("if n_ent >= self.ekey.shape[0] or 2 * (n_ent + 1) > self.tab.shape[0] // 2:", "*"):
