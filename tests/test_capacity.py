@@ -168,3 +168,43 @@ def test_hit_curve_validation():
             HitCurve.from_arrays(caps, hits, block_bytes=1)
     with pytest.raises(SpecError, match="block size"):
         HitCurve.from_arrays([1], [0.1], block_bytes=0)
+
+
+def test_hit_curve_from_a_profile_by_hand():
+    """Profiles written out (steps, cumulative hits, references) and the curves they give."""
+    from types import SimpleNamespace as P
+
+    from kvbench.analysis.capacity import HitCurve
+
+    def curve(steps, cum, refs, inf=None):
+        c = HitCurve.from_profile(P(steps=np.array(steps, float), cum_hits=np.array(cum, float), references=refs,
+                                    infinite_hit_ratio=inf if inf is not None else (cum[-1] / refs if cum and refs else 0.0)),
+                                  block_bytes=1)
+        return c.capacities_blocks.tolist(), c.hit_ratio.tolist()
+
+    assert curve([], [], 4) == ([1.0], [0.0])                          # no reuse: 0 everywhere
+    assert curve([3], [2], 4) == ([1.0, 3.0], [0.0, 0.5])             # a first step past 1 block: (1, 0) first
+    assert curve([2], [2], 1) == ([1.0, 2.0], [0.0, 1.0])             # one reference is enough; over 1: clipped
+    assert curve([1, 2], [1, 3], 4) == ([1.0, 2.0], [0.25, 0.75])     # a step at exactly 1 block is kept
+    assert curve([0.5, 2], [1, 3], 4) == ([1.0, 2.0], [0.0, 0.75])    # below one block: dropped
+    assert curve([0.5], [1], 4) == ([1.0], [0.0])
+    # estimates round up (the last of a block kept), after the (1, 0) a first step past 1 block gets
+    assert curve([1.2, 1.7, 2.5], [1, 2, 3], 4) == ([1.0, 2.0, 3.0], [0.0, 0.5, 0.75])
+    assert curve([2, 3], [-1, 2], 4) == ([1.0, 2.0, 3.0], [0.0, 0.0, 0.5])     # SHARDS_adj below 0: clipped
+    with pytest.raises(SpecError, match="no block references"):
+        curve([1], [1], 0)
+
+
+def test_targets_and_the_full_capacity_by_hand():
+    c = _curve([1, 2, 4], [0.2, 0.4, 0.4])
+    assert c.full_capacity_blocks == 2.0
+    assert target_hit(c, 0.5) == pytest.approx(0.2) and target_hit(c, 0.5, relative=False) == 0.5
+    with pytest.raises(SpecError):
+        target_hit(c, 0.0)
+    assert capacity_for_target(c, 1.0) == 2.0 and capacity_for_target(c, 0.5) == 1.0
+    assert capacity_for_target(c, 0.5, relative=False) is None
+    assert capacity_for_target(_curve([1, 2], [0.0, 0.5]), 1.0) == 2.0
+    assert capacity_for_target(_curve([1, 2], [0.0, 0.0]), 0.5) is None           # nothing ever reused
+    # a step at the second block pays when its block earns its cost (250 a day against 100)
+    assert pays_until(_curve([1, 2], [0.25, 0.5]), value_per_hit_per_day=1.0, refs_per_day=1000.0,
+                      cost_per_block_per_day=100.0) == 2.0
