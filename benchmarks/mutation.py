@@ -71,6 +71,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
                    "tests/test_plan.py::test_endurance_capacity_from_residence_and_the_waf_reaching_lifetime_and_cost",
                    "tests/test_plan.py::test_hit_bound_tier_waf_changes_lifetime_and_cost_not_host_dwpd"]),
     "capacity": ("kvbench/analysis/capacity.py", ["tests/test_capacity.py"]),
+    "models": ("kvbench/spec/models.py", ["tests/test_models.py"]),
     # key samples: compaction of long sampled streams and their whole-stream totals
     "sampling": ("kvbench/stream/sampling.py",
                  [
@@ -93,6 +94,10 @@ MODULES: dict[str, tuple[str, list[str]]] = {
 # change "*" covers every mutant of a line (a prefetch hint, say).
 # A survivor is listed here only with the argument why no input can tell it apart from the original.
 EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
+    "models": {
+        ("heads = getattr(g, kind.split) or getattr(self, kind.split, 0)", "0 -> 1"):
+            "getattr's default is never taken: every split field (kv_heads, key_heads) is a ModelSpec attribute",
+    },
     "capacity": {
         ("references: int = 0", "0 -> 1"): "the dataclass default is never used: from_arrays always passes references",
         ("if np.any((h < 0) | (h > 1)) or np.any(np.diff(h) < -1e-12):", "1e-12 -> 2e-12"):

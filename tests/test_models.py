@@ -176,3 +176,83 @@ def test_models_prefix_tokens_option(cli):
     assert g["bytes_for_tokens"]["100"] == 36 * 2048 * 100            # below the 128-token window: every layer
     bad = cli("models", "--prefix-tokens", "4k")
     assert bad.exit_code == 2 and "comma list of integers" in bad.output
+
+
+# --- validation boundaries and the indexer's per-layer share (mutation run survivors) ---------------------------
+def _tiny(**kw):
+    from kvbench.spec.models import model_from_dict
+
+    d = {"attention": "gqa", "layers": 2, "hidden_size": 64, "num_heads": 4, "kv_heads": 2, "head_dim": 16,
+         "intermediate_size": 128, "vocab_size": 100, "dtype": "bf16"}
+    d.update(kw)
+    return model_from_dict(d, name="t")
+
+
+@pytest.mark.parametrize("field", ["layers", "hidden_size", "num_heads", "head_dim", "vocab_size", "kv_heads"])
+def test_a_zero_size_is_refused_and_one_is_not(field):
+    from kvbench.errors import SpecError
+
+    with pytest.raises(SpecError, match=f"{field} must be > 0"):
+        _tiny(**{field: 0})
+    if field not in ("layers", "num_heads", "kv_heads", "head_dim"):          # shapes that must also divide
+        _tiny(**{field: 1})
+
+
+def test_mla_needs_a_latent_and_moe_a_routed_expert_count_in_range():
+    from kvbench.errors import SpecError
+
+    mla = {"attention": "mla", "kv_lora_rank": 0, "qk_rope_dim": 8, "qk_nope_dim": 8, "v_head_dim": 8}
+    with pytest.raises(SpecError, match="kv_lora_rank must be > 0"):
+        _tiny(**mla)
+    assert _tiny(**{**mla, "kv_lora_rank": 1}).kv_lora_rank == 1
+    with pytest.raises(SpecError, match="experts_per_token"):
+        _tiny(num_experts=4, experts_per_token=0, moe_intermediate_size=32)
+    assert _tiny(num_experts=4, experts_per_token=4, moe_intermediate_size=32).is_moe
+    assert _tiny(num_experts=4, experts_per_token=1, moe_intermediate_size=32).is_moe
+    assert not _tiny().is_moe
+    with pytest.raises(SpecError, match="count must be > 0"):
+        _tiny(kv_layers=[{"kind": "attention", "count": 0}, {"kind": "attention", "count": 2}])
+    with pytest.raises(SpecError, match="window must be > 0"):
+        _tiny(kv_layers=[{"kind": "sliding", "count": 1, "window": 0}, {"kind": "attention", "count": 1}])
+    assert _tiny(kv_layers=[{"kind": "sliding", "count": 1, "window": 1},
+                            {"kind": "attention", "count": 1}]).layer_bytes()[0].window == 1
+
+
+def test_the_indexer_rides_with_its_host_layers_in_the_pipelined_loads():
+    """deepseek-v3.2: MLA layers plus an indexer key cache per token, spread over the model's layers: each host
+    layer's load at n tokens is its own bytes + the indexer's share (recomputed from layer_bytes), and the
+    loads of all layers add up to kv_bytes(n)."""
+    m = load_model("deepseek-v3.2")
+    groups = m.layer_bytes()
+    host = [g for g in groups if g.kind == "mla"][0]
+    idx = [g for g in groups if g.kind == "indexer"][0]
+    counts, loads = m.layer_loads([1000, 4000])
+    share = idx.count * idx.per_token / m.layers
+    assert counts.tolist() == [host.count]
+    assert loads[0].tolist() == pytest.approx([(host.per_token + share) * 1000, (host.per_token + share) * 4000])
+    assert float((counts[:, None] * loads).sum(axis=0)[1]) == pytest.approx(float(m.kv_bytes(4000)))
+
+
+def test_fields_a_preset_leaves_out_mean_absent():
+    """An omitted MLA, MoE or layer-kind field is 0 (absent), never a size; MQA (one KV head) and one routed
+    expert are valid models; fp4 is half a byte."""
+    from kvbench.spec.models import DTYPE_BYTES, KVLayers
+
+    m = _tiny()
+    assert (m.kv_lora_rank, m.qk_nope_dim, m.q_lora_rank, m.experts_per_token, m.moe_intermediate_size,
+            m.active_params_b) == (0, 0, 0, 0, 0, 0.0)
+    g = KVLayers("attention", 1)
+    assert (g.index_head_dim, g.key_heads, g.key_dim, g.conv_kernel) == (0, 0, 0, 0)
+    assert DTYPE_BYTES["fp4"] == 0.5
+    assert _tiny(kv_heads=1).layer_bytes()[0].per_token == 2 * 1 * 16 * 2         # K and V, one head, bf16
+    assert _tiny(num_experts=1, experts_per_token=1, moe_intermediate_size=32).is_moe
+
+
+def test_every_dtype_name_and_its_bytes():
+    """The dtype table by hand: names and aliases, and a model's KV bytes following its dtype."""
+    from kvbench.spec.models import DTYPE_BYTES
+
+    assert DTYPE_BYTES == {"fp32": 4, "float32": 4, "bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2, "fp8": 1,
+                           "int8": 1, "fp4": 0.5}
+    for dtype, size in (("float32", 4), ("bfloat16", 2), ("float16", 2), ("int8", 1)):
+        assert _tiny(dtype=dtype).layer_bytes()[0].per_token == 2 * 2 * 16 * size
