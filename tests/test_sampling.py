@@ -403,6 +403,10 @@ def test_replay_of_a_key_sampled_stream_is_a_miniature_with_full_size_estimates(
     assert s["adjustment_blocks"] == pytest.approx(full["blocks"] - keyed["blocks"] / rate)
     assert abs(keyed["hit_ratio"] - full["hit_ratio"]) < 0.03
     assert keyed["sampled_hit_ratio"] - full["hit_ratio"] > 0.1
+    # the terminal says which estimate it prints
+    text = cli("replay", "kv", f"{whole_spec},sample={rate}", *args[:-3], "--results", str(tmp_path)).output
+    assert f"hit ratio {keyed['hit_ratio']:.3f}" in text and "by SHARDS_adj" in text
+    assert f"the sample's own {keyed['sampled_hit_ratio']:.3f}" in text
     # the rate is given once
     r = cli("replay", "kv", f"{whole_spec},sample={rate}", "--sample-keys", "0.1", *args)
     assert r.exit_code != 0 and "already a key sample" in r.output and "Traceback" not in r.output

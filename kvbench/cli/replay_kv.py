@@ -72,6 +72,10 @@ def replay_kv_cmd(trace, model, tp, fmt, l1, l2, l3, l3_capacity, l4, l4_capacit
         click.echo(f"  key sample {s['sample_rate']:g}: hit ratios estimate the full cache "
                    f"({', '.join(f'{k} {format_bytes(v)}' for k, v in s['sampling']['modelled_capacity_bytes'].items())}"
                    f" modelled, simulated at x{s['sample_rate']:g}); bytes measured (full size = / rate)")
+        sm = s["sampling"]
+        if sm.get("hit_ratio_estimator") == "adjusted":
+            click.echo(f"  the sample holds {sm['reference_excess']:.3g}x the references its rate implies (popular "
+                       f"keys in it): hit ratios by SHARDS_adj; the sample's own {s['sampled_hit_ratio']:.3f}")
     for name, t in s["tiers"].items():
         bw = "" if t["read_bw_bytes_per_s"] is None else \
             f"  read {format_rate(t['read_bw_bytes_per_s'])} write {format_rate(t['write_bw_bytes_per_s'])}"
