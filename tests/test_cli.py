@@ -1,17 +1,47 @@
 """The CLI surface: every command has help; errors are one line with an exit code."""
 
+import importlib
 import json
+import pkgutil
+import subprocess
+import sys
 
 import click
 
-from kvbench.cli import main
+import kvbench.cli
+from kvbench.cli import COMMANDS, main
 
 
 def _all_commands(group, prefix=()):
-    for name, cmd in group.commands.items():
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):
+        cmd = group.get_command(ctx, name)
         yield prefix + (name,), cmd
         if isinstance(cmd, click.Group):
             yield from _all_commands(cmd, prefix + (name,))
+
+
+def test_the_command_table_names_every_command_of_every_module():
+    """COMMANDS (what the lazy groups import) equals what the modules define, so none is lost or misplaced."""
+    defined = {}
+    for info in pkgutil.iter_modules(kvbench.cli.__path__):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"kvbench.cli.{info.name}")
+        for command in module.COMMANDS:
+            defined[(getattr(module, "GROUP", ""), command.name)] = info.name
+    table = {(group, name): module for group, names in COMMANDS.items() for name, module in names.items()}
+    assert table == defined
+    paths = {" ".join(path) for path, cmd in _all_commands(main) if not isinstance(cmd, click.Group)}
+    assert paths == {f"{g} {n}".strip() for g, n in defined}
+
+
+def test_a_command_imports_only_its_own_module():
+    code = ("import sys\nfrom kvbench.cli import main\n"
+            "try:\n    main(['models', '--json'])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m.startswith('kvbench.cli.')), file=sys.stderr)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert r.stderr.strip().splitlines()[-1] == "['kvbench.cli._common', 'kvbench.cli.models']"
 
 
 def test_every_command_has_help(cli):

@@ -29,19 +29,8 @@ def test_size_tiers_follows_free_memory_disk_and_the_trace():
         size_tiers(1000 * block, block, free_disk=1 * GiB, avail_mem=16 * GiB)
 
 
-def _needs(*names):
-    """Skip when a command this job drives is not merged yet (``replay`` means ``replay kv``)."""
-    have = {n for n in cli_main.commands if n != "replay"}
-    if "kv" in cli_main.commands["replay"].commands:
-        have.add("replay")
-    missing = [n for n in names if n not in have]
-    if missing:
-        pytest.skip(f"commands not merged yet: {', '.join(missing)}")
-
-
 @pytest.mark.slow
 def test_main_job_end_to_end_on_the_shipped_sample(tmp_path, cli, monkeypatch):
-    _needs("mrc", "replay", "plan", "check")
     monkeypatch.chdir(tmp_path)
     r = cli("run", "--model", "tiny-gqa", "--max-requests", "150", "--duration", "20s", "--l2", "16MiB",
             "--l3-capacity", "256MiB", "--retentions", "1h", "--probe-seconds", "0.4", "-o", tmp_path / "run.html",
@@ -71,7 +60,6 @@ def test_main_job_end_to_end_on_the_shipped_sample(tmp_path, cli, monkeypatch):
 
 def test_hit_ratios_do_not_depend_on_the_replay_duration(tmp_path, cli, monkeypatch):
     """The answer comes from the whole-trace simulation: a replay cut short covers fewer requests, nothing else."""
-    _needs("mrc", "replay", "plan", "check")
     monkeypatch.chdir(tmp_path)
     answers = []
     for d in ("1s", "6s"):

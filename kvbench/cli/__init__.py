@@ -1,16 +1,16 @@
 """The ``kvbench`` command: a thin click layer over the library.
 
-Commands live one module each in this package and are discovered: a module ``kvbench/cli/<name>.py`` exposes
-``COMMANDS`` (a list of click commands) and optionally ``GROUP`` (``"replay"`` or ``"trace"``) to hang them
-under a sub-group. Modules keep heavy imports (torch, plotly, numba kernels) inside the command bodies so that
-``kvbench --help`` stays fast. Library errors (:mod:`kvbench.errors`) become one line and an exit code here.
+Commands live one module each in this package; :data:`COMMANDS` names, per group, each command and the module
+that defines it (``COMMANDS``: a list of click commands). A module is imported only when its command runs (or
+``--help`` lists them), so ``kvbench mrc`` does not pay for torch, plotly or pandas, nor for the other commands'
+imports. ``tests/test_cli.py`` checks this table against the modules. Library errors (:mod:`kvbench.errors`)
+become one line and an exit code here.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
-import pkgutil
 import sys
 
 import click
@@ -46,36 +46,49 @@ class _Group(click.Group):
             ctx.exit(1)
 
 
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+# group ("" = top level) -> command name -> module in this package that defines it
+COMMANDS: dict[str, dict[str, str]] = {
+    "": {"check": "check", "cluster": "cluster", "ftl": "ftl", "io": "io", "models": "models", "mrc": "mrc",
+         "plan": "plan", "prefill": "prefill", "qualify": "qualify", "report": "report", "run": "run"},
+    "replay": {"engram": "replay_engram", "kv": "replay_kv"},
+    "trace": {"convert": "trace_convert", "fit": "trace_cmds", "gen": "trace_cmds", "stats": "trace_cmds"},
+}
+
+
+class _LazyGroup(_Group):
+    """A group whose commands (``COMMANDS[key]``) are imported from their modules on first use."""
+
+    def __init__(self, *args, key: str = "", **kwargs):
+        super().__init__(*args, **kwargs)
+        self._lazy = COMMANDS[key]
+
+    def list_commands(self, ctx):
+        return sorted(set(super().list_commands(ctx)) | set(self._lazy))
+
+    def get_command(self, ctx, name):
+        if name not in self.commands and name in self._lazy:
+            module = importlib.import_module(f"{__name__}.{self._lazy[name]}")
+            for command in module.COMMANDS:
+                if command.name == name:
+                    self.add_command(command)
+        return super().get_command(ctx, name)
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.version_option(__version__, prog_name="kvbench")
 def main():
     """Measure what LLM inference memory (KV cache, Engram tables) asks of DRAM and NVMe."""
 
 
-@main.group(cls=_Group)
+@main.group(cls=_LazyGroup, key="replay")
 def replay():
     """Replay KV-cache or Engram workloads through tiers onto real DRAM and NVMe."""
 
 
-@main.group(cls=_Group)
+@main.group(cls=_LazyGroup, key="trace")
 def trace():
     """Inspect and generate serving traces."""
 
-
-_GROUPS = {"replay": replay, "trace": trace}
-
-
-def _discover() -> None:
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
-        if info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        group = _GROUPS[getattr(module, "GROUP", None)] if getattr(module, "GROUP", None) else main
-        for command in getattr(module, "COMMANDS", ()):
-            group.add_command(command)
-
-
-_discover()
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -17,7 +17,6 @@ import sys
 from pathlib import Path
 
 from kvbench.errors import TargetError
-from kvbench.metrics.environment import environment, target_facts
 
 # not-measured: the run completed but kvbench cannot vouch for its numbers (summary ``not_measured`` says why:
 # an O_DIRECT bypass check that failed, device counters that disagree with the engine)
@@ -94,6 +93,8 @@ class RunDir:
         else:
             raise TargetError(f"no free run folder name under {root} for {kind} at {stamp}",
                               "clean up the results folder") from None
+        from kvbench.metrics.environment import environment, target_facts    # psutil: only for run folders
+
         rd = cls(path, kind)
         rd._run = {
             "run_id": run_id,
@@ -125,6 +126,8 @@ class RunDir:
 
     def add_targets(self, targets) -> None:
         """Record (more) targets' facts in run.json: paths, or dicts already describing them."""
+        from kvbench.metrics.environment import target_facts
+
         facts = [t if isinstance(t, dict) else target_facts(t) for t in targets]
         self._run["targets"] = self._run.get("targets", []) + facts
         self.write_json("run.json", self._run)
