@@ -4,9 +4,11 @@ LRU), retention, drive classes, WAF, deployment scale, prices and the CLI's JSON
 from __future__ import annotations
 
 import json
+import math
 from collections import OrderedDict
 
 import numpy as np
+
 import pytest
 
 from kvbench.analysis.cost import apply_overrides, gpu_usd_per_day, load_prices, prices_from_dict, ssd_usd_per_day
@@ -243,6 +245,47 @@ def test_deployment_dwpd_is_first_principles_whatever_the_hit_ratio():
     missed = tr.input_tokens.mean() * (1 - dep["hit_ratio"])
     assert dep["requests_per_s"] * missed == pytest.approx(0.5 * 20_000 * 8, rel=1e-6)
     assert out["rate"] == pytest.approx(dep["requests_per_s"]) and out["rate_model"] == "replicate"
+    # against the reference class's rating: life = warranty x rated / rating-equivalent DWPD, and the fewest
+    # drives of that capacity within the rating, which a plan with that many (and one fewer) confirms
+    cls = load_prices().ssd[dep["reference_class"]]
+    eq = want * 1.5 / cls.reference_waf
+    assert (dep["rated_dwpd"], dep["warranty_years"]) == (cls.dwpd, cls.warranty_years)
+    assert dep["lifetime_years"] == pytest.approx(cls.warranty_years * cls.dwpd / eq, rel=1e-6)
+    need = math.ceil(4 * eq / cls.dwpd)
+    assert dep["drives_within_rating"] == need and need > 4 and not dep["within_rating"]
+    for drives, within in ((need, True), (need - 1, False)):
+        again = build_plan(tr, block_bytes=512 * bpt, prices=load_prices(), tokens_per_s=20_000.0,
+                           bytes_per_token=bpt,
+                           options=PlanOptions(targets=(0.9,), waf=1.5, sweep=(), write_policies=False,
+                                               deployment=parse_deployment(f"gpus=8,drives={drives},"
+                                                                           "drive_capacity=3.84TB,utilization=0.5")))
+        assert again["deployment"]["within_rating"] is within
+        assert again["deployment"]["drives_within_rating"] == need
+    line = [x for x in out["answer"]["sentences"] if x.startswith("Deployment:")][0]
+    assert f"lasts {dep['lifetime_years']:.3g} years" in line and f"{need:,} such drives keep within" in line
+    assert "8 GPUs at utilization 0.5 compute 80,000 prefill tokens/s" in line and "each of the 4 drives" in line
+
+
+@pytest.mark.parametrize("drive", ["3.84TB", "100GB"])     # a store the trace never fills; one it fills
+def test_deployment_writes_are_the_steady_write_rate_of_its_store(drive):
+    """The deployment's request rate is solved with steady-state hits (1 - W(C) / demand), so at that rate the
+    plan's steady write rate of the deployment's store is the deployment's write rate, and the drive-class
+    answers and the deployment line count the same writes (not the whole trace's, cold start included)."""
+    tr = random_prefix_trace(5, n=400)
+    bpt = 100_000
+    dep_spec = parse_deployment(f"gpus=8,drives=4,drive_capacity={drive},utilization=0.5")
+    store = 4 * dep_spec.drive_capacity_bytes
+    out = build_plan(tr, block_bytes=512 * bpt, prices=load_prices(), tokens_per_s=20_000.0, bytes_per_token=bpt,
+                     options=PlanOptions(targets=(0.9,), waf=1.5, sweep=(), write_policies=False,
+                                         capacities=(store,), deployment=dep_spec))
+    dep = out["deployment"]
+    row = [r for r in out["capacity_curve"] if r["capacity_bytes"] == pytest.approx(store)]
+    w = row[0]["write_bytes_per_s"] if row and row[0]["write_bytes_per_s"] is not None else None
+    if w is None:       # beyond the trace: held at the longest residence shown, as the drive classes hold it
+        assert drive == "3.84TB" and out["drives"][0]["steady_state"] == "extrapolated"
+        w = out["drives"][0]["write_bytes_per_s"]
+    assert dep["write_bytes_per_s"] == pytest.approx(w, rel=1e-9)
+    assert 0 < dep["hit_ratio"] < 1
 
 
 @pytest.mark.parametrize("spec,match", [

@@ -131,3 +131,16 @@ def test_two_distinct_blocks():
     c = steady_curve(make_trace([0, 1, 2], [[1], [2], [1]]), block_bytes=BB)
     assert c.distinct == 2 and c.steady_writes.tolist() == [0.0, 1.0, 0.0]
     assert c.write_blocks_per_s[1] == 1.0 and c.turned_over.tolist() == [False, True, False]
+
+
+def test_steady_hits_by_hand(curve):
+    """h(C) = 1 - W(C) / demand, demand 1.2 blocks/s (6 references over the 5 s span): C = 1 -> 1 - 0.75/1.2;
+    C = 2 -> 1 - 1/1.2; C = 3 never fills: W held at the longest residence shown (C = 1's 0.75/s); C = 0 holds
+    nothing. The whole-trace curve at C = 3 would say 3/6 hits (the cold start counted as misses)."""
+    from kvbench.analysis.residence import SteadyHits
+
+    hits = SteadyHits(curve, demand_blocks_per_s=6 / 5)
+    np.testing.assert_allclose(hits.write_blocks_per_s([1, 2, 3, 50]), [0.75, 1.0, 0.75, 0.75])
+    np.testing.assert_allclose(hits.at([0, 1, 2, 3, 50]), [0.0, 0.375, 1 / 6, 0.375, 0.375])
+    assert hits.infinite_hit_ratio == pytest.approx(0.375)
+    assert SteadyHits(curve, demand_blocks_per_s=0.5).at(2) == 0.0          # writes above demand: clipped at 0

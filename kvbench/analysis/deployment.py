@@ -89,7 +89,8 @@ def scale(dep: Deployment, *, tokens_per_s_per_gpu: float, hit_curve, trace_rate
     Fixed point: at request rate L the trace's users are replicated L / trace_rate times; each copy's share of
     the drives' store is D CAP fill / copies, which sets the hit ratio h, hence the missed prompt tokens per
     request m(h) = tokens_per_request (1 - h) (a request misses the share of its tokens that its blocks miss);
-    L solves L m(h(L)) = U P G (L m(h(L)) rises with L, so bisection finds it). The drives are written the
+    L solves L m(h(L)) = U P G (L m(h(L)) rises with L, so bisection finds it). The plan passes the steady-state
+    hit ratio (:class:`kvbench.analysis.residence.SteadyHits`) as ``hit_curve``. The drives are written the
     missed blocks, whole slots: L (1 - h) blocks_per_request block_bytes. ``blocks_per_request`` is the full workload's; ``sample_rate`` < 1 when
     the hit curve is a key sample's."""
     if not tokens_per_s_per_gpu > 0:
@@ -139,3 +140,23 @@ def scale(dep: Deployment, *, tokens_per_s_per_gpu: float, hit_curve, trace_rate
                           "or fewer GPUs per drive lower DWPD; a retention limit lowers the capacity needed "
                           "(write rate x retention), not the writes",
     }
+
+
+def against_rating(scaled: dict, *, rated_dwpd: float, warranty_years: float) -> dict:
+    """What the deployment's write rate does to drives of a rated class: each drive's life, and the fewest drives
+    of the same capacity that keep within the rating.
+
+    Life is the rating's NAND budget (TBW x its reference WAF) spent at the workload's WAF
+    (:func:`kvbench.analysis.endurance.endurance`): warranty x rated DWPD / rating-equivalent DWPD. Under
+    write-through the drives' total write rate is set by the GPUs' missed tokens, not by how many drives share
+    it (:func:`scale`), so the rating-equivalent DWPD per drive falls as 1/D and the drives needed are
+    ceil(D x rating-equivalent DWPD / rated DWPD)."""
+    from kvbench.analysis.endurance import Rating, endurance
+
+    rating = Rating(dwpd=rated_dwpd, warranty_years=warranty_years, reference_waf=scaled["reference_waf"])
+    e = endurance(scaled["write_bytes_per_s_per_drive"] * SECONDS_PER_DAY, scaled["drive_capacity_bytes"],
+                  waf=scaled["workload_waf"], rating=rating)
+    need = scaled["drives"] * scaled["dwpd_rating_equivalent_per_drive"] / rated_dwpd
+    return {"rated_dwpd": rated_dwpd, "warranty_years": warranty_years, "lifetime_years": e.lifetime_years,
+            "within_rating": scaled["dwpd_rating_equivalent_per_drive"] <= rated_dwpd,
+            "drives_within_rating": max(1, math.ceil(need * (1 - 1e-12)))}

@@ -478,16 +478,20 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
     deployment = None
     rate_model = opt.rate_model
     if opt.deployment is not None:
-        from kvbench.analysis.deployment import scale
+        from kvbench.analysis.deployment import against_rating, scale
 
         ref_cls = prices.ssd[opt.ssd_class] if opt.ssd_class else next(iter(prices.ssd.values()))
-        deployment = scale(opt.deployment, tokens_per_s_per_gpu=tokens_per_s, hit_curve=hit_curve,
+        # steady-state hits (1 - W(C) / demand), the same write rates every other steady answer uses: the
+        # whole-trace curve would count the trace's cold start as GPU work
+        steady_hits = res.SteadyHits(steady, demand_blocks_per_s=sample * blocks_per_req * trace_rate)
+        deployment = scale(opt.deployment, tokens_per_s_per_gpu=tokens_per_s, hit_curve=steady_hits,
                            trace_rate=trace_rate, tokens_per_request=tokens_per_req,
                            blocks_per_request=blocks_per_req, block_tokens=trace.block_tokens,
                            block_bytes=block_bytes, bytes_per_token=bpt, waf=waf,
                            reference_waf=ref_cls.reference_waf or waf, store_fill=opt.store_fill,
                            sample_rate=sample)
         deployment["reference_class"] = ref_cls.name
+        deployment.update(against_rating(deployment, rated_dwpd=ref_cls.dwpd, warranty_years=ref_cls.warranty_years))
         rate, rate_model = deployment["requests_per_s"], "replicate"
     else:
         rate = opt.rate or trace_rate
@@ -724,9 +728,18 @@ def answer(out: dict) -> dict:
                         "recompute)."))
     dep = out.get("deployment")
     if dep:
-        lines.append(f"Deployment: {dep['gpus']:g} GPUs at utilization {dep['utilization']:g} compute "
-                     f"{dep['prefill_tokens_per_s']:,.0f} prefill tokens/s; under write-through each of the "
-                     f"{dep['drives']:g} drives of {format_bytes(dep['drive_capacity_bytes'], binary=False)} is written "
-                     f"at {dep['dwpd_host_per_drive']:.3g} host DWPD ({dep['dwpd_rating_equivalent_per_drive']:.3g} "
-                     f"rating-equivalent), KV kept {format_duration(dep['residence_s']) if dep['residence_s'] else 'n/a'}.")
+        one_gpu, one_drive = dep["gpus"] == 1, dep["drives"] == 1
+        drive = format_bytes(dep["drive_capacity_bytes"], binary=False)
+        kept = format_duration(dep["residence_s"]) if dep["residence_s"] else "n/a"
+        text = (f"Deployment: {dep['gpus']:g} GPU{'' if one_gpu else 's'} at utilization {dep['utilization']:g} "
+                f"compute{'s' if one_gpu else ''} {dep['prefill_tokens_per_s']:,.0f} prefill tokens/s; under "
+                f"write-through {'the one drive' if one_drive else 'each of the %g drives' % dep['drives']}"
+                f" of {drive} is written at {dep['dwpd_host_per_drive']:.3g} host DWPD "
+                f"({dep['dwpd_rating_equivalent_per_drive']:.3g} rating-equivalent), KV kept {kept}")
+        if dep.get("lifetime_years") is not None:
+            text += (f"; a {dep['rated_dwpd']:g}-DWPD {dep['reference_class']} drive lasts "
+                     f"{dep['lifetime_years']:.3g} years (warranty {dep['warranty_years']:g})")
+            if not dep["within_rating"]:
+                text += f": {dep['drives_within_rating']:,} such drives keep within the rating"
+        lines.append(text + ".")
     return {"sentences": lines, "target": head, "ssd_class": t.get("ssd_class"), "bound": t.get("bound")}

@@ -278,6 +278,40 @@ def residence_for(curve: SteadyCurve, residence_s: float, *, time_scale: float =
                       f"capacity_bytes_lower counts only never-seen blocks ({w_low * bb / 1e9:,.4g} GB/s)")}
 
 
+@dataclass(frozen=True, eq=False)
+class SteadyHits:
+    """The steady-state hit ratio of a write-through LRU tier, per capacity: h(C) = 1 - W(C) / demand.
+
+    Under write-through every miss is written, so the steady write rate W(C) (blocks/s, from the first eviction
+    on) is the steady miss rate; ``demand`` is the references/s the write rate is set against (the trace's
+    average). Where the trace never fills C, W is held at the longest residence the trace shows, as every
+    steady-state answer holds it (:func:`residence_for`, ``plan.steady_at``). The whole-trace hit-ratio curve
+    counts the misses of the trace's cold start as well: a short trace's many first references would make a
+    deployment's GPUs look busier per request than they are in steady state, and so depend on its length.
+    Same interface as :class:`kvbench.analysis.capacity.HitCurve` for :func:`kvbench.analysis.deployment.scale`."""
+
+    curve: SteadyCurve
+    demand_blocks_per_s: float
+
+    def write_blocks_per_s(self, capacity_blocks) -> np.ndarray:
+        w = np.asarray(self.curve.at(capacity_blocks)["write_blocks_per_s"], dtype=np.float64)
+        base = self.curve.extrapolation_base()
+        held = float(self.curve.write_blocks_per_s[base]) if base is not None else np.nan
+        c = np.asarray(capacity_blocks, dtype=np.float64)
+        return np.where(np.isfinite(w) & (w > 0), w, np.where(c >= 1, held, np.nan))
+
+    def at(self, capacity_blocks) -> np.ndarray:
+        w = self.write_blocks_per_s(capacity_blocks)
+        h = 1.0 - w / self.demand_blocks_per_s if self.demand_blocks_per_s > 0 else np.zeros_like(w)
+        return np.clip(np.nan_to_num(h, nan=0.0), 0.0, 1.0)
+
+    @property
+    def infinite_hit_ratio(self) -> float:
+        """The largest steady hit ratio at any capacity (a cache of every block: the held write rate)."""
+        c = np.arange(1, self.curve.distinct + 2, dtype=np.float64)
+        return float(self.at(c).max()) if c.size else 0.0
+
+
 def summary(curve: SteadyCurve) -> dict:
     """A few numbers for JSON: the trace's horizon and the longest residence it can show."""
     return {"distinct_blocks": curve.distinct, "references": curve.references, "span_s": curve.span_s,

@@ -300,10 +300,13 @@ def _print(out: dict) -> None:
     dep = out.get("deployment")
     if dep:
         click.echo(f"deployment: {dep['formula']}")
-        click.echo(f"  {dep['requests_per_s']:,.3g} requests/s (trace x {dep['trace_copies']:.3g}), hit ratio "
+        click.echo(f"  {dep['requests_per_s']:,.3g} requests/s (trace x {dep['trace_copies']:.3g}), steady-state hit ratio "
                    f"{dep['hit_ratio']:.3f}; per drive {format_bytes(dep['write_bytes_per_s_per_drive'])}/s, host DWPD "
                    f"{dep['dwpd_host_per_drive']:.3g}, rating-equivalent {dep['dwpd_rating_equivalent_per_drive']:.3g} "
                    f"(WAF {dep['workload_waf']:.3g} / reference {dep['reference_waf']:.3g}, {dep['reference_class']})")
+        click.echo(f"  a {dep['rated_dwpd']:g}-DWPD drive lasts {dep['lifetime_years']:.3g} years (warranty "
+                   f"{dep['warranty_years']:g}); {dep['drives_within_rating']:,} drive(s) of this capacity keep "
+                   "within the rating")
         click.echo(f"  {dep['what_lowers_it']}")
     wp = out.get("write_policies") or {}
     if wp:
