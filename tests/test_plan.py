@@ -286,6 +286,26 @@ def test_deployment_writes_are_the_steady_write_rate_of_its_store(drive):
         w = out["drives"][0]["write_bytes_per_s"]
     assert dep["write_bytes_per_s"] == pytest.approx(w, rel=1e-9)
     assert 0 < dep["hit_ratio"] < 1
+    # an answer resting on a write rate held beyond the trace says so, with the longest residence it shows
+    from kvbench.units import format_duration
+
+    held = [x for x in out["answer"]["sentences"] if x.startswith("That residence is beyond the ")]
+    pick = [r for r in out["drives"] if r["class"] == out["ssd_class"]][0]
+    assert len(held) == (pick["steady_state"] == "extrapolated")
+    if held:
+        assert format_duration(out["steady_state"]["max_residence_s"]) in held[0]
+
+
+def test_an_answer_the_trace_shows_has_no_held_rate_sentence():
+    """Drives rated far above the workload: the hit target binds at a capacity the trace turns over, so the
+    answer quotes a measured residence and adds no 'beyond the trace' caveat (the held case is in the test above)."""
+    tr = random_prefix_trace(5, n=400)
+    bpt = 100_000
+    p = apply_overrides(load_prices(), ["ssd.tlc-1dwpd.dwpd=3000", "ssd.tlc-3dwpd.dwpd=3000", "ssd.qlc.dwpd=3000"])
+    out = build_plan(tr, block_bytes=512 * bpt, prices=p, tokens_per_s=20_000.0, bytes_per_token=bpt,
+                     options=PlanOptions(targets=(0.9,), waf=1.5, sweep=(), write_policies=False))
+    assert {r["steady_state"] for r in out["drives"]} == {"measured"}
+    assert not [x for x in out["answer"]["sentences"] if "beyond the" in x]
 
 
 @pytest.mark.parametrize("spec,match", [

@@ -712,6 +712,12 @@ def answer(out: dict) -> dict:
                f"(WAF {d['workload_waf']:.3g} vs the rating's {d['reference_waf']:.3g})" if d["dwpd_host"] is not None
                else "DWPD unknown")
             + (f", {life:.3g} years of life." if life is not None and math.isfinite(life) else "."))
+        if d.get("steady_state") == "extrapolated" and src.get("source") != "generated":
+            shown = out["steady_state"]["max_residence_s"] / (out["rate_scale"] if out["rate_model"] == "compress"
+                                                              else 1.0)
+            lines.append(f"That residence is beyond the {format_duration(shown)} this trace shows: its write rate is "
+                         "held at its value there, so the capacity is an upper bound (a longer trace, or a workload "
+                         "model fitted to this one with kvbench trace fit, shows it).")
         lines.append(f"One GB of DRAM is replaced by {d['ssd_per_dram']:.3g} GB of SSD at equal hit ratio: "
                      f"{d['ssd_per_dram_reason']}.")
         plans = out["plans"][head]
