@@ -62,10 +62,14 @@ MODULES: dict[str, tuple[str, list[str]]] = {
                    "tests/test_plan.py::test_steady_curve_equals_a_brute_force_lru_at_every_capacity",
                    "tests/test_plan.py::test_retention_is_the_smallest_tier_whose_residence_reaches_it",
                    "tests/test_plan.py::test_the_bill_counts_only_hits_whose_load_beats_recompute",
-                   "tests/test_plan.py::test_endurance_capacity_from_residence_and_the_waf_reaching_lifetime_and_cost"]),
+                   "tests/test_plan.py::test_endurance_capacity_from_residence_and_the_waf_reaching_lifetime_and_cost",
+                   "tests/test_plan.py::test_deployment_writes_are_the_steady_write_rate_of_its_store"]),
     "deployment": ("kvbench/analysis/deployment.py",
                    ["tests/test_plan.py::test_bad_deployment_names_the_field", "tests/test_plan.py::test_deployment_dwpd_is_first_principles_whatever_the_hit_ratio",
-                    "tests/test_plan.py::test_deployment_fixed_point_where_the_hit_ratio_depends_on_the_share_of_drives"]),
+                    "tests/test_plan.py::test_deployment_fixed_point_where_the_hit_ratio_depends_on_the_share_of_drives",
+                    "tests/test_plan.py::test_deployment_of_a_key_sampled_curve_reads_the_sample_share_of_the_store",
+                    "tests/test_plan.py::test_a_one_byte_drive_is_a_size_and_a_prefill_rate_must_be_positive",
+                    "tests/test_plan.py::test_against_rating_by_hand"]),
     "endurance": ("kvbench/analysis/endurance.py",
                   ["tests/test_endurance.py",
                    "tests/test_plan.py::test_endurance_capacity_from_residence_and_the_waf_reaching_lifetime_and_cost",
@@ -171,6 +175,22 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "never read it",
     },
     "deployment": {
+        ("return max(tokens_per_request * (1.0 - h), 1e-9 * tokens_per_request)", "* -> /"):
+            "the second *: a floor of 1e-9 / tokens instead of 1e-9 x tokens; both only keep the bracket finite at "
+            "h = 1 (the first * is killed by the fixed-point tests)",
+        ("hi = work / missed(hit_curve.infinite_hit_ratio)     # the best hit ratio the trace allows", "/ -> *"):
+            "the bisection's upper bracket: work x m >= work / m (the true upper bound) whenever a request misses "
+            ">= 1 token, and 100 halvings reach the root from either",
+        ("for _ in range(100):", "100 -> 101"): "one more halving of a bracket already narrower than a float's ulp",
+        ("if mid * missed(hit(mid)) < work:", "< -> <="): "differs only when the product equals the work exactly, "
+                                                          "where either half holds the root",
+        ('"residence_s": (dep.drives * dep.drive_capacity_bytes * store_fill / write_bps) if write_bps > 0 else None,',
+         "0 -> 1"): "a write rate between 0 and 1 B/s: no workload with a missed block writes that little "
+                    "(a block is kilobytes to megabytes)",
+        ('"slot_rounding": dwpd_host / first_principles if first_principles > 0 else None,', "> -> >="):
+            "first_principles = U P G b 86400 / (D CAP) > 0: every factor is validated > 0",
+        ('"drives_within_rating": max(1, math.ceil(need * (1 - 1e-12)))}', "1e-12 -> 2e-12"):
+            "the float-noise guard of the ceil: either relative width absorbs rounding of an integer need",
         ("return max(tokens_per_request * (1.0 - h), 1e-9 * tokens_per_request)", "1e-09 -> 2e-09"):
             "the floor only keeps the bisection's bracket finite when the hit ratio is 1; either tiny value does",
         ('"residence_s": (dep.drives * dep.drive_capacity_bytes * store_fill / write_bps) if write_bps > 0 else None,',

@@ -241,6 +241,7 @@ def test_deployment_dwpd_is_first_principles_whatever_the_hit_ratio():
     assert dep["dwpd_host_per_drive"] == pytest.approx(want, rel=1e-6)
     assert dep["dwpd_first_principles"] == pytest.approx(want)
     assert dep["dwpd_rating_equivalent_per_drive"] == pytest.approx(want * 1.5 / dep["reference_waf"])
+    assert dep["residence_s"] == pytest.approx(4 * 3.84e12 / dep["write_bytes_per_s"])
     # the request rate is what makes the GPUs' missed tokens: rate x missed tokens per request = U P G
     missed = tr.input_tokens.mean() * (1 - dep["hit_ratio"])
     assert dep["requests_per_s"] * missed == pytest.approx(0.5 * 20_000 * 8, rel=1e-6)
@@ -314,10 +315,58 @@ def test_an_answer_the_trace_shows_has_no_held_rate_sentence():
     ("gpus=0,drives=8,drive_capacity=7.68TB,utilization=0.5", "must be > 0"),
     ("gpus=8,drives=8,drive_capacity=lots,utilization=0.5", "drive_capacity"),
     ("gpus=8,disks=8,drive_capacity=7.68TB,utilization=0.5", "unknown or malformed field 'disks=8'"),
+    ("gpus=8,drives=8,drive_capacity=0,utilization=0.5", "drive_capacity must be > 0"),
 ])
 def test_bad_deployment_names_the_field(spec, match):
     with pytest.raises(SpecError, match=match):
         parse_deployment(spec)
+
+
+def test_a_one_byte_drive_is_a_size_and_a_prefill_rate_must_be_positive():
+    from kvbench.analysis.capacity import HitCurve
+    from kvbench.analysis.deployment import scale
+
+    assert parse_deployment("gpus=1,drives=1,drive_capacity=1,utilization=0.5").drive_capacity_bytes == 1.0
+    curve = HitCurve.from_arrays([1.0, 10.0], [0.1, 0.5], block_bytes=1000)
+    dep = parse_deployment("gpus=1,drives=2,drive_capacity=1GB,utilization=0.5")
+    kw = dict(hit_curve=curve, trace_rate=2.0, tokens_per_request=100.0, blocks_per_request=1.0, block_tokens=100,
+              block_bytes=1000, bytes_per_token=10.0, waf=1.0, reference_waf=1.0)
+    with pytest.raises(SpecError, match="needs a prefill rate"):
+        scale(dep, tokens_per_s_per_gpu=0.0, **kw)
+    # 0.5 token/s per GPU is a (slow) rate: 0.25 missed tokens/s; the drives (2 x 1 GB) hold every block, so
+    # h = 0.5 and the rate is 0.25 / (100 x 0.5) = 0.005 requests/s, 1/400 of the trace's users
+    out = scale(dep, tokens_per_s_per_gpu=0.5, **kw)
+    assert out["hit_ratio"] == 0.5 and out["requests_per_s"] == pytest.approx(0.005)
+    assert out["trace_copies"] == pytest.approx(0.0025)
+    # writes 0.005 x 0.5 x 1 block x 1000 B = 2.5 B/s over 2 GB: residence 8e8 s; DWPD far below 1, still a ratio
+    assert out["write_bytes_per_s"] == pytest.approx(2.5) and out["residence_s"] == pytest.approx(2e9 / 2.5)
+    assert out["dwpd_first_principles"] == pytest.approx(0.25 * 10 * 86400 / 2e9)
+    assert out["slot_rounding"] == pytest.approx(1.0)
+
+
+def test_against_rating_by_hand():
+    """Life = warranty x rated / rating-equivalent; drives = ceil(D x rating-equivalent / rated), exact at an
+    integer, at least one."""
+    from kvbench.analysis.deployment import against_rating
+
+    base = {"drives": 2.0, "drive_capacity_bytes": 1e12, "workload_waf": 2.0, "reference_waf": 4.0}
+    # 3 host DWPD at WAF 2 against a reference WAF 4: 1.5 rating-equivalent on 3-DWPD drives, 5 years
+    out = against_rating({**base, "write_bytes_per_s_per_drive": 3e12 / 86400, "dwpd_rating_equivalent_per_drive": 1.5},
+                         rated_dwpd=3.0, warranty_years=5.0)
+    assert out["lifetime_years"] == pytest.approx(10.0) and out["within_rating"]
+    assert out["drives_within_rating"] == 1          # 2 x 1.5 / 3 = 1 exactly
+    # 12 host DWPD: 6 rating-equivalent; 2 x 6 / 3 = 4 drives exactly, life 5 x 3 / 6 = 2.5 years
+    out = against_rating({**base, "write_bytes_per_s_per_drive": 12e12 / 86400, "dwpd_rating_equivalent_per_drive": 6.0},
+                         rated_dwpd=3.0, warranty_years=5.0)
+    assert out["lifetime_years"] == pytest.approx(2.5) and not out["within_rating"]
+    assert out["drives_within_rating"] == 4
+    # exactly at the rating: within it; far below: still one drive
+    at = against_rating({**base, "write_bytes_per_s_per_drive": 6e12 / 86400, "dwpd_rating_equivalent_per_drive": 3.0},
+                        rated_dwpd=3.0, warranty_years=5.0)
+    assert at["within_rating"] and at["drives_within_rating"] == 2 and at["lifetime_years"] == pytest.approx(5.0)
+    low = against_rating({**base, "write_bytes_per_s_per_drive": 0.03e12 / 86400,
+                          "dwpd_rating_equivalent_per_drive": 0.015}, rated_dwpd=3.0, warranty_years=5.0)
+    assert low["drives_within_rating"] == 1 and low["lifetime_years"] == pytest.approx(1000.0)
 
 
 @pytest.fixture(scope="module")
@@ -469,6 +518,27 @@ def test_plan_run_warns_on_a_replay_that_did_not_run_every_request(cli, tmp_path
     assert any("interrupted" in w and "covered 2 of 1,000" in w for w in out["warnings"])
 
 
+def test_deployment_of_a_key_sampled_curve_reads_the_sample_share_of_the_store():
+    """A key sample at rate r holds r of the workload's blocks, so its curve is read at r x the store's blocks
+    per copy. A curve linear up to 1,000 blocks: 100 GB of 1 MB blocks = 100,000 blocks, r = 0.004 -> 400 sampled
+    blocks, per copy; checked against the curve read by hand at the solved rate."""
+    from kvbench.analysis.capacity import HitCurve
+    from kvbench.analysis.deployment import scale
+
+    caps = np.arange(1, 1001, dtype=np.float64)
+    curve = HitCurve.from_arrays(caps, 0.8 * caps / 1000, block_bytes=10**6)
+    dep = parse_deployment("gpus=1,drives=1,drive_capacity=100GB,utilization=1")
+    kw = dict(tokens_per_s_per_gpu=10_000.0, hit_curve=curve, trace_rate=1.0, tokens_per_request=1000.0,
+              blocks_per_request=2.0, block_tokens=512, block_bytes=10**6, bytes_per_token=2000.0, waf=1.0,
+              reference_waf=1.0)
+    for r in (1.0, 0.004):
+        out = scale(dep, sample_rate=r, **kw)
+        copies = out["requests_per_s"] / 1.0
+        assert out["hit_ratio"] == pytest.approx(float(curve.at(100e9 / 10**6 * r / copies)), rel=1e-12)
+        assert out["requests_per_s"] * 1000.0 * (1 - out["hit_ratio"]) == pytest.approx(10_000.0, rel=1e-9)
+    assert scale(dep, sample_rate=0.004, **kw)["hit_ratio"] < scale(dep, sample_rate=1.0, **kw)["hit_ratio"]
+
+
 def test_deployment_fixed_point_where_the_hit_ratio_depends_on_the_share_of_drives():
     """Drives small enough that each copy of the users gets a share the curve still climbs on: the rate, hit
     ratio, writes and residence recomputed by hand from the exact curve."""
@@ -494,6 +564,7 @@ def test_deployment_fixed_point_where_the_hit_ratio_depends_on_the_share_of_driv
     wb = rate * (1 - h) * bpr * bb
     assert out["write_bytes_per_s"] == pytest.approx(wb)
     assert out["residence_s"] == pytest.approx(100e6 / wb)
+    assert out["trace_copies"] == pytest.approx(rate / trace_rate) and trace_rate != 1
     assert out["dwpd_rating_equivalent_per_drive"] == pytest.approx(out["dwpd_host_per_drive"] / 2)
     assert out["slot_rounding"] == pytest.approx(out["dwpd_host_per_drive"] / (2 * 5_000.0 * bpt * 86400 / 100e6))
     # a 200 MB drive the store fills to half holds what the 100 MB drive held: the same rate and hit ratio
@@ -501,3 +572,4 @@ def test_deployment_fixed_point_where_the_hit_ratio_depends_on_the_share_of_driv
                  hit_curve=curve, trace_rate=trace_rate, tokens_per_request=tok, blocks_per_request=bpr,
                  block_tokens=512, block_bytes=bb, bytes_per_token=bpt, waf=2.0, reference_waf=4.0, store_fill=0.5)
     assert (half["requests_per_s"], half["hit_ratio"]) == pytest.approx((rate, h))
+    assert half["residence_s"] == pytest.approx(200e6 * 0.5 / wb)
