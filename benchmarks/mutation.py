@@ -174,6 +174,19 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "the skipped node is the tree's top (index n_keys + 2); prefix queries stop at C <= n_keys - 1 and "
             "never read it",
     },
+    "residence": {
+        ("return np.where(np.isfinite(w) & (w > 0), w, np.where(c >= 1, held, np.nan))", ">= -> >"):
+            "a capacity in [1, 2) blocks is 1 block, which fills whenever any capacity does (its first eviction is "
+            "the second distinct key): the held branch is never reached there",
+        ("return np.where(np.isfinite(w) & (w > 0), w, np.where(c >= 1, held, np.nan))", "1 -> 2"):
+            "as >= -> >: capacities in [1, 2) always take the measured branch when a held rate exists",
+        ("h = 1.0 - w / self.demand_blocks_per_s if self.demand_blocks_per_s > 0 else np.zeros_like(w)", "> -> >="):
+            "at demand 0 both give 0: 1 - w / 0 is -inf or NaN, clipped or mapped to 0",
+        ("return np.clip(np.nan_to_num(h, nan=0.0), 0.0, 1.0)", "1.0 -> 2.0"):
+            "h = 1 - w / demand with w >= 0 never exceeds 1: the upper clip is never active",
+        ("return float(self.at(np.arange(1, self.curve.distinct + 2, dtype=np.float64)).max())", "2 -> 3"):
+            "one more capacity beyond every block: the same held rate as distinct + 1",
+    },
     "deployment": {
         ("return max(tokens_per_request * (1.0 - h), 1e-9 * tokens_per_request)", "* -> /"):
             "the second *: a floor of 1e-9 / tokens instead of 1e-9 x tokens; both only keep the bracket finite at "

@@ -144,3 +144,32 @@ def test_steady_hits_by_hand(curve):
     np.testing.assert_allclose(hits.at([0, 1, 2, 3, 50]), [0.0, 0.375, 1 / 6, 0.375, 0.375])
     assert hits.infinite_hit_ratio == pytest.approx(0.375)
     assert SteadyHits(curve, demand_blocks_per_s=0.5).at(2) == 0.0          # writes above demand: clipped at 0
+    assert SteadyHits(curve, demand_blocks_per_s=0.9).at(1) == pytest.approx(1 - 0.75 / 0.9)   # demand below 1/s
+
+
+def test_steady_hits_without_a_steady_state_count_every_block_missed():
+    """Two blocks, 1 then 2 then 2, 2: a 1-block tier fills at t = 1 and never misses again, so it is never
+    rewritten (W = 0: no steady state, no turned-over tier to hold a rate from). The deployment then counts every
+    block as missed (h = 0), the pessimistic reading, rather than a hit ratio of 1 from no evidence."""
+    from kvbench.analysis.residence import SteadyHits
+
+    c = steady_curve(make_trace([0, 1, 2, 3], [[1], [2], [2], [2]]), block_bytes=BB)
+    assert c.steady_writes[1] == 0 and c.extrapolation_base() is None
+    hits = SteadyHits(c, demand_blocks_per_s=1.0)
+    assert hits.at([1, 2, 5]).tolist() == [0.0, 0.0, 0.0] and hits.infinite_hit_ratio == 0.0
+
+
+def test_steady_hits_best_at_one_block_when_the_held_rate_is_higher():
+    """t 0..12: blocks 1, 2, 2, 2, 2, 2, 3, then 1, 2, 3 twice. C = 1 fills at t = 1 and misses t = 6..12 (7 in
+    11 s: W 7/11); C = 2 fills at t = 6 and misses t = 7..12 (6 in 6 s: W 1). Both turn over; residences 11/7 and
+    2 s, so the held rate is C = 2's, 1 block/s, above C = 1's. Demand 13 blocks / 12 s. The best steady hit ratio
+    is C = 1's, 1 - (7/11) / (13/12), not the held one's."""
+    from kvbench.analysis.residence import SteadyHits
+
+    c = steady_curve(make_trace(list(range(13)), [[b] for b in (1, 2, 2, 2, 2, 2, 3, 1, 2, 3, 1, 2, 3)]),
+                     block_bytes=BB)
+    np.testing.assert_allclose(c.write_blocks_per_s[1:3], [7 / 11, 1.0])
+    assert c.extrapolation_base() == 2
+    hits = SteadyHits(c, demand_blocks_per_s=13 / 12)
+    np.testing.assert_allclose(hits.at([1, 2, 3]), [1 - (7 / 11) / (13 / 12), 1 - 12 / 13, 1 - 12 / 13])
+    assert hits.infinite_hit_ratio == pytest.approx(1 - (7 / 11) / (13 / 12))

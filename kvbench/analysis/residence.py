@@ -308,8 +308,7 @@ class SteadyHits:
     @property
     def infinite_hit_ratio(self) -> float:
         """The largest steady hit ratio at any capacity (a cache of every block: the held write rate)."""
-        c = np.arange(1, self.curve.distinct + 2, dtype=np.float64)
-        return float(self.at(c).max()) if c.size else 0.0
+        return float(self.at(np.arange(1, self.curve.distinct + 2, dtype=np.float64)).max())
 
 
 def summary(curve: SteadyCurve) -> dict:
