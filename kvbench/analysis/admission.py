@@ -3,7 +3,7 @@
 DESIGN.md, "Steady state": a tier of capacity C is written at W(C) from its first eviction on. Under write-through
 admit-all that is every miss, and :mod:`kvbench.analysis.residence` gets every capacity in one pass; under an
 admission policy the writes depend on the policy's memory, so each (policy, capacity) is simulated on its own
-(:func:`simulate_tier`: one LRU tier, prefix semantics, the same admission hook as the tier simulation). The
+(:func:`simulate_tier`: one tier of the compiled tier simulation, prefix semantics). The
 steady state is defined as before: W = blocks written (admitted) in requests arriving after the request that
 caused the tier's first eviction, over the trace time after it; DWPD = 86,400 W / C. Admit-all reproduces
 the one-pass curve exactly (tests/test_admission.py).
@@ -24,7 +24,7 @@ from kvbench.sim.admission import make_admission, parse_admission
 from kvbench.sim.policies import make_policy
 
 SECONDS_PER_DAY = 86_400.0
-DEFAULT_BUDGET_REFS = 40_000_000
+DEFAULT_BUDGET_REFS = 120_000_000     # ~20-40 s of the compiled simulation on a 2-core VM
 
 
 @dataclass(frozen=True)
@@ -59,12 +59,71 @@ class TierRun:
         return self.steady_writes / self.steady_window_s if self.filled else float("nan")
 
 
+BATCH_REQUESTS = 8192      # requests per compiled-hierarchy call: bounds the block events held at once
+_SLOT = 4096               # the simulated tier's block and slot size: any aligned size (capacity is in blocks)
+
+
 def simulate_tier(trace, capacity_blocks: int, admission: str = "all", policy: str = "lru",
                   warmup: float = 0.0) -> TierRun:
     """One write-through tier of ``capacity_blocks`` under ``admission`` over a trace (prefix semantics,
-    blocks deepest-first): the same decisions as :class:`kvbench.sim.tiers.Hierarchy` with that tier alone,
-    without block events (a sweep runs it per capacity). Hits and references count from request
-    floor(``warmup`` x requests) on, as the hit-ratio curves do; writes are steady state by definition."""
+    blocks deepest-first), run by the compiled :class:`kvbench.sim.tiers.Hierarchy` with that tier alone (an
+    L3 slot store with no spare slots, so it caches exactly ``capacity_blocks``), in request batches whose
+    block events are reduced as they come. Hits and references count from request floor(``warmup`` x
+    requests) on, as the hit-ratio curves do; writes are steady state by definition. The tier's first eviction
+    is its (capacity + 1)-th write: no policy here evicts before it is full, and nothing else removes a block.
+    :func:`simulate_tier_reference` is the same in Python (the tests' oracle)."""
+    from kvbench.analysis.curves import warmup_request
+    from kvbench.sim.tiers import CREATE_WRITE, Hierarchy, HierarchySpec, TierSpec
+
+    cap = int(capacity_blocks)
+    spec = HierarchySpec((TierSpec("l3", cap * _SLOT, policy=policy, admission=admission),), _SLOT,
+                         spare_slots=0)
+    offs = np.asarray(trace.offsets, dtype=np.int64)
+    nreq = offs.shape[0] - 1
+    times = np.asarray(trace.timestamp_s, dtype=np.float64)
+    keys = np.asarray(trace.keys, dtype=np.uint64)
+    h = Hierarchy(spec, max_request_blocks=int(np.diff(offs).max()) if nreq else 0)
+    writes = np.zeros(nreq, dtype=np.int64)
+    hit_req = np.zeros(nreq, dtype=np.int64)
+    produced = 0
+    for r0 in range(0, nreq, BATCH_REQUESTS):
+        r1 = min(nreq, r0 + BATCH_REQUESTS)
+        reqs, ev = h.run(times[r0:r1], offs[r0:r1 + 1] - offs[r0], keys[offs[r0]:offs[r1]], first_request=r0)
+        hit_req[r0:r1] = reqs["hit_blocks"]
+        produced += int(reqs["produced"].sum())
+        w = ev["request"][ev["kind"] == CREATE_WRITE]
+        writes[r0:r1] = np.bincount(w - r0, minlength=r1 - r0)
+    n_warm = warmup_request(trace, warmup)        # of the whole stream's requests when compacted
+    cum = np.cumsum(writes)
+    first = int(np.searchsorted(cum, cap + 1)) if nreq and cum[-1] > cap else -1
+    with_blocks = np.flatnonzero(np.diff(offs) > 0)
+    return _tier_run(admission, cap, offs, times, writes, int(hit_req[n_warm:].sum()), produced - int(cum[-1] if nreq
+                     else 0), first, int(with_blocks[-1]) if with_blocks.size else -1, n_warm)
+
+
+def _tier_run(admission, cap, offs, times, writes, hits, rejected, first, last_with_blocks, n_warm) -> TierRun:
+    """The run's totals and steady state from per-request writes, the first eviction's request and the last
+    request with blocks."""
+    nreq = len(offs) - 1
+    refs = int(offs[-1] - offs[min(n_warm, nreq)]) if nreq else 0
+    t = np.asarray(times, dtype=np.float64)
+    t0 = float(t.min()) if nreq else 0.0
+    if first >= 0 and last_with_blocks >= 0:
+        t_fill = float(t[first])
+        steady = int(writes[t > t_fill].sum())
+        window = float(t[last_with_blocks]) - t_fill
+        fill = t_fill - t0
+    else:
+        steady, window, fill = 0, float("nan"), float("nan")
+    span = float(t[last_with_blocks]) - t0 if last_with_blocks >= 0 else 0.0
+    return TierRun(admission=admission, capacity_blocks=cap, references=refs, hit_blocks=hits,
+                   written=int(np.sum(writes)), rejected=rejected, fill_time_s=fill, steady_writes=steady,
+                   steady_window_s=window, span_s=span)
+
+
+def simulate_tier_reference(trace, capacity_blocks: int, admission: str = "all", policy: str = "lru",
+                            warmup: float = 0.0) -> TierRun:
+    """:func:`simulate_tier` in Python on the reference policies and admission hooks (one loop, no events)."""
     cap = int(capacity_blocks)
     cache = make_policy(policy, cap)
     adm = make_admission(admission, cap)
@@ -109,21 +168,7 @@ def simulate_tier(trace, capacity_blocks: int, admission: str = "all", policy: s
         writes[r] = w
         if r >= n_warm:
             hits += run
-    refs = int(offs[-1] - offs[min(n_warm, nreq)]) if nreq else 0
-    t = np.asarray(times)
-    t0 = float(t.min()) if nreq else 0.0
-    if first >= 0 and last_with_blocks >= 0:
-        t_fill = times[first]
-        after = t > t_fill
-        steady = int(writes[after].sum())
-        window = times[last_with_blocks] - t_fill
-        fill = t_fill - t0
-    else:
-        steady, window, fill = 0, float("nan"), float("nan")
-    span = times[last_with_blocks] - t0 if last_with_blocks >= 0 else 0.0
-    return TierRun(admission=admission, capacity_blocks=cap, references=refs, hit_blocks=hits,
-                   written=int(writes.sum()), rejected=rejected, fill_time_s=fill, steady_writes=steady,
-                   steady_window_s=window, span_s=span)
+    return _tier_run(admission, cap, offs, times, writes, hits, rejected, first, last_with_blocks, n_warm)
 
 
 def parse_policies(text) -> tuple:
