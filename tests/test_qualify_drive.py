@@ -190,3 +190,42 @@ def test_steps_get_the_region_results_and_destroy_data(tmp_path):
             assert "--runtime 10s" in line
         if w.kind == "plan":
             assert "drive_capacity=7680000000000" in line and "--run R" in line
+
+
+def test_the_plan_is_judged_against_the_drive_under_tests_rating(tmp_path, cli):
+    """A 3-DWPD drive (--drive rated_dwpd=3) is a mixed-use class: its rating's reference WAF is that class's
+    (3.0 in the preset), not the 1-DWPD class's (8.1), and the deployment's rating, lifetime and drive count are
+    its own. The criterion then compares rating-equivalent DWPD computed against the same rating it is judged by."""
+    prof = load_qualify_profile("kv-cache-offload")
+    (plan,) = [w for w in prof.workloads if w.kind == "plan"]
+    line = " ".join(workload_argv(plan, target="/dev/loop9", size=2 << 30, destroy_data=None, results_root="R",
+                                  run_dirs={"kv-replay": "RUN"}, drive_capacity=7_680_000_000_000,
+                                  drive={"rated_dwpd": 3.0}))
+    assert "--ssd-class tlc-3dwpd --price ssd.tlc-3dwpd.dwpd=3" in line
+    line = " ".join(workload_argv(plan, target="/dev/loop9", size=2 << 30, destroy_data=None, results_root="R",
+                                  run_dirs={"kv-replay": "RUN"}, drive_capacity=7_680_000_000_000,
+                                  drive={"rated_dwpd": 1.5}))        # nearer 1 than 3 by ratio (1.5 vs 2)
+    assert "--ssd-class tlc-1dwpd --price ssd.tlc-1dwpd.dwpd=1.5" in line
+    # what the plan makes of those options: the deployment's reference class and rating are the drive's
+    args = ["plan", "--trace", "mooncake-sample", "--model", "llama-3.1-8b", "--profile", "llama-3.1-8b-h200-trtllm-fp8",
+            "--deployment", "gpus=8,drives=8,drive_capacity=7.68TB,utilization=0.5", "--sweep", "1h",
+            "--ssd-class", "tlc-3dwpd", "--price", "ssd.tlc-3dwpd.dwpd=3", "--json"]
+    r = cli(*args)
+    assert r.exit_code == 0, r.output
+    dep = json.loads(r.output)["deployment"]
+    assert (dep["reference_class"], dep["rated_dwpd"], dep["reference_waf"]) == ("tlc-3dwpd", 3.0, 3.0)
+    assert dep["dwpd_rating_equivalent_per_drive"] == pytest.approx(dep["dwpd_host_per_drive"] * dep["workload_waf"] / 3.0)
+    assert dep["lifetime_years"] == pytest.approx(5 * 3.0 / dep["dwpd_rating_equivalent_per_drive"])
+
+
+def test_the_class_nearest_a_rating():
+    from kvbench.analysis.cost import class_for_rating, load_prices
+    from kvbench.errors import SpecError
+
+    p = load_prices()          # tlc-1dwpd (1 DWPD, reference WAF 8.1), tlc-3dwpd (3, 3.0), qlc (0.5, 8.1)
+    assert [class_for_rating(p, r) for r in (1, 3, 0.5, 0.3, 10, 1.5, 2.5)] == \
+        ["tlc-1dwpd", "tlc-3dwpd", "qlc", "qlc", "tlc-3dwpd", "tlc-1dwpd", "tlc-3dwpd"]
+    assert class_for_rating(p, 3 ** 0.5) == "tlc-3dwpd"        # equally near 1 and 3: the lower reference WAF
+    assert class_for_rating(p, 0.5 ** 0.5) == "qlc"            # equally near 0.5 and 1, same WAF: by name
+    with pytest.raises(SpecError, match="rating of 0 DWPD"):
+        class_for_rating(p, 0)

@@ -138,6 +138,20 @@ def apply_overrides(p: Prices, overrides) -> Prices:
     return replace(p, overrides=tuple(applied)) if applied else p
 
 
+def class_for_rating(p: Prices, rated_dwpd: float) -> str:
+    """The SSD class whose rating is nearest a drive's (by ratio), for its rating's reference WAF: a drive rated
+    3 DWPD is a mixed-use class with more over-provisioning, whose rating workload amplifies less. Between two
+    equally near classes, the one with the lower reference WAF: the stricter rating-equivalent DWPD."""
+    if not (rated_dwpd > 0 and math.isfinite(rated_dwpd)):
+        raise SpecError(f"a drive rating of {rated_dwpd} DWPD", "give the drive's rating > 0, e.g. rated_dwpd=3")
+
+    def key(name: str):
+        c = p.ssd[name]
+        return (round(abs(math.log(c.dwpd / rated_dwpd)), 12), c.reference_waf or math.inf, name)
+
+    return min(p.ssd, key=key)
+
+
 # --- per-day costs -----------------------------------------------------------------------------------
 def dram_usd_per_day(nbytes: float, prices: Prices) -> float:
     return nbytes / GB * prices.dram_usd_per_gb / (prices.dram_service_years * 365.0)

@@ -78,7 +78,24 @@ def _replay_engram_options(opts: dict, ctx: dict) -> None:
             opts.setdefault("destroy_data", ctx["destroy_data"])
 
 
-STEP_OPTIONS = {"io": _io_options, "replay-kv": _replay_kv_options, "replay-engram": _replay_engram_options}
+def _plan_options(opts: dict, ctx: dict) -> None:
+    """The plan is judged against the drive under test: its rating (the profile's or ``--drive rated_dwpd``) is
+    the deployment's reference class's, with the reference WAF of the price class nearest that rating
+    (:func:`kvbench.analysis.cost.class_for_rating`), unless the profile names a class itself."""
+    rated = (ctx.get("drive") or {}).get("rated_dwpd")
+    if rated is None or opts.get("ssd_class"):
+        return
+    from kvbench.analysis.cost import DEFAULT_PRICES, class_for_rating, load_prices
+
+    given = opts.get("price") or []
+    given = [given] if isinstance(given, str) else list(given)
+    cls = class_for_rating(load_prices(opts.get("prices") or DEFAULT_PRICES, given), float(rated))
+    opts["ssd_class"] = cls
+    opts["price"] = given + [f"ssd.{cls}.dwpd={float(rated):g}"]
+
+
+STEP_OPTIONS = {"io": _io_options, "replay-kv": _replay_kv_options, "replay-engram": _replay_engram_options,
+                "plan": _plan_options}
 TAKES_RESULTS = {"io", "replay-kv", "replay-engram"}
 
 
@@ -101,14 +118,15 @@ QUICK = {
 
 
 def workload_argv(w, *, target: str, size: int | None, destroy_data: str | None, results_root: str,
-                  run_dirs: dict, drive_capacity: int | None = None, quick: float | None = None) -> list[str]:
+                  run_dirs: dict, drive_capacity: int | None = None, quick: float | None = None,
+                  drive: dict | None = None) -> list[str]:
     """The command line of one workload: the profile's options with placeholders filled ({target}, {size},
     {drive_capacity}, {results}, {run:NAME} = an earlier workload's run folder), plus what the step needs
     to run on the drive under test (STEP_OPTIONS), its results folder, and ``quick`` (seconds: --quick)."""
     ctx = {"target": target, "size": size or "", "results": results_root,
            "drive_capacity": drive_capacity or "", **{f"run:{k}": v for k, v in run_dirs.items()}}
     opts = {k: _substitute(v, ctx) for k, v in w.options.items()}
-    STEP_OPTIONS.get(w.kind, lambda o, c: None)(opts, {**ctx, "destroy_data": destroy_data})
+    STEP_OPTIONS.get(w.kind, lambda o, c: None)(opts, {**ctx, "destroy_data": destroy_data, "drive": drive or {}})
     if w.kind in TAKES_RESULTS:
         opts.setdefault("results", results_root)
     if quick and w.kind in QUICK:
@@ -218,7 +236,8 @@ def qualify(profile: QualifyProfile, target: str, *, size: int | None = None, de
             save("running")
         for w in profile.workloads:
             argv = workload_argv(w, target=target, size=size, destroy_data=destroy_data, results_root=steps_root,
-                                 run_dirs=parts, drive_capacity=cap, quick=quick_s if quick else None)
+                                 run_dirs=parts, drive_capacity=cap, quick=quick_s if quick else None,
+                                 drive=drive_facts)
             missing = sorted({m for a in argv for m in re.findall(r"\{run:([^}]+)\}", a)})
             if missing:       # an earlier step it reads produced no run folder: do not feed it the placeholder
                 err = f"needs the run folder of {', '.join(missing)}, which did not produce one"
