@@ -271,3 +271,25 @@ def test_fixed_size_shards_grows_its_tree_past_the_first_width():
     caps = np.geomspace(1, 80_000, 40)
     assert est.sample_rate == 1.0
     np.testing.assert_allclose(est.hit_ratio(caps), exact.hit_ratio(caps), atol=1e-12)
+
+
+def test_mrc_warns_when_the_sample_holds_no_reuse(cli, tmp_path):
+    """Keys 3 and 4 fall in the 0.5 sample, 1 does not: [3] [1] [4] [1] samples 3, 4 - no reuse. The command
+    says so (one line on stderr and in the JSON), names the fix, and still exits 0 with its (zero) curve;
+    a sample with reuse, or the exact curve, warns of nothing."""
+    import json
+
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(json.dumps({"timestamp": 1000 * i, "input_length": 512, "output_length": 1,
+                                        "hash_ids": ids}) + "\n" for i, ids in enumerate([[3], [1], [4], [1]])))
+    r = cli("mrc", str(path), "--sample", "0.5", "--json")
+    assert r.exit_code == 0
+    out = json.loads(r.stdout)
+    assert out["warnings"] == ["the sample at rate 0.5 holds no reuse (2 sampled references, each a first touch): "
+                               "its curve is 0 at every capacity and SHARDS_adj has no reuse to correct; raise "
+                               "--sample (or --sample-size) or drop it for the exact curve"]
+    assert r.stderr.count("warning: the sample at rate 0.5 holds no reuse") == 1
+    assert json.loads(cli("mrc", str(path), "--json").stdout)["warnings"] == []
+    path.write_text("".join(json.dumps({"timestamp": 1000 * i, "input_length": 512, "output_length": 1,
+                                        "hash_ids": ids}) + "\n" for i, ids in enumerate([[3], [1], [3], [1]])))
+    assert json.loads(cli("mrc", str(path), "--sample", "0.5", "--json").stdout)["warnings"] == []

@@ -119,7 +119,17 @@ def mrc_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, ca
         "refs_per_s": meta["references"] / t_prof if profile is not None and t_prof > 0 else None,
         "end_to_end_refs_per_s": meta["references"] / elapsed if elapsed > 0 else None,
         "curves": [c.to_dict() for c in curves],        # one per policy, whatever the options (a stable shape)
+        "warnings": [],
     }
+    if profile is not None and profile.sample_rate < 1.0 and profile.steps.size == 0:
+        n = profile.sampled_references
+        held = f"{n:,} sampled reference{'' if n == 1 else 's'}, each a first touch" if n else "no reference"
+        out["warnings"].append(
+            f"the sample at rate {profile.sample_rate:.3g} holds no reuse ({held}): its curve is 0 at every "
+            "capacity and SHARDS_adj has no reuse to correct; raise --sample (or --sample-size) or drop it for the "
+            "exact curve")
+    for w in out["warnings"]:
+        click.echo(f"warning: {w}", err=True)
     if as_json:
         emit_json(out)
         return
