@@ -189,6 +189,22 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ("return float(self.at(np.arange(1, self.curve.distinct + 2, dtype=np.float64)).max())", "2 -> 3"):
             "one more capacity beyond every block: the same held rate as distinct + 1",
     },
+    "admission": {
+        ("h = Hierarchy(spec, max_request_blocks=int(np.diff(offs).max()) if nreq else 0)", "0 -> 1"):
+            "max_request_blocks is a layout hint (Hierarchy's state is laid out for it; results are the same "
+            "either way), and an empty trace runs no request",
+        ("reqs, ev = h.run(times[r0:r1], offs[r0:r1 + 1] - offs[r0], keys[offs[r0]:offs[r1]], first_request=r0)",
+         "1 -> 2"): "one offset more than the batch's requests: run() takes the request count from the times, "
+                    "and the last batch's slice stops at the end anyway",
+        ("first = int(np.searchsorted(cum, cap + 1)) if nreq and cum[-1] > cap else -1", "1 -> 2"):
+            "the else -1 -> -2 (cap + 1 is killed by the one-block requests by hand): any negative first means "
+            "never evicted",
+        ("else 0), first, int(with_blocks[-1]) if with_blocks.size else -1, n_warm)", "1 -> 2"):
+            "the else -1 -> -2: any negative last request means no request holds a block",
+        ("t0 = float(t.min()) if nreq else 0.0", "0.0 -> 1.0"):
+            "an empty trace's t0 is never read: no fill and no request with blocks, so fill and span take their "
+            "own defaults",
+    },
     "deployment": {
         ("return max(tokens_per_request * (1.0 - h), 1e-9 * tokens_per_request)", "* -> /"):
             "the second *: a floor of 1e-9 / tokens instead of 1e-9 x tokens; both only keep the bracket finite at "

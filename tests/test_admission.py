@@ -431,3 +431,29 @@ def test_prefix_depth_beyond_the_shared_prefix():
     assert ev[ev["op"] == EV_WRITE]["key"].tolist() == [1, 2]
     with pytest.raises(SpecError, match="needs depth or beyond_shared"):
         make_admission("prefix-depth", 10)
+
+
+def test_the_sweep_by_hand_at_its_edges():
+    """One-block requests [1] [2] [3] [1] at t = 0..3, LRU of 2: writes in every request; the first eviction is
+    the third write (t = 2), then one write in the 1 s after it. Three writes into 3 blocks never evict. One
+    request of 3 blocks at t = 5 fills 2 blocks at once: fill time 0 from its own arrival. An empty trace, and
+    requests without blocks, run to zeros. Each equals the Python oracle."""
+    cases = [
+        (_trace([[1], [2], [3], [1]]), 2, dict(references=4, hit_blocks=0, written=4, rejected=0, fill_time_s=2.0,
+                                                steady_writes=1, steady_window_s=1.0, span_s=3.0)),
+        (_trace([[1], [2], [3]]), 3, dict(written=3, fill_time_s="nan", steady_writes=0, steady_window_s="nan")),
+        (_trace([[1, 2, 3]], [5.0]), 2, dict(written=3, fill_time_s=0.0, steady_writes=0, steady_window_s=0.0,
+                                               span_s=0.0)),
+        (_trace([]), 4, dict(references=0, hit_blocks=0, written=0, rejected=0, fill_time_s="nan", span_s=0.0)),
+        (_trace([[], []], [1.0, 2.0]), 4, dict(references=0, written=0, rejected=0, fill_time_s="nan", span_s=0.0)),
+        # arrivals out of file order: the span runs from the earliest arrival to the last request with blocks
+        (_trace([[1], []], [5.0, 1.0]), 4, dict(references=1, written=1, span_s=4.0)),
+    ]
+    for tr, cap, want in cases:
+        got = simulate_tier(tr, cap, "all")
+        assert _fields(got) == _fields(simulate_tier_reference(tr, cap, "all"))
+        for k, v in want.items():
+            assert (getattr(got, k) != getattr(got, k)) if v == "nan" else getattr(got, k) == v, (k, got)
+    # second-access on [1] [1] [1]: the first 1 is only remembered (rejected), the second written, the third hits
+    got = simulate_tier(_trace([[1], [1], [1]]), 2, "second-access")
+    assert (got.written, got.rejected, got.hit_blocks) == (1, 1, 1)
