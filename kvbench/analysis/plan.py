@@ -251,7 +251,7 @@ def size_drive_class(cls, *, steady, hit_curve, sc: _Scale, need_bytes: float, n
     if bound == "endurance":
         why = (f"endurance: a {cls.dwpd:g}-DWPD drive must be large enough that KV stays "
                f"{need_residence / 3600:,.3g} h before it is rewritten (86400 x fill {store_fill:g} x WAF "
-               f"{waf:.3g} / (reference WAF {ref:.3g} x {cls.dwpd:g} DWPD)), {n:,.3g}x the {need_reason}")
+               f"{waf:.3g} / (reference WAF {ref:.3g} x {cls.dwpd:g} DWPD)), {n:,.3g}x the capacity of the {need_reason}")
     else:
         why = (f"{need_reason} binds; the rating holds there" +
                (f"; fill factor {store_fill:g} adds 1/{store_fill:g}" if store_fill < 1 else ""))
@@ -383,7 +383,9 @@ def plan_target(ctx: _Ctx, t: float) -> tuple[dict, list | None, list | None]:
     # the need: the hit target's capacity and the retention's, whichever is larger (a target the trace cannot
     # reach leaves the retention alone)
     hit_bytes = sc.bytes(cb) if cb is not None else None
-    need, reason = (hit_bytes, f"hit-ratio target {t:g}") if cb is not None else (0.0, "")
+    what = (f"hit-ratio target {t:g} x the infinite-cache {hit_curve.infinite_hit_ratio:.3f}" if opt.relative
+            else f"hit-ratio target {t:g}")
+    need, reason = (hit_bytes, what) if cb is not None else (0.0, "")
     if ret_bytes and ret_bytes > need:
         need, reason = ret_bytes, f"retention {opt.retention_s:g} s"
     cb = cb if cb is not None else sc.blocks(need)
