@@ -40,7 +40,10 @@ from numba import njit
  C_HIT_BLOCKS, C_HIT_READS, C_CREATE, C_PROMOTE, C_DEMOTE_READS, C_DEMOTE_WRITES, C_TRIMS, C_EVICT, C_EXPIRE,
  C_RECLAIM, C_PEAK, DRB, DRN, TRN, TR0F, TR0N, TR1F, TR1N, NNMAX,
  ADM, ADMG0, ADMG1, ADEPTH, ABEYOND, ALIMIT, AMINB, AWIN, SKB, SKW, SKSH, SKSAMP, SKINC, SKRES, GAPK, GAPSET,
- C_REJECT, NFIELDS) = range(84)
+ C_REJECT,
+ FK, FV, FKIND, FN, FSLOT, FJ, FJN, FPH, EN, ESLOT, EFREED, NFIELDS) = range(95)
+# FK..FPH: the tier's open insert frame of _cascade (key, version, kind, node, slot, drop index and count, phase),
+# EN..EFREED: its open evict frame (node, slot, freed) while the evicted key is demoted into the next tier
 ADM_ALL, ADM_SECOND, ADM_TINYLFU, ADM_PREFIX, ADM_THRESHOLD = range(5)
 # ghost lists: header GH[q * GHF + f] of ghost q (at most two per tier)
 GH_NB, GH_CAP, GH_HB, GH_HM, GH_HEAD, GH_TAIL, GH_LEN, GH_FTOP, GHF = range(9)
@@ -884,10 +887,12 @@ def _admit(A, t, key, now, depth):
 
 
 # The reference's _insert and _evict call each other (an eviction demotes into the next tier, which may evict
-# in turn). numba cannot cache recursive functions (numba#6061: the cached code segfaults), so the chain is
-# unrolled by depth: _insert_d / _evict_d for d = 0..3 (a chain goes down one tier per step, four tiers at most),
-# each a few lines around the shared, non-recursive steps below.
-@njit(cache=True, _nrt=False)
+# in turn). numba cannot cache recursive functions (numba#6061: the cached code segfaults), so _cascade runs the
+# recursion as a loop over an explicit stack: a chain goes down one tier per step, so a tier has at most one open
+# insert frame and one open evict frame, kept in its row (FK..FPH, EN..EFREED). The steps below are the shared,
+# non-recursive parts; each has one call site in _cascade and is inlined there (one copy of the whole chain, no
+# calls between its steps).
+@njit(cache=True, _nrt=False, inline="always")
 def _ins_begin(A, t, key, kind, now, depth):
     """First half of an insert: refresh a resident key, or admit it and make room. Returns (node, victim
     node or -1); node -1 when the insert is over (refreshed, refused, or out of nodes)."""
@@ -910,7 +915,7 @@ def _ins_begin(A, t, key, kind, now, depth):
     return n, v
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _ins_alloc(A, t, key):
     """The insert's slot (-1 on L1); the keys a log reclaim dropped are in the tier's drop buffer (DRN)."""
     if A[(t) * NF + STORE] == STORE_NONE:
@@ -919,7 +924,7 @@ def _ins_alloc(A, t, key):
     return _alloc(A, t, key)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _ins_drop(A, t, j):
     """The j-th key a reclaim dropped: out of the policy; returns it and its node (the caller evicts it, freed)."""
     victim = A[A[GB + B_DROP] + A[(t) * NF + DRB] + j]
@@ -929,7 +934,7 @@ def _ins_drop(A, t, j):
     return victim, n
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _ins_finish(A, t, n, key, version, kind, slot):
     nb = A[(t) * NF + NB]
     A[(t) * NF + DRN] = 0
@@ -951,7 +956,7 @@ def _ins_finish(A, t, n, key, version, kind, slot):
         A[(t) * NF + C_PEAK] = A[(t) * NF + NMETA]
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _ev_begin(A, t, key, n):
     """First half of an eviction (the policy already dropped ``key``, whose node is ``n``, or -1: look it up):
     pop the meta, emit the demotion read. Returns (node, slot, version, demote?); node -1 when there is nothing
@@ -977,7 +982,7 @@ def _ev_begin(A, t, key, n):
     return n, slot, version, demote
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _ev_end(A, t, n, slot, freed):
     if A[(t) * NF + STORE] != STORE_NONE and not freed:
         _free(A, t, slot)
@@ -986,97 +991,84 @@ def _ev_end(A, t, n, slot, freed):
     _release(A, t, n)
 
 
-@njit(cache=True, _nrt=False)
-def _evict3(A, t, key, freed, now, node):
-    n, slot, version, demote = _ev_begin(A, t, key, node)      # depth 3 is the fourth tier: nothing below it
-    if n >= 0:
-        _ev_end(A, t, n, slot, freed)
+OP_INS, OP_INS_NEXT, OP_EV, OP_RET_INS, OP_RET_EV = range(5)
 
 
 @njit(cache=True, _nrt=False)
-def _insert3(A, t, key, version, kind, now):
-    n, v = _ins_begin(A, t, key, kind, now, -1)
-    if n < 0:
-        return
-    if v >= 0:
-        _evict3(A, t, A[A[GB + B_NODE] + NW * (A[(t) * NF + NB] + v) + O_KEY], False, now, v)
-    slot = _ins_alloc(A, t, key)
-    for j in range(A[(t) * NF + DRN]):
-        victim, vn = _ins_drop(A, t, j)
-        _evict3(A, t, victim, True, now, vn)
-    _ins_finish(A, t, n, key, version, kind, slot)
-
-
-@njit(cache=True, _nrt=False)
-def _evict2(A, t, key, freed, now, node):
-    n, slot, version, demote = _ev_begin(A, t, key, node)
-    if n >= 0:
-        if demote:
-            _insert3(A, t + 1, key, version, DEMOTE_WRITE, now)
-        _ev_end(A, t, n, slot, freed)
-
-
-@njit(cache=True, _nrt=False)
-def _insert2(A, t, key, version, kind, now):
-    n, v = _ins_begin(A, t, key, kind, now, -1)
-    if n < 0:
-        return
-    if v >= 0:
-        _evict2(A, t, A[A[GB + B_NODE] + NW * (A[(t) * NF + NB] + v) + O_KEY], False, now, v)
-    slot = _ins_alloc(A, t, key)
-    for j in range(A[(t) * NF + DRN]):
-        victim, vn = _ins_drop(A, t, j)
-        _evict2(A, t, victim, True, now, vn)
-    _ins_finish(A, t, n, key, version, kind, slot)
-
-
-@njit(cache=True, _nrt=False)
-def _evict1(A, t, key, freed, now, node):
-    n, slot, version, demote = _ev_begin(A, t, key, node)
-    if n >= 0:
-        if demote:
-            _insert2(A, t + 1, key, version, DEMOTE_WRITE, now)
-        _ev_end(A, t, n, slot, freed)
-
-
-@njit(cache=True, _nrt=False)
-def _insert1(A, t, key, version, kind, now):
-    n, v = _ins_begin(A, t, key, kind, now, -1)
-    if n < 0:
-        return
-    if v >= 0:
-        _evict1(A, t, A[A[GB + B_NODE] + NW * (A[(t) * NF + NB] + v) + O_KEY], False, now, v)
-    slot = _ins_alloc(A, t, key)
-    for j in range(A[(t) * NF + DRN]):
-        victim, vn = _ins_drop(A, t, j)
-        _evict1(A, t, victim, True, now, vn)
-    _ins_finish(A, t, n, key, version, kind, slot)
+def _cascade(A, root_t, root_evict, key, version, kind, now, depth, node, freed):
+    """An insert of ``key`` (content ``version``, write ``kind``, ``depth`` in the request's prefix) into tier
+    ``root_t``, or with ``root_evict`` the eviction of ``key`` (its node or -1, ``freed``: its slot already
+    reclaimed) from it, with every eviction, demotion and reclaim it causes, in the reference's order."""
+    t = root_t
+    op = OP_EV if root_evict else OP_INS
+    ekey, enode, efreed = key, node, freed          # the eviction OP_EV begins
+    while True:
+        if op == OP_INS:                            # _insert(t, key, version, kind, depth): first half
+            n, v = _ins_begin(A, t, key, kind, now, depth)
+            if n < 0:
+                op = OP_RET_INS
+                continue
+            row = t * NF
+            A[row + FK], A[row + FV], A[row + FKIND], A[row + FN], A[row + FPH] = key, version, kind, n, 0
+            if v >= 0:                              # evict the policy's victim first
+                ekey, enode, efreed = A[A[GB + B_NODE] + NW * (A[row + NB] + v) + O_KEY], v, 0
+                op = OP_EV
+                continue
+            op = OP_INS_NEXT
+        elif op == OP_INS_NEXT:                     # the insert frame at t resumes: its slot, then log drops
+            row = t * NF
+            if A[row + FPH] == 0:
+                A[row + FSLOT] = _ins_alloc(A, t, A[row + FK])
+                A[row + FPH], A[row + FJ], A[row + FJN] = 1, 0, A[row + DRN]
+            j = A[row + FJ]
+            if j < A[row + FJN]:
+                A[row + FJ] = j + 1
+                ekey, enode = _ins_drop(A, t, j)
+                efreed = 1
+                op = OP_EV
+                continue
+            _ins_finish(A, t, A[row + FN], A[row + FK], A[row + FV], A[row + FKIND], A[row + FSLOT])
+            op = OP_RET_INS
+        elif op == OP_EV:                           # _evict(t, ekey, efreed, enode)
+            n, slot, ver, demote = _ev_begin(A, t, ekey, enode)
+            if n < 0:
+                op = OP_RET_EV
+                continue
+            if demote:                              # into the next tier; the slot is freed when that is over
+                row = t * NF
+                A[row + EN], A[row + ESLOT], A[row + EFREED] = n, slot, efreed
+                key, version, kind, depth = ekey, ver, DEMOTE_WRITE, -1
+                t += 1
+                op = OP_INS
+                continue
+            _ev_end(A, t, n, slot, efreed != 0)
+            op = OP_RET_EV
+        elif op == OP_RET_INS:                      # the insert at t is over
+            if t == root_t:                         # (a root eviction's inserts are all below its tier)
+                return
+            t -= 1                                  # it was the demotion of the evict frame at t - 1
+            row = t * NF
+            _ev_end(A, t, A[row + EN], A[row + ESLOT], A[row + EFREED] != 0)
+            op = OP_RET_EV
+        else:                                       # OP_RET_EV: the eviction at t is over
+            if root_evict and t == root_t:
+                return
+            op = OP_INS_NEXT                        # back to the insert frame at t that evicted
 
 
 @njit(cache=True, _nrt=False)
 def _evict(A, t, key, freed, now, node):
     """``key`` left tier t (its policy already dropped it): demote it if asked, free its slot."""
-    n, slot, version, demote = _ev_begin(A, t, key, node)
-    if n >= 0:
-        if demote:
-            _insert1(A, t + 1, key, version, DEMOTE_WRITE, now)
-        _ev_end(A, t, n, slot, freed)
+    _cascade(A, np.int64(t), True, np.int64(key), np.int64(-1), np.int64(DEMOTE_WRITE), np.float64(now),
+             np.int64(-1), np.int64(node), np.int64(1 if freed else 0))
 
 
 @njit(cache=True, _nrt=False)
 def _insert(A, t, key, version, kind, now, depth):
     """Put ``key`` (content ``version``, ``depth`` in the request's prefix) in tier t, evicting (and demoting)
     what it displaces."""
-    n, v = _ins_begin(A, t, key, kind, now, depth)
-    if n < 0:
-        return
-    if v >= 0:
-        _evict(A, t, A[A[GB + B_NODE] + NW * (A[(t) * NF + NB] + v) + O_KEY], False, now, v)
-    slot = _ins_alloc(A, t, key)
-    for j in range(A[(t) * NF + DRN]):
-        victim, vn = _ins_drop(A, t, j)
-        _evict(A, t, victim, True, now, vn)
-    _ins_finish(A, t, n, key, version, kind, slot)
+    _cascade(A, np.int64(t), False, np.int64(key), np.int64(version), np.int64(kind), np.float64(now),
+             np.int64(depth), np.int64(-1), np.int64(0))
 
 
 @njit(cache=True, _nrt=False)
