@@ -141,7 +141,7 @@ def _find(A, t, key):
         i = (i + 1) & mask
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _node(A, t, key):
     """The node of ``key`` in tier t, made (empty: no policy, no meta) when absent; -1 when the pool is out.
     One probe: the empty table slot that ends a miss is where the new node goes."""
@@ -315,7 +315,7 @@ def _pend_expired(A, t, key):
 
 
 # ---- policies: lookup / insert / remove / expire ----------------------------------------------------------
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _p_lookup(A, t, key, now):
     D = A.view(np.float64)
     nb = A[(t) * NF + NB]
@@ -383,7 +383,7 @@ def _s3_evict_one(A, t):
         return n
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _p_insert(A, t, n, now):
     """Admit node n's key to the policy; returns the evicted key's node or -1 (at most one: one in, one out).
 
@@ -536,7 +536,7 @@ def _fseg_push(A, t, seg):
     A[(t) * NF + FSN] += 1
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _alloc(A, t, key):
     """A slot for ``key``; dropped keys (log reclaim) go to the tier's drop buffer, trims to TR*."""
     A[(t) * NF + DRN] = 0
@@ -590,7 +590,7 @@ def _alloc(A, t, key):
     return slot
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _free(A, t, slot):
     """Release a slot; trims go to TR* (TRN of them)."""
     A[(t) * NF + TRN] = 0
@@ -646,7 +646,7 @@ def _ev_row(A, row, t, op, kind, slot, nslots, key, version):
     A[e + 7] = version
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _emit(A, t, op, kind, slot, nslots, key, version):
     i = A[GB + G_NEV]
     if i >= A[GB + G_EVCAP]:             # the room reserved per request was not enough: nothing is written
