@@ -191,3 +191,35 @@ def test_single_requests_api_matches():
         assert ref.request(float(times[r]), k) == jit.request(float(times[r]), k)
     for rt in ref.tiers:
         assert ref.resident(rt.spec.name) == jit.resident(rt.spec.name)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_state_growth_between_requests(seed, monkeypatch):
+    """Node pools that start below what the tiers need and an event buffer a batch outgrows: the kernel stops
+    before the request that might not fit (its own bound), the caller grows the pools (relayout) or only the
+    event room (the state copied as it is) and the kernel resumes; results stay the reference's."""
+    from kvbench.sim import tiers
+
+    monkeypatch.setattr(tiers, "POOL_START", 1)              # pools start at one request's need
+    grown = {"pools": 0, "events": 0}
+    build, grow_events = tiers.Hierarchy._build, tiers.Hierarchy._grow_events
+
+    def counting_build(self, pec):
+        grown["pools"] += self._A is not None
+        return build(self, pec)
+
+    def counting_grow_events(self):
+        grown["events"] += 1
+        return grow_events(self)
+
+    monkeypatch.setattr(tiers.Hierarchy, "_build", counting_build)
+    monkeypatch.setattr(tiers.Hierarchy, "_grow_events", counting_grow_events)
+    times, offsets, keys = _random_trace(300 + seed, n_req=400)
+    rng = np.random.default_rng(seed)
+    caps = [int(c) * BB for c in rng.integers(200, 400, 3)]     # tiers larger than a request's need of nodes
+    wp, incl = WP_INCL[seed % 3]
+    spec = HierarchySpec((TierSpec("l1", caps[0], ("lru", "s3fifo")[seed % 2]), TierSpec("l2", caps[1], "fifo"),
+                          TierSpec("l3", caps[2], ttl_s=40.0 if seed % 2 else None, layout=("slot", "log")[seed % 2])),
+                         BB, write_policy=wp, inclusion=incl, segment_bytes=4 * BB)
+    _same(spec, times, offsets, keys, batches=(3, 150))
+    assert grown["pools"] > 0 and grown["events"] > 0

@@ -438,6 +438,19 @@ class ReferenceHierarchy(_Inspect):
 
 # --- the compiled hierarchy ----------------------------------------------------------------------------------
 _POLICY_CODES = {"lru": 0, "fifo": 1, "s3fifo": 2}
+_HUGE_PAGE = 2 << 20
+
+
+def _aligned_zeros(n: int) -> np.ndarray:
+    """n zero int64s starting on a 2 MiB boundary (so on a cache line: the node records are lines), inside an
+    allocation of at least 4 MiB, for which numpy asks transparent huge pages: the kernel reads the state at
+    random, and a few 2 MiB pages (TLB entries, page faults) replace hundreds of 4 KiB ones."""
+    raw = np.zeros(max(n + _HUGE_PAGE // 8, 2 * _HUGE_PAGE // 8), dtype=np.int64)
+    off = (-raw.ctypes.data % _HUGE_PAGE) // 8
+    return raw[off:off + n]
+
+
+POOL_START = 1 << 16     # nodes a compiled tier's pool starts with at most (it grows when its tier needs more)
 _STORE_CODES = {None: 0, "slot": 1, "log": 2}
 
 
@@ -621,9 +634,11 @@ class Hierarchy(_Inspect):
         self._A = None
         most = max(0, int(max_request_blocks or 0))
         pec = max(256, most + 16)
-        need = 8 * most + 256 + 4 * max(self._segs)           # free nodes run() asks of a pool per request
+        need = 8 * most + 256 + 4 * max(self._segs)           # free nodes the kernel asks of a pool per request
         self._evcap = max(1024, 2 * self._ev_need(most))
-        self._pools = [min(self._pool_max(z, pec), max(4096, need)) for z in sizes]
+        # a pool up to POOL_START nodes is laid out whole at once (its pages are touched only as it fills); a
+        # larger one starts there and doubles as its tier fills (a relayout between requests, counted in the run)
+        self._pools = [min(self._pool_max(z, pec), max(POOL_START, need)) for z in sizes]
         self._build(pec)
         G = self._G
         G[K.G_NT] = len(self.tiers)
@@ -690,7 +705,7 @@ class Hierarchy(_Inspect):
 
     def _ev_need(self, most: int) -> int:
         """Event rows one request of ``most`` blocks can write: per block a few per tier, plus log reclaims
-        cascading down."""
+        cascading down (the kernel checks the same bound before each request, for its own length)."""
         return (len(self._segs) + 1) * (8 * (most + 1) + 8 * sum(self._segs)) + 64
 
     @staticmethod
@@ -717,7 +732,7 @@ class Hierarchy(_Inspect):
             row[K.POL], row[K.CAP], row[K.SCAP], row[K.MCAP] = z["pol"], z["cap"], z["scap"], z["mcap"]
             row[K.HASTTL] = z["ttl"] is not None
             row[K.STORE], row[K.TRIMF], row[K.LEVEL] = z["store"], z["trim"], z["level"]
-            row[K.NB], row[K.NN], row[K.HB], row[K.HM] = size["NKEY"], nn, size["HT"], hsize - 1
+            row[K.NB], row[K.NN], row[K.HB], row[K.HM] = size["NFREE"], nn, size["HT"], hsize - 1
             row[K.NNMAX] = nmax
             row[K.HPB], row[K.HPC], row[K.PEB], row[K.PEC] = size["HD"], heap, size["PEXP"], pec
             row[K.SLOTB], row[K.NSLOTS], row[K.SFB] = size["SFREE"], z["n_slots"], size["SFREE"]
@@ -725,9 +740,10 @@ class Hierarchy(_Inspect):
             for q in range(3):
                 row[K.QH0 + q] = row[K.QT0 + q] = -1
             row[K.SLH] = row[K.SLT] = -1
-            for n in ("NKEY", "NPREV", "NNEXT", "NSLOT", "NVER", "NWHERE", "NMETA", "NFREQ", "NFREE", "NLAST"):
+            for n in ("NFREQ", "NFREE"):
                 size[n] += nn
-            size["HT"] += hsize
+            size["NODE"] += K.NW * nn          # node records
+            size["HT"] += 2 * hsize            # (node + 1, key) pairs
             size["HD"] += heap
             size["HK"] += heap
             size["PEXP"] += pec
@@ -737,19 +753,21 @@ class Hierarchy(_Inspect):
                 size[n] += z["nseg"]
             size["DROP"] += z["segs"]
         base = K.GB + K.NG
-        ev_base = base + sum(size.values())
+        spans = {}
+        for n in K.INT_ARRAYS + K.FLOAT_ARRAYS:
+            if n == "NODE":                    # records on cache-line boundaries (A's data is 64-byte aligned)
+                base = -(-base // K.NW) * K.NW
+            spans[n] = (base, size[n])
+            base += size[n]
+        ev_base = base
         if old is not None:
             self._evcap = max(self._evcap, int(self._G[K.G_EVCAP]))
-        A = np.zeros(ev_base + 8 * self._evcap, dtype=np.int64)
-        I, G = A[:K.GB].reshape(4, K.NFIELDS), A[K.GB:K.GB + K.NG]
-        arrs = {}
-        for n in K.INT_ARRAYS + K.FLOAT_ARRAYS:
-            G[getattr(K, "B_" + n)] = base
-            arrs[n] = A[base:base + size[n]]
-            if n in K.FLOAT_ARRAYS:
-                arrs[n] = arrs[n].view(np.float64)
-            base += size[n]
+        A = _aligned_zeros(ev_base + 8 * self._evcap)
+        I, G, arrs = self._bind(A, spans)
+        for n, (b, _) in spans.items():
+            G[getattr(K, "B_" + n)] = b
         G[K.B_EV], G[K.G_EVCAP] = ev_base, self._evcap
+        G[K.G_SUMSEGS], G[K.G_MAXSEGS] = sum(self._segs), max(self._segs)
         arrs["TTL"][:T] = [z["ttl"] or 0.0 for z in self._sizes]
         if old is None:
             I[:] = rows
@@ -772,10 +790,29 @@ class Hierarchy(_Inspect):
             ne = 8 * int(self._G[K.G_NEV])
             ob = int(self._G[K.B_EV])
             A[ev_base:ev_base + ne] = old[ob:ob + ne]
-        self._I, self._G, self._arrs = I[:T], G, arrs
+        self._I, self._G, self._arrs, self._spans = I[:T], G, arrs, spans
         self._A = A
         self._pec = pec
         self._xbuf = np.zeros(int(I[:T, K.NN].max()) + pec + 16, np.int64)
+
+    def _bind(self, A, spans: dict):
+        """Views of a state: the tier rows, the globals and each array region (``spans``: name -> (base, size))."""
+        K = self._K
+        arrs = {}
+        for n, (b, size) in spans.items():
+            arrs[n] = A[b:b + size].view(np.float64) if n in K.FLOAT_ARRAYS else A[b:b + size]
+        return A[:K.GB].reshape(4, K.NFIELDS), A[K.GB:K.GB + K.NG], arrs
+
+    def _grow_events(self) -> None:
+        """Room for ``self._evcap`` event rows: the event region is the state's last, so the state is copied as
+        it is (up to the batch's events so far) into a longer array; nothing is laid out again."""
+        K = self._K
+        keep = int(self._G[K.B_EV]) + 8 * int(self._G[K.G_NEV])
+        A = _aligned_zeros(int(self._G[K.B_EV]) + 8 * self._evcap)
+        A[:keep] = self._A[:keep]
+        I, G, self._arrs = self._bind(A, self._spans)
+        G[K.G_EVCAP] = self._evcap
+        self._I, self._G, self._A = I[:len(self._sizes)], G, A
 
     def _relayout(self, o, oI, I, rows, arrs) -> None:
         """Copy an old state into larger per-tier regions (node pools and pending lists grow; the rest keeps)."""
@@ -787,13 +824,13 @@ class Hierarchy(_Inspect):
             for f in moved:
                 r[f] = rows[t, f]
             ob, nb, on, nn = orow[K.NB], r[K.NB], orow[K.NN], r[K.NN]
-            for f in ("NKEY", "NPREV", "NNEXT", "NSLOT", "NVER", "NLAST", "NWHERE", "NMETA", "NFREQ"):
-                arrs[f][nb:nb + on] = o[f][ob:ob + on]
+            arrs["NFREQ"][nb:nb + on] = o["NFREQ"][ob:ob + on]
+            arrs["NODE"][K.NW * nb:K.NW * (nb + on)] = o["NODE"][K.NW * ob:K.NW * (ob + on)]
             top = orow[K.FTOP]
             arrs["NFREE"][nb:nb + top] = o["NFREE"][ob:ob + top]
             arrs["NFREE"][nb + top:nb + top + nn - on] = np.arange(nn - 1, on - 1, -1)
             r[K.FTOP] = top + nn - on
-            K.rehash(o["HT"], orow[K.HB], orow[K.HM] + 1, arrs["HT"], r[K.HB], r[K.HM], arrs["NKEY"], nb)
+            K.rehash(o["HT"], orow[K.HB], orow[K.HM] + 1, arrs["HT"], r[K.HB], r[K.HM])
             pen = orow[K.PEN]
             arrs["PEXP"][r[K.PEB]:r[K.PEB] + pen] = o["PEXP"][orow[K.PEB]:orow[K.PEB] + pen]
             hn = orow[K.HPN]
@@ -822,8 +859,6 @@ class Hierarchy(_Inspect):
             self._build(max(2 * self._pec, most + 16))
         G = self._G
         G[K.G_NEV] = 0
-        G[K.G_NEED] = 8 * most + 256 + 4 * max(self._segs)
-        G[K.G_EVNEED] = self._ev_need(most)
         rows = np.zeros((n, 8), np.int64)
         found = np.zeros(most + 1, np.int64)
         versions = np.zeros(most + 1, np.int64)
@@ -834,13 +869,14 @@ class Hierarchy(_Inspect):
             if G[K.G_ERR] != K.NEED_GROW:
                 break
             G[K.G_ERR] = 0
-            if G[K.G_EVCAP] - G[K.G_NEV] < G[K.G_EVNEED]:
+            if G[K.G_EVCAP] - G[K.G_NEV] < G[K.G_EVNEED]:      # the kernel's bound for the next request
                 self._evcap = max(2 * int(G[K.G_EVCAP]), int(G[K.G_NEV] + 2 * G[K.G_EVNEED]))
+                self._grow_events()
             else:
                 for t in range(len(self._sizes)):
                     if self._I[t, K.FTOP] < G[K.G_NEED]:
                         self._pools[t] = max(2 * int(self._I[t, K.NN]), int(self._I[t, K.NN]) + int(G[K.G_NEED]))
-            self._build(self._pec)
+                self._build(self._pec)
             G = self._G
         if G[K.G_ERR]:
             what = {K.ERR_NODES: "a tier's node pool ran out", K.ERR_META: "a hit block has no slot",

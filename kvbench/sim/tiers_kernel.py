@@ -40,7 +40,10 @@ from numba import njit
  C_HIT_BLOCKS, C_HIT_READS, C_CREATE, C_PROMOTE, C_DEMOTE_READS, C_DEMOTE_WRITES, C_TRIMS, C_EVICT, C_EXPIRE,
  C_RECLAIM, C_PEAK, DRB, DRN, TRN, TR0F, TR0N, TR1F, TR1N, NNMAX,
  ADM, ADMG0, ADMG1, ADEPTH, ABEYOND, ALIMIT, AMINB, AWIN, SKB, SKW, SKSH, SKSAMP, SKINC, SKRES, GAPK, GAPSET,
- C_REJECT, NFIELDS) = range(84)
+ C_REJECT,
+ FK, FV, FKIND, FN, FSLOT, FJ, FJN, FPH, EN, ESLOT, EFREED, NFIELDS) = range(95)
+# FK..FPH: the tier's open insert frame of _cascade (key, version, kind, node, slot, drop index and count, phase),
+# EN..EFREED: its open evict frame (node, slot, freed) while the evicted key is demoted into the next tier
 ADM_ALL, ADM_SECOND, ADM_TINYLFU, ADM_PREFIX, ADM_THRESHOLD = range(5)
 # ghost lists: header GH[q * GHF + f] of ghost q (at most two per tier)
 GH_NB, GH_CAP, GH_HB, GH_HM, GH_HEAD, GH_TAIL, GH_LEN, GH_FTOP, GHF = range(9)
@@ -51,6 +54,8 @@ STORE_NONE, STORE_SLOT, STORE_LOG = 0, 1, 2
 (G_REQ, G_SEQ, G_NEV, G_PHASE, G_ERR, G_PRODUCED, G_NT, G_DEMOTE, G_EXCL, G_PROMOTE, G_TOPL1, G_NCREATE,
  G_MARK, G_NEED, G_EVNEED, G_BLOCKS) = range(16)
 G_CREATE0 = 16          # G[G_CREATE0 + j]: the j-th tier a new block is created in
+G_SUMSEGS = 56          # the tiers' segment sizes (slots; 0 for slot stores): their sum and largest, for the
+G_MAXSEGS = 57          # per-request room bounds (set by the caller's layout)
 NG = 60
 ERR_NODES = 1           # a tier's node pool ran out
 ERR_META = 2            # a hit block without meta (the reference raises KeyError there)
@@ -74,13 +79,7 @@ _MIN = np.int64(-(2 ** 63))
 NF = NFIELDS
 GB = 4 * NF
 B_HT = 20
-B_NKEY = 21
-B_NPREV = 22
-B_NNEXT = 23
-B_NSLOT = 24
-B_NVER = 25
-B_NWHERE = 26
-B_NMETA = 27
+B_NODE = 21             # node records: NW int64 each (fields O_*), a tier's pool at NODE + NW * I[t, NB]
 B_NFREQ = 28
 B_NFREE = 29
 B_HK = 30
@@ -95,7 +94,6 @@ B_SNEXT = 38
 B_SEALED = 39
 B_FSEGS = 40
 B_DROP = 41
-B_NLAST = 42
 B_HD = 43
 B_TTL = 44
 B_EV = 45
@@ -109,10 +107,14 @@ B_GHT = 52
 B_SK = 53
 B_GVAL = 54
 B_ADMF = 55
-INT_ARRAYS = ('HT', 'NKEY', 'NPREV', 'NNEXT', 'NSLOT', 'NVER', 'NWHERE', 'NMETA', 'NFREQ', 'NFREE', 'HK', 'PEXP', 'SFREE', 'SKEY', 'SLIVE', 'SWR', 'SEGL', 'SPREV', 'SNEXT', 'SEALED', 'FSEGS', 'DROP',
+INT_ARRAYS = ('HT', 'NODE', 'NFREQ', 'NFREE', 'HK', 'PEXP', 'SFREE', 'SKEY', 'SLIVE', 'SWR', 'SEGL', 'SPREV', 'SNEXT', 'SEALED', 'FSEGS', 'DROP',
               'GH', 'GKEY', 'GPREV', 'GNEXT', 'GFREE', 'GHT', 'SK')
-FLOAT_ARRAYS = ('NLAST', 'HD', 'TTL', 'GVAL', 'ADMF')     # ADMF[2t]: tier t's window, ADMF[2t + 1]: its last gap
+FLOAT_ARRAYS = ('HD', 'TTL', 'GVAL', 'ADMF')     # ADMF[2t]: tier t's window, ADMF[2t + 1]: its last gap
 FIXED_ARRAYS = ('GH', 'GKEY', 'GPREV', 'GNEXT', 'GFREE', 'GHT', 'SK', 'GVAL', 'ADMF')   # sized by admission only
+# a node's fields, in one 64-byte record (the region is 64-byte aligned): a hit, a move in a list, an insert touch
+# one cache line per node, not one per field; O_LAST is a float (read through the float64 view)
+O_KEY, O_PREV, O_NEXT, O_SLOT, O_VER, O_WHERE, O_META, O_LAST = range(8)
+NW = 8
 
 
 # ---- hashing ----------------------------------------------------------------------------------------------
@@ -128,30 +130,29 @@ def _home(key, mask):
 @njit(cache=True, _nrt=False)
 def _find(A, t, key):
     """Node of ``key`` in tier t (index relative to the tier's pool), or -1."""
-    hb, mask, nb = A[(t) * NF + HB], A[(t) * NF + HM], A[(t) * NF + NB]
+    ht, mask = A[GB + B_HT] + A[(t) * NF + HB], A[(t) * NF + HM]
     i = _home(key, mask)
     while True:
-        v = A[A[GB + B_HT] + hb + i]
+        v = A[ht + 2 * i]
         if v == 0:
             return -1
-        if A[A[GB + B_NKEY] + nb + v - 1] == key:
+        if A[ht + 2 * i + 1] == key:
             return v - 1
         i = (i + 1) & mask
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _node(A, t, key):
     """The node of ``key`` in tier t, made (empty: no policy, no meta) when absent; -1 when the pool is out.
     One probe: the empty table slot that ends a miss is where the new node goes."""
     nb = A[(t) * NF + NB]
-    hb, mask = A[(t) * NF + HB], A[(t) * NF + HM]
-    ht, nk = A[GB + B_HT] + hb, A[GB + B_NKEY] + nb
+    ht, mask = A[GB + B_HT] + A[(t) * NF + HB], A[(t) * NF + HM]
     i = _home(key, mask)
     while True:
-        v = A[ht + i]
+        v = A[ht + 2 * i]
         if v == 0:
             break
-        if A[nk + v - 1] == key:
+        if A[ht + 2 * i + 1] == key:
             return v - 1
         i = (i + 1) & mask
     top = A[(t) * NF + FTOP]
@@ -160,11 +161,13 @@ def _node(A, t, key):
         return -1
     n = A[A[GB + B_NFREE] + nb + top - 1]
     A[(t) * NF + FTOP] = top - 1
-    A[nk + n] = key
-    A[A[GB + B_NWHERE] + nb + n] = W_NONE
-    A[A[GB + B_NMETA] + nb + n] = 0
+    e = A[GB + B_NODE] + NW * (nb + n)
+    A[e + O_KEY] = key
+    A[e + O_WHERE] = W_NONE
+    A[e + O_META] = 0
     A[A[GB + B_NFREQ] + nb + n] = 0
-    A[ht + i] = n + 1
+    A[ht + 2 * i] = n + 1
+    A[ht + 2 * i + 1] = key
     return n
 
 
@@ -172,25 +175,27 @@ def _node(A, t, key):
 def _release(A, t, n):
     """Free node n when neither the policy (nor ghost) nor the meta holds it (backward-shift table delete)."""
     nb = A[(t) * NF + NB]
-    if A[A[GB + B_NWHERE] + nb + n] != W_NONE or A[A[GB + B_NMETA] + nb + n] != 0:
+    e = A[GB + B_NODE] + NW * (nb + n)
+    if A[e + O_WHERE] != W_NONE or A[e + O_META] != 0:
         return
-    hb, mask = A[(t) * NF + HB], A[(t) * NF + HM]
-    i = _home(A[A[GB + B_NKEY] + nb + n], mask)
-    while A[A[GB + B_HT] + hb + i] != n + 1:
-        if A[A[GB + B_HT] + hb + i] == 0:                 # not allocated (already released)
+    ht, mask = A[GB + B_HT] + A[(t) * NF + HB], A[(t) * NF + HM]
+    i = _home(A[e + O_KEY], mask)
+    while A[ht + 2 * i] != n + 1:
+        if A[ht + 2 * i] == 0:                 # not allocated (already released)
             return
         i = (i + 1) & mask
     j = i
     while True:
         j = (j + 1) & mask
-        v = A[A[GB + B_HT] + hb + j]
+        v = A[ht + 2 * j]
         if v == 0:
             break
-        k = _home(A[A[GB + B_NKEY] + nb + v - 1], mask)
+        k = _home(A[ht + 2 * j + 1], mask)
         if (j > i and (k <= i or k > j)) or (j < i and (k <= i and k > j)):
-            A[A[GB + B_HT] + hb + i] = v
+            A[ht + 2 * i] = v
+            A[ht + 2 * i + 1] = A[ht + 2 * j + 1]
             i = j
-    A[A[GB + B_HT] + hb + i] = 0
+    A[ht + 2 * i] = 0
     A[A[GB + B_NFREE] + nb + A[(t) * NF + FTOP]] = n
     A[(t) * NF + FTOP] += 1
 
@@ -200,10 +205,10 @@ def _release(A, t, n):
 def _q_append(A, t, q, n):
     nb = A[(t) * NF + NB]
     tail = A[(t) * NF + QT0 + q]
-    A[A[GB + B_NPREV] + nb + n] = tail
-    A[A[GB + B_NNEXT] + nb + n] = -1
+    A[A[GB + B_NODE] + NW * (nb + n) + O_PREV] = tail
+    A[A[GB + B_NODE] + NW * (nb + n) + O_NEXT] = -1
     if tail >= 0:
-        A[A[GB + B_NNEXT] + nb + tail] = n
+        A[A[GB + B_NODE] + NW * (nb + tail) + O_NEXT] = n
     else:
         A[(t) * NF + QH0 + q] = n
     A[(t) * NF + QT0 + q] = n
@@ -213,13 +218,13 @@ def _q_append(A, t, q, n):
 @njit(cache=True, _nrt=False)
 def _q_unlink(A, t, q, n):
     nb = A[(t) * NF + NB]
-    p, x = A[A[GB + B_NPREV] + nb + n], A[A[GB + B_NNEXT] + nb + n]
+    p, x = A[A[GB + B_NODE] + NW * (nb + n) + O_PREV], A[A[GB + B_NODE] + NW * (nb + n) + O_NEXT]
     if p >= 0:
-        A[A[GB + B_NNEXT] + nb + p] = x
+        A[A[GB + B_NODE] + NW * (nb + p) + O_NEXT] = x
     else:
         A[(t) * NF + QH0 + q] = x
     if x >= 0:
-        A[A[GB + B_NPREV] + nb + x] = p
+        A[A[GB + B_NODE] + NW * (nb + x) + O_PREV] = p
     else:
         A[(t) * NF + QT0 + q] = p
     A[(t) * NF + QL0 + q] -= 1
@@ -286,21 +291,21 @@ def _live(A, t):
 def _touch(A, t, n, now):
     D = A.view(np.float64)
     nb = A[(t) * NF + NB]
-    D[A[GB + B_NLAST] + nb + n] = now
-    _heap_push(A, t, now + D[A[GB + B_TTL] + t], A[A[GB + B_NKEY] + nb + n])
+    D[A[GB + B_NODE] + NW * (nb + n) + O_LAST] = now
+    _heap_push(A, t, now + D[A[GB + B_TTL] + t], A[A[GB + B_NODE] + NW * (nb + n) + O_KEY])
     if A[(t) * NF + HPN] > 2 * _live(A, t) + 64:        # rebuilt from the live keys, one entry each
         A[(t) * NF + HPN] = 0
         for q in range(2 if A[(t) * NF + POL] == POL_S3 else 1):
             m = A[(t) * NF + QH0 + q]
             while m >= 0:
-                _heap_push(A, t, D[A[GB + B_NLAST] + nb + m] + D[A[GB + B_TTL] + t], A[A[GB + B_NKEY] + nb + m])
-                m = A[A[GB + B_NNEXT] + nb + m]
+                _heap_push(A, t, D[A[GB + B_NODE] + NW * (nb + m) + O_LAST] + D[A[GB + B_TTL] + t], A[A[GB + B_NODE] + NW * (nb + m) + O_KEY])
+                m = A[A[GB + B_NODE] + NW * (nb + m) + O_NEXT]
 
 
 @njit(cache=True, _nrt=False)
 def _alive(A, t, n, now):
     D = A.view(np.float64)
-    return now - D[A[GB + B_NLAST] + A[(t) * NF + NB] + n] <= D[A[GB + B_TTL] + t]
+    return now - D[A[GB + B_NODE] + NW * (A[(t) * NF + NB] + n) + O_LAST] <= D[A[GB + B_TTL] + t]
 
 
 @njit(cache=True, _nrt=False)
@@ -310,32 +315,32 @@ def _pend_expired(A, t, key):
 
 
 # ---- policies: lookup / insert / remove / expire ----------------------------------------------------------
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _p_lookup(A, t, key, now):
     D = A.view(np.float64)
     nb = A[(t) * NF + NB]
     n = _find(A, t, key)
     if n < 0:
         return False
-    w = A[A[GB + B_NWHERE] + nb + n]
+    w = A[A[GB + B_NODE] + NW * (nb + n) + O_WHERE]
     if w == W_NONE or w == W_GHOST:
         return False
     pol = A[(t) * NF + POL]
     if pol == POL_LRU:
-        if A[(t) * NF + HASTTL] and now - D[A[GB + B_NLAST] + nb + n] > D[A[GB + B_TTL] + t]:
+        if A[(t) * NF + HASTTL] and now - D[A[GB + B_NODE] + NW * (nb + n) + O_LAST] > D[A[GB + B_TTL] + t]:
             _q_unlink(A, t, 0, n)
-            A[A[GB + B_NWHERE] + nb + n] = W_NONE
+            A[A[GB + B_NODE] + NW * (nb + n) + O_WHERE] = W_NONE
             _pend_expired(A, t, key)
             _release(A, t, n)
             return False
-        D[A[GB + B_NLAST] + nb + n] = now
+        D[A[GB + B_NODE] + NW * (nb + n) + O_LAST] = now
         _q_unlink(A, t, 0, n)
         _q_append(A, t, 0, n)
         return True
     if A[(t) * NF + HASTTL]:
         if not _alive(A, t, n, now):
             _q_unlink(A, t, 0 if w == W_MAIN else 1, n)
-            A[A[GB + B_NWHERE] + nb + n] = W_NONE
+            A[A[GB + B_NODE] + NW * (nb + n) + O_WHERE] = W_NONE
             _pend_expired(A, t, key)
             _release(A, t, n)
             return False
@@ -355,15 +360,15 @@ def _s3_evict_one(A, t):
             _q_unlink(A, t, 1, n)
             if A[A[GB + B_NFREQ] + nb + n] > 1:
                 A[A[GB + B_NFREQ] + nb + n] = 0
-                A[A[GB + B_NWHERE] + nb + n] = W_MAIN
+                A[A[GB + B_NODE] + NW * (nb + n) + O_WHERE] = W_MAIN
                 _q_append(A, t, 0, n)
                 continue
-            A[A[GB + B_NWHERE] + nb + n] = W_GHOST
+            A[A[GB + B_NODE] + NW * (nb + n) + O_WHERE] = W_GHOST
             _q_append(A, t, 2, n)
             while A[(t) * NF + QL2] > A[(t) * NF + MCAP]:
                 g = A[(t) * NF + QH2]
                 _q_unlink(A, t, 2, g)
-                A[A[GB + B_NWHERE] + nb + g] = W_NONE
+                A[A[GB + B_NODE] + NW * (nb + g) + O_WHERE] = W_NONE
                 if g != n:
                     _release(A, t, g)
             return n
@@ -374,11 +379,11 @@ def _s3_evict_one(A, t):
             A[A[GB + B_NFREQ] + nb + n] = f - 1
             _q_append(A, t, 0, n)
             continue
-        A[A[GB + B_NWHERE] + nb + n] = W_NONE
+        A[A[GB + B_NODE] + NW * (nb + n) + O_WHERE] = W_NONE
         return n
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _p_insert(A, t, n, now):
     """Admit node n's key to the policy; returns the evicted key's node or -1 (at most one: one in, one out).
 
@@ -386,10 +391,10 @@ def _p_insert(A, t, n, now):
     D = A.view(np.float64)
     nb = A[(t) * NF + NB]
     pol = A[(t) * NF + POL]
-    w = A[A[GB + B_NWHERE] + nb + n]
+    w = A[A[GB + B_NODE] + NW * (nb + n) + O_WHERE]
     if w == W_MAIN or w == W_SMALL:
         if pol == POL_LRU:
-            D[A[GB + B_NLAST] + nb + n] = now
+            D[A[GB + B_NODE] + NW * (nb + n) + O_LAST] = now
             _q_unlink(A, t, 0, n)
             _q_append(A, t, 0, n)
         elif A[(t) * NF + HASTTL]:
@@ -400,15 +405,15 @@ def _p_insert(A, t, n, now):
         was_ghost = w == W_GHOST
         if was_ghost:
             _q_unlink(A, t, 2, n)
-            A[A[GB + B_NWHERE] + nb + n] = W_NONE
+            A[A[GB + B_NODE] + NW * (nb + n) + O_WHERE] = W_NONE
         if A[(t) * NF + QL0] + A[(t) * NF + QL1] >= A[(t) * NF + CAP]:
             victim = _s3_evict_one(A, t)
         A[A[GB + B_NFREQ] + nb + n] = 0
         if was_ghost:
-            A[A[GB + B_NWHERE] + nb + n] = W_MAIN
+            A[A[GB + B_NODE] + NW * (nb + n) + O_WHERE] = W_MAIN
             _q_append(A, t, 0, n)
         else:
-            A[A[GB + B_NWHERE] + nb + n] = W_SMALL
+            A[A[GB + B_NODE] + NW * (nb + n) + O_WHERE] = W_SMALL
             _q_append(A, t, 1, n)
         if A[(t) * NF + HASTTL]:
             _touch(A, t, n, now)
@@ -416,11 +421,11 @@ def _p_insert(A, t, n, now):
     if A[(t) * NF + QL0] >= A[(t) * NF + CAP]:
         victim = A[(t) * NF + QH0]
         _q_unlink(A, t, 0, victim)
-        A[A[GB + B_NWHERE] + nb + victim] = W_NONE
-    A[A[GB + B_NWHERE] + nb + n] = W_MAIN
+        A[A[GB + B_NODE] + NW * (nb + victim) + O_WHERE] = W_NONE
+    A[A[GB + B_NODE] + NW * (nb + n) + O_WHERE] = W_MAIN
     _q_append(A, t, 0, n)
     if pol == POL_LRU:
-        D[A[GB + B_NLAST] + nb + n] = now
+        D[A[GB + B_NODE] + NW * (nb + n) + O_LAST] = now
     elif A[(t) * NF + HASTTL]:
         _touch(A, t, n, now)
     return victim
@@ -430,14 +435,14 @@ def _p_insert(A, t, n, now):
 def _p_remove(A, t, n):
     """Take node n's key out of the policy (and S3-FIFO's ghost); the caller releases the node."""
     nb = A[(t) * NF + NB]
-    w = A[A[GB + B_NWHERE] + nb + n]
+    w = A[A[GB + B_NODE] + NW * (nb + n) + O_WHERE]
     if w == W_MAIN:
         _q_unlink(A, t, 0, n)
     elif w == W_SMALL:
         _q_unlink(A, t, 1, n)
     elif w == W_GHOST:
         _q_unlink(A, t, 2, n)
-    A[A[GB + B_NWHERE] + nb + n] = W_NONE
+    A[A[GB + B_NODE] + NW * (nb + n) + O_WHERE] = W_NONE
 
 
 @njit(cache=True, _nrt=False)
@@ -457,11 +462,11 @@ def _p_expire(A, t, now, out):
         limit = now - ttl
         while A[(t) * NF + QL0] > 0:
             n = A[(t) * NF + QH0]
-            if D[A[GB + B_NLAST] + nb + n] >= limit:
+            if D[A[GB + B_NODE] + NW * (nb + n) + O_LAST] >= limit:
                 break
             _q_unlink(A, t, 0, n)
-            A[A[GB + B_NWHERE] + nb + n] = W_NONE
-            out[k] = A[A[GB + B_NKEY] + nb + n]
+            A[A[GB + B_NODE] + NW * (nb + n) + O_WHERE] = W_NONE
+            out[k] = A[A[GB + B_NODE] + NW * (nb + n) + O_KEY]
             k += 1
             _release(A, t, n)
         return k
@@ -472,13 +477,13 @@ def _p_expire(A, t, now, out):
         n = _find(A, t, key)
         if n < 0:
             continue
-        w = A[A[GB + B_NWHERE] + nb + n]
+        w = A[A[GB + B_NODE] + NW * (nb + n) + O_WHERE]
         if w != W_MAIN and w != W_SMALL:          # not in last (ghost or meta only)
             continue
-        last = D[A[GB + B_NLAST] + nb + n]
+        last = D[A[GB + B_NODE] + NW * (nb + n) + O_LAST]
         if last + ttl == deadline and now - last > ttl:
             _q_unlink(A, t, 0 if w == W_MAIN else 1, n)
-            A[A[GB + B_NWHERE] + nb + n] = W_NONE
+            A[A[GB + B_NODE] + NW * (nb + n) + O_WHERE] = W_NONE
             out[k] = key
             k += 1
             _release(A, t, n)
@@ -531,7 +536,7 @@ def _fseg_push(A, t, seg):
     A[(t) * NF + FSN] += 1
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _alloc(A, t, key):
     """A slot for ``key``; dropped keys (log reclaim) go to the tier's drop buffer, trims to TR*."""
     A[(t) * NF + DRN] = 0
@@ -585,7 +590,7 @@ def _alloc(A, t, key):
     return slot
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _free(A, t, slot):
     """Release a slot; trims go to TR* (TRN of them)."""
     A[(t) * NF + TRN] = 0
@@ -641,7 +646,7 @@ def _ev_row(A, row, t, op, kind, slot, nslots, key, version):
     A[e + 7] = version
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _emit(A, t, op, kind, slot, nslots, key, version):
     i = A[GB + G_NEV]
     if i >= A[GB + G_EVCAP]:             # the room reserved per request was not enough: nothing is written
@@ -860,7 +865,7 @@ def _admit(A, t, key, now, depth):
             if A[(t) * NF + QL0] < A[(t) * NF + CAP]:
                 return True
             v = A[(t) * NF + QH0]
-        victim = A[A[GB + B_NKEY] + A[(t) * NF + NB] + v]
+        victim = A[A[GB + B_NODE] + NW * (A[(t) * NF + NB] + v) + O_KEY]
         return _sk_estimate(A, t, key) > _sk_estimate(A, t, victim)
     if pol == ADM_PREFIX:
         if depth < 0:
@@ -882,10 +887,12 @@ def _admit(A, t, key, now, depth):
 
 
 # The reference's _insert and _evict call each other (an eviction demotes into the next tier, which may evict
-# in turn). numba cannot cache recursive functions (numba#6061: the cached code segfaults), so the chain is
-# unrolled by depth: _insert_d / _evict_d for d = 0..3 (a chain goes down one tier per step, four tiers at most),
-# each a few lines around the shared, non-recursive steps below.
-@njit(cache=True, _nrt=False)
+# in turn). numba cannot cache recursive functions (numba#6061: the cached code segfaults), so _cascade runs the
+# recursion as a loop over an explicit stack: a chain goes down one tier per step, so a tier has at most one open
+# insert frame and one open evict frame, kept in its row (FK..FPH, EN..EFREED). The steps below are the shared,
+# non-recursive parts; each has one call site in _cascade and is inlined there (one copy of the whole chain, no
+# calls between its steps).
+@njit(cache=True, _nrt=False, inline="always")
 def _ins_begin(A, t, key, kind, now, depth):
     """First half of an insert: refresh a resident key, or admit it and make room. Returns (node, victim
     node or -1); node -1 when the insert is over (refreshed, refused, or out of nodes)."""
@@ -893,7 +900,7 @@ def _ins_begin(A, t, key, kind, now, depth):
     n = _node(A, t, key)
     if n < 0:
         return -1, -1
-    if A[A[GB + B_NMETA] + nb + n]:                       # already resident (same content): refresh only
+    if A[A[GB + B_NODE] + NW * (nb + n) + O_META]:                       # already resident (same content): refresh only
         v = _p_insert(A, t, n, now)
         if v >= 0:
             _release(A, t, v)               # the reference ignores this eviction (it cannot happen in order)
@@ -908,7 +915,7 @@ def _ins_begin(A, t, key, kind, now, depth):
     return n, v
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _ins_alloc(A, t, key):
     """The insert's slot (-1 on L1); the keys a log reclaim dropped are in the tier's drop buffer (DRN)."""
     if A[(t) * NF + STORE] == STORE_NONE:
@@ -917,7 +924,7 @@ def _ins_alloc(A, t, key):
     return _alloc(A, t, key)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _ins_drop(A, t, j):
     """The j-th key a reclaim dropped: out of the policy; returns it and its node (the caller evicts it, freed)."""
     victim = A[A[GB + B_DROP] + A[(t) * NF + DRB] + j]
@@ -927,13 +934,13 @@ def _ins_drop(A, t, j):
     return victim, n
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _ins_finish(A, t, n, key, version, kind, slot):
     nb = A[(t) * NF + NB]
     A[(t) * NF + DRN] = 0
-    A[A[GB + B_NMETA] + nb + n] = 1
-    A[A[GB + B_NSLOT] + nb + n] = slot
-    A[A[GB + B_NVER] + nb + n] = version
+    A[A[GB + B_NODE] + NW * (nb + n) + O_META] = 1
+    A[A[GB + B_NODE] + NW * (nb + n) + O_SLOT] = slot
+    A[A[GB + B_NODE] + NW * (nb + n) + O_VER] = version
     A[(t) * NF + NMETA] += 1
     if A[(t) * NF + STORE] != STORE_NONE:
         if A[(t) * NF + TRN]:
@@ -949,7 +956,7 @@ def _ins_finish(A, t, n, key, version, kind, slot):
         A[(t) * NF + C_PEAK] = A[(t) * NF + NMETA]
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _ev_begin(A, t, key, n):
     """First half of an eviction (the policy already dropped ``key``, whose node is ``n``, or -1: look it up):
     pop the meta, emit the demotion read. Returns (node, slot, version, demote?); node -1 when there is nothing
@@ -959,11 +966,11 @@ def _ev_begin(A, t, key, n):
         n = _find(A, t, key)
     if n < 0:
         return -1, -1, -1, False
-    if not A[A[GB + B_NMETA] + nb + n]:
+    if not A[A[GB + B_NODE] + NW * (nb + n) + O_META]:
         _release(A, t, n)
         return -1, -1, -1, False
-    slot, version = A[A[GB + B_NSLOT] + nb + n], A[A[GB + B_NVER] + nb + n]
-    A[A[GB + B_NMETA] + nb + n] = 0
+    slot, version = A[A[GB + B_NODE] + NW * (nb + n) + O_SLOT], A[A[GB + B_NODE] + NW * (nb + n) + O_VER]
+    A[A[GB + B_NODE] + NW * (nb + n) + O_META] = 0
     A[(t) * NF + NMETA] -= 1
     demote = False
     if A[GB + G_DEMOTE] and t + 1 < A[GB + G_NT]:
@@ -975,7 +982,7 @@ def _ev_begin(A, t, key, n):
     return n, slot, version, demote
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _ev_end(A, t, n, slot, freed):
     if A[(t) * NF + STORE] != STORE_NONE and not freed:
         _free(A, t, slot)
@@ -984,97 +991,84 @@ def _ev_end(A, t, n, slot, freed):
     _release(A, t, n)
 
 
-@njit(cache=True, _nrt=False)
-def _evict3(A, t, key, freed, now, node):
-    n, slot, version, demote = _ev_begin(A, t, key, node)      # depth 3 is the fourth tier: nothing below it
-    if n >= 0:
-        _ev_end(A, t, n, slot, freed)
+OP_INS, OP_INS_NEXT, OP_EV, OP_RET_INS, OP_RET_EV = range(5)
 
 
 @njit(cache=True, _nrt=False)
-def _insert3(A, t, key, version, kind, now):
-    n, v = _ins_begin(A, t, key, kind, now, -1)
-    if n < 0:
-        return
-    if v >= 0:
-        _evict3(A, t, A[A[GB + B_NKEY] + A[(t) * NF + NB] + v], False, now, v)
-    slot = _ins_alloc(A, t, key)
-    for j in range(A[(t) * NF + DRN]):
-        victim, vn = _ins_drop(A, t, j)
-        _evict3(A, t, victim, True, now, vn)
-    _ins_finish(A, t, n, key, version, kind, slot)
-
-
-@njit(cache=True, _nrt=False)
-def _evict2(A, t, key, freed, now, node):
-    n, slot, version, demote = _ev_begin(A, t, key, node)
-    if n >= 0:
-        if demote:
-            _insert3(A, t + 1, key, version, DEMOTE_WRITE, now)
-        _ev_end(A, t, n, slot, freed)
-
-
-@njit(cache=True, _nrt=False)
-def _insert2(A, t, key, version, kind, now):
-    n, v = _ins_begin(A, t, key, kind, now, -1)
-    if n < 0:
-        return
-    if v >= 0:
-        _evict2(A, t, A[A[GB + B_NKEY] + A[(t) * NF + NB] + v], False, now, v)
-    slot = _ins_alloc(A, t, key)
-    for j in range(A[(t) * NF + DRN]):
-        victim, vn = _ins_drop(A, t, j)
-        _evict2(A, t, victim, True, now, vn)
-    _ins_finish(A, t, n, key, version, kind, slot)
-
-
-@njit(cache=True, _nrt=False)
-def _evict1(A, t, key, freed, now, node):
-    n, slot, version, demote = _ev_begin(A, t, key, node)
-    if n >= 0:
-        if demote:
-            _insert2(A, t + 1, key, version, DEMOTE_WRITE, now)
-        _ev_end(A, t, n, slot, freed)
-
-
-@njit(cache=True, _nrt=False)
-def _insert1(A, t, key, version, kind, now):
-    n, v = _ins_begin(A, t, key, kind, now, -1)
-    if n < 0:
-        return
-    if v >= 0:
-        _evict1(A, t, A[A[GB + B_NKEY] + A[(t) * NF + NB] + v], False, now, v)
-    slot = _ins_alloc(A, t, key)
-    for j in range(A[(t) * NF + DRN]):
-        victim, vn = _ins_drop(A, t, j)
-        _evict1(A, t, victim, True, now, vn)
-    _ins_finish(A, t, n, key, version, kind, slot)
+def _cascade(A, root_t, root_evict, key, version, kind, now, depth, node, freed):
+    """An insert of ``key`` (content ``version``, write ``kind``, ``depth`` in the request's prefix) into tier
+    ``root_t``, or with ``root_evict`` the eviction of ``key`` (its node or -1, ``freed``: its slot already
+    reclaimed) from it, with every eviction, demotion and reclaim it causes, in the reference's order."""
+    t = root_t
+    op = OP_EV if root_evict else OP_INS
+    ekey, enode, efreed = key, node, freed          # the eviction OP_EV begins
+    while True:
+        if op == OP_INS:                            # _insert(t, key, version, kind, depth): first half
+            n, v = _ins_begin(A, t, key, kind, now, depth)
+            if n < 0:
+                op = OP_RET_INS
+                continue
+            row = t * NF
+            A[row + FK], A[row + FV], A[row + FKIND], A[row + FN], A[row + FPH] = key, version, kind, n, 0
+            if v >= 0:                              # evict the policy's victim first
+                ekey, enode, efreed = A[A[GB + B_NODE] + NW * (A[row + NB] + v) + O_KEY], v, 0
+                op = OP_EV
+                continue
+            op = OP_INS_NEXT
+        elif op == OP_INS_NEXT:                     # the insert frame at t resumes: its slot, then log drops
+            row = t * NF
+            if A[row + FPH] == 0:
+                A[row + FSLOT] = _ins_alloc(A, t, A[row + FK])
+                A[row + FPH], A[row + FJ], A[row + FJN] = 1, 0, A[row + DRN]
+            j = A[row + FJ]
+            if j < A[row + FJN]:
+                A[row + FJ] = j + 1
+                ekey, enode = _ins_drop(A, t, j)
+                efreed = 1
+                op = OP_EV
+                continue
+            _ins_finish(A, t, A[row + FN], A[row + FK], A[row + FV], A[row + FKIND], A[row + FSLOT])
+            op = OP_RET_INS
+        elif op == OP_EV:                           # _evict(t, ekey, efreed, enode)
+            n, slot, ver, demote = _ev_begin(A, t, ekey, enode)
+            if n < 0:
+                op = OP_RET_EV
+                continue
+            if demote:                              # into the next tier; the slot is freed when that is over
+                row = t * NF
+                A[row + EN], A[row + ESLOT], A[row + EFREED] = n, slot, efreed
+                key, version, kind, depth = ekey, ver, DEMOTE_WRITE, -1
+                t += 1
+                op = OP_INS
+                continue
+            _ev_end(A, t, n, slot, efreed != 0)
+            op = OP_RET_EV
+        elif op == OP_RET_INS:                      # the insert at t is over
+            if t == root_t:                         # (a root eviction's inserts are all below its tier)
+                return
+            t -= 1                                  # it was the demotion of the evict frame at t - 1
+            row = t * NF
+            _ev_end(A, t, A[row + EN], A[row + ESLOT], A[row + EFREED] != 0)
+            op = OP_RET_EV
+        else:                                       # OP_RET_EV: the eviction at t is over
+            if root_evict and t == root_t:
+                return
+            op = OP_INS_NEXT                        # back to the insert frame at t that evicted
 
 
 @njit(cache=True, _nrt=False)
 def _evict(A, t, key, freed, now, node):
     """``key`` left tier t (its policy already dropped it): demote it if asked, free its slot."""
-    n, slot, version, demote = _ev_begin(A, t, key, node)
-    if n >= 0:
-        if demote:
-            _insert1(A, t + 1, key, version, DEMOTE_WRITE, now)
-        _ev_end(A, t, n, slot, freed)
+    _cascade(A, np.int64(t), True, np.int64(key), np.int64(-1), np.int64(DEMOTE_WRITE), np.float64(now),
+             np.int64(-1), np.int64(node), np.int64(1 if freed else 0))
 
 
 @njit(cache=True, _nrt=False)
 def _insert(A, t, key, version, kind, now, depth):
     """Put ``key`` (content ``version``, ``depth`` in the request's prefix) in tier t, evicting (and demoting)
     what it displaces."""
-    n, v = _ins_begin(A, t, key, kind, now, depth)
-    if n < 0:
-        return
-    if v >= 0:
-        _evict(A, t, A[A[GB + B_NKEY] + A[(t) * NF + NB] + v], False, now, v)
-    slot = _ins_alloc(A, t, key)
-    for j in range(A[(t) * NF + DRN]):
-        victim, vn = _ins_drop(A, t, j)
-        _evict(A, t, victim, True, now, vn)
-    _ins_finish(A, t, n, key, version, kind, slot)
+    _cascade(A, np.int64(t), False, np.int64(key), np.int64(version), np.int64(kind), np.float64(now),
+             np.int64(depth), np.int64(-1), np.int64(0))
 
 
 @njit(cache=True, _nrt=False)
@@ -1083,10 +1077,10 @@ def _remove(A, t, key):
     nb = A[(t) * NF + NB]
     n = _find(A, t, key)
     _p_remove(A, t, n)
-    A[A[GB + B_NMETA] + nb + n] = 0
+    A[A[GB + B_NODE] + NW * (nb + n) + O_META] = 0
     A[(t) * NF + NMETA] -= 1
     if A[(t) * NF + STORE] != STORE_NONE:
-        _free(A, t, A[A[GB + B_NSLOT] + nb + n])
+        _free(A, t, A[A[GB + B_NODE] + NW * (nb + n) + O_SLOT])
         if A[(t) * NF + TRN]:
             _emit_trims(A, t)
     _release(A, t, n)
@@ -1095,7 +1089,7 @@ def _remove(A, t, key):
 @njit(cache=True, _nrt=False)
 def _resident(A, t, key):
     n = _find(A, t, key)
-    return n >= 0 and A[A[GB + B_NMETA] + A[(t) * NF + NB] + n] != 0
+    return n >= 0 and A[A[GB + B_NODE] + NW * (A[(t) * NF + NB] + n) + O_META] != 0
 
 
 @njit(cache=True, _nrt=False)
@@ -1116,7 +1110,13 @@ def run_requests(A, times, offsets, keys, first_request, reqs, xbuf, found, vers
     nreq = times.shape[0]
     for r in range(nreq):
         now = times[r]
-        for t in range(nt):               # pools start small and grow (between requests) as tiers fill
+        a, b = offsets[r], offsets[r + 1]
+        n = b - a
+        # room for this request: free nodes in every pool (pools start small and grow as tiers fill) and event
+        # rows (bounds of what a request of n blocks can take, as the caller's _ev_need); grown between requests
+        A[GB + G_NEED] = 8 * n + 256 + 4 * A[GB + G_MAXSEGS]
+        A[GB + G_EVNEED] = (nt + 1) * (8 * (n + 1) + 8 * A[GB + G_SUMSEGS]) + 64
+        for t in range(nt):
             if A[(t) * NF + FTOP] < A[GB + G_NEED] and A[(t) * NF + NN] < A[(t) * NF + NNMAX]:
                 A[GB + G_ERR] = NEED_GROW
                 return r
@@ -1132,8 +1132,6 @@ def run_requests(A, times, offsets, keys, first_request, reqs, xbuf, found, vers
             for j in range(k):
                 A[(t) * NF + C_EXPIRE] += 1
                 _evict(A, t, xbuf[j], False, now, -1)
-        a, b = offsets[r], offsets[r + 1]
-        n = b - a
         A[GB + G_BLOCKS] = n
         adm = False
         for t in range(nt):
@@ -1174,10 +1172,10 @@ def run_requests(A, times, offsets, keys, first_request, reqs, xbuf, found, vers
             t = found[i]
             nb = A[(t) * NF + NB]
             nd = _find(A, t, keys[a + i])
-            if nd < 0 or not A[A[GB + B_NMETA] + nb + nd]:
+            if nd < 0 or not A[A[GB + B_NODE] + NW * (nb + nd) + O_META]:
                 A[GB + G_ERR] = ERR_META
                 return r
-            slot, version = A[A[GB + B_NSLOT] + nb + nd], A[A[GB + B_NVER] + nb + nd]
+            slot, version = A[A[GB + B_NODE] + NW * (nb + nd) + O_SLOT], A[A[GB + B_NODE] + NW * (nb + nd) + O_VER]
             versions[i] = version
             hitrow[A[(t) * NF + LEVEL]] += 1
             A[(t) * NF + C_HIT_BLOCKS] += 1
@@ -1200,7 +1198,7 @@ def run_requests(A, times, offsets, keys, first_request, reqs, xbuf, found, vers
                     continue
                 nb = A[(t) * NF + NB]
                 nd = _find(A, t, keys[a + i])
-                slot = A[A[GB + B_NSLOT] + nb + nd]
+                slot = A[A[GB + B_NODE] + NW * (nb + nd) + O_SLOT]
                 late = loop_end > start and A[A[GB + B_SWR] + A[(t) * NF + SLOTB] + slot] == req_mark
                 _ev_row(A, pt if late else pl, t, EV_READ, HIT_READ, slot, 1, keys[a + i], versions[i])
                 if late:
@@ -1239,34 +1237,39 @@ def run_requests(A, times, offsets, keys, first_request, reqs, xbuf, found, vers
 
 
 @njit(cache=True, _nrt=False)
-def rehash(old_ht, old_hb, old_size, ht, hb, mask, nkey, nb):
-    """Enter the nodes of an old table region into a new (larger) one (arrays are the regions themselves)."""
+def rehash(old_ht, old_hb, old_size, ht, hb, mask):
+    """Enter the (node, key) entries of an old table region into a new (larger) one (arrays are the regions
+    themselves)."""
     for i in range(old_size):
-        v = old_ht[old_hb + i]
+        v = old_ht[old_hb + 2 * i]
         if v == 0:
             continue
-        j = _home(nkey[nb + v - 1], mask)
-        while ht[hb + j] != 0:
+        key = old_ht[old_hb + 2 * i + 1]
+        j = _home(key, mask)
+        while ht[hb + 2 * j] != 0:
             j = (j + 1) & mask
-        ht[hb + j] = v
+        ht[hb + 2 * j] = v
+        ht[hb + 2 * j + 1] = key
 
 
 @njit(cache=True)
 def tier_keys(A, t, meta_only):
     """Keys (int64 bit patterns) with meta in tier t, and their slots and versions."""
-    nb, nn = A[(t) * NF + NB], A[(t) * NF + NN]
+    nb = A[(t) * NF + NB]
     out = np.empty(A[(t) * NF + NMETA], np.int64)
     slots = np.empty(A[(t) * NF + NMETA], np.int64)
     vers = np.empty(A[(t) * NF + NMETA], np.int64)
     k = 0
-    hb = A[(t) * NF + HB]
+    ht = A[GB + B_HT] + A[(t) * NF + HB]
     for i in range(A[(t) * NF + HM] + 1):
-        v = A[A[GB + B_HT] + hb + i]
-        if v != 0 and A[A[GB + B_NMETA] + nb + v - 1]:
-            out[k] = A[A[GB + B_NKEY] + nb + v - 1]
-            slots[k] = A[A[GB + B_NSLOT] + nb + v - 1]
-            vers[k] = A[A[GB + B_NVER] + nb + v - 1]
-            k += 1
+        v = A[ht + 2 * i]
+        if v != 0:
+            e = A[GB + B_NODE] + NW * (nb + v - 1)
+            if A[e + O_META]:
+                out[k] = A[e + O_KEY]
+                slots[k] = A[e + O_SLOT]
+                vers[k] = A[e + O_VER]
+                k += 1
     return out[:k], slots[:k], vers[:k]
 
 
@@ -1316,13 +1319,13 @@ def _contains(A, t, key, now):
     if n < 0:
         return False
     nb = A[(t) * NF + NB]
-    w = A[A[GB + B_NWHERE] + nb + n]
+    w = A[A[GB + B_NODE] + NW * (nb + n) + O_WHERE]
     if w != W_MAIN and w != W_SMALL:
         return False
     if not A[(t) * NF + HASTTL]:
         return True
     D = A.view(np.float64)
-    return now - D[A[GB + B_NLAST] + nb + n] <= D[A[GB + B_TTL] + t]
+    return now - D[A[GB + B_NODE] + NW * (nb + n) + O_LAST] <= D[A[GB + B_TTL] + t]
 
 
 @njit(cache=True, _nrt=False)
