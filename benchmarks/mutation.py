@@ -71,6 +71,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
                    "tests/test_plan.py::test_endurance_capacity_from_residence_and_the_waf_reaching_lifetime_and_cost",
                    "tests/test_plan.py::test_hit_bound_tier_waf_changes_lifetime_and_cost_not_host_dwpd"]),
     "capacity": ("kvbench/analysis/capacity.py", ["tests/test_capacity.py"]),
+    "cost": ("kvbench/analysis/cost.py", ["tests/test_cost.py"]),
     "models": ("kvbench/spec/models.py", ["tests/test_models.py"]),
     # key samples: compaction of long sampled streams and their whole-stream totals
     "sampling": ("kvbench/stream/sampling.py",
