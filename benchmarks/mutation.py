@@ -72,6 +72,19 @@ MODULES: dict[str, tuple[str, list[str]]] = {
                    "tests/test_plan.py::test_hit_bound_tier_waf_changes_lifetime_and_cost_not_host_dwpd"]),
     "capacity": ("kvbench/analysis/capacity.py", ["tests/test_capacity.py"]),
     "cost": ("kvbench/analysis/cost.py", ["tests/test_cost.py"]),
+    # the tier simulation: the hand-built traces first, then the compiled kernel held to the Python reference
+    # on randomized traces (which also catches a mutant of the reference), then the property tests
+    "tiers": ("kvbench/sim/tiers.py",
+              ["tests/test_tiers_by_hand.py", "tests/test_tiers.py", "tests/test_tiers_compiled.py",
+               "tests/test_ttl_boundary.py::test_tier_simulation_keeps_a_block_idle_exactly_the_ttl",
+               "tests/test_mrc_properties.py::test_tier_simulation_accounting",
+               "tests/test_mrc_properties.py::test_single_lru_tier_equals_the_exact_curve"]),
+    # numba recompiles the whole kernel per mutant (about a minute on a loaded 2-core machine): run with --every
+    "tiers_kernel": ("kvbench/sim/tiers_kernel.py",
+                     ["tests/test_tiers_by_hand.py", "tests/test_tiers_compiled.py", "tests/test_tiers.py",
+                      "tests/test_ttl_boundary.py::test_tier_simulation_keeps_a_block_idle_exactly_the_ttl",
+                      "tests/test_mrc_properties.py::test_tier_simulation_accounting",
+                      "tests/test_mrc_properties.py::test_single_lru_tier_equals_the_exact_curve"]),
     "models": ("kvbench/spec/models.py", ["tests/test_models.py"]),
     # key samples: compaction of long sampled streams and their whole-stream totals
     "sampling": ("kvbench/stream/sampling.py",
