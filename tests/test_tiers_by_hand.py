@@ -313,3 +313,51 @@ def test_a_tiny_positive_ttl_and_admission_on_the_deep_tiers_are_accepted(cls):
     assert h.admission_active
     assert cls(HierarchySpec((TierSpec("l2", 4 * BB), TierSpec("l3", 4 * BB, admission="all")), BB)) \
         .admission_active is False
+
+
+@pytest.mark.parametrize("cls", IMPLS)
+def test_by_default_a_deep_tier_is_not_trimmed_and_a_log_segment_is_64_mib(cls):
+    spec = HierarchySpec((TierSpec("l3", 2 * BB),), BB)
+    assert (spec.segment_bytes, spec.spare_slots, spec.write_policy, spec.inclusion, spec.promote) == \
+        (64 << 20, 64, "through", "inclusive", True)
+    h, _, events = run(cls, spec, [[1], [2], [3]])
+    assert events == [ev(0, 2, W, CW, 0, 1, 0), ev(1, 2, W, CW, 1, 2, 1), ev(2, 2, W, CW, 0, 3, 2)]   # no trim
+    assert h.counters()["l3"].evictions == 1 and h.counters()["l3"].trims_slots == 0
+    # three 64 MiB segments of 8 KiB slots, one spare: 2 * 8192 blocks
+    log = HierarchySpec((TierSpec("l3", 3 * (64 << 20), layout="log"),), BB)
+    assert log.capacity_blocks(log.tiers[0]) == 16384
+    st = cls(log).tier("l3").store
+    assert (st.segment_slots, st.n_segments, st.n_slots) == (8192, 3, 3 * 8192)
+
+
+@pytest.mark.parametrize("cls", IMPLS)
+def test_tinylfu_counts_every_lookup_that_reaches_its_tier_and_halves_at_the_sample_size(cls):
+    # a 4-block L3 with TinyLFU: the sample is 10 x 4 = 40 increments; one key looked up 40 times
+    spec = HierarchySpec((TierSpec("l3", 4 * BB, admission="tinylfu"),), BB)
+    h = cls(spec)
+    adm = h.tier("l3").admission
+    for r in range(3):
+        h.request(float(r), [7])
+    assert (adm.estimate(7), adm.increments, adm.resets) == (3, 3, 0)
+    for r in range(3, 40):
+        h.request(float(r), [7])
+    # the counters stop at 15; the 40th increment halves them (15 >> 1 = 7) and the increment count (40 // 2)
+    assert (adm.estimate(7), adm.increments, adm.resets) == (7, 20, 1)
+    other = HierarchySpec((TierSpec("l3", 4 * BB, admission="second-access"),), BB)
+    v = cls(other).tier("l3").admission
+    for probe in (lambda: v.estimate(7), lambda: v.resets, lambda: v.increments):
+        with pytest.raises(AttributeError):
+            probe()
+
+
+@pytest.mark.parametrize("cls", IMPLS)
+def test_log_store_of_one_slot_segments(cls):
+    # 3 slots in segments of 1 slot: 3 segments, one spare -> a 2-block cache; each dead segment is freed at once
+    spec = HierarchySpec((TierSpec("l3", 3 * BB, trim=True, layout="log"),), BB, segment_bytes=BB)
+    h, _, events = run(cls, spec, [[1], [2], [3], [4]])
+    assert h.tier("l3").policy.capacity == 2
+    st = h.tier("l3").store
+    assert (st.segment_slots, st.n_segments, st.n_slots) == (1, 3, 3)
+    assert events == [ev(0, 2, W, CW, 0, 1, 0), ev(1, 2, W, CW, 1, 2, 1),
+                      trim(2, 2, 0), ev(2, 2, W, CW, 2, 3, 2),      # 1 evicted: segment 0 dead; head -> 2
+                      trim(3, 2, 1), ev(3, 2, W, CW, 0, 4, 3)]      # 2 evicted: segment 1 dead; head -> 0
