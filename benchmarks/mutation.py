@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/mutation.py                       # every module in MODULES, one worker
     .venv/bin/python benchmarks/mutation.py units histogram       # some modules (by short name)
     .venv/bin/python benchmarks/mutation.py mrc_kernels --every 3 # a bounded sample: every 3rd mutant
+    .venv/bin/python benchmarks/mutation.py mrc_kernels --every 3 --offset 1   # another sample of a third
     .venv/bin/python benchmarks/mutation.py ftl --list            # the mutants, without running anything
 
 Prints, per module, the mutants, killed (a test failed), timed out (a hang: counted as killed, the per-test
@@ -400,6 +401,55 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ("tier, grid[hi_i - 1], grid[hi_i], suffix, want=False) - 1", "1 -> 2"):
             "a wider bracket (grid[hi_i - 2] also wins) bisects to the same first losing length",
     },
+    "tiers": {
+        ("self._now = 0.0", "0.0 -> 1.0"): "request() sets _now before anything reads it",
+        ("def _insert(self, ti: int, key, version: int, kind: int, depth: int = -1) -> None:", "1 -> 2"):
+            "a demotion's depth: every admission policy tests only depth < 0 / >= 0",
+        ("found = [-1] * n", "1 -> 2"): "a miss is any negative value: found is read as `>= 0` or for i < h only",
+        ("versions = [0] * h", "0 -> 1"): "every entry is written (the hit's version) before it is read",
+        ("seen = adm._seen.size if adm._seen is not None else 0", "0 -> 1"):
+            "prefix-depth without beyond_shared has no seen list; the kernel reads ADMG0 only in _adm_begin, which "
+            "runs only with beyond_shared (ABEYOND >= 0): a laid-out, never-used ghost",
+        ("return dict(code=4, ghosts=(adm._seen.size if adm._seen is not None else 0,), min_blocks=adm.min_blocks,",
+         "0 -> 1"): "threshold without a window has no seen list; the kernel reads ADMG0 only when AWIN is set: a "
+                    "laid-out, never-used ghost",
+        ("nseg = -(-cap // segs) + max(1, int(kw.get(\"spare_segments\", 1)))", "max -> min"):
+            "fit_store always asks for exactly 1 spare segment: min(1, 1) = max(1, 1)",
+        ('scap=getattr(pol, "small_capacity", 0), mcap=getattr(pol, "main_capacity", 0),', "*"):
+            "the defaults are for LRU/FIFO, whose SCAP/MCAP fields the kernel reads only for S3-FIFO (POL_S3)",
+        # the compiled state's first layout: run() sets its own bounds per batch (G_NEED, G_EVNEED) and grows
+        # node pools, event room and per-request arrays before any request that could overrun them
+        ("self._pec = 0", "0 -> 1"): "_build sets _pec before it is read",
+        ("most = max(0, int(max_request_blocks or 0))", "*"):
+            "the first layout's request size (a hint): run() grows the layout for longer requests, same results",
+        ("pec = max(256, most + 16)", "*"): "the first layout's request room: run() grows it (most + 16 > _pec)",
+        ("need = 8 * most + 256 + 4 * max(self._segs)           # free nodes run() asks of a pool per request", "*"):
+            "the first node pools' size: run() sets G_NEED itself and grows a pool below it",
+        ("self._evcap = max(1024, 2 * self._ev_need(most))", "*"):
+            "the first event room: run() sets G_EVNEED and grows the room before a request that could overrun it",
+        ("self._pools = [min(self._pool_max(z, pec), max(4096, need)) for z in sizes]", "*"):
+            "the first node pools' size: the kernel asks to grow (NEED_GROW) a pool below G_NEED",
+        ("self._req = 0", "0 -> 1"):
+            "only request() reads _req, as the request number of events it discards (its return has no number)",
+        # the compile warm-up in __init__: an empty batch whose results are discarded
+        ("z, z1 = np.zeros(0, np.int64), np.zeros(1, np.int64)", "*"): "the compile warm-up's arguments",
+        ("K.run_requests(self._A, np.zeros(0), z1, z, 0, np.zeros((0, 8), np.int64), self._xbuf, z1, z1.copy(),",
+         "*"): "the compile warm-up's arguments: an empty batch (times of length 0), nothing simulated",
+        ("np.zeros(4, np.int64))", "*"): "the compile warm-up's hit row",
+        ("K.fill_requests(np.zeros((0, 8), np.int64), np.zeros(0), np.zeros(0, REQUEST_DTYPE))", "*"):
+            "the compile warm-up of fill_requests: its output is discarded",
+        ("K.fill_events(self._A, np.zeros(0, EVENT_DTYPE))", "*"):
+            "the compile warm-up of fill_events: its output is discarded",
+        ('row = {K.ADM: a.get("code", 0), K.ADMG0: -1, K.ADMG1: -1, K.ADEPTH: -1, K.ABEYOND: -1}', "1 -> 2"):
+            "an unused ghost index or depth: the kernel reads ADMG0/ADMG1 only for the policies that set them, "
+            "and ADEPTH/ABEYOND only as `>= 0`",
+        ("hsize = 1 << max(4, int(2 * (g + 1) - 1).bit_length())", "*"):
+            "a ghost list's hash table size: a larger table (every surviving variant) holds the same keys",
+    },
+    "tiers_kernel": {
+        ("return -1", "1 -> 2"):
+            "_find's 'absent': every caller tests n < 0 / >= 0 or looks up a key it knows is resident",
+    },
     "histogram": {
         ("v = np.clip(np.asarray(values_ns, dtype=np.int64), 0, (1 << MAX_BITS) - 1)", "1 -> 2"):
             "clipping at 2^44 - 2 instead of 2^44 - 1: both lie in the top bucket (width 2^36)",
@@ -622,8 +672,10 @@ class _Sandbox:
         if code == 0:
             return "survived"
         # 1: a test failed; 2: collection failed (the mutant broke the import); 3: internal error in a test run;
+        # 4: a selected node id (tests/x.py::test_y) was not found, which a mutant causes by breaking that test
+        # module's import (the unmutated baseline run has shown every node id exists);
         # pytest-timeout's thread method exits the process with 1 after dumping the stacks
-        return "killed" if code in (1, 2, 3) else f"error{code}"
+        return "killed" if code in (1, 2, 3, 4) else f"error{code}"
 
 
 def _preload(cache_dir: Path) -> None:
@@ -639,13 +691,13 @@ def _preload(cache_dir: Path) -> None:
 
 
 def run_module(name: str, jobs: int, timeout_s: float, only_lines: set[int] | None, out_dir: Path,
-               every: int = 1, survivors_only: bool = False) -> dict:
+               every: int = 1, survivors_only: bool = False, offset: int = 0) -> dict:
     rel, tests = MODULES[name]
     tests = [t for t in tests if (REPO / t.split("::")[0]).exists()]       # paths or pytest node ids
     source = (REPO / rel).read_text()
     sites = mutants(source)
     lines = source.splitlines()
-    todo = [k for k, (ln, _) in enumerate(sites) if only_lines is None or ln in only_lines][::max(1, every)]
+    todo = [k for k, (ln, _) in enumerate(sites) if only_lines is None or ln in only_lines][offset::max(1, every)]
     prev = None
     if survivors_only:     # rerun only what survived last time (matched by source line and change)
         prev = json.loads((out_dir / f"{name}.json").read_text())
@@ -740,6 +792,8 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=60, help="seconds per test in a mutant's run (a hang = killed)")
     ap.add_argument("--lines", default=None, help="only mutants on these lines, e.g. 40-60,88")
     ap.add_argument("--every", type=int, default=1, help="run every Nth mutant only (a bounded, even sample)")
+    ap.add_argument("--offset", type=int, default=0,
+                    help="with --every: start at this mutant (a second sample that does not repeat the first)")
     ap.add_argument("--survivors", action="store_true",
                     help="rerun only the last run's survivors (after new tests) and merge into its results")
     ap.add_argument("--list", action="store_true", help="print the mutants and stop")
@@ -769,7 +823,7 @@ def main(argv=None) -> int:
     print(f"{'module':<34} {'mutants':>7} {'killed':>6} {'hang':>5} {'surv':>5} {'equiv':>5} {'rate':>7} {'s':>6}")
     for n in names:
         t0 = time.perf_counter()
-        r = run_module(n, 1, a.timeout, only, a.out, a.every, a.survivors)
+        r = run_module(n, 1, a.timeout, only, a.out, a.every, a.survivors, a.offset)
         worst = min(worst, r["kill_rate"])
         print(f"{r['module']:<34} {r['mutants']:>7} {r['killed']:>6} {r['timeout']:>5} {r['survived']:>5} "
               f"{r['equivalent']:>5} {r['kill_rate']:>7.1%} {time.perf_counter() - t0:>6.0f}", flush=True)
