@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/mutation.py units histogram       # some modules (by short name)
     .venv/bin/python benchmarks/mutation.py mrc_kernels --every 3 # a bounded sample: every 3rd mutant
     .venv/bin/python benchmarks/mutation.py mrc_kernels --every 3 --offset 1   # another sample of a third
+    .venv/bin/python benchmarks/mutation.py tiers_kernel --changes '^(<|<=|>|>=|==|!=|and|or|not x) ' --every 10
     .venv/bin/python benchmarks/mutation.py ftl --list            # the mutants, without running anything
 
 Prints, per module, the mutants, killed (a test failed), timed out (a hang: counted as killed, the per-test
@@ -29,6 +30,7 @@ import ast
 import copy
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -691,13 +693,14 @@ def _preload(cache_dir: Path) -> None:
 
 
 def run_module(name: str, jobs: int, timeout_s: float, only_lines: set[int] | None, out_dir: Path,
-               every: int = 1, survivors_only: bool = False, offset: int = 0) -> dict:
+               every: int = 1, survivors_only: bool = False, offset: int = 0, changes: str | None = None) -> dict:
     rel, tests = MODULES[name]
     tests = [t for t in tests if (REPO / t.split("::")[0]).exists()]       # paths or pytest node ids
     source = (REPO / rel).read_text()
     sites = mutants(source)
     lines = source.splitlines()
-    todo = [k for k, (ln, _) in enumerate(sites) if only_lines is None or ln in only_lines][offset::max(1, every)]
+    todo = [k for k, (ln, ch) in enumerate(sites) if (only_lines is None or ln in only_lines)
+            and (changes is None or re.search(changes, ch))][offset::max(1, every)]
     prev = None
     if survivors_only:     # rerun only what survived last time (matched by source line and change)
         prev = json.loads((out_dir / f"{name}.json").read_text())
@@ -792,6 +795,9 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=60, help="seconds per test in a mutant's run (a hang = killed)")
     ap.add_argument("--lines", default=None, help="only mutants on these lines, e.g. 40-60,88")
     ap.add_argument("--every", type=int, default=1, help="run every Nth mutant only (a bounded, even sample)")
+    ap.add_argument("--changes", default=None,
+                    help="only mutants whose change matches this regex, e.g. '^(<|<=|>|>=|==|!=|and|or|not x) ' "
+                         "(boundaries and logic: in a numba kernel most '+ -> -' sites are array addressing)")
     ap.add_argument("--offset", type=int, default=0,
                     help="with --every: start at this mutant (a second sample that does not repeat the first)")
     ap.add_argument("--survivors", action="store_true",
@@ -817,13 +823,14 @@ def main(argv=None) -> int:
     if a.list:
         for n in names:
             for ln, change in mutants((REPO / MODULES[n][0]).read_text()):
-                print(f"{MODULES[n][0]}:{ln}: {change}")
+                if a.changes is None or re.search(a.changes, change):
+                    print(f"{MODULES[n][0]}:{ln}: {change}")
         return 0
     worst = 1.0
     print(f"{'module':<34} {'mutants':>7} {'killed':>6} {'hang':>5} {'surv':>5} {'equiv':>5} {'rate':>7} {'s':>6}")
     for n in names:
         t0 = time.perf_counter()
-        r = run_module(n, 1, a.timeout, only, a.out, a.every, a.survivors, a.offset)
+        r = run_module(n, 1, a.timeout, only, a.out, a.every, a.survivors, a.offset, a.changes)
         worst = min(worst, r["kill_rate"])
         print(f"{r['module']:<34} {r['mutants']:>7} {r['killed']:>6} {r['timeout']:>5} {r['survived']:>5} "
               f"{r['equivalent']:>5} {r['kill_rate']:>7.1%} {time.perf_counter() - t0:>6.0f}", flush=True)

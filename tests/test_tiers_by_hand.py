@@ -361,3 +361,17 @@ def test_log_store_of_one_slot_segments(cls):
     assert events == [ev(0, 2, W, CW, 0, 1, 0), ev(1, 2, W, CW, 1, 2, 1),
                       trim(2, 2, 0), ev(2, 2, W, CW, 2, 3, 2),      # 1 evicted: segment 0 dead; head -> 2
                       trim(3, 2, 1), ev(3, 2, W, CW, 0, 4, 3)]      # 2 evicted: segment 1 dead; head -> 0
+
+
+@pytest.mark.parametrize("cls", IMPLS)
+@pytest.mark.parametrize("policy, order", [("lru", [0, 1]), ("fifo", [1, 0]), ("s3fifo", [1, 0])])
+def test_blocks_expiring_together_go_in_policy_order_keys_compared_unsigned(cls, policy, order):
+    big = 2**63 + 1                    # negative as a signed int64: the order must treat keys as unsigned
+    spec = HierarchySpec((TierSpec("l3", 4 * BB, policy=policy, ttl_s=1.0, trim=True),), BB)
+    # [5, big] is created deepest first: big in slot 0, then 5 in slot 1, both at t = 0 (one deadline, t = 1).
+    # LRU expires in recency order (big, then 5); FIFO and S3-FIFO pop the retention heap of (deadline, key),
+    # where the tie goes to the smaller key: 5 (slot 1), then big (slot 0).
+    h, _, events = run(cls, spec, [[5, big], [9]], times=[0.0, 5.0])
+    assert events == [ev(0, 2, W, CW, 0, big, 0), ev(0, 2, W, CW, 1, 5, 1),
+                      trim(1, 2, order[0]), trim(1, 2, order[1]), ev(1, 2, W, CW, 2, 9, 2)]
+    assert h.counters()["l3"].expirations == 2
