@@ -432,7 +432,8 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ("self._pools = [min(self._pool_max(z, pec), max(4096, need)) for z in sizes]", "*"):
             "the first node pools' size: the kernel asks to grow (NEED_GROW) a pool below G_NEED",
         ("self._req = 0", "0 -> 1"):
-            "only request() reads _req, as the request number of events it discards (its return has no number)",
+            "run() sets _req from first_request; before any run() only request() reads it, as the number of "
+            "events it discards (its return has no request number) - in both hierarchies",
         # the compile warm-up in __init__: an empty batch whose results are discarded
         ("z, z1 = np.zeros(0, np.int64), np.zeros(1, np.int64)", "*"): "the compile warm-up's arguments",
         ("K.run_requests(self._A, np.zeros(0), z1, z, 0, np.zeros((0, 8), np.int64), self._xbuf, z1, z1.copy(),",
@@ -445,6 +446,11 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ('row = {K.ADM: a.get("code", 0), K.ADMG0: -1, K.ADMG1: -1, K.ADEPTH: -1, K.ABEYOND: -1}', "1 -> 2"):
             "an unused ghost index or depth: the kernel reads ADMG0/ADMG1 only for the policies that set them, "
             "and ADEPTH/ABEYOND only as `>= 0`",
+        ('size["SK"] += 4 * (width // 16)', "4 -> 5"): "a longer sketch array than the 4 rows read: the tail is unused",
+        ('row[K.AMINB] = a.get("min_blocks", 0)', "0 -> 1"):
+            "the kernel reads AMINB only for threshold admission, whose parameters always carry min_blocks",
+        ('rows.append((row, a.get("window") or 0.0))', "0.0 -> 1.0"):
+            "a tier's window is read only when AWIN is set, i.e. when the threshold policy has a window",
         ("hsize = 1 << max(4, int(2 * (g + 1) - 1).bit_length())", "*"):
             "a ghost list's hash table size: a larger table (every surviving variant) holds the same keys",
     },
@@ -701,11 +707,22 @@ def run_module(name: str, jobs: int, timeout_s: float, only_lines: set[int] | No
     lines = source.splitlines()
     todo = [k for k, (ln, ch) in enumerate(sites) if (only_lines is None or ln in only_lines)
             and (changes is None or re.search(changes, ch))][offset::max(1, every)]
-    prev = None
+    prev, origin, again = None, {}, []
     if survivors_only:     # rerun only what survived last time (matched by source line and change)
         prev = json.loads((out_dir / f"{name}.json").read_text())
-        again = {(r["source"], r["change"]) for r in prev["survivors"] if r["status"] not in ("equivalent",)}
-        todo = [k for k, (ln, ch) in enumerate(sites) if (lines[ln - 1].strip(), ch) in again]
+        again = [r for r in prev["survivors"] if r["status"] != "equivalent"]
+        # each survivor is rerun once, at the site of the same source text and change nearest its old line (the
+        # text may have moved; an identical line elsewhere that was not in the sample is not added to it)
+        todo, pending, origin = [], {}, {}
+        for k, (ln, ch) in enumerate(sites):
+            pending.setdefault((lines[ln - 1].strip(), ch), []).append(k)
+        for r in again:
+            ks = [k for k in pending.get((r["source"], r["change"]), []) if k not in origin]
+            if r.get("site") in ks:          # the same site, when the module is unchanged up to it
+                origin[r["site"]] = r
+            elif ks:
+                origin[min(ks, key=lambda k: abs(sites[k][0] - r["line"]))] = r
+        todo = sorted(origin)
     with tempfile.TemporaryDirectory(prefix="kvbench-mut-") as tmp:
         boxes = [_Sandbox(Path(tmp) / f"w{i}") for i in range(max(1, jobs))]
         _preload(Path(tempfile.gettempdir()) / "kvbench-mut-numba-cache")
@@ -746,10 +763,20 @@ def run_module(name: str, jobs: int, timeout_s: float, only_lines: set[int] | No
             status = "equivalent"
         counts[status if status in counts else "error"] += 1
         if status not in ("killed", "timeout"):
-            rows.append({"line": ln, "change": change, "source": text, "status": status,
+            rows.append({"line": ln, "site": k, "change": change, "source": text, "status": status,
                          "reason": equiv.get(key)})
     if prev is not None:   # merge: what was killed before stays killed (tests only grew)
         kept = [r for r in prev["survivors"] if r["status"] == "equivalent"]
+        # survivors not rerun (stopped first, or their line is gone) keep their status, re-judged against EQUIVALENT
+        for k, r in list(origin.items()) + [(None, r) for r in again if r not in origin.values()]:
+            if k in results:
+                continue
+            key = (r["source"], r["change"]) if (r["source"], r["change"]) in equiv else (r["source"], "*")
+            if key in equiv:
+                kept.append({**r, "status": "equivalent", "reason": equiv[key]})
+            else:
+                rows.append(r)
+                counts["survived" if r["status"] == "survived" else "error"] += 1
         rows += kept
         counts["equivalent"] += len(kept)
         counts["timeout"] = prev["timeout"]
