@@ -81,13 +81,15 @@ MODULES: dict[str, tuple[str, list[str]]] = {
               ["tests/test_tiers_by_hand.py", "tests/test_tiers.py", "tests/test_tiers_compiled.py",
                "tests/test_ttl_boundary.py::test_tier_simulation_keeps_a_block_idle_exactly_the_ttl",
                "tests/test_mrc_properties.py::test_tier_simulation_accounting",
-               "tests/test_mrc_properties.py::test_single_lru_tier_equals_the_exact_curve"]),
+               "tests/test_mrc_properties.py::test_single_lru_tier_equals_the_exact_curve",
+               "tests/test_cluster_compiled.py::test_cached_prefix_is_contains_without_recency"]),
     # numba recompiles the whole kernel per mutant (about a minute on a loaded 2-core machine): run with --every
     "tiers_kernel": ("kvbench/sim/tiers_kernel.py",
                      ["tests/test_tiers_by_hand.py", "tests/test_tiers_compiled.py", "tests/test_tiers.py",
                       "tests/test_ttl_boundary.py::test_tier_simulation_keeps_a_block_idle_exactly_the_ttl",
                       "tests/test_mrc_properties.py::test_tier_simulation_accounting",
-                      "tests/test_mrc_properties.py::test_single_lru_tier_equals_the_exact_curve"]),
+                      "tests/test_mrc_properties.py::test_single_lru_tier_equals_the_exact_curve",
+                      "tests/test_cluster_compiled.py::test_cached_prefix_is_contains_without_recency"]),
     "models": ("kvbench/spec/models.py", ["tests/test_models.py"]),
     # key samples: compaction of long sampled streams and their whole-stream totals
     "sampling": ("kvbench/stream/sampling.py",
