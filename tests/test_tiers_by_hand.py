@@ -375,3 +375,17 @@ def test_blocks_expiring_together_go_in_policy_order_keys_compared_unsigned(cls,
     assert events == [ev(0, 2, W, CW, 0, big, 0), ev(0, 2, W, CW, 1, 5, 1),
                       trim(1, 2, order[0]), trim(1, 2, order[1]), ev(1, 2, W, CW, 2, 9, 2)]
     assert h.counters()["l3"].expirations == 2
+
+
+@pytest.mark.parametrize("cls", IMPLS)
+def test_a_long_batch_of_short_requests_on_large_log_segments(cls):
+    # 3 segments of 64 slots, one spare: a 128-block LRU cache. 3000 new blocks in one batch: 3000 creation
+    # writes (more than the first event room the compiled side lays out), 2872 evictions; sequential keys die
+    # in the order they were written, so the log keeps appending and reuses whole dead segments
+    spec = HierarchySpec((TierSpec("l3", 192 * BB, layout="log"),), BB, segment_bytes=64 * BB)
+    h, reqs, events = run(cls, spec, [[k] for k in range(1, 3001)])
+    assert len(events) == 3000 and all(e[3] == CW for e in events)
+    assert [e[4] for e in events[:130]] == list(range(128)) + [128, 129]
+    c = h.counters()["l3"]
+    assert (c.create_writes, c.evictions, c.reclaim_drops, c.peak_resident) == (3000, 2872, 0, 128)
+    assert h.tier("l3").store.used == 128 and int(reqs["produced"].sum()) == 3000
