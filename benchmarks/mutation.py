@@ -453,6 +453,28 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "the kernel reads AMINB only for threshold admission, whose parameters always carry min_blocks",
         ('rows.append((row, a.get("window") or 0.0))', "0.0 -> 1.0"):
             "a tier's window is read only when AWIN is set, i.e. when the threshold policy has a window",
+        ("[nb, g, hb, hsize - 1, -1, -1, 0, g + 1]", "1 -> 2"):
+            "a ghost list's header: head/tail -2 are as empty as -1 (read as >= 0); a free count of g + 2 is never "
+            "reached (a full list drops its oldest first); mask hsize - 2 probes the even slots only, which are "
+            "hsize / 2 >= g + 1: room for every key",
+        ("return (len(self._segs) + 1) * (8 * (most + 1) + 8 * sum(self._segs)) + 64", "1 -> 2"):
+            "a larger per-request event bound: the room grows sooner",
+        ("return (len(self._segs) + 1) * (8 * (most + 1) + 8 * sum(self._segs)) + 64", "8 -> 9"):
+            "a larger per-request event bound: the room grows sooner",
+        ("return (len(self._segs) + 1) * (8 * (most + 1) + 8 * sum(self._segs)) + 64", "64 -> 65"):
+            "a larger per-request event bound: the room grows sooner",
+        ('return z["cap"] + (z["mcap"] if z["pol"] == 2 else 0) + 2 * pec + 256', "0 -> 1"):
+            "one node more in a pool's bound",
+        ('return z["cap"] + (z["mcap"] if z["pol"] == 2 else 0) + 2 * pec + 256', "2 -> 3"):
+            "the 3 * pec variant: a larger pool bound (the `pol == 3` variant, which drops S3-FIFO's ghosts, is "
+            "killed by test_s3fifo_tier_under_a_stream_of_new_blocks_keeps_its_ghosts)",
+        ("size = {n: 0 for n in K.INT_ARRAYS + K.FLOAT_ARRAYS}", "0 -> 1"):
+            "every per-tier array one element longer: the tail is never addressed",
+        ('size["TTL"] = 4', "4 -> 5"): "a longer TTL array than the 4 tiers read",
+        ("hsize = 1 << max(4, int(2 * nn - 1).bit_length())", "*"):
+            "a node pool's hash table size: the surviving variants give a table as large or larger (2 * nn - 2 "
+            "has the bit length of the odd 2 * nn - 1), which holds the same keys; tier_keys' order is read "
+            "into dicts and sets only",
         ("hsize = 1 << max(4, int(2 * (g + 1) - 1).bit_length())", "*"):
             "a ghost list's hash table size: a larger table (every surviving variant) holds the same keys",
     },

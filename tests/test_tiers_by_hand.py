@@ -389,3 +389,29 @@ def test_a_long_batch_of_short_requests_on_large_log_segments(cls):
     c = h.counters()["l3"]
     assert (c.create_writes, c.evictions, c.reclaim_drops, c.peak_resident) == (3000, 2872, 0, 128)
     assert h.tier("l3").store.used == 128 and int(reqs["produced"].sum()) == 3000
+
+
+@pytest.mark.parametrize("cls", IMPLS)
+def test_one_long_request_then_its_repeat(cls):
+    # 4096 slots, 64 spare (min(64, 4096 // 16)): 4032 blocks hold the whole 3000-block prefix
+    spec = HierarchySpec((TierSpec("l3", 4096 * BB),), BB)
+    keys = list(range(1, 3001))
+    h, reqs, events = run(cls, spec, [keys, keys])
+    # created deepest first: key 3000 is version 0 in slot 0, key 1 version 2999 in slot 2999
+    assert len(events) == 6000
+    assert events[0] == ev(0, 2, W, CW, 0, 3000, 0) and events[2999] == ev(0, 2, W, CW, 2999, 1, 2999)
+    # the repeat reads the prefix in order: key 1 first (slot 2999), key 3000 last (slot 0)
+    assert events[3000] == ev(1, 2, R, HR, 2999, 1, 2999) and events[5999] == ev(1, 2, R, HR, 0, 3000, 0)
+    assert rows(reqs) == [(3000, 0, 0, 0, 0, 0, 3000), (3000, 3000, 0, 0, 3000, 0, 0)]
+
+
+@pytest.mark.parametrize("cls", IMPLS)
+def test_s3fifo_tier_under_a_stream_of_new_blocks_keeps_its_ghosts(cls):
+    # a 4000-slot S3-FIFO tier (64 spare: 3936 blocks) under 12,000 blocks never seen twice: every block misses,
+    # 12,000 - 3936 are evicted, and the ghost list of evicted keys grows to its bound alongside the cache
+    spec = HierarchySpec((TierSpec("l3", 4000 * BB, policy="s3fifo"),), BB)
+    h, reqs, events = run(cls, spec, [[k] for k in range(1, 12001)])
+    c = h.counters()["l3"]
+    assert (c.create_writes, c.evictions, c.hit_blocks, c.peak_resident) == (12000, 8064, 0, 3936)
+    assert len(events) == 12000 and int(reqs["produced"].sum()) == 12000
+    assert h.resident("l3") == set(range(8065, 12001))
