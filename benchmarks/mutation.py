@@ -479,10 +479,37 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "a node pool's hash table size: the surviving variants give a table as large or larger (2 * nn - 2 "
             "has the bit length of the odd 2 * nn - 1), which holds the same keys; tier_keys' order is read "
             "into dicts and sets only",
+        ("A = np.zeros(ev_base + 8 * self._evcap, dtype=np.int64)", "8 -> 9"):
+            "a longer state array than the event rows addressed: the tail is unused",
+        ("self._xbuf = np.zeros(int(I[:T, K.NN].max()) + pec + 16, np.int64)", "16 -> 17"):
+            "a longer scratch buffer for expired keys",
+        ('arrs["PEXP"][r[K.PEB]:r[K.PEB] + pen] = o["PEXP"][orow[K.PEB]:orow[K.PEB] + pen]', "+ -> -"):
+            "pen > 0 between requests needs a lookup-time expiry, which only the retention float-edge bug "
+            "produces (test_a_decimal_gap_equal_to_the_ttl_is_kept_and_never_breaks_the_tier, xfail); otherwise the "
+            "pending list is empty at every relayout and both slices are empty",
+        ("if most + 16 > self._pec:", "+ -> -"):
+            "relays out only for requests longer than pec + 16 instead of pec - 16: pec sizes the pending list "
+            "(empty outside the float-edge bug) and the pools' bound, whose margin (2 * pec + 256) covers it",
+        ("self._build(max(2 * self._pec, most + 16))", "16 -> 17"): "one more block of room",
+        ("G[K.G_NEED] = 8 * most + 256 + 4 * max(self._segs)", "8 -> 9"):
+            "a larger free-node reserve: pools grow sooner",
+        ("G[K.G_NEED] = 8 * most + 256 + 4 * max(self._segs)", "4 -> 5"):
+            "a larger free-node reserve: pools grow sooner",
+        ("rows = np.zeros((n, 8), np.int64)", "8 -> 9"): "a ninth, unused column of the per-request rows",
+        ("self._xbuf, found, versions, np.zeros(4, np.int64))", "4 -> 5"): "a fifth, unused hit-row entry",
+        ("self._evcap = max(2 * int(G[K.G_EVCAP]), int(G[K.G_NEV] + 2 * G[K.G_EVNEED]))", "2 -> 3"):
+            "the event room grows faster",
+        ("if self._I[t, K.FTOP] < G[K.G_NEED]:", "< -> <="): "a pool at exactly the reserve grows one call sooner",
+        ("self._pools[t] = max(2 * int(self._I[t, K.NN]), int(self._I[t, K.NN]) + int(G[K.G_NEED]))",
+         "max -> min"): "the pool still grows (by min(NN, NEED) > 0 nodes) and the kernel asks again until it "
+                        "has the reserve: more rebuilds, the same results",
         ("hsize = 1 << max(4, int(2 * (g + 1) - 1).bit_length())", "*"):
             "a ghost list's hash table size: a larger table (every surviving variant) holds the same keys",
     },
     "tiers_kernel": {
+        ("_emit(A, t, EV_TRIM, TRIM, A[(t) * NF + TR0F + 2 * j], n, 0, -1)", "2 -> 3"):
+            "the second trim pair is never filled (TRN <= 1): an alloc whose dead head segment is freed takes its "
+            "new head from the free list, so it never also reclaims (as LogStore.alloc)",
         ("return -1", "1 -> 2"):
             "_find's 'absent': every caller tests n < 0 / >= 0 or looks up a key it knows is resident",
     },
