@@ -507,6 +507,9 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "a ghost list's hash table size: a larger table (every surviving variant) holds the same keys",
     },
     "tiers_kernel": {
+        ("return -1, -1", "1 -> 2"):
+            "_ins_begin's 'insert over' (refreshed, refused, out of nodes): every caller tests n < 0 and then "
+            "ignores the victim",
         ("_emit(A, t, EV_TRIM, TRIM, A[(t) * NF + TR0F + 2 * j], n, 0, -1)", "2 -> 3"):
             "the second trim pair is never filled (TRN <= 1): an alloc whose dead head segment is freed takes its "
             "new head from the free list, so it never also reclaims (as LogStore.alloc)",
