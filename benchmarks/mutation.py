@@ -507,6 +507,11 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "a ghost list's hash table size: a larger table (every surviving variant) holds the same keys",
     },
     "tiers_kernel": {
+        ("v = A[(t) * NF + QH1] if ql1 > 0 and (ql1 >= A[(t) * NF + SCAP] or A[(t) * NF + QL0] == 0) \\", "0 -> 1"):
+            "the `QL0 == 1` variant (the `ql1 > 1` one is killed by the targeted TinyLFU-on-S3-FIFO trace): the "
+            "victim is asked only of a full tier (QL0 + QL1 >= CAP), where one key in M leaves CAP - 1 >= SCAP "
+            "in S (the first disjunct already holds) or, at CAP 1, none (ql1 > 0 fails): the `QL0 == 0` test "
+            "never decides",
         ("return -1, -1", "1 -> 2"):
             "_ins_begin's 'insert over' (refreshed, refused, out of nodes): every caller tests n < 0 and then "
             "ignores the victim",
