@@ -3,6 +3,8 @@
     .venv/bin/python benchmarks/mutation.py                       # every module in MODULES, one worker
     .venv/bin/python benchmarks/mutation.py units histogram       # some modules (by short name)
     .venv/bin/python benchmarks/mutation.py mrc_kernels --every 3 # a bounded sample: every 3rd mutant
+    .venv/bin/python benchmarks/mutation.py mrc_kernels --every 3 --offset 1   # another sample of a third
+    .venv/bin/python benchmarks/mutation.py tiers_kernel --changes '^(<|<=|>|>=|==|!=|and|or|not x) ' --every 10
     .venv/bin/python benchmarks/mutation.py ftl --list            # the mutants, without running anything
 
 Prints, per module, the mutants, killed (a test failed), timed out (a hang: counted as killed, the per-test
@@ -28,6 +30,7 @@ import ast
 import copy
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -77,6 +80,22 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "capacity": ("kvbench/analysis/capacity.py", ["tests/test_capacity.py"]),
     # the admission trade-off's sweep (compiled) and its Python oracle
     "admission": ("kvbench/analysis/admission.py", ["tests/test_admission.py"]),
+    "cost": ("kvbench/analysis/cost.py", ["tests/test_cost.py"]),
+    # the tier simulation: the hand-built traces first, then the compiled kernel held to the Python reference
+    # on randomized traces (which also catches a mutant of the reference), then the property tests
+    "tiers": ("kvbench/sim/tiers.py",
+              ["tests/test_tiers_by_hand.py", "tests/test_tiers.py", "tests/test_tiers_compiled.py",
+               "tests/test_ttl_boundary.py::test_tier_simulation_keeps_a_block_idle_exactly_the_ttl",
+               "tests/test_mrc_properties.py::test_tier_simulation_accounting",
+               "tests/test_mrc_properties.py::test_single_lru_tier_equals_the_exact_curve",
+               "tests/test_cluster_compiled.py::test_cached_prefix_is_contains_without_recency"]),
+    # numba recompiles the whole kernel per mutant (about a minute on a loaded 2-core machine): run with --every
+    "tiers_kernel": ("kvbench/sim/tiers_kernel.py",
+                     ["tests/test_tiers_by_hand.py", "tests/test_tiers_compiled.py", "tests/test_tiers.py",
+                      "tests/test_ttl_boundary.py::test_tier_simulation_keeps_a_block_idle_exactly_the_ttl",
+                      "tests/test_mrc_properties.py::test_tier_simulation_accounting",
+                      "tests/test_mrc_properties.py::test_single_lru_tier_equals_the_exact_curve",
+                      "tests/test_cluster_compiled.py::test_cached_prefix_is_contains_without_recency"]),
     "models": ("kvbench/spec/models.py", ["tests/test_models.py"]),
     # key samples: compaction of long sampled streams and their whole-stream totals
     "sampling": ("kvbench/stream/sampling.py",
@@ -437,6 +456,122 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ("tier, grid[hi_i - 1], grid[hi_i], suffix, want=False) - 1", "1 -> 2"):
             "a wider bracket (grid[hi_i - 2] also wins) bisects to the same first losing length",
     },
+    "tiers": {
+        ("self._now = 0.0", "0.0 -> 1.0"): "request() sets _now before anything reads it",
+        ("def _insert(self, ti: int, key, version: int, kind: int, depth: int = -1) -> None:", "1 -> 2"):
+            "a demotion's depth: every admission policy tests only depth < 0 / >= 0",
+        ("found = [-1] * n", "1 -> 2"): "a miss is any negative value: found is read as `>= 0` or for i < h only",
+        ("versions = [0] * h", "0 -> 1"): "every entry is written (the hit's version) before it is read",
+        ("seen = adm._seen.size if adm._seen is not None else 0", "0 -> 1"):
+            "prefix-depth without beyond_shared has no seen list; the kernel reads ADMG0 only in _adm_begin, which "
+            "runs only with beyond_shared (ABEYOND >= 0): a laid-out, never-used ghost",
+        ("return dict(code=4, ghosts=(adm._seen.size if adm._seen is not None else 0,), min_blocks=adm.min_blocks,",
+         "0 -> 1"): "threshold without a window has no seen list; the kernel reads ADMG0 only when AWIN is set: a "
+                    "laid-out, never-used ghost",
+        ("nseg = -(-cap // segs) + max(1, int(kw.get(\"spare_segments\", 1)))", "max -> min"):
+            "fit_store always asks for exactly 1 spare segment: min(1, 1) = max(1, 1)",
+        ('scap=getattr(pol, "small_capacity", 0), mcap=getattr(pol, "main_capacity", 0),', "*"):
+            "the defaults are for LRU/FIFO, whose SCAP/MCAP fields the kernel reads only for S3-FIFO (POL_S3)",
+        # the compiled state's first layout: run() sets its own bounds per batch (G_NEED, G_EVNEED) and grows
+        # node pools, event room and per-request arrays before any request that could overrun them
+        ("self._pec = 0", "0 -> 1"): "_build sets _pec before it is read",
+        ("most = max(0, int(max_request_blocks or 0))", "*"):
+            "the first layout's request size (a hint): run() grows the layout for longer requests, same results",
+        ("pec = max(256, most + 16)", "*"): "the first layout's request room: run() grows it (most + 16 > _pec)",
+        ("need = 8 * most + 256 + 4 * max(self._segs)           # free nodes run() asks of a pool per request", "*"):
+            "the first node pools' size: run() sets G_NEED itself and grows a pool below it",
+        ("self._evcap = max(1024, 2 * self._ev_need(most))", "*"):
+            "the first event room: run() sets G_EVNEED and grows the room before a request that could overrun it",
+        ("self._pools = [min(self._pool_max(z, pec), max(4096, need)) for z in sizes]", "*"):
+            "the first node pools' size: the kernel asks to grow (NEED_GROW) a pool below G_NEED",
+        ("self._req = 0", "0 -> 1"):
+            "run() sets _req from first_request; before any run() only request() reads it, as the number of "
+            "events it discards (its return has no request number) - in both hierarchies",
+        # the compile warm-up in __init__: an empty batch whose results are discarded
+        ("z, z1 = np.zeros(0, np.int64), np.zeros(1, np.int64)", "*"): "the compile warm-up's arguments",
+        ("K.run_requests(self._A, np.zeros(0), z1, z, 0, np.zeros((0, 8), np.int64), self._xbuf, z1, z1.copy(),",
+         "*"): "the compile warm-up's arguments: an empty batch (times of length 0), nothing simulated",
+        ("np.zeros(4, np.int64))", "*"): "the compile warm-up's hit row",
+        ("K.fill_requests(np.zeros((0, 8), np.int64), np.zeros(0), np.zeros(0, REQUEST_DTYPE))", "*"):
+            "the compile warm-up of fill_requests: its output is discarded",
+        ("K.fill_events(self._A, np.zeros(0, EVENT_DTYPE))", "*"):
+            "the compile warm-up of fill_events: its output is discarded",
+        ('row = {K.ADM: a.get("code", 0), K.ADMG0: -1, K.ADMG1: -1, K.ADEPTH: -1, K.ABEYOND: -1}', "1 -> 2"):
+            "an unused ghost index or depth: the kernel reads ADMG0/ADMG1 only for the policies that set them, "
+            "and ADEPTH/ABEYOND only as `>= 0`",
+        ('size["SK"] += 4 * (width // 16)', "4 -> 5"): "a longer sketch array than the 4 rows read: the tail is unused",
+        ('row[K.AMINB] = a.get("min_blocks", 0)', "0 -> 1"):
+            "the kernel reads AMINB only for threshold admission, whose parameters always carry min_blocks",
+        ('rows.append((row, a.get("window") or 0.0))', "0.0 -> 1.0"):
+            "a tier's window is read only when AWIN is set, i.e. when the threshold policy has a window",
+        ("[nb, g, hb, hsize - 1, -1, -1, 0, g + 1]", "1 -> 2"):
+            "a ghost list's header: head/tail -2 are as empty as -1 (read as >= 0); a free count of g + 2 is never "
+            "reached (a full list drops its oldest first); mask hsize - 2 probes the even slots only, which are "
+            "hsize / 2 >= g + 1: room for every key",
+        ("return (len(self._segs) + 1) * (8 * (most + 1) + 8 * sum(self._segs)) + 64", "1 -> 2"):
+            "a larger per-request event bound: the room grows sooner",
+        ("return (len(self._segs) + 1) * (8 * (most + 1) + 8 * sum(self._segs)) + 64", "+ -> -"):
+            "the surviving variant is 8 * (most - 1): 16 rows less per tier, within the bound's margin (a block "
+            "writes at most about 5 events over all tiers against 8 reserved per tier, plus 64 rows); the "
+            "`- 8 * sum(segs)` and `len - 1` variants are killed by the long log batch and the long request",
+        ("return (len(self._segs) + 1) * (8 * (most + 1) + 8 * sum(self._segs)) + 64", "8 -> 9"):
+            "a larger per-request event bound: the room grows sooner",
+        ("return (len(self._segs) + 1) * (8 * (most + 1) + 8 * sum(self._segs)) + 64", "64 -> 65"):
+            "a larger per-request event bound: the room grows sooner",
+        ('return z["cap"] + (z["mcap"] if z["pol"] == 2 else 0) + 2 * pec + 256', "0 -> 1"):
+            "one node more in a pool's bound",
+        ('return z["cap"] + (z["mcap"] if z["pol"] == 2 else 0) + 2 * pec + 256', "2 -> 3"):
+            "the 3 * pec variant: a larger pool bound (the `pol == 3` variant, which drops S3-FIFO's ghosts, is "
+            "killed by test_s3fifo_tier_under_a_stream_of_new_blocks_keeps_its_ghosts)",
+        ("size = {n: 0 for n in K.INT_ARRAYS + K.FLOAT_ARRAYS}", "0 -> 1"):
+            "every per-tier array one element longer: the tail is never addressed",
+        ('size["TTL"] = 4', "4 -> 5"): "a longer TTL array than the 4 tiers read",
+        ("hsize = 1 << max(4, int(2 * nn - 1).bit_length())", "*"):
+            "a node pool's hash table size: the surviving variants give a table as large or larger (2 * nn - 2 "
+            "has the bit length of the odd 2 * nn - 1), which holds the same keys; tier_keys' order is read "
+            "into dicts and sets only",
+        ("A = np.zeros(ev_base + 8 * self._evcap, dtype=np.int64)", "8 -> 9"):
+            "a longer state array than the event rows addressed: the tail is unused",
+        ("self._xbuf = np.zeros(int(I[:T, K.NN].max()) + pec + 16, np.int64)", "16 -> 17"):
+            "a longer scratch buffer for expired keys",
+        ('arrs["PEXP"][r[K.PEB]:r[K.PEB] + pen] = o["PEXP"][orow[K.PEB]:orow[K.PEB] + pen]', "+ -> -"):
+            "pen > 0 between requests needs a lookup-time expiry, which only the retention float-edge bug "
+            "produces (test_a_decimal_gap_equal_to_the_ttl_is_kept_and_never_breaks_the_tier, xfail); otherwise the "
+            "pending list is empty at every relayout and both slices are empty",
+        ("if most + 16 > self._pec:", "+ -> -"):
+            "relays out only for requests longer than pec + 16 instead of pec - 16: pec sizes the pending list "
+            "(empty outside the float-edge bug) and the pools' bound, whose margin (2 * pec + 256) covers it",
+        ("self._build(max(2 * self._pec, most + 16))", "16 -> 17"): "one more block of room",
+        ("G[K.G_NEED] = 8 * most + 256 + 4 * max(self._segs)", "8 -> 9"):
+            "a larger free-node reserve: pools grow sooner",
+        ("G[K.G_NEED] = 8 * most + 256 + 4 * max(self._segs)", "4 -> 5"):
+            "a larger free-node reserve: pools grow sooner",
+        ("rows = np.zeros((n, 8), np.int64)", "8 -> 9"): "a ninth, unused column of the per-request rows",
+        ("self._xbuf, found, versions, np.zeros(4, np.int64))", "4 -> 5"): "a fifth, unused hit-row entry",
+        ("self._evcap = max(2 * int(G[K.G_EVCAP]), int(G[K.G_NEV] + 2 * G[K.G_EVNEED]))", "2 -> 3"):
+            "the event room grows faster",
+        ("if self._I[t, K.FTOP] < G[K.G_NEED]:", "< -> <="): "a pool at exactly the reserve grows one call sooner",
+        ("self._pools[t] = max(2 * int(self._I[t, K.NN]), int(self._I[t, K.NN]) + int(G[K.G_NEED]))",
+         "max -> min"): "the pool still grows (by min(NN, NEED) > 0 nodes) and the kernel asks again until it "
+                        "has the reserve: more rebuilds, the same results",
+        ("hsize = 1 << max(4, int(2 * (g + 1) - 1).bit_length())", "*"):
+            "a ghost list's hash table size: a larger table (every surviving variant) holds the same keys",
+    },
+    "tiers_kernel": {
+        ("v = A[(t) * NF + QH1] if ql1 > 0 and (ql1 >= A[(t) * NF + SCAP] or A[(t) * NF + QL0] == 0) \\", "0 -> 1"):
+            "the `QL0 == 1` variant (the `ql1 > 1` one is killed by the targeted TinyLFU-on-S3-FIFO trace): the "
+            "victim is asked only of a full tier (QL0 + QL1 >= CAP), where one key in M leaves CAP - 1 >= SCAP "
+            "in S (the first disjunct already holds) or, at CAP 1, none (ql1 > 0 fails): the `QL0 == 0` test "
+            "never decides",
+        ("return -1, -1", "1 -> 2"):
+            "_ins_begin's 'insert over' (refreshed, refused, out of nodes): every caller tests n < 0 and then "
+            "ignores the victim",
+        ("_emit(A, t, EV_TRIM, TRIM, A[(t) * NF + TR0F + 2 * j], n, 0, -1)", "2 -> 3"):
+            "the second trim pair is never filled (TRN <= 1): an alloc whose dead head segment is freed takes its "
+            "new head from the free list, so it never also reclaims (as LogStore.alloc)",
+        ("return -1", "1 -> 2"):
+            "_find's 'absent': every caller tests n < 0 / >= 0 or looks up a key it knows is resident",
+    },
     "histogram": {
         ("v = np.clip(np.asarray(values_ns, dtype=np.int64), 0, (1 << MAX_BITS) - 1)", "1 -> 2"):
             "clipping at 2^44 - 2 instead of 2^44 - 1: both lie in the top bucket (width 2^36)",
@@ -659,8 +794,10 @@ class _Sandbox:
         if code == 0:
             return "survived"
         # 1: a test failed; 2: collection failed (the mutant broke the import); 3: internal error in a test run;
+        # 4: a selected node id (tests/x.py::test_y) was not found, which a mutant causes by breaking that test
+        # module's import (the unmutated baseline run has shown every node id exists);
         # pytest-timeout's thread method exits the process with 1 after dumping the stacks
-        return "killed" if code in (1, 2, 3) else f"error{code}"
+        return "killed" if code in (1, 2, 3, 4) else f"error{code}"
 
 
 def _preload(cache_dir: Path) -> None:
@@ -676,18 +813,32 @@ def _preload(cache_dir: Path) -> None:
 
 
 def run_module(name: str, jobs: int, timeout_s: float, only_lines: set[int] | None, out_dir: Path,
-               every: int = 1, survivors_only: bool = False) -> dict:
+               every: int = 1, survivors_only: bool = False, offset: int = 0, changes: str | None = None) -> dict:
     rel, tests = MODULES[name]
     tests = [t for t in tests if (REPO / t.split("::")[0]).exists()]       # paths or pytest node ids
     source = (REPO / rel).read_text()
     sites = mutants(source)
     lines = source.splitlines()
-    todo = [k for k, (ln, _) in enumerate(sites) if only_lines is None or ln in only_lines][::max(1, every)]
-    prev = None
+    todo = [k for k, (ln, ch) in enumerate(sites) if (only_lines is None or ln in only_lines)
+            and (changes is None or re.search(changes, ch))][offset::max(1, every)]
+    prev, origin, again = None, {}, []
     if survivors_only:     # rerun only what survived last time (matched by source line and change)
         prev = json.loads((out_dir / f"{name}.json").read_text())
-        again = {(r["source"], r["change"]) for r in prev["survivors"] if r["status"] not in ("equivalent",)}
-        todo = [k for k, (ln, ch) in enumerate(sites) if (lines[ln - 1].strip(), ch) in again]
+        listed = EQUIVALENT.get(name, {})
+        again = [r for r in prev["survivors"] if r["status"] != "equivalent"          # listed since: not rerun
+                 and (r["source"], r["change"]) not in listed and (r["source"], "*") not in listed]
+        # each survivor is rerun once, at the site of the same source text and change nearest its old line (the
+        # text may have moved; an identical line elsewhere that was not in the sample is not added to it)
+        todo, pending, origin = [], {}, {}
+        for k, (ln, ch) in enumerate(sites):
+            pending.setdefault((lines[ln - 1].strip(), ch), []).append(k)
+        for r in again:
+            ks = [k for k in pending.get((r["source"], r["change"]), []) if k not in origin]
+            if r.get("site") in ks:          # the same site, when the module is unchanged up to it
+                origin[r["site"]] = r
+            elif ks:
+                origin[min(ks, key=lambda k: abs(sites[k][0] - r["line"]))] = r
+        todo = sorted(origin)
     with tempfile.TemporaryDirectory(prefix="kvbench-mut-") as tmp:
         boxes = [_Sandbox(Path(tmp) / f"w{i}") for i in range(max(1, jobs))]
         _preload(Path(tempfile.gettempdir()) / "kvbench-mut-numba-cache")
@@ -728,10 +879,22 @@ def run_module(name: str, jobs: int, timeout_s: float, only_lines: set[int] | No
             status = "equivalent"
         counts[status if status in counts else "error"] += 1
         if status not in ("killed", "timeout"):
-            rows.append({"line": ln, "change": change, "source": text, "status": status,
+            rows.append({"line": ln, "site": k, "change": change, "source": text, "status": status,
                          "reason": equiv.get(key)})
     if prev is not None:   # merge: what was killed before stays killed (tests only grew)
-        kept = [r for r in prev["survivors"] if r["status"] == "equivalent"]
+        kept = [r if r["status"] == "equivalent" else
+                {**r, "status": "equivalent", "reason": equiv.get((r["source"], r["change"]), equiv.get((r["source"], "*")))}
+                for r in prev["survivors"] if r["status"] == "equivalent" or r not in again]
+        # survivors not rerun (stopped first, or their line is gone) keep their status, re-judged against EQUIVALENT
+        for k, r in list(origin.items()) + [(None, r) for r in again if r not in origin.values()]:
+            if k in results:
+                continue
+            key = (r["source"], r["change"]) if (r["source"], r["change"]) in equiv else (r["source"], "*")
+            if key in equiv:
+                kept.append({**r, "status": "equivalent", "reason": equiv[key]})
+            else:
+                rows.append(r)
+                counts["survived" if r["status"] == "survived" else "error"] += 1
         rows += kept
         counts["equivalent"] += len(kept)
         counts["timeout"] = prev["timeout"]
@@ -777,6 +940,11 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=60, help="seconds per test in a mutant's run (a hang = killed)")
     ap.add_argument("--lines", default=None, help="only mutants on these lines, e.g. 40-60,88")
     ap.add_argument("--every", type=int, default=1, help="run every Nth mutant only (a bounded, even sample)")
+    ap.add_argument("--changes", default=None,
+                    help="only mutants whose change matches this regex, e.g. '^(<|<=|>|>=|==|!=|and|or|not x) ' "
+                         "(boundaries and logic: in a numba kernel most '+ -> -' sites are array addressing)")
+    ap.add_argument("--offset", type=int, default=0,
+                    help="with --every: start at this mutant (a second sample that does not repeat the first)")
     ap.add_argument("--survivors", action="store_true",
                     help="rerun only the last run's survivors (after new tests) and merge into its results")
     ap.add_argument("--list", action="store_true", help="print the mutants and stop")
@@ -800,13 +968,14 @@ def main(argv=None) -> int:
     if a.list:
         for n in names:
             for ln, change in mutants((REPO / MODULES[n][0]).read_text()):
-                print(f"{MODULES[n][0]}:{ln}: {change}")
+                if a.changes is None or re.search(a.changes, change):
+                    print(f"{MODULES[n][0]}:{ln}: {change}")
         return 0
     worst = 1.0
     print(f"{'module':<34} {'mutants':>7} {'killed':>6} {'hang':>5} {'surv':>5} {'equiv':>5} {'rate':>7} {'s':>6}")
     for n in names:
         t0 = time.perf_counter()
-        r = run_module(n, 1, a.timeout, only, a.out, a.every, a.survivors)
+        r = run_module(n, 1, a.timeout, only, a.out, a.every, a.survivors, a.offset, a.changes)
         worst = min(worst, r["kill_rate"])
         print(f"{r['module']:<34} {r['mutants']:>7} {r['killed']:>6} {r['timeout']:>5} {r['survived']:>5} "
               f"{r['equivalent']:>5} {r['kill_rate']:>7.1%} {time.perf_counter() - t0:>6.0f}", flush=True)

@@ -223,3 +223,20 @@ def test_state_growth_between_requests(seed, monkeypatch):
                          BB, write_policy=wp, inclusion=incl, segment_bytes=4 * BB)
     _same(spec, times, offsets, keys, batches=(3, 150))
     assert grown["pools"] > 0 and grown["events"] > 0
+
+
+@pytest.mark.parametrize("cap", [10, 25])
+def test_tinylfu_on_s3fifo_weighs_the_small_queues_head_when_it_is_at_its_share(cap):
+    """A targeted trace for TinyLFU's victim under S3-FIFO: at 10 blocks the small queue's share is 1 block, so
+    the cache is full with exactly one key in S most of the time - the case where the victim is S's head, not
+    M's (the randomized traces' prefix-chained requests rarely reach it). Single-block Zipf-like requests over
+    40 keys: admission refuses some newcomers and admits others, identically in both hierarchies."""
+    rng = np.random.default_rng(11)
+    keys = (np.minimum(rng.zipf(1.3, 600), 40) * 7919).astype(np.uint64)
+    times = np.arange(600, dtype=float)
+    offsets = np.arange(601, dtype=np.int64)
+    spec = HierarchySpec((TierSpec("l3", cap * BB, "s3fifo", admission="tinylfu:sample=2"),), BB, spare_slots=0)
+    req, _ = _same(spec, times, offsets, keys)
+    c = ReferenceHierarchy(spec)
+    c.run(times, offsets, keys)
+    assert c.tier("l3").c.admission_rejects > 0 and int(req["hit_blocks"].sum()) > 0

@@ -45,6 +45,9 @@ def test_parse_rate():
         units.parse_rate("10GB")
     # network links are quoted in decimal bits: 400 Gb/s RDMA moves 50 GB/s
     assert units.parse_rate("400Gb/s") == 50e9 and units.parse_rate("100Mb/s") == 12.5e6
+    # every link suffix, 8 bits to the byte, decimal: 8 kb/s = 1000 B/s ... 8 Tb/s = 10^12 B/s
+    assert [units.parse_rate(f"8{s}/s") for s in ("b", "kb", "Kb", "Mb", "Gb", "Tb")] == \
+        [1.0, 1e3, 1e3, 1e6, 1e9, 1e12]
     with pytest.raises(UnitError):
         units.parse_size("4kb")                    # bits stay refused for sizes
 
