@@ -80,7 +80,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "capacity": ("kvbench/analysis/capacity.py", ["tests/test_capacity.py"]),
     # the admission trade-off's sweep (compiled) and its Python oracle
     "admission": ("kvbench/analysis/admission.py", ["tests/test_admission.py"]),
-    "cost": ("kvbench/analysis/cost.py", ["tests/test_cost.py"]),
+    "cost": ("kvbench/analysis/cost.py", ["tests/test_cost.py", "tests/test_qualify_drive.py::test_the_class_nearest_a_rating"]),
     # the tier simulation: the hand-built traces first, then the compiled kernel held to the Python reference
     # on randomized traces (which also catches a mutant of the reference), then the property tests
     "tiers": ("kvbench/sim/tiers.py",
@@ -194,8 +194,7 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ("while j <= size:", "<= -> <"):
             "the skipped node is the tree's top (index n_keys + 2); prefix queries stop at C <= n_keys - 1 and "
             "never read it",
-    },
-    "residence": {
+        # SteadyHits
         ("return np.where(np.isfinite(w) & (w > 0), w, np.where(c >= 1, held, np.nan))", ">= -> >"):
             "a capacity in [1, 2) blocks is 1 block, which fills whenever any capacity does (its first eviction is "
             "the second distinct key): the held branch is never reached there",
@@ -207,6 +206,15 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "h = 1 - w / demand with w >= 0 never exceeds 1: the upper clip is never active",
         ("return float(self.at(np.arange(1, self.curve.distinct + 2, dtype=np.float64)).max())", "2 -> 3"):
             "one more capacity beyond every block: the same held rate as distinct + 1",
+    },
+    "cost": {
+        ("return (round(abs(math.log(c.dwpd / rated_dwpd)), 12), c.reference_waf or math.inf, name)", "12 -> 13"):
+            "the float-noise guard that lets two classes equally near a rating tie: |log| of a ratio and of its "
+            "inverse differ by ~1e-16, which rounding to 12 or 13 digits both erase",
+    },
+    "endurance": {
+        ("if not (waf >= 1.0 or math.isclose(waf, 1.0, rel_tol=1e-9)) or not math.isfinite(waf):", "1e-09 -> 2e-09"):
+            "the float-noise tolerance of WAF >= 1: a WAF within 2e-9 but not 1e-9 below 1 comes from no measurement",
     },
     "admission": {
         ("h = Hierarchy(spec, max_request_blocks=int(np.diff(offs).max()) if nreq else 0)", "0 -> 1"):

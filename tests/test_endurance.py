@@ -79,3 +79,13 @@ def test_a_warranty_under_a_year_is_valid():
     assert r.tbw(TB) == pytest.approx(365 * TB)
     with pytest.raises(SpecError):
         Rating(dwpd=2.0, warranty_years=0.0).validate()
+
+
+def test_half_a_year_of_warranty_and_half_a_byte_a_day_by_hand():
+    """A 0.5-year warranty is a rating (only <= 0 is refused); 0.5 host bytes/day against a 1 TB, 1-DWPD,
+    0.5-year host rating lasts TBW / (0.5 x 365) years, finite: 1e12 x 365 x 0.5 / (0.5 x 365) = 1e12 years."""
+    r = Rating(dwpd=1.0, warranty_years=0.5)
+    assert r.validate() is r
+    e = endurance(0.5, 1e12, rating=r)
+    assert e.lifetime_years == pytest.approx(1e12) and math.isfinite(e.lifetime_years)
+    assert endurance(0.0, 1e12, rating=r).lifetime_years == math.inf
