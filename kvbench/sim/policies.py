@@ -126,10 +126,10 @@ class LRUCache(Cache):
         out, self._expired = self._expired, []
         if self.ttl_s is None:
             return out
-        od, limit = self._od, now - self.ttl_s
+        od, ttl = self._od, self.ttl_s
         while od:
             key, last = next(iter(od.items()))
-            if last >= limit:
+            if now - last <= ttl:       # the one form lookup and contains use (float-exact agreement)
                 break
             del od[key]
             out.append(key)
@@ -172,13 +172,22 @@ class _IdleHeap:
         self.last.pop(key, None)
 
     def pop_expired(self, now) -> list:
-        out, heap, last = [], self.heap, self.last
-        while heap and heap[0][0] < now:
-            deadline, key = heapq.heappop(heap)
+        """Keys idle longer than the TTL, judged as lookup judges them (``now - last > ttl``): the heap's order
+        (deadline = last + ttl) is the order of ``last``, so the first live entry that is still alive ends the
+        scan. A deadline test (``last + ttl < now``) would round differently for some decimal gaps equal to the
+        TTL and keep a block that lookup then expires."""
+        out, heap, last, ttl = [], self.heap, self.last, self.ttl_s
+        while heap:
+            deadline, key = heap[0]
             t = last.get(key)
-            if t is not None and t + self.ttl_s == deadline and now - t > self.ttl_s:
-                del last[key]
-                out.append(key)
+            if t is None or t + ttl != deadline:        # stale: touched again since, or gone
+                heapq.heappop(heap)
+                continue
+            if now - t <= ttl:
+                break
+            heapq.heappop(heap)
+            del last[key]
+            out.append(key)
         return out
 
 

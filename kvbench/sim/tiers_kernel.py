@@ -459,10 +459,9 @@ def _p_expire(A, t, now, out):
         return k
     ttl = D[A[GB + B_TTL] + t]
     if A[(t) * NF + POL] == POL_LRU:
-        limit = now - ttl
         while A[(t) * NF + QL0] > 0:
             n = A[(t) * NF + QH0]
-            if D[A[GB + B_NODE] + NW * (nb + n) + O_LAST] >= limit:
+            if now - D[A[GB + B_NODE] + NW * (nb + n) + O_LAST] <= ttl:     # lookup's form, float for float
                 break
             _q_unlink(A, t, 0, n)
             A[A[GB + B_NODE] + NW * (nb + n) + O_WHERE] = W_NONE
@@ -470,23 +469,31 @@ def _p_expire(A, t, now, out):
             k += 1
             _release(A, t, n)
         return k
+    # the heap's order (deadline = last + ttl) is the order of last: the first live entry still alive by
+    # lookup's form (now - last <= ttl) ends the scan; stale entries (touched again, evicted) are dropped
     b = A[(t) * NF + HPB]
-    while A[(t) * NF + HPN] > 0 and D[A[GB + B_HD] + b] < now:
+    while A[(t) * NF + HPN] > 0:
         deadline, key = D[A[GB + B_HD] + b], A[A[GB + B_HK] + b]
-        _heap_pop(A, t)
         n = _find(A, t, key)
         if n < 0:
+            _heap_pop(A, t)
             continue
         w = A[A[GB + B_NODE] + NW * (nb + n) + O_WHERE]
         if w != W_MAIN and w != W_SMALL:          # not in last (ghost or meta only)
+            _heap_pop(A, t)
             continue
         last = D[A[GB + B_NODE] + NW * (nb + n) + O_LAST]
-        if last + ttl == deadline and now - last > ttl:
-            _q_unlink(A, t, 0 if w == W_MAIN else 1, n)
-            A[A[GB + B_NODE] + NW * (nb + n) + O_WHERE] = W_NONE
-            out[k] = key
-            k += 1
-            _release(A, t, n)
+        if last + ttl != deadline:
+            _heap_pop(A, t)
+            continue
+        if now - last <= ttl:
+            break
+        _heap_pop(A, t)
+        _q_unlink(A, t, 0 if w == W_MAIN else 1, n)
+        A[A[GB + B_NODE] + NW * (nb + n) + O_WHERE] = W_NONE
+        out[k] = key
+        k += 1
+        _release(A, t, n)
     return k
 
 
