@@ -566,6 +566,10 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "a ghost list's hash table size: a larger table (every surviving variant) holds the same keys",
     },
     "tiers_kernel": {
+        ("if A[(t) * NF + POL] == POL_S3:", "== -> !="):
+            "_live only sets when the idle heap is rebuilt from the live keys (a memory bound): rebuilding earlier "
+            "or later drops stale entries, never changes which key expires when",
+        ("nb = A[h + GH_NB]", "+ -> -"): "GH_NB is 0: h + 0 and h - 0 are the same index",
         ("v = A[(t) * NF + QH1] if ql1 > 0 and (ql1 >= A[(t) * NF + SCAP] or A[(t) * NF + QL0] == 0) \\", "0 -> 1"):
             "the `QL0 == 1` variant (the `ql1 > 1` one is killed by the targeted TinyLFU-on-S3-FIFO trace): the "
             "victim is asked only of a full tier (QL0 + QL1 >= CAP), where one key in M leaves CAP - 1 >= SCAP "
