@@ -570,6 +570,11 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "_live only sets when the idle heap is rebuilt from the live keys (a memory bound): rebuilding earlier "
             "or later drops stale entries, never changes which key expires when",
         ("nb = A[h + GH_NB]", "+ -> -"): "GH_NB is 0: h + 0 and h - 0 are the same index",
+        ("A[GB + G_PHASE] = 0", "+ -> -"):
+            "leaves PHASE at 1 after the lookup loop and zeroes A[GB - 3], tier 3's ESLOT: an evict frame field "
+            "dead outside _cascade. Writes marked after the loop carry this request's mark, read only by this "
+            "request's hit-read classification, which is already done; the next request takes mark + 1 and sets "
+            "PHASE itself",
         ("v = A[(t) * NF + QH1] if ql1 > 0 and (ql1 >= A[(t) * NF + SCAP] or A[(t) * NF + QL0] == 0) \\", "0 -> 1"):
             "the `QL0 == 1` variant (the `ql1 > 1` one is killed by the targeted TinyLFU-on-S3-FIFO trace): the "
             "victim is asked only of a full tier (QL0 + QL1 >= CAP), where one key in M leaves CAP - 1 >= SCAP "
