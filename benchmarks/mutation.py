@@ -195,10 +195,10 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "the skipped node is the tree's top (index n_keys + 2); prefix queries stop at C <= n_keys - 1 and "
             "never read it",
         # SteadyHits
-        ("return np.where(np.isfinite(w) & (w > 0), w, np.where(c >= 1, held, np.nan))", ">= -> >"):
+        ("return np.where(np.isfinite(w) & (w > 0), w, np.where(c >= 1, self._held, np.nan))", ">= -> >"):
             "a capacity in [1, 2) blocks is 1 block, which fills whenever any capacity does (its first eviction is "
             "the second distinct key): the held branch is never reached there",
-        ("return np.where(np.isfinite(w) & (w > 0), w, np.where(c >= 1, held, np.nan))", "1 -> 2"):
+        ("return np.where(np.isfinite(w) & (w > 0), w, np.where(c >= 1, self._held, np.nan))", "1 -> 2"):
             "as >= -> >: capacities in [1, 2) always take the measured branch when a held rate exists",
         ("h = 1.0 - w / self.demand_blocks_per_s if self.demand_blocks_per_s > 0 else np.zeros_like(w)", "> -> >="):
             "at demand 0 both give 0: 1 - w / 0 is -inf or NaN, clipped or mapped to 0",

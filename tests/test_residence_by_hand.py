@@ -48,6 +48,7 @@ def test_the_curve_traced_by_hand(curve):
     np.testing.assert_allclose(curve.residence_s, [nan, 4 / 3, 2.0, nan])
     np.testing.assert_allclose(curve.observed_residence_s, [nan, 4 / 3, nan, nan])
     assert curve.max_residence_s == pytest.approx(4 / 3) and curve.extrapolation_base() == 1
+    assert curve.held_write_blocks_per_s() == pytest.approx(0.75)           # C = 1's rate, held beyond
     assert curve.capacities.tolist() == [0, 1, 2, 3]
 
 
@@ -154,7 +155,7 @@ def test_steady_hits_without_a_steady_state_count_every_block_missed():
     from kvbench.analysis.residence import SteadyHits
 
     c = steady_curve(make_trace([0, 1, 2, 3], [[1], [2], [2], [2]]), block_bytes=BB)
-    assert c.steady_writes[1] == 0 and c.extrapolation_base() is None
+    assert c.steady_writes[1] == 0 and c.extrapolation_base() is None and c.held_write_blocks_per_s() is None
     hits = SteadyHits(c, demand_blocks_per_s=1.0)
     assert hits.at([1, 2, 5]).tolist() == [0.0, 0.0, 0.0] and hits.infinite_hit_ratio == 0.0
 
@@ -169,7 +170,19 @@ def test_steady_hits_best_at_one_block_when_the_held_rate_is_higher():
     c = steady_curve(make_trace(list(range(13)), [[b] for b in (1, 2, 2, 2, 2, 2, 3, 1, 2, 3, 1, 2, 3)]),
                      block_bytes=BB)
     np.testing.assert_allclose(c.write_blocks_per_s[1:3], [7 / 11, 1.0])
-    assert c.extrapolation_base() == 2
+    assert c.extrapolation_base() == 2 and c.held_write_blocks_per_s() == pytest.approx(1.0)
     hits = SteadyHits(c, demand_blocks_per_s=13 / 12)
     np.testing.assert_allclose(hits.at([1, 2, 3]), [1 - (7 / 11) / (13 / 12), 1 - 12 / 13, 1 - 12 / 13])
     assert hits.infinite_hit_ratio == pytest.approx(1 - (7 / 11) / (13 / 12))
+
+
+def test_the_same_trace_starting_at_100_s():
+    """The six requests at t = 100..105: every figure is relative to the first arrival (span 5 s, fills at 1 s
+    and 4 s, compulsory writes over the second half 1 in 2.5 s), and a retention of 2 s beyond the trace's
+    4/3 s holds C = 1's 0.75 blocks/s: 1.5 blocks, at least 0.4 x 2 = 0.8 blocks of never-seen ones."""
+    late = steady_curve(make_trace([t + 100 for t in TIMES], BLOCKS), block_bytes=BB)
+    assert late.span_s == 5.0 and late.new_blocks_per_s == pytest.approx(0.4)
+    np.testing.assert_allclose(late.fill_time_s[1:3], [1.0, 4.0])
+    r = residence_for(late, 2.0)
+    assert r["extrapolated"] and r["capacity_bytes"] == pytest.approx(1.5 * BB)
+    assert r["capacity_bytes_lower"] == pytest.approx(0.8 * BB)

@@ -143,11 +143,11 @@ def steady_at(steady: res.SteadyCurve, capacity_bytes: float, sc: _Scale) -> dic
                  f"the tier fills at {float(a['fill_time_s'][()]):,.0f} s of trace time but does not turn over "
                  "before the trace ends: the write rate of its short steady window is projected")
     else:
-        base = steady.extrapolation_base()
-        if base is None:
+        held = steady.held_write_blocks_per_s()
+        if held is None:
             return {"write_bytes_per_s": None, "residence_s": None, "dwpd": None, "state": "unknown",
                     "basis": "no capacity fills within the trace: no steady state"}
-        wb = float(steady.write_blocks_per_s[base]) * sc.time_scale * sc.copies * sc.block_bytes
+        wb = held * sc.time_scale * sc.copies * sc.block_bytes
         state = "extrapolated"
         basis = (f"the trace never fills {capacity_bytes / 1e12:,.4g} TB (it touches "
                  f"{sc.bytes(steady.distinct) / 1e12:,.4g} TB of distinct blocks): write rate held at its value "

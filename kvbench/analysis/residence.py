@@ -27,6 +27,7 @@ distances), so every integer capacity is exact in O(N log N) total.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 from numba import njit
@@ -197,6 +198,12 @@ class SteadyCurve:
             return None
         return int(np.nanargmax(r))
 
+    def held_write_blocks_per_s(self) -> float | None:
+        """The write rate every answer beyond the trace holds: W at the longest residence the trace shows (None
+        when no tier turned over)."""
+        base = self.extrapolation_base()
+        return None if base is None else float(self.write_blocks_per_s[base])
+
 
 def steady_curve(trace, *, block_bytes: int) -> SteadyCurve:
     """The steady-state curve of a trace's reference stream (requests by arrival, blocks deepest-first)."""
@@ -265,7 +272,7 @@ def residence_for(curve: SteadyCurve, residence_s: float, *, time_scale: float =
         return {"retention_s": residence_s, "capacity_blocks": None, "capacity_bytes": None, "write_bytes_per_s": None,
                 "residence_s": None, "dwpd": SECONDS_PER_DAY / residence_s, "extrapolated": True,
                 "basis": "no capacity fills within the trace: no steady state to extrapolate from"}
-    w = float(curve.write_blocks_per_s[base]) * time_scale * copies
+    w = curve.held_write_blocks_per_s() * time_scale * copies
     w_low = curve.new_blocks_per_s * time_scale * copies
     cap_blocks = w * residence_s
     return {"retention_s": residence_s, "capacity_blocks": cap_blocks, "capacity_bytes": cap_blocks * bb,
@@ -293,12 +300,15 @@ class SteadyHits:
     curve: SteadyCurve
     demand_blocks_per_s: float
 
+    @cached_property
+    def _held(self) -> float:          # computed once: the deployment's bisection asks ~100 times
+        held = self.curve.held_write_blocks_per_s()
+        return np.nan if held is None else held
+
     def write_blocks_per_s(self, capacity_blocks) -> np.ndarray:
         w = np.asarray(self.curve.at(capacity_blocks)["write_blocks_per_s"], dtype=np.float64)
-        base = self.curve.extrapolation_base()
-        held = float(self.curve.write_blocks_per_s[base]) if base is not None else np.nan
         c = np.asarray(capacity_blocks, dtype=np.float64)
-        return np.where(np.isfinite(w) & (w > 0), w, np.where(c >= 1, held, np.nan))
+        return np.where(np.isfinite(w) & (w > 0), w, np.where(c >= 1, self._held, np.nan))
 
     def at(self, capacity_blocks) -> np.ndarray:
         w = self.write_blocks_per_s(capacity_blocks)
