@@ -107,6 +107,12 @@ def test_refusals_leave_nothing_behind(cli, tmp_path):
     free = shutil.disk_usage(tmp_path).free
     r = cli("io", "--target", tmp_path / "big.dat", "--size", str(free + (1 << 30)), "--results", results)
     assert r.exit_code == 2 and "free" in r.output and not (tmp_path / "big.dat").exists()
+    spaced = tmp_path / "my dir"
+    spaced.mkdir()
+    r = cli("io", "--target", spaced / "t.dat", "--size", "1MiB", "--runtime", "0", "--results", results,
+            "--export-iolog", tmp_path / "x.iolog")
+    assert r.exit_code == 2 and "white space" in r.output and "Traceback" not in r.output
+    assert not any(spaced.iterdir()) and not (tmp_path / "x.iolog").exists()    # refused before the run
     assert not results.exists() or not any(results.iterdir())     # no run folders for refused runs
 
 

@@ -84,8 +84,7 @@ def simulate(cfg: ClusterConfig, trace, spec, profile) -> tuple[dict, dict]:
 
 def run_cluster(cfg: ClusterConfig) -> dict:
     """Simulate (and unless dry-run, measure) the cluster; returns the summary (also summary.json)."""
-    import pandas as pd
-
+    from kvbench.metrics.csvout import write_csv
     from kvbench.metrics.run import RunDir
 
     model, trace, spec, profile = prepare(cfg)
@@ -101,7 +100,7 @@ def run_cluster(cfg: ClusterConfig) -> dict:
     rd = RunDir.create("cluster", config, root=cfg.replay.results)
     results, tables = simulate(cfg, trace, spec, profile)
     for name, cols in tables.items():
-        pd.DataFrame(cols).to_csv(rd.path / f"requests-{name}.csv", index=False, float_format="%.6f")
+        write_csv(rd.path / f"requests-{name}.csv", cols, decimals=6)
     if any(t.name == "l4" for t in spec.tiers):
         from kvbench.cluster.sim import l4_per_second
         rd.append_timeseries(l4_per_second(tables[cfg.routers[0]], spec.slot_bytes))

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from kvbench.engine.iolog import write_iolog
+from kvbench.engine.iolog import check_iolog_names, write_iolog
 from kvbench.engine.plan import OP_READ, OP_WRITE, make_plan
 from kvbench.engine import safety
 from kvbench.engine.runner import run_plan
@@ -148,6 +148,7 @@ def run_io(spec: IoSpec, *, results_root: str = "results", export_iolog: str | N
         d = os.path.dirname(os.path.abspath(export_iolog))
         if not os.path.isdir(d):
             raise UsageError(f"--export-iolog: directory {d} does not exist", "create it or give another path")
+        check_iolog_names([path])                   # before the run: the log is written after it
     # a new (or grown) file is created writable and is prefilled before it is read: unwritten extents never
     # reach the device, so reading them would measure nothing. An existing file with holes is filled too when
     # kvbench wrote it, and refused when it did not (or the user said --no-prefill)

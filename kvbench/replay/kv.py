@@ -247,42 +247,6 @@ def add_fences(plan: np.ndarray, grain: int) -> int:
     return len(fences)
 
 
-# --- iolog export ---------------------------------------------------------------------------------------
-class IologWriter:
-    """fio iolog v3 (``time_ms file action offset length``) for the device targets (DRAM rows are skipped)."""
-
-    ACTIONS = np.array(["read", "write", "trim"])
-
-    def __init__(self, path: str, files: dict):
-        self.path, self.files = path, files          # target index -> file name
-        self.fh = open(path, "w")
-        self.fh.write("fio version 3 iolog\n")
-        for f in files.values():
-            self.fh.write(f"0 {f} add\n")
-        for f in files.values():
-            self.fh.write(f"0 {f} open\n")
-        self.last_ms = 0
-
-    def write(self, plan: np.ndarray) -> None:
-        if not len(plan):
-            return
-        import pandas as pd
-        ms = (plan["issue_ns"] // 1_000_000).astype(np.int64)
-        names = np.array([self.files[t] for t in sorted(self.files)], dtype=object)
-        idx = np.searchsorted(np.array(sorted(self.files)), plan["target"])
-        df = pd.DataFrame({"t": ms, "f": names[idx], "a": self.ACTIONS[plan["op"]],
-                           "o": plan["offset"].astype(np.int64), "l": plan["length"].astype(np.int64)})
-        df.to_csv(self.fh, sep=" ", header=False, index=False)
-        self.last_ms = max(self.last_ms, int(ms.max()))
-
-    def close(self) -> None:
-        for f in self.files.values():
-            self.fh.write(f"{self.last_ms} {f} close\n")
-        self.fh.close()
-        from kvbench.engine.safety import mark_output
-        mark_output(self.path)
-
-
 # --- device counters ------------------------------------------------------------------------------------
 def diskstats(device: str | None) -> dict | None:
     """Bytes read/written/discarded by a block device so far (/proc/diskstats, 512-byte sectors)."""
@@ -618,6 +582,8 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
     dev_levels = [lvl for lvl in io_levels if lvl >= 2]
     dev_index = {lvl: i for i, lvl in enumerate(dev_levels)}
     dev_files = {i: (cfg.l3 if lvl == 2 else os.path.join(cfg.l4, L4_FILE)) for lvl, i in dev_index.items()}
+    from kvbench.engine.iolog import IologWriter
+
     iolog = IologWriter(cfg.export_iolog, dev_files) if cfg.export_iolog and dev_files else None
     dev_name = None
     for lvl in io_levels:
@@ -929,16 +895,15 @@ def _execute(cfg, subplans, parts, plan, meta, targets, acc, run_t0, reqs, load_
 def _write_requests(path: Path, reqs, load_ms, tier_ms, header: bool, cfg, slot_bytes, extra=None) -> None:
     """requests.csv rows; a sampled run adds ``full_blocks``, ``full_hits_est``, ``full_load_ms_est`` (the
     other hit and load columns cover the request's sampled blocks only)."""
-    import pandas as pd
+    from kvbench.metrics.csvout import write_csv
 
-    df = pd.DataFrame({
+    write_csv(path, {
         "request": reqs["request"], "arrival_s": reqs["arrival_s"], "blocks": reqs["blocks"],
         "hit_blocks": reqs["hit_blocks"], "hit_l1": reqs["hit_l1"], "hit_l2": reqs["hit_l2"],
         "hit_l3": reqs["hit_l3"], "hit_l4": reqs["hit_l4"], "produced": reqs["produced"],
         "load_ms": load_ms, "l2_load_ms": tier_ms[1], "l3_load_ms": tier_ms[2], "l4_load_ms": tier_ms[3],
         **(extra or {}),
-    })
-    df.to_csv(path, mode="w" if header else "a", header=header, index=False, float_format="%.4f")
+    }, mode="w" if header else "a", header=header, decimals=4)
 
 
 def _flush_timeseries(rd, acc: _Accumulator, final: bool) -> None:
