@@ -97,6 +97,11 @@ MODULES: dict[str, tuple[str, list[str]]] = {
                       "tests/test_mrc_properties.py::test_single_lru_tier_equals_the_exact_curve",
                       "tests/test_cluster_compiled.py::test_cached_prefix_is_contains_without_recency"]),
     "models": ("kvbench/spec/models.py", ["tests/test_models.py"]),
+    # run files at trace scale: the compiled CSV writer (pandas is its oracle) and the fio iolog on top of it
+    "csvout": ("kvbench/metrics/csvout.py", ["tests/test_csvout.py"]),
+    "iolog": ("kvbench/engine/iolog.py",
+              ["tests/test_csvout.py", "tests/test_io.py::test_offsets_depend_only_on_seed_and_iolog_replays_in_fio",
+               "tests/test_io.py::test_refusals_leave_nothing_behind"]),
     # key samples: compaction of long sampled streams and their whole-stream totals
     "sampling": ("kvbench/stream/sampling.py",
                  [
@@ -191,6 +196,23 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ("after = _misses_after_fill(dist, start[:d], d) if d > 1 else np.zeros(max(d, 1), dtype=np.int64)", "1 -> 2"):
             "the max(d, 1) variant: zeros(2)[:1] and zeros(1)[:1] agree for d = 1 (the `d > 1` variant is killed "
             "by test_two_distinct_blocks; this one survives it)",
+        ("start = np.full(d + 1, n, dtype=np.int64)", "1 -> 2"):
+            "one more trailing entry: only start[1:d] is set and only start[:d] is read",
+        ("after = _misses_after_fill(dist, start[:d], d) if d > 1 else np.zeros(max(d, 1), dtype=np.int64)", "> -> >="):
+            "d = 1 then runs the kernel, whose capacity loop (d - 1 down to 1) is empty: it returns zeros(1), as the "
+            "other branch does",
+        ("after = _misses_after_fill(dist, start[:d], d) if d > 1 else np.zeros(max(d, 1), dtype=np.int64)",
+         "max -> min"): "the branch runs only for d = 1 (d >= 1 always), where min and max agree",
+        ("w = np.where(window > 0, steady / window, np.nan)", "> -> >="):
+            "a zero window is a fill at the last arrival: no request arrives strictly after it, so steady is 0 and "
+            "0 / 0 is NaN, as the other branch gives",
+        ("hist = np.bincount(np.minimum(dist, d + 1), minlength=d + 2)", "1 -> 2"):
+            "distances never exceed d + 1 (cold references are d + 1): the clamp is a no-op at d + 1 and at d + 2",
+        ("hist = np.bincount(np.minimum(dist, d + 1), minlength=d + 2)", "2 -> 3"):
+            "a longer histogram: only its first d + 1 cumulative sums are read",
+        ("hist = np.bincount(np.minimum(dist, d + 1), minlength=d + 2)", "+ -> -"):
+            "the minlength: bincount is d + 2 long anyway, since every trace has a reference and the cold ones are "
+            "at d + 1 (the first reference is always cold)",
         ("while j <= size:", "<= -> <"):
             "the skipped node is the tree's top (index n_keys + 2); prefix queries stop at C <= n_keys - 1 and "
             "never read it",

@@ -186,3 +186,16 @@ def test_the_same_trace_starting_at_100_s():
     r = residence_for(late, 2.0)
     assert r["extrapolated"] and r["capacity_bytes"] == pytest.approx(1.5 * BB)
     assert r["capacity_bytes_lower"] == pytest.approx(0.8 * BB)
+
+
+def test_compulsory_writes_count_first_touches_strictly_after_the_half():
+    """t 0, 1, 2 with a new block each: the half is t = 1 exactly, and only block 3 (t = 2 > 1) is after it:
+    1 block in 1 s."""
+    c = steady_curve(make_trace([0, 1, 2], [[1], [2], [3]]), block_bytes=BB)
+    assert c.new_blocks_per_s == 1.0
+
+
+def test_a_trace_at_one_instant_has_no_compulsory_write_rate():
+    """Every request at t = 5: the second half has no length, so no rate (0, not a division by zero)."""
+    c = steady_curve(make_trace([5, 5, 5], [[1], [2], [1]]), block_bytes=BB)
+    assert c.span_s == 0.0 and c.new_blocks_per_s == 0.0
