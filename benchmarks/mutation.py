@@ -124,6 +124,66 @@ MODULES: dict[str, tuple[str, list[str]]] = {
 # change "*" covers every mutant of a line (a prefetch hint, say).
 # A survivor is listed here only with the argument why no input can tell it apart from the original.
 EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
+    "csvout": {
+        ('CHUNK_ROWS = 1 << 16            # rows laid out per kernel call (bounds the text buffer)', '1 -> 2'):
+            'the chunk size: the text does not depend on where chunks join (test_chunks_join_seamlessly)',
+        ('CHUNK_ROWS = 1 << 16            # rows laid out per kernel call (bounds the text buffer)', '16 -> 17'):
+            'the chunk size: the text does not depend on where chunks join (test_chunks_join_seamlessly)',
+        ('q = Decimal(1)', '1 -> 2'):
+            'quantize takes only the exponent of its argument (0 for both)',
+        ('state[inf & (x > 0)] = F_PINF', '0 -> 1'):
+            'the mask holds infinities only: +inf > 1 as it is > 0',
+        ('state[inf & (x > 0)] = F_PINF', '> -> >='):
+            'the mask holds infinities only, never 0',
+        ('state[inf & (x < 0)] = F_NINF', '0 -> 1'):
+            'the mask holds infinities only: -inf < 1 as it is < 0, +inf is not',
+        ('state[inf & (x < 0)] = F_NINF', '< -> <='):
+            'the mask holds infinities only, never 0',
+        ('a = np.where(ok, np.abs(x), 0.0)', '0.0 -> 1.0'):
+            'the filler of NaN and infinite values, whose rounded value is never read (their state prints them)',
+        ('amb = ok & ((np.abs(v - np.floor(v) - 0.5) <= 2 * np.spacing(v)) | (v >= 2.0 ** 52))', '2 -> 3'):
+            'a wider half-way band: more values take the exact path, which gives the same rounding',
+        ('amb = ok & ((np.abs(v - np.floor(v) - 0.5) <= 2 * np.spacing(v)) | (v >= 2.0 ** 52))', '* -> /'):
+            'a far wider half-way band (2 / ulp): more values take the exact path, same rounding',
+        ('amb = ok & ((np.abs(v - np.floor(v) - 0.5) <= 2 * np.spacing(v)) | (v >= 2.0 ** 52))', '<= -> <'):
+            'products that land on a half land exactly on it (distance 0 < 2 ulp either way)',
+        ('amb = ok & ((np.abs(v - np.floor(v) - 0.5) <= 2 * np.spacing(v)) | (v >= 2.0 ** 52))', '52 -> 53'):
+            'between 2^52 and 2^53 a double holds every integer and rounds the product to the nearest, half to even, as the exact path does',
+        ('amb = ok & ((np.abs(v - np.floor(v) - 0.5) <= 2 * np.spacing(v)) | (v >= 2.0 ** 52))', '** -> *'):
+            '2.0 * 52 = 104: nearly every value takes the exact path, which gives the same rounding',
+        ('amb = ok & ((np.abs(v - np.floor(v) - 0.5) <= 2 * np.spacing(v)) | (v >= 2.0 ** 52))', '>= -> >'):
+            'only a product of exactly 2^52, an integer either path keeps',
+        ('amb = ok & ((np.abs(v - np.floor(v) - 0.5) <= 2 * np.spacing(v)) | (v >= 2.0 ** 52))', '& -> |'):
+            "a NaN or infinite value's product is 0 (its filler), which is never within a half band",
+        ('return bool(a.size) and float(a.max()) * 10.0 ** d >= 2.0 ** 63', '10.0 -> 20.0'):
+            'the Python fallback prints what the kernel would (both are %.Nf): only the speed differs',
+        ('return bool(a.size) and float(a.max()) * 10.0 ** d >= 2.0 ** 63', '** -> *'):
+            'the Python fallback prints what the kernel would (both are %.Nf): only the speed differs',
+        ('return bool(a.size) and float(a.max()) * 10.0 ** d >= 2.0 ** 63', '* -> /'):
+            'the Python fallback prints what the kernel would (both are %.Nf): only the speed differs',
+        ('return bool(a.size) and float(a.max()) * 10.0 ** d >= 2.0 ** 63', '63 -> 64'):
+            "the kernel's uint64 holds up to 2^64: a column between 2^63 and 2^64 prints the same",
+        ('return bool(a.size) and float(a.max()) * 10.0 ** d >= 2.0 ** 63', '>= -> >'):
+            'a column whose largest scaled value is exactly 2^63 prints the same either way',
+        ('return bool(a.size) and float(a.max()) * 10.0 ** d >= 2.0 ** 63', 'and -> or'):
+            'the Python fallback prints what the kernel would (both are %.Nf): only the speed differs (every float column would take it)',
+        ('n = len(arrays[0]) if arrays else 0', '0 -> 1'):
+            'no columns: `not names` returns the header alone either way',
+        ('if n == 0 or not names:', 'or -> and'):
+            'zero rows with names: the chunk loop runs no chunk and the header alone is returned either way',
+        ('codes[c], vals = _strings(_formatted(a, _decimals(decimals, name)), sep, check=False)', 'False -> True'):
+            "a number printed by Python holds no separator kvbench uses (',', ' ', ';'), so the check passes",
+        ('strbytes = np.zeros((len(strs), max(1, longest)), dtype=np.uint8)', '1 -> 2'):
+            'a longer string table: unread bytes',
+        ('stroff = np.zeros((len(strs), most + 1), dtype=np.int64)', '1 -> 2'):
+            'a longer offset table: unread entries',
+    },
+    "iolog": {
+        ('t = (plan["issue_ns"] if times_ns is None else np.maximum(times_ns, 0)) // 1_000_000', '0 -> 1'):
+            "an unissued I/O's -1 clamped to 1 ns instead of 0 is still millisecond 0",
+        ('t = (plan["issue_ns"] if times_ns is None else np.maximum(times_ns, 0)) // 1_000_000', '// -> /'):
+            'the milliseconds are cast to int64 (truncation toward zero = floor for these non-negative times)',
+    },
     "models": {
         ("heads = getattr(g, kind.split) or getattr(self, kind.split, 0)", "0 -> 1"):
             "getattr's default is never taken: every split field (kv_heads, key_heads) is a ModelSpec attribute",

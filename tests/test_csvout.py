@@ -41,6 +41,51 @@ def test_floats_round_as_c_does(d):
     assert got == c_format(x, d)
 
 
+@pytest.mark.parametrize("d", [4, 6])
+def test_floats_beyond_two_to_the_53_scaled_round_exactly(d):
+    """Scaled past 2^53 a double cannot hold every integer, so the product is rounded from the exact value."""
+    x = np.random.default_rng(d).uniform(2.0 ** 53 / 10 ** d, 2.0 ** 62 / 10 ** d, 500)
+    assert format_csv({"x": x}, decimals=d, header=False).decode().splitlines() == c_format(x, d)
+
+
+def test_eighteen_decimals_print_every_digit():
+    x = np.array([0.123456789012345678, 0.999999999999999889, 1e-18, 0.5, 9.2])
+    assert format_csv({"x": x}, decimals=18, header=False).decode().splitlines() == c_format(x, 18)
+
+
+def test_four_decimals_by_default():
+    assert format_csv({"x": np.array([0.5, 2.25])}) == b"x\n0.5000\n2.2500\n"
+    assert format_csv({"x": np.array([1.0])}, header=False) == format_csv({"x": np.array([1.0])}, decimals=4,
+                                                                          header=False)
+
+
+def test_rows_at_their_widest_fill_the_buffer_exactly():
+    """Every field at its widest in every row: the buffer is sized for exactly that (a kernel write past it
+    would be an IndexError)."""
+    n = 100
+    cols = {"i": np.full(n, np.iinfo(np.int64).min), "u": np.full(n, 2 ** 64 - 1, dtype=np.uint64),
+            "f": np.full(n, -9.2e14), "f0": np.full(n, -9.2e18), "s": np.array(["longest", "s"] * (n // 2))}
+    cols["s"][:] = "longest"
+    d = {"f": 4, "f0": 0}
+    want = pandas_csv({k: v for k, v in cols.items() if k != "f0"}, 4, header=False).decode().splitlines()
+    got = format_csv(cols, decimals=d, header=False).decode().splitlines()
+    assert [g.rsplit(",", 2)[0] + "," + g.rsplit(",", 1)[1] for g in got] == want
+    assert {g.split(",")[3] for g in got} == {"-9200000000000000000"}
+    assert len(format_csv(cols, decimals=d, header=False)) == n * (20 + 20 + 21 + 20 + 7 + 5)
+
+
+def test_none_and_nan_in_an_object_column_are_empty():
+    cols = {"s": np.array(["a", None, float("nan"), "b"], dtype=object), "n": np.arange(4)}
+    assert format_csv(cols) == pandas_csv(cols, 4) == b"s,n\na,0\n,1\n,2\nb,3\n"
+
+
+@pytest.mark.parametrize("col", [np.array(["a", "", None], dtype=object), np.array([1.5, np.nan, 2.0])])
+def test_a_lone_empty_field_is_quoted_as_pandas_quotes_it(col):
+    """An empty line would read back as no row at all."""
+    assert format_csv({"x": col}) == pandas_csv({"x": col}, 4)
+    assert pd.read_csv(io.BytesIO(format_csv({"x": col}))).shape == (3, 1)
+
+
 def test_negative_zero_and_tiny_negatives_keep_their_sign():
     got = format_csv({"x": np.array([-0.0, -0.00004, 0.00004, -0.00005])}, decimals=4, header=False)
     assert got == b"-0.0000\n-0.0000\n0.0000\n-0.0001\n"
@@ -81,7 +126,9 @@ def test_per_column_decimals():
 
 def test_a_value_too_large_for_the_kernel_is_printed_by_python():
     x = np.array([1e300, -3e18, 1.5, np.nan, np.inf])
-    assert format_csv({"x": x}, decimals=4, header=False).decode().splitlines() == c_format(x, 4)
+    got = format_csv({"x": x, "i": np.arange(5)}, decimals=4, header=False).decode().splitlines()
+    assert got == [f"{v},{i}" for i, v in enumerate(c_format(x, 4))]
+    assert format_csv({"x": x}, header=False) == pandas_csv({"x": x}, 4, header=False)
 
 
 def test_chunks_join_seamlessly(monkeypatch):
@@ -125,9 +172,20 @@ def test_labels_write_names_by_code():
         format_csv({"op": Labels(np.array([0]), ("a b",))}, sep=" ")
 
 
+def test_columns_of_two_dimensions_or_lengths_are_refused():
+    with pytest.raises(ValueError, match="1-d and of one length"):
+        format_csv({"a": np.zeros(3), "b": np.zeros(2)})
+    with pytest.raises(ValueError, match="1-d and of one length"):
+        format_csv({"a": np.zeros((2, 2))})
+
+
+def test_eighteen_decimals_at_most():
+    assert format_csv({"a": np.zeros(1)}, decimals=18, header=False) == b"0." + b"0" * 18 + b"\n"
+    with pytest.raises(ValueError, match="0..18"):
+        format_csv({"a": np.zeros(1)}, decimals=19)
+
+
 @pytest.mark.parametrize("bad", [
-    lambda: format_csv({"a": np.zeros(3), "b": np.zeros(2)}),
-    lambda: format_csv({"a": np.zeros((2, 2))}),
     lambda: format_csv({"a": np.zeros(2)}, sep=", "),
     lambda: format_csv({"a": np.zeros(2)}, decimals=19),
     lambda: format_csv({"a": np.zeros(2)}, decimals={"a": -1}),
@@ -191,6 +249,27 @@ def test_iolog_writer_skips_other_targets_and_tracks_the_last_time(tmp_path):
     assert [ln.split()[1] for ln in body] == ["/dev/nvme9n1" if g == 1 else "/mnt/l4/kv.bin"
                                               for g in kept["target"].tolist()]
     assert lines[-1] == f"{int(kept['issue_ns'].max() // 1_000_000)} /mnt/l4/kv.bin close"
+
+
+def test_iolog_times_are_whole_milliseconds_and_repeat_defaults_to_once(tmp_path):
+    from kvbench.engine.plan import make_plan
+
+    plan = make_plan([0, 1, 0], [0, 4096, 8192], [4096, 4096, 4096], issue_ns=[999_999, 5_000_000_000, 7_000_999_999])
+    p = tmp_path / "x.iolog"
+    assert write_iolog(p, plan, ["/dev/x"]) == 3
+    lines = p.read_text().splitlines()
+    assert [ln.split()[0] for ln in lines[3:]] == ["0", "5000", "7000", "7000"]
+    assert write_iolog(p, plan, ["/dev/x"], times_ns=np.array([-5, 2_000_000, 3_999_999])) == 3
+    assert [ln.split()[0] for ln in p.read_text().splitlines()[3:]] == ["0", "2", "3", "3"]
+
+
+def test_an_iolog_with_nothing_written_closes_at_zero(tmp_path):
+    from kvbench.engine.plan import PLAN_DTYPE
+
+    w = IologWriter(tmp_path / "x.iolog", {0: "/dev/x"})
+    assert w.write(np.zeros(0, dtype=PLAN_DTYPE)) == 0
+    w.close()
+    assert (tmp_path / "x.iolog").read_text() == "fio version 3 iolog\n0 /dev/x add\n0 /dev/x open\n0 /dev/x close\n"
 
 
 def test_iolog_refuses_a_target_name_with_white_space(tmp_path):

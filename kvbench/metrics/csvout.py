@@ -8,12 +8,14 @@ kernel in one pass per chunk of rows.
 The text is what pandas' ``to_csv(index=False, float_format="%.<d>f")`` writes for the same columns, byte for
 byte (the tests compare them): integers in decimal; floats rounded as C's ``%.<d>f`` rounds (the exact binary
 value, half to even), ``-`` kept on negative values that round to zero, NaN as an empty field, infinities as
-``inf`` / ``-inf``; booleans as ``True`` / ``False``; strings (object or unicode columns) as they are. The
+``inf`` / ``-inf``; booleans as ``True`` / ``False``; strings (object or unicode columns) as they are, None as an
+empty field (``""`` when it is the row's only field, as Python's csv module writes it). The
 rounding is exact: each value is scaled by 10^d in floating point, and the few whose product lies within two
 ulps of a half (or beyond 2^52) are rounded again from their exact decimal expansion.
 
 Strings are written without quoting, so a string holding the separator, a quote or a line break is refused
-(ValueError): none of kvbench's files has one.
+(ValueError): none of kvbench's files has one. The text buffer holds every row at its widest and no more, and
+the kernel checks its bounds: a width reckoned short is an IndexError, never a write past the buffer.
 """
 
 from __future__ import annotations
@@ -30,10 +32,13 @@ K_INT, K_UINT, K_FLOAT, K_STR = range(4)
 # per float value: how it prints
 F_NUM, F_NAN, F_PINF, F_NINF = range(4)
 CHUNK_ROWS = 1 << 16            # rows laid out per kernel call (bounds the text buffer)
+# the widest integer field: a sign and 19 digits (int64), or 20 digits (uint64); a float's rounded value is below
+# 2^63 (larger columns are printed by Python), so it takes a sign, 19 digits and the point at most
+INT_WIDTH = 20
 _INF = (b"inf", b"-inf")
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, boundscheck=True)
 def _put_uint(buf, p, v):
     """Decimal digits of v >= 0 (uint64) at buf[p:]; returns the end."""
     if v == 0:
@@ -54,6 +59,16 @@ def _put_uint(buf, p, v):
 
 
 @njit(cache=True, nogil=True)
+def _empty(kind, fstate, code, stroff):
+    """The field prints nothing (a NaN, an empty string)."""
+    if kind == K_FLOAT:
+        return fstate == F_NAN
+    if kind == K_STR:
+        return stroff[1, code + 1] == stroff[1, code]
+    return False
+
+
+@njit(cache=True, nogil=True, boundscheck=True)
 def _layout(kinds, ints, fstate, neg, decimals, codes, strbytes, stroff, sep, buf):
     """Write rows of the columns (kind per column; ints and codes are (ncol, n) by column, unused rows of a
     kind left zero) into buf; returns the bytes written. Floats arrive as their rounded integer (x * 10^d),
@@ -61,6 +76,12 @@ def _layout(kinds, ints, fstate, neg, decimals, codes, strbytes, stroff, sep, bu
     ncol, n = kinds.shape[0], ints.shape[1]
     p = 0
     for r in range(n):
+        if ncol == 1 and _empty(kinds[0], fstate[0, r], codes[0, r], stroff):
+            buf[p] = 34                # a lone empty field is quoted (""): an empty line would read as no row
+            buf[p + 1] = 34
+            buf[p + 2] = 10
+            p += 3
+            continue
         for c in range(ncol):
             if c:
                 buf[p] = sep
@@ -182,6 +203,9 @@ def _strings(col, sep: int, check: bool = True) -> tuple[np.ndarray, list[bytes]
     a = np.asarray(col)
     if a.dtype == np.bool_:
         return a.astype(np.int64), [b"False", b"True"]
+    if a.dtype == object:          # None and NaN print as empty fields, as pandas' na_rep
+        a = np.array(["" if v is None or (isinstance(v, float) and v != v) else str(v) for v in a.tolist()],
+                     dtype=object)
     uniq, codes = np.unique(a.astype(str), return_inverse=True)
     out = [u.encode() for u in uniq.tolist()]
     if check:
@@ -224,9 +248,8 @@ def _chunk(arrays, names, decimals, sep) -> bytes:
     dec = np.zeros(ncol, dtype=np.int64)
     codes = np.zeros((ncol, n), dtype=np.int64)
     strs: list[list[bytes]] = [list(_INF)]
-    width = 1                                               # the line break
+    width = ncol + 2 * (ncol == 1)                          # the separators and the line break; a lone "" field
     for c, (a, name) in enumerate(zip(arrays, names)):
-        width += 1
         if isinstance(a, Labels):
             vals = [str(v).encode() for v in a.names]
             _check_quoting(vals, sep)
@@ -245,7 +268,7 @@ def _chunk(arrays, names, decimals, sep) -> bytes:
             else:
                 kinds[c] = K_INT
                 ints[c] = a.astype(np.int64)
-            width += 21
+            width += INT_WIDTH
             strs.append([])
         elif kind == "f" and _too_large(a, _decimals(decimals, name)):
             kinds[c] = K_STR
@@ -257,7 +280,7 @@ def _chunk(arrays, names, decimals, sep) -> bytes:
             kinds[c], dec[c] = K_FLOAT, d
             r, fstate[c], neg[c] = _round_floats(a, int(d))
             ints[c] = r.view(np.int64)
-            width += 22 + int(d)
+            width += INT_WIDTH + (d > 0)
             strs.append([])
         elif kind in "bOUS":
             kinds[c] = K_STR
@@ -276,7 +299,7 @@ def _chunk(arrays, names, decimals, sep) -> bytes:
             strbytes[i, pos:pos + len(s)] = np.frombuffer(s, dtype=np.uint8)
             pos += len(s)
             stroff[i, j + 1] = pos
-    buf = np.empty(n * (width + max(3, longest)), dtype=np.uint8)
+    buf = np.empty(n * width, dtype=np.uint8)              # rows at their widest fill it exactly
     end = _layout(kinds, ints, fstate, neg, dec, codes, strbytes, stroff, np.uint8(sep), buf)
     return buf[:end].tobytes()
 
