@@ -177,6 +177,14 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             'a longer string table: unread bytes',
         ('stroff = np.zeros((len(strs), most + 1), dtype=np.int64)', '1 -> 2'):
             'a longer offset table: unread entries',
+        ('INT_WIDTH = 20', '20 -> 21'):
+            'a wider buffer than the widest row: the text is the same',
+        ('width = ncol + 2 * (ncol == 1)                          # the separators and the line break; a lone "" field', '2 -> 3'):
+            'a wider buffer than the widest row: the text is the same',
+        ('width += max((len(s) for s in vals), default=0)', '0 -> 1'):
+            'the default of an empty list of names: a column with rows has at least one name',
+        ('width += INT_WIDTH + (d > 0)', '> -> >='):
+            'one byte more per row for 0 decimals: a wider buffer, the same text',
     },
     "iolog": {
         ('t = (plan["issue_ns"] if times_ns is None else np.maximum(times_ns, 0)) // 1_000_000', '0 -> 1'):

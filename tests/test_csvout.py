@@ -60,23 +60,49 @@ def test_four_decimals_by_default():
 
 
 def test_rows_at_their_widest_fill_the_buffer_exactly():
-    """Every field at its widest in every row: the buffer is sized for exactly that (a kernel write past it
-    would be an IndexError)."""
+    """Every field at its widest in all rows but the last (whose text columns hold a short value, so that a
+    width taken from the shortest value is too small): the buffer is sized for every row at its widest, and a
+    kernel write past it would be an IndexError."""
+    from kvbench.metrics.csvout import Labels
+
     n = 100
+    longest = np.array(["longest"] * (n - 1) + ["s"], dtype=object)
     cols = {"i": np.full(n, np.iinfo(np.int64).min), "u": np.full(n, 2 ** 64 - 1, dtype=np.uint64),
-            "f": np.full(n, -9.2e14), "f0": np.full(n, -9.2e18), "s": np.array(["longest", "s"] * (n // 2))}
-    cols["s"][:] = "longest"
-    d = {"f": 4, "f0": 0}
-    want = pandas_csv({k: v for k, v in cols.items() if k != "f0"}, 4, header=False).decode().splitlines()
-    got = format_csv(cols, decimals=d, header=False).decode().splitlines()
-    assert [g.rsplit(",", 2)[0] + "," + g.rsplit(",", 1)[1] for g in got] == want
-    assert {g.split(",")[3] for g in got} == {"-9200000000000000000"}
-    assert len(format_csv(cols, decimals=d, header=False)) == n * (20 + 20 + 21 + 20 + 7 + 5)
+            "f": np.full(n, -9.2e14), "f1": np.full(n, -9.2e17), "f0": np.full(n, -9.2e18), "s": longest,
+            "l": Labels(np.r_[np.zeros(n - 1, np.int64), 1], ("longest", "s")),
+            "big": np.r_[np.full(n - 1, -1e20), 1.5]}
+    d = {"f": 4, "f1": 1, "f0": 0, "big": 4}
+    plain = {**cols, "l": longest}
+    # pandas column by column (each at its own decimals), joined into rows
+    per_column = [pd.DataFrame({k: v}).to_csv(index=False, header=False, float_format=f"%.{d.get(k, 4)}f")
+                  .splitlines() for k, v in plain.items()]
+    want = "".join(",".join(row) + "\n" for row in zip(*per_column)).encode()
+    assert format_csv(cols, decimals=d, header=False) == want
+    first = format_csv(cols, decimals=d, header=False).split(b"\n")[0].decode().split(",")
+    assert first == ["-9223372036854775808", "18446744073709551615", "-920000000000000.0000",
+                     "-920000000000000000.0", "-9200000000000000000", "longest", "longest",
+                     "-100000000000000000000.0000"]
+
+
+def test_one_integer_column():
+    assert format_csv({"i": np.array([0, -3, 12])}) == b"i\n0\n-3\n12\n"
+
+
+def test_a_column_too_large_for_the_kernel_but_not_for_a_double():
+    """1e20 x 10^4 is past 2^64: the column is printed by Python (the kernel's uint64 would overflow)."""
+    x = np.array([1e20, 1.5, -2.5e19])
+    assert format_csv({"x": x, "n": np.arange(3)}, header=False).decode().splitlines() == \
+        [f"{v},{i}" for i, v in enumerate(c_format(x, 4))]
+
+
+def test_write_csv_writes_four_decimals_by_default(tmp_path):
+    write_csv(tmp_path / "a.csv", {"x": np.array([0.5])})
+    assert (tmp_path / "a.csv").read_bytes() == b"x\n0.5000\n"
 
 
 def test_none_and_nan_in_an_object_column_are_empty():
-    cols = {"s": np.array(["a", None, float("nan"), "b"], dtype=object), "n": np.arange(4)}
-    assert format_csv(cols) == pandas_csv(cols, 4) == b"s,n\na,0\n,1\n,2\nb,3\n"
+    cols = {"s": np.array(["a", None, float("nan"), "b", 1.5], dtype=object), "n": np.arange(5)}
+    assert format_csv(cols) == pandas_csv(cols, 4) == b"s,n\na,0\n,1\n,2\nb,3\n1.5,4\n"
 
 
 @pytest.mark.parametrize("col", [np.array(["a", "", None], dtype=object), np.array([1.5, np.nan, 2.0])])

@@ -155,9 +155,9 @@ def _round_floats(x: np.ndarray, d: int):
     a = np.where(ok, np.abs(x), 0.0)
     v = a * float(10 ** d)
     r = np.rint(v)
-    # the product is within an ulp of the exact |x| 10^d: only a product near a half (or too large to hold
-    # every integer) can round the other way than the exact value does
-    amb = ok & ((np.abs(v - np.floor(v) - 0.5) <= 2 * np.spacing(v)) | (v >= 2.0 ** 52))
+    # the product is within an ulp of the exact |x| 10^d: only a product within two ulps of a half can round the
+    # other way than the exact value does (from 2^52 on, where an ulp is 1 or more, that is every product)
+    amb = ok & (np.abs(v - np.floor(v) - 0.5) <= 2 * np.spacing(v))
     out = np.zeros(x.shape, dtype=np.uint64)
     out[ok & ~amb] = r[ok & ~amb].astype(np.uint64)
     if amb.any():
