@@ -267,7 +267,8 @@ def test_deployment_dwpd_is_first_principles_whatever_the_hit_ratio():
     assert "8 GPUs at utilization 0.5 compute 80,000 prefill tokens/s" in line and "each of the 4 drives" in line
 
 
-@pytest.mark.parametrize("drive", ["3.84TB", "100GB"])     # a store the trace never fills; one it fills
+# a store the trace never fills; one it turns over; one it fills without turning it over
+@pytest.mark.parametrize("drive", ["3.84TB", "100GB", "800GB"])
 def test_deployment_writes_are_the_steady_write_rate_of_its_store(drive):
     """The deployment's request rate is solved with steady-state hits (1 - W(C) / demand), so at that rate the
     plan's steady write rate of the deployment's store is the deployment's write rate, and the drive-class
@@ -281,10 +282,14 @@ def test_deployment_writes_are_the_steady_write_rate_of_its_store(drive):
                                          capacities=(store,), deployment=dep_spec))
     dep = out["deployment"]
     row = [r for r in out["capacity_curve"] if r["capacity_bytes"] == pytest.approx(store)]
-    w = row[0]["write_bytes_per_s"] if row and row[0]["write_bytes_per_s"] is not None else None
-    if w is None:       # beyond the trace: held at the longest residence shown, as the drive classes hold it
-        assert drive == "3.84TB" and out["drives"][0]["steady_state"] == "extrapolated"
+    w = row[0]["write_bytes_per_s"] if row and row[0]["turned_over"] else None
+    if w is None:       # not turned over (or never filled): held at the longest residence shown, as the drive
+        assert drive != "100GB" and out["drives"][0]["steady_state"] == "extrapolated"   # classes hold it
         w = out["drives"][0]["write_bytes_per_s"]
+        if drive == "800GB":                    # filled, but its window is shorter than its residence
+            assert row[0]["filled"] and row[0]["write_bytes_per_s"] != pytest.approx(w, rel=1e-3)
+    else:
+        assert drive == "100GB"
     assert dep["write_bytes_per_s"] == pytest.approx(w, rel=1e-9)
     assert 0 < dep["hit_ratio"] < 1
     # an answer resting on a write rate held beyond the trace says so, with the longest residence it shows

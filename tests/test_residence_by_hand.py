@@ -136,14 +136,16 @@ def test_two_distinct_blocks():
 
 def test_steady_hits_by_hand(curve):
     """h(C) = 1 - W(C) / demand, demand 1.2 blocks/s (6 references over the 5 s span): C = 1 -> 1 - 0.75/1.2;
-    C = 2 -> 1 - 1/1.2; C = 3 never fills: W held at the longest residence shown (C = 1's 0.75/s); C = 0 holds
-    nothing. The whole-trace curve at C = 3 would say 3/6 hits (the cold start counted as misses)."""
+    C = 2 fills at t = 4 but does not turn over (1 block written in its 1-s window, 1 < 2): its projected 1/s
+    is not used, W is held at the longest residence shown (C = 1's 0.75/s); so is C = 3, which never fills;
+    C = 0 holds nothing. The whole-trace curve at C = 3 would say 3/6 hits (the cold start counted as misses)."""
     from kvbench.analysis.residence import SteadyHits
 
     hits = SteadyHits(curve, demand_blocks_per_s=6 / 5)
-    np.testing.assert_allclose(hits.write_blocks_per_s([1, 2, 3, 50]), [0.75, 1.0, 0.75, 0.75])
-    np.testing.assert_allclose(hits.at([0, 1, 2, 3, 50]), [0.0, 0.375, 1 / 6, 0.375, 0.375])
+    np.testing.assert_allclose(hits.write_blocks_per_s([1, 2, 3, 50]), [0.75, 0.75, 0.75, 0.75])
+    np.testing.assert_allclose(hits.at([0, 1, 2, 3, 50]), [0.0, 0.375, 0.375, 0.375, 0.375])
     assert hits.infinite_hit_ratio == pytest.approx(0.375)
+    assert curve.at(2)["write_blocks_per_s"] == 1.0         # the projection is still reported
     assert SteadyHits(curve, demand_blocks_per_s=0.5).at(2) == 0.0          # writes above demand: clipped at 0
     assert SteadyHits(curve, demand_blocks_per_s=0.9).at(1) == pytest.approx(1 - 0.75 / 0.9)   # demand below 1/s
 
@@ -199,3 +201,36 @@ def test_a_trace_at_one_instant_has_no_compulsory_write_rate():
     """Every request at t = 5: the second half has no length, so no rate (0, not a division by zero)."""
     c = steady_curve(make_trace([5, 5, 5], [[1], [2], [1]]), block_bytes=BB)
     assert c.span_s == 0.0 and c.new_blocks_per_s == 0.0
+
+
+def test_answers_hold_the_write_rate_where_a_tier_does_not_turn_over(curve):
+    """C = 2 fills at t = 4 and writes 1 block in its 1-s window (its projection: 1 block/s, T 2 s), fewer than
+    its 2 blocks: the window is shorter than the residence it would show. The plan's answer there is the held
+    rate (C = 1's 0.75 blocks/s: T = 2 / 0.75 s), flagged, with the projection named; C = 1 is measured; C = 3
+    never fills. Twice the time scale doubles every rate, two copies double the capacity per block."""
+    from kvbench.analysis.plan import _Scale, steady_at
+
+    np.testing.assert_allclose(curve.answer_write_blocks_per_s([0.5, 1, 1.9, 2, 3, 80]),
+                               [np.nan, 0.75, 0.75, 0.75, 0.75, 0.75])
+    sc = _Scale(time_scale=1.0, copies=1.0, block_bytes=BB)
+    one, two, three = (steady_at(curve, c * BB, sc) for c in (1, 2, 3))
+    assert (one["state"], one["write_bytes_per_s"], one["residence_s"]) == ("measured", 750.0, 4 / 3)
+    assert (two["state"], two["write_bytes_per_s"]) == ("extrapolated", 750.0)
+    assert two["residence_s"] == pytest.approx(2 / 0.75) and two["dwpd"] == pytest.approx(86400 * 0.75 / 2)
+    assert "fills at 4 s but does not turn over" in two["basis"] and "(1e-06 GB/s)" in two["basis"]
+    assert (three["state"], three["write_bytes_per_s"]) == ("extrapolated", 750.0)
+    assert "never fills" in three["basis"]
+    fast = steady_at(curve, 2 * 2 * BB, _Scale(time_scale=2.0, copies=2.0, block_bytes=BB))
+    assert fast["write_bytes_per_s"] == 2 * 2 * 750.0 and "fills at 2 s" in fast["basis"]
+
+
+def test_nothing_turned_over_leaves_no_steady_answer():
+    """[1] [2] at 0, 1 s: C = 1 fills at the last arrival (no window after it) and C = 2 never fills: no tier
+    turns over, so there is no rate to hold and no steady answer."""
+    from kvbench.analysis.plan import _Scale, steady_at
+
+    c = steady_curve(make_trace([0, 1], [[1], [2]]), block_bytes=BB)
+    assert not c.turned_over.any()
+    assert np.isnan(c.answer_write_blocks_per_s([1, 2])).all()
+    st = steady_at(c, BB, _Scale(time_scale=1.0, copies=1.0, block_bytes=BB))
+    assert st["state"] == "unknown" and st["write_bytes_per_s"] is None

@@ -131,27 +131,29 @@ class _Scale:
 
 
 def steady_at(steady: res.SteadyCurve, capacity_bytes: float, sc: _Scale) -> dict:
-    """W, residence and DWPD of a tier of ``capacity_bytes`` (planned units). Where the trace never fills it,
-    the write rate is held at the one of the longest residence the trace shows (an upper bound), flagged."""
+    """W, residence and DWPD of a tier of ``capacity_bytes`` (planned units): measured where the tier turns over
+    within the trace; elsewhere the write rate every steady answer uses there
+    (:meth:`~kvbench.analysis.residence.SteadyCurve.answer_write_blocks_per_s`: held, an upper bound), flagged."""
     c = sc.blocks(capacity_bytes)
     a = steady.at(c)
-    w = float(a["write_blocks_per_s"][()])
-    if math.isfinite(w) and w > 0:
-        wb = w * sc.time_scale * sc.copies * sc.block_bytes
-        state = "measured" if bool(a["turned_over"][()]) else "projected"
-        basis = ("steady state measured on the trace (the tier turned over)" if state == "measured" else
-                 f"the tier fills at {float(a['fill_time_s'][()]):,.0f} s of trace time but does not turn over "
-                 "before the trace ends: the write rate of its short steady window is projected")
+    w = float(steady.answer_write_blocks_per_s(c)[()])
+    if not (math.isfinite(w) and w > 0):
+        return {"write_bytes_per_s": None, "residence_s": None, "dwpd": None, "state": "unknown",
+                "basis": "no capacity turns over within the trace: no steady state"}
+    wb = w * sc.time_scale * sc.copies * sc.block_bytes
+    if bool(a["turned_over"][()]):
+        state, basis = "measured", "steady state measured on the trace (the tier turned over)"
     else:
-        held = steady.held_write_blocks_per_s()
-        if held is None:
-            return {"write_bytes_per_s": None, "residence_s": None, "dwpd": None, "state": "unknown",
-                    "basis": "no capacity fills within the trace: no steady state"}
-        wb = held * sc.time_scale * sc.copies * sc.block_bytes
         state = "extrapolated"
-        basis = (f"the trace never fills {capacity_bytes / 1e12:,.4g} TB (it touches "
-                 f"{sc.bytes(steady.distinct) / 1e12:,.4g} TB of distinct blocks): write rate held at its value "
-                 "at the longest residence the trace shows, an upper bound")
+        held = "held at its value at the longest residence the trace shows, an upper bound"
+        if bool(a["filled"][()]):
+            short = float(a["write_blocks_per_s"][()]) * sc.time_scale * sc.copies * sc.block_bytes
+            basis = (f"the tier fills at {float(a['fill_time_s'][()]) / sc.time_scale:,.0f} s but does not turn "
+                     f"over before the trace ends: the write rate of its short window ({short / 1e9:,.4g} GB/s) "
+                     f"sees only the trace's last part, so the write rate is {held}")
+        else:
+            basis = (f"the trace never fills {capacity_bytes / 1e12:,.4g} TB (it touches "
+                     f"{sc.bytes(steady.distinct) / 1e12:,.4g} TB of distinct blocks): write rate {held}")
     t = capacity_bytes / wb
     return {"write_bytes_per_s": wb, "residence_s": t, "dwpd": SECONDS_PER_DAY / t, "state": state,
             "basis": basis}

@@ -204,6 +204,21 @@ class SteadyCurve:
         base = self.extrapolation_base()
         return None if base is None else float(self.write_blocks_per_s[base])
 
+    def answer_write_blocks_per_s(self, capacity_blocks) -> np.ndarray:
+        """The steady write rate an answer uses at capacities (blocks): W(C) where the tier turned over within
+        the trace, the held rate elsewhere (:meth:`held_write_blocks_per_s`: an upper bound, since W falls as C
+        grows). Turning over is downward closed (a smaller tier fills no later and misses every reference a larger
+        one misses, so it writes at least as much after its fill), so every capacity that did not turn over is
+        beyond the held one. A tier that fills but does not turn over has only a window shorter than its own
+        residence, which sees whatever part of the trace it covers (a time of day, the end of sessions): its
+        projection is reported (:meth:`at`, ``turned_over`` False) but no answer rests on it. NaN below 1 block and
+        where nothing turned over."""
+        c = np.asarray(capacity_blocks, dtype=np.float64)
+        a = self.at(c)
+        held = self.held_write_blocks_per_s()
+        return np.where(c >= 1, np.where(a["turned_over"], a["write_blocks_per_s"], np.nan if held is None else held),
+                        np.nan)
+
 
 def steady_curve(trace, *, block_bytes: int) -> SteadyCurve:
     """The steady-state curve of a trace's reference stream (requests by arrival, blocks deepest-first)."""
@@ -291,8 +306,9 @@ class SteadyHits:
 
     Under write-through every miss is written, so the steady write rate W(C) (blocks/s, from the first eviction
     on) is the steady miss rate; ``demand`` is the references/s the write rate is set against (the trace's
-    average). Where the trace never fills C, W is held at the longest residence the trace shows, as every
-    steady-state answer holds it (:func:`residence_for`, ``plan.steady_at``). The whole-trace hit-ratio curve
+    average). Where the tier does not turn over within the trace, W is the one every steady-state answer uses
+    there (:meth:`SteadyCurve.answer_write_blocks_per_s`: held at the longest residence the trace shows, as
+    :func:`residence_for` and ``plan.steady_at`` hold it). The whole-trace hit-ratio curve
     counts the misses of the trace's cold start as well: a short trace's many first references would make a
     deployment's GPUs look busier per request than they are in steady state, and so depend on its length.
     Same interface as :class:`kvbench.analysis.capacity.HitCurve` for :func:`kvbench.analysis.deployment.scale`."""
@@ -300,15 +316,8 @@ class SteadyHits:
     curve: SteadyCurve
     demand_blocks_per_s: float
 
-    @cached_property
-    def _held(self) -> float:          # computed once: the deployment's bisection asks ~100 times
-        held = self.curve.held_write_blocks_per_s()
-        return np.nan if held is None else held
-
     def write_blocks_per_s(self, capacity_blocks) -> np.ndarray:
-        w = np.asarray(self.curve.at(capacity_blocks)["write_blocks_per_s"], dtype=np.float64)
-        c = np.asarray(capacity_blocks, dtype=np.float64)
-        return np.where(np.isfinite(w) & (w > 0), w, np.where(c >= 1, self._held, np.nan))
+        return self.curve.answer_write_blocks_per_s(capacity_blocks)
 
     def at(self, capacity_blocks) -> np.ndarray:
         w = self.write_blocks_per_s(capacity_blocks)
