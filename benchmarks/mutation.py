@@ -67,6 +67,9 @@ MODULES: dict[str, tuple[str, list[str]]] = {
                    "tests/test_plan.py::test_the_bill_counts_only_hits_whose_load_beats_recompute",
                    "tests/test_plan.py::test_endurance_capacity_from_residence_and_the_waf_reaching_lifetime_and_cost",
                    "tests/test_plan.py::test_deployment_writes_are_the_steady_write_rate_of_its_store"]),
+    # the plan's steady answer at one capacity (run with --lines: the module is the whole plan)
+    "plan": ("kvbench/analysis/plan.py",
+             ["tests/test_residence_by_hand.py", "tests/test_plan_options.py", "tests/test_plan.py"]),
     "deployment": ("kvbench/analysis/deployment.py",
                    ["tests/test_plan.py::test_bad_deployment_names_the_field", "tests/test_plan.py::test_deployment_dwpd_is_first_principles_whatever_the_hit_ratio",
                     "tests/test_plan.py::test_deployment_fixed_point_where_the_hit_ratio_depends_on_the_share_of_drives",
@@ -185,6 +188,11 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             'the default of an empty list of names: a column with rows has at least one name',
         ('width += INT_WIDTH + (d > 0)', '> -> >='):
             'one byte more per row for 0 decimals: a wider buffer, the same text',
+    },
+    "plan": {
+        ("if not (math.isfinite(w) and w > 0):", "and -> or"):
+            "the answer's W is NaN or positive: a turned-over tier wrote at least C >= 1 blocks after its fill, and "
+            "the held rate is one of those",
     },
     "iolog": {
         ('t = (plan["issue_ns"] if times_ns is None else np.maximum(times_ns, 0)) // 1_000_000', '0 -> 1'):

@@ -222,6 +222,7 @@ def test_answers_hold_the_write_rate_where_a_tier_does_not_turn_over(curve):
     assert "never fills" in three["basis"]
     fast = steady_at(curve, 2 * 2 * BB, _Scale(time_scale=2.0, copies=2.0, block_bytes=BB))
     assert fast["write_bytes_per_s"] == 2 * 2 * 750.0 and "fills at 2 s" in fast["basis"]
+    assert "(4e-06 GB/s)" in fast["basis"]                  # its window's rate, scaled the same way
 
 
 def test_nothing_turned_over_leaves_no_steady_answer():
