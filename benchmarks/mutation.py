@@ -190,6 +190,8 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             'one byte more per row for 0 decimals: a wider buffer, the same text',
     },
     "plan": {
+        ("if not (math.isfinite(w) and w > 0):", "> -> >="):
+            "the answer's W is NaN or positive (never 0): see the `and -> or` entry",
         ("if not (math.isfinite(w) and w > 0):", "and -> or"):
             "the answer's W is NaN or positive: a turned-over tier wrote at least C >= 1 blocks after its fill, and "
             "the held rate is one of those",
