@@ -201,6 +201,10 @@ class SteadyCurve:
     def held_write_blocks_per_s(self) -> float | None:
         """The write rate every answer beyond the trace holds: W at the longest residence the trace shows (None
         when no tier turned over)."""
+        return self._held
+
+    @cached_property
+    def _held(self) -> float | None:   # computed once: the deployment's bisection asks ~100 times, at O(distinct)
         base = self.extrapolation_base()
         return None if base is None else float(self.write_blocks_per_s[base])
 
