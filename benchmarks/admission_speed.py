@@ -10,12 +10,12 @@ references per CPU second and ratios; ~30 s on a 2-core VM.
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _timing import fastest_cpu  # noqa: E402
 from kvbench.analysis.admission import simulate_tier, simulate_tier_reference  # noqa: E402
 from kvbench.sim.policies import make_policy, simulate_prefix  # noqa: E402
 from kvbench.stream.traces import read_trace  # noqa: E402
@@ -25,12 +25,7 @@ POLICIES = ("all", "second-access", "tinylfu", "prefix-depth:depth=16", "prefix-
 
 
 def cpu(f, repeat: int = 3) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t = time.process_time()
-        f()
-        best = min(best, time.process_time() - t)
-    return best
+    return fastest_cpu(f, repeat)[1]
 
 
 def main() -> None:

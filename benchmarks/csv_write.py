@@ -27,16 +27,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from _timing import fastest_cpu as cpu  # noqa: E402
 from kvbench.metrics.csvout import Labels, format_csv  # noqa: E402
-
-
-def cpu(fn, repeat: int = 3):
-    best, out = float("inf"), None
-    for _ in range(repeat):
-        c = time.process_time()
-        out = fn()
-        best = min(best, time.process_time() - c)
-    return out, best
 
 
 def tables(n: int) -> dict:

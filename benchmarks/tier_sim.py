@@ -31,6 +31,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from _timing import fastest_cpu as cpu  # noqa: E402
 from kvbench.sim.tiers import Hierarchy, HierarchySpec, ReferenceHierarchy, TierSpec  # noqa: E402
 from kvbench.stream.traces import read_trace  # noqa: E402
 
@@ -80,15 +81,6 @@ def first_window(spec, t, most: int, repeat: int) -> float:
         h.run(t.timestamp_s[:stop], offs[:stop + 1], t.keys[:offs[stop]])
         best = min(best, time.thread_time() - c)
     return int(offs[stop]) / best
-
-
-def cpu(fn, repeat: int):
-    best, out = float("inf"), None
-    for _ in range(repeat):
-        c = time.process_time()
-        out = fn()
-        best = min(best, time.process_time() - c)
-    return out, best
 
 
 def replay(trace: str, admission: str, tmp: str) -> dict:
