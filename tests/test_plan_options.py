@@ -163,3 +163,16 @@ def test_price_file_and_overrides_reach_every_line_of_the_bill(plan):
 def test_bad_price_override_is_one_line_naming_it(cli, override, what):
     r = cli("plan", "--trace", "mooncake-sample", "--model", "tiny-gqa", "--price", override)
     assert r.exit_code != 0 and what in r.output and r.output.strip().count("\n") <= 1, r.output
+
+
+def test_terminal_marks_the_projection_no_answer_uses(cli, tmp_path, plan):
+    """The capacity table shows C = 2's projection (1 block/s over its 1-s window: 43,200 DWPD) and says that
+    answers hold the rate there; the answer at that capacity (target 0.3 absolute) is the held 32,400 DWPD."""
+    trace = tmp_path / "t.jsonl"
+    plan("--target-hit", "0.3", "--absolute")           # writes the trace and the price file
+    r = cli("plan", "--trace", trace, "--model", "tiny-gqa", "--sweep", "", "--recompute-tokens-per-s", "1000",
+            "--prices", tmp_path / "prices.toml", "--waf", "2", "--capacities", f"{BLOCK},{2 * BLOCK}")
+    assert r.exit_code == 0, r.output
+    rows = {ln.split()[0] + " " + ln.split()[1]: ln for ln in r.output.splitlines() if "KiB" in ln.split()[1:2]}
+    assert rows["256 KiB"].split()[-1] == "6.48e+04" and "projected" not in rows["256 KiB"]
+    assert "4.32e+04  (projected: not turned over; answers hold the rate)" in rows["512 KiB"]

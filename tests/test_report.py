@@ -192,3 +192,24 @@ def test_a_moved_job_folder_still_finds_its_step_folders(tmp_path):
     assert list(rd.parts) == ["replay"] and rd.parts["replay"].kind == "replay-kv"
     _, index = build_report([job], tmp_path / "moved.html")
     assert {"latency_tail", "throughput_over_time"} <= set(index["figures"])
+
+
+def test_steady_state_figure_marks_tiers_that_do_not_turn_over_hollow(tmp_path):
+    """A capacity that fills but does not turn over is a projection no answer uses: its DWPD and residence points
+    are hollow, the turned-over ones solid, and a capacity the trace never fills is not drawn at all."""
+    from kvbench.report.figures import steady_state_vs_capacity
+
+    rows = [{"capacity_bytes": c * 2 ** 40, "hit_ratio": h, "filled": f, "turned_over": t, "dwpd": d,
+             "residence_s": r}
+            for c, h, f, t, d, r in ((1, 0.3, True, True, 100.0, 600.0), (2, 0.5, True, True, 40.0, 3000.0),
+                                     (3, 0.6, True, False, 20.0, 9000.0), (4, 0.62, False, False, None, None))]
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "summary.json").write_text(json.dumps({"kind": "plan", "status": "complete"}))
+    (run / "plan.json").write_text(json.dumps({"capacity_curve": rows}))
+    fig = steady_state_vs_capacity([load_run(run)])
+    dwpd, res = [t for t in fig.data if t.name.endswith(("steady-state DWPD", "residence time"))]
+    for t in (dwpd, res):
+        assert list(t.x) == [1.0, 2.0, 3.0]
+        assert list(t.marker.symbol) == ["circle", "circle", "circle-open"]
+    assert list(dwpd.y) == [100.0, 40.0, 20.0]

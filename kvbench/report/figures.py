@@ -724,11 +724,14 @@ def steady_state_vs_capacity(runs: list[RunData]) -> go.Figure | None:
                                  name=_name(runs, rd, "hit ratio"), line=dict(color=color)), row=1, col=1)
         filled = [r for r in rows if r.get("filled")]
         fx = [float(r["capacity_bytes"]) / 2**40 for r in filled]
+        # hollow: filled but not turned over (a projection from a short window; no answer rests on it)
+        marks = dict(symbol=["circle" if r.get("turned_over") else "circle-open" for r in filled], size=7)
         fig.add_trace(go.Scatter(x=fx, y=[_num(r.get("dwpd")) for r in filled], mode="lines+markers",
-                                 name=_name(runs, rd, "steady-state DWPD"), line=dict(color=color)), row=2, col=1)
+                                 name=_name(runs, rd, "steady-state DWPD"), line=dict(color=color), marker=marks),
+                      row=2, col=1)
         fig.add_trace(go.Scatter(x=fx, y=[(_num(r.get("residence_s")) or 0) / 3600 for r in filled],
                                  mode="lines+markers", name=_name(runs, rd, "residence time"),
-                                 line=dict(color=color, dash="dot")), row=3, col=1)
+                                 line=dict(color=color, dash="dot"), marker=marks), row=3, col=1)
         fitted = _num((plan.get("source") or {}).get("fitted_span_s"))
         if fitted:          # a fitted model's stream: residence above the fitted trace's span is its extension
             fig.add_hline(y=fitted / 3600, line=dict(color=color, dash="dash", width=1), row=3, col=1,
@@ -827,7 +830,10 @@ CAPTIONS = {
                          "shows and are extrapolated (capacity an upper bound).",
     "steady_state_vs_capacity": "Read left to right: a larger tier hits more, keeps KV longer and is rewritten "
                                 "less often. Where the DWPD line crosses a drive class's dashed rating line, that "
-                                "class's endurance is met; stars mark the planned tier per class. For a fitted workload "
+                                "class's endurance is met; stars mark the planned tier per class. Hollow points fill "
+                                "but do not turn over within the trace: a projection from a window shorter than their "
+                                "residence, which no answer uses (it holds the rate at the longest residence shown). "
+                                "For a fitted workload "
                                 "model's stream, residence above the dashed span line rests on the model's "
                                 "extension, not on what the fitted trace showed.",
     "steady_state_rounds": "Preconditioning rounds: steady state is reached when the last 5 rounds stay within "
