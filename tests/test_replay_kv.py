@@ -303,3 +303,15 @@ def test_duration_stops_the_replay_and_counts_what_the_tiers_counted(cli, tmp_pa
     assert s["hit_blocks"] == s["tiers"]["l3"]["blocks"]["hit_reads"]
     rows = (Path(s["run_dir"]) / "requests.csv").read_text().splitlines()
     assert len(rows) == s["requests"] + 1
+
+
+def test_export_iolog_refuses_a_store_path_with_white_space_before_creating_it(cli, tmp_path, store_dir):
+    """fio splits iolog lines on white space: the replay says so before it creates the store or a run folder."""
+    spaced = store_dir / "my stores"
+    spaced.mkdir()
+    r = cli("replay", "kv", "mooncake-sample", "--model", "tiny-gqa", "--l3", spaced / "l3.store",
+            "--l3-capacity", "64MiB", "--max-requests", "5", "--closed-loop", "--export-iolog", tmp_path / "p.iolog",
+            "--results", tmp_path / "results")
+    assert r.exit_code == 2 and "white space" in r.output and "Traceback" not in r.output
+    assert not any(spaced.iterdir()) and not (tmp_path / "p.iolog").exists()
+    assert not (tmp_path / "results").exists() or not any((tmp_path / "results").iterdir())

@@ -514,6 +514,10 @@ def replay_kv(cfg: ReplayConfig, *, progress=None) -> dict:
 
     cfg = keyed_stream(cfg)
     cfg.validate()
+    if cfg.export_iolog:            # before any store is created: the log is written as the replay goes
+        from kvbench.engine.iolog import check_iolog_names
+
+        check_iolog_names([p for p in (cfg.l3, cfg.l4 and os.path.join(cfg.l4, L4_FILE)) if p])
     model = load_model(cfg.model, tp=cfg.tp)
     block_tokens, n_requests, n_blocks, most = _load_trace_meta(cfg)
     block_bytes = model.block_bytes(block_tokens)
