@@ -454,6 +454,86 @@ def test_the_sweep_by_hand_at_its_edges():
         assert _fields(got) == _fields(simulate_tier_reference(tr, cap, "all"))
         for k, v in want.items():
             assert (getattr(got, k) != getattr(got, k)) if v == "nan" else getattr(got, k) == v, (k, got)
+    # W = the window's writes per reference (1 of 1) x the mean demand (3 references after the first arrival, in
+    # 3 s), as residence.py's; the same requests re-timed (three in the first 0.2 s) keep it, where the window's
+    # own rate would be 1 block in 2.8 s; and half as many blocks in the window's request, one of two written
+    for times in (None, [0.0, 0.1, 0.2, 3.0]):
+        got = simulate_tier(_trace([[1], [2], [3], [1]], times), 2, "all")
+        assert (got.steady_references, got.demand_references, got.steady_writes) == (1, 3, 1)
+        assert got.write_blocks_per_s == pytest.approx(1.0)
+        assert got.write_blocks_per_s == simulate_tier_reference(_trace([[1], [2], [3], [1]], times), 2,
+                                                                 "all").write_blocks_per_s
     # second-access on [1] [1] [1]: the first 1 is only remembered (rejected), the second written, the third hits
     got = simulate_tier(_trace([[1], [1], [1]]), 2, "second-access")
     assert (got.written, got.rejected, got.hit_blocks) == (1, 1, 1)
+
+
+def _tradeoff_at(trace, planned_blocks: int, policies=("all",), bb: int = 1000):
+    """The plan's admission trade-off on ``trace`` at ``planned_blocks`` (one copy, trace time), only the planned
+    capacity asked (so the probes below it are all the curve holds beside it)."""
+    from kvbench.analysis.admission import tradeoff
+    from kvbench.analysis.cost import load_prices
+    from kvbench.analysis.plan import _Scale
+
+    prices = load_prices()
+    return tradeoff(trace, policies=policies, block_bytes=bb, scale=_Scale(time_scale=1.0, copies=1.0, block_bytes=bb),
+                    planned_bytes=planned_blocks * bb, curve_bytes=[planned_blocks * bb], waf=1.0,
+                    ssd_class=prices.ssd["tlc-1dwpd"], store_fill=1.0, dram_bytes=0.0, prices=prices,
+                    tokens_per_day=0.0, refs_per_day=0.0, block_tokens=1, tokens_per_s=1.0, distinct=10)
+
+
+def test_admission_answer_holds_the_rate_where_the_planned_tier_does_not_turn_over():
+    """The six requests of tests/test_residence_by_hand.py (blocks 1 2 1 1 3 2 at t = 0..5) at a planned 2 blocks:
+    the tier fills at t = 4 and writes 1 block after it (projection 1 block/s), fewer than 2: not turned over. No
+    smaller capacity was asked, so 1 block is simulated (2 / 2): it turns over at 0.75 blocks/s (3 misses of the 4
+    references after its fill, at 1 reference/s), T 4/3 s, the longest shown; the answer holds it: 750 B/s, DWPD
+    86,400 x 0.75 / 2, residence 2 / 0.75 s, the projection kept apart."""
+    from tests.test_plan import make_trace
+
+    tr = make_trace([0, 1, 2, 3, 4, 5], [[1], [2], [1], [1], [3], [2]])
+    r = _tradeoff_at(tr, 2)["all"]
+    assert r["steady_state"] == "extrapolated" and not r["turned_over"]
+    assert r["write_bytes_per_s"] == pytest.approx(750.0) and r["projected_write_bytes_per_s"] == pytest.approx(1000.0)
+    assert r["dwpd"] == pytest.approx(86_400 * 0.75 / 2) and r["residence_s"] == pytest.approx(2 / 0.75)
+    assert r["dwpd_host"] == pytest.approx(86_400 * 0.75 / 2)                       # fill 1: the tier is the drive
+    assert "fills at 4 s but does not turn over" in r["basis"] and "(1 s, at 0.5 x the planned capacity)" in r["basis"]
+    assert [(c["capacity_bytes"], c["turned_over"]) for c in r["curve"]] == [(1000.0, True), (2000.0, False)]
+    assert "plus 1 below the planned capacity" in r["curve_capacities"]
+    # measured where it turns over: the planned 1 block is C = 1 itself, nothing simulated beside it
+    one = _tradeoff_at(tr, 1)["all"]
+    assert one["steady_state"] == "measured" and one["write_bytes_per_s"] == pytest.approx(750.0)
+    assert "projected_write_bytes_per_s" not in one and "plus" not in one["curve_capacities"]
+
+
+def test_admission_answer_without_a_turned_over_tier_has_no_steady_state():
+    """[1] [2] at 0, 1 s planned at 1 block: it fills at the last arrival (no window) and nothing smaller exists:
+    no rate to hold, no DWPD, the fill-phase mean rate reported apart."""
+    from tests.test_plan import make_trace
+
+    r = _tradeoff_at(make_trace([0, 1], [[1], [2]]), 1)["all"]
+    assert r["steady_state"] == "unknown" and r["write_bytes_per_s"] is None and r["dwpd"] is None
+    assert r["dwpd_host"] is None and r["lifetime_years"] is None and r["mean_write_bytes_per_s"] == 2000.0
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_admission_probes_find_the_turn_over_boundary_within_ten_percent(seed):
+    """Admit-all on a random prefix trace, planned at 1.2 x its footprint's half, which does not turn over: the
+    probes bisect to a turned-over capacity within 1.1 x of the largest one below the planned (the exact LRU curve,
+    tests/test_plan.py's brute force checks it, says which that is), and the answer holds the rate of the longest
+    residence among them, equal to the exact curve's there."""
+    from kvbench.analysis.residence import steady_curve
+    from tests.test_plan import random_prefix_trace
+
+    tr = random_prefix_trace(seed, n=300)
+    c = steady_curve(tr, block_bytes=1000)
+    fill_only = np.flatnonzero(c.filled & ~c.turned_over)
+    planned = int(fill_only[len(fill_only) // 2])
+    boundary = int(np.flatnonzero(c.turned_over[:planned]).max())
+    r = _tradeoff_at(tr, planned)["all"]
+    shown = [x for x in r["curve"] if x["turned_over"]]
+    assert shown and max(x["capacity_bytes"] for x in shown) >= boundary * 1000 / 1.1
+    base = max(shown, key=lambda x: x["residence_s"])
+    assert r["write_bytes_per_s"] == pytest.approx(base["write_bytes_per_s"])
+    cb = int(base["capacity_bytes"] // 1000)
+    assert base["write_bytes_per_s"] == pytest.approx(c.write_blocks_per_s[cb] * 1000, rel=1e-12)
+    assert r["write_bytes_per_s"] == pytest.approx(c.held_write_blocks_per_s() * 1000, rel=0.25)

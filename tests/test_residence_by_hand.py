@@ -5,10 +5,11 @@
 
 Stack distances (distinct blocks since the previous use, itself included; cold = distinct + 1 = 4):
 4, 4, 2, 1, 4, 3. First touches: block 1 at 0, 2 at 1, 3 at 4; so an LRU of 1 block first evicts at t = 1 (block
-2 arrives), of 2 blocks at t = 4 (block 3), and 3 blocks never evict.
-  C = 1: misses after t = 1: r2 (d 2), r4 (cold), r5 (d 3) = 3 in 4 s -> W 0.75/s, T 4/3 s; warm-up misses r0, r1;
-         3 >= 1 written after filling: turned over.
-  C = 2: misses after t = 4: r5 = 1 in 1 s -> W 1/s, T 2 s; warm-up r0, r1, r4; 1 < 2: not turned over.
+2 arrives), of 2 blocks at t = 4 (block 3), and 3 blocks never evict. W(C) is the miss ratio m(C) of the
+references after the fill times the mean demand: 5 references after the first arrival in the 5-s span, 1/s.
+  C = 1: after t = 1, 4 references, 3 misses: r2 (d 2), r4 (cold), r5 (d 3) -> m 3/4, W 0.75/s, T 4/3 s;
+         warm-up misses r0, r1; 3 >= 1 written after filling: turned over.
+  C = 2: after t = 4, r5 misses -> m 1, W 1/s, T 2 s; warm-up r0, r1, r4; 1 < 2: not turned over.
 Compulsory writes over the second half (t > 2.5): block 3, 1 in 2.5 s = 0.4 blocks/s.
 """
 
@@ -40,6 +41,7 @@ def test_the_curve_traced_by_hand(curve):
     assert (curve.distinct, curve.references, curve.span_s, curve.block_bytes) == (3, 6, 5.0, BB)
     np.testing.assert_array_equal(curve.fill_time_s, [nan, 1.0, 4.0, nan])
     assert curve.steady_writes.tolist() == [0.0, 3.0, 1.0, 0.0]
+    assert curve.steady_references.tolist() == [0.0, 4.0, 1.0, 0.0] and curve.demand_blocks_per_s == 1.0
     np.testing.assert_allclose(curve.write_blocks_per_s, [nan, 0.75, 1.0, nan])
     np.testing.assert_array_equal(curve.warmup_writes, [nan, 2.0, 3.0, nan])
     assert curve.new_blocks_per_s == pytest.approx(0.4)
@@ -235,3 +237,29 @@ def test_nothing_turned_over_leaves_no_steady_answer():
     assert np.isnan(c.answer_write_blocks_per_s([1, 2])).all()
     st = steady_at(c, BB, _Scale(time_scale=1.0, copies=1.0, block_bytes=BB))
     assert st["state"] == "unknown" and st["write_bytes_per_s"] is None
+
+
+def test_where_in_the_day_the_load_falls_does_not_change_w():
+    """The six requests again, over the same 5-s span, but four in the first 0.6 s and two at the end: LRU sees the
+    same order, so every window has the same references and misses, and W(C) = m(C) x 1/s is the even trace's
+    (0.75 and 1 blocks/s). The window's own rate would say C = 1: 3 misses in 4.8 s = 0.625/s, C = 2: 1 in 0.1 s =
+    10/s: a larger tier written 16 x faster, because it filled in the busy part."""
+    warped = steady_curve(make_trace([0, 0.2, 0.4, 0.6, 4.9, 5], BLOCKS), block_bytes=BB)
+    np.testing.assert_allclose(warped.fill_time_s[1:3], [0.2, 4.9])
+    np.testing.assert_allclose(warped.write_blocks_per_s, [np.nan, 0.75, 1.0, np.nan])
+
+
+def test_a_monotone_change_of_clock_keeps_every_w():
+    """Any trace, any increasing re-timing with the same first and last arrival: the same W at every capacity
+    (the miss ratios depend on the order alone, the mean demand on the count and the span)."""
+    rng = np.random.default_rng(7)
+    n = 400
+    blocks = [list(rng.zipf(1.3, size=rng.integers(1, 5)) % 60) for _ in range(n)]
+    even = np.arange(n, dtype=np.float64)
+    bursty = np.sort(rng.uniform(0, n - 1, n)) + np.arange(n) * 1e-6        # strictly increasing
+    bursty[0], bursty[-1] = 0.0, n - 1.0
+    a = steady_curve(make_trace(even.tolist(), blocks), block_bytes=BB)
+    b = steady_curve(make_trace(bursty.tolist(), blocks), block_bytes=BB)
+    assert a.filled.sum() > 10
+    np.testing.assert_allclose(b.write_blocks_per_s, a.write_blocks_per_s, rtol=1e-12)
+    assert b.turned_over.tolist() == a.turned_over.tolist()

@@ -4,8 +4,9 @@ DESIGN.md, "Steady state": a tier of capacity C is written at W(C) from its firs
 admit-all that is every miss, and :mod:`kvbench.analysis.residence` gets every capacity in one pass; under an
 admission policy the writes depend on the policy's memory, so each (policy, capacity) is simulated on its own
 (:func:`simulate_tier`: one tier of the compiled tier simulation, prefix semantics). The
-steady state is defined as before: W = blocks written (admitted) in requests arriving after the request that
-caused the tier's first eviction, over the trace time after it; DWPD = 86,400 W / C. Admit-all reproduces
+steady state is defined as :mod:`kvbench.analysis.residence` defines it: in the requests arriving after the one
+that caused the tier's first eviction, the blocks written (admitted) per block referenced, times the trace's mean
+demand (references after the first arrival / span); DWPD = 86,400 W / C. Admit-all reproduces
 the one-pass curve exactly (tests/test_admission.py).
 
 The per-capacity simulations are bounded: ``budget_refs`` block references in all (policies x capacities x
@@ -41,6 +42,8 @@ class TierRun:
     steady_writes: int           # blocks written in requests after the first eviction
     steady_window_s: float       # trace end - fill time (NaN: never evicts)
     span_s: float = 0.0          # first arrival to the last request with blocks
+    steady_references: int = 0   # block references in requests after the first eviction
+    demand_references: int = 0   # block references in requests after the first arrival: the mean demand's
 
     @property
     def hit_ratio(self) -> float:
@@ -56,7 +59,10 @@ class TierRun:
 
     @property
     def write_blocks_per_s(self) -> float:
-        return self.steady_writes / self.steady_window_s if self.filled else float("nan")
+        """W = the steady window's writes per reference x the trace's mean demand (residence.py's W)."""
+        if not (self.filled and self.steady_references > 0 and self.span_s > 0):
+            return float("nan")
+        return self.steady_writes / self.steady_references * self.demand_references / self.span_s
 
 
 BATCH_REQUESTS = 8192      # requests per compiled-hierarchy call: bounds the block events held at once
@@ -108,17 +114,20 @@ def _tier_run(admission, cap, offs, times, writes, hits, rejected, first, last_w
     refs = int(offs[-1] - offs[min(n_warm, nreq)]) if nreq else 0
     t = np.asarray(times, dtype=np.float64)
     t0 = float(t.min()) if nreq else 0.0
+    per_req = np.diff(np.asarray(offs, dtype=np.int64))
     if first >= 0 and last_with_blocks >= 0:
         t_fill = float(t[first])
-        steady = int(writes[t > t_fill].sum())
+        after = t > t_fill
+        steady, seen = int(writes[after].sum()), int(per_req[after].sum())
         window = float(t[last_with_blocks]) - t_fill
         fill = t_fill - t0
     else:
-        steady, window, fill = 0, float("nan"), float("nan")
+        steady, seen, window, fill = 0, 0, float("nan"), float("nan")
     span = float(t[last_with_blocks]) - t0 if last_with_blocks >= 0 else 0.0
     return TierRun(admission=admission, capacity_blocks=cap, references=refs, hit_blocks=hits,
                    written=int(np.sum(writes)), rejected=rejected, fill_time_s=fill, steady_writes=steady,
-                   steady_window_s=window, span_s=span)
+                   steady_window_s=window, span_s=span, steady_references=seen,
+                   demand_references=int(per_req[t > t0].sum()) if nreq else 0)
 
 
 def simulate_tier_reference(trace, capacity_blocks: int, admission: str = "all", policy: str = "lru",
@@ -234,8 +243,12 @@ def tradeoff(trace, *, policies, block_bytes: int, scale, planned_bytes: float, 
     out = {}
     for spec in policies:
         head = simulate_tier(trace, planned_blocks, spec, warmup=warmup)
+        runs = [simulate_tier(trace, c, spec, warmup=warmup) for c in caps]
+        probed = _probe_turned_over(trace, head, runs, spec, warmup)
+        runs += probed
         r = row(head)
         r["policy"] = make_admission(spec, planned_blocks).describe()
+        state, basis = _steady_answer(head, runs, r, wscale, scale.time_scale)
         ssd = r["capacity_bytes"] / store_fill
         wb = r["write_bytes_per_s"]
         dwpd_host = wb * SECONDS_PER_DAY / ssd if wb is not None else None
@@ -246,17 +259,19 @@ def tradeoff(trace, *, policies, block_bytes: int, scale, planned_bytes: float, 
         usd = {"dram": dram_usd_per_day(dram_bytes, prices), "ssd": ssd_usd_per_day(ssd, ssd_class, life),
                "gpu": gpu_usd_per_day(missed, tokens_per_s, prices)}
         usd["total"] = sum(usd.values())
-        r.update({"steady_state": ("measured" if head.turned_over else "projected") if head.filled else "unfilled",
+        r.update({"steady_state": state, "basis": basis,
                   "fill_time_s": head.fill_time_s / scale.time_scale if head.filled else None,
                   "ssd_class": ssd_class.name, "ssd_bytes": ssd, "dwpd_host": dwpd_host,
                   "dwpd_rating_equivalent": dwpd_eq, "workload_waf": waf, "reference_waf": ref,
                   "lifetime_years": life, "usd_per_day": usd})
         if not head.filled:
-            r["note"] = ("the tier never evicts under this policy within the trace: no steady state "
+            r["note"] = ("the tier never evicts under this policy within the trace "
                          "(mean_write_bytes_per_s: its fill-phase writes over the whole trace)")
-        curve = [row(simulate_tier(trace, c, spec, warmup=warmup)) for c in caps] + [row(head)]
+        curve = [row(x) for x in runs] + [row(head)]
         r["curve"] = sorted(curve, key=lambda x: x["capacity_bytes"])
-        r["curve_capacities"] = grid_note
+        r["curve_capacities"] = grid_note + (
+            f"; plus {len(probed)} below the planned capacity, simulated to find the largest that turns over (the "
+            f"rate its answer holds)" if probed else "")
         out[spec] = r
     base = out.get("all")
     if base is not None:
@@ -265,6 +280,71 @@ def tradeoff(trace, *, policies, block_bytes: int, scale, planned_bytes: float, 
                 r["writes_vs_all"] = r["write_bytes_per_s"] / base["write_bytes_per_s"]
             r["hit_ratio_vs_all"] = r["hit_ratio"] - base["hit_ratio"]
     return out
+
+
+def _probe_turned_over(trace, head: TierRun, runs: list, spec: str, warmup: float, most: int = 12,
+                       within: float = 1.1) -> list:
+    """When the planned tier does not turn over: simulated capacities below it that find the largest one that
+    does (the held rate's base: W falls as C grows, so the closer the base, the tighter the upper bound). From
+    the largest turned-over capacity simulated below the planned one (or, when there is none, the first of
+    planned / 2, / 4, ... that turns over) up to the smallest above it that does not, a geometric bisection until
+    the two are within ``within`` x of each other; at most ``most`` simulations in all."""
+    cap = head.capacity_blocks
+    if head.turned_over:
+        return []
+    out = []
+    below = [x for x in runs if x.turned_over and x.capacity_blocks < cap]
+    lo = max(below, key=lambda x: x.capacity_blocks) if below else None
+    c = cap // 2
+    while lo is None and c >= 1 and len(out) < most:
+        run = simulate_tier(trace, c, spec, warmup=warmup)
+        out.append(run)
+        lo = run if run.turned_over else None
+        c //= 2
+    if lo is None:
+        return out
+    above = [x for x in runs + out + [head] if not x.turned_over and x.capacity_blocks > lo.capacity_blocks]
+    hi = min(above, key=lambda x: x.capacity_blocks)
+    while hi.capacity_blocks > within * lo.capacity_blocks and hi.capacity_blocks - lo.capacity_blocks > 1 \
+            and len(out) < most:
+        mid = int(round(math.sqrt(lo.capacity_blocks * hi.capacity_blocks)))
+        if not lo.capacity_blocks < mid < hi.capacity_blocks:
+            break
+        run = simulate_tier(trace, mid, spec, warmup=warmup)
+        out.append(run)
+        if run.turned_over:
+            lo = run
+        else:
+            hi = run
+    return out
+
+
+def _steady_answer(head: TierRun, runs: list, r: dict, wscale: float, time_scale: float) -> tuple[str, str]:
+    """The planned tier's steady answer under one policy, by the rule of every steady answer
+    (:meth:`kvbench.analysis.residence.SteadyCurve.answer_write_blocks_per_s`): its own W where it turned over
+    within the trace; elsewhere the policy's W held at the longest residence its simulated capacities show (an
+    upper bound: W falls as C grows), its short window's projection kept apart (``projected_write_bytes_per_s``).
+    Rewrites ``r``'s write rate, DWPD and residence; returns (``steady_state``, ``basis``)."""
+    if head.turned_over:
+        return "measured", "steady state measured on the trace (the tier turned over)"
+    if head.filled:
+        r["projected_write_bytes_per_s"] = r["write_bytes_per_s"]
+    shown = [x for x in runs + [head] if x.turned_over]
+    if not shown:
+        r.update(write_bytes_per_s=None, dwpd=None, residence_s=None)
+        return "unknown", ("no simulated capacity turns over under this policy within the trace: no steady state "
+                           "(a longer trace shows it)")
+    base = max(shown, key=lambda x: x.capacity_blocks / x.write_blocks_per_s)
+    wb = base.write_blocks_per_s * wscale
+    why = (f"fills at {head.fill_time_s / time_scale:,.0f} s but does not turn over before the trace ends "
+           f"(its short window's rate: {r['write_bytes_per_s'] / 1e9:,.4g} GB/s)" if head.filled
+           else "never fills within the trace")
+    r.update(write_bytes_per_s=wb, dwpd=wb * SECONDS_PER_DAY / r["capacity_bytes"],
+             residence_s=r["capacity_bytes"] / wb)
+    return "extrapolated", (f"the tier {why}: write rate held at its value at the longest residence this policy "
+                            f"shows ({base.capacity_blocks / base.write_blocks_per_s / time_scale:,.0f} s, at "
+                            f"{base.capacity_blocks / head.capacity_blocks:.3g} x the planned capacity): an upper "
+                            f"bound where W falls as C grows")
 
 
 def admission_for_plan(trace, opt, *, primary: dict, prices, sc, block_bytes: int, waf: float,

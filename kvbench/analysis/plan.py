@@ -275,8 +275,9 @@ def simulate_write_policies(trace, *, block_bytes: int, l2_blocks: int, l3_block
                             policies=("through", "back"), model_ftl: bool = True, max_refs: int = 1 << 20,
                             batch: int = 1 << 16) -> dict:
     """Steady-state L3 writes under each write policy from the tier simulation (:mod:`kvbench.sim.tiers`):
-    writes in requests after L3's first slot reuse (its first eviction) over the trace time after it, and the
-    device WAF of each policy's own L3 write/trim stream through the FTL model."""
+    writes per block reference in requests after L3's first slot reuse (its first eviction) times the trace's
+    mean demand (:mod:`kvbench.analysis.residence`'s W), and the device WAF of each policy's own L3 write/trim
+    stream through the FTL model."""
     from kvbench.analysis import ftl
     from kvbench.sim.tiers import EV_TRIM, EV_WRITE, Hierarchy, HierarchySpec, TierSpec
 
@@ -294,6 +295,9 @@ def simulate_write_policies(trace, *, block_bytes: int, l2_blocks: int, l3_block
     t = np.asarray(trace.timestamp_s, dtype=np.float64)[busy]
     offsets = np.concatenate([np.asarray(trace.offsets[:1], dtype=np.int64),
                               np.asarray(trace.offsets, dtype=np.int64)[busy + 1]])
+    refs = np.diff(offsets)
+    t0 = float(np.min(trace.timestamp_s))
+    demand = float(refs[t > t0].sum()) / (t_end - t0) if t_end > t0 else 0.0     # references/s
     for wp in policies:
         probe = HierarchySpec(tiers=(TierSpec("l3", 1),), block_bytes=block_bytes)
         slot = probe.slot_bytes
@@ -313,8 +317,8 @@ def simulate_write_policies(trace, *, block_bytes: int, l2_blocks: int, l3_block
         if reuse.size:
             req = int(w["request"][reuse.min()])
             after = int(np.count_nonzero(w["request"] > req))
-            window = t_end - float(t[req])
-            wb = after * slot / window * sc.time_scale * sc.copies / q if window > 0 else None
+            seen = int(refs[req + 1:].sum())
+            wb = after / seen * demand * slot * sc.time_scale * sc.copies / q if seen and demand > 0 else None
         else:
             wb = None
         cap_bytes = max(1, l3_blocks) * slot * sc.copies / q

@@ -3,9 +3,16 @@
 DESIGN.md, "Steady state". A tier of capacity C blocks under write-through writes every block it misses. Before
 its first eviction it only fills (warm-up writes, reported apart); from the first eviction on it is written at
 
-    W(C) = misses in requests arriving after the first eviction / (trace end - time of the first eviction)
+    W(C) = m(C) x demand,   m(C) = misses / references, both in requests arriving after the first eviction,
+                            demand = references in requests after the first arrival / the trace's span
 
-blocks per second of trace time. Under LRU without a TTL nothing leaves before the first eviction, so the
+blocks per second of trace time: the steady miss ratio at the trace's mean load. The window's own rate (misses
+over the time after the fill) would carry the load of the hours the window happens to cover: on a diurnal trace
+a larger tier fills later, its window is the busy evening, and W would rise with C, so the tier's write rate, its
+DWPD and the drives it needs would depend on where in the day the trace starts and ends. A full tier's long-run
+write rate is its miss ratio times the load it sees, and over days the load it sees is the mean; for a stationary
+trace the two estimates agree (both count the requests strictly after a window's opening instant over the time
+after it: on one block a second, both say one block a second). Under LRU without a TTL nothing leaves before the first eviction, so the
 first eviction is the first touch of the (C+1)-th distinct block: its time is read off the first-touch times,
 no simulation per capacity. Residence time T(C) = C / W(C) is how long an idle block survives (LRU acts as a
 TTL cache with that TTL); DWPD(C) = 86,400 W(C) / C = 86,400 / T(C) drive writes per day of the tier's own
@@ -111,6 +118,9 @@ class SteadyCurve:
     steady_writes: np.ndarray        # blocks missed in requests after the first eviction
     write_blocks_per_s: np.ndarray   # W(C), NaN where not filled
     warmup_writes: np.ndarray        # blocks written before the steady window opens
+    steady_references: np.ndarray    # block references in requests after the first eviction (0: none)
+    demand_blocks_per_s: float       # the mean load W is set at: references after the first arrival / span (NaN:
+                                     # a trace at one instant)
     distinct: int
     references: int
     span_s: float
@@ -250,9 +260,13 @@ def steady_curve(trace, *, block_bytes: int) -> SteadyCurve:
     after = _misses_after_fill(dist, start[:d], d) if d > 1 else np.zeros(max(d, 1), dtype=np.int64)
     steady = np.zeros(d + 1, dtype=np.float64)
     steady[:d] = after[:d]
-    window = t_end - fill
+    # references in the requests of each steady window; W = the window's miss ratio x the trace's mean demand
+    seen = np.zeros(d + 1, dtype=np.float64)
+    seen[1:d] = n - start[1:d]
+    span = t_end - t0
+    demand = np.count_nonzero(times > t0) / span if span > 0 else np.nan
     with np.errstate(divide="ignore", invalid="ignore"):
-        w = np.where(window > 0, steady / window, np.nan)
+        w = np.where(seen > 0, steady / seen * demand, np.nan)
     w[0] = np.nan
     # misses at C over the whole trace = references with distance > C; warm-up = misses before the window
     hist = np.bincount(np.minimum(dist, d + 1), minlength=d + 2)
@@ -261,7 +275,8 @@ def steady_curve(trace, *, block_bytes: int) -> SteadyCurve:
     half = t0 + (t_end - t0) / 2
     new_rate = float(np.count_nonzero(t_first > half)) / (t_end - half) if t_end > half else 0.0
     return SteadyCurve(fill_time_s=fill - t0, steady_writes=steady, write_blocks_per_s=w, warmup_writes=warm,
-                       distinct=d, references=n, span_s=t_end - t0, block_bytes=int(block_bytes),
+                       steady_references=seen, demand_blocks_per_s=float(demand), distinct=d, references=n,
+                       span_s=t_end - t0, block_bytes=int(block_bytes),
                        new_blocks_per_s=new_rate, distances=dist,
                        request_of_ref=np.repeat(np.arange(trace.n_requests, dtype=np.int64),
                                                 trace.blocks_per_request), n_requests=trace.n_requests)
@@ -310,7 +325,7 @@ class SteadyHits:
 
     Under write-through every miss is written, so the steady write rate W(C) (blocks/s, from the first eviction
     on) is the steady miss rate; ``demand`` is the references/s the write rate is set against (the trace's
-    average). Where the tier does not turn over within the trace, W is the one every steady-state answer uses
+    mean, as W's own: at the curve's demand, h(C) is the steady window's hit ratio 1 - m(C)). Where the tier does not turn over within the trace, W is the one every steady-state answer uses
     there (:meth:`SteadyCurve.answer_write_blocks_per_s`: held at the longest residence the trace shows, as
     :func:`residence_for` and ``plan.steady_at`` hold it). The whole-trace hit-ratio curve
     counts the misses of the trace's cold start as well: a short trace's many first references would make a

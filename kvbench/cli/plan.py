@@ -331,8 +331,9 @@ def _print(out: dict) -> None:
             click.echo(f"  {r['policy']:<24} {r['hit_ratio']:6.3f} {wtxt:>11} {_num(r['dwpd']):>8} "
                        f"{_num(r['dwpd_host']):>8} {_num(r['dwpd_rating_equivalent']):>8} "
                        f"{_money(r['usd_per_day']['total']):>10}" + (
-                           "" if r["steady_state"] == "measured" else "  (unfilled: fill-phase mean write rate)"
-                           if r["steady_state"] == "unfilled" else f"  ({r['steady_state']})"))
+                           "" if r["steady_state"] == "measured" else "  (extrapolated: rate held, see basis)"
+                           if r["steady_state"] == "extrapolated" else "  (no steady state: fill-phase mean write "
+                           "rate)" if r.get("mean_write_bytes_per_s") else "  (no steady state)"))
     pl = out.get("placement")
     if pl:
         click.echo(f"placement {pl['rule']} over {pl['streams']} streams ({pl['statement']}), "

@@ -768,7 +768,8 @@ def steady_state_vs_capacity(runs: list[RunData]) -> go.Figure | None:
 def admission_frontier(runs: list[RunData]) -> go.Figure | None:
     """Hit ratio against steady-state host DWPD, one curve per admission policy over capacities (plan
     ``--admission``): the frontier a buyer chooses on; the planned capacity of each policy marked."""
-    fig = _fig("Admission: hit ratio against DWPD (each curve: one policy over capacities; up and left is better)")
+    fig = _fig("Admission: hit ratio against DWPD (each curve: one policy over capacities; up and left is better; "
+               "hollow: not turned over within the trace)")
     drawn = False
     for ri, rd in enumerate(runs):
         adm = (rd.analysis("plan") or {}).get("admission") or {}
@@ -779,12 +780,15 @@ def admission_frontier(runs: list[RunData]) -> go.Figure | None:
                 fig.add_trace(go.Scatter(
                     x=[r["dwpd"] for r in pts], y=[_num(r.get("hit_ratio")) for r in pts], mode="lines+markers",
                     name=_name(runs, rd, name), line=dict(color=color),
+                    # hollow: filled but not turned over (a projection from a short window; no answer rests on it)
+                    marker=dict(symbol=["circle" if r.get("turned_over") else "circle-open" for r in pts], size=7),
                     customdata=[float(r["capacity_bytes"]) / 2**40 for r in pts],
                     hovertemplate="%{customdata:.3g} TiB: hit %{y:.3f}, %{x:.3g} DWPD<extra></extra>"))
                 drawn = True
             if _num(row.get("dwpd")):
                 fig.add_trace(go.Scatter(x=[row["dwpd"]], y=[_num(row.get("hit_ratio"))], mode="markers",
-                                         marker=dict(color=color, size=13, symbol="star"),
+                                         marker=dict(color=color, size=13, symbol="star" if row.get(
+                                             "steady_state") == "measured" else "star-open"),
                                          name=_name(runs, rd, f"{name} at the planned capacity")))
                 drawn = True
     if not drawn:
@@ -839,7 +843,10 @@ CAPTIONS = {
     "steady_state_rounds": "Preconditioning rounds: steady state is reached when the last 5 rounds stay within "
                            "the band.",
     "admission_frontier": "What each admission policy buys: hit ratio against the DWPD it costs, one curve per "
-                          "policy over capacity; up and to the left is better, the star is the planned capacity.",
+                          "policy over capacity; up and to the left is better, the star is the planned capacity. Hollow points "
+                          "fill but do not turn over within the trace (a projection from a short window); a hollow "
+                          "star is the planned capacity's answer with the write rate held at the longest residence "
+                          "the policy shows, an upper bound.",
     "router_comparison": "Each router side by side on the same trace: keeping a conversation on one node raises "
                          "the hit ratio and lowers TTFT, as long as the load stays balanced.",
     "prefill_profile": "Measured prefill time per prompt length and the fitted T(n) = a + bn + cn² that the "
