@@ -338,7 +338,7 @@ def test_report_frontier_has_one_curve_per_policy(cli, tmp_path):
     from kvbench.report.rundata import load_run
 
     r = cli("plan", "--trace", "mooncake-synthetic", "--model", "tiny-gqa", "--admission",
-            "all,second-access,tinylfu", "--capacities", "1GiB,256MiB,4GiB", "--sweep", "", "--json")
+            "all,second-access,tinylfu", "--capacities", "4GiB,256MiB,1GiB", "--sweep", "", "--json")
     plan = json.loads(r.output)
     run = tmp_path / "run"
     run.mkdir()
@@ -350,6 +350,15 @@ def test_report_frontier_has_one_curve_per_policy(cli, tmp_path):
     for t in curves:
         pts = [p for p in plan["admission"][t.name]["curve"] if p["filled"] and p["dwpd"]]
         assert list(t.x) == [p["dwpd"] for p in pts] and list(t.y) == [p["hit_ratio"] for p in pts]
+        # points that fill but do not turn over are projections: hollow
+        assert list(t.marker.symbol) == ["circle" if p["turned_over"] else "circle-open" for p in pts]
+    stars = {t.name.replace(" at the planned capacity", ""): t for t in fig.data if t.mode == "markers"}
+    for name, t in stars.items():       # the planned capacity's answer: hollow when its rate is held
+        row = plan["admission"][name]
+        assert t.marker.symbol == ("star" if row["steady_state"] == "measured" else "star-open")
+        assert list(t.x) == [row["dwpd"]]
+    # at 4 GiB admit-all turns over; second-access and tinylfu do not (their probes below 4 GiB are on the curve)
+    assert [r["steady_state"] for r in plan["admission"].values()] == ["measured", "extrapolated", "extrapolated"]
     assert "Admission: hit ratio vs DWPD" in [name for name, _ in FIGURES]
     # the frontier's trade: at 4 GiB second-access writes 7x less than admit-all for 0.07 of hit ratio
     top = {k: v["curve"][-1] for k, v in plan["admission"].items()}
@@ -537,3 +546,31 @@ def test_admission_probes_find_the_turn_over_boundary_within_ten_percent(seed):
     cb = int(base["capacity_bytes"] // 1000)
     assert base["write_bytes_per_s"] == pytest.approx(c.write_blocks_per_s[cb] * 1000, rel=1e-12)
     assert r["write_bytes_per_s"] == pytest.approx(c.held_write_blocks_per_s() * 1000, rel=0.25)
+
+
+def test_plan_terminal_admission_table_names_each_rows_state(cli, capsys):
+    """The terminal's admission table: a measured row has no mark, a held one says so and shows the held rate (the
+    JSON's), a policy without a steady state shows its fill-phase mean rate in parentheses and no DWPD."""
+    from kvbench.units import format_bytes
+
+    args = ("plan", "--trace", "mooncake-synthetic", "--model", "tiny-gqa", "--admission",
+            "all,second-access,prefix-depth:depth=1", "--capacities", "4GiB,256MiB,1GiB", "--sweep", "")
+    plan = json.loads(cli(*args, "--json").output)["admission"]
+    text = cli(*args).output
+    rows = {name: [ln for ln in text.splitlines() if ln.strip().startswith(plan[name]["policy"] + " ")][0]
+            for name in plan}
+    assert plan["all"]["steady_state"] == "measured" and "(" not in rows["all"]
+    held = plan["second-access"]
+    assert held["steady_state"] == "extrapolated" and rows["second-access"].endswith("(extrapolated: rate held, see basis)")
+    assert format_bytes(held["write_bytes_per_s"]) + "/s" in rows["second-access"]
+    # a policy with no turned-over tier (as _tradeoff_at's [1] [2] trace gives): the row the printer writes
+    from kvbench.cli.plan import _print
+
+    out = json.loads(cli(*args, "--json").output)
+    deep = out["admission"]["prefix-depth:depth=1"]
+    deep.update(steady_state="unknown", write_bytes_per_s=None, dwpd=None, dwpd_host=None,
+                dwpd_rating_equivalent=None)
+    _print(out)
+    row = [ln for ln in capsys.readouterr().out.splitlines() if ln.strip().startswith(deep["policy"] + " ")][0]
+    assert f"({format_bytes(deep['mean_write_bytes_per_s'])}/s)" in row and " n/a " in row
+    assert row.endswith("(no steady state: fill-phase mean write rate)")
