@@ -561,7 +561,8 @@ def test_plan_terminal_admission_table_names_each_rows_state(cli, capsys):
             for name in plan}
     assert plan["all"]["steady_state"] == "measured" and "(" not in rows["all"]
     held = plan["second-access"]
-    assert held["steady_state"] == "extrapolated" and rows["second-access"].endswith("(extrapolated: rate held, see basis)")
+    assert held["steady_state"] == "extrapolated"
+    assert rows["second-access"].endswith("(extrapolated: rate held, see basis)")
     assert format_bytes(held["write_bytes_per_s"]) + "/s" in rows["second-access"]
     # a policy with no turned-over tier (as _tradeoff_at's [1] [2] trace gives): the row the printer writes
     from kvbench.cli.plan import _print

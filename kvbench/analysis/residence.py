@@ -12,9 +12,9 @@ a larger tier fills later, its window is the busy evening, and W would rise with
 DWPD and the drives it needs would depend on where in the day the trace starts and ends. A full tier's long-run
 write rate is its miss ratio times the load it sees, and over days the load it sees is the mean; for a stationary
 trace the two estimates agree (both count the requests strictly after a window's opening instant over the time
-after it: on one block a second, both say one block a second). Under LRU without a TTL nothing leaves before the first eviction, so the
-first eviction is the first touch of the (C+1)-th distinct block: its time is read off the first-touch times,
-no simulation per capacity. Residence time T(C) = C / W(C) is how long an idle block survives (LRU acts as a
+after it: on one block a second, both say one block a second). Under LRU without a TTL nothing leaves before
+the first eviction, so the first eviction is the first touch of the (C+1)-th distinct block: its time is read
+off the first-touch times, no simulation per capacity. Residence time T(C) = C / W(C) is how long an idle block survives (LRU acts as a
 TTL cache with that TTL); DWPD(C) = 86,400 W(C) / C = 86,400 / T(C) drive writes per day of the tier's own
 capacity. A capacity the trace never fills (C >= distinct blocks, or filled only at the last arrival) has no
 steady state: its W is NaN, ``filled`` False. A filled tier *shows* its residence time only once it has turned
@@ -325,8 +325,9 @@ class SteadyHits:
 
     Under write-through every miss is written, so the steady write rate W(C) (blocks/s, from the first eviction
     on) is the steady miss rate; ``demand`` is the references/s the write rate is set against (the trace's
-    mean, as W's own: at the curve's demand, h(C) is the steady window's hit ratio 1 - m(C)). Where the tier does not turn over within the trace, W is the one every steady-state answer uses
-    there (:meth:`SteadyCurve.answer_write_blocks_per_s`: held at the longest residence the trace shows, as
+    mean, as W's own: at the curve's demand, h(C) is the steady window's hit ratio 1 - m(C)). Where the tier does
+    not turn over within the trace, W is the one every steady-state answer uses there
+    (:meth:`SteadyCurve.answer_write_blocks_per_s`: held at the longest residence the trace shows, as
     :func:`residence_for` and ``plan.steady_at`` hold it). The whole-trace hit-ratio curve
     counts the misses of the trace's cold start as well: a short trace's many first references would make a
     deployment's GPUs look busier per request than they are in steady state, and so depend on its length.
