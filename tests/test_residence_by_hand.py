@@ -117,6 +117,9 @@ def test_summary_and_bad_inputs(curve):
     s = summary(curve)
     assert (s["distinct_blocks"], s["references"], s["span_s"]) == (3, 6, 5.0)
     assert s["max_residence_s"] == pytest.approx(4 / 3) and s["new_block_bytes_per_s"] == pytest.approx(0.4 * BB)
+    assert s["demand_bytes_per_s"] == pytest.approx(1.0 * BB) and "m(C) x demand" in s["model"]
+    one_instant = steady_curve(make_trace([5, 5, 5], [[1], [2], [1]]), block_bytes=BB)
+    assert summary(one_instant)["demand_bytes_per_s"] is None
     with pytest.raises(SpecError, match="block size"):
         steady_curve(make_trace(TIMES, BLOCKS), block_bytes=0)
     with pytest.raises(SpecError, match="no block references"):

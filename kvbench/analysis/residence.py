@@ -352,7 +352,11 @@ class SteadyHits:
 
 def summary(curve: SteadyCurve) -> dict:
     """A few numbers for JSON: the trace's horizon and the longest residence it can show."""
+    demand = curve.demand_blocks_per_s
     return {"distinct_blocks": curve.distinct, "references": curve.references, "span_s": curve.span_s,
-            "max_residence_s": curve.max_residence_s, "new_block_bytes_per_s": curve.new_blocks_per_s * curve.block_bytes,
-            "model": "LRU write-through: W(C) = misses after the first eviction / time after it; "
-                     "T(C) = C / W(C); DWPD(C) = 86400 / T(C)"}
+            "max_residence_s": curve.max_residence_s,
+            "new_block_bytes_per_s": curve.new_blocks_per_s * curve.block_bytes,
+            "demand_bytes_per_s": demand * curve.block_bytes if np.isfinite(demand) else None,
+            "model": "LRU write-through: W(C) = m(C) x demand, m(C) = misses / references in the requests after "
+                     "the first eviction, demand = the trace's mean references/s; T(C) = C / W(C); "
+                     "DWPD(C) = 86400 / T(C)"}
