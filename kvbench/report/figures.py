@@ -833,7 +833,9 @@ CAPTIONS = {
                          "retention, capacity = write rate x retention. Hollow points lie beyond what the trace "
                          "shows and are extrapolated (capacity an upper bound).",
     "steady_state_vs_capacity": "Read left to right: a larger tier hits more, keeps KV longer and is rewritten "
-                                "less often. Where the DWPD line crosses a drive class's dashed rating line, that "
+                                "less often. A tier's write rate is its miss ratio after its first eviction times "
+                                "the trace's mean load, so the hour of the day it fills at does not change it. "
+                                "Where the DWPD line crosses a drive class's dashed rating line, that "
                                 "class's endurance is met; stars mark the planned tier per class. Hollow points fill "
                                 "but do not turn over within the trace: a projection from a window shorter than their "
                                 "residence, which no answer uses (it holds the rate at the longest residence shown). "
