@@ -266,3 +266,12 @@ def test_a_monotone_change_of_clock_keeps_every_w():
     assert a.filled.sum() > 10
     np.testing.assert_allclose(b.write_blocks_per_s, a.write_blocks_per_s, rtol=1e-12)
     assert b.turned_over.tolist() == a.turned_over.tolist()
+
+
+def test_the_six_requests_ten_times_faster():
+    """t = 0, 0.1, ..., 0.5 s (a span under a second): the same misses per reference at ten times the demand
+    (10 blocks/s), so W = 7.5 and 10 blocks/s, residence 2/15 and 0.2 s."""
+    fast = steady_curve(make_trace([t / 10 for t in TIMES], BLOCKS), block_bytes=BB)
+    assert fast.demand_blocks_per_s == pytest.approx(10.0)
+    np.testing.assert_allclose(fast.write_blocks_per_s, [np.nan, 7.5, 10.0, np.nan])
+    np.testing.assert_allclose(fast.residence_s[1:3], [2 / 15, 0.2])
