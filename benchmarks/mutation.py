@@ -253,6 +253,18 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
          "20 -> 21"): "a subprocess timeout: only a hung wipefs sees it, and both values end it",
     },
     "residence": {
+        ("start = np.full(d + 1, n, dtype=np.int64)", "1 -> 2"):
+            "a longer array: only start[:d] and start[1:d] are read",
+        ("after = _misses_after_fill(dist, start[:d], d) if d > 1 else np.zeros(max(d, 1), dtype=np.int64)",
+         "> -> >="): "at d = 1 the kernel's loop over capacities d - 1 .. 1 is empty: the same zeros(1)",
+        ("after = _misses_after_fill(dist, start[:d], d) if d > 1 else np.zeros(max(d, 1), dtype=np.int64)",
+         "1 -> 2"): "d >= 1 (a curve has a reference): zeros(1) or zeros(2), of which steady[:d] reads the first",
+        ("after = _misses_after_fill(dist, start[:d], d) if d > 1 else np.zeros(max(d, 1), dtype=np.int64)",
+         "max -> min"): "d = 1 here: min(1, 1) = max(1, 1)",
+        ("w = np.where(seen > 0, steady / seen * demand, np.nan)", "> -> >="):
+            "a window without references has no misses either: 0 / 0 is NaN, as the guard gives",
+        ("demand = np.count_nonzero(times > t0) / span if span > 0 else np.nan", "> -> >="):
+            "at span 0 numpy's int64 / 0.0 is NaN as well (count_nonzero returns numpy.int64)",
         ("tree = np.zeros(size + 1, dtype=np.int64)", "1 -> 2"):
             "a larger Fenwick array: updates stop at index `size` either way and no query reads past it (numba "
             "does not bounds-check, so only a smaller array could differ)",
