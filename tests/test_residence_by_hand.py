@@ -10,7 +10,7 @@ references after the fill times the mean demand: 5 references after the first ar
   C = 1: after t = 1, 4 references, 3 misses: r2 (d 2), r4 (cold), r5 (d 3) -> m 3/4, W 0.75/s, T 4/3 s;
          warm-up misses r0, r1; 3 >= 1 written after filling: turned over.
   C = 2: after t = 4, r5 misses -> m 1, W 1/s, T 2 s; warm-up r0, r1, r4; 1 < 2: not turned over.
-Compulsory writes over the second half (t > 2.5): block 3, 1 in 2.5 s = 0.4 blocks/s.
+Compulsory writes over the second half of the references (r3..r5): block 3 is new, 1 of 3: 1/3 x 1/s.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def test_the_curve_traced_by_hand(curve):
     assert curve.steady_references.tolist() == [0.0, 4.0, 1.0, 0.0] and curve.demand_blocks_per_s == 1.0
     np.testing.assert_allclose(curve.write_blocks_per_s, [nan, 0.75, 1.0, nan])
     np.testing.assert_array_equal(curve.warmup_writes, [nan, 2.0, 3.0, nan])
-    assert curve.new_blocks_per_s == pytest.approx(0.4)
+    assert curve.new_blocks_per_s == pytest.approx(1 / 3)
     assert curve.filled.tolist() == [False, True, True, False]
     assert curve.turned_over.tolist() == [False, True, False, False]
     np.testing.assert_allclose(curve.residence_s, [nan, 4 / 3, 2.0, nan])
@@ -92,10 +92,10 @@ def test_residence_for_measured_scaled_and_extrapolated(curve):
     assert r["write_bytes_per_s"] == pytest.approx(0.75 * 2 * 3 * BB)
     assert r["residence_s"] == pytest.approx(2 / 3) and r["dwpd"] == pytest.approx(129_600)
     # 1 s of wall time is 2 s of trace time, beyond the longest turned-over residence (4/3 s): W held at
-    # C = 1's 0.75 blocks/s x 2 x 3 = 4.5 blocks/s; the lower bound counts compulsory writes, 0.4 x 6 = 2.4
+    # C = 1's 0.75 blocks/s x 2 x 3 = 4.5 blocks/s; the lower bound counts compulsory writes, 1/3 x 6 = 2
     r = residence_for(curve, 1.0, time_scale=2.0, copies=3.0)
     assert r["extrapolated"] and r["capacity_blocks"] == pytest.approx(4.5)
-    assert r["capacity_bytes"] == pytest.approx(4.5 * BB) and r["capacity_bytes_lower"] == pytest.approx(2.4 * BB)
+    assert r["capacity_bytes"] == pytest.approx(4.5 * BB) and r["capacity_bytes_lower"] == pytest.approx(2.0 * BB)
     assert r["write_bytes_per_s"] == pytest.approx(4.5 * BB) and r["residence_s"] == 1.0
     assert r["dwpd"] == pytest.approx(86_400) and "1 s" in r["basis"]           # 4/3 s of trace = 2/3 s wall
     for bad in (0.0, -1.0):
@@ -110,13 +110,13 @@ def test_a_trace_that_never_turns_a_tier_over():
     assert not c.filled.any() and c.max_residence_s == 0.0 and c.extrapolation_base() is None
     r = residence_for(c, 60.0)
     assert r["capacity_bytes"] is None and r["extrapolated"] and r["dwpd"] == pytest.approx(1440)
-    assert c.new_blocks_per_s == pytest.approx(1 / 0.5)      # block 2 at t = 1 > 0.5
+    assert c.new_blocks_per_s == pytest.approx(1.0)          # the second half, r1, is new: 1 of 1, at 1/s
 
 
 def test_summary_and_bad_inputs(curve):
     s = summary(curve)
     assert (s["distinct_blocks"], s["references"], s["span_s"]) == (3, 6, 5.0)
-    assert s["max_residence_s"] == pytest.approx(4 / 3) and s["new_block_bytes_per_s"] == pytest.approx(0.4 * BB)
+    assert s["max_residence_s"] == pytest.approx(4 / 3) and s["new_block_bytes_per_s"] == pytest.approx(BB / 3)
     assert s["demand_bytes_per_s"] == pytest.approx(1.0 * BB) and "m(C) x demand" in s["model"]
     one_instant = steady_curve(make_trace([5, 5, 5], [[1], [2], [1]]), block_bytes=BB)
     assert summary(one_instant)["demand_bytes_per_s"] is None
@@ -185,21 +185,21 @@ def test_steady_hits_best_at_one_block_when_the_held_rate_is_higher():
 
 def test_the_same_trace_starting_at_100_s():
     """The six requests at t = 100..105: every figure is relative to the first arrival (span 5 s, fills at 1 s
-    and 4 s, compulsory writes over the second half 1 in 2.5 s), and a retention of 2 s beyond the trace's
-    4/3 s holds C = 1's 0.75 blocks/s: 1.5 blocks, at least 0.4 x 2 = 0.8 blocks of never-seen ones."""
+    and 4 s, compulsory writes over the second half, 1 of 3 references), and a retention of 2 s beyond the
+    trace's 4/3 s holds C = 1's 0.75 blocks/s: 1.5 blocks, at least 1/3 x 2 blocks of never-seen ones."""
     late = steady_curve(make_trace([t + 100 for t in TIMES], BLOCKS), block_bytes=BB)
-    assert late.span_s == 5.0 and late.new_blocks_per_s == pytest.approx(0.4)
+    assert late.span_s == 5.0 and late.new_blocks_per_s == pytest.approx(1 / 3)
     np.testing.assert_allclose(late.fill_time_s[1:3], [1.0, 4.0])
     r = residence_for(late, 2.0)
     assert r["extrapolated"] and r["capacity_bytes"] == pytest.approx(1.5 * BB)
-    assert r["capacity_bytes_lower"] == pytest.approx(0.8 * BB)
+    assert r["capacity_bytes_lower"] == pytest.approx(2 / 3 * BB)
 
 
-def test_compulsory_writes_count_first_touches_strictly_after_the_half():
-    """t 0, 1, 2 with a new block each: the half is t = 1 exactly, and only block 3 (t = 2 > 1) is after it:
-    1 block in 1 s."""
-    c = steady_curve(make_trace([0, 1, 2], [[1], [2], [3]]), block_bytes=BB)
-    assert c.new_blocks_per_s == 1.0
+def test_compulsory_writes_count_first_touches_in_the_second_half_of_the_references():
+    """t 0, 1, 2, 3 with blocks 1, 2, 1, 3: the second half of the references is r2, r3, of which block 3 is new:
+    1 of 2, at the mean demand of 3 references in 3 s, 0.5 blocks/s."""
+    c = steady_curve(make_trace([0, 1, 2, 3], [[1], [2], [1], [3]]), block_bytes=BB)
+    assert c.new_blocks_per_s == 0.5
 
 
 def test_a_trace_at_one_instant_has_no_compulsory_write_rate():
@@ -266,6 +266,7 @@ def test_a_monotone_change_of_clock_keeps_every_w():
     assert a.filled.sum() > 10
     np.testing.assert_allclose(b.write_blocks_per_s, a.write_blocks_per_s, rtol=1e-12)
     assert b.turned_over.tolist() == a.turned_over.tolist()
+    assert b.new_blocks_per_s == pytest.approx(a.new_blocks_per_s, rel=1e-12) and a.new_blocks_per_s > 0
 
 
 def test_the_six_requests_ten_times_faster():

@@ -125,7 +125,8 @@ class SteadyCurve:
     references: int
     span_s: float
     block_bytes: int
-    new_blocks_per_s: float = 0.0    # first touches per second over the trace's second half (compulsory writes)
+    new_blocks_per_s: float = 0.0    # compulsory writes: first touches per reference over the second half of the
+                                     # references, times the mean demand (as W)
     distances: np.ndarray | None = None   # LRU stack distance of every reference (touch order; cold = distinct + 1)
     request_of_ref: np.ndarray | None = None
     n_requests: int = 0                       # requests of the trace (trailing ones may hold no reference)
@@ -272,8 +273,9 @@ def steady_curve(trace, *, block_bytes: int) -> SteadyCurve:
     hist = np.bincount(np.minimum(dist, d + 1), minlength=d + 2)
     misses_total = n - np.cumsum(hist)[: d + 1]
     warm = np.where(np.isfinite(fill), misses_total - steady, np.nan)
-    half = t0 + (t_end - t0) / 2
-    new_rate = float(np.count_nonzero(t_first > half)) / (t_end - half) if t_end > half else 0.0
+    # compulsory writes: first touches among the second half of the references, per reference, at the mean demand
+    h = n // 2
+    new_rate = float(np.count_nonzero(first >= h)) / (n - h) * demand if span > 0 else 0.0
     return SteadyCurve(fill_time_s=fill - t0, steady_writes=steady, write_blocks_per_s=w, warmup_writes=warm,
                        steady_references=seen, demand_blocks_per_s=float(demand), distinct=d, references=n,
                        span_s=t_end - t0, block_bytes=int(block_bytes),
