@@ -323,6 +323,9 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "the float-noise tolerance of WAF >= 1: a WAF within 2e-9 but not 1e-9 below 1 comes from no measurement",
     },
     "admission": {
+        ("if not (self.filled and self.steady_references > 0 and self.span_s > 0):", "> -> >="):
+            "filled means writes after the fill (so references there) and a window > 0 (so a span > 0): both "
+            "guards hold whenever filled does",
         ("h = Hierarchy(spec, max_request_blocks=int(np.diff(offs).max()) if nreq else 0)", "0 -> 1"):
             "max_request_blocks is a layout hint (Hierarchy's state is laid out for it; results are the same "
             "either way), and an empty trace runs no request",

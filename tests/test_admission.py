@@ -5,6 +5,7 @@ admissioner, and the plan's ``admission`` contract."""
 from __future__ import annotations
 
 import json
+import math
 from types import SimpleNamespace
 
 import numpy as np
@@ -472,6 +473,16 @@ def test_the_sweep_by_hand_at_its_edges():
         assert got.write_blocks_per_s == pytest.approx(1.0)
         assert got.write_blocks_per_s == simulate_tier_reference(_trace([[1], [2], [3], [1]], times), 2,
                                                                  "all").write_blocks_per_s
+    # over 0.3 s: the same window at ten times the demand; a tier rewritten exactly its capacity after filling
+    # (1 block, [1] [2] [1]) has turned over; one that fills and then only hits ([1] [2] [2] [2]) has no steady
+    # state (no rate, not 0)
+    assert simulate_tier(_trace([[1], [2], [3], [1]], [0.0, 0.1, 0.2, 0.3]), 2, "all").write_blocks_per_s == \
+        pytest.approx(10.0)
+    exact = simulate_tier(_trace([[1], [2], [1]]), 1, "all")
+    assert (exact.steady_writes, exact.turned_over) == (1, True)
+    idle = simulate_tier(_trace([[1], [2], [2], [2]]), 1, "all")
+    assert (idle.steady_writes, idle.steady_references, idle.filled) == (0, 2, False)
+    assert math.isnan(idle.write_blocks_per_s)
     # second-access on [1] [1] [1]: the first 1 is only remembered (rejected), the second written, the third hits
     got = simulate_tier(_trace([[1], [1], [1]]), 2, "second-access")
     assert (got.written, got.rejected, got.hit_blocks) == (1, 1, 1)
