@@ -323,6 +323,9 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "the float-noise tolerance of WAF >= 1: a WAF within 2e-9 but not 1e-9 below 1 comes from no measurement",
     },
     "admission": {
+        ("t0 = float(t.min()) if nreq else 0.0", "0.0 -> 1.0"):
+            "an empty trace: t0 is read only by the fill time (NaN: no fill), the span (0: no request with blocks) "
+            "and the demand (0: no request)",
         ("if not (self.filled and self.steady_references > 0 and self.span_s > 0):", "> -> >="):
             "filled means writes after the fill (so references there) and a window > 0 (so a span > 0): both "
             "guards hold whenever filled does",
