@@ -323,6 +323,10 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "the float-noise tolerance of WAF >= 1: a WAF within 2e-9 but not 1e-9 below 1 comes from no measurement",
     },
     "admission": {
+        ("below = [x for x in runs if x.turned_over and x.capacity_blocks < cap]", "< -> <="):
+            "runs are the grid's capacities without the planned one",
+        ("c = cap // 2", "// -> /"):
+            "halving a float gives the same floors: simulate_tier takes int() of each, floor(x / 2^k) either way",
         ("t0 = float(t.min()) if nreq else 0.0", "0.0 -> 1.0"):
             "an empty trace: t0 is read only by the fill time (NaN: no fill), the span (0: no request with blocks) "
             "and the demand (0: no request)",

@@ -451,10 +451,12 @@ def test_the_sweep_by_hand_at_its_edges():
     cases = [
         (_trace([[1], [2], [3], [1]]), 2, dict(references=4, hit_blocks=0, written=4, rejected=0, fill_time_s=2.0,
                                                 steady_writes=1, steady_window_s=1.0, span_s=3.0)),
-        (_trace([[1], [2], [3]]), 3, dict(written=3, fill_time_s="nan", steady_writes=0, steady_window_s="nan")),
+        (_trace([[1], [2], [3]]), 3, dict(written=3, fill_time_s="nan", steady_writes=0, steady_window_s="nan",
+                                          steady_references=0, demand_references=2)),
         (_trace([[1, 2, 3]], [5.0]), 2, dict(written=3, fill_time_s=0.0, steady_writes=0, steady_window_s=0.0,
                                                span_s=0.0)),
-        (_trace([]), 4, dict(references=0, hit_blocks=0, written=0, rejected=0, fill_time_s="nan", span_s=0.0)),
+        (_trace([]), 4, dict(references=0, hit_blocks=0, written=0, rejected=0, fill_time_s="nan", span_s=0.0,
+                             demand_references=0)),
         (_trace([[], []], [1.0, 2.0]), 4, dict(references=0, written=0, rejected=0, fill_time_s="nan", span_s=0.0)),
         # arrivals out of file order: the span runs from the earliest arrival to the last request with blocks
         (_trace([[1], []], [5.0, 1.0]), 4, dict(references=1, written=1, span_s=4.0)),
@@ -586,3 +588,34 @@ def test_plan_terminal_admission_table_names_each_rows_state(cli, capsys):
     row = [ln for ln in capsys.readouterr().out.splitlines() if ln.strip().startswith(deep["policy"] + " ")][0]
     assert f"({format_bytes(deep['mean_write_bytes_per_s'])}/s)" in row and " n/a " in row
     assert row.endswith("(no steady state: fill-phase mean write rate)")
+
+
+def test_admission_probes_start_from_the_nearest_turned_over_capacity_asked():
+    """Asked for the exact boundary (the largest capacity below the planned one that turns over, by the exact LRU
+    curve) and for 1 block beside the planned capacity, the answer holds the boundary's own rate (the nearest
+    turned-over capacity asked is where the bisection starts); a capacity asked that fills but does not turn over
+    is never taken for one that does."""
+    from kvbench.analysis.admission import tradeoff
+    from kvbench.analysis.cost import load_prices
+    from kvbench.analysis.plan import _Scale
+    from kvbench.analysis.residence import steady_curve
+    from tests.test_plan import random_prefix_trace
+
+    tr = random_prefix_trace(3, n=300)
+    c = steady_curve(tr, block_bytes=1000)
+    fill_only = np.flatnonzero(c.filled & ~c.turned_over)
+    planned = int(fill_only[len(fill_only) // 2])
+    boundary = int(np.flatnonzero(c.turned_over[:planned]).max())
+    short = int(fill_only[0])                       # fills, does not turn over, below the planned capacity
+    assert 1 < boundary < short < planned and c.turned_over[1]
+    prices = load_prices()
+    r = tradeoff(tr, policies=("all",), block_bytes=1000, scale=_Scale(time_scale=1.0, copies=1.0, block_bytes=1000),
+                 planned_bytes=planned * 1000, curve_bytes=[planned * 1000, 1000, boundary * 1000, short * 1000],
+                 waf=1.0, ssd_class=prices.ssd["tlc-1dwpd"], store_fill=1.0, dram_bytes=0.0, prices=prices,
+                 tokens_per_day=0.0, refs_per_day=0.0, block_tokens=1, tokens_per_s=1.0, distinct=10)["all"]
+    assert r["steady_state"] == "extrapolated"
+    assert r["write_bytes_per_s"] == pytest.approx(c.write_blocks_per_s[boundary] * 1000, rel=1e-12)
+    assert f"at {boundary / planned:.3g} x the planned capacity" in r["basis"]
+    # the probes bisect only between the nearest capacities asked that do and do not turn over
+    probed = {int(x["capacity_bytes"] // 1000) for x in r["curve"]} - {planned, 1, boundary, short}
+    assert all(boundary < p < short for p in probed), (boundary, short, sorted(probed))
