@@ -619,3 +619,20 @@ def test_admission_probes_start_from_the_nearest_turned_over_capacity_asked():
     # the probes bisect only between the nearest capacities asked that do and do not turn over
     probed = {int(x["capacity_bytes"] // 1000) for x in r["curve"]} - {planned, 1, boundary, short}
     assert all(boundary < p < short for p in probed), (boundary, short, sorted(probed))
+
+
+def test_admission_probes_halve_down_and_stop_at_their_bound():
+    """The six requests planned at 4 blocks (never fills): halving tries 2 (fills, does not turn over), then 1
+    (turns over, 0.75 blocks/s): the answer holds C = 1's rate. On [1] [2] at 0, 1 s nothing ever turns over: the
+    halving stops at 1 block (4, 2, 1), or at ``most`` simulations."""
+    from kvbench.analysis.admission import _probe_turned_over, simulate_tier
+    from tests.test_plan import make_trace
+
+    tr = make_trace([0, 1, 2, 3, 4, 5], [[1], [2], [1], [1], [3], [2]])
+    r = _tradeoff_at(tr, 4)["all"]
+    assert r["steady_state"] == "extrapolated" and r["write_bytes_per_s"] == pytest.approx(750.0)
+    assert sorted(int(x["capacity_bytes"] // 1000) for x in r["curve"]) == [1, 2, 4]
+    never = make_trace([0, 1], [[1], [2]])
+    head = simulate_tier(never, 8, "all")
+    assert [x.capacity_blocks for x in _probe_turned_over(never, head, [], "all", 0.0)] == [4, 2, 1]
+    assert [x.capacity_blocks for x in _probe_turned_over(never, head, [], "all", 0.0, most=2)] == [4, 2]
