@@ -636,3 +636,26 @@ def test_admission_probes_halve_down_and_stop_at_their_bound():
     head = simulate_tier(never, 8, "all")
     assert [x.capacity_blocks for x in _probe_turned_over(never, head, [], "all", 0.0)] == [4, 2, 1]
     assert [x.capacity_blocks for x in _probe_turned_over(never, head, [], "all", 0.0, most=2)] == [4, 2]
+
+
+def _run(cap: int, turned: bool):
+    """A TierRun of ``cap`` blocks that did (or did not) turn over within a 10-s trace (what _probe reads)."""
+    from kvbench.analysis.admission import TierRun
+
+    return TierRun(admission="all", capacity_blocks=cap, references=100, hit_blocks=0, written=100, rejected=0,
+                   fill_time_s=1.0, steady_writes=cap if turned else cap - 1, steady_window_s=9.0, span_s=10.0,
+                   steady_references=90, demand_references=99)
+
+
+def test_admission_probes_bisect_only_what_is_unknown():
+    """From a turned-over 120 blocks to the planned 132 (1.1x exactly): nothing to probe. A capacity asked that
+    does not turn over below the one that does (a policy need not be monotone) is not where the bisection ends:
+    from 2 (turned over) to the planned 8, the probes lie between them, on the six requests' own runs."""
+    from kvbench.analysis.admission import _probe_turned_over
+    from tests.test_plan import make_trace
+
+    tr = make_trace([0, 1, 2, 3, 4, 5], [[1], [2], [1], [1], [3], [2]])
+    assert _run(120, True).turned_over and not _run(132, False).turned_over
+    assert _probe_turned_over(tr, _run(132, False), [_run(120, True)], "all", 0.0) == []
+    probed = _probe_turned_over(tr, _run(8, False), [_run(1, False), _run(2, True)], "all", 0.0)
+    assert probed and all(2 < x.capacity_blocks < 8 for x in probed)
