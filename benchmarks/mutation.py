@@ -325,6 +325,14 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
     "admission": {
         ("below = [x for x in runs if x.turned_over and x.capacity_blocks < cap]", "< -> <="):
             "runs are the grid's capacities without the planned one",
+        ("above = [x for x in runs + out + [head] if not x.turned_over and x.capacity_blocks > lo.capacity_blocks]",
+         "> -> >="): "lo itself turned over, so `not x.turned_over` already leaves it out",
+        ("if not lo.capacity_blocks < mid < hi.capacity_blocks:", "< -> <="):
+            "the loop runs only while hi - lo >= 2, where round(sqrt(lo hi)) lies in lo + 1 .. hi - 1: the guard "
+            "is a safety net that never fires, either bound",
+        ("and hi.capacity_blocks - lo.capacity_blocks > 1 and len(out) < most):", "> -> >="): "the second `>`: at hi - lo = 1 the midpoint rounds to lo or hi and the guard stops the loop",
+        ("def _probe_turned_over(trace, head: TierRun, runs: list, spec: str, warmup: float, most: int = 12,",
+         "12 -> 13"): "the default bound on simulations, a cost limit: every test that counts probes gives its own",
         ("c = cap // 2", "// -> /"):
             "halving a float gives the same floors: simulate_tier takes int() of each, floor(x / 2^k) either way",
         ("t0 = float(t.min()) if nreq else 0.0", "0.0 -> 1.0"):

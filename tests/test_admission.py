@@ -658,4 +658,7 @@ def test_admission_probes_bisect_only_what_is_unknown():
     assert _run(120, True).turned_over and not _run(132, False).turned_over
     assert _probe_turned_over(tr, _run(132, False), [_run(120, True)], "all", 0.0) == []
     probed = _probe_turned_over(tr, _run(8, False), [_run(1, False), _run(2, True)], "all", 0.0)
-    assert probed and all(2 < x.capacity_blocks < 8 for x in probed)
+    # sqrt(2 x 8) = 4 (never fills: not turned over), then sqrt(2 x 4) -> 3 (likewise), then 2..3 is one block apart
+    assert [x.capacity_blocks for x in probed] == [4, 3]
+    assert [x.capacity_blocks for x in _probe_turned_over(tr, _run(8, False), [_run(2, True)], "all", 0.0,
+                                                          most=1)] == [4]

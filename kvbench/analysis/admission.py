@@ -305,8 +305,8 @@ def _probe_turned_over(trace, head: TierRun, runs: list, spec: str, warmup: floa
         return out
     above = [x for x in runs + out + [head] if not x.turned_over and x.capacity_blocks > lo.capacity_blocks]
     hi = min(above, key=lambda x: x.capacity_blocks)
-    while hi.capacity_blocks > within * lo.capacity_blocks and hi.capacity_blocks - lo.capacity_blocks > 1 \
-            and len(out) < most:
+    while (hi.capacity_blocks > within * lo.capacity_blocks
+           and hi.capacity_blocks - lo.capacity_blocks > 1 and len(out) < most):
         mid = int(round(math.sqrt(lo.capacity_blocks * hi.capacity_blocks)))
         if not lo.capacity_blocks < mid < hi.capacity_blocks:
             break
