@@ -333,6 +333,9 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ("and hi.capacity_blocks - lo.capacity_blocks > 1 and len(out) < most):", "> -> >="): "the second `>`: at hi - lo = 1 the midpoint rounds to lo or hi and the guard stops the loop",
         ("def _probe_turned_over(trace, head: TierRun, runs: list, spec: str, warmup: float, most: int = 12,",
          "12 -> 13"): "the default bound on simulations, a cost limit: every test that counts probes gives its own",
+        ("c //= 2", "//= -> /="):
+            "halving a float gives the same floors (4.0, 2.0, 1.0, then 0.5 ends the loop as 0 does): simulate_tier "
+            "takes int() of each",
         ("c = cap // 2", "// -> /"):
             "halving a float gives the same floors: simulate_tier takes int() of each, floor(x / 2^k) either way",
         ("t0 = float(t.min()) if nreq else 0.0", "0.0 -> 1.0"):
