@@ -490,7 +490,7 @@ def test_the_sweep_by_hand_at_its_edges():
     assert (got.written, got.rejected, got.hit_blocks) == (1, 1, 1)
 
 
-def _tradeoff_at(trace, planned_blocks: int, policies=("all",), bb: int = 1000):
+def _tradeoff_at(trace, planned_blocks: int, policies=("all",), bb: int = 1000, **kw):
     """The plan's admission trade-off on ``trace`` at ``planned_blocks`` (one copy, trace time), only the planned
     capacity asked (so the probes below it are all the curve holds beside it)."""
     from kvbench.analysis.admission import tradeoff
@@ -501,7 +501,7 @@ def _tradeoff_at(trace, planned_blocks: int, policies=("all",), bb: int = 1000):
     return tradeoff(trace, policies=policies, block_bytes=bb, scale=_Scale(time_scale=1.0, copies=1.0, block_bytes=bb),
                     planned_bytes=planned_blocks * bb, curve_bytes=[planned_blocks * bb], waf=1.0,
                     ssd_class=prices.ssd["tlc-1dwpd"], store_fill=1.0, dram_bytes=0.0, prices=prices,
-                    tokens_per_day=0.0, refs_per_day=0.0, block_tokens=1, tokens_per_s=1.0, distinct=10)
+                    tokens_per_day=0.0, refs_per_day=0.0, block_tokens=1, tokens_per_s=1.0, distinct=10, **kw)
 
 
 def test_admission_answer_holds_the_rate_where_the_planned_tier_does_not_turn_over():
@@ -662,3 +662,17 @@ def test_admission_probes_bisect_only_what_is_unknown():
     assert [x.capacity_blocks for x in probed] == [4, 3]
     assert [x.capacity_blocks for x in _probe_turned_over(tr, _run(8, False), [_run(2, True)], "all", 0.0,
                                                           most=1)] == [4]
+
+
+def test_admission_probes_share_the_simulation_budget():
+    """The six requests (6 references) planned at 2 blocks: a budget of 12 references is two simulations, the
+    planned one and one probe (1 block, which turns over: held at 0.75 blocks/s); a budget of 6 is the planned
+    one alone, so nothing turned over is known and the answer has no steady state."""
+    from tests.test_plan import make_trace
+
+    tr = make_trace([0, 1, 2, 3, 4, 5], [[1], [2], [1], [1], [3], [2]])
+    two = _tradeoff_at(tr, 2, budget_refs=12)["all"]
+    assert two["steady_state"] == "extrapolated" and two["write_bytes_per_s"] == pytest.approx(750.0)
+    assert len(two["curve"]) == 2
+    one = _tradeoff_at(tr, 2, budget_refs=6)["all"]
+    assert one["steady_state"] == "unknown" and one["write_bytes_per_s"] is None and len(one["curve"]) == 1

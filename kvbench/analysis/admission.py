@@ -10,7 +10,8 @@ demand (references after the first arrival / span); DWPD = 86,400 W / C. Admit-a
 the one-pass curve exactly (tests/test_admission.py).
 
 The per-capacity simulations are bounded: ``budget_refs`` block references in all (policies x capacities x
-the trace's references); a grid that would exceed it is thinned, and says so.
+the trace's references); a grid that would exceed it is thinned, and says so, and the probes below a planned tier
+that does not turn over get what the grid left.
 """
 
 from __future__ import annotations
@@ -244,7 +245,8 @@ def tradeoff(trace, *, policies, block_bytes: int, scale, planned_bytes: float, 
     for spec in policies:
         head = simulate_tier(trace, planned_blocks, spec, warmup=warmup)
         runs = [simulate_tier(trace, c, spec, warmup=warmup) for c in caps]
-        probed = _probe_turned_over(trace, head, runs, spec, warmup)
+        # the probes share the budget: what the grid left of this policy's simulations, at most 12
+        probed = _probe_turned_over(trace, head, runs, spec, warmup, most=min(12, per_policy - 1 - len(caps)))
         runs += probed
         r = row(head)
         r["policy"] = make_admission(spec, planned_blocks).describe()
