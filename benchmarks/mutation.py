@@ -330,6 +330,8 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ("if not lo.capacity_blocks < mid < hi.capacity_blocks:", "< -> <="):
             "the loop runs only while hi - lo >= 2, where round(sqrt(lo hi)) lies in lo + 1 .. hi - 1: the guard "
             "is a safety net that never fires, either bound",
+        ("and hi.capacity_blocks - lo.capacity_blocks > 1 and len(out) < most):", "- -> +"):
+            "with hi - lo = 1 the midpoint rounds to lo or hi and the guard below stops the loop: the same probes",
         ("and hi.capacity_blocks - lo.capacity_blocks > 1 and len(out) < most):", "> -> >="): "the second `>`: at hi - lo = 1 the midpoint rounds to lo or hi and the guard stops the loop",
         ("def _probe_turned_over(trace, head: TierRun, runs: list, spec: str, warmup: float, most: int = 12,",
          "12 -> 13"): "the default bound on simulations, a cost limit: every test that counts probes gives its own",
