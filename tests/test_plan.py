@@ -601,3 +601,27 @@ def test_write_policy_rates_do_not_depend_on_when_the_load_falls():
     for wp in ("through", "back"):
         assert a[wp]["write_bytes_per_s"] is not None
         assert b[wp]["write_bytes_per_s"] == pytest.approx(a[wp]["write_bytes_per_s"], rel=1e-12)
+
+
+def test_write_policy_rate_by_hand():
+    """Blocks 1, 2, 2, 3, 3, 3 at t = 0, 1, 1.5, 2, 2.5, 10 through a write-through L3 of one slot: request 1's
+    write (block 2) is the first to reuse a slot; after it, 1 write (block 3) in 4 references, at the mean demand
+    of 5 references after the first arrival over 10 s: W = 1/4 x 0.5 = 0.125 slot/s, 10,800 DWPD of the 1-slot
+    tier (the window's own rate would be 1 write in 9 s). In batches of 2 requests or of 1 << 16, with an L2 in
+    front or not, the same. At one instant there is no rate; an L3 that never evicts has none either."""
+    from kvbench.analysis.plan import _Scale, simulate_write_policies
+
+    bb = 1 << 20
+    tr = make_trace([0.0, 1.0, 1.5, 2.0, 2.5, 10.0], [[1], [2], [2], [3], [3], [3]])
+    kw = dict(block_bytes=bb, layout="slot", sc=_Scale(time_scale=1.0, copies=1.0, block_bytes=bb),
+              ftl_op=0.07, erase_block_bytes=1 << 24, gc="greedy", model_ftl=False, policies=("through",))
+    for l2, batch in ((0, 1 << 16), (0, 2), (1, 2)):
+        r = simulate_write_policies(tr, l2_blocks=l2, l3_blocks=1, batch=batch, **kw)["through"]
+        assert (r["l3_write_blocks"], r["produced_blocks"]) == (3, 3), (l2, batch)
+        assert r["write_bytes_per_s"] == pytest.approx(0.125 * bb), (l2, batch)
+        assert r["dwpd"] == pytest.approx(10_800) and r["steady_state"] and r["note"] is None
+    flat = simulate_write_policies(make_trace([5.0] * 6, [[1], [2], [2], [3], [3], [3]]), l2_blocks=0, l3_blocks=1,
+                                   **kw)["through"]
+    assert flat["write_bytes_per_s"] is None and not flat["steady_state"]
+    roomy = simulate_write_policies(tr, l2_blocks=0, l3_blocks=50, **kw)["through"]
+    assert roomy["write_bytes_per_s"] is None and "never evicts" in roomy["note"]
