@@ -184,6 +184,10 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             'one byte more per row for 0 decimals: a wider buffer, the same text',
     },
     "plan": {
+        ('probe = HierarchySpec(tiers=(TierSpec("l3", 1),), block_bytes=block_bytes)', "1 -> 2"):
+            "the probe spec only reads the slot size, which a tier's capacity does not change",
+        ("_, ev = h.run(t[a:b], offsets[a:b + 1] - offsets[a], trace.keys[offsets[a]:offsets[b]], first_request=a)",
+         "1 -> 2"): "one offset more than the batch's requests: the kernel reads offsets[r + 1] for r < requests only",
         ("if not (math.isfinite(w) and w > 0):", "> -> >="):
             "the answer's W is NaN or positive (never 0): see the `and -> or` entry",
         ("if not (math.isfinite(w) and w > 0):", "and -> or"):

@@ -604,7 +604,8 @@ def test_write_policy_rates_do_not_depend_on_when_the_load_falls():
 
 
 def test_write_policy_rate_by_hand():
-    """Blocks 1, 2, 2, 3, 3, 3 at t = 0, 1, 1.5, 2, 2.5, 10 through a write-through L3 of one slot: request 1's
+    """Blocks 1, 2, 2, 3, 3, 3 at t = 100, 101, 101.5, 102, 102.5, 110 through a write-through L3 of one slot:
+    request 1's
     write (block 2) is the first to reuse a slot; after it, 1 write (block 3) in 4 references, at the mean demand
     of 5 references after the first arrival over 10 s: W = 1/4 x 0.5 = 0.125 slot/s, 10,800 DWPD of the 1-slot
     tier (the window's own rate would be 1 write in 9 s). In batches of 2 requests or of 1 << 16, with an L2 in
@@ -612,7 +613,7 @@ def test_write_policy_rate_by_hand():
     from kvbench.analysis.plan import _Scale, simulate_write_policies
 
     bb = 1 << 20
-    tr = make_trace([0.0, 1.0, 1.5, 2.0, 2.5, 10.0], [[1], [2], [2], [3], [3], [3]])
+    tr = make_trace([100.0, 101.0, 101.5, 102.0, 102.5, 110.0], [[1], [2], [2], [3], [3], [3]])
     kw = dict(block_bytes=bb, layout="slot", sc=_Scale(time_scale=1.0, copies=1.0, block_bytes=bb),
               ftl_op=0.07, erase_block_bytes=1 << 24, gc="greedy", model_ftl=False, policies=("through",))
     for l2, batch in ((0, 1 << 16), (0, 2), (1, 2)):
@@ -623,5 +624,10 @@ def test_write_policy_rate_by_hand():
     flat = simulate_write_policies(make_trace([5.0] * 6, [[1], [2], [2], [3], [3], [3]]), l2_blocks=0, l3_blocks=1,
                                    **kw)["through"]
     assert flat["write_bytes_per_s"] is None and not flat["steady_state"]
+    # blocks 1, 2, 1: an L2 of 2 blocks keeps block 1 after the 1-slot L3 lets it go, so its return is an L2 hit
+    # and L3 is written twice; an L2 of 1 block (or none) loses it too: three L3 writes
+    back = make_trace([0.0, 1.0, 2.0], [[1], [2], [1]])
+    assert [simulate_write_policies(back, l2_blocks=l2, l3_blocks=1, **kw)["through"]["l3_write_blocks"]
+            for l2 in (0, 1, 2)] == [3, 3, 2]
     roomy = simulate_write_policies(tr, l2_blocks=0, l3_blocks=50, **kw)["through"]
     assert roomy["write_bytes_per_s"] is None and "never evicts" in roomy["note"]

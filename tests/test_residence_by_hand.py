@@ -200,6 +200,8 @@ def test_compulsory_writes_count_first_touches_in_the_second_half_of_the_referen
     1 of 2, at the mean demand of 3 references in 3 s, 0.5 blocks/s."""
     c = steady_curve(make_trace([0, 1, 2, 3], [[1], [2], [1], [3]]), block_bytes=BB)
     assert c.new_blocks_per_s == 0.5
+    # an odd count: of 3 references the second half is the last 2 (3 - 3 // 2), both new, at 1/s
+    assert steady_curve(make_trace([0, 1, 2], [[1], [2], [3]]), block_bytes=BB).new_blocks_per_s == 1.0
 
 
 def test_a_trace_at_one_instant_has_no_compulsory_write_rate():
@@ -274,5 +276,6 @@ def test_the_six_requests_ten_times_faster():
     (10 blocks/s), so W = 7.5 and 10 blocks/s, residence 2/15 and 0.2 s."""
     fast = steady_curve(make_trace([t / 10 for t in TIMES], BLOCKS), block_bytes=BB)
     assert fast.demand_blocks_per_s == pytest.approx(10.0)
+    assert fast.new_blocks_per_s == pytest.approx(10 / 3)          # 1 new of the last 3 references, at 10/s
     np.testing.assert_allclose(fast.write_blocks_per_s, [np.nan, 7.5, 10.0, np.nan])
     np.testing.assert_allclose(fast.residence_s[1:3], [2 / 15, 0.2])
