@@ -257,14 +257,6 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
          "20 -> 21"): "a subprocess timeout: only a hung wipefs sees it, and both values end it",
     },
     "residence": {
-        ("start = np.full(d + 1, n, dtype=np.int64)", "1 -> 2"):
-            "a longer array: only start[:d] and start[1:d] are read",
-        ("after = _misses_after_fill(dist, start[:d], d) if d > 1 else np.zeros(max(d, 1), dtype=np.int64)",
-         "> -> >="): "at d = 1 the kernel's loop over capacities d - 1 .. 1 is empty: the same zeros(1)",
-        ("after = _misses_after_fill(dist, start[:d], d) if d > 1 else np.zeros(max(d, 1), dtype=np.int64)",
-         "1 -> 2"): "d >= 1 (a curve has a reference): zeros(1) or zeros(2), of which steady[:d] reads the first",
-        ("after = _misses_after_fill(dist, start[:d], d) if d > 1 else np.zeros(max(d, 1), dtype=np.int64)",
-         "max -> min"): "d = 1 here: min(1, 1) = max(1, 1)",
         ("w = np.where(seen > 0, steady / seen * demand, np.nan)", "> -> >="):
             "a window without references has no misses either: 0 / 0 is NaN, as the guard gives",
         ("demand = np.count_nonzero(times > t0) / span if span > 0 else np.nan", "> -> >="):
@@ -291,9 +283,6 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "other branch does",
         ("after = _misses_after_fill(dist, start[:d], d) if d > 1 else np.zeros(max(d, 1), dtype=np.int64)",
          "max -> min"): "the branch runs only for d = 1 (d >= 1 always), where min and max agree",
-        ("w = np.where(window > 0, steady / window, np.nan)", "> -> >="):
-            "a zero window is a fill at the last arrival: no request arrives strictly after it, so steady is 0 and "
-            "0 / 0 is NaN, as the other branch gives",
         ("hist = np.bincount(np.minimum(dist, d + 1), minlength=d + 2)", "1 -> 2"):
             "distances never exceed d + 1 (cold references are d + 1): the clamp is a no-op at d + 1 and at d + 2",
         ("hist = np.bincount(np.minimum(dist, d + 1), minlength=d + 2)", "2 -> 3"):
@@ -344,9 +333,6 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "takes int() of each",
         ("c = cap // 2", "// -> /"):
             "halving a float gives the same floors: simulate_tier takes int() of each, floor(x / 2^k) either way",
-        ("t0 = float(t.min()) if nreq else 0.0", "0.0 -> 1.0"):
-            "an empty trace: t0 is read only by the fill time (NaN: no fill), the span (0: no request with blocks) "
-            "and the demand (0: no request)",
         ("if not (self.filled and self.steady_references > 0 and self.span_s > 0):", "> -> >="):
             "filled means writes after the fill (so references there) and a window > 0 (so a span > 0): both "
             "guards hold whenever filled does",
