@@ -184,6 +184,11 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             'one byte more per row for 0 decimals: a wider buffer, the same text',
     },
     "plan": {
+        ('tiers = ((TierSpec("l2", max(1, l2_blocks) * slot),) if l2_blocks > 0 else ()) + \\', "0 -> 1"):
+            "with or without an L2 of one block: it holds only the most recent block, which the L3 behind it (one "
+            "block at least, write-through) holds too, so no L3 write changes",
+        ('tiers = ((TierSpec("l2", max(1, l2_blocks) * slot),) if l2_blocks > 0 else ()) + \\', "> -> >="):
+            "l2_blocks = 0 then gets an L2 of one block: the same L3 writes (see `0 -> 1`)",
         ('probe = HierarchySpec(tiers=(TierSpec("l3", 1),), block_bytes=block_bytes)', "1 -> 2"):
             "the probe spec only reads the slot size, which a tier's capacity does not change",
         ("_, ev = h.run(t[a:b], offsets[a:b + 1] - offsets[a], trace.keys[offsets[a]:offsets[b]], first_request=a)",
