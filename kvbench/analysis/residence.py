@@ -14,9 +14,9 @@ write rate is its miss ratio times the load it sees, and over days the load it s
 trace the two estimates agree (both count the requests strictly after a window's opening instant over the time
 after it: on one block a second, both say one block a second). Under LRU without a TTL nothing leaves before
 the first eviction, so the first eviction is the first touch of the (C+1)-th distinct block: its time is read
-off the first-touch times, no simulation per capacity. Residence time T(C) = C / W(C) is how long an idle block survives (LRU acts as a
-TTL cache with that TTL); DWPD(C) = 86,400 W(C) / C = 86,400 / T(C) drive writes per day of the tier's own
-capacity. A capacity the trace never fills (C >= distinct blocks, or filled only at the last arrival) has no
+off the first-touch times, no simulation per capacity. Residence time T(C) = C / W(C) is how long an idle
+block survives (LRU acts as a TTL cache with that TTL); DWPD(C) = 86,400 W(C) / C = 86,400 / T(C) drive writes
+per day of the tier's own capacity. A capacity the trace never fills (C >= distinct blocks, or filled only at the last arrival) has no
 steady state: its W is NaN, ``filled`` False. A filled tier *shows* its residence time only once it has turned
 over (written at least C blocks after filling: every block resident at the fill could have been evicted);
 before that, T(C) is a projection of a window shorter than itself, reported (``turned_over`` False) but never
