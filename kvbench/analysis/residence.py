@@ -16,8 +16,8 @@ after it: on one block a second, both say one block a second). Under LRU without
 the first eviction, so the first eviction is the first touch of the (C+1)-th distinct block: its time is read
 off the first-touch times, no simulation per capacity. Residence time T(C) = C / W(C) is how long an idle
 block survives (LRU acts as a TTL cache with that TTL); DWPD(C) = 86,400 W(C) / C = 86,400 / T(C) drive writes
-per day of the tier's own capacity. A capacity the trace never fills (C >= distinct blocks, or filled only at the last arrival) has no
-steady state: its W is NaN, ``filled`` False. A filled tier *shows* its residence time only once it has turned
+per day of the tier's own capacity. A capacity the trace never fills (C >= distinct blocks, or filled only at
+the last arrival) has no steady state: its W is NaN, ``filled`` False. A filled tier *shows* its residence time only once it has turned
 over (written at least C blocks after filling: every block resident at the fill could have been evicted);
 before that, T(C) is a projection of a window shorter than itself, reported (``turned_over`` False) but never
 used to answer a retention.
