@@ -7,20 +7,20 @@ its first eviction it only fills (warm-up writes, reported apart); from the firs
                             demand = references in requests after the first arrival / the trace's span
 
 blocks per second of trace time: the steady miss ratio at the trace's mean load. The window's own rate (misses
-over the time after the fill) would carry the load of the hours the window happens to cover: on a diurnal trace
-a larger tier fills later, its window is the busy evening, and W would rise with C, so the tier's write rate, its
+over the time after the fill) would carry the load of the hours the window happens to cover: on a diurnal trace a
+larger tier fills later, its window is the busy evening, and W would rise with C, so the tier's write rate, its
 DWPD and the drives it needs would depend on where in the day the trace starts and ends. A full tier's long-run
 write rate is its miss ratio times the load it sees, and over days the load it sees is the mean; for a stationary
 trace the two estimates agree (both count the requests strictly after a window's opening instant over the time
-after it: on one block a second, both say one block a second). Under LRU without a TTL nothing leaves before
-the first eviction, so the first eviction is the first touch of the (C+1)-th distinct block: its time is read
-off the first-touch times, no simulation per capacity. Residence time T(C) = C / W(C) is how long an idle
-block survives (LRU acts as a TTL cache with that TTL); DWPD(C) = 86,400 W(C) / C = 86,400 / T(C) drive writes
-per day of the tier's own capacity. A capacity the trace never fills (C >= distinct blocks, or filled only at
-the last arrival) has no steady state: its W is NaN, ``filled`` False. A filled tier *shows* its residence time only once it has turned
-over (written at least C blocks after filling: every block resident at the fill could have been evicted);
-before that, T(C) is a projection of a window shorter than itself, reported (``turned_over`` False) but never
-used to answer a retention.
+after it: on one block a second, both say one block a second). Under LRU without a TTL nothing leaves before the
+first eviction, so the first eviction is the first touch of the (C+1)-th distinct block: its time is read off the
+first-touch times, no simulation per capacity. Residence time T(C) = C / W(C) is how long an idle block survives
+(LRU acts as a TTL cache with that TTL); DWPD(C) = 86,400 W(C) / C = 86,400 / T(C) drive writes per day of the
+tier's own capacity. A capacity the trace never fills (C >= distinct blocks, or filled only at the last arrival)
+has no steady state: its W is NaN, ``filled`` False. A filled tier *shows* its residence time only once it has
+turned over (written at least C blocks after filling: every block resident at the fill could have been evicted);
+before that, T(C) is a projection of a window shorter than itself, reported (``turned_over`` False) but never used
+to answer a retention.
 
 Asked to keep KV for R seconds, the tier is the smallest C with T(C) >= R, written at 86,400 / R DWPD. The
 trace cannot show residence times much beyond its span: such retentions are *beyond the trace* and are
