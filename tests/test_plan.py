@@ -619,6 +619,7 @@ def test_write_policy_rate_by_hand():
     for l2, batch in ((0, 1 << 16), (0, 2), (1, 2)):
         r = simulate_write_policies(tr, l2_blocks=l2, l3_blocks=1, batch=batch, **kw)["through"]
         assert (r["l3_write_blocks"], r["produced_blocks"]) == (3, 3), (l2, batch)
+        assert r["l3_trim_slots"] == 2, (l2, batch)           # blocks 1 and 2 evicted, each slot trimmed
         assert r["write_bytes_per_s"] == pytest.approx(0.125 * bb), (l2, batch)
         assert r["dwpd"] == pytest.approx(10_800) and r["steady_state"] and r["note"] is None
     flat = simulate_write_policies(make_trace([5.0] * 6, [[1], [2], [2], [3], [3], [3]]), l2_blocks=0, l3_blocks=1,

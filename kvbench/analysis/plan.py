@@ -311,7 +311,8 @@ def simulate_write_policies(trace, *, block_bytes: int, l2_blocks: int, l3_block
             parts.append(ev[(ev["tier"] == 2) & ((ev["op"] == EV_WRITE) | (ev["op"] == EV_TRIM))])
         l3 = np.concatenate(parts)
         w = l3[l3["op"] == EV_WRITE]
-        row = {"l3_write_blocks": int(w.size), "produced_blocks": int(h.produced)}
+        row = {"l3_write_blocks": int(w.size), "produced_blocks": int(h.produced),
+               "l3_trim_slots": int(l3["nslots"][l3["op"] == EV_TRIM].astype(np.int64).sum())}
         _, first = np.unique(w["slot"], return_index=True)
         reuse = np.setdiff1d(np.arange(w.size), first)
         if reuse.size:
