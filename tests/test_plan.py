@@ -268,6 +268,7 @@ def test_deployment_dwpd_is_first_principles_whatever_the_hit_ratio():
         assert again["deployment"]["drives_within_rating"] == need
     line = [x for x in out["answer"]["sentences"] if x.startswith("Deployment:")][0]
     assert f"lasts {dep['lifetime_years']:.3g} years" in line and f"{need:,} such drives keep within" in line
+    assert "at the same GPU work" in line
     assert "8 GPUs at utilization 0.5 compute 80,000 prefill tokens/s" in line and "each of the 4 drives" in line
 
 

@@ -755,6 +755,8 @@ def answer(out: dict) -> dict:
             text += (f"; a {dep['rated_dwpd']:g}-DWPD {dep['reference_class']} drive lasts "
                      f"{dep['lifetime_years']:.3g} years (warranty {dep['warranty_years']:g})")
             if not dep["within_rating"]:
-                text += f": {dep['drives_within_rating']:,} such drives keep within the rating"
+                text += (f": {dep['drives_within_rating']:,} such drives keep within the rating at the same GPU "
+                         "work (its writes do not fall with more drives; the drive classes above size the store at "
+                         "the planned request rate)")
         lines.append(text + ".")
     return {"sentences": lines, "target": head, "ssd_class": t.get("ssd_class"), "bound": t.get("bound")}
