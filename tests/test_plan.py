@@ -631,5 +631,11 @@ def test_write_policy_rate_by_hand():
     back = make_trace([0.0, 1.0, 2.0], [[1], [2], [1]])
     assert [simulate_write_policies(back, l2_blocks=l2, l3_blocks=1, **kw)["through"]["l3_write_blocks"]
             for l2 in (0, 1, 2)] == [3, 3, 2]
+    # a trailing request without blocks (t = 300) ends no window: the demand runs to the last request holding a
+    # block, as the LRU curve's and the admission sweep's do, so the rate is the same 0.125 slot/s
+    tail = make_trace([100.0, 101.0, 101.5, 102.0, 102.5, 110.0, 300.0], [[1], [2], [2], [3], [3], [3], []])
+    assert simulate_write_policies(tail, l2_blocks=0, l3_blocks=1, **kw)["through"]["write_bytes_per_s"] == \
+        pytest.approx(0.125 * bb)
+    assert steady_curve(tail, block_bytes=bb).demand_blocks_per_s == pytest.approx(0.5)
     roomy = simulate_write_policies(tr, l2_blocks=0, l3_blocks=50, **kw)["through"]
     assert roomy["write_bytes_per_s"] is None and "never evicts" in roomy["note"]

@@ -279,3 +279,17 @@ def test_the_six_requests_ten_times_faster():
     assert fast.new_blocks_per_s == pytest.approx(10 / 3)          # 1 new of the last 3 references, at 10/s
     np.testing.assert_allclose(fast.write_blocks_per_s, [np.nan, 7.5, 10.0, np.nan])
     np.testing.assert_allclose(fast.residence_s[1:3], [2 / 15, 0.2])
+
+
+def test_demand_basis_by_hand():
+    """References in requests after the first arrival, and the span to the last request (in order) holding a
+    block: t 2, 0, 5, 9 with 3, 1, 0, 2 blocks -> 3 + 2 after t = 0, span 9 s; the trailing empty request at 12 s
+    ends nothing. Given t0 = -1 the first request counts too. No block at all: (0, 0), no rate."""
+    from kvbench.analysis.residence import demand_basis, mean_demand
+
+    assert demand_basis([2, 0, 5, 9, 12], [3, 1, 0, 2, 0]) == (5, 9.0)
+    assert demand_basis([2, 0, 5, 9, 12], [3, 1, 0, 2, 0], t0=-1.0) == (6, 10.0)
+    assert mean_demand([2, 0, 5, 9, 12], [3, 1, 0, 2, 0]) == pytest.approx(5 / 9)
+    assert demand_basis([1, 2], [0, 0]) == (0, 0.0) and math.isnan(mean_demand([1, 2], [0, 0]))
+    assert demand_basis([], []) == (0, 0.0)
+    assert math.isnan(mean_demand([3, 3], [1, 1]))                  # one instant: no span

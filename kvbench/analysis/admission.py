@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kvbench.analysis.residence import demand_basis
 from kvbench.errors import SpecError
 from kvbench.sim.admission import make_admission, parse_admission
 from kvbench.sim.policies import make_policy
@@ -124,11 +125,10 @@ def _tier_run(admission, cap, offs, times, writes, hits, rejected, first, last_w
         fill = t_fill - t0
     else:
         steady, seen, window, fill = 0, 0, float("nan"), float("nan")
-    span = float(t[last_with_blocks]) - t0 if last_with_blocks >= 0 else 0.0
+    demand_refs, span = demand_basis(t, per_req, t0)
     return TierRun(admission=admission, capacity_blocks=cap, references=refs, hit_blocks=hits,
                    written=int(np.sum(writes)), rejected=rejected, fill_time_s=fill, steady_writes=steady,
-                   steady_window_s=window, span_s=span, steady_references=seen,
-                   demand_references=int(per_req[t > t0].sum()) if nreq else 0)
+                   steady_window_s=window, span_s=span, steady_references=seen, demand_references=demand_refs)
 
 
 def simulate_tier_reference(trace, capacity_blocks: int, admission: str = "all", policy: str = "lru",

@@ -282,7 +282,6 @@ def simulate_write_policies(trace, *, block_bytes: int, l2_blocks: int, l3_block
     from kvbench.sim.tiers import EV_TRIM, EV_WRITE, Hierarchy, HierarchySpec, TierSpec
 
     out = {}
-    t_end = float(trace.timestamp_s[-1])
     q = 1.0
     if trace.n_blocks > max_refs:        # the per-block simulation runs on a key sample (miniature) of large traces
         from kvbench.analysis.curves import sampled_trace
@@ -296,8 +295,7 @@ def simulate_write_policies(trace, *, block_bytes: int, l2_blocks: int, l3_block
     offsets = np.concatenate([np.asarray(trace.offsets[:1], dtype=np.int64),
                               np.asarray(trace.offsets, dtype=np.int64)[busy + 1]])
     refs = np.diff(offsets)
-    t0 = float(np.min(trace.timestamp_s))
-    demand = float(refs[t > t0].sum()) / (t_end - t0) if t_end > t0 else 0.0     # references/s
+    demand = res.mean_demand(t, refs, t0=float(np.min(trace.timestamp_s)))          # references/s, as W's
     for wp in policies:
         probe = HierarchySpec(tiers=(TierSpec("l3", 1),), block_bytes=block_bytes)
         slot = probe.slot_bytes

@@ -235,6 +235,27 @@ class SteadyCurve:
                         np.nan)
 
 
+def demand_basis(times, refs, t0: float | None = None) -> tuple[int, float]:
+    """What the mean load every steady write rate is set at rests on (W = a window's writes per reference x
+    references / span): the block references of the requests arriving after the first arrival ``t0`` (default
+    the earliest of ``times``), and the span from it to the last request (in order) that holds a block (0 when
+    none does). ``times``, ``refs``: per request."""
+    times = np.asarray(times, dtype=np.float64)
+    refs = np.asarray(refs, dtype=np.int64)
+    busy = np.flatnonzero(refs > 0)
+    if not busy.size:
+        return 0, 0.0
+    t0 = float(times.min()) if t0 is None else float(t0)
+    return int(refs[times > t0].sum()), float(times[busy[-1]]) - t0
+
+
+def mean_demand(times, refs, t0: float | None = None) -> float:
+    """Block references per second that a steady write rate is set at (:func:`demand_basis`); NaN when the
+    span is empty."""
+    n, span = demand_basis(times, refs, t0)
+    return n / span if span > 0 else float("nan")
+
+
 def steady_curve(trace, *, block_bytes: int) -> SteadyCurve:
     """The steady-state curve of a trace's reference stream (requests by arrival, blocks deepest-first)."""
     from kvbench.analysis.curves import dense_ids, reference_stream
@@ -265,7 +286,7 @@ def steady_curve(trace, *, block_bytes: int) -> SteadyCurve:
     seen = np.zeros(d + 1, dtype=np.float64)
     seen[1:d] = n - start[1:d]
     span = t_end - t0
-    demand = np.count_nonzero(times > t0) / span if span > 0 else np.nan
+    demand = mean_demand(trace.timestamp_s, trace.blocks_per_request, t0)
     with np.errstate(divide="ignore", invalid="ignore"):
         w = np.where(seen > 0, steady / seen * demand, np.nan)
     w[0] = np.nan
