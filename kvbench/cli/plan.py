@@ -260,7 +260,8 @@ def _print(out: dict) -> None:
         if r["filled"]:
             click.echo(f"{format_bytes(r['capacity_bytes']):>11} {r['hit_ratio']:6.3f} "
                        f"{format_bytes(r['write_bytes_per_s']) + '/s':>11} {format_duration(r['residence_s']):>10} "
-                       f"{r['dwpd']:9.3g}" + ("" if r["turned_over"] else "  (projected: not turned over; answers hold the rate)")
+                       f"{r['dwpd']:9.3g}"
+                       + ("" if r["turned_over"] else "  (projected: not turned over; answers hold the rate)")
                        + ("  (fitted extension)" if r.get("from") == "extension" else ""))
         else:
             click.echo(f"{format_bytes(r['capacity_bytes']):>11} {r['hit_ratio']:6.3f} {'never fills: no steady state':>33}")

@@ -55,7 +55,8 @@ class IologWriter:
             plan, t = plan[keep], t[keep]
         if not len(plan):
             return 0
-        write_csv(self.fh, {"t": t.astype(np.int64), "f": Labels(np.searchsorted(self._index, plan["target"]), self._names),
+        write_csv(self.fh, {"t": t.astype(np.int64),
+                            "f": Labels(np.searchsorted(self._index, plan["target"]), self._names),
                             "a": Labels(plan["op"], self._ops), "o": plan["offset"].astype(np.int64),
                             "l": plan["length"].astype(np.int64)}, header=False, sep=" ")
         self.last_ms = max(self.last_ms, int(t.max()))

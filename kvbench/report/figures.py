@@ -845,8 +845,9 @@ CAPTIONS = {
     "steady_state_rounds": "Preconditioning rounds: steady state is reached when the last 5 rounds stay within "
                            "the band.",
     "admission_frontier": "What each admission policy buys: hit ratio against the DWPD it costs, one curve per "
-                          "policy over capacity; up and to the left is better, the star is the planned capacity. Hollow points "
-                          "fill but do not turn over within the trace (a projection from a short window); a hollow "
+                          "policy over capacity; up and to the left is better, the star is the planned capacity. "
+                          "Hollow points fill but do not turn over within the trace (a projection from a short "
+                          "window); a hollow "
                           "star is the planned capacity's answer with the write rate held at the longest residence "
                           "the policy shows, an upper bound.",
     "router_comparison": "Each router side by side on the same trace: keeping a conversation on one node raises "
