@@ -184,6 +184,9 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             'one byte more per row for 0 decimals: a wider buffer, the same text',
     },
     "plan": {
+        ("busy = np.flatnonzero(np.diff(trace.offsets) > 0)", "> -> >="):
+            "requests without blocks then run too: they change no tier, and the demand counts no reference of "
+            "theirs nor ends its span on them",
         ('tiers = ((TierSpec("l2", max(1, l2_blocks) * slot),) if l2_blocks > 0 else ()) + \\', "0 -> 1"):
             "with or without an L2 of one block: it holds only the most recent block, which the L3 behind it (one "
             "block at least, write-through) holds too, so no L3 write changes",
