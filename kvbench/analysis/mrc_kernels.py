@@ -5,7 +5,8 @@ earlier one); numpy cannot vectorise them and a Python loop runs at ~1M refs/s. 
 curve) keeps a mark at every key's latest access slot and counts the marks after a key's previous slot with a
 bitmap and block counts; ``shards_fs_feed`` (fixed-size SHARDS) uses the classic Fenwick tree over slots
 because it must also drop keys from the sample. Slots are compacted (live marks renumbered in order) when they run out, so memory
-stays proportional to the distinct keys instead of growing with the trace.
+stays proportional to the distinct keys instead of growing with the trace. The hot subscripts go through
+:func:`kvbench.kernels.u` (an unsigned index: no negative-index wraparound code).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, types
 from numba.extending import intrinsic
+
+from kvbench.kernels import u
 
 _GOLD = np.uint64(0x9E3779B97F4A7C15)       # Fibonacci hashing multiplier of the key tables
 
@@ -23,8 +26,8 @@ def _probe(tab, k, shift, mask):
     the index of key ``k``'s pair, or of the empty pair where it would go, and that pair's value."""
     h = np.int64((k * _GOLD) >> np.uint64(shift))
     while True:
-        v = tab[2 * h + 1]
-        if v == 0 or tab[2 * h] == k:
+        v = tab[u(2 * h + 1)]
+        if v == 0 or tab[u(2 * h)] == k:
             return h, v
         h = (h + 1) & mask
 
@@ -34,13 +37,13 @@ def _rebuild(tree, owner, last, width):
     """Compact live slots to 0..live-1 (order kept) and rebuild the Fenwick tree; returns live count."""
     j = 0
     for s in range(width):
-        o = owner[s]
+        o = owner[u(s)]
         if o >= 0:
-            owner[j] = o
+            owner[u(j)] = o
             last[o] = j
             j += 1
     for s in range(j, width):
-        owner[s] = -1
+        owner[u(s)] = -1
     for s in range(width + 1):
         tree[s] = 0
     for s in range(1, width + 1):
@@ -59,7 +62,7 @@ def sample_mask(keys, threshold):
     out = np.empty(n, np.int64)
     m = 0
     for i in range(n):
-        z = keys[i] + np.uint64(0x9E3779B97F4A7C15)
+        z = keys[u(i)] + np.uint64(0x9E3779B97F4A7C15)
         z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
         z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
         z = z ^ (z >> np.uint64(31))
@@ -129,7 +132,7 @@ def shards_fs_feed(keys, fracs, times, want_gaps, s_max, shift, tab, ekey, efrac
     for i in range(i_start, n):
         if fracs[i] >= thr:
             continue
-        k = keys[i]
+        k = keys[u(i)]
         h, v = _probe(tab, k, shift, mask)
         e = np.int64(v) - 1
         hit = v != 0 and ein[e]
@@ -153,15 +156,15 @@ def shards_fs_feed(keys, fracs, times, want_gaps, s_max, shift, tab, ekey, efrac
             while s <= width:
                 tree[s] -= 1
                 s += s & -s
-            owner[p] = -1
+            owner[u(p)] = -1
             if want_gaps:
-                gaps[i] = times[i] - etime[e]
+                gaps[i] = times[u(i)] - etime[e]
         else:
             if v == 0:
                 e = n_ent
                 n_ent += 1
-                tab[2 * h] = k
-                tab[2 * h + 1] = np.uint64(e + 1)
+                tab[u(2 * h)] = k
+                tab[u(2 * h + 1)] = np.uint64(e + 1)
                 ekey[e] = k
                 efrac[e] = fracs[i]
             ein[e] = True
@@ -175,10 +178,10 @@ def shards_fs_feed(keys, fracs, times, want_gaps, s_max, shift, tab, ekey, efrac
         while s <= width:
             tree[s] += 1
             s += s & -s
-        owner[slot] = e
+        owner[u(slot)] = e
         eslot[e] = slot
         if want_gaps:
-            etime[e] = times[i]
+            etime[e] = times[u(i)]
         slot += 1
         while hsize > s_max:
             victim, hsize = _heap_pop(heap, hsize, efrac)
@@ -189,7 +192,7 @@ def shards_fs_feed(keys, fracs, times, want_gaps, s_max, shift, tab, ekey, efrac
             while s <= width:
                 tree[s] -= 1
                 s += s & -s
-            owner[pv] = -1
+            owner[u(pv)] = -1
             eslot[victim] = -1
             live -= 1
     st[0], st[1], st[2], st[3] = n_ent, slot, live, hsize
@@ -223,8 +226,8 @@ def shards_fs_compact(n_ent, ekey, efrac, eslot, etime, ein, owner, heap, hsize,
             ntab[2 * h + 1] = np.uint64(j + 1)
             j += 1
     for s in range(owner.shape[0]):
-        if owner[s] >= 0:
-            owner[s] = remap[owner[s]]
+        if owner[u(s)] >= 0:
+            owner[u(s)] = remap[owner[u(s)]]
     for x in range(hsize):
         heap[x] = remap[heap[x]]
     return j
@@ -237,7 +240,6 @@ def shards_fs_compact(n_ent, ekey, efrac, eslot, etime, ein, owner, heap, hsize,
 # counts per 4096 and per 262144 slots: "marks after slot p" is a popcount, <= 63 word popcounts, <= 63 block
 # counts and a few group counts, and recent keys (short distances, the common case) touch only hot words.
 # Marking and unmarking are O(1). State persists across calls, so a trace is fed batch by batch.
-
 
 
 @intrinsic
@@ -271,27 +273,27 @@ def _marks_after(bits, c2, c3, p, t):
     wend = min((blk + 1) << 6, tw + 1)
     if wend - (w + 1) <= w - (blk << 6):
         # marks after p in its word, then in the following words of its block
-        cnt = _popcnt((bits[w] >> b) >> np.uint64(1))
+        cnt = _popcnt((bits[u(w)] >> b) >> np.uint64(1))
         for x in range(w + 1, wend):
-            cnt += _popcnt(bits[x])
+            cnt += _popcnt(bits[u(x)])
     else:
         # block total minus the marks at or before p in the block
-        cnt = c2[blk] - _popcnt(bits[w] & ((np.uint64(2) << b) - np.uint64(1)))
+        cnt = c2[u(blk)] - _popcnt(bits[u(w)] & ((np.uint64(2) << b) - np.uint64(1)))
         for x in range(blk << 6, w):
-            cnt -= _popcnt(bits[x])
+            cnt -= _popcnt(bits[u(x)])
     if tb > blk:
         grp = blk >> 6
         tg = tb >> 6
         bend = min((grp + 1) << 6, tb + 1)
         if bend - (blk + 1) <= blk - (grp << 6) + 1:
             for y in range(blk + 1, bend):
-                cnt += c2[y]
+                cnt += c2[u(y)]
         else:
-            cnt += c3[grp]
+            cnt += c3[u(grp)]
             for y in range(grp << 6, blk + 1):
-                cnt -= c2[y]
+                cnt -= c2[u(y)]
         for z in range(grp + 1, tg + 1):
-            cnt += c3[z]
+            cnt += c3[u(z)]
     return cnt
 
 
@@ -302,7 +304,7 @@ def _marks_in(bits, lo, hi):
         return 0
     wl = lo >> 6
     wh = (hi - 1) >> 6
-    first = bits[wl] >> np.uint64(lo & 63)
+    first = bits[u(wl)] >> np.uint64(lo & 63)
     if wl == wh:
         n = hi - lo
         if n < 64:
@@ -310,9 +312,9 @@ def _marks_in(bits, lo, hi):
         return _popcnt(first)
     cnt = _popcnt(first)
     for x in range(wl + 1, wh):
-        cnt += _popcnt(bits[x])
+        cnt += _popcnt(bits[u(x)])
     top = np.uint64((hi - 1) & 63)
-    cnt += _popcnt(bits[wh] & ((np.uint64(2) << top) - np.uint64(1)))
+    cnt += _popcnt(bits[u(wh)] & ((np.uint64(2) << top) - np.uint64(1)))
     return cnt
 
 
@@ -321,16 +323,16 @@ ANCHOR_SPAN = 4096      # slots: counting from the last reference's answer costs
 
 @njit(cache=True, nogil=True)
 def _mark(bits, c2, c3, s):
-    bits[s >> 6] |= np.uint64(1) << np.uint64(s & 63)
-    c2[s >> 12] += 1
-    c3[s >> 18] += 1
+    bits[u(s >> 6)] |= np.uint64(1) << np.uint64(s & 63)
+    c2[u(s >> 12)] += 1
+    c3[u(s >> 18)] += 1
 
 
 @njit(cache=True, nogil=True)
 def _unmark(bits, c2, c3, s):
-    bits[s >> 6] &= ~(np.uint64(1) << np.uint64(s & 63))
-    c2[s >> 12] -= 1
-    c3[s >> 18] -= 1
+    bits[u(s >> 6)] &= ~(np.uint64(1) << np.uint64(s & 63))
+    c2[u(s >> 12)] -= 1
+    c3[u(s >> 18)] -= 1
 
 
 @njit(cache=True, nogil=True)
@@ -341,10 +343,10 @@ def lru_compact_into(owner, tab, width, new_owner, new_bits, new_c2, new_c3):
     """
     j = 0
     for s in range(width):
-        e = owner[s]
-        if e >= 0 and tab[2 * e + 1] == np.uint64(s + 1):
+        e = owner[u(s)]
+        if e >= 0 and tab[u(2 * e + 1)] == np.uint64(s + 1):
             new_owner[j] = e
-            tab[2 * e + 1] = np.uint64(j + 1)
+            tab[u(2 * e + 1)] = np.uint64(j + 1)
             j += 1
     for s in range(j, new_owner.shape[0]):
         new_owner[s] = -1
@@ -361,17 +363,17 @@ def lru_rehash(tab, ttime, ntab, ntime, owner, shift, with_time):
     """Move every table entry into a larger table (``shift`` = 64 - log2(new size)); fix slot owners."""
     mask = ntab.shape[0] // 2 - 1
     for j in range(tab.shape[0] // 2):
-        s1 = tab[2 * j + 1]
+        s1 = tab[u(2 * j + 1)]
         if s1 != 0:
-            k = tab[2 * j]
+            k = tab[u(2 * j)]
             h = np.int64((k * _GOLD) >> np.uint64(shift))
             while ntab[2 * h + 1] != 0:
                 h = (h + 1) & mask
             ntab[2 * h] = k
             ntab[2 * h + 1] = s1
             if with_time:
-                ntime[h] = ttime[j]
-            owner[np.int64(s1) - 1] = h
+                ntime[h] = ttime[u(j)]
+            owner[u(np.int64(s1) - 1)] = h
 
 
 @njit(cache=True, nogil=True)
@@ -401,8 +403,8 @@ def lru_feed(keys, offsets, times, r_start, ref_base, count_from, ttl, shift,
     pa = -1                 # anchor slot (-1: none) and the marks after it, ca
     ca = 0
     for r in range(r_start, n_req):
-        a = offsets[r]
-        b = offsets[r + 1]
+        a = offsets[u(r)]
+        b = offsets[u(r + 1)]
         nb = b - a
         if 2 * (entries + nb) > cap:
             state[0] = entries
@@ -419,16 +421,16 @@ def lru_feed(keys, offsets, times, r_start, ref_base, count_from, ttl, shift,
                 return r, 2
             slot = lru_compact_into(owner, tab, width, owner, bits, c2, c3)
             pa = -1
-        now = times[r]
+        now = times[u(r)]
         for i in range(b - 1, a - 1, -1):
-            k = keys[i]
+            k = keys[u(i)]
             # touch the table line of a reference 8 ahead (in file order) so its cache miss overlaps this work
             j = i - 8 if i - 8 >= 0 else i
-            warm ^= tab[2 * np.int64((keys[j] * _GOLD) >> np.uint64(shift)) + 1]
+            warm ^= tab[u(2 * np.int64((keys[u(j)] * _GOLD) >> np.uint64(shift)) + 1)]
             h, s1 = _probe(tab, k, shift, mask)
             counted = ref_base + a + (b - 1 - i) >= count_from
             if s1 == 0:
-                tab[2 * h] = k
+                tab[u(2 * h)] = k
                 entries += 1
                 if counted:
                     state[2] += 1
@@ -436,7 +438,7 @@ def lru_feed(keys, offsets, times, r_start, ref_base, count_from, ttl, shift,
                 ca += 1                 # the new mark lies after the anchor
             else:
                 p = np.int64(s1) - 1
-                if counted and (not with_time or now - ttime[h] <= ttl):
+                if counted and (not with_time or now - ttime[u(h)] <= ttl):
                     state[2] += 1
                     if pa < 0 or p - pa > ANCHOR_SPAN or pa - p > ANCHOR_SPAN:
                         c = _marks_after(bits, c2, c3, p, slot)
@@ -444,7 +446,7 @@ def lru_feed(keys, offsets, times, r_start, ref_base, count_from, ttl, shift,
                         c = ca - _marks_in(bits, pa + 1, p + 1)
                     else:
                         c = ca + _marks_in(bits, p + 1, pa + 1)
-                    hist[c + 1] += 1
+                    hist[u(c + 1)] += 1
                     pa = p
                     ca = c + 1          # p's own mark goes (it is not after p), the new one comes
                 else:
@@ -453,10 +455,10 @@ def lru_feed(keys, offsets, times, r_start, ref_base, count_from, ttl, shift,
                         state[4] += 1
                     pa = -1
                 _unmark(bits, c2, c3, p)
-            tab[2 * h + 1] = np.uint64(slot + 1)
+            tab[u(2 * h + 1)] = np.uint64(slot + 1)
             if with_time:
-                ttime[h] = now
-            owner[slot] = h
+                ttime[u(h)] = now
+            owner[u(slot)] = h
             _mark(bits, c2, c3, slot)
             slot += 1
     state[0] = entries
