@@ -478,7 +478,7 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ("if wend - (w + 1) <= w - (blk << 6):", "<= -> <"):
             "chooses which side of the word to count (the shorter); both branches count the same marks",
         ("j = i - 8 if i - 8 >= 0 else i", "*"): "which table line is prefetched: a cache hint, never read back",
-        ("warm ^= tab[2 * np.int64((keys[j] * _GOLD) >> np.uint64(shift)) + 1]", "*"):
+        ("warm ^= tab[u(2 * np.int64((keys[u(j)] * _GOLD) >> np.uint64(shift)) + 1)]", "*"):
             "the prefetch load itself: its value only feeds the dead 'warm' word",
         ("state[5] ^= np.int64(warm & np.uint64(1))      # keep the warming loads alive", "*"):
             "keeps the prefetch loads from being optimised away; state[5] is never read",
@@ -693,16 +693,16 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "a ghost list's hash table size: a larger table (every surviving variant) holds the same keys",
     },
     "tiers_kernel": {
-        ("if A[(t) * NF + POL] == POL_S3:", "== -> !="):
+        ("if A[u((t) * NF + POL)] == POL_S3:", "== -> !="):
             "_live only sets when the idle heap is rebuilt from the live keys (a memory bound): rebuilding earlier "
             "or later drops stale entries, never changes which key expires when",
-        ("nb = A[h + GH_NB]", "+ -> -"): "GH_NB is 0: h + 0 and h - 0 are the same index",
-        ("A[GB + G_PHASE] = 0", "+ -> -"):
+        ("nb = A[u(h + GH_NB)]", "+ -> -"): "GH_NB is 0: h + 0 and h - 0 are the same index",
+        ("A[u(GB + G_PHASE)] = 0", "+ -> -"):
             "leaves PHASE at 1 after the lookup loop and zeroes A[GB - 3], tier 3's ESLOT: an evict frame field "
             "dead outside _cascade. Writes marked after the loop carry this request's mark, read only by this "
             "request's hit-read classification, which is already done; the next request takes mark + 1 and sets "
             "PHASE itself",
-        ("v = A[(t) * NF + QH1] if ql1 > 0 and (ql1 >= A[(t) * NF + SCAP] or A[(t) * NF + QL0] == 0) \\", "0 -> 1"):
+        ("v = A[u((t) * NF + QH1)] if ql1 > 0 and (ql1 >= A[u((t) * NF + SCAP)] or A[u((t) * NF + QL0)] == 0) \\", "0 -> 1"):
             "the `QL0 == 1` variant (the `ql1 > 1` one is killed by the targeted TinyLFU-on-S3-FIFO trace): the "
             "victim is asked only of a full tier (QL0 + QL1 >= CAP), where one key in M leaves CAP - 1 >= SCAP "
             "in S (the first disjunct already holds) or, at CAP 1, none (ql1 > 0 fails): the `QL0 == 0` test "
@@ -710,7 +710,7 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ("return -1, -1", "1 -> 2"):
             "_ins_begin's 'insert over' (refreshed, refused, out of nodes): every caller tests n < 0 and then "
             "ignores the victim",
-        ("_emit(A, t, EV_TRIM, TRIM, A[(t) * NF + TR0F + 2 * j], n, 0, -1)", "2 -> 3"):
+        ("_emit(A, t, EV_TRIM, TRIM, A[u((t) * NF + TR0F + 2 * j)], n, 0, -1)", "2 -> 3"):
             "the second trim pair is never filled (TRN <= 1): an alloc whose dead head segment is freed takes its "
             "new head from the free list, so it never also reclaims (as LogStore.alloc)",
         ("return -1", "1 -> 2"):
