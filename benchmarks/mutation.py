@@ -480,6 +480,8 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ("j = i - 8 if i - 8 >= 0 else i", "*"): "which table line is prefetched: a cache hint, never read back",
         ("warm ^= tab[u(2 * np.int64((keys[u(j)] * _GOLD) >> np.uint64(shift)) + 1)]", "*"):
             "the prefetch load itself: its value only feeds the dead 'warm' word",
+        ("warm = np.uint64(0)", "0 -> 1"): "the prefetch loads' accumulator starts elsewhere: it only feeds the "
+                                           "dead state[5]",
         ("state[5] ^= np.int64(warm & np.uint64(1))      # keep the warming loads alive", "*"):
             "keeps the prefetch loads from being optimised away; state[5] is never read",
         ("if 2 * (entries + nb) > width:", "2 -> 3"): "grow the slot space rather than compact it: both keep the marks",
