@@ -494,7 +494,7 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
     "ftl": {
         ("if self.page_size <= 0 or self.page_size % 512:", "0 -> 1"):
             "a page size of 1 fails the multiple-of-512 test on the same line",
-        ("valid[victim] -= 1", "-= -> +="): "a victim being cleaned (state 3) is out of the buckets and its "
+        ("valid[u(victim)] -= 1", "-= -> +="): "a victim being cleaned (state 3) is out of the buckets and its "
                                             "count is not read again before its erase resets it to 0",
         ("for v in range(bp + 1):", "1 -> 2"): "scans one bucket past the fullest only when every bucket is empty, "
                                                "which validate() rules out (spare blocks >= min_free + 2)",
@@ -532,8 +532,8 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "an extra cut point only splits a batch of extents into two kernel calls: the same model state",
         ("if len(files) > 1 and target is None and largest:", "> -> >="):
             "with one file, picking the largest picks that file",
-        ("p2l[q] = -1", "1 -> 2"): "any negative value marks an invalid physical page (every reader tests < 0 / >= 0)",
-        ("prv[nxt[victim]] = -1", "1 -> 2"): "any negative value marks a bucket's head (readers test prv >= 0)",
+        ("p2l[u(q)] = -1", "1 -> 2"): "any negative value marks an invalid physical page (every reader tests < 0 / >= 0)",
+        ("prv[u(nxt[u(victim)])] = -1", "1 -> 2"): "any negative value marks a bucket's head (readers test prv >= 0)",
         ("step = f / (ew * (w + 1.0) - (w + 2.0) * f / (2.0 * w + 2.0)) if w != -1.0 else 0.0", "+ -> -"):
             "a different Halley denominator keeps f = 0 the fixed point and still converges (tests check w e^w = x "
             "to 1e-9 and W(e) = 1 to 1e-14)",

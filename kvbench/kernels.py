@@ -12,8 +12,10 @@ def u(i):
 
     numba compiles a signed subscript with Python's negative-index wraparound: a shift and a mask before every
     load and store. The kernels never index from the end, so an unsigned index does the same work without
-    them. Measured (same results): the tier simulation 1.15x faster on mooncake-synthetic, L1-L4; the exact
-    LRU stack 1.4x (benchmarks/tier_sim.py, benchmarks/trace_ingest.py).
+    them. Measured in-process, interleaved, same results: the tier simulation 1.15x faster on mooncake-synthetic,
+    L1-L4; the exact LRU stack 1.4x; the FTL model 1.2-1.5x host pages/s (benchmarks/tier_sim.py, mrc_speed.py,
+    ftl_speed.py). Not everywhere: the steady curve's Fenwick loops measured no faster (0.8-1.0x), so they keep
+    signed subscripts.
 
     A kernel that inlines this is not recompiled when this changes (numba's cache keys on the kernel's own
     file): keep it as it is.
