@@ -480,6 +480,10 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ("j = i - 8 if i - 8 >= 0 else i", "*"): "which table line is prefetched: a cache hint, never read back",
         ("warm ^= tab[u(2 * np.int64((keys[u(j)] * _GOLD) >> np.uint64(shift)) + 1)]", "*"):
             "the prefetch load itself: its value only feeds the dead 'warm' word",
+        ("pa = -1", "1 -> 2"): "any negative anchor means none (every use tests pa < 0)",
+        ("if pa < 0 or p - pa > ANCHOR_SPAN or pa - p > ANCHOR_SPAN:", "> -> >="):
+            "at exactly ANCHOR_SPAN the count starts from scratch instead of from the anchor: both count the same "
+            "marks",
         ("warm = np.uint64(0)", "0 -> 1"): "the prefetch loads' accumulator starts elsewhere: it only feeds the "
                                            "dead state[5]",
         ("state[5] ^= np.int64(warm & np.uint64(1))      # keep the warming loads alive", "*"):
