@@ -498,6 +498,8 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
     "ftl": {
         ("if self.page_size <= 0 or self.page_size % 512:", "0 -> 1"):
             "a page size of 1 fails the multiple-of-512 test on the same line",
+        ("p2l[u(old)] = -1", "1 -> 2"): "any negative p2l is an unmapped physical page (every test is p2l < 0)",
+        ("vs = 0", "0 -> 1"): "read only once a victim is picked, which sets it from the victim's stream first",
         ("valid[u(victim)] -= 1", "-= -> +="): "a victim being cleaned (state 3) is out of the buckets and its "
                                             "count is not read again before its erase resets it to 0",
         ("for v in range(bp + 1):", "1 -> 2"): "scans one bucket past the fullest only when every bucket is empty, "

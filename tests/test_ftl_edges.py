@@ -217,3 +217,22 @@ def test_layout_waf_sizes_and_its_default_erase_block_count():
     assert p["erase_block_bytes"] == 2 * (16 << 10) and waf >= 1.0
     _, p = layout_waf("log", 1 << 20, erase_block_bytes=16 << 20, segment_bytes=1 << 20, writes=1.0)
     assert p["model_capacity_bytes"] == 8192 << 20
+
+
+@pytest.mark.parametrize("gc", ["greedy", "fifo"])
+def test_erase_block_zero_as_the_gc_victim_is_erased_and_accounted(gc):
+    """16 user pages in 4-page erase blocks, 8 blocks (op 1.0), GC below 2 free blocks. The fill puts pages 0-15
+    in blocks 0-3 (block 3 still open); rewriting pages 4-7 then 0-3 opens blocks 4 and 5 and leaves blocks 1
+    and 0 with no valid page, block 0 the last to get there (greedy: the head of bucket 0) and the first closed
+    (fifo: the head of the ring). Page 8's rewrite opens block 6: one free block left, so the GC takes block 0,
+    copies nothing and erases it. 25 host pages, 25 NAND pages, 0 GC copies, 1 erase; every block accounted for
+    (a victim numbered 0 must be cleaned like any other)."""
+    m = FtlModel(FtlConfig(user_bytes=16 * 4096, op=1.0, block_pages=4, gc=gc))
+    m.fill_sequential()
+    w = np.array([OP_WRITE], np.uint8)
+    for start, count in ((4, 4), (0, 4), (8, 1)):
+        m.apply_pages(w, np.array([start]), np.array([count]))
+    c = m.counters
+    assert (c.host_pages, c.nand_pages, c.gc_pages, c.erases) == (25, 25, 0, 1)
+    m.check()
+    assert m._arrays["state"][0] == 0          # block 0 is the one erased (back in the free ring)

@@ -377,7 +377,7 @@ class FtlModel:
         return FtlCounters(int(c[C_HOST]), int(c[C_NAND]), int(c[C_GC]), int(c[C_ERASE]), int(c[C_TRIM]))
 
     def check(self) -> None:
-        """Consistency of the mapping (tests): l2p and p2l are inverse, valid counts match."""
+        """Consistency (tests): l2p and p2l are inverse, valid counts match, every erase block accounted for."""
         a, bp = self._arrays, self.config.block_pages
         l2p, p2l = a["l2p"], a["p2l"]
         mapped = np.flatnonzero(l2p >= 0)
@@ -385,6 +385,27 @@ class FtlModel:
         assert int((p2l >= 0).sum()) == len(mapped), "stale physical pages"
         per_block = np.bincount(np.flatnonzero(p2l >= 0) // bp, minlength=self.config.blocks)
         assert np.array_equal(per_block, a["valid"]), "valid counts disagree"
+        # every erase block is in exactly one place between calls: the free ring (state 0), open at one stream's
+        # frontier (1), or closed (2) in the GC's order (greedy: the list of its valid count; fifo: the ring);
+        # none is left mid-clean (3)
+        state, B = a["state"], self.config.blocks
+        assert not (state == 3).any(), "an erase block was left mid-clean"
+        fh, _, fn = (int(x) for x in a["fmeta"])
+        free = a["free"][(fh + np.arange(fn)) % B]
+        assert sorted(free.tolist()) == np.flatnonzero(state == 0).tolist(), "free ring and free blocks disagree"
+        assert sorted(a["cur"][0::2].tolist()) == np.flatnonzero(state == 1).tolist(), "open blocks disagree"
+        if self.config.gc == "greedy":
+            listed = []
+            for v in range(bp + 1):
+                blk, prev = int(a["head"][v]), -1
+                while blk >= 0:
+                    assert a["valid"][blk] == v and a["prv"][blk] == prev, f"block {blk} misfiled in bucket {v}"
+                    listed.append(blk)
+                    prev, blk = blk, int(a["nxt"][blk])
+        else:
+            rh, _, rn = (int(x) for x in a["rmeta"])
+            listed = a["ring"][(rh + np.arange(rn)) % B].tolist()
+        assert sorted(listed) == np.flatnonzero(state == 2).tolist(), "closed blocks and the GC's order disagree"
 
 
 # --- analytic reference -----------------------------------------------------------------------------------
