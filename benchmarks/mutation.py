@@ -705,6 +705,7 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "_live only sets when the idle heap is rebuilt from the live keys (a memory bound): rebuilding earlier "
             "or later drops stale entries, never changes which key expires when",
         ("A[u(e + O_KEY)] = key", "+ -> -"): "O_KEY is 0: e + 0 and e - 0 are the same index",
+        ("i = _home(A[u(e + O_KEY)], mask)", "+ -> -"): "O_KEY is 0: e + 0 and e - 0 are the same index",
         ("nb = A[u(h + GH_NB)]", "+ -> -"): "GH_NB is 0: h + 0 and h - 0 are the same index",
         ("A[u(GB + G_PHASE)] = 0", "+ -> -"):
             "leaves PHASE at 1 after the lookup loop and zeroes A[GB - 3], tier 3's ESLOT: an evict frame field "
