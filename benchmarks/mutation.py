@@ -467,11 +467,9 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
     "mrc_kernels": {
         ("if c + 1 < size and hashes[heap[c + 1]] > hashes[heap[c]]:", "> -> >="):
             "only decides between two children of equal hash: distinct keys have distinct 64-bit hashes",
-        ("width = max(2 * s_max + 2, 1024)", "2 -> 3"): "slot space size: compaction timing, not results",
-        ("width = max(2 * s_max + 2, 1024)", "1024 -> 1025"): "slot space size: compaction timing, not results",
-        ("owner = np.full(width, -1, np.int64)", "1 -> 2"): "any negative owner means an empty slot (o >= 0 tests)",
         ("new_owner[s] = -1", "1 -> 2"): "any negative owner means an empty slot (o >= 0 tests)",
-        ("_GOLD = np.uint64(0x9E3779B97F4A7C15)", "11400714819323198485 -> 11400714819323198486"):
+        ("_GOLD = np.uint64(0x9E3779B97F4A7C15)       # Fibonacci hashing multiplier of the key tables",
+         "11400714819323198485 -> 11400714819323198486"):
             "the hash table's multiplier: another one changes where keys sit, not which slot each maps to",
         ("if wend - (w + 1) <= w - (blk << 6):", "6 -> 7"):
             "chooses which side of the word to count (the shorter); both branches count the same marks",
@@ -518,7 +516,7 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "a different Halley correction still converges to the same root within the 1e-15 stop",
         ("if abs(step) < 1e-15 * (1.0 + abs(w)):", "< -> <="): "a step exactly at the stop tolerance changes w by "
                                                                 "less than the result's precision",
-        ("def _extent_chunks(ops, starts, counts, total: int, chunk: int = 1 << 20):", "20 -> 21"):
+        ("def _extent_chunks(ops, starts, counts, total: int, chunk: int = 1 << 20, streams=None):", "20 -> 21"):
             "kernel batch size: the stream is the same",
         ("err = 2", "2 -> 3"): "unreachable: validate() guarantees a victim (no test can reach an empty-victim error)",
         ('"head": np.full(bp + 1, -1, dtype=np.int32),', "1 -> 2"): "one spare bucket head, never indexed",
