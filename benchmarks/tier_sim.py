@@ -59,12 +59,10 @@ SPECS = {
 }
 
 
-RUN_CPU: list[float] = []     # the last windowed() call's thread CPU seconds inside Hierarchy.run alone
-
-
 def windowed(spec, t, most: int):
-    """The compiled simulation as the replay runs it: one hierarchy, windows of whole requests. The CPU time
-    spent inside ``Hierarchy.run`` (what the command's ``blocks_per_cpu_s`` counts) is left in RUN_CPU."""
+    """The compiled simulation as the replay runs it: one hierarchy, windows of whole requests. Returns the
+    requests, the events and the thread CPU seconds spent inside ``Hierarchy.run`` alone (what the command's
+    ``blocks_per_cpu_s`` counts)."""
     h = Hierarchy(spec, max_request_blocks=most)
     offs, n, r, out, run_cpu = t.offsets, t.n_requests, 0, [], 0.0
     while r < n:
@@ -74,8 +72,7 @@ def windowed(spec, t, most: int):
                          first_request=r))
         run_cpu += time.thread_time() - c
         r = stop
-    RUN_CPU[:] = [run_cpu]
-    return np.concatenate([q for q, _ in out]), np.concatenate([e for _, e in out])
+    return np.concatenate([q for q, _ in out]), np.concatenate([e for _, e in out]), run_cpu
 
 
 def runs_only(spec, t, most: int, repeat: int) -> float:
@@ -83,8 +80,7 @@ def runs_only(spec, t, most: int, repeat: int) -> float:
     ``repeat`` fresh hierarchies."""
     best = float("inf")
     for _ in range(repeat):
-        windowed(spec, t, most)
-        best = min(best, RUN_CPU[0])
+        best = min(best, windowed(spec, t, most)[2])
     return t.n_blocks / best
 
 
@@ -124,7 +120,7 @@ def main() -> None:
     print(f"in-process (CPU time; compiled: min of {a.repeat}, windows of {WINDOW} blocks):")
     for name, spec in SPECS.items():
         (rq, ev), pc = cpu(lambda s=spec: ReferenceHierarchy(s).run(t.timestamp_s, t.offsets, t.keys), 1)
-        (jq, jv), jc = cpu(lambda s=spec: windowed(s, t, most), a.repeat)
+        (jq, jv, _), jc = cpu(lambda s=spec: windowed(s, t, most), a.repeat)
         same = np.array_equal(rq, jq) and np.array_equal(ev, jv)
         fw = first_window(spec, t, most, a.repeat)
         ro = runs_only(spec, t, most, a.repeat)

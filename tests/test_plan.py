@@ -606,9 +606,8 @@ def test_write_policy_rates_do_not_depend_on_when_the_load_falls():
 
 def test_write_policy_rate_by_hand():
     """Blocks 1, 2, 2, 3, 3, 3 at t = 100, 101, 101.5, 102, 102.5, 110 through a write-through L3 of one slot:
-    request 1's
-    write (block 2) is the first to reuse a slot; after it, 1 write (block 3) in 4 references, at the mean demand
-    of 5 references after the first arrival over 10 s: W = 1/4 x 0.5 = 0.125 slot/s, 10,800 DWPD of the 1-slot
+    request 1's write (block 2) is the first to reuse a slot; after it, 1 write (block 3) in 4 references, at the
+    mean demand of 5 references after the first arrival over 10 s: W = 1/4 x 0.5 = 0.125 slot/s, 10,800 DWPD of the 1-slot
     tier (the window's own rate would be 1 write in 9 s). In batches of 2 requests or of 1 << 16, with an L2 in
     front or not, the same. At one instant there is no rate; an L3 that never evicts has none either."""
     from kvbench.analysis.plan import _Scale, simulate_write_policies

@@ -847,9 +847,8 @@ CAPTIONS = {
     "admission_frontier": "What each admission policy buys: hit ratio against the DWPD it costs, one curve per "
                           "policy over capacity; up and to the left is better, the star is the planned capacity. "
                           "Hollow points fill but do not turn over within the trace (a projection from a short "
-                          "window); a hollow "
-                          "star is the planned capacity's answer with the write rate held at the longest residence "
-                          "the policy shows, an upper bound.",
+                          "window); a hollow star is the planned capacity's answer with the write rate held at the "
+                          "longest residence the policy shows, an upper bound.",
     "router_comparison": "Each router side by side on the same trace: keeping a conversation on one node raises "
                          "the hit ratio and lowers TTFT, as long as the load stays balanced.",
     "prefill_profile": "Measured prefill time per prompt length and the fitted T(n) = a + bn + cn² that the "
