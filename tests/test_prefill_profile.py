@@ -119,3 +119,37 @@ def test_unknown_profile_and_bad_json(tmp_path):
         load_profile(f)
     f.write_text(json.dumps({"kind": "published", "source": "s", "model": "m", "device": "d", "fit": {"b": 1e-4}}))
     assert load_profile(f).tokens_per_s == pytest.approx(1e4)
+
+
+@pytest.mark.parametrize("name,model,layers", [("llama-3.1-8b-nvidia-h200", "llama-3.1-8b", 32),
+                                               ("llama-3.1-70b-nvidia-h200", "llama-3.1-70b", 80),
+                                               ("deepseek-v3-nvidia-h200", "deepseek-v3", 61)])
+def test_shipped_measured_h200_profiles_reproduce_their_own_points(name, model, layers):
+    """The measured H200 profiles (benchmarks/gpu_prefill.sh, 2026-12-04) are labelled measured, name their
+    GPU, and their T(n) fit reproduces each measured point (recomputed here from the TOML's own numbers)."""
+    import tomllib
+
+    from kvbench.compute.profile import _resolve
+
+    raw = tomllib.loads(_resolve(name).read_text())
+    p = load_profile(name)
+    assert p.kind == "measured" and p.model == model and "H200" in p.device
+    assert raw["scaling"]["layers_total"] == layers
+    n = np.array(raw["points"]["tokens"], dtype=float)
+    t = np.array(raw["points"]["seconds"])
+    fit = raw["fit"]["a"] + raw["fit"]["b"] * n + raw["fit"]["c"] * n * n
+    assert np.max(np.abs(fit / t - 1)) < 0.02          # each point within 2% of the fit
+    assert np.allclose(p.seconds(n), fit, rtol=1e-12)   # the loader uses the file's fit unchanged
+
+
+def test_shipped_h200_copy_profile_is_the_pinned_pcie_gen5_path():
+    """The 8B profile carries the pinned host->device copy measured on the same H200 (PCIe Gen5 x16): copies of
+    16 MiB and more run between Gen4's and Gen5's x16 per-direction peaks (32 and 64 GB/s), computed here from
+    the measured points; the fitted line is a compromise over 4 KiB..256 MiB and is not checked against them."""
+    p = load_profile("llama-3.1-8b-nvidia-h200")
+    c = p.copy
+    assert c is not None and c.pinned
+    sizes, secs = np.array(c.block_bytes, dtype=float), np.array(c.seconds)
+    big = sizes >= 16 << 20
+    assert big.sum() == 3
+    assert np.all((sizes[big] / secs[big] > 32e9) & (sizes[big] / secs[big] < 64e9))
