@@ -14,7 +14,7 @@ def test_rundir_files(tmp_path):
     target.write_bytes(b"x" * 4096)
     rd = RunDir.create("io", {"bs": 4096, "rate": np.float64(1.5)}, root=tmp_path / "results", targets=[target])
     run = json.loads((rd.path / "run.json").read_text())
-    assert run["kind"] == "io" and run["config"]["rate"] == 1.5
+    assert run["schema"] == 1 and run["kind"] == "io" and run["config"]["rate"] == 1.5
     env = run["environment"]
     assert env["kernel"] and env["memory_bytes"] > 0 and env["kvbench_version"]
     t = run["targets"][0]
@@ -32,7 +32,7 @@ def test_rundir_files(tmp_path):
     assert back.count == 3
     rd.write_summary({"iops": float("nan")}, status="partial")
     s = json.loads((rd.path / "summary.json").read_text())
-    assert s == {"kind": "io", "status": "partial", "run_dir": str(rd.path), "iops": None}
+    assert s == {"schema": 1, "kind": "io", "status": "partial", "run_dir": str(rd.path), "iops": None}
 
 
 def test_rundir_accepts_opened_targets(tmp_path):

@@ -1,5 +1,8 @@
 """Run folders: ``results/<run-id>/`` with run.json, summary.json, timeseries.csv and histograms.json.
 
+run.json and summary.json carry ``schema``, their layout version (:mod:`kvbench.metrics.results`, the one
+reader of a run folder).
+
 Everything is written atomically (temp file + rename) and incrementally, so that a run killed mid-way still
 leaves its configuration, its time series so far and a partial summary.
 """
@@ -17,6 +20,7 @@ import sys
 from pathlib import Path
 
 from kvbench.errors import TargetError
+from kvbench.metrics.results import SCHEMAS, stamp
 
 # not-measured: the run completed but kvbench cannot vouch for its numbers (summary ``not_measured`` says why:
 # an O_DIRECT bypass check that failed, device counters that disagree with the engine)
@@ -97,6 +101,7 @@ class RunDir:
 
         rd = cls(path, kind)
         rd._run = {
+            "schema": SCHEMAS["run"],
             "run_id": run_id,
             "kind": kind,
             "command": command_line(),
@@ -113,11 +118,13 @@ class RunDir:
 
     @classmethod
     def open(cls, path: str | Path) -> "RunDir":
-        """Open an existing run folder (for reports and appends)."""
+        """Open an existing run folder (for reports and appends); run.json read through the result contract."""
+        from kvbench.metrics.results import RunInfo, read_json
+
         path = Path(path)
-        run = json.loads((path / "run.json").read_text())
-        rd = cls(path, run.get("kind", "unknown"))
-        rd._run = run
+        run = RunInfo.from_json(read_json(path / "run.json"), path / "run.json")
+        rd = cls(path, run.kind)
+        rd._run = run.to_json()
         return rd
 
     @property
@@ -177,12 +184,12 @@ class RunDir:
         return self.write_json(name, {str(k): h.to_dict() for k, h in hists.items()})
 
     def write_summary(self, summary: dict, status: str = "complete") -> Path:
-        """summary.json with ``kind``, ``status`` and ``run_dir`` always present."""
+        """summary.json with ``schema``, ``kind``, ``status`` and ``run_dir`` always present."""
         if status not in STATUSES:
             raise ValueError(f"status must be one of {STATUSES}")
         out = {"kind": self.kind, "status": status, "run_dir": str(self.path), **summary}
         out["kind"], out["status"], out["run_dir"] = self.kind, status, str(self.path)
-        return self.write_json("summary.json", out)
+        return self.write_json("summary.json", stamp("summary", out))
 
 
 def _csv_value(v):

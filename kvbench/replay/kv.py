@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from kvbench.errors import KvbenchError, SpecError, TargetError, UsageError, VerifyError
+from kvbench.metrics.results import stamp
 from kvbench.metrics.smart import DeviceWatch
 from kvbench.sim.tiers import (DEMOTE_READ, EVENT_DTYPE, HIT_READ, KIND_NAMES, REQUEST_DTYPE, TIER_MEDIA,
                                TIER_NAMES, Hierarchy, HierarchySpec, TierSpec)
@@ -722,7 +723,7 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
         if status == "complete":
             status = "not-measured"
     rd.write_summary(summary, status=status)
-    summary = {"kind": "replay-kv", "status": status, "run_dir": str(rd.path), **summary}
+    summary = stamp("summary", {"kind": "replay-kv", "status": status, "run_dir": str(rd.path), **summary})
     err = None
     if interrupted:
         from kvbench.errors import Interrupted
