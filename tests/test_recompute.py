@@ -12,7 +12,7 @@ from kvbench.analysis.recompute import (Inequality, Tier, analyse_run_hits, anal
                                         parse_tier, read_run)
 from kvbench.compute.fit import QuadraticFit
 from kvbench.compute.profile import ComputeProfile, rate_profile
-from kvbench.errors import SpecError
+from kvbench.errors import SpecError, UsageError
 
 
 def _prof(a=0.0, b=1e-4, c=0.0) -> ComputeProfile:
@@ -167,7 +167,7 @@ def test_run_without_tier_measurements_is_an_error(tmp_path):
     with pytest.raises(SpecError) as e:
         read_run(root)
     assert "no tier has read measurements" in str(e.value) and str(root) in str(e.value)
-    with pytest.raises(SpecError, match="no summary.json"):
+    with pytest.raises(UsageError, match="not a kvbench run folder"):
         read_run(tmp_path)
 
 

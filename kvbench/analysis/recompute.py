@@ -291,50 +291,35 @@ class RunMeasurements:
     notes: tuple[str, ...] = ()
 
 
-def _read_json(path):
-    import json
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise SpecError(f"{path}:{e.lineno}: invalid JSON: {e.msg}", "re-run the replay or fix the file") from None
-
-
 def read_run(run_dir) -> RunMeasurements:
-    """Tier bandwidth/latency from ``summary.json`` and per-request hits from ``requests.csv`` of a replay run."""
-    from pathlib import Path
-    root = Path(run_dir)
+    """Tier bandwidth/latency from ``summary.json`` and per-request hits from ``requests.csv`` of a replay run
+    (the folder read through the result contract, :func:`kvbench.metrics.results.read_run`)."""
+    from kvbench.metrics.results import read_run as read_folder
+
+    folder = read_folder(run_dir, parts=False)
+    replay, root = folder.replay, folder.path
     summary_path = root / "summary.json"
-    if not summary_path.is_file():
-        raise SpecError(f"{root}: no summary.json (not a run folder)", "give a folder written by kvbench replay kv")
-    summary = _read_json(summary_path)
-    if summary.get("dry_run"):
+    if replay.dry_run:
         raise SpecError(f"{summary_path}: a --dry-run replay has no tier measurements",
                         "give a replay run that did real I/O, or use --tier NAME=BW,LATENCY")
-    run_json = _read_json(root / "run.json") if (root / "run.json").is_file() else {}
-    config = run_json.get("config") or {}
     tiers, notes = [], []
-    for name, t in (summary.get("tiers") or {}).items():
-        if not isinstance(t, dict):
-            continue
-        bw = t.get("read_bw_bytes_per_s")
-        lat = (t.get("read_lat_us") or {}).get("p50") if isinstance(t.get("read_lat_us"), dict) else None
-        if bw and lat is not None and bw > 0:
-            tiers.append(Tier(name, float(bw), float(lat) * 1e-6, source=f"{summary_path.name}: run-average bandwidth"))
+    for name, t in replay.tiers.items():
+        if t.read_bw_bytes_per_s and t.read_lat_p50_s is not None and t.read_bw_bytes_per_s > 0:
+            tiers.append(Tier(name, t.read_bw_bytes_per_s, t.read_lat_p50_s,
+                              source=f"{summary_path.name}: run-average bandwidth"))
         else:
             notes.append(f"tier {name}: no read measurements in the run (skipped)")
     if not tiers:
         raise SpecError(f"{summary_path}: no tier has read measurements (tiers.<name>.read_bw_bytes_per_s and "
                         f"read_lat_us.p50)", "give a replay run that read from a tier (not --dry-run), or use --tier")
-    model = summary.get("model") or config.get("model")
-    block_tokens = summary.get("block_tokens") or config.get("block_tokens")
     hits = _read_requests(root / "requests.csv") if (root / "requests.csv").is_file() else None
     if hits is None:
         notes.append("no requests.csv: per-hit results unavailable")
-    elif summary.get("sample_rate") and hits.full_blocks is not None:
-        hits = replace(hits, sample_rate=float(summary["sample_rate"]))
-        notes.append(f"key-sampled replay (rate {summary['sample_rate']}): tiers fitted on the sampled loads; hit "
+    elif replay.sample_rate < 1 and hits.full_blocks is not None:      # a key-sampled replay
+        hits = replace(hits, sample_rate=replay.sample_rate)
+        notes.append(f"key-sampled replay (rate {replay.sample_rate}): tiers fitted on the sampled loads; hit "
                      "lengths, wins and TTFT saved use the full-size estimates (hits / rate, full_load_ms_est)")
-    return RunMeasurements(str(root), tiers, model, int(block_tokens) if block_tokens else None, hits, tuple(notes))
+    return RunMeasurements(str(root), tiers, replay.model, replay.block_tokens, hits, tuple(notes))
 
 
 def _read_requests(path) -> RunHits:

@@ -67,6 +67,7 @@ def check_cmd(profile_name, rate, run_dir, tier_specs, trace_path, model_name, k
                                             analyse_trace_prefixes, curve_tokens, fit_tier_from_requests,
                                             overall_verdict, parse_tier, read_run, trace_prefixes)
     from kvbench.compute.profile import load_profile, rate_profile
+    from kvbench.metrics.results import CheckResult
     from kvbench.spec.models import load_model
     from kvbench.units import format_bytes, format_duration
 
@@ -130,6 +131,7 @@ def check_cmd(profile_name, rate, run_dir, tier_specs, trace_path, model_name, k
             out["run"]["hits"] = analyse_run_hits(ineq, tiers, run.hits, block_tokens)
     if trace_path:
         out["trace"] = analyse_trace_prefixes(ineq, tiers, trace_prefixes(trace_path))
+    out = CheckResult(out).to_json()      # check.json's layout version (--json prints the same object)
     if as_json:
         emit_json(out)
         return

@@ -2,35 +2,20 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
 from kvbench.cli._common import DURATION, SIZE, emit_json, json_option
-from kvbench.errors import SpecError, UsageError
+from kvbench.errors import UsageError
 from kvbench.units import format_bytes
 
 
-def _read_run(run_dir: str) -> tuple[dict, float | None, str | None]:
-    """summary.json of a replay run, with the L3 capacity and layout from its summary or run.json."""
-    d = Path(run_dir)
-    if not (d / "summary.json").is_file():
-        raise UsageError(f"{run_dir}: no summary.json", "give a results/<run> folder written by kvbench replay kv")
-    try:
-        summary = json.loads((d / "summary.json").read_text())
-        run = json.loads((d / "run.json").read_text()) if (d / "run.json").is_file() else {}
-    except json.JSONDecodeError as e:
-        raise SpecError(f"{run_dir}: invalid JSON at line {e.lineno}: {e.msg}", "re-run or repair the run folder") \
-            from None
-    l3 = (summary.get("tiers") or {}).get("l3") or {}
-    config = run.get("config") or {}
-    capacity = l3.get("capacity_bytes") or config.get("l3_capacity") or config.get("l3_capacity_bytes")
-    if not capacity and l3.get("capacity_blocks") and (summary.get("slot_bytes") or config.get("slot_bytes")):
-        capacity = l3["capacity_blocks"] * (summary.get("slot_bytes") or config.get("slot_bytes"))
-    layout = l3.get("layout") or config.get("layout")
-    summary.setdefault("_iolog", config.get("export_iolog"))
-    return summary, (float(capacity) if capacity else None), layout
+def _read_run(run_dir: str):
+    """The replay run a plan measures against, through the result contract (one reader of a run folder)."""
+    from kvbench.metrics.results import read_run
+
+    return read_run(run_dir, parts=False).replay
 
 
 def _run_iolog_waf(run_dir: str, capacity: float | None, op: float, erase_block: int, exported: str | None = None):
@@ -163,21 +148,21 @@ def plan_cmd(trace_path, model, targets, absolute, retention, capacities, sweep,
     if run_dir:
         from kvbench.analysis.waf import from_summary
 
-        summary, l3_cap, run_layout = _read_run(run_dir)
-        exported = summary.pop("_iolog", None)
-        layers = from_summary(summary)
+        replay = _read_run(run_dir)
+        l3 = replay.tiers.get("l3")
+        l3_cap = l3.capacity_bytes if l3 is not None else None
+        layers = from_summary(replay.summary.data)
         if waf is None and layers.device is not None and layers.device_waf_source:
             waf, waf_source = layers.device, f"measured in the run ({layers.device_waf_source})"
         elif waf is None:
-            waf, waf_source = _run_iolog_waf(run_dir, l3_cap, ssd_op, erase_block, exported) or (None, waf_source)
-        if run_layout in ("slot", "log"):
-            layout = run_layout
-        l3 = (summary.get("tiers") or {}).get("l3") or {}
-        replayed = summary.get("requests")
-        if replayed is not None:          # the summary counts every simulated request; some may not have run
-            replayed = int(replayed) - int(summary.get("requests_not_issued") or 0)
-        measured = {"run": str(run_dir), "requests_replayed": replayed, "run_status": summary.get("status"),
-                    "l3_capacity_bytes": l3_cap, "l3_write_bytes": l3.get("full_write_bytes", l3.get("write_bytes")),
+            waf, waf_source = (_run_iolog_waf(run_dir, l3_cap, ssd_op, erase_block, replay.export_iolog)
+                               or (None, waf_source))
+        if l3 is not None and l3.layout in ("slot", "log"):
+            layout = l3.layout
+        # the summary counts every simulated request; requests_issued only those whose I/O ran
+        measured = {"run": str(run_dir), "requests_replayed": replay.requests_issued,
+                    "run_status": replay.summary.status, "l3_capacity_bytes": l3_cap,
+                    "l3_write_bytes": l3.full_write_bytes if l3 is not None else None,
                     "write_amplification": layers.to_dict(), "waf": waf, "waf_source": waf_source,
                     "note": "what the replay measured; the plan's write rates are the whole trace's steady state"}
     opts = PlanOptions(targets=tuple(targets) or (0.9, 0.95, 0.99), relative=not absolute, retention_s=retention,
@@ -192,6 +177,9 @@ def plan_cmd(trace_path, model, targets, absolute, retention, capacities, sweep,
     if run_dir:
         out["run"] = str(run_dir)
         out["write_amplification"] = measured["write_amplification"]
+    from kvbench.metrics.results import PlanResult
+
+    out = PlanResult(out).to_json()       # plan.json's layout version (--json prints the same object)
     if report_path:
         out["run_dir"], out["report"] = _write_report(out, report_path, results_root)
     if as_json:
