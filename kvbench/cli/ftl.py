@@ -55,9 +55,25 @@ def parse_writes(text: str, user_bytes: int) -> float:
               help="Fraction of those writes excluded from the steady-state WAF.")
 @click.option("--no-precondition", is_flag=True, help="Start from an empty drive instead of a sequential fill.")
 @click.option("--seed", type=int, default=1, show_default=True)
+@click.option("--trace", "trace", default=None, metavar="TRACE",
+              help="Model the write stream a KV store makes under this trace (file or built-in name): --capacity is "
+                   "then the store's KV capacity, and --model sets the block size.")
+@click.option("--model", default=None, help="With --trace: model preset for the KV block size.")
+@click.option("--tp", type=int, default=None, help="With --trace: tensor-parallel degree for the model's KV bytes.")
+@click.option("--layout", type=click.Choice(["slot", "log"]), default="slot", show_default=True,
+              help="With --trace: the store's layout (fixed slots with a FIFO free list, or a log of segments).")
+@click.option("--policy", default="lru", show_default=True, help="With --trace: the store's cache policy.")
+@click.option("--ttl", "ttl", default=None, help="With --trace: retention (a block idle longer is dropped), e.g. 1h.")
+@click.option("--trim/--no-trim", default=False, show_default=True,
+              help="With --trace: the store trims freed slots (segments).")
+@click.option("--spare-slots", type=int, default=64, show_default=True,
+              help="With --trace: slot store's spare slots beyond its capacity.")
+@click.option("--erase-block", type=SIZE, default="256MiB", show_default=True,
+              help="With --trace: the drive's erase unit (superblock).")
 @json_option
 def ftl_cmd(capacity, page_size, op, block_pages, gc, pattern, hot_lbas, hot_writes, streams, placement, iolog,
-            iolog_target, plan_path, io_size, writes, warmup, no_precondition, seed, as_json):
+            iolog_target, plan_path, io_size, writes, warmup, no_precondition, seed, trace, model, tp, layout,
+            policy, ttl, trim, spare_slots, erase_block, as_json):
     """Model a drive's flash translation layer and print its steady-state write amplification (WAF).
 
     A page-mapped FTL with greedy or FIFO garbage collection and trim, preconditioned by a sequential fill,
@@ -70,6 +86,13 @@ def ftl_cmd(capacity, page_size, op, block_pages, gc, pattern, hot_lbas, hot_wri
     from kvbench.analysis.placement import get_placement
 
     sources = [x for x in (pattern, iolog, plan_path) if x]
+    if trace is not None:
+        if sources or streams != 1:
+            raise UsageError("--trace models a KV store's own writes: --pattern, --iolog, --plan and --streams do "
+                             "not apply", "drop them, or drop --trace")
+        return _trace_ftl(trace, model=model, tp=tp, capacity=capacity, layout=layout, policy=policy, ttl=ttl,
+                          trim=trim, spare_slots=spare_slots, op=op, gc=gc, erase_block=erase_block,
+                          seed=seed, as_json=as_json)
     if len(sources) > 1:
         raise UsageError("--pattern, --iolog and --plan are exclusive", "give one write source")
     rule = get_placement(placement)
@@ -128,6 +151,41 @@ def ftl_cmd(capacity, page_size, op, block_pages, gc, pattern, hot_lbas, hot_wri
                    f"{out['waf_one_stream']:.4f} on one stream ({out['placement']['waf_reduction']:+.1%} fewer NAND "
                    "writes)")
     click.echo(f"speed: {result.pages_per_s / 1e6:.2f}M host pages/s ({result.seconds:.2f} s)")
+
+
+def _trace_ftl(trace, *, model, tp, capacity, layout, policy, ttl, trim, spare_slots, op, gc, erase_block, seed,
+               as_json):
+    """``ftl --trace``: the device WAF of the store's own write/trim stream at this capacity."""
+    from kvbench.analysis.trace_waf import trace_waf
+    from kvbench.sim.policies import POLICIES
+    from kvbench.spec.models import load_model
+    from kvbench.stream.traces import read_trace
+    from kvbench.units import parse_duration
+
+    if model is None:
+        raise UsageError("--trace needs --model for the KV block size", "pass e.g. --model llama-3.1-8b")
+    if policy not in POLICIES:
+        raise UsageError(f"unknown policy {policy!r}", f"use one of {', '.join(POLICIES)}")
+    ttl_s = parse_duration(ttl, what="--ttl") if ttl is not None else None
+    if spare_slots < 0:
+        raise UsageError(f"--spare-slots {spare_slots} is negative", "give 0 or more")
+    tr = read_trace(trace)
+    block = load_model(model, tp=tp).block_bytes(tr.block_tokens)
+    r = trace_waf(tr, block_bytes=block, capacity_bytes=capacity, layout=layout, policy=policy, ttl_s=ttl_s,
+                  trim=trim, spare_slots=spare_slots, op=op, erase_block_bytes=erase_block, gc=gc, seed=seed)
+    out = {**r.to_dict(), "trace": str(tr.path), "model": model, "block_bytes": block, "capacity_bytes": capacity}
+    if as_json:
+        emit_json(out)
+        return
+    p = r.params
+    click.echo(f"store: {layout}, {format_bytes(capacity)} of {model} KV ({block:,} B blocks), {policy}"
+               f"{', trim' if trim else ''}; drive op {op:g}, {gc} GC, {format_bytes(p['erase_unit_bytes'])} erase "
+               "units (scaled)")
+    click.echo(f"stream: {p['origin_note']}; {p['store_writes']:,} store writes"
+               + (f" on a key sample at {p['sample_rate']:.3g}" if p["sample_rate"] < 1 else "")
+               + f", {p['turnovers_measured']:.2f} turnovers measured after the warm-up")
+    click.echo(f"waf: {r.waf:.4f}  (host {format_bytes(r.host_bytes)} -> NAND {format_bytes(r.nand_bytes)} in the "
+               "scaled model)")
 
 
 COMMANDS = [ftl_cmd]
