@@ -274,7 +274,8 @@ def read_run(path, *, parts: bool = True) -> RunFolder:
         raise UsageError(f"{p} is not a kvbench run folder (no run.json or summary.json)",
                          "give a folder under results/ written by a kvbench command")
     run = RunInfo.from_json(read_json(p / "run.json"), p / "run.json") if have_run else None
-    raw = read_json(p / "summary.json") if have_summary else {"status": "partial", "schema": SCHEMAS["summary"]}
+    raw = (read_json(p / "summary.json") if have_summary else    # killed before its first summary: partial
+           {"schema": SCHEMAS["summary"], "kind": run.kind, "status": "partial", "run_dir": str(p)})
     summary = Summary.from_json(raw, p / "summary.json", run.data if run else None)
     plan = PlanResult.from_json(read_json(p / "plan.json"), p / "plan.json") if (p / "plan.json").is_file() else None
     check = (CheckResult.from_json(read_json(p / "check.json"), p / "check.json") if (p / "check.json").is_file()

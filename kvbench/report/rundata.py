@@ -5,12 +5,13 @@ A run folder holds ``run.json`` (command, config, environment), ``summary.json``
 analyses a job attached (``mrc.json``, ``plan.json``, ``check.json``, ``retention.json``, ``qualify.json``).
 A job folder (``kvbench run``, ``kvbench qualify``) lists the folders of its steps under ``summary["parts"]``;
 their data is read too, so one report shows the whole job. Everything here is tolerant of missing pieces: a
-killed run still reports what it wrote, and the report marks it partial.
+killed run still reports what it wrote, and the report marks it partial. The JSON files are read through
+:func:`kvbench.metrics.results.read_run`, the one reader of a run folder (schema versions checked, older
+layouts upgraded there); the CSVs and histograms are added here.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,9 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from kvbench.errors import UsageError
-
-#: analyses a job may attach to a folder, by file name -> key in ``RunData.analyses``
-ANALYSES = ("mrc", "plan", "check", "retention", "qualify", "steady_state", "probes", "curve")
+from kvbench.metrics.results import RunFolder, read_json, read_run
 
 #: percentile keys in the order of a tail axis
 TAIL_KEYS = ("p50", "p90", "p99", "p99.9", "p99.99")
@@ -42,7 +41,7 @@ class RunData:
 
     @property
     def kind(self) -> str:
-        return str(self.summary.get("kind") or self.run.get("kind") or "unknown")
+        return str(self.summary.get("kind", "unknown"))      # the reader gives a summary without one run.json's
 
     @property
     def status(self) -> str:
@@ -78,17 +77,6 @@ class RunData:
         return [("", self.summary)] + [(f"{k}.", p.summary) for k, p in self.parts.items()]
 
 
-def _read_json(path: Path):
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
-    except json.JSONDecodeError as e:
-        raise UsageError(f"{path}:{e.lineno}: invalid JSON: {e.msg}",
-                         "the run was probably killed while writing; rerun it or delete the file") from None
-    except OSError as e:
-        raise UsageError(f"{path}: cannot read: {e.strerror}", "check the path and permissions") from None
-
-
 def _read_csv(path: Path) -> pd.DataFrame | None:
     if not path.is_file() or path.stat().st_size == 0:
         return None
@@ -100,36 +88,21 @@ def _read_csv(path: Path) -> pd.DataFrame | None:
     return df if len(df) else None
 
 
-def load_run(path, *, _depth: int = 0) -> RunData:
-    """Load one results folder; UsageError names the folder or file when it is not a kvbench run."""
-    p = Path(path)
-    if p.is_file() and p.name in ("summary.json", "run.json"):
-        p = p.parent
-    if not p.is_dir():
-        raise UsageError(f"run folder not found: {path}", "give a folder under results/ written by a kvbench command")
-    have_run, have_summary = (p / "run.json").is_file(), (p / "summary.json").is_file()
-    if not have_run and not have_summary:
-        raise UsageError(f"{p} is not a kvbench run folder (no run.json or summary.json)",
-                         "give a folder under results/ written by a kvbench command")
-    run = _read_json(p / "run.json") if have_run else {}
-    summary = _read_json(p / "summary.json") if have_summary else {"status": "partial"}
-    if not isinstance(summary, dict) or not isinstance(run, dict):
-        raise UsageError(f"{p}: run.json/summary.json must hold JSON objects", "rerun the command that wrote them")
-    hist = _read_json(p / "histograms.json") if (p / "histograms.json").is_file() else {}
-    analyses = {name: _read_json(p / f"{name}.json") for name in ANALYSES if (p / f"{name}.json").is_file()}
-    parts = {}
-    if _depth == 0:
-        for name, sub in (summary.get("parts") or {}).items():
-            # recorded relative to the job's working directory; the folders may have moved since: look inside
-            # the job folder and beside it by name too
-            sub = Path(str(sub))
-            for sp in (sub, p / sub, p / sub.name, p.parent / sub.name):
-                if sp.is_dir() and sp.resolve() != p.resolve():
-                    parts[name] = load_run(sp, _depth=1)
-                    break
-    return RunData(path=p, run=run, summary=summary, timeseries=_read_csv(p / "timeseries.csv"),
-                   histograms=hist if isinstance(hist, dict) else {}, requests=_read_csv(p / "requests.csv"),
-                   analyses=analyses, parts=parts)
+def load_run(path) -> RunData:
+    """Load one results folder (and the step folders a job lists); UsageError names the folder or file when it
+    is not a kvbench run or a file's schema version is unknown."""
+    return _run_data(read_run(path))
+
+
+def _run_data(f: RunFolder) -> RunData:
+    p = f.path
+    hist = read_json(p / "histograms.json") if (p / "histograms.json").is_file() else {}
+    analyses = {**({"plan": f.plan.data} if f.plan else {}), **({"check": f.check.data} if f.check else {}),
+                **f.analyses}
+    return RunData(path=p, run=f.run.data if f.run else {}, summary=f.summary.data,
+                   timeseries=_read_csv(p / "timeseries.csv"), histograms=hist if isinstance(hist, dict) else {},
+                   requests=_read_csv(p / "requests.csv"), analyses=analyses,
+                   parts={name: _run_data(sub) for name, sub in f.parts.items()})
 
 
 # --- field extraction shared by figures and tables -------------------------------------------------------
