@@ -1070,7 +1070,9 @@ def _cascade(A, root_t, root_evict, key, version, kind, now, depth, node, freed)
 @njit(cache=True, _nrt=False)
 def _evict(A, t, key, freed, now, node):
     """``key`` left tier t (its policy already dropped it): demote it if asked, free its slot."""
-    _cascade(A, np.int64(t), True, np.int64(key), np.int64(-1), np.int64(DEMOTE_WRITE), np.float64(now),
+    # root_evict as an int64, not a literal True/False: numba compiles a function once per literal argument, and
+    # two copies of _cascade were 10 of the 34 CPU seconds run_requests took to compile (cold cache)
+    _cascade(A, np.int64(t), np.int64(1), np.int64(key), np.int64(-1), np.int64(DEMOTE_WRITE), np.float64(now),
              np.int64(-1), np.int64(node), np.int64(1 if freed else 0))
 
 
@@ -1078,7 +1080,7 @@ def _evict(A, t, key, freed, now, node):
 def _insert(A, t, key, version, kind, now, depth):
     """Put ``key`` (content ``version``, ``depth`` in the request's prefix) in tier t, evicting (and demoting)
     what it displaces."""
-    _cascade(A, np.int64(t), False, np.int64(key), np.int64(version), np.int64(kind), np.float64(now),
+    _cascade(A, np.int64(t), np.int64(0), np.int64(key), np.int64(version), np.int64(kind), np.float64(now),
              np.int64(depth), np.int64(-1), np.int64(0))
 
 
