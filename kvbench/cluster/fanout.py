@@ -11,7 +11,6 @@ compares them. A host lost mid-run is reported as such; the other hosts' runs ar
 
 from __future__ import annotations
 
-import json
 import re
 import tempfile
 from pathlib import Path
@@ -19,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from kvbench.errors import UsageError
+from kvbench.metrics.results import read_run
 
 #: per job kind: the function run on each host, the headline numbers compared across drives (dotted paths)
 KINDS = {
@@ -126,12 +126,13 @@ def fan_out(kind: str, ray_address: str, targets: list[str], payload: dict, resu
                 p.parent.mkdir(parents=True, exist_ok=True)
                 p.write_bytes(data)
             main = _main_run(base)
-            s = json.loads((main / "summary.json").read_text()) if main else {}
+            folder = read_run(main, parts=False) if main else None
+            s = folder.summary.data if folder else {}
             entry = {"host": res["host"], "node_id": h["node_id"], "target": run["target"], "error": run["error"],
                      "status": s.get("status", "failed"), "run_dir": str(main) if main else None,
                      **{k: dig(s, k) for k in headline}}
-            if kind == "qualify" and main and (main / "qualify.json").is_file():
-                q = json.loads((main / "qualify.json").read_text())
+            if kind == "qualify" and folder and "qualify" in folder.analyses:
+                q = folder.analyses["qualify"]
                 entry["passed"] = q.get("passed")
                 entry["criteria_values"] = {c["name"]: c.get("value") for c in q.get("criteria", [])}
             drives.append(entry)
@@ -162,9 +163,9 @@ def _main_run(base: Path) -> Path | None:
         return None
     for c in cands:                       # a job folder lists its steps under "parts"
         try:
-            if json.loads((c / "summary.json").read_text()).get("parts"):
+            if read_run(c, parts=False).summary.parts:
                 return c
-        except ValueError:
+        except UsageError:                # a step's file the job left half-written
             continue
     return sorted(cands)[0]
 

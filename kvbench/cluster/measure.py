@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from kvbench.errors import UsageError
+from kvbench.metrics.results import Summary, stamp
 from kvbench.units import format_bytes
 
 SUBTRACE_BLOCK_TOKENS = 512         # node traces are written as Mooncake lines (512-token blocks)
@@ -99,7 +100,7 @@ def run_node(payload: dict) -> dict:
                 if f.is_file():
                     files[f.name] = f.read_bytes()
         if summary is None and "summary.json" in files:
-            summary = json.loads(files["summary.json"])
+            summary = Summary.from_json(json.loads(files["summary.json"]), "the node's summary.json").data
         return {"node": payload["node"], "status": status, "error": error, "summary": summary, "files": files}
 
 
@@ -189,7 +190,7 @@ def run_nodes(cfg, trace, cols: dict, rd) -> dict:
         s = res.get("summary") or {}
         if s:
             s = {**s, "run_dir": str(sub)}
-            (sub / "summary.json").write_text(json.dumps(s, indent=2) + "\n")
+            (sub / "summary.json").write_text(json.dumps(stamp("summary", s), indent=2) + "\n")
         if "histograms.json" in (res.get("files") or {}):
             hists.append(json.loads(res["files"]["histograms.json"]))
         sim = cols["hit_blocks"][nodes_of == i].sum() / max(1, cols["blocks"][nodes_of == i].sum())

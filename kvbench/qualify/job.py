@@ -17,7 +17,6 @@ What the job guarantees before a criterion may pass (``criteria`` judges the res
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import stat
@@ -188,6 +187,7 @@ def qualify(profile: QualifyProfile, target: str, *, size: int | None = None, de
     decides the exit code from ``summary["verdict"]``. ``quick``: every workload at most ``quick_s`` seconds
     and the precondition one round of it."""
     from kvbench.engine.targets import open_target
+    from kvbench.metrics.results import read_run
     from kvbench.metrics.run import RunDir
     from kvbench.report import build_report, default_report_path
 
@@ -303,7 +303,7 @@ def qualify(profile: QualifyProfile, target: str, *, size: int | None = None, de
     save(run_status, {**summary, **failed_steps, "report": str(path)})
     for c in verdicts:
         progress(c.line())
-    return json.loads((rd.path / "summary.json").read_text()), rd.path
+    return read_run(rd.path, parts=False).summary.data, rd.path
 
 
 def _precondition(target, size, destroy_data, pre: Precondition, rd, progress, *, steady: bool) -> dict:
