@@ -65,13 +65,18 @@ def get_placement(name: str) -> Placement:
 def store_ftl_config(top_bytes: int, slot_bytes: int, *, op: float, erase_block_bytes: int, gc: str,
                      streams: int = 1, gc_stream: str = "same"):
     """A modelled drive just larger than a store whose writes reach ``top_bytes``: at least 64 erase units
-    (erase unit = min(the given one, top / 64)), pages coarsened (>= 16 KiB) to keep the model <= 4M pages.
+    (erase unit = min(the given one, top / 64)), pages of gcd(slot, erase unit) (coarsened further to keep the
+    model <= 4M pages).
     (A KV block at least as large as the erase unit is written and trimmed in whole erase units: WAF 1 on any
     layout.)"""
     from kvbench.analysis import ftl
 
     erase = min(erase_block_bytes, max(1 << 20, top_bytes // 64))
-    page = 16 << 10
+    # a store writes and trims whole slots, so pages of gcd(slot, erase unit) count exactly what smaller ones
+    # would (a slot's pages always share their validity): the coarsest exact page, at least 4 KiB, two per unit
+    page = max(4096, math.gcd(int(slot_bytes), int(erase)))
+    while erase // page < 2 and page > 4096:
+        page //= 2
     while -(-top_bytes // page) * (1.0 + op) > (1 << 22) and page < min(slot_bytes, erase):
         page *= 2
     block_pages = max(2, erase // page)

@@ -18,7 +18,7 @@ when the hit target binds, more when endurance does.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -37,8 +37,6 @@ RATE_MODELS = {
                  "with the copies, residence times and hit ratios do not change",
 }
 LAYOUT_NAMES = ("slot", "log")
-LAYOUT_MODELS = {"slot": "synthetic: block-sized slots overwritten in uniform random order (worst case)",
-                 "log": "synthetic: segments appended in order, the oldest reclaimed"}
 DEFAULT_SWEEP = (600.0, 3600.0, 6 * 3600.0, 86400.0, 7 * 86400.0)
 
 
@@ -342,17 +340,59 @@ def simulate_write_policies(trace, *, block_bytes: int, l2_blocks: int, l3_block
     return out
 
 
-def device_waf(opt: PlanOptions, block_bytes: int) -> tuple[float, str, dict]:
-    """The L3 store's device WAF: given or measured, else the FTL model of the layout (both layouts modelled,
-    so the comparison shows what the layout does to the NAND)."""
-    from kvbench.analysis.ftl import layout_waf
+@dataclass(frozen=True, eq=False)
+class DeviceWaf:
+    """The device WAF each drive class's store sees: one given or measured figure (--waf, a replay's SMART), else
+    the FTL model fed the store's own write/trim stream at the capacity the class sizes
+    (:class:`kvbench.analysis.trace_waf.WafModel`), never an assumed pattern."""
+
+    given: float | None
+    given_source: str
+    model: object = None           # kvbench.analysis.trace_waf.WafModel
+    sc: object = None              # _Scale: planned bytes -> the trace's blocks per copy
+    default_op: float = 0.07
+
+    def op(self, cls) -> float:
+        """A class's over-provisioning: its own (raw / user - 1) when stated, else the plan's --ssd-op."""
+        op = getattr(cls, "over_provisioning", None) if cls is not None else None
+        return float(op) if op else self.default_op
+
+    def at(self, capacity_bytes: float, cls=None, layout: str | None = None) -> tuple[float, str]:
+        """(WAF, where it came from) of a store of ``capacity_bytes`` (planned units) on a drive of ``cls``."""
+        from kvbench.units import format_bytes
+
+        if self.given is not None:
+            return float(self.given), self.given_source
+        op = self.op(cls)
+        r = self.model.at(self.sc.blocks(capacity_bytes), op, layout)
+        return r.waf, f"trace-driven at {format_bytes(capacity_bytes)}: {r.detail}"
+
+
+def device_waf(opt: PlanOptions, trace, block_bytes: int) -> DeviceWaf:
+    """The plan's device WAF: given or measured, else trace-driven (``DeviceWaf.sc`` is set once the rate is)."""
+    from kvbench.analysis.trace_waf import WafModel
 
     if opt.waf is not None:
-        return float(opt.waf), opt.waf_source, {}
-    wafs = {name: layout_waf(name, block_bytes, erase_block_bytes=opt.erase_block_bytes, op=opt.ssd_op,
-                             gc=opt.gc)[0] for name in LAYOUT_NAMES}
-    return wafs[opt.layout], (f"FTL model: {opt.layout} layout, {block_bytes} B slots, op {opt.ssd_op:g}, "
-                              f"{opt.erase_block_bytes >> 20} MiB erase units, {opt.gc} GC"), wafs
+        return DeviceWaf(float(opt.waf), opt.waf_source, default_op=opt.ssd_op)
+    return DeviceWaf(None, "", WafModel(trace, block_bytes=block_bytes, layout=opt.layout, gc=opt.gc,
+                                        erase_block_bytes=opt.erase_block_bytes), default_op=opt.ssd_op)
+
+
+def size_at_own_waf(cls, wafs: DeviceWaf, need_bytes: float, size, rounds: int = 4) -> dict:
+    """Size one class with the WAF of the store it sizes: the endurance capacity depends on the WAF and the WAF
+    on the capacity, so iterate (WAF at the need first) until the WAF holds within 1% (a few rounds: WAF
+    changes slowly with capacity). ``size(waf) -> row`` is :func:`size_drive_class` bound to the class."""
+    waf, src = wafs.at(need_bytes, cls)
+    row = size(waf)
+    for _ in range(rounds):
+        w2, s2 = wafs.at(row["store_bytes"], cls)
+        if abs(w2 - waf) <= 0.01 * waf:
+            src = s2
+            break
+        waf, src = w2, s2
+        row = size(waf)
+    row["workload_waf_source"] = src
+    return row
 
 
 @dataclass(frozen=True, eq=False)
@@ -365,7 +405,7 @@ class _Ctx:
     sc: _Scale
     opt: PlanOptions
     prices: Prices
-    waf: float
+    waf: DeviceWaf
     tokens_per_s: float
     tokens_per_day: float
     refs_per_day: float
@@ -396,10 +436,13 @@ def plan_target(ctx: _Ctx, t: float) -> tuple[dict, list | None, list | None]:
     cb = cb if cb is not None else sc.blocks(need)
     l2 = min(float(opt.dram_bytes) if opt.dram_bytes is not None else sc.bytes(min(ctx.knee_blocks, cb)), need)
     st = steady_at(ctx.steady, need, sc)
-    rows = [size_drive_class(c, steady=ctx.steady, hit_curve=hit_curve, sc=sc, need_bytes=need, need_reason=reason,
-                             waf=ctx.waf, store_fill=opt.store_fill, dram_bytes=l2, prices=prices,
-                             tokens_per_day=ctx.tokens_per_day, hit_tokens_per_day_at=ctx.hit_tokens_per_day,
-                             tokens_per_s=ctx.tokens_per_s, wins_at=ctx.wins_at) for c in prices.ssd.values()]
+    def sizer(c):
+        return lambda waf: size_drive_class(
+            c, steady=ctx.steady, hit_curve=hit_curve, sc=sc, need_bytes=need, need_reason=reason, waf=waf,
+            store_fill=opt.store_fill, dram_bytes=l2, prices=prices, tokens_per_day=ctx.tokens_per_day,
+            hit_tokens_per_day_at=ctx.hit_tokens_per_day, tokens_per_s=ctx.tokens_per_s, wins_at=ctx.wins_at)
+
+    rows = [size_at_own_waf(c, ctx.waf, need, sizer(c)) for c in prices.ssd.values()]
     chosen = opt.ssd_class or min(rows, key=lambda r: r["usd_per_day"]["total"])["class"]
     pick = next(r for r in rows if r["class"] == chosen)
     hit = float(hit_curve.at(sc.blocks(need)))
@@ -479,7 +522,7 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
     bpt = float(bytes_per_token or block_bytes / trace.block_tokens)
 
     layout = opt.layout
-    waf, waf_source, layout_wafs = device_waf(opt, block_bytes)
+    wafs = device_waf(opt, trace, block_bytes)
 
     # the planned rate: given, a deployment's, or the trace's own
     deployment = None
@@ -491,12 +534,16 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
         # steady-state hits (1 - W(C) / demand), the same write rates every other steady answer uses: the
         # whole-trace curve would count the trace's cold start as GPU work
         steady_hits = res.SteadyHits(steady, demand_blocks_per_s=sample * blocks_per_req * trace_rate)
-        deployment = scale(opt.deployment, tokens_per_s_per_gpu=tokens_per_s, hit_curve=steady_hits,
-                           trace_rate=trace_rate, tokens_per_request=tokens_per_req,
-                           blocks_per_request=blocks_per_req, block_tokens=trace.block_tokens,
-                           block_bytes=block_bytes, bytes_per_token=bpt, waf=waf,
-                           reference_waf=ref_cls.reference_waf or waf, store_fill=opt.store_fill,
-                           sample_rate=sample)
+        kw = dict(tokens_per_s_per_gpu=tokens_per_s, hit_curve=steady_hits, trace_rate=trace_rate,
+                  tokens_per_request=tokens_per_req, blocks_per_request=blocks_per_req,
+                  block_tokens=trace.block_tokens, block_bytes=block_bytes, bytes_per_token=bpt,
+                  store_fill=opt.store_fill, sample_rate=sample)
+        # the WAF changes no rate: find the rate, then the WAF of the deployment's store at that rate
+        copies = scale(opt.deployment, waf=1.0, reference_waf=1.0, **kw)["trace_copies"] / sample
+        dep_store = opt.deployment.drives * opt.deployment.drive_capacity_bytes * opt.store_fill
+        dep_waf, dep_src = replace(wafs, sc=_Scale(1.0, copies, block_bytes, sample)).at(dep_store, ref_cls)
+        deployment = scale(opt.deployment, waf=dep_waf, reference_waf=ref_cls.reference_waf or dep_waf, **kw)
+        deployment["workload_waf_source"] = dep_src
         deployment["reference_class"] = ref_cls.name
         deployment.update(against_rating(deployment, rated_dwpd=ref_cls.dwpd, warranty_years=ref_cls.warranty_years))
         rate, rate_model = deployment["requests_per_s"], "replicate"
@@ -506,6 +553,7 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
     sc = _Scale(time_scale=ratio if rate_model == "compress" else 1.0,
                 copies=(ratio if rate_model == "replicate" else 1.0) / sample, block_bytes=block_bytes,
                 sample_rate=sample)
+    wafs = replace(wafs, sc=sc)
     refs_per_day = blocks_per_req * n / span * ratio * SECONDS_PER_DAY
     tokens_per_day = tokens_per_req * rate * SECONDS_PER_DAY
 
@@ -526,7 +574,7 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
     sweep = [retention_row(steady, hit_curve, r, sc)
              for r in sorted(set(opt.sweep) | ({opt.retention_s} if opt.retention_s else set()))]
 
-    ctx = _Ctx(trace=trace, steady=steady, hit_curve=hit_curve, sc=sc, opt=opt, prices=prices, waf=waf,
+    ctx = _Ctx(trace=trace, steady=steady, hit_curve=hit_curve, sc=sc, opt=opt, prices=prices, waf=wafs,
                tokens_per_s=tokens_per_s, tokens_per_day=tokens_per_day, refs_per_day=refs_per_day,
                knee_blocks=knee_blocks, retention=retention, wins_at=wins_at)
     per_target, plans, drives_by_target = {}, {}, {}
@@ -543,12 +591,16 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
     drives = drives_by_target.get(head, [])
     primary = per_target[head]
     pick = next((r for r in drives if r["class"] == primary.get("ssd_class")), None)
+    waf, waf_source = (pick["workload_waf"], pick["workload_waf_source"]) if pick else wafs.at(
+        primary.get("need_bytes") or sc.bytes(knee_blocks))
 
     layouts = {}
-    if pick and pick["write_bytes_per_s"]:
-        for name, w in layout_wafs.items():
+    if pick and pick["write_bytes_per_s"] and wafs.given is None:
+        # both layouts' own streams at the picked class's store: what the layout does to the NAND
+        for name in LAYOUT_NAMES:
+            w, src = wafs.at(pick["store_bytes"], prices.ssd[pick["class"]], layout=name)
             nand = pick["write_bytes_per_s"] * SECONDS_PER_DAY * w
-            layouts[name] = {"waf": w, "model": LAYOUT_MODELS[name], "nand_bytes_per_day": nand,
+            layouts[name] = {"waf": w, "model": src, "nand_bytes_per_day": nand,
                              "nand_writes_per_day": nand / pick["capacity_bytes"]}
     policies = None
     if opt.write_policies and primary.get("need_bytes"):

@@ -72,8 +72,9 @@ class StoreWaf:
     waf: float
     host_bytes: float              # steady-part host bytes in the model (miniature units)
     nand_bytes: float
-    source: str                    # provenance, for answers: "trace-driven at C: ..."
+    source: str                    # provenance, for answers: "trace-driven at C: <detail>"
     params: dict
+    detail: str = ""               # the source after "trace-driven at C:" (a caller names its own C)
 
     def to_dict(self) -> dict:
         return {"waf": self.waf, "host_bytes": self.host_bytes, "nand_bytes": self.nand_bytes,
@@ -158,11 +159,12 @@ def store_writes(trace, *, block_bytes: int, capacity_bytes: float, layout: str 
                  ttl_s: float | None = None, trim: bool = False, write_policy: str = "through",
                  l2_bytes: float = 0.0, admission: str = "all", spare_slots: int = 64,
                  max_slots: int = DEFAULT_MAX_SLOTS, turnovers: float = DEFAULT_TURNOVERS, extend: bool = True,
-                 seed: int = 0) -> StoreWrites:
+                 seed: int = 0, fitted=None) -> StoreWrites:
     """The write/trim stream of an L3 store caching ``capacity_bytes`` of KV, driven by ``trace``.
 
     When the trace does not turn the store over ``turnovers`` times past its warm-up and ``extend`` is on, the
-    stream comes from a workload model fitted to the trace instead, generated until it does (``origin``)."""
+    stream comes from a workload model fitted to the trace instead, generated until it does (``origin``);
+    ``fitted``: that model, when the caller already fitted it (a callable returning it, called only if needed)."""
     from kvbench.sim.blockstore import slot_bytes_for
     from kvbench.stream.sampling import sample_keys
 
@@ -189,20 +191,21 @@ def store_writes(trace, *, block_bytes: int, capacity_bytes: float, layout: str 
     origin, note = "trace", f"the trace's own stream ({src.n_requests:,} requests)"
     params = {}
     if col.writes < need and extend:
-        ev, note, params = _extended(trace, block_bytes, mini, q, kw, turnovers, seed)
+        model = fitted() if callable(fitted) else fitted
+        ev, note, params = _extended(trace, block_bytes, mini, q, kw, turnovers, seed, model)
         origin = "fitted model"
         warm = _warm_writes(ev, mini)
     return _finish(ev, slot=slot, mini=mini, q=q, kw=kw, origin=origin, note=note, warm=warm, params=params,
                    spare_slots=spare_slots)
 
 
-def _extended(trace, block_bytes: int, mini: int, q: float, kw: dict, turnovers: float, seed: int):
+def _extended(trace, block_bytes: int, mini: int, q: float, kw: dict, turnovers: float, seed: int, model=None):
     """The store's stream under a workload model fitted to ``trace``, generated until it turns the store over."""
     from kvbench.stream.fit import fit_model
     from kvbench.stream.sampling import sample_keys
     from kvbench.stream.synth import Generator
 
-    model = fit_model(trace).model
+    model = model if model is not None else fit_model(trace).model
     h, _ = _hierarchy(block_bytes, mini, **kw)
     # fill + warm-up turnover + the measured ones, and slack for the fill's hits
     target = int(math.ceil((2.0 + turnovers) * mini * 1.05))
@@ -269,18 +272,20 @@ def store_waf(sw: StoreWrites, *, op: float = 0.07, erase_block_bytes: int = 256
     r = ftl.simulate(cfg, extents=ext, writes=total / cfg.user_pages, warmup=warm_pages / total)
     erase = cfg.block_pages * cfg.page_size
     cap_txt = f"{sw.capacity_blocks / sw.sample_rate * sw.slot_bytes / 2**40:,.4g} TiB"
-    source = (f"trace-driven at {cap_txt}: the {sw.layout} store's own writes{' and trims' if sw.trim else ''} "
+    detail = (f"the {sw.layout} store's own writes{' and trims' if sw.trim else ''} "
               f"under {sw.policy} ({sw.origin}"
               + (f", key sample {sw.sample_rate:.3g}" if sw.sample_rate < 1 else "")
               + f") through the FTL model, op {op:g}, {gc} GC, {erase / sw.slot_bytes:.3g} slots per erase unit"
               + (f", {streams} streams" if streams > 1 else ""))
+    source = f"trace-driven at {cap_txt}: {detail}"
     params = {"origin": sw.origin, "origin_note": sw.note, "layout": sw.layout, "policy": sw.policy,
               "trim": sw.trim, "op": op, "gc": gc, "streams": streams, "sample_rate": sw.sample_rate,
               "store_blocks": sw.capacity_blocks, "store_slots": sw.n_slots, "slot_bytes": sw.slot_bytes,
               "erase_unit_bytes": erase, "page_bytes": cfg.page_size, "turnovers_measured": sw.turnovers,
               "store_writes": sw.writes, "warm_writes": sw.warm_writes, "model_seconds": r.seconds, **sw.params}
     return StoreWaf(waf=float(r.waf), host_bytes=float(r.measured.host_pages * cfg.page_size),
-                    nand_bytes=float(r.measured.nand_pages * cfg.page_size), source=source, params=params)
+                    nand_bytes=float(r.measured.nand_pages * cfg.page_size), source=source, params=params,
+                    detail=detail)
 
 
 def trace_waf(trace, *, block_bytes: int, capacity_bytes: float, op: float = 0.07,
@@ -288,3 +293,52 @@ def trace_waf(trace, *, block_bytes: int, capacity_bytes: float, op: float = 0.0
     """:func:`store_writes` then :func:`store_waf`: the device WAF of this trace at this capacity."""
     return store_waf(store_writes(trace, block_bytes=block_bytes, capacity_bytes=capacity_bytes, **kw), op=op,
                      erase_block_bytes=erase_block_bytes, gc=gc)
+
+
+class WafModel:
+    """Trace-driven device WAF of one trace's L3 store at any capacity and over-provisioning, memoised.
+
+    Capacities are rounded to a log grid (``per_decade`` points: within 7.5% at 16), since WAF changes slowly
+    with capacity and every drive class of a plan asks at its own size; the workload model that extends a short
+    trace is fitted once."""
+
+    def __init__(self, trace, *, block_bytes: int, layout: str = "slot", policy: str = "lru", gc: str = "greedy",
+                 erase_block_bytes: int = 256 << 20, trim: bool = False, max_slots: int = 1 << 13,
+                 per_decade: int = 16):
+        self.trace, self.block_bytes, self.layout, self.policy = trace, int(block_bytes), layout, policy
+        self.gc, self.erase, self.trim, self.max_slots, self.per_decade = gc, erase_block_bytes, trim, max_slots, \
+            per_decade
+        self._streams: dict = {}
+        self._wafs: dict = {}
+        self._fitted = None
+
+    def _fit(self):
+        if self._fitted is None:
+            from kvbench.stream.fit import fit_model
+
+            self._fitted = fit_model(self.trace).model
+        return self._fitted
+
+    def grid_blocks(self, blocks: float) -> int:
+        """``blocks`` rounded to the memo's log grid (at least one block)."""
+        if not blocks >= 1:
+            return 1
+        k = round(math.log10(blocks) * self.per_decade)
+        return max(1, int(round(10 ** (k / self.per_decade))))
+
+    def at(self, blocks: float, op: float, layout: str | None = None) -> StoreWaf:
+        """The WAF of a store caching ``blocks`` of the trace's blocks, on a drive with over-provisioning ``op``."""
+        from kvbench.sim.blockstore import slot_bytes_for
+
+        lay = layout or self.layout
+        n = self.grid_blocks(blocks)
+        key = (n, lay)
+        if key not in self._streams:
+            self._streams[key] = store_writes(self.trace, block_bytes=self.block_bytes,
+                                              capacity_bytes=n * slot_bytes_for(self.block_bytes), layout=lay,
+                                              policy=self.policy, trim=self.trim, max_slots=self.max_slots,
+                                              fitted=self._fit)
+        wkey = (n, lay, round(float(op), 6))
+        if wkey not in self._wafs:
+            self._wafs[wkey] = store_waf(self._streams[key], op=op, erase_block_bytes=self.erase, gc=self.gc)
+        return self._wafs[wkey]
