@@ -1,8 +1,14 @@
 """Parse and format sizes, durations and rates (pure).
 
-Sizes: ``4096``, ``4k``/``4K`` (fio style, binary), ``4KiB``, ``64GiB`` (binary), ``4KB``, ``10GB`` (decimal).
+Sizes: ``4096``, ``4k``/``4K`` (fio style, binary), ``4KiB``, ``64GiB`` (binary), ``4KB``, ``10GB``.
 A lowercase ``b`` means bits and is refused (``4kb``), as is a space inside (``4 KiB``): a benchmark that
 silently reads 4kb as 4000 or 4096 bytes measures the wrong thing.
+
+The one rule for ``KB``/``MB``/``GB``/``TB`` (``parse_size``'s ``kb_base``): an *I/O size* (a block, chunk,
+page, segment or erase unit: ``--bs``, ``--chunk``, ...) reads them 1024-based, as fio does with its default
+``kb_base=1024`` (``--bs 4KB`` is 4,096 bytes, not 4,000 refused on 512 B sectors); a *capacity* (a tier, a
+drive, a region: ``--l3-capacity 7.68TB``, ``--size``) reads them as SI, as drives are sold. ``k``/``K`` and
+``KiB`` are 1024-based in both (fio's compatibility mode reads ``4KiB`` as 4,000; kvbench keeps IEC).
 Durations: ``250us``, ``5ms``, ``10s``, ``10m``, ``1h``, ``2d``, ``1w``; a bare number is seconds.
 Rates: ``10GB/s``, ``3.2GiB/s``, ``500MB/s``; network links in decimal bits, ``400Gb/s`` (= 50GB/s), ``100Mb/s``.
 """
@@ -24,6 +30,7 @@ _SIZE_SUFFIX = {
     **{p.upper() + "IB": v for p, v in _BINARY.items() if p},   # 4KIB
     "kB": 10**3, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "PB": 10**15, "EB": 10**18,
 }
+_SI = frozenset({"kB", "KB", "MB", "GB", "TB", "PB", "EB"})                       # the kb_base-dependent units
 _LINK_BITS = {"b": 1, "kb": 10**3, "Kb": 10**3, "Mb": 10**6, "Gb": 10**9, "Tb": 10**12}     # rates only
 _NUM = r"([0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)"
 _SIZE_RE = re.compile(rf"^{_NUM}([A-Za-z]*)$")
@@ -35,8 +42,11 @@ _DURATION_SUFFIX = {
 _DURATION_RE = re.compile(rf"^{_NUM}([a-zµ]*)$")
 
 
-def parse_size(text: str | int, *, what: str = "size") -> int:
-    """Parse a byte size; returns an int. Raises UnitError naming ``what`` and the accepted forms."""
+def parse_size(text: str | int, *, what: str = "size", kb_base: int = 1000) -> int:
+    """Parse a byte size; returns an int. ``kb_base=1024`` reads KB/MB/GB/TB as 1024-based (I/O sizes, like
+    fio's default), ``1000`` as SI (capacities); see the module docstring. Raises UnitError naming ``what``."""
+    if kb_base not in (1000, 1024):
+        raise ValueError(f"kb_base must be 1000 or 1024, got {kb_base}")
     if isinstance(text, bool):
         raise UnitError(f"{what}: expected a size, got {text!r}", "write e.g. 4096, 4k, 4KiB or 64GiB")
     if isinstance(text, int):
@@ -54,7 +64,7 @@ def parse_size(text: str | int, *, what: str = "size") -> int:
             raise UnitError(f"{what}: {text!r} uses 'b' (bits)",
                             f"write {number}{suffix[:-1].upper()}iB (binary) or {number}{suffix[:-1].upper()}B (decimal)")
         raise UnitError(f"{what}: unknown size unit {suffix!r} in {text!r}", "use k/KiB/MiB/GiB/TiB or KB/MB/GB/TB")
-    value = float(number) * _SIZE_SUFFIX[suffix]
+    value = float(number) * (_BINARY[suffix[0].lower()] if kb_base == 1024 and suffix in _SI else _SIZE_SUFFIX[suffix])
     if not math.isfinite(value) or value > 2**63:
         raise UnitError(f"{what}: {text!r} is too large", "give a size below 8 EiB")
     if abs(value - round(value)) > 1e-6:
@@ -84,8 +94,9 @@ def is_bare_number(text) -> bool:
     return bool(m) and m.group(2) == ""
 
 
-def parse_rate(text: str | float | int, *, what: str = "rate") -> float:
-    """Parse a bandwidth like ``10GB/s`` or ``3GiB/s``; returns bytes per second."""
+def parse_rate(text: str | float | int, *, what: str = "rate", kb_base: int = 1000) -> float:
+    """Parse a bandwidth like ``10GB/s`` or ``3GiB/s``; returns bytes per second (``kb_base`` as in
+    :func:`parse_size`: 1024 reads ``100MB/s`` as fio's ``rate=100m``)."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         return float(text)
     s = str(text).strip()
@@ -97,7 +108,8 @@ def parse_rate(text: str | float | int, *, what: str = "rate") -> float:
         return float(m.group(1)) * _LINK_BITS[m.group(2)] / 8.0
     if not m or m.group(2) not in _SIZE_SUFFIX:
         raise UnitError(f"{what}: cannot parse rate {text!r}", "write e.g. 10GB/s, 500MB/s or 3.2GiB/s")
-    return float(m.group(1)) * _SIZE_SUFFIX[m.group(2)]
+    unit = m.group(2)
+    return float(m.group(1)) * (_BINARY[unit[0].lower()] if kb_base == 1024 and unit in _SI else _SIZE_SUFFIX[unit])
 
 
 def format_bytes(n: float, *, binary: bool = True, digits: int = 3) -> str:

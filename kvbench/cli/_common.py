@@ -12,9 +12,16 @@ from kvbench.errors import UnitError
 from kvbench.metrics.run import to_jsonable
 
 
+def _quiet_progress(ctx, param, value):
+    from kvbench import progress
+    progress.set_mode("never" if value else None)    # machine-read output: no live progress line
+    return value
+
+
 def json_option(f):
-    """``--json``: print the machine-readable summary (one JSON object) on stdout."""
-    return click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object on stdout.")(f)
+    """``--json``: print the machine-readable summary (one JSON object) on stdout (and no live progress line)."""
+    return click.option("--json", "as_json", is_flag=True, callback=_quiet_progress,
+                        help="Print the summary as one JSON object on stdout.")(f)
 
 
 def force_option(f):
@@ -39,15 +46,20 @@ def emit_json(obj) -> None:
 
 
 class SizeParam(click.ParamType):
-    """A click parameter for byte sizes with units (``4k``, ``64GiB``); errors become usage errors."""
+    """A click parameter for byte sizes with units (``4k``, ``64GiB``); errors become usage errors.
+    ``kb_base`` is units.parse_size's: 1024 for I/O sizes (``IO_SIZE``), 1000 for capacities (``SIZE``)."""
 
     name = "size"
+
+    def __init__(self, kb_base: int = 1000):
+        self.kb_base = kb_base
 
     def convert(self, value, param, ctx):
         if isinstance(value, int):
             return value
         try:
-            return units.parse_size(value, what=f"--{param.name.replace('_', '-')}" if param else "size")
+            return units.parse_size(value, what=f"--{param.name.replace('_', '-')}" if param else "size",
+                                    kb_base=self.kb_base)
         except UnitError as e:
             self.fail(str(e), param, ctx)
 
@@ -88,7 +100,8 @@ class RateParam(click.ParamType):
             self.fail(str(e), param, ctx)
 
 
-SIZE = SizeParam()
+SIZE = SizeParam()                  # capacities: KB/MB/GB/TB are SI (a 7.68TB drive)
+IO_SIZE = SizeParam(kb_base=1024)   # I/O sizes (block, chunk, page, segment): KB/MB 1024-based, like fio
 DURATION = DurationParam()
 RETENTION = DurationParam(require_unit=True)     # retention/TTL: minutes vs seconds matters, so say which
 RATE = RateParam()
@@ -112,7 +125,7 @@ def tier_options(f):
         click.option("--exclusive", is_flag=True, help="Exclusive tiers: a block lives in one tier (needs write-back)."),
         click.option("--promote/--no-promote", default=True, show_default=True, help="Copy L3/L4 hits up into L2."),
         click.option("--layout", type=click.Choice(["slot", "log"]), default="slot", show_default=True, help="L3 layout: fixed slots with a free list, or a log of large segments."),
-        click.option("--segment", "segment_bytes", type=SIZE, default="64MiB", show_default=True, help="Log segment size (--layout log)."),
+        click.option("--segment", "segment_bytes", type=IO_SIZE, default="64MiB", show_default=True, help="Log segment size (--layout log)."),
         click.option("--trim", is_flag=True, help="Trim freed store space (punch holes in files, BLKDISCARD on devices)."),
     )):
         f = option(f)
@@ -122,7 +135,7 @@ def tier_options(f):
 def replay_io_options(f):
     """How ``replay kv`` issues its I/O: chunk size, queue depth, engine, pacing, limits, verification."""
     for option in reversed((
-        click.option("--chunk", "chunk_bytes", type=SIZE, default="1MiB", show_default=True, help="I/O size: KV blocks are read/written in chunks of this size."),
+        click.option("--chunk", "chunk_bytes", type=IO_SIZE, default="1MiB", show_default=True, help="I/O size: KV blocks are read/written in chunks of this size."),
         click.option("--qd", type=int, default=32, show_default=True, help="Queue depth per target domain."),
         click.option("--engine", default="libaio", show_default=True, help="I/O engine for L3/L4 (libaio, psync)."),
         click.option("--speed", type=float, default=1.0, show_default=True, help="Open loop at trace time / speed."),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from kvbench.cli._common import SIZE, emit_json, json_option
+from kvbench.cli._common import IO_SIZE, SIZE, emit_json, json_option
 from kvbench.errors import UsageError
 from kvbench.units import format_bytes, parse_size
 
@@ -26,7 +26,7 @@ def parse_writes(text: str, user_bytes: int) -> float:
 
 @click.command("ftl")
 @click.option("--capacity", type=SIZE, required=True, help="User capacity of the modelled drive (e.g. 4GiB).")
-@click.option("--page-size", type=SIZE, default="4KiB", show_default=True, help="NAND page (mapping unit).")
+@click.option("--page-size", type=IO_SIZE, default="4KiB", show_default=True, help="NAND page (mapping unit).")
 @click.option("--op", "op", type=float, default=0.07, show_default=True,
               help="Over-provisioning: (physical - user) / user.")
 @click.option("--block-pages", type=int, default=256, show_default=True, help="Pages per erase block.")
@@ -48,7 +48,7 @@ def parse_writes(text: str, user_bytes: int) -> float:
 @click.option("--iolog-target", default=None, help="File name inside an iolog that writes several files.")
 @click.option("--plan", "plan_path", type=click.Path(dir_okay=False), default=None,
               help="An I/O plan saved as .npy (engine PLAN_DTYPE): its writes/trims.")
-@click.option("--io-size", type=SIZE, default=None, help="Write size for --pattern (default: one page).")
+@click.option("--io-size", type=IO_SIZE, default=None, help="Write size for --pattern (default: one page).")
 @click.option("--writes", default="10x", show_default=True,
               help="Host writes after the preconditioning fill: a multiple of the capacity (10x) or a size.")
 @click.option("--warmup", type=float, default=0.5, show_default=True,
@@ -68,7 +68,7 @@ def parse_writes(text: str, user_bytes: int) -> float:
               help="With --trace: the store trims freed slots (segments).")
 @click.option("--spare-slots", type=int, default=64, show_default=True,
               help="With --trace: slot store's spare slots beyond its capacity.")
-@click.option("--erase-block", type=SIZE, default="256MiB", show_default=True,
+@click.option("--erase-block", type=IO_SIZE, default="256MiB", show_default=True,
               help="With --trace: the drive's erase unit (superblock).")
 @json_option
 def ftl_cmd(capacity, page_size, op, block_pages, gc, pattern, hot_lbas, hot_writes, streams, placement, iolog,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from kvbench.cli._common import DURATION, SIZE, emit_json, json_option
+from kvbench.cli._common import DURATION, IO_SIZE, SIZE, emit_json, json_option
 from kvbench.errors import UsageError
 from kvbench.units import format_bytes
 
@@ -77,7 +77,7 @@ def _run_iolog_waf(run_dir: str, capacity: float | None, op: float, erase_block:
 @click.option("--layout", type=click.Choice(["slot", "log"]), default="slot", show_default=True,
               help="L3 block-store layout for the device WAF model.")
 @click.option("--ssd-op", type=float, default=0.07, show_default=True, help="Drive over-provisioning (FTL model).")
-@click.option("--erase-block", type=SIZE, default="256MiB", show_default=True, help="Erase unit (FTL model).")
+@click.option("--erase-block", type=IO_SIZE, default="256MiB", show_default=True, help="Erase unit (FTL model).")
 @click.option("--waf", type=float, default=None, help="The workload's device WAF (skips the FTL model).")
 @click.option("--dram", "dram_bytes", type=SIZE, default=None, help="Fixed L2 DRAM size (default: the knee).")
 @click.option("--ssd-class", default=None, help="SSD class from the price preset (default: cheapest per day).")

@@ -6,7 +6,7 @@ from dataclasses import asdict
 
 import click
 
-from kvbench.cli._common import SIZE, emit_json, json_option
+from kvbench.cli._common import IO_SIZE, SIZE, emit_json, json_option
 
 GROUP = "replay"
 
@@ -29,7 +29,7 @@ GROUP = "replay"
               help="DRAM cache: static top-k from the profiling pass, LRU or LFU.")
 @click.option("--layout", type=click.Choice(["hash", "hot-first"]), default="hash", show_default=True,
               help="Row packing into pages: hash order, or hottest rows first (from the profiling pass).")
-@click.option("--page", type=SIZE, default="4k", show_default=True, help="Page (read) size rows are packed into.")
+@click.option("--page", type=IO_SIZE, default="4k", show_default=True, help="Page (read) size rows are packed into.")
 @click.option("--window-us", type=float, default=None, help="Prefetch window of every Engram layer, microseconds.")
 @click.option("--layer-us", type=float, default=None,
               help="Compute time per backbone layer, us: layer l's window is l x this (blocks before it).")

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from kvbench.engine import io_report
 from kvbench.engine.iolog import check_iolog_names, write_iolog
 from kvbench.engine.plan import OP_READ, OP_WRITE, make_plan
 from kvbench.engine import safety
@@ -42,7 +43,8 @@ class IoSpec:
     rwmixread: int = 70
     seed: int = 1
     engine: str = "libaio"
-    rate_iops: float | None = None      # open loop at this rate (None: closed loop)
+    rate_iops: float | None = None      # open loop at this many IOPS (fio's rate_iops; None: closed loop)
+    rate_bytes: float | None = None     # open loop at this bandwidth, bytes/s (fio's rate): rate_bytes / bs IOPS
     arrival: str = "uniform"            # open-loop arrivals: uniform | poisson
     speed: float = 1.0
     verify: str = "off"
@@ -70,9 +72,13 @@ class IoSpec:
         if self.runtime_s < 0 or not math.isfinite(self.runtime_s):
             raise UsageError(f"--runtime must be >= 0, got {self.runtime_s}", "pass e.g. --runtime 10s")
         if self.rate_iops is not None and not (self.rate_iops > 0 and math.isfinite(self.rate_iops)):
-            raise UsageError(f"--rate must be > 0 IOPS, got {self.rate_iops}", "pass e.g. --rate 5000")
-        if self.rate_iops is not None and self.runtime_s <= 0:
-            raise UsageError("--rate (open loop) needs --runtime > 0", "pass e.g. --runtime 10s")
+            raise UsageError(f"--rate_iops must be > 0 IOPS, got {self.rate_iops}", "pass e.g. --rate_iops 5000")
+        if self.rate_bytes is not None and not (self.rate_bytes > 0 and math.isfinite(self.rate_bytes)):
+            raise UsageError(f"--rate must be > 0 bytes/s, got {self.rate_bytes}", "pass e.g. --rate 100m (MiB/s)")
+        if self.rate_iops is not None and self.rate_bytes is not None:
+            raise UsageError("--rate (bandwidth) and --rate_iops both set the open-loop rate", "give one of them")
+        if self.open_iops is not None and self.runtime_s <= 0:
+            raise UsageError("--rate/--rate_iops (open loop) needs --runtime > 0", "pass e.g. --runtime 10s")
         if not (self.speed > 0 and math.isfinite(self.speed)):
             raise UsageError(f"--speed must be > 0, got {self.speed}", "pass e.g. --speed 2")
         if self.faults:
@@ -81,6 +87,13 @@ class IoSpec:
         if self.size is not None and 0 < self.size < self.bs:
             raise UsageError(f"--size {self.size} is smaller than one --bs {self.bs} block",
                              "give --size >= --bs (or a smaller --bs)")
+
+    @property
+    def open_iops(self) -> float | None:
+        """The open-loop issue rate in I/Os per second of plan time (None: closed loop)."""
+        if self.rate_bytes is not None:
+            return self.rate_bytes / self.bs
+        return self.rate_iops
 
     @property
     def writes(self) -> bool:
@@ -97,11 +110,12 @@ def build_plan(spec: IoSpec, size: int) -> tuple[np.ndarray, bool]:
     blocks = size // spec.bs
     if blocks < 1:
         raise UsageError(f"--size {size} is smaller than --bs {spec.bs}", "give a larger --size or smaller --bs")
-    if spec.rate_iops:
-        n = int(math.ceil(spec.rate_iops * spec.runtime_s / spec.speed))
+    rate = spec.open_iops
+    if rate:
+        n = int(math.ceil(rate * spec.runtime_s / spec.speed))
         if n > 16 * MAX_PLAN:
-            raise UsageError(f"--rate x --runtime asks for {n} I/Os, more than {16 * MAX_PLAN}",
-                             "lower --rate or --runtime")
+            raise UsageError(f"--rate/--rate_iops x --runtime asks for {n} I/Os, more than {16 * MAX_PLAN}",
+                             "lower the rate or --runtime")
         loop = False
     elif spec.runtime_s > 0:
         n = int(min(max(blocks, 4 * spec.qd * spec.workers), MAX_PLAN))
@@ -120,12 +134,12 @@ def build_plan(spec: IoSpec, size: int) -> tuple[np.ndarray, bool]:
     else:
         ops = OP_WRITE if spec.rw in ("write", "randwrite") else OP_READ
     issue = 0
-    if spec.rate_iops:
+    if rate:
         if spec.arrival == "poisson":
-            gaps = np.random.default_rng([spec.seed, 2]).exponential(1e9 / spec.rate_iops, n)
+            gaps = np.random.default_rng([spec.seed, 2]).exponential(1e9 / rate, n)
             issue = np.cumsum(gaps).astype(np.int64) - int(gaps[0])
         else:
-            issue = (np.arange(n) * (1e9 / spec.rate_iops)).astype(np.int64)
+            issue = (np.arange(n) * (1e9 / rate)).astype(np.int64)
     return make_plan(ops, idx * spec.bs, spec.bs, tag=IO_TAG, issue_ns=issue), loop
 
 
@@ -134,8 +148,11 @@ def default_target(results_root: str) -> str:
 
 
 def run_io(spec: IoSpec, *, results_root: str = "results", export_iolog: str | None = None,
-           on_row=None) -> tuple[dict, RunDir, object]:
+           on_row=None, write_lat_log: str | None = None, json_plus: bool = False,
+           status_interval_s: float = 1.0) -> tuple[dict, RunDir, object]:
     """Run the micro-benchmark and write its run folder; returns (summary, run dir, PlanResult).
+    ``write_lat_log``: a prefix for fio-format per-I/O latency logs; ``json_plus``: full latency bins in the
+    summary (``bins``); a live status line every ``status_interval_s`` on a terminal (kvbench.progress).
 
     Raises (after writing the results) when the run failed, was interrupted or verify found mismatches."""
     spec.validate()
@@ -149,6 +166,10 @@ def run_io(spec: IoSpec, *, results_root: str = "results", export_iolog: str | N
         if not os.path.isdir(d):
             raise UsageError(f"--export-iolog: directory {d} does not exist", "create it or give another path")
         check_iolog_names([path])                   # before the run: the log is written after it
+    if write_lat_log:
+        d = os.path.dirname(os.path.abspath(write_lat_log))
+        if not os.path.isdir(d):
+            raise UsageError(f"--write_lat_log: directory {d} does not exist", "create it or give another prefix")
     # a new (or grown) file is created writable and is prefilled before it is read: unwritten extents never
     # reach the device, so reading them would measure nothing. An existing file with holes is filled too when
     # kvbench wrote it, and refused when it did not (or the user said --no-prefill)
@@ -183,6 +204,8 @@ def run_io(spec: IoSpec, *, results_root: str = "results", export_iolog: str | N
         before = diskstats.snapshot(devs)
 
         so_far = {"ios": 0, "bytes": 0}
+        status = io_report.IoStatus(f"io {spec.rw} {spec.bs}B", runtime_s=spec.runtime_s if loop else None, ios=len(plan),
+                          interval_s=status_interval_s)
 
         def on_second(row):
             rd.append_timeseries(row)
@@ -191,19 +214,32 @@ def run_io(spec: IoSpec, *, results_root: str = "results", export_iolog: str | N
             rd.write_summary({"rw": spec.rw, "bs": spec.bs, "ios_so_far": so_far["ios"],
                               "bytes_so_far": so_far["bytes"], "seconds_so_far": row["t_s"] + row["interval_s"]},
                              status="partial")
+            status.row(row)
             if on_row is not None:
                 on_row(row)
 
-        result = run_plan(plan, [target], engine=spec.engine, qd=spec.qd, workers=spec.workers,
-                          pacing="open" if spec.rate_iops else "closed", speed=spec.speed, verify=spec.verify,
-                          runtime_s=spec.runtime_s if loop else None, loop=loop, faults=spec.faults,
-                          on_second=on_second, reap_batch=spec.reap_batch)
+        try:
+            result = run_plan(plan, [target], engine=spec.engine, qd=spec.qd, workers=spec.workers,
+                              pacing="open" if spec.open_iops else "closed", speed=spec.speed, verify=spec.verify,
+                              runtime_s=spec.runtime_s if loop else None, loop=loop, faults=spec.faults,
+                              on_second=on_second, reap_batch=spec.reap_batch)
+        finally:
+            status.close()
         host = diskstats.delta(before, diskstats.snapshot(devs))
         summary = _summary(spec, result, target, host, prefill)
         hists = {"all": result.latency(), **{op: result.latency(op) for op, n in result.ios_by_op().items() if n}}
         if result.pacing == "open":
             hists["issue_lag"] = result.lag
+            summary["open_loop"] = io_report.rate_check(spec.open_iops * spec.speed, summary)
         rd.write_histograms(hists)
+        if json_plus:
+            summary["bins"] = io_report.json_plus(result)
+        if write_lat_log:
+            paths = io_report.write_lat_logs(write_lat_log, result, plan, result.workers)
+            summary["lat_log"] = {"paths": paths, "ios": int(((result.submit_ns >= 0) & (result.complete_ns >= 0)).sum())}
+            if result.passes:
+                warnings.warn(f"--write_lat_log holds the last pass over the plan ({summary['lat_log']['ios']:,} of "
+                              f"{summary['ios']:,} I/Os): a time-based run reuses its plan of {len(plan):,} I/Os")
         if export_iolog:
             issued = result.submit_ns >= 0
             times = result.submit_ns if result.pacing == "closed" else None
