@@ -53,9 +53,12 @@ def _fmt_pct(d: dict, scale: float = 1.0, unit: str = "") -> str:
 @click.command("stats")
 @click.argument("trace", default=DEFAULT_TRACE)
 @trace_options
+@click.option("--windows", type=int, default=10, show_default=True,
+              help="Equal spans of time the stationarity test cuts the trace into.")
 @json_option
-def stats_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, as_json):
-    """Requests, tokens, distinct blocks, infinite-cache reuse, reuse times and arrivals of TRACE.
+def stats_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, windows, as_json):
+    """Requests, tokens, distinct blocks, infinite-cache reuse, reuse times and arrivals of TRACE, and whether it
+    is stationary (per window: new-block share, request rate, infinite-cache hit ratio; a trend test on each).
 
     TRACE is a file (JSONL/CSV, optionally gzipped) or a built-in trace name (default: mooncake-sample).
     """
@@ -70,7 +73,10 @@ def stats_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, 
 
     chained = get_format(raw.fmt).chain or not chaining["prefix_chained"]
     t = replace(raw, keys=chain_ids(raw.keys, raw.offsets)) if chained else raw
-    s = trace_stats(t) | {"ids": chaining | {"chained_by_reader": chained}}
+    from kvbench.stream.stationarity import stationarity
+
+    s = trace_stats(t) | {"ids": chaining | {"chained_by_reader": chained},
+                          "stationarity": stationarity(t, windows).to_dict()}
     if as_json:
         emit_json(s)
         return
@@ -99,6 +105,17 @@ def stats_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, 
         click.echo(f"note         len(hash_ids) == ceil(input/{s['block_tokens']}) on "
                    f"{s['lines_matching_block_size']:.0%} of requests: the block size is approximate "
                    f"(input tokens per id: {_fmt_pct(s['tokens_per_block_id'])})")
+    _echo_stationarity(s["stationarity"])
+
+
+def _echo_stationarity(st: dict) -> None:
+    click.echo(f"windows      {st['windows']} x {(st['end_s'] - st['start_s']) / st['windows']:,.4g} s: "
+               "new-block share / requests per s / infinite-cache hit ratio of the window (emptied at its start)")
+    for name, key, fmt in (("  new share", "new_block_share", ".3f"), ("  req/s", "request_rate", ".3g"),
+                           ("  win hit", "window_hit_ratio", ".3f")):
+        click.echo(f"{name:<13}" + " ".join(f"{v:{fmt}}" for v in st[key]))
+    click.echo(f"stationarity {st['verdict']}")
+    click.echo(f"  test       {st['test']}")
 
 
 @click.command("gen")

@@ -1,0 +1,180 @@
+"""Is a trace stationary? Per-window new-block share, request rate and infinite-cache hit ratio, and a trend test.
+
+DESIGN.md, "Stationarity": a steady-state figure needs a window across which the share of never-seen blocks,
+the request rate and the infinite-cache hit ratio do not trend. The trace is cut into ``windows`` equal spans
+of time; each series is tested with the Mann-Kendall trend test (two-sided, normal approximation with the tie
+correction) and its change across the trace estimated by Sen's slope (the median of the pairwise slopes).
+A series *trends* when both hold: p < ``ALPHA`` and the change over the trace, |Sen slope| x (windows - 1),
+is at least ``MIN_CHANGE`` of the series' scale (absolute for the shares and hit ratios, relative to the median
+for the rate), so that a significant but negligible drift on a long trace is not called a trend. The trace
+is stationary when no series trends. Pure numpy.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from kvbench.errors import UsageError
+
+ALPHA = 0.05
+DEFAULT_WINDOWS = 10
+# the smallest change across the trace that counts as a trend: (scale kind, threshold)
+SERIES = {"new_block_share": ("absolute", 0.10), "request_rate": ("relative", 0.20),
+          "window_hit_ratio": ("absolute", 0.10)}
+TEST = (f"Mann-Kendall trend test (two-sided, normal approximation with tie correction) on each per-window series, "
+        f"p < {ALPHA:g}, and a change across the trace (Sen's slope x (windows - 1)) of at least "
+        + ", ".join(f"{v:g}{'x the median' if k == 'relative' else ''} for {n}" for n, (k, v) in SERIES.items()))
+
+
+def mann_kendall(x: np.ndarray) -> tuple[float, float, float]:
+    """(S, Z, two-sided p) of the Mann-Kendall test on ``x`` (NaNs dropped; fewer than 3 points: p = 1)."""
+    x = np.asarray(x, dtype=np.float64)
+    x = x[np.isfinite(x)]
+    n = x.size
+    if n < 3:
+        return 0.0, 0.0, 1.0
+    i, j = np.triu_indices(n, k=1)
+    s = float(np.sign(x[j] - x[i]).sum())
+    _, ties = np.unique(x, return_counts=True)
+    var = (n * (n - 1) * (2 * n + 5) - float(np.sum(ties * (ties - 1) * (2 * ties + 5)))) / 18.0
+    if var <= 0:
+        return s, 0.0, 1.0
+    z = (s - math.copysign(1.0, s)) / math.sqrt(var) if s != 0 else 0.0
+    return s, z, math.erfc(abs(z) / math.sqrt(2.0))
+
+
+def sen_slope(x: np.ndarray) -> float:
+    """Median of the pairwise slopes (x_j - x_i) / (j - i), per window (NaN windows skipped)."""
+    x = np.asarray(x, dtype=np.float64)
+    idx = np.flatnonzero(np.isfinite(x))
+    if idx.size < 2:
+        return 0.0
+    i, j = np.triu_indices(idx.size, k=1)
+    return float(np.median((x[idx[j]] - x[idx[i]]) / (idx[j] - idx[i])))
+
+
+@dataclass(frozen=True)
+class Trend:
+    """One series' trend test."""
+
+    series: str
+    values: tuple
+    s: float
+    z: float
+    p: float
+    slope_per_window: float
+    change: float              # Sen's slope x (windows - 1)
+    threshold: float           # the change that counts, in the series' own units
+    trends: bool
+
+
+@dataclass(frozen=True)
+class Stationarity:
+    """Per-window series of a trace (or of its part from ``start_s``) and the verdict."""
+
+    windows: int
+    start_s: float
+    end_s: float
+    edges_s: tuple
+    requests: tuple
+    references: tuple
+    new_block_share: tuple         # first-ever references of a block / references, per window
+    request_rate: tuple            # requests/s per window
+    window_hit_ratio: tuple        # an infinite cache emptied at the window's start: 1 - distinct / references
+    infinite_hit_ratio: float      # 1 - first-ever references / references over the whole span tested
+    trends: tuple                  # Trend per series
+    stationary: bool
+    test: str = TEST
+
+    @property
+    def verdict(self) -> str:
+        if self.stationary:
+            return "stationary"
+        return "not stationary: " + "; ".join(
+            f"{t.series} {t.values[0]:.3g} -> {t.values[-1]:.3g} (Sen change {t.change:+.3g}, p={t.p:.2g})"
+            for t in self.trends if t.trends)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["trends"] = [asdict(t) for t in self.trends]
+        d["verdict"] = self.verdict
+        return d
+
+
+def _trend(name: str, values: np.ndarray) -> Trend:
+    kind, tol = SERIES[name]
+    s, z, p = mann_kendall(values)
+    slope = sen_slope(values)
+    change = slope * (values.size - 1)
+    finite = values[np.isfinite(values)]
+    threshold = tol * (abs(float(np.median(finite))) if finite.size else 0.0) if kind == "relative" else tol
+    return Trend(name, tuple(float(v) for v in values), s, z, p, slope, change, threshold,
+                 bool(p < ALPHA and abs(change) >= threshold and threshold > 0))
+
+
+def first_reference(trace) -> np.ndarray:
+    """Per block reference (request order): is it the first reference ever of its key in the trace?"""
+    first = np.zeros(trace.n_blocks, dtype=bool)
+    if trace.n_blocks:
+        _, idx = np.unique(trace.keys, return_index=True)
+        first[idx] = True
+    return first
+
+
+def stationarity(trace, windows: int = DEFAULT_WINDOWS, start_s: float | None = None) -> Stationarity:
+    """The per-window series of ``trace`` from ``start_s`` (default: its first arrival) to its last arrival,
+    cut into ``windows`` equal spans of time, and the stationarity verdict (see the module's docstring).
+
+    A block is *new* when no earlier request of the whole trace referenced it (history before ``start_s``
+    counts), so the new-block share is the miss ratio of an infinite cache warmed by everything before."""
+    if windows < 3:
+        raise UsageError(f"--windows {windows}: a trend needs at least 3 windows", "give --windows 3 or more")
+    ts = np.asarray(trace.timestamp_s, dtype=np.float64)
+    if ts.size < 2 or not ts[-1] > ts[0]:
+        raise UsageError(f"trace {trace.path} spans no time ({ts.size} request(s))",
+                         "give a trace with requests at two or more different times")
+    start = float(ts[0] if start_s is None else start_s)
+    end = float(ts[-1])
+    if not start < end:
+        raise UsageError(f"window start {start:g} s is at or after the trace's last arrival ({end:g} s)",
+                         "start earlier")
+    edges = np.linspace(start, end, windows + 1)
+    win = np.clip(np.searchsorted(edges, ts, side="right") - 1, 0, windows - 1)
+    inside = ts >= start
+    counts = trace.blocks_per_request
+    bwin = np.repeat(np.where(inside, win, -1), counts)
+    first = first_reference(trace)
+    keep = bwin >= 0
+    refs = np.bincount(bwin[keep], minlength=windows).astype(np.float64)
+    new = np.bincount(bwin[keep], weights=first[keep], minlength=windows)
+    # distinct keys per window: unique (window, key) pairs
+    pairs = np.unique(np.stack([bwin[keep].astype(np.uint64), trace.keys[keep].astype(np.uint64)]), axis=1)
+    distinct = np.bincount(pairs[0].astype(np.int64), minlength=windows).astype(np.float64)
+    reqs = np.bincount(win[inside], minlength=windows).astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(refs > 0, new / refs, np.nan)
+        whr = np.where(refs > 0, 1.0 - distinct / refs, np.nan)
+    rate = reqs / np.diff(edges)
+    trends = tuple(_trend(n, v) for n, v in (("new_block_share", share), ("request_rate", rate),
+                                             ("window_hit_ratio", whr)))
+    total = refs.sum()
+    return Stationarity(windows=windows, start_s=start, end_s=end, edges_s=tuple(map(float, edges)),
+                        requests=tuple(int(r) for r in reqs), references=tuple(int(r) for r in refs),
+                        new_block_share=tuple(map(float, share)), request_rate=tuple(map(float, rate)),
+                        window_hit_ratio=tuple(map(float, whr)),
+                        infinite_hit_ratio=float(1.0 - new.sum() / total) if total else 0.0,
+                        trends=trends, stationary=not any(t.trends for t in trends))
+
+
+def stationary_suffix(trace, windows: int = DEFAULT_WINDOWS, starts=(0.0, 0.25, 0.5)) -> Stationarity | None:
+    """The longest stationary tail of the trace among those starting at ``starts`` (fractions of its span;
+    the last half is the shortest tried), each tested on ``windows`` windows of its own; None if none is."""
+    ts = np.asarray(trace.timestamp_s, dtype=np.float64)
+    for f in starts:
+        st = stationarity(trace, windows, start_s=float(ts[0] + f * (ts[-1] - ts[0])))
+        if st.stationary:
+            return st
+    return None

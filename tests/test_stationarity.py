@@ -1,0 +1,171 @@
+"""Stationarity of a trace (kvbench.stream.stationarity): the Mann-Kendall test and Sen's slope against hand
+arithmetic, per-window series against a plain-Python reference on hand-made stationary and trending traces,
+the shipped mooncake-synthetic trace's measured series, and ``kvbench trace stats``'s verdict and errors."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from kvbench.cli import main
+from kvbench.errors import UsageError
+from kvbench.stream.stationarity import mann_kendall, sen_slope, stationarity, stationary_suffix
+from kvbench.stream.traces import Trace
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def make_trace(times, blocks) -> Trace:
+    offs = np.zeros(len(blocks) + 1, dtype=np.int64)
+    offs[1:] = np.cumsum([len(b) for b in blocks])
+    return Trace(timestamp_s=np.asarray(times, dtype=np.float64),
+                 input_tokens=np.asarray([512 * len(b) for b in blocks], dtype=np.int64),
+                 output_tokens=np.zeros(len(blocks), dtype=np.int64), offsets=offs,
+                 keys=np.array([k for b in blocks for k in b], dtype=np.uint64), block_tokens=512, fmt="test",
+                 path="hand")
+
+
+def reference_series(trace: Trace, windows: int):
+    """Per window (equal spans from the first to the last arrival; the last arrival in the last window), in plain
+    Python: requests, new-block share (never referenced before), 1 - distinct / references."""
+    t0, t1 = float(trace.timestamp_s[0]), float(trace.timestamp_s[-1])
+    width = (t1 - t0) / windows
+    seen, reqs, refs, new, keys = set(), [0] * windows, [0] * windows, [0] * windows, [set() for _ in range(windows)]
+    for r in range(trace.n_requests):
+        w = min(int((float(trace.timestamp_s[r]) - t0) / width), windows - 1)
+        reqs[w] += 1
+        for k in trace.keys[trace.offsets[r]:trace.offsets[r + 1]].tolist():
+            refs[w] += 1
+            new[w] += k not in seen
+            seen.add(k)
+            keys[w].add(k)
+    return reqs, [n / f for n, f in zip(new, refs)], [1 - len(k) / f for k, f in zip(keys, refs)]
+
+
+def times_100():
+    """Arrivals at 0, 0.5, 1.5, .., 99.5 and 100 s: ten windows of 10 s, no arrival on an inner edge."""
+    return [0.0] + [i + 0.5 for i in range(100)] + [100.0]
+
+
+def stationary_trace() -> Trace:
+    # every request: the shared root block 0 and one block of its own; every 2nd request also returns to the
+    # previous request's own block
+    blocks = []
+    for i, _ in enumerate(times_100()):
+        b = [0, 1000 + i]
+        if i % 2 and i > 0:
+            b = [0, 1000 + i - 1, 5000 + i]
+        blocks.append(b)
+    return make_trace(times_100(), blocks)
+
+
+def trending_trace() -> Trace:
+    # in window w (10 s each), request i brings a new block when i % 10 < 10 - w, else it re-reads block 0:
+    # the new-block share falls from about 1 to about 0.1 across the trace
+    blocks = []
+    for i, t in enumerate(times_100()):
+        w = min(int(t // 10), 9)
+        blocks.append([100 + i] if i % 10 < 10 - w else [0])
+    return make_trace(times_100(), blocks)
+
+
+def test_mann_kendall_by_hand():
+    # 1..5: every pair rises, S = 10; var = 5*4*15/18 = 50/3; Z = (S - 1)/sqrt(var)
+    s, z, p = mann_kendall(np.array([1.0, 2, 3, 4, 5]))
+    assert s == 10 and z == pytest.approx(9 / math.sqrt(50 / 3))
+    assert p == pytest.approx(0.02749, abs=2e-5)            # 2 (1 - Phi(2.2045)), from a normal table
+    # a tie: [1, 1, 2]: S = 0 + 1 + 1 = 2; var = (3*2*11 - 2*1*9)/18 = 8/3
+    s, z, p = mann_kendall(np.array([1.0, 1, 2]))
+    assert s == 2 and z == pytest.approx(1 / math.sqrt(8 / 3))
+    # falling; NaN windows are dropped; all equal: no trend
+    s, z, _ = mann_kendall(np.array([3.0, np.nan, 2, 1]))
+    assert s == -3 and z < 0
+    assert mann_kendall(np.array([2.0, 2, 2, 2]))[2] == 1.0
+    assert mann_kendall(np.array([1.0, 2]))[2] == 1.0
+
+
+def test_sen_slope_by_hand():
+    # pairwise slopes of [0, 2, 1, 3]: 2, 0.5, 1, -1, 0.5, 2 -> median of (-1, .5, .5, 1, 2, 2) = 0.75
+    assert sen_slope(np.array([0.0, 2, 1, 3])) == pytest.approx(0.75)
+    # a NaN window keeps the others' spacing: [0, nan, 2] has one slope, (2 - 0) / 2
+    assert sen_slope(np.array([0.0, np.nan, 2])) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("make", [stationary_trace, trending_trace])
+def test_series_match_a_plain_reference(make):
+    t = make()
+    st = stationarity(t, 10)
+    reqs, share, whr = reference_series(t, 10)
+    assert list(st.requests) == reqs
+    np.testing.assert_allclose(st.new_block_share, share)
+    np.testing.assert_allclose(st.window_hit_ratio, whr)
+    np.testing.assert_allclose(st.request_rate, np.array(reqs) / 10.0)
+    refs = t.n_blocks
+    assert st.infinite_hit_ratio == pytest.approx(1 - np.unique(t.keys).size / refs)
+
+
+def test_verdicts_on_hand_made_traces():
+    st = stationarity(stationary_trace(), 10)
+    assert st.stationary and st.verdict == "stationary"
+    tr = stationarity(trending_trace(), 10)
+    assert not tr.stationary
+    by = {x.series: x for x in tr.trends}
+    assert by["new_block_share"].trends and by["new_block_share"].change < -0.5
+    assert not by["request_rate"].trends                      # the arrivals are even
+    assert "new_block_share" in tr.verdict
+    # no stationary tail either: the share keeps falling through the last half
+    assert stationary_suffix(trending_trace(), 10) is None
+    assert stationary_suffix(stationary_trace(), 10).start_s == 0.0
+
+
+def test_a_small_drift_is_not_a_trend():
+    # a significant (monotone) but small change of the new-block share: 0.5 -> 0.45 over the trace is below the
+    # 0.10 threshold, so the trace is stationary; the same rise scaled x4 is not
+    x = np.linspace(0.5, 0.45, 10)
+    from kvbench.stream.stationarity import _trend
+
+    small = _trend("new_block_share", x)
+    assert small.p < 0.05 and not small.trends
+    assert _trend("new_block_share", np.linspace(0.6, 0.4, 10)).trends
+
+
+def test_errors_name_the_fix():
+    with pytest.raises(UsageError, match="at least 3 windows"):
+        stationarity(stationary_trace(), 2)
+    with pytest.raises(UsageError, match="spans no time"):
+        stationarity(make_trace([5.0, 5.0], [[1], [2]]), 10)
+    with pytest.raises(UsageError, match="at or after the trace's last arrival"):
+        stationarity(stationary_trace(), 10, start_s=100.0)
+
+
+def test_mooncake_synthetic_is_not_stationary():
+    """The shipped trace's new-block share per tenth, as measured for issue 31 (0.95 ... 0.03)."""
+    from kvbench.stream.traces import read_trace
+
+    st = stationarity(read_trace("mooncake-synthetic"), 10)
+    np.testing.assert_allclose(st.new_block_share, [0.95, 0.79, 0.72, 0.55, 0.47, 0.40, 0.22, 0.13, 0.09, 0.03],
+                               atol=0.006)
+    assert st.infinite_hit_ratio == pytest.approx(1 - 43_924 / 121_877)     # README: 43,924 of 121,877
+    assert not st.stationary and stationary_suffix(read_trace("mooncake-synthetic")) is None
+
+
+def test_trace_stats_cli(tmp_path):
+    path = tmp_path / "t.jsonl"
+    t = trending_trace()
+    with open(path, "w") as fh:
+        for r in range(t.n_requests):
+            fh.write(json.dumps({"timestamp": int(t.timestamp_s[r] * 1000), "input_length": 512,
+                                 "output_length": 1,
+                                 "hash_ids": t.keys[t.offsets[r]:t.offsets[r + 1]].tolist()}) + "\n")
+    r = CliRunner().invoke(main, ["trace", "stats", str(path)])
+    assert r.exit_code == 0, r.output
+    assert "stationarity not stationary: new_block_share" in r.output and "Mann-Kendall" in r.output
+    r = CliRunner().invoke(main, ["trace", "stats", str(path), "--windows", "5", "--json"])
+    st = json.loads(r.output)["stationarity"]
+    assert st["windows"] == 5 and len(st["new_block_share"]) == 5 and st["stationary"] is False
+    r = CliRunner().invoke(main, ["trace", "stats", str(path), "--windows", "2"])
+    assert r.exit_code != 0 and "at least 3 windows" in r.output and "Traceback" not in r.output
