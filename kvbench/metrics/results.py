@@ -131,9 +131,9 @@ class TierResult:
     name: str
     capacity_bytes: float | None         # the cache modelled (full size when key-sampled)
     layout: str | None                   # block store layout (L3): slot | log
-    read_bytes: float
-    write_bytes: float
-    full_write_bytes: float              # write bytes of the full-size cache (= write_bytes unless sampled)
+    read_bytes: float | None
+    write_bytes: float | None
+    full_write_bytes: float | None       # write bytes of the full-size cache (= write_bytes unless sampled)
     read_bw_bytes_per_s: float | None    # run average; None for a simulated tier
     read_lat_p50_s: float | None
 
@@ -141,8 +141,8 @@ class TierResult:
     def from_json(cls, name: str, t: dict) -> "TierResult":
         lat = t.get("read_lat_us")
         p50 = lat.get("p50") if isinstance(lat, dict) else None
-        return cls(name, _num(t.get("capacity_bytes")), t.get("layout"), float(t.get("read_bytes") or 0),
-                   float(t.get("write_bytes") or 0), float(t.get("full_write_bytes") or 0),
+        return cls(name, _num(t.get("capacity_bytes")), t.get("layout"), _num(t.get("read_bytes")),
+                   _num(t.get("write_bytes")), _num(t.get("full_write_bytes")),
                    _num(t.get("read_bw_bytes_per_s")), None if p50 is None else float(p50) * 1e-6)
 
 
@@ -187,7 +187,7 @@ class ReplaySummary:
     @classmethod
     def from_summary(cls, s: Summary, config: dict, source="summary.json") -> "ReplaySummary":
         if s.kind != "replay-kv":
-            raise UsageError(f"{source}: a {s.kind} run, not a replay kv run",
+            raise UsageError(f"{source}: a '{s.kind}' run, not a replay kv run",
                              "give a results/<run> folder written by kvbench replay kv")
         d = s.data
         bt, slot = config.get("block_tokens"), d.get("slot_bytes")
