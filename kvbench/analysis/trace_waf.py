@@ -269,7 +269,11 @@ def store_waf(sw: StoreWrites, *, op: float = 0.07, erase_block_bytes: int = 256
     wi = np.flatnonzero(o == ftl.OP_WRITE)
     warm_pages = int(w_pages[:wi[sw.warm_writes]].sum()) if sw.warm_writes < wi.size else total
     ext = (o, s, c) if stream_of is None else (o, s, c, np.asarray(stream_of, np.int64))
-    r = ftl.simulate(cfg, extents=ext, writes=total / cfg.user_pages, warmup=warm_pages / total)
+    # one pass over the stream, no looping: simulate takes the pass as a multiple of the capacity (+0.5 page so
+    # that float rounding cannot drop the last write), the warm-up as a fraction of it (+0.5 so that it truncates
+    # to the exact page count: tests/test_trace_waf.py compares with a page-by-page reference)
+    r = ftl.simulate(cfg, extents=ext, writes=(total + 0.5) / cfg.user_pages,
+                     warmup=(warm_pages + 0.5) / (total + 0.5))
     erase = cfg.block_pages * cfg.page_size
     cap_txt = f"{sw.capacity_blocks / sw.sample_rate * sw.slot_bytes / 2**40:,.4g} TiB"
     detail = (f"the {sw.layout} store's own writes{' and trims' if sw.trim else ''} "
