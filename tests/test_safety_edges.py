@@ -31,7 +31,7 @@ def test_an_output_replaces_only_what_kvbench_wrote(tmp_path):
     safety.check_output(new)                                   # kvbench's own output may be replaced
     dangling = tmp_path / "link.html"
     dangling.symlink_to(tmp_path / "nowhere")
-    with pytest.raises(SafetyError, match="was not written by kvbench"):
+    with pytest.raises(SafetyError, match="is a symbolic link"):
         safety.check_output(dangling)                          # a link, even dangling, is someone's
 
 

@@ -185,7 +185,7 @@ def test_convert_cli(tmp_path, cli):
     assert r.exit_code == 0 and json.loads(r.output)["references"] == 23787
     other = tmp_path / "keep.txt"
     other.write_text("precious")
-    with pytest.raises(UsageError, match="not a binary trace"):
+    with pytest.raises(UsageError, match="was not written by kvbench"):
         convert_trace(SAMPLE, other)
     assert other.read_text() == "precious"
     with pytest.raises(UsageError, match="binary mooncake trace, not csv"):

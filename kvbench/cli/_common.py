@@ -24,19 +24,47 @@ def json_option(f):
                         help="Print the summary as one JSON object on stdout.")(f)
 
 
+FORCE_KEY = "kvbench.force"
+
+
+def _remember_force(ctx, param, value):
+    ctx.meta[FORCE_KEY] = bool(value)
+
+
 def force_option(f):
-    """``--force``: replace an existing output file that kvbench did not write."""
-    return click.option("--force", is_flag=True,
+    """``--force``: replace an existing output file that kvbench did not write. Eager, so that every
+    :data:`OUTPUT` parameter sees it whatever the order on the command line; not passed to the command (the
+    output parameters carry it)."""
+    return click.option("--force", is_flag=True, is_eager=True, expose_value=False, callback=_remember_force,
                         help="Overwrite an existing output file kvbench did not write (refused otherwise).")(f)
 
 
-def check_outputs(force: bool, *paths) -> None:
-    """Refuse (before any work) to overwrite a user's file with an output; None paths are skipped."""
-    from kvbench.engine.safety import check_output
+class OutputParam(click.ParamType):
+    """The type of every option naming a file kvbench writes (``-o``, ``--report``, ``--export-iolog``...):
+    refused before any work when it is a folder, under /proc, /sys or /dev, in a missing folder, a symlink, or
+    a file kvbench did not write (unless ``--force``, which it hands to the writer); written only through
+    :class:`kvbench.engine.safety.PendingOutput`. ``keep`` values
+    (e.g. plan's bare ``--report`` = "auto") pass through unchecked. tests/test_outputs.py walks the command
+    tree: a writing option of another type fails it."""
 
-    for p in paths:
-        if p is not None:
-            check_output(p, force)
+    name = "file"
+
+    def __init__(self, keep: tuple = ()):
+        self.keep = keep
+
+    def convert(self, value, param, ctx):
+        if value is None or value in self.keep:
+            return value
+        from kvbench.engine.safety import allow_replace, check_output
+
+        force = bool(ctx.meta.get(FORCE_KEY)) if ctx is not None else False
+        check_output(value, force)        # a SafetyError: one line with its fix, before the command runs
+        if force:
+            allow_replace(value)
+        return str(value)
+
+
+OUTPUT = OutputParam()
 
 
 def emit_json(obj) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from kvbench.cli._common import (DURATION, SIZE, check_outputs, emit_json, fan_out_cmd, force_option, json_option,
+from kvbench.cli._common import (DURATION, OUTPUT, SIZE, emit_json, fan_out_cmd, force_option, json_option,
                                  ray_options)
 
 
@@ -38,7 +38,7 @@ from kvbench.cli._common import (DURATION, SIZE, check_outputs, emit_json, fan_o
               help="Allow writing to raw block device DEV (must name the --target device).")
 @click.option("--prefill/--no-prefill", default=None,
               help="Write the target before reading it (default: when kvbench just created it).")
-@click.option("--export-iolog", type=click.Path(dir_okay=False), default=None,
+@click.option("--export-iolog", type=OUTPUT, default=None,
               help="Write the exact I/O as a fio iolog v3 (replay with fio --read_iolog).")
 @click.option("--results", "results_root", default="results", show_default=True, help="Results folder root.")
 @click.option("--inject-fault", "faults", default=None, metavar="SPEC",
@@ -47,7 +47,7 @@ from kvbench.cli._common import (DURATION, SIZE, check_outputs, emit_json, fan_o
 @ray_options
 @json_option
 def io(target, rw, bs, qd, workers, reap_batch, size, runtime, rwmixread, seed, engine, rate_iops, arrival, speed, verify,
-       destroy_data, prefill, export_iolog, results_root, faults, force, ray_address, inject_host_loss, as_json):
+       destroy_data, prefill, export_iolog, results_root, faults, ray_address, inject_host_loss, as_json):
     """Measure a block pattern on a file, raw device or DRAM arena (like fio, on the kvbench engine).
 
     With --ray-address, on every host of the Ray cluster for every drive of --target A,B: one report side by
@@ -57,7 +57,6 @@ def io(target, rw, bs, qd, workers, reap_batch, size, runtime, rwmixread, seed, 
     from kvbench.engine.microbench import IoSpec, default_target, run_io
     from kvbench.units import format_bytes, format_rate
 
-    check_outputs(force, export_iolog)
     if target is None:
         import os
         os.makedirs(results_root, exist_ok=True)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from kvbench.cli._common import DURATION, IO_SIZE, SIZE, emit_json, json_option
+from kvbench.cli._common import DURATION, IO_SIZE, SIZE, OutputParam, emit_json, force_option, json_option
 from kvbench.errors import UsageError
 from kvbench.units import format_bytes
 
@@ -86,7 +86,8 @@ def _run_iolog_waf(run_dir: str, capacity: float | None, op: float, erase_block:
               help="Fraction of requests excluded from hit ratios (cold start); steady-state writes exclude "
                    "warm-up by definition.")
 @click.option("--block-tokens", type=int, default=None, help="Override the trace's tokens per block.")
-@click.option("--report", "report_path", default=None, is_flag=False, flag_value="auto", metavar="[HTML]",
+@click.option("--report", "report_path", type=OutputParam(keep=("auto",)), default=None, is_flag=False,
+              flag_value="auto", metavar="[HTML]",
               help="Also write the plan as a run folder under --results and a self-contained HTML report "
                    "(default reports/<run>.html) whose first section states the answer.")
 @click.option("--results", "results_root", default="results", show_default=True, help="Folder for the run folder.")
@@ -98,6 +99,7 @@ def _run_iolog_waf(run_dir: str, capacity: float | None, op: float, erase_block:
               help="Device WAF of the L3 store's simulated writes with write streams (FDP) under a placement rule "
                    "(lifetime, age) against one stream, at the planned capacity.")
 @click.option("--streams", type=int, default=2, show_default=True, help="Write streams for --placement.")
+@force_option
 @json_option
 def plan_cmd(trace_path, model, targets, absolute, retention, capacities, sweep, rate, rate_model, deployment,
              load_tier, run_dir, prices, price_overrides, profile_name, recompute_tokens_per_s, layout, ssd_op, erase_block,

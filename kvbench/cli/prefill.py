@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from kvbench.cli._common import emit_json, json_option
+from kvbench.cli._common import OUTPUT, emit_json, force_option, json_option
 from kvbench.errors import SpecError
 
 
@@ -32,12 +32,13 @@ def _lengths(ctx, param, value):
 @click.option("--copy/--no-copy", "measure_copy", default=True, show_default=True,
               help="On CUDA, also measure pinned host->device copy per block size (the L2->L1 tier).")
 @click.option("--name", default=None, help="Profile name (default <model>-<device>-measured).")
-@click.option("--out", "out_file", type=click.Path(dir_okay=False), default=None,
+@click.option("--out", "out_file", type=OUTPUT, default=None,
               help="Also write the profile here (.toml or .json), e.g. workloads/compute/<name>.toml.")
 @click.option("--results", default="results", show_default=True, help="Folder for run folders.")
 @click.option("--threads", type=int, default=None,
               help="CPU threads for torch (default: torch's; 1 is steadier on a shared machine).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for the random weights and tokens.")
+@force_option
 @json_option
 def prefill_cmd(model_name, device, lengths, layers, dtype, warmup, reps, measure_copy, name, out_file, results,
                 threads, seed, as_json):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from kvbench.cli._common import (SIZE, check_outputs, emit_json, fan_out_cmd, force_option, json_option,
+from kvbench.cli._common import (OUTPUT, SIZE, emit_json, fan_out_cmd, force_option, json_option,
                                  key_value_callback, ray_options)
 
 
@@ -23,11 +23,11 @@ from kvbench.cli._common import (SIZE, check_outputs, emit_json, fan_out_cmd, fo
               help="A first look in minutes: every workload at most 10 s, the precondition one short round; "
                    "the verdict says it was shortened.")
 @click.option("--results", "results_root", default="results", show_default=True, help="Folder for run folders.")
-@click.option("-o", "--output", default=None, type=click.Path(dir_okay=False), help="HTML report path.")
+@click.option("-o", "--output", default=None, type=OUTPUT, help="HTML report path.")
 @force_option
 @ray_options
 @json_option
-def qualify_cmd(profile, target, size, destroy_data, drive, skip_precondition, quick, results_root, output, force,
+def qualify_cmd(profile, target, size, destroy_data, drive, skip_precondition, quick, results_root, output,
                 ray_address, inject_host_loss, as_json):
     """Qualify a drive against PROFILE (a name in workloads/qualify or a .toml path).
 
@@ -39,7 +39,6 @@ def qualify_cmd(profile, target, size, destroy_data, drive, skip_precondition, q
     from kvbench.qualify.job import QualificationFailed, qualify
     from kvbench.qualify.profile import load_qualify_profile
 
-    check_outputs(force, output)
     prof = load_qualify_profile(profile)
     if ray_address:      # every host, every drive of --target A,B: one report side by side
         fan_out_cmd("qualify", ray_address, target, {"profile": profile, "kwargs": dict(

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import click
 
-from kvbench.cli._common import DURATION, SIZE, emit_json, json_option
+from kvbench.cli._common import DURATION, OUTPUT, SIZE, emit_json, force_option, json_option
 
 DEFAULT_TRACE = "mooncake-synthetic"      # the whole trace, key-sampled to fit the disk
 DEFAULT_MODEL = "llama-3.1-8b"
@@ -288,7 +288,8 @@ def _preflight(l3_path: str | None, results_root: str, destroy_data: str | None)
 @click.option("--probe-seconds", type=float, default=2.0, show_default=True, help="Seconds per tier probe.")
 @click.option("--keep-store", is_flag=True, help="Keep the scratch L3 store file after the job.")
 @click.option("--results", "results_root", default="results", show_default=True, help="Folder for run folders.")
-@click.option("-o", "--output", default=None, type=click.Path(dir_okay=False), help="HTML report (default reports/<run>.html).")
+@click.option("-o", "--output", default=None, type=OUTPUT, help="HTML report (default reports/<run>.html).")
+@force_option
 @json_option
 def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_data, duration, max_requests, sample_keys,
             deployment, retentions, probe_seconds, keep_store, results_root, output, as_json):

@@ -10,7 +10,7 @@ import functools
 
 import click
 
-from kvbench.cli._common import DURATION, check_outputs, emit_json, force_option, json_option
+from kvbench.cli._common import DURATION, OUTPUT, emit_json, force_option, json_option
 from kvbench.stream.traces import DEFAULT_TRACE
 
 
@@ -120,7 +120,7 @@ def _echo_stationarity(st: dict) -> None:
 
 @click.command("gen")
 @click.argument("kind", required=False, type=click.Choice(["chat", "agent", "docqa", "qa"]))
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+@click.option("-o", "--output", required=True, type=OUTPUT,
               help="Output file (Mooncake JSONL; gzipped when it ends in .gz).")
 @click.option("--model-file", default=None,
               help="A workload model (TOML written by 'trace fit', or a preset of workloads/classes: "
@@ -140,12 +140,11 @@ def _echo_stationarity(st: dict) -> None:
 @force_option
 @json_option
 def gen_cmd(kind, output, model_file, duration, requests, rate, arrival, burstiness, seed, block_tokens, overrides,
-            force, as_json):
+            as_json):
     """Generate a seeded synthetic trace in Mooncake format: from a workload model (--model-file, any horizon,
     streamed) or of a simple KIND (chat, agent, docqa, qa; a number of requests)."""
     from kvbench.errors import UsageError
 
-    check_outputs(force, output)
     if (kind is None) == (model_file is None):
         raise UsageError("give either KIND or --model-file", "e.g. kvbench trace gen --model-file chat --duration 7d "
                          "-o week.jsonl.gz, or kvbench trace gen chat -n 1000 -o chat.jsonl")
@@ -227,7 +226,7 @@ def _gen_kind(kind, output, requests, rate, arrival, burstiness, seed, block_tok
 @click.command("fit")
 @click.argument("trace", default=DEFAULT_TRACE)
 @trace_options
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="The model file to write (TOML).")
+@click.option("-o", "--output", required=True, type=OUTPUT, help="The model file to write (TOML).")
 @click.option("--defaults", default=None,
               help="Model (preset name or TOML) whose values stand in for what the trace cannot show "
                    "(default: the built-in defaults).")
@@ -235,6 +234,7 @@ def _gen_kind(kind, output, requests, rate, arrival, burstiness, seed, block_tok
 @click.option("--seed", type=int, default=0, show_default=True, help="First seed of the regenerated traces.")
 @click.option("--seeds", type=int, default=3, show_default=True,
               help="Regenerated traces the goodness of fit is averaged over.")
+@force_option
 @json_option
 def fit_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, output, defaults, name, seed, seeds,
             as_json):
@@ -247,6 +247,7 @@ def fit_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, ou
     """
     from pathlib import Path
 
+    from kvbench.engine.safety import atomic_output
     from kvbench.errors import UsageError
     from kvbench.stream.fit import fit_and_score
     from kvbench.stream.workload import load_model_file, to_toml
@@ -254,8 +255,6 @@ def fit_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, ou
     if seeds < 1:
         raise UsageError(f"--seeds must be >= 1, got {seeds}", "give e.g. --seeds 3")
     out = Path(output)
-    if not out.parent.exists():
-        raise UsageError(f"output folder does not exist: {out.parent}", "create it or choose another path")
     tr = trace_from_options(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit)
     res, good = fit_and_score(tr, load_model_file(defaults) if defaults else None, name=name, seeds=seeds, seed=seed)
     header = (f"Workload model fitted by kvbench trace fit to {tr.path}\n"
@@ -264,7 +263,8 @@ def fit_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, ou
               f"{good['curve_max_error']:.4f}; reuse-time KS distance "
               + (f"{good['reuse_time_ks']:.4f}" if good["reuse_time_ks"] is not None else "n/a") + ".\n"
               + "".join(f"warning: {w}\n" for w in res.warnings))
-    out.write_text(to_toml(res.model, header=header.rstrip("\n")))
+    with atomic_output(out) as tmp:
+        tmp.write_text(to_toml(res.model, header=header.rstrip("\n")))
     result = {"trace": tr.path, "output": str(out), "model": res.model.to_dict(), "fit": good,
               "warnings": res.warnings, "observed": res.observed}
     if as_json:

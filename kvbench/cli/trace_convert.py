@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import click
 
-from kvbench.cli._common import emit_json, json_option
+from kvbench.cli._common import OUTPUT, emit_json, force_option, json_option
 from kvbench.cli.trace_cmds import trace_options
 
 
 @click.command("convert")
 @click.argument("trace")
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+@click.option("-o", "--output", required=True, type=OUTPUT,
               help="Output file (binary columnar trace; .kvbt by convention).")
 @trace_options
+@force_option
 @json_option
 def convert_cmd(trace, output, fmt, block_tokens, time_unit, field_map, sort_time, limit, as_json):
     """Convert TRACE (JSONL/CSV, optionally gzipped, or a built-in name) to the binary columnar form.

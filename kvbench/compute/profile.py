@@ -211,10 +211,11 @@ def save_profile(profile: ComputeProfile, path: str | Path) -> Path:
     d = profile.to_dict()
     d.pop("tokens_per_s")  # derived; recomputed on load
     text = json.dumps(d, indent=2) + "\n" if path.suffix == ".json" else to_toml(d)
+    from kvbench.engine.safety import atomic_output
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    with atomic_output(path) as tmp:          # the output guard: refuses a foreign file, renames on success
+        tmp.write_text(text)
     return path
 
 

@@ -37,7 +37,10 @@ class IologWriter:
         self._index = np.array(sorted(self.files), dtype=np.int64)
         self._names = tuple(self.files[k] for k in self._index.tolist())
         self._ops = tuple(OP_NAMES[k] for k in range(max(OP_NAMES) + 1))
-        self.fh = open(path, "wb")
+        from kvbench.engine.safety import PendingOutput
+
+        self._out = PendingOutput(path)      # the output guard: appears at close, only if close is reached
+        self.fh = open(self._out.tmp, "wb")
         self.fh.write(b"fio version 3 iolog\n")
         for act in ("add", "open"):
             self.fh.write("".join(f"0 {f} {act}\n" for f in self.files.values()).encode())
@@ -66,8 +69,12 @@ class IologWriter:
     def close(self) -> None:
         self.fh.write("".join(f"{self.last_ms} {f} close\n" for f in self.files.values()).encode())
         self.fh.close()
-        from kvbench.engine.safety import mark_output
-        mark_output(self.path)
+        self._out.commit()
+
+    def discard(self) -> None:
+        """Give up: the temporary file goes, nothing appears at the path."""
+        self.fh.close()
+        self._out.discard()
 
 
 def write_iolog(path: str | Path, plan: np.ndarray, target_paths: list[str], times_ns: np.ndarray | None = None,
@@ -77,6 +84,8 @@ def write_iolog(path: str | Path, plan: np.ndarray, target_paths: list[str], tim
     try:
         for _ in range(repeat):
             w.write(plan, times_ns)
-    finally:
-        w.close()
+    except BaseException:
+        w.discard()
+        raise
+    w.close()
     return w.lines

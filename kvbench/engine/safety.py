@@ -9,6 +9,7 @@ unsupported), never under /proc, /sys or /dev, and only after checking free spac
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import subprocess
@@ -46,12 +47,69 @@ def mark_owned(path: str) -> None:
         sidecar(path).write_text("this file's companion was created by kvbench and may be overwritten by it\n")
 
 
+_FORCED: set[str] = set()     # outputs the user allowed to replace (--force), by absolute path
+
+
+def allow_replace(path) -> None:
+    """``--force`` for this output: :class:`PendingOutput` may replace whatever is there."""
+    _FORCED.add(os.path.abspath(path))
+
+
 def check_output(path, force: bool = False) -> None:
-    """An output file (report, trace, iolog) may replace only a file kvbench wrote, unless ``force``."""
+    """An output file (report, trace, iolog) may replace only a file kvbench wrote, unless ``force``: a symlink
+    is never kvbench's (its target is someone's), a folder or a path under /proc, /sys or /dev never an output."""
     path = str(path)
-    if os.path.lexists(path) and not force and not is_owned(path):
-        raise SafetyError(f"{path} exists and was not written by kvbench: refusing to overwrite it",
+    force = force or os.path.abspath(path) in _FORCED
+    check_file_path(path)
+    if os.path.isdir(path):
+        raise SafetyError(f"{path} is a folder", "give a file name for the output")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise SafetyError(f"output folder does not exist: {parent}", "create it or choose another path")
+    if os.path.lexists(path) and not force and (os.path.islink(path) or not is_owned(path)):
+        what = "is a symbolic link" if os.path.islink(path) else "exists and was not written by kvbench"
+        raise SafetyError(f"{path} {what}: refusing to overwrite it",
                           "give another output path, or --force to replace it")
+
+
+class PendingOutput:
+    """The one way kvbench writes a user-named file: into a hidden temporary file in the same folder, renamed
+    over ``path`` by :meth:`commit` (which replaces a symlink itself, never the file it points to, and marks the
+    result as kvbench's), or deleted by :meth:`discard` (on failure or interrupt nothing half-written is left).
+    ``force``: also replace a file kvbench did not write (the CLI's ``--force`` reaches here by :func:`allow_replace`)."""
+
+    def __init__(self, path, force: bool = False):
+        self.path = Path(path)
+        check_output(self.path, force)
+        self.tmp = self.path.with_name(f".kvbench-tmp-{os.getpid()}-{self.path.name}")
+        self.tmp.unlink(missing_ok=True)
+        self.done = False
+
+    def commit(self) -> Path:
+        if not self.done:
+            os.chmod(self.tmp, 0o644)
+            os.replace(self.tmp, self.path)
+            self.done = True
+            mark_output(self.path)
+        return self.path
+
+    def discard(self) -> None:
+        if not self.done:
+            self.tmp.unlink(missing_ok=True)
+            self.done = True
+
+
+@contextlib.contextmanager
+def atomic_output(path, force: bool = False):
+    """``with atomic_output(p) as tmp:`` write ``tmp``; it becomes ``p`` when the block ends without an exception
+    and is deleted otherwise (KeyboardInterrupt and the CLI's SIGTERM/SIGHUP included)."""
+    out = PendingOutput(path, force)
+    try:
+        yield out.tmp
+    except BaseException:
+        out.discard()
+        raise
+    out.commit()
 
 
 def mark_output(path) -> None:
@@ -251,5 +309,5 @@ def check_block_write(path: str, destroy_data: str | None) -> None:
                           "use a device that holds nothing (wipefs -a it yourself if you are sure)")
 
 
-__all__ = ["check_file_path", "mark_owned", "is_owned", "check_output", "mark_output", "unmark", "check_free_space", "check_block_write",
+__all__ = ["check_file_path", "mark_owned", "is_owned", "check_output", "allow_replace", "PendingOutput", "atomic_output", "mark_output", "unmark", "check_free_space", "check_block_write",
            "block_write_refusal", "devno_name"]

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import html
-import os
-import tempfile
 from pathlib import Path
 
 from kvbench import __version__
@@ -130,17 +128,10 @@ def render(runs: list[RunData], title: str | None = None) -> tuple[str, dict]:
 def write_report(runs: list[RunData], out, title: str | None = None) -> tuple[Path, dict]:
     """Render and write the report atomically (temp file + rename); returns the path and the index."""
     doc, index = render(runs, title)
+    from kvbench.engine.safety import atomic_output
+
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(doc)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    from kvbench.engine.safety import mark_output
-    mark_output(out)
+    with atomic_output(out) as tmp:          # the output guard: refuses a foreign file, renames on success
+        tmp.write_text(doc, encoding="utf-8")
     return out, index

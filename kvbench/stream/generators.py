@@ -19,6 +19,7 @@ presets of ``workloads/classes/``, are :mod:`kvbench.stream.workload` models gen
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import heapq
 import io
@@ -217,22 +218,25 @@ def generate(spec: GenSpec) -> list[dict]:
     return out
 
 
+@contextlib.contextmanager
 def open_output(path: str | Path):
-    """Open a trace file for writing as text (gzip when the name ends in .gz); a missing folder is an error."""
-    path = Path(path)
-    if path.parent and not path.parent.exists():
-        raise UsageError(f"output folder does not exist: {path.parent}", "create it or choose another path")
-    if path.is_dir():
-        raise UsageError(f"{path} is a directory", "give a file name, e.g. out.jsonl.gz")
-    from kvbench.engine.safety import mark_output
+    """``with open_output(p) as fh``: a trace file written as text (gzip when the name ends in .gz) through the
+    output guard (:func:`kvbench.engine.safety.atomic_output`): ``p`` appears only complete; a failure or an
+    interrupt leaves nothing (never a shorter trace of complete lines, a truncated line or an empty file)."""
+    from kvbench.engine.safety import atomic_output
 
-    if path.suffix == ".gz":         # mtime 0: the same trace gives the same bytes
-        fh = io.TextIOWrapper(gzip.GzipFile(filename=str(path), mode="wb", compresslevel=6, mtime=0),
-                              encoding="utf-8")
-    else:
-        fh = open(path, "w", encoding="utf-8")
-    mark_output(path)                # kvbench's own output: a rerun may replace it
-    return fh
+    path = Path(path)
+    with atomic_output(path) as tmp:
+        raw = open(tmp, "wb")        # mtime 0 and the final name in the header: the same trace, the same bytes
+        fh = io.TextIOWrapper(gzip.GzipFile(filename=str(path), fileobj=raw, mode="wb", compresslevel=6, mtime=0)
+                              if path.suffix == ".gz" else raw, encoding="utf-8")
+        try:
+            yield fh
+        finally:
+            try:
+                fh.close()
+            finally:
+                raw.close()
 
 
 def write_trace(records: list[dict], path: str | Path) -> Path:

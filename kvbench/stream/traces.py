@@ -748,15 +748,13 @@ def convert_trace(path: str | Path, dest: str | Path, fmt: str = "auto", *, bloc
 
     The file keeps the trace's own values (times in the file's unit, ids as written, file order) and the
     format, field mapping, block size, time unit and chaining it was read with, so reading it back gives the same
-    ``Trace`` as reading the source with these options. An existing ``dest`` is replaced only if it is a .kvbt.
+    ``Trace`` as reading the source with these options. An existing ``dest`` is replaced only if kvbench wrote it.
     """
     p = resolve_trace(path)
     if not isinstance(p, Path):
         raise UsageError(f"{path} is a generated stream, not a file", "convert a trace file (kvbench trace gen "
                          "writes one), or read the gen: stream directly")
-    out = Path(dest)
-    if out.exists() and (out.is_dir() or not tracebin.is_binary(out)):
-        raise UsageError(f"{out} exists and is not a binary trace", "give a new output path (nothing was written)")
+    out = Path(dest)                # what may be replaced: the output guard's rule (PendingOutput below)
     if out.exists() and out.resolve() == p.resolve():
         raise UsageError("the output is the input", "give another output path")
     if not out.parent.is_dir():
@@ -770,7 +768,10 @@ def convert_trace(path: str | Path, dest: str | Path, fmt: str = "auto", *, bloc
     meta = {"source": tracebin.source_key(p), "format": spec.name, "fields": fmap,
             "defaults": {"block_tokens": int(bt), "time_unit": unit,
                          "chain": spec.chain if chain is None else bool(chain)}}
-    w = tracebin.Writer(out, meta)
+    from kvbench.engine.safety import PendingOutput
+
+    pending = PendingOutput(out)             # the output guard: appears only complete
+    w = tracebin.Writer(pending.tmp, meta)
     try:
         for c in (binary.batches(1 << 18) if binary is not None else _column_batches(p, spec, fmap, 1 << 18)):
             w.add(c)
@@ -778,11 +779,13 @@ def convert_trace(path: str | Path, dest: str | Path, fmt: str = "auto", *, bloc
             raise TraceError("timestamps mix integers and fractions across the file, which the binary form "
                              "cannot hold exactly", "write every timestamp in one type", path=p,
                              field=fmap["timestamp"])
-        w.finish()
+        if w.finish() is not None:
+            pending.commit()
     except OSError as e:
         raise TraceError(f"cannot write {out}: {e.strerror}", "check the folder and free space") from None
     finally:
         w.abort()
+        pending.discard()
     return tracebin.Reader(out, check=False).meta
 
 
