@@ -36,8 +36,12 @@ ROWS = [  # (label, model, capacity blocks, store_writes keywords, op)
     ("LRU, slot, TTL 5 min, trim", "llama-3.1-8b", 10000, {"ttl_s": 300.0, "trim": True}, 0.07),
     ("LRU, log", "llama-3.1-8b", 10000, {"layout": "log"}, 0.07),
     ("LRU, slot (28 MiB slots straddle erase units)", "qwen2.5-7b", 20000, {}, 0.07),
-    ("LRU, slot (8.6 MiB slots)", "deepseek-v3", 60000, {}, 0.07),
+    ("LRU, slot (34.3 MiB slots straddle erase units)", "deepseek-v3", 60000, {}, 0.07),
 ]
+
+
+GENERATED = ("gen:chat,duration=2h,rate=20", "gen:coding-agent,duration=2h,rate=5",
+             "gen:tool-agent,duration=2h,rate=5", "gen:qa,duration=2h,rate=20")
 
 
 def random_overwrites(n_slots: int, slot_bytes: int, turnovers: float, seed: int = 1) -> StoreWrites:
@@ -59,8 +63,9 @@ def main() -> None:
     tr = read_trace(args.trace)
     head = ("| store | model (slot) | capacity | stream | turnovers | WAF 7% OP | WAF 28% OP | s |\n"
             "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: |")
-    print(f"trace {args.trace}: {tr.n_requests:,} requests, {tr.n_blocks:,} block references; 256 MiB erase units, "
-          "greedy GC")
+    if not args.markdown:
+        print(f"trace {args.trace}: {tr.n_requests:,} requests, {tr.n_blocks:,} block references; 256 MiB erase "
+              "units, greedy GC")
     print(head)
     for label, model, blocks, kw, _ in ROWS:
         bb = load_model(model).block_bytes(tr.block_tokens)
@@ -70,6 +75,20 @@ def main() -> None:
         origin = sw.origin + (f", sample {sw.sample_rate:.2g}" if sw.sample_rate < 1 else "")
         print(f"| {label} | {model} ({sw.slot_bytes / 2**20:.3g} MiB) | {blocks:,} blocks | {origin} | "
               f"{sw.turnovers:.1f} | {w7:.3f} | {w28:.3f} | {time.perf_counter() - t0:.1f} |")
+    from kvbench.stream.synth import iter_generated
+    from kvbench.stream.traces import Trace
+
+    bb = load_model("llama-3.1-8b").block_bytes(512)
+    for spec in GENERATED:
+        g = Trace.concat(list(iter_generated(spec)))
+        blocks = int(len(np.unique(g.keys)) * 0.1)
+        t0 = time.perf_counter()
+        sw = store_writes(g, block_bytes=bb, capacity_bytes=blocks * bb, max_slots=1 << 14, extend=False)
+        w7, w28 = store_waf(sw, op=0.07).waf, store_waf(sw, op=0.28).waf
+        w1g = store_waf(sw, op=0.07, erase_block_bytes=1 << 30).waf
+        print(f"| LRU, slot, `{spec}` (10% of its blocks; 1 GiB erase units: {w1g:.2f}) | llama-3.1-8b (64 MiB) | "
+              f"{blocks:,} blocks | generated, sample {sw.sample_rate:.2g} | {sw.turnovers:.1f} | {w7:.3f} | "
+              f"{w28:.3f} | {time.perf_counter() - t0:.1f} |")
     for model, blocks in (("llama-3.1-8b", 10000),):
         bb = load_model(model).block_bytes(tr.block_tokens)
         sw = random_overwrites(blocks, bb, 3.0)
