@@ -28,7 +28,7 @@ def test_missing_layers_are_none_and_ftl_override():
 
 def test_from_replay_summary():
     s = {"kind": "replay-kv", "app_write_amplification": 1.25,
-         "tiers": {"l3": {"write_bytes": 1000, "device_write_bytes": 1100}},
+         "tiers": {"l3": {"write_bytes": 1000}}, "host_bytes": {"write_bytes": 1100, "device": "nvme0n1"},
          "device_counters": {"l3": {"host_bytes_written": 1100, "nand_bytes_written": 2200}}}
     w = from_summary(s)
     assert w.unique_kv_bytes == pytest.approx(800) and w.app == pytest.approx(1.25)

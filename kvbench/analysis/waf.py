@@ -71,19 +71,17 @@ def _dig(d: dict, *path, default=None):
 
 
 def from_summary(summary: dict, *, tier: str = "l3") -> WriteAmplification:
-    """The layers a replay summary measured (``tiers.<tier>.write_bytes``, ``app_write_amplification``,
-    host counters and SMART/OCP deltas when the run recorded them)."""
+    """The layers a replay summary (summary.json, :mod:`kvbench.metrics.results`) measured: the store's
+    ``tiers.<tier>.write_bytes`` (what the engine wrote to it), ``app_write_amplification``, the store
+    device's /proc/diskstats delta ``host_bytes`` and its SMART/OCP deltas ``device_counters.<tier>``."""
     if not isinstance(summary, dict):
         raise SpecError("summary.json is not an object", "give a kvbench run folder")
     store = _dig(summary, "tiers", tier, "write_bytes")
     app = summary.get("app_write_amplification")
-    unique = summary.get("unique_kv_bytes")
-    if unique is None and app and store is not None:
-        unique = store / app
-    device = _dig(summary, "tiers", tier, "device_write_bytes") or _dig(summary, "host_counters", tier, "write_bytes") \
-        or _dig(summary, "host_bytes", "write_bytes")          # kvbench replay kv: /proc/diskstats delta
-    engine = _dig(summary, "tiers", tier, "engine_write_bytes", default=store)
-    smart = _dig(summary, "device_counters", tier) or _dig(summary, "smart", tier)
+    unique = store / app if (app and store is not None) else None
+    device = _dig(summary, "host_bytes", "write_bytes")
+    engine = store
+    smart = _dig(summary, "device_counters", tier)
     nand, source = None, ""
     if isinstance(smart, dict) and smart.get("nand_bytes_written") is not None:
         nand, source = smart["nand_bytes_written"], "smart/ocp"
