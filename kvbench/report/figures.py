@@ -258,7 +258,7 @@ def chosen_capacities(rd: RunData) -> dict[str, float]:
     for prefix, s in rd.all_summaries():
         for tier, t in (s.get("tiers") or {}).items():
             if isinstance(t, dict):
-                v = _num(t.get("capacity_bytes") or t.get("capacity"))
+                v = _num(t.get("capacity_bytes"))
                 if v:
                     out[tier] = v
     for prefix, s in rd.all_summaries():
@@ -313,7 +313,7 @@ def hit_ratio_curve(runs: list[RunData]) -> go.Figure | None:
                                      name=_name(runs, rd, f"infinite cache {inf:.3f}"),
                                      line=dict(color=color, dash="dot", width=1)))
         plan = rd.analysis("plan") or {}
-        kb = _num(plan.get("knee_bytes") or dig(plan, "knee.capacity_bytes"))
+        kb = _num(plan.get("knee_bytes"))
         if kb is None:
             k = knee_index(cap, hr)
             kb = cap[k] if k is not None else None
@@ -542,8 +542,7 @@ def break_even_curves(check: dict, n: np.ndarray):
     for tier, t in tiers.items():
         if not isinstance(t, dict):
             continue
-        tok = t.get("curve_tokens") or dig(t, "curve.tokens")
-        load = t.get("curve_load_s") or dig(t, "curve.load_s")
+        tok, load = dig(t, "curve.tokens"), dig(t, "curve.load_s")
         if tok and load:
             curves[tier] = (_interp_inside(n, tok, load), _num(t.get("break_even_tokens")))
             continue
@@ -553,8 +552,7 @@ def break_even_curves(check: dict, n: np.ndarray):
         if lat is not None and bw and b:
             curves[tier] = (lat + n * b / bw, _num(t.get("break_even_tokens")))
     rec = None
-    ctok = check.get("recompute_curve_tokens") or dig(check, "recompute_curve.tokens")
-    cs = check.get("recompute_curve_s") or dig(check, "recompute_curve.seconds")
+    ctok, cs = dig(check, "recompute_curve.tokens"), dig(check, "recompute_curve.seconds")
     if ctok and cs:
         rec = _interp_inside(n, ctok, cs)
     else:
@@ -798,6 +796,73 @@ def admission_frontier(runs: list[RunData]) -> go.Figure | None:
     return fig
 
 
+# --- the answer's figure: what keeping KV longer costs in capacity and in drive writes ------------------------
+def _keep_curve(plan: dict) -> list[tuple[float, float, bool]]:
+    """(residence s, store bytes, extrapolated) from the plan's capacity curve (tiers that turned over: the
+    trace shows their residence) and its retention sweep (beyond the trace: write rate held, capacity = W x R),
+    sorted by residence; the plan's own store lies on this line (it is sized by the same rule)."""
+    pts = [(float(r["residence_s"]), float(r["capacity_bytes"]), False) for r in plan.get("capacity_curve") or []
+           if r.get("turned_over") and _num(r.get("residence_s")) and _num(r.get("capacity_bytes"))]
+    pts += [(float(r["retention_s"]), float(r["capacity_bytes"]), bool(r.get("extrapolated")))
+            for r in plan.get("retention_sweep") or [] if _num(r.get("capacity_bytes")) and _num(r.get("retention_s"))]
+    return sorted(set(pts))
+
+
+def answer_figure(runs: list[RunData]) -> go.Figure | None:
+    """Capacity (top) and DWPD (bottom) against how long KV is kept, the drive classes' endurance as horizontal
+    lines, the answer's point on the curve (one run: the answer's figure)."""
+    from kvbench.analysis.endurance import dwpd_at_residence
+    from kvbench.report.tables import run_answer
+    from kvbench.units import format_bytes, format_duration
+
+    rd = next((r for r in runs if run_answer(r) is not None and (r.analysis("plan") or {}).get("drives")), None)
+    if rd is None:
+        return None
+    a, plan = run_answer(rd), rd.analysis("plan")
+    pts = _keep_curve(plan)
+    res = a.value("residence_s")
+    if len(pts) < 2 or not res:
+        return None
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
+                        subplot_titles=("KV store it takes", "drive writes per day of that store"))
+    x = [p[0] for p in pts]
+    marks = dict(symbol=["circle-open" if p[2] else "circle" for p in pts], size=8)
+    fig.add_trace(go.Scatter(x=x, y=[p[1] for p in pts], mode="lines+markers", marker=marks, name="capacity",
+                             line=dict(color=PALETTE[0]),
+                             hovertemplate="kept %{customdata}: %{text}<extra></extra>",
+                             customdata=[format_duration(v) for v in x], text=[format_bytes(p[1]) for p in pts]),
+                  row=1, col=1)
+    fig.add_trace(go.Scatter(x=x, y=[float(dwpd_at_residence(v)) for v in x], mode="lines+markers", marker=marks,
+                             name="DWPD = 1 day / time kept", line=dict(color=PALETTE[1])), row=2, col=1)
+    lo, hi = min(x + [res]), max(x + [res])
+    for i, d in enumerate(plan.get("drives") or []):      # legend entries, not annotations: nothing overprints
+        allowed, waf, ref = _num(d.get("rated_dwpd")), _num(d.get("workload_waf")), _num(d.get("reference_waf"))
+        if allowed and waf and ref:
+            y = allowed * ref / waf
+            fig.add_trace(go.Scatter(x=[lo / 2, hi * 2], y=[y, y], mode="lines",
+                                     line=dict(color=PALETTE[(i + 2) % len(PALETTE)], dash="dash", width=1.5),
+                                     name=f"{d['class']}: its rating allows {y:.3g} host DWPD"), row=2, col=1)
+    store = a.value("store_bytes")
+    fig.add_trace(go.Scatter(x=[res], y=[store], mode="markers", marker=dict(symbol="star", size=16, color="black"),
+                             name=f"the answer: KV kept {format_duration(res)}, {format_bytes(store)} store"),
+                  row=1, col=1)
+    fig.add_trace(go.Scatter(x=[res], y=[float(dwpd_at_residence(res))], mode="markers", showlegend=False,
+                             marker=dict(symbol="star", size=16, color="black")), row=2, col=1)
+    tv, tt = log_ticks(lo, hi, format_duration)
+    fig.update_layout(title=f"Keeping KV longer: a larger store, fewer drive writes (hollow: beyond the trace)",
+                      **{**_LAYOUT, "height": 620})
+    for row in (1, 2):
+        fig.update_xaxes(type="log", tickvals=tv, ticktext=tt, row=row, col=1)
+    fig.update_xaxes(title="how long KV is kept before it is rewritten (log)", row=2, col=1)
+    caps = [p[1] for p in pts] + [store]
+    cv, ct = _bytes_ticks(min(caps), max(caps))
+    fig.update_yaxes(type="log", title="store (log)", tickvals=cv, ticktext=ct, row=1, col=1)
+    dw = [float(dwpd_at_residence(v)) for v in x] + [t.y[0] for t in fig.data if t.mode == "lines" and len(t.y) == 2]
+    dv, dt = log_ticks(min(dw), max(dw), count_label)
+    fig.update_yaxes(type="log", title="DWPD (log)", tickvals=dv, ticktext=dt, row=2, col=1)
+    return fig
+
+
 #: the report's figures, in order (section title, builder)
 FIGURES = (
     ("Latency", latency_tail),
@@ -816,6 +881,10 @@ FIGURES = (
 
 #: one line under each figure saying what to look at (a figure without one shows its builder's docstring)
 CAPTIONS = {
+    "answer_figure": "A store that keeps KV for T is rewritten once every T: DWPD = 1 day / T, and it must hold T of "
+                     "writes (capacity = write rate x T). Where the DWPD line falls below a drive class's dashed "
+                     "line, that class lasts its warranty; the star is the answer. Hollow points lie beyond what "
+                     "the trace shows (write rate held: capacity an upper bound).",
     "latency_tail": "Each I/O's latency, submit to completion, per tier and op. Read right to left: where a line "
                     "turns up is where the tail begins; lines stop at the rarest percentile their sample supports.",
     "request_time_tail": "Time to load one request's whole reused prefix (all its blocks, every tier), or one "
