@@ -292,7 +292,9 @@ def test_deployment_writes_are_the_steady_write_rate_of_its_store(drive):
         assert drive != "100GB" and out["drives"][0]["steady_state"] == "extrapolated"   # classes hold it
         w = out["drives"][0]["write_bytes_per_s"]
         if drive == "1TB":                      # filled, but its window is shorter than its residence
-            assert row[0]["filled"] and row[0]["write_bytes_per_s"] != pytest.approx(w, rel=1e-3)
+            # (unless both sit at the compulsory floor of a trace that is not stationary: test_stationarity)
+            assert row[0]["filled"] and (row[0]["write_bytes_per_s"] != pytest.approx(w, rel=1e-3)
+                                         or dep["hit_ratio_capped"])
     else:
         assert drive == "100GB"
     assert dep["write_bytes_per_s"] == pytest.approx(w, rel=1e-9)

@@ -169,3 +169,46 @@ def test_trace_stats_cli(tmp_path):
     assert st["windows"] == 5 and len(st["new_block_share"]) == 5 and st["stationary"] is False
     r = CliRunner().invoke(main, ["trace", "stats", str(path), "--windows", "2"])
     assert r.exit_code != 0 and "at least 3 windows" in r.output and "Traceback" not in r.output
+
+
+# --- what plan does with it ----------------------------------------------------------------------------------
+def _plan(trace):
+    from kvbench.analysis.cost import load_prices
+    from kvbench.analysis.deployment import parse_deployment
+    from kvbench.analysis.plan import PlanOptions, build_plan
+
+    bpt = 100_000
+    return build_plan(trace, block_bytes=512 * bpt, prices=load_prices(), tokens_per_s=20_000.0, bytes_per_token=bpt,
+                      options=PlanOptions(targets=(0.9,), waf=1.0, sweep=(), write_policies=False,
+                                          deployment=parse_deployment("gpus=1,drives=1,drive_capacity=7.68TB,"
+                                                                      "utilization=0.5")))
+
+
+def test_plan_caps_and_names_a_trace_that_is_not_stationary():
+    t = trending_trace()
+    out = _plan(t)
+    ceiling = 1 - np.unique(t.keys).size / t.n_blocks          # the whole trace's infinite-cache hit ratio
+    dep = out["deployment"]
+    assert out["stationarity"]["stationary"] is False
+    assert dep["steady_ceiling"] == pytest.approx(ceiling)
+    assert dep["hit_ratio"] == pytest.approx(ceiling) and dep["hit_ratio_capped"]
+    # every steady write rate is at least the trace's compulsory one: references/s x (1 - the ceiling)
+    demand = t.n_blocks / (t.timestamp_s[-1] - t.timestamp_s[0]) * 512 * 100_000      # bytes/s
+    rows = [r for r in out["capacity_curve"] if r["write_bytes_per_s"] is not None]
+    assert rows and all(r["write_bytes_per_s"] >= demand * (1 - ceiling) * (1 - 1e-9) for r in rows)
+    # the rate follows the capped hit ratio: rate x missed tokens per request = U P G
+    assert dep["requests_per_s"] * 512 * (t.n_blocks / t.n_requests) * (1 - ceiling) == pytest.approx(10_000.0)
+    note = out["stationarity"]["note"]
+    assert note.startswith("The trace is not stationary") and "uncapped" in note and "trace fit" in note
+    assert note in out["answer"]["sentences"] and note in out["warnings"]
+
+
+def test_plan_on_a_stationary_trace_caps_at_its_median_window():
+    # every pair of requests references 5 blocks, 2 of them new: a steady infinite cache hits 3 of 5
+    out = _plan(stationary_trace())
+    assert out["stationarity"]["stationary"] is True
+    dep = out["deployment"]
+    assert dep["steady_ceiling"] == pytest.approx(0.6) and dep["hit_ratio"] <= 0.6 + 1e-12
+    assert not any("not stationary" in s for s in out["answer"]["sentences"])
+    note = out["stationarity"]["note"]
+    assert note is None or note.startswith("Steady hit ratios are capped at the stationary trace's")

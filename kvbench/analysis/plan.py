@@ -512,8 +512,18 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
     if opt.ssd_class is not None and opt.ssd_class not in prices.ssd:
         raise SpecError(f"unknown SSD class {opt.ssd_class!r}", f"choose one of: {', '.join(prices.ssd)}")
     trace_rate = n / span
+    from kvbench.stream.stationarity import plan_note, stationarity
+
+    stat = stationarity(trace)          # DESIGN.md, "Stationarity": steady figures capped at stat.steady_ceiling
+    stat_note = None
     hit_curve = cap.HitCurve.from_profile(_profile(trace, opt.warmup), block_bytes=block_bytes)
-    steady = res.steady_curve(trace, block_bytes=block_bytes)
+    steady_raw = res.steady_curve(trace, block_bytes=block_bytes)
+    # no steady write rate is below the compulsory (never-seen) rate of the window its demand is measured over:
+    # on a trace whose new-block share falls, a large tier's window after its first eviction is the trace's last
+    # minutes, whose few new blocks would otherwise claim hits no cache of this trace had (DESIGN.md, Stationarity)
+    floor = steady_raw.references / span * (1.0 - stat.steady_ceiling)      # the demand deployment scale uses
+    steady = replace(steady_raw, write_blocks_per_s=np.maximum(steady_raw.write_blocks_per_s,
+                                                               floor if math.isfinite(floor) else 0.0))
     tokens_per_req = float(stream["input_tokens"]) / n
     sample = float((getattr(trace, "meta", None) or {}).get("sample_rate", 1.0) or 1.0)   # gen:...,sample=r
     # blocks per request: counted, or (key sample) the block counts before sampling, since a few very popular
@@ -546,6 +556,13 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
         deployment["workload_waf_source"] = dep_src
         deployment["reference_class"] = ref_cls.name
         deployment.update(against_rating(deployment, rated_dwpd=ref_cls.dwpd, warranty_years=ref_cls.warranty_years))
+        deployment["steady_ceiling"] = stat.steady_ceiling
+        deployment["hit_ratio_capped"] = deployment["hit_ratio"] >= stat.steady_ceiling - 1e-6
+        if deployment["hit_ratio_capped"] or not stat.stationary:
+            free = scale(opt.deployment, waf=1.0, reference_waf=1.0,
+                         **{**kw, "hit_curve": replace(steady_hits, curve=steady_raw)})
+            stat_note = plan_note(stat, capped=deployment["hit_ratio_capped"], uncapped_hit=free["hit_ratio"],
+                                  uncapped_rate=free["requests_per_s"])
         rate, rate_model = deployment["requests_per_s"], "replicate"
     else:
         rate = opt.rate or trace_rate
@@ -625,6 +642,9 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
                                        distinct=steady.distinct)
 
     warnings = []
+    stat_note = stat_note or plan_note(stat, capped=False)
+    if stat_note:
+        warnings.append(stat_note)
     for r in sweep + ([retention] if retention else []):
         if r and r["extrapolated"]:
             warnings.append(f"retention {r['retention_s']:g} s is beyond what the trace shows "
@@ -676,6 +696,7 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
         "nand_bytes_per_day": (pick["write_bytes_per_s"] or 0.0) * SECONDS_PER_DAY * waf if pick else None,
         "waf": waf, "waf_source": waf_source, "layouts": layouts, "write_policies": policies,
         "deployment": deployment, "measured": measured, "warnings": warnings, "admission": admission,
+        "stationarity": stat.to_dict() | {"note": stat_note},
         "placement": placement,
         "prices": prices.to_dict(), "compute": compute or {"tokens_per_s": tokens_per_s},
         "usd_per_recomputed_token": usd_per_recomputed_token(tokens_per_s, prices),
@@ -791,6 +812,8 @@ def answer(out: dict) -> dict:
                         "measured speed)." if cons is not None else
                         "; every hit counted as saved prefill (give --load-tier to count only hits whose load beats "
                         "recompute)."))
+    if (out.get("stationarity") or {}).get("note"):
+        lines.append(out["stationarity"]["note"])
     dep = out.get("deployment")
     if dep:
         one_gpu, one_drive = dep["gpus"] == 1, dep["drives"] == 1

@@ -97,10 +97,24 @@ class Stationarity:
             f"{t.series} {t.values[0]:.3g} -> {t.values[-1]:.3g} (Sen change {t.change:+.3g}, p={t.p:.2g})"
             for t in self.trends if t.trends)
 
+    @property
+    def steady_ceiling(self) -> float:
+        """The highest hit ratio a steady-state figure drawn from this span may claim: an infinite cache's.
+
+        Stationary: 1 - the median window's new-block share (the median leaves out the cold first window).
+        Not stationary: no window stands for the others, so the whole span's infinite-cache hit ratio, the most
+        any cache of this trace achieved over the span its request rate is measured on."""
+        share = np.asarray(self.new_block_share, dtype=np.float64)
+        share = share[np.isfinite(share)]
+        if self.stationary and share.size:
+            return float(1.0 - np.median(share))
+        return self.infinite_hit_ratio
+
     def to_dict(self) -> dict:
         d = asdict(self)
         d["trends"] = [asdict(t) for t in self.trends]
         d["verdict"] = self.verdict
+        d["steady_ceiling"] = self.steady_ceiling
         return d
 
 
@@ -150,9 +164,13 @@ def stationarity(trace, windows: int = DEFAULT_WINDOWS, start_s: float | None = 
     keep = bwin >= 0
     refs = np.bincount(bwin[keep], minlength=windows).astype(np.float64)
     new = np.bincount(bwin[keep], weights=first[keep], minlength=windows)
-    # distinct keys per window: unique (window, key) pairs
-    pairs = np.unique(np.stack([bwin[keep].astype(np.uint64), trace.keys[keep].astype(np.uint64)]), axis=1)
-    distinct = np.bincount(pairs[0].astype(np.int64), minlength=windows).astype(np.float64)
+    # distinct keys per window: the (window, key) pairs that differ from their predecessor in sorted order
+    w_in, k_in = bwin[keep], trace.keys[keep]
+    order = np.lexsort((k_in, w_in))
+    w_s, k_s = w_in[order], k_in[order]
+    head = np.ones(w_s.size, dtype=bool)
+    head[1:] = (w_s[1:] != w_s[:-1]) | (k_s[1:] != k_s[:-1])
+    distinct = np.bincount(w_s[head], minlength=windows).astype(np.float64)
     reqs = np.bincount(win[inside], minlength=windows).astype(np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
         share = np.where(refs > 0, new / refs, np.nan)
@@ -178,3 +196,23 @@ def stationary_suffix(trace, windows: int = DEFAULT_WINDOWS, starts=(0.0, 0.25, 
         if st.stationary:
             return st
     return None
+
+
+def plan_note(st: Stationarity, *, capped: bool, uncapped_hit: float | None = None,
+              uncapped_rate: float | None = None) -> str | None:
+    """The sentence a plan states about the trace's stationarity and what it did about it (None: stationary and
+    the ceiling did not bind)."""
+    if st.stationary and not capped:
+        return None
+    head = (f"The trace is not stationary ({st.verdict.split(': ', 1)[1]}; {st.windows} windows): no part of it is "
+            "a steady state, so every steady hit ratio is capped at its infinite-cache hit ratio "
+            f"{st.steady_ceiling:.3f}" if not st.stationary else
+            f"Steady hit ratios are capped at the stationary trace's infinite-cache hit ratio {st.steady_ceiling:.3f}")
+    if capped and uncapped_hit is not None:
+        head += (f" (uncapped, the deployment would claim {uncapped_hit:.3f}"
+                 + (f" at {uncapped_rate:,.3g} requests/s" if uncapped_rate else "") + ")")
+    if st.stationary:
+        return head + "."
+    return head + ("; the capacity and DWPD answers rest on a trace whose new-block share falls: size on a stationary "
+                   "workload, a model fitted to it (kvbench trace fit TRACE -o m.toml, then --trace "
+                   "gen:m.toml,duration=1h) or a stationary window (kvbench trace stats).")
