@@ -41,13 +41,16 @@ from kvbench.cli._common import (RATE, emit_json, json_option, key_value_callbac
 @click.option("--placement", type=click.Choice(["spread", "strict-spread", "pack"]), default="spread",
               show_default=True, help="Ray placement-group strategy for the node actors.")
 @click.option("--inject-node-loss", type=int, default=None, hidden=True, help="Testing: node I's worker dies at start.")
+@click.option("--prices", default="2025-h2", show_default=True,
+              help="Price preset name or TOML path: the drive classes each node's L3 wear is judged on.")
+@click.option("--ssd-class", default=None, help="Drive class of the nodes' L3 (default: the preset's first).")
 @click.option("--results", default="results", show_default=True, help="Results folder.")
 @json_option
 def cluster_cmd(trace, model, tp, fmt, nodes, router, routers, router_opts, load_bound, load_slack, gpus_per_node,
                 profile, l2_bw, l3_bw, l4_pool_bw, l1, l2, l3, l3_capacity, l4, l4_capacity, l4_link_bw,
                 l4_link_latency, policy, ttl, write_policy, exclusive, promote, layout, segment_bytes, trim, chunk_bytes,
                 qd, engine, speed, closed_loop, duration, max_requests, verify, seed, dry_run, destroy_data, ray_address, placement,
-                inject_node_loss, results, as_json):
+                inject_node_loss, prices, ssd_class, results, as_json):
     """Simulate TRACE on NODES serving nodes behind a router: per node L1-L3 (capacities per node), one L4 pool
     shared by all (capacity, per-node link, aggregate bandwidth), a prefill queue per node; hit ratios per node
     and tier, imbalance, duplication, L4 traffic and TTFT per router. Without --dry-run every node also replays
@@ -72,7 +75,8 @@ def cluster_cmd(trace, model, tp, fmt, nodes, router, routers, router_opts, load
                          engine=engine, dry_run=dry_run, destroy_data=destroy_data, results=results)
     cfg = ClusterConfig(replay=rcfg, nodes=nodes, routers=names, gpus_per_node=gpus_per_node, router_opts=opts,
                         seed=seed, profile=profile, l2_bw=l2_bw, l3_bw=l3_bw, l4_pool_bw=l4_pool_bw,
-                        ray_address=ray_address, placement=placement, inject_node_loss=inject_node_loss)
+                        ray_address=ray_address, placement=placement, inject_node_loss=inject_node_loss,
+                        prices=prices, ssd_class=ssd_class)
     s = run_cluster(cfg)
     if as_json:
         emit_json(s)
@@ -102,6 +106,7 @@ def _print(s: dict) -> None:
                    f"{(f'{dup:.2f}' if dup is not None else '-'):>6}{r['ttft_ms']['p50']:>11.1f}"
                    f"{r['ttft_ms']['p99']:>10.1f}{r['prefill_tokens_saved']:>12,}"
                    f"{(format_rate(l4) if l4 is not None else '-'):>12}")
+    _print_wear(results)
     l4 = s["l4"]
     if l4["present"]:
         pk = l4["peak_pool_utilisation"]
@@ -121,6 +126,35 @@ def _print(s: dict) -> None:
                        + (f" ({nd['error']})" if nd.get("error") else ""))
     click.echo(f"  model: {s['model_notes']['profile']}")
     click.echo(f"  run_dir: {s['run_dir']}")
+
+
+def _print_wear(results: dict) -> None:
+    """Per router: what each node's L3 drive sees (the busiest node and the mean), and the L4 links and pool."""
+    from kvbench.units import format_duration, format_rate
+
+    for name, r in results.items():
+        l3 = [nd["tiers"]["l3"] for nd in r["nodes"] if "l3" in nd["tiers"] and "dwpd_host" in nd["tiers"]["l3"]]
+        steady = [t for t in l3 if t["dwpd_host"] is not None]
+        if l3 and steady:
+            worst = max(steady, key=lambda t: t["dwpd_host"])
+            mean = sum(t["dwpd_host"] for t in steady) / len(steady)
+            eq = worst["dwpd_rating_equivalent"]
+            life = worst["lifetime_years"]
+            click.echo(f"  {name}: L3 per node host DWPD mean {mean:,.3g}, busiest {worst['dwpd_host']:,.3g} "
+                       f"(write {format_rate(worst['write_bytes_per_s'])}, KV kept "
+                       f"{format_duration(worst['residence_s'])}"
+                       + (f", {eq:,.3g} rating-equivalent on {worst['drive_class']} (WAF {worst['waf']:.3g}), "
+                          f"{life:,.3g} years" if eq is not None else "") + ")"
+                       + ("" if len(steady) == len(l3) else f"; {len(l3) - len(steady)} node(s) never turned over"))
+        elif l3:
+            click.echo(f"  {name}: L3 per node: no node's store turned over within the trace (no steady DWPD)")
+        ln = r.get("links")
+        if ln and ln.get("mean") is not None:
+            pool = ln.get("pool")
+            click.echo(f"  {name}: L4 links mean {ln['mean']:.1%}, p99 {ln['p99']:.0%}, saturated "
+                       f"{ln['saturated_fraction']:.1%} of the time (busiest node mean {ln['busiest_node_mean']:.1%})"
+                       + (f"; pool mean {pool['mean']:.1%}, p99 {pool['p99']:.0%}, saturated "
+                          f"{pool['saturated_fraction']:.1%}" if pool else ""))
 
 
 COMMANDS = [cluster_cmd]

@@ -31,6 +31,8 @@ class ClusterConfig:
     ray_address: str | None = None
     placement: str = "spread"
     inject_node_loss: int | None = None   # testing: the node whose worker dies at start
+    prices: str = "2025-h2"               # price preset: the drive classes a node's L3 wear is judged on
+    ssd_class: str | None = None          # the class (default: the preset's first)
 
     @property
     def dry_run(self) -> bool:

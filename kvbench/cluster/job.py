@@ -63,7 +63,19 @@ def prepare(cfg: ClusterConfig):
     except SpecError as e:
         raise SpecError(f"per node: {e.problem}", e.fix) from None
     profile = load_profile(cfg.profile) if cfg.profile else rate_profile(DEFAULT_PREFILL_TOKENS_PER_S, model=model.name)
+    drive_class(cfg)                                  # a bad --ssd-class / --prices before any work
     return model, trace, spec, profile
+
+
+def drive_class(cfg: ClusterConfig):
+    """The SSD class each node's L3 is judged on (``--ssd-class`` of ``--prices``; default the preset's first)."""
+    from kvbench.analysis.cost import load_prices
+
+    prices = load_prices(cfg.prices)
+    name = cfg.ssd_class or next(iter(prices.ssd))
+    if name not in prices.ssd:
+        raise UsageError(f"unknown --ssd-class {name!r}", f"choose one of: {', '.join(prices.ssd)}")
+    return prices.ssd[name]
 
 
 def simulate(cfg: ClusterConfig, trace, spec, profile) -> tuple[dict, dict]:
@@ -72,12 +84,14 @@ def simulate(cfg: ClusterConfig, trace, spec, profile) -> tuple[dict, dict]:
     from kvbench.cluster.sim import simulate_router, summarise
 
     timing = _timing(cfg, profile)
+    drive = drive_class(cfg)
+    op = drive.over_provisioning or 0.07
     out, tables = {}, {}
     for name in cfg.routers:
         router = make_router(name, cfg.nodes, cfg.seed, **cfg.router_opts)
         cols, nodes, pool = simulate_router(trace, spec, cfg.nodes, cfg.gpus_per_node, router, timing,
                                             trace.block_tokens)
-        out[name] = summarise(cols, nodes, pool, spec, router)
+        out[name] = summarise(cols, nodes, pool, spec, router, drive=drive, op=op)
         tables[name] = cols
     return out, tables
 

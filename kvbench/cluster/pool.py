@@ -17,6 +17,8 @@ from __future__ import annotations
 import bisect
 import math
 
+import numpy as np
+
 
 class Calendar:
     """Bandwidth in use over time on one shared resource of ``capacity`` bytes/s (None: unlimited)."""
@@ -26,6 +28,8 @@ class Calendar:
         self.t = [0.0]          # segment k is [t[k], t[k+1]) (the last one runs to infinity)
         self.u = [0.0]          # bandwidth in use on segment k
         self.peak = 0.0
+        self._past_dt: list = []    # segments pruned away: their durations and use, for utilisation()
+        self._past_u: list = []
 
     def free_at(self, k: int) -> float:
         return math.inf if self.capacity is None else self.capacity - self.u[k]
@@ -61,12 +65,44 @@ class Calendar:
         """Forget segments that end before ``before`` (no transfer starts earlier any more)."""
         k = self.segment(before)
         if k > 0:
+            self._past_dt.extend(self.t[j + 1] - self.t[j] for j in range(k))
+            self._past_u.extend(self.u[:k])
             del self.t[:k]
             del self.u[:k]
 
     @property
     def peak_utilisation(self) -> float | None:
         return None if self.capacity is None else self.peak / self.capacity
+
+    def segments(self, until: float | None = None):
+        """(durations, utilisation) of every segment from 0 to ``until`` (default: the last change), idle after the
+        last transfer; None without a bandwidth model."""
+        if self.capacity is None:
+            return None
+        dt = np.array(self._past_dt + [self.t[j + 1] - self.t[j] for j in range(len(self.t) - 1)], np.float64)
+        use = np.array(self._past_u + self.u[:-1], np.float64) / self.capacity
+        if until is not None and until > self.t[-1]:
+            dt, use = np.append(dt, until - self.t[-1]), np.append(use, 0.0)
+        return dt, use
+
+    def utilisation(self, until: float | None = None) -> dict | None:
+        """Time-weighted utilisation over [0, until] (:func:`utilisation_stats`)."""
+        seg = self.segments(until)
+        return None if seg is None else utilisation_stats(*seg)
+
+
+def utilisation_stats(dt: np.ndarray, use: np.ndarray) -> dict:
+    """Mean, p99 (the level the resource stays at or below 99% of the time) and the fraction of time saturated
+    (>= 99.9% in use) of a time-weighted utilisation series. A peak says only that some transfer once took the
+    whole link (first come, first served always lets one); these size it."""
+    total = float(dt.sum())
+    if total <= 0:
+        return {"mean": 0.0, "p99": 0.0, "saturated_fraction": 0.0, "seconds": 0.0}
+    order = np.argsort(use, kind="stable")
+    cum = np.cumsum(dt[order])
+    p99 = float(use[order][min(int(np.searchsorted(cum, 0.99 * total, side="left")), use.size - 1)])
+    return {"mean": float((dt * use).sum() / total), "p99": p99,
+            "saturated_fraction": float(dt[use >= 0.999].sum() / total), "seconds": total}
 
 
 def transfer(start: float, nbytes: float, link: Calendar, pool: Calendar) -> float:

@@ -25,7 +25,7 @@ import numpy as np
 
 from kvbench.cluster.nodes import LOCAL_TIERS, Node, share_tier
 from kvbench.cluster.pool import Calendar, transfer
-from kvbench.sim.tiers import EV_WRITE, TIER_NAMES
+from kvbench.sim.tiers import EV_READ, EV_WRITE, TIER_NAMES
 
 REQ_COLUMNS = ("request", "arrival_s", "node", "blocks", "input_tokens", "hit_blocks", "hit_l1", "hit_l2",
                "hit_l3", "hit_l4", "cached_tokens", "queue_ms", "load_ms", "prefill_ms", "ttft_ms", "l4_write_bytes")
@@ -102,6 +102,9 @@ def simulate_router(trace, spec, n_nodes: int, lanes: int, router, timing: Timin
         node = nodes[node_i]
         node.link.prune(now)
         reqs, ev = node.hier.run(ts[i:i + 1], np.array([0, b - a]), keys[a:b], first_request=i)
+        stored = ev[(ev["tier"] >= 2) & (ev["op"] != EV_READ)]     # the drives' writes and trims (L3, L4)
+        if stored.size:
+            node.store_log.append((now, stored))
         r = reqs[0]
         hits = [int(r["hit_l1"]), int(r["hit_l2"]), int(r["hit_l3"]), int(r["hit_l4"])]
         cached = min(int(r["hit_blocks"]) * block_tokens, inp[i])
@@ -145,11 +148,16 @@ def l4_per_second(cols: dict, slot_bytes: int) -> dict:
     return {"t_s": np.arange(n), "l4_read_bw_bytes_per_s": rd, "l4_write_bw_bytes_per_s": wr}
 
 
-def summarise(cols: dict, nodes: list[Node], pool: Calendar, spec, router) -> dict:
-    """The JSON contract's fields for one router (plus detail): global, per node, imbalance, duplication, L4."""
+def summarise(cols: dict, nodes: list[Node], pool: Calendar, spec, router, drive=None, op: float = 0.07) -> dict:
+    """The JSON contract's fields for one router (plus detail): global, per node (with each stored tier's wear on
+    ``drive``, :mod:`kvbench.cluster.wear`), imbalance, duplication, L4, link and pool utilisation."""
+    from kvbench.cluster.wear import cluster_wear
+
     tiers = [t.name for t in spec.tiers]
     slot = spec.slot_bytes
     blocks = int(cols["blocks"].sum())
+    last_arrival = float(cols["arrival_s"].max()) if cols["arrival_s"].size else 0.0
+    wear, pool_wear = cluster_wear(nodes, spec, last_arrival, drive, op)
 
     def tier_hits(sel) -> dict:
         tot = int(cols["blocks"][sel].sum())
@@ -172,7 +180,7 @@ def summarise(cols: dict, nodes: list[Node], pool: Calendar, spec, router) -> di
             "tiers": {name: {"hit_blocks": int(cols[f"hit_{name}"][sel].sum()),
                              "read_bytes": c.reads * (spec.block_bytes if name == "l1" else slot),
                              "write_bytes": c.writes * (spec.block_bytes if name == "l1" else slot),
-                             "evictions": c.evictions}
+                             "evictions": c.evictions, **wear[nd.index].get(name, {})}
                       for name, c in counters.items()},
             "produced_blocks": nd.hier.produced,
         })
@@ -218,8 +226,25 @@ def summarise(cols: dict, nodes: list[Node], pool: Calendar, spec, router) -> di
         "prefill_tokens": int((cols["input_tokens"] - cols["cached_tokens"]).sum()),
         "prefill_tokens_saved": int(cols["cached_tokens"].sum()),
         "trace_span_s": span, "simulated_s": duration,
+        "links": links_utilisation(nodes, pool, end) if has_l4 else None,
+        "pool_wear": pool_wear,
     }
 
 
-__all__ = ["simulate_router", "summarise", "TimingModel", "RouteRequest", "ClusterView", "REQ_COLUMNS",
+def links_utilisation(nodes: list[Node], pool: Calendar, end: float) -> dict | None:
+    """Node links (pooled over every node, each over the same window) and the pool: mean, p99, time saturated."""
+    from kvbench.cluster.pool import utilisation_stats
+
+    until = max([end, pool.t[-1]] + [nd.link.t[-1] for nd in nodes])
+    segs = [s for s in (nd.link.segments(until) for nd in nodes) if s is not None]
+    out = {}
+    if segs:
+        out = utilisation_stats(np.concatenate([d for d, _ in segs]), np.concatenate([u for _, u in segs]))
+        out["busiest_node_mean"] = max(utilisation_stats(*s)["mean"] for s in segs)
+        out["seconds"] = until
+    out["pool"] = pool.utilisation(until)
+    return out
+
+
+__all__ = ["simulate_router", "summarise", "links_utilisation", "TimingModel", "RouteRequest", "ClusterView", "REQ_COLUMNS",
            "LOCAL_TIERS"]

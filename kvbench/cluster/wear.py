@@ -1,0 +1,136 @@
+"""What a cluster's routing does to its drives: per node and per stored tier, the steady write rate, host and
+rating-equivalent DWPD, residence and lifetime on a stated drive class (pure).
+
+Routing decides what each node's cache sees, so it decides each drive's rewrite rate: a random router spreads a
+conversation's blocks over every node, each node misses and writes more, and the same drives wear faster than
+under session or prefix routing. Each node's L3 store (and the shared L4 pool) is judged on its own write/trim
+stream from the cluster simulation:
+
+- steady write rate W: from the store's first slot reuse on (the store is full and turning over; the fill
+  before it is not steady state), W = slots written after that moment x slot bytes / (end - that moment), the
+  end being the last arrival of the trace; a store that never reuses a slot has no steady state (None, said);
+- host DWPD = W x 86,400 / C, residence C / W (:mod:`kvbench.analysis.endurance`, the one place for them);
+- device WAF: the node's own stream through the FTL model (:func:`kvbench.analysis.trace_waf.store_waf`) at the
+  class's over-provisioning, for up to ``MAX_WAF_NODES`` nodes (the rest take their median, stated);
+- rating-equivalent DWPD = host DWPD x WAF / the class's reference WAF, and the lifetime on the class's rating.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from kvbench.analysis.endurance import SECONDS_PER_DAY, Rating, endurance, rating_equivalent_dwpd, required_dwpd
+
+MAX_WAF_NODES = 64
+
+
+def steady_write_rate(times: np.ndarray, slots: np.ndarray, slot_bytes: int, end_s: float) -> tuple[float | None, float | None]:
+    """(W bytes/s, the time steady state starts) of a store's writes at ``times`` to ``slots``; (None, None)
+    when no slot is ever written twice or no time passes after that."""
+    if slots.size == 0:
+        return None, None
+    _, first = np.unique(slots, return_index=True)
+    again = np.ones(slots.size, bool)
+    again[first] = False
+    reuse = np.flatnonzero(again)
+    if reuse.size == 0:
+        return None, None
+    t0 = float(times[reuse[0]])
+    span = end_s - t0
+    if not span > 0:
+        return None, t0
+    return float(np.count_nonzero(times > t0)) * slot_bytes / span, t0
+
+
+def _stream(events, capacity_blocks: int, slot_bytes: int, layout: str, policy: str, trim: bool):
+    from kvbench.analysis.trace_waf import stream_from_events
+
+    return stream_from_events(events, slot_bytes=slot_bytes, capacity_blocks=capacity_blocks, layout=layout,
+                              policy=policy, trim=trim, origin="cluster simulation",
+                              note="the node's own store stream in the cluster simulation")
+
+
+def tier_wear(times: np.ndarray, events: np.ndarray, *, capacity_bytes: float, capacity_blocks: int,
+              slot_bytes: int, end_s: float, drive, waf: float | None, waf_source: str) -> dict:
+    """The per-tier answer for one store: capacity, W, host and rating-equivalent DWPD, residence, lifetime."""
+    from kvbench.sim.tiers import EV_WRITE
+
+    w = events["op"] == EV_WRITE
+    wb, t0 = steady_write_rate(times[w], events["slot"][w], slot_bytes, end_s)
+    out = {"capacity_bytes": float(capacity_bytes), "capacity_blocks": int(capacity_blocks),
+           "written_bytes": float(np.count_nonzero(w)) * slot_bytes, "steady_from_s": t0,
+           "write_bytes_per_s": wb, "dwpd_host": None, "dwpd_rating_equivalent": None, "residence_s": None,
+           "lifetime_years": None, "waf": waf, "waf_source": waf_source,
+           "drive_class": getattr(drive, "name", None), "reference_waf": getattr(drive, "reference_waf", None)}
+    if wb is None:
+        out["steady_state"] = "not reached: the store never reused a slot within the trace"
+        return out
+    out["steady_state"] = "measured"
+    out["dwpd_host"] = required_dwpd(wb * SECONDS_PER_DAY, capacity_bytes)
+    out["residence_s"] = capacity_bytes / wb if wb > 0 else math.inf
+    if drive is not None and waf is not None:
+        ref = drive.reference_waf if drive.reference_waf is not None else waf
+        out["dwpd_rating_equivalent"] = rating_equivalent_dwpd(out["dwpd_host"], waf, ref)
+        rating = Rating(dwpd=drive.dwpd, warranty_years=drive.warranty_years, reference_waf=ref)
+        out["lifetime_years"] = endurance(wb * SECONDS_PER_DAY, capacity_bytes, waf=waf, rating=rating).lifetime_years
+    return out
+
+
+def cluster_wear(nodes, spec, end_s: float, drive, op: float) -> tuple[list[dict], dict | None]:
+    """Per node {"l3": tier_wear} (nodes with an L3), and the shared pool's tier_wear (with an L4)."""
+    from kvbench.analysis.trace_waf import store_waf
+    from kvbench.errors import SpecError
+
+    slot = spec.slot_bytes
+    tiers = {t.name: t for t in spec.tiers}
+    per_node = [{} for _ in nodes]
+    logs = [_log(nd) for nd in nodes]
+    for name, level in (("l3", 2),):
+        if name not in tiers:
+            continue
+        t = tiers[name]
+        blocks = spec.capacity_blocks(t)
+        wafs, sources = {}, {}
+        for i in range(min(len(nodes), MAX_WAF_NODES)):
+            times, ev = _tier(logs[i], level)
+            try:
+                r = store_waf(_stream(ev, blocks, slot, t.layout, t.policy, t.trim), op=op)
+                wafs[i], sources[i] = r.waf, f"trace-driven: {r.detail} (this node's stream)"
+            except SpecError as e:
+                sources[i] = f"no steady state for the FTL model: {e.problem}"
+        median = float(np.median(list(wafs.values()))) if wafs else None
+        for i, nd in enumerate(nodes):
+            times, ev = _tier(logs[i], level)
+            waf, src = (wafs.get(i), sources.get(i, "")) if i < MAX_WAF_NODES else \
+                (median, f"median of the first {MAX_WAF_NODES} nodes' trace-driven WAF")
+            per_node[i][name] = tier_wear(times, ev, capacity_bytes=t.capacity_bytes, capacity_blocks=blocks,
+                                          slot_bytes=slot, end_s=end_s, drive=drive, waf=waf, waf_source=src)
+    pool = None
+    if "l4" in tiers:
+        t = tiers["l4"]
+        parts = [_tier(lg, 3) for lg in logs]
+        times = np.concatenate([p[0] for p in parts])
+        ev = np.concatenate([p[1] for p in parts])
+        order = np.argsort(times, kind="stable")
+        pool = tier_wear(times[order], ev[order], capacity_bytes=t.capacity_bytes,
+                         capacity_blocks=spec.capacity_blocks(t), slot_bytes=slot, end_s=end_s, drive=drive,
+                         waf=None, waf_source="the pool's drives are not modelled (give their WAF with a replay)")
+    return per_node, pool
+
+
+def _log(node):
+    """(times, events) of every stored-tier write and trim the node made, in order."""
+    from kvbench.sim.tiers import EVENT_DTYPE
+
+    if not node.store_log:
+        return np.zeros(0), np.zeros(0, EVENT_DTYPE)
+    times = np.concatenate([np.full(ev.size, t) for t, ev in node.store_log])
+    return times, np.concatenate([ev for _, ev in node.store_log])
+
+
+def _tier(log, level: int):
+    times, ev = log
+    sel = ev["tier"] == level
+    return times[sel], ev[sel]
