@@ -18,6 +18,7 @@ import time
 
 MODES = ("auto", "always", "never")
 _mode: str | None = None            # set by the CLI (--json: never; io --eta); None: KVBENCH_PROGRESS or auto
+_drawn: list = []                   # the lines on screen now (their tqdm bars)
 
 
 def set_mode(mode: str | None) -> None:
@@ -42,11 +43,44 @@ def active(stream=None) -> bool:
         return False
 
 
+def clear() -> None:
+    """Erase every live line (before an error message, or at the end of a command)."""
+    for bar in list(_drawn):
+        _drawn.remove(bar)
+        bar.close()
+
+
+def echo(msg: str) -> None:
+    """Print a message line on stderr without tearing a live line (the line is redrawn below it)."""
+    if _drawn:
+        _drawn[-1].write(msg, file=_drawn[-1].fp)
+    else:
+        print(msg, file=sys.stderr, flush=True)
+
+
 def eta(done: float, total: float | None, seconds: float) -> float | None:
     """Seconds to completion at the mean rate so far (None until there is a rate or without a total)."""
     if not total or done <= 0 or seconds <= 0:
         return None
     return max(0.0, (total - done) * seconds / done)
+
+
+def _columns(stream) -> int:
+    try:
+        return os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, ValueError, OSError):
+        return 0
+
+
+def _num(x: float) -> str:
+    """A count for the line: 950, 12,345, 1.23M."""
+    x = float(x)
+    if abs(x) < 100_000:
+        return f"{x:,.0f}" if x == int(x) or abs(x) >= 100 else f"{x:.3g}"
+    for div, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= div:
+            return f"{x / div:.3g}{suffix}"
+    return f"{x:,.0f}"
 
 
 def format_eta(seconds: float | None) -> str:
@@ -59,69 +93,133 @@ def format_eta(seconds: float | None) -> str:
 class Line:
     """A live line: ``update(done)`` (absolute) or ``advance(n)``, ``note(text)`` for the tail (per-tier GB/s,
     a step's name), ``echo(msg)`` prints a message above it. Inactive (not a terminal, ``--json``) it draws
-    nothing and costs a comparison per call. Use as a context manager; ``close()`` erases the line."""
+    nothing and costs a comparison per call. Use as a context manager; ``close()`` erases the line.
+    ``unit=None``: the line is the description and the note only (``Steps`` writes its own text)."""
 
-    def __init__(self, desc: str, total: float | None = None, unit: str = "", *, scale: bool = False,
-                 stream=None, min_interval_s: float = 0.2, bar_format: str | None = None):
+    def __init__(self, desc: str, total: float | None = None, unit: str | None = "", *, stream=None,
+                 min_interval_s: float = 0.2):
         self.desc, self.total, self.unit, self.done, self._note = desc, total, unit, 0.0, ""
         self.t0 = time.monotonic()
-        self._bar, self._fixed = None, bar_format
+        self._bar = None
         stream = sys.stderr if stream is None else stream
         if active(stream):
-            from tqdm import tqdm
+            from tqdm import tqdm            # draws, throttles and erases the line; the text is ours (text())
 
-            self._bar = tqdm(total=total, desc=desc, unit=unit or "it", unit_scale=scale, file=stream, leave=False,
-                             mininterval=min_interval_s, smoothing=0, dynamic_ncols=True,
-                             bar_format=self._format(total))
-
-    def _format(self, total) -> str:
-        if self._fixed:
-            return self._fixed
-        rate = "{rate_fmt}"
-        if total:
-            return "{desc}: {n_fmt}/{total_fmt} {unit} ({percentage:.0f}%), " + rate + ", ETA {remaining}{postfix}"
-        return "{desc}: {n_fmt} {unit}, " + rate + ", {elapsed}{postfix}"
+            sized = _columns(stream) > 0             # a terminal of no size (a bare pty) gets the whole line
+            self._bar = tqdm(total=None, desc=desc, file=stream, leave=False, mininterval=min_interval_s,
+                             miniters=0, dynamic_ncols=sized, ncols=None if sized else 160,
+                             nrows=None if sized else 24, bar_format="{desc}")
+            _drawn.append(self._bar)
 
     @property
     def shown(self) -> bool:
         return self._bar is not None
 
-    def update(self, done: float, *, total: float | None = None, note: str | None = None) -> None:
+    def update(self, done: float, *, total: float | None = None, note: str | None = None,
+               eta_s: float | None = None) -> None:
+        """``done`` of ``total`` now; the ETA is the work left at the mean rate so far unless ``eta_s`` gives a
+        sooner end (a time budget running out first)."""
         self.done = float(done)
-        if total is not None and total != self.total:
+        if total is not None:
             self.total = total
-            if self._bar is not None:
-                self._bar.total = total
-                self._bar.bar_format = self._format(total)
         if note is not None:
             self._note = note
+        self._draw(eta_s)
+
+    def text(self, eta_s: float | None = None) -> str:
+        """desc: done/total unit (share), rate, ETA (elapsed without a total), note."""
+        if self.unit is None:
+            return f"{self.desc}: {self._note}" if self._note else self.desc
+        secs = time.monotonic() - self.t0
+        unit = f" {self.unit}" if self.unit else ""
+        rate = f"{_num(self.done / secs)}{unit}/s" if secs > 0 and self.unit != "s" else ""
+        if self.total:
+            left = eta(self.done, self.total, secs)
+            if eta_s is not None:
+                left = eta_s if left is None else min(left, eta_s)
+            parts = [f"{_num(self.done)}/{_num(self.total)}{unit} ({min(1.0, self.done / self.total):.0%})", rate,
+                     format_eta(left)]
+        else:
+            parts = [f"{_num(self.done)}{unit}", rate, f"{secs:.0f} s"]
+        return f"{self.desc}: " + ", ".join(p for p in (*parts, self._note) if p)
+
+    def _draw(self, eta_s: float | None = None, now: bool = False) -> None:
         if self._bar is not None:
-            self._bar.n = done
-            if note is not None:
-                self._bar.set_postfix_str(note, refresh=False)
-            self._bar.refresh() if self._bar.total is None else self._bar.update(0)
+            self._bar.set_description_str(self.text(eta_s), refresh=now)
+            self._bar.update(0)              # drawn at most every min_interval_s (now: at once)
 
     def advance(self, n: float = 1, *, note: str | None = None) -> None:
         self.update(self.done + n, note=note)
 
-    def note(self, text: str) -> None:
+    def note(self, text: str, *, now: bool = False) -> None:
         self._note = text
-        if self._bar is not None:
-            self._bar.set_postfix_str(text, refresh=True)
+        self._draw(now=now)
 
     def echo(self, msg: str) -> None:
-        """A message line on stderr that does not tear the live line."""
-        if self._bar is not None:
-            self._bar.write(msg, file=self._bar.fp)
-        else:
-            print(msg, file=sys.stderr, flush=True)
+        echo(msg)
 
     def close(self) -> None:
         if self._bar is not None:
+            if self._bar in _drawn:
+                _drawn.remove(self._bar)
             self._bar.close()
             self._bar = None
 
     def __enter__(self) -> "Line":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def trace_batches(batches, desc: str, span_s: float | None = None):
+    """Pass a trace's ``Trace`` batches through, drawing a live line: trace seconds done of the span (a
+    ``gen:`` stream states it in its batches' meta; or ``span_s``), else requests read (no total, no ETA)."""
+    line = Line(desc, unit="requests")
+    n = 0
+    try:
+        for b in batches:
+            span = span_s or (b.meta or {}).get("span_s")
+            if span and len(b.timestamp_s):
+                line.unit = "s of trace"
+                line.update(float(b.timestamp_s[-1]), total=float(span))
+            else:
+                n += len(b.timestamp_s)
+                line.update(n)
+            yield b
+    finally:
+        line.close()
+
+
+class Poll:
+    """Redraw ``line`` every ``every_s`` from ``fn()`` (a dict of Line.update's keywords, ``done`` included, or
+    None) on a daemon thread: for work whose progress is read from elsewhere (a run folder's progress file).
+    Nothing runs when the line is not drawn."""
+
+    def __init__(self, line: Line, fn, every_s: float = 1.0):
+        import threading
+
+        self.line, self.fn, self.every = line, fn, every_s
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True) if line.shown else None
+        if self.thread is not None:
+            self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop.wait(self.every):
+            try:
+                kw = self.fn()
+            except Exception:  # noqa: BLE001 - a progress line must never break the work
+                kw = None
+            if kw:
+                self.line.update(**kw)
+
+    def close(self) -> None:
+        self.stop.set()
+        if self.thread is not None:
+            self.thread.join(timeout=2 * self.every)
+
+    def __enter__(self) -> "Poll":
         return self
 
     def __exit__(self, *exc) -> None:
@@ -135,16 +233,15 @@ class Steps:
     def __init__(self, desc: str, expected_s: list[float | None], *, stream=None):
         self.desc, self.expected = desc, list(expected_s)
         self.took: list[float] = []
-        self.k, self.name, self.t_step = 0, "", time.monotonic()
-        self.line = Line(desc, None, stream=stream, bar_format="{desc} {elapsed}{postfix}")
-        self._eta = None
+        self.k, self.name, self.t_step, self.t0 = 0, "", time.monotonic(), time.monotonic()
+        self.line = Line(desc, None, None, stream=stream)
 
     def start(self, name: str) -> None:
         if self.k:
             self.took.append(time.monotonic() - self.t_step)
         self.k += 1
         self.name, self.t_step = name, time.monotonic()
-        self.tick()
+        self.tick(now=True)
 
     def remaining_s(self) -> float | None:
         """Seconds to the end of the last step (None while nothing gives a cost)."""
@@ -159,10 +256,11 @@ class Steps:
             left += c
         return left
 
-    def tick(self, detail: str = "") -> None:
+    def tick(self, detail: str = "", *, now: bool = False) -> None:
+        """Redraw (a step's own progress in ``detail``); call it now and then while a step runs."""
         n = len(self.expected)
-        text = f"step {self.k} of {n}: {self.name}" + (f" ({detail})" if detail else "")
-        self.line.update(self.k, note=f"{text}, {format_eta(self.remaining_s())}")
+        self.line.note(f"step {self.k} of {n}: {self.name}" + (f" ({detail})" if detail else "") +
+                       f", {time.monotonic() - self.t0:.0f} s, {format_eta(self.remaining_s())}", now=now)
 
     def echo(self, msg: str) -> None:
         self.line.echo(msg)

@@ -88,8 +88,11 @@ def test_offsets_depend_only_on_seed_and_iolog_replays_in_fio(cli, tmp_path):
     (["--rwmixread", "120", "--rw", "randrw"], 2, "rwmixread"),
     (["--rw", "randwrit"], 2, "randwrit"),
     (["--engine", "spdk"], 2, "spdk"),
-    (["--speed", "0", "--rate", "100", "--runtime", "1"], 2, "--speed"),
-    (["--rate", "100"], 2, "--runtime > 0"),
+    (["--speed", "0", "--rate_iops", "100", "--runtime", "1"], 2, "--speed"),
+    (["--rate_iops", "100"], 2, "--runtime > 0"),
+    (["--rate", "100m"], 2, "--runtime > 0"),
+    (["--rate", "5000", "--runtime", "1"], 2, "--rate_iops 5000"),
+    (["--rate", "1m", "--rate_iops", "100", "--runtime", "1"], 2, "give one of them"),
 ])
 def test_bad_options_one_line_no_traceback(cli, tmp_path, args, code, text):
     r = cli("io", "--target", tmp_path / "b.dat", "--size", "1MiB", "--runtime", "0",
@@ -186,7 +189,7 @@ def test_dram_and_null_engines_from_cli(cli, tmp_path):
 
 
 def test_open_loop_rate_reports_issue_lag(cli, tmp_path):
-    s = io_json(cli, tmp_path, "--target", tmp_path / "o.dat", "--size", "4MiB", "--rate", "2000",
+    s = io_json(cli, tmp_path, "--target", tmp_path / "o.dat", "--size", "4MiB", "--rate_iops", "2000",
                 "--runtime", "0.5s", "--qd", "8")
     assert s["pacing"] == "open" and s["ios"] == 1000
     lag = s["issue_lag_us"]

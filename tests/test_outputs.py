@@ -18,7 +18,8 @@ from kvbench.cli import main
 from kvbench.cli._common import OutputParam
 from kvbench.engine import safety
 
-WRITING_NAME = re.compile(r"^(-o|--output.*|--out|--out-.*|--report.*|--export.*|--save.*|--dump.*)$")
+# (io's --output-format json|json+ is fio's name for a format choice, not a file)
+WRITING_NAME = re.compile(r"^(-o|--output(?!-format$).*|--out|--out-.*|--report.*|--export.*|--save.*|--dump.*)$")
 
 TRACE = ('{"timestamp": 0, "input_length": 1000, "output_length": 5, "hash_ids": [1, 2]}\n'
          '{"timestamp": 1000, "input_length": 1500, "output_length": 5, "hash_ids": [1, 2, 3]}\n'

@@ -52,7 +52,7 @@ def test_io_poisson_arrivals_are_exponential_not_uniform(cli, tmp_path):
         assert len(plan) == 1000 and not loop and plan["issue_ns"][0] == 0
         assert gaps.mean() == pytest.approx(500_000, rel=0.1)
         cv[arrival] = gaps.std() / gaps.mean()
-        s = _json(cli("io", "--target", tmp_path / "p.dat", "--size", "4MiB", "--rate", "2000", "--arrival",
+        s = _json(cli("io", "--target", tmp_path / "p.dat", "--size", "4MiB", "--rate_iops", "2000", "--arrival",
                       arrival, "--runtime", "0.5s", "--seed", "3", "--qd", "8", "--json", "--results",
                       tmp_path / "res"))
         assert s["pacing"] == "open" and s["ios"] == 1000 and s["issue_lag_us"]["n"] == 1000

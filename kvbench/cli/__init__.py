@@ -24,7 +24,11 @@ class _Group(click.Group):
 
     def invoke(self, ctx):
         try:
-            return super().invoke(ctx)
+            try:
+                return super().invoke(ctx)
+            finally:                 # a live progress line (kvbench.progress) never runs into the message
+                if "kvbench.progress" in sys.modules:
+                    sys.modules["kvbench.progress"].clear()
         except KvbenchError as e:
             click.echo(f"kvbench: error: {e}", err=True)
             ctx.exit(e.exit_code)

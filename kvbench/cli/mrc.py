@@ -83,7 +83,8 @@ def mrc_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, ca
 
         batches = iter_trace(trace, fmt, block_tokens=block_tokens, time_unit=time_unit,
                              fields=parse_field_mapping(field_map) or None, limit=limit)
-        profile, meta = stream_profile(batches, rate=sample, size=sample_size, ttl_s=ttl)
+        from kvbench.progress import trace_batches
+        profile, meta = stream_profile(trace_batches(batches, "mrc"), rate=sample, size=sample_size, ttl_s=ttl)
         tr = None
         t_prof = meta["kernel_s"]                       # the curve kernel alone; reading/parsing is read_s
         t_read = time.perf_counter() - t0 - t_prof

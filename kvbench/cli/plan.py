@@ -64,6 +64,16 @@ def _run_iolog_waf(run_dir: str, capacity: float | None, op: float, erase_block:
 @click.option("--deployment", default=None, metavar="SPEC",
               help="Scale the workload to a server: gpus=G,drives=D,drive_capacity=CAP,utilization=U (with "
                    "--profile): the GPUs compute U x the profile's prefill tokens/s of missed tokens.")
+@click.option("--per-gpu-capacity", type=SIZE, default=None,
+              help="The fixed-capacity question: KV storage per GPU (e.g. 16TB): the DWPD its drives see, how long KV "
+                   "is kept and the hit ratio that buys (with --profile; a deployment of 1 GPU and 1 drive of it).")
+@click.option("--utilization", type=float, default=0.5, show_default=True,
+              help="With --per-gpu-capacity: the share of time the GPU prefills.")
+@click.option("--admitted", type=float, default=1.0, show_default=True,
+              help="With --per-gpu-capacity: the share of computed blocks written (1: write-through).")
+@click.option("--sweep-profiles", is_flag=True,
+              help="With --per-gpu-capacity or --deployment: the DWPD at that capacity per GPU for every shipped "
+                   "compute profile (model x GPU x prefill rate).")
 @click.option("--load-tier", default=None, metavar="NAME=BW,LAT",
               help="The SSD tier's load speed (e.g. l3=6.5GB/s,90us): the bill then also counts only the hits whose "
                    "load beats recomputing that prefix (usd_per_day_loading_wins).")
@@ -102,7 +112,7 @@ def _run_iolog_waf(run_dir: str, capacity: float | None, op: float, erase_block:
 @force_option
 @json_option
 def plan_cmd(trace_path, model, targets, absolute, retention, capacities, sweep, rate, rate_model, deployment,
-             load_tier, run_dir, prices, price_overrides, profile_name, recompute_tokens_per_s, layout, ssd_op, erase_block,
+             per_gpu_capacity, utilization, admitted, sweep_profiles, load_tier, run_dir, prices, price_overrides, profile_name, recompute_tokens_per_s, layout, ssd_op, erase_block,
              waf, dram_bytes, ssd_class, store_fill, warmup, block_tokens, report_path, results_root, admission, placement,
              streams, as_json):
     """Plan DRAM and SSD for a trace at steady state: hit ratio, write rate, residence time and DWPD against
@@ -124,6 +134,8 @@ def plan_cmd(trace_path, model, targets, absolute, retention, capacities, sweep,
         dep = parse_deployment(deployment)
         if not (profile_name or recompute_tokens_per_s):
             raise UsageError("--deployment needs a prefill rate", "give --profile NAME (or --recompute-tokens-per-s)")
+    dep = _per_gpu_deployment(dep, per_gpu_capacity, utilization, sweep_profiles,
+                              bool(profile_name or recompute_tokens_per_s))
     caps = tuple(float(parse_size(x.strip(), what="--capacities")) for x in (capacities or "").split(",") if x.strip())
     sweep_s = tuple(parse_duration(x.strip(), what="--sweep") for x in (sweep or "").split(",") if x.strip())
     trace = read_trace(trace_path, compact=True)     # a key-sampled stream keeps only its sampled requests
@@ -176,6 +188,14 @@ def plan_cmd(trace_path, model, targets, absolute, retention, capacities, sweep,
     out = build_plan(trace, block_bytes=block_bytes, prices=price_table, tokens_per_s=tokens_per_s, options=opts,
                      bytes_per_token=spec.stored_bytes_per_token(trace.block_tokens), compute=compute,
                      model=spec.name, measured=measured, profile=prof, kv=spec)
+    if dep is not None:
+        from kvbench.analysis.fixed_capacity import for_plan
+
+        out["fixed_capacity"] = for_plan(out, capacity_per_gpu_bytes=dep.drives * dep.drive_capacity_bytes / dep.gpus,
+                                         utilization=dep.utilization, tokens_per_s_per_gpu=tokens_per_s,
+                                         compute=compute, admission=admitted, store_fill=store_fill,
+                                         sweep=sweep_profiles, block_tokens=trace.block_tokens)
+        out["answer"]["sentences"].append(out["fixed_capacity"]["sentence"])
     if run_dir:
         out["run"] = str(run_dir)
         out["write_amplification"] = measured["write_amplification"]
@@ -188,6 +208,26 @@ def plan_cmd(trace_path, model, targets, absolute, retention, capacities, sweep,
         emit_json(out)
         return
     _print(out)
+
+
+def _per_gpu_deployment(dep, per_gpu_capacity, utilization, sweep_profiles, has_rate):
+    """--per-gpu-capacity C is a deployment of one GPU and one drive of C; --sweep-profiles needs one of the two."""
+    from kvbench.analysis.deployment import Deployment
+
+    if per_gpu_capacity is None:
+        if sweep_profiles and dep is None:
+            raise UsageError("--sweep-profiles needs a capacity per GPU", "give --per-gpu-capacity 16TB (or --deployment)")
+        return dep
+    if dep is not None:
+        raise UsageError("--per-gpu-capacity and --deployment are exclusive",
+                         "give one: --per-gpu-capacity C is --deployment gpus=1,drives=1,drive_capacity=C,utilization=U")
+    if not has_rate:
+        raise UsageError("--per-gpu-capacity needs a prefill rate", "give --profile NAME (or --recompute-tokens-per-s)")
+    if not 0 < utilization <= 1:
+        raise UsageError(f"--utilization {utilization:g} is not in (0, 1]", "give the share of time the GPU prefills")
+    if not float(per_gpu_capacity) > 0:
+        raise UsageError("--per-gpu-capacity must be > 0", "give e.g. --per-gpu-capacity 16TB")
+    return Deployment(gpus=1.0, drives=1.0, drive_capacity_bytes=float(per_gpu_capacity), utilization=utilization)
 
 
 def _write_report(out: dict, report_path: str, results_root: str) -> tuple[str, str]:
@@ -231,6 +271,7 @@ def _num(x, fmt=".3g") -> str:
 
 
 def _print(out: dict) -> None:
+    from kvbench.analysis.fixed_capacity import table_lines
     from kvbench.units import format_duration
 
     click.echo(f"trace {out['trace']}: {out['requests']} requests over {out['span_s']:.0f} s "
@@ -288,6 +329,8 @@ def _print(out: dict) -> None:
                    + (f"{format_bytes(r['capacity_bytes'])}, hit ratio {_num(r['hit_ratio'])}, "
                       if r["capacity_bytes"] is not None else "")
                    + f"{r['dwpd']:.3g} DWPD ({r['basis']})")
+    for line in table_lines(out.get("fixed_capacity") or {}):
+        click.echo(line)
     dep = out.get("deployment")
     if dep:
         click.echo(f"deployment: {dep['formula']}")

@@ -98,7 +98,10 @@ def run(cfg, spec, *, dry_run, engine, qd, verify, destroy_data, results, as_jso
 
     config = {**asdict(cfg), "dry_run": dry_run, "engine": engine, "qd": qd, "verify": verify,
               "table_scale": spec.scale, "rows_per_head": list(spec.rows_per_head)}
-    w = build_workload(cfg, spec)              # bad text or too few tokens fail here, before the run folder
+    from kvbench.progress import Line
+
+    with Line("replay engram: tokens -> rows -> pages", unit=None):
+        w = build_workload(cfg, spec)          # bad text or too few tokens fail here, before the run folder
     tgt = None
     if not dry_run:                            # safety refusals (a device without --destroy-data) come next
         from kvbench.engine import open_target
@@ -121,12 +124,24 @@ def run(cfg, spec, *, dry_run, engine, qd, verify, destroy_data, results, as_jso
             def on_write(n):
                 if not as_json:
                     click.echo(f"writing the {format_bytes(n)} table to {cfg.target} (once) ...", err=True)
+            lines = {}
+
+            def on_progress(phase, done, total, row):     # one live line per phase: I/Os, ETA, bandwidth
+                from kvbench.units import format_rate
+                for other in [k for k in lines if k != phase]:
+                    lines.pop(other).close()
+                if phase not in lines:
+                    lines[phase] = Line(f"replay engram: {phase}", total, "I/Os")
+                lines[phase].update(done, note=format_rate(row["bw_bytes_per_s"]) if row else None)
             try:
                 out, hists, ts, res, facts = run_fetch(w, tgt, engine=engine, qd=qd, verify=verify,
-                                                       on_write=on_write)
+                                                       on_write=on_write, progress=on_progress)
             except KvbenchError as e:          # e.g. the table write failed: the folder says so
                 rd.write_summary({**summary, "error": str(e)}, status="failed")
                 raise
+            finally:
+                for line in lines.values():
+                    line.close()
             summary.update(out, table=facts, verify=res.verify)
             rd.append_timeseries(ts)
             rd.write_histograms(hists)

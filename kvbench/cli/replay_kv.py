@@ -52,8 +52,16 @@ def replay_kv_cmd(trace, model, tp, fmt, l1, l2, l3, l3_capacity, l4, l4_capacit
                         admission=admission, l4_admission=l4_admission)
     from kvbench.errors import KvbenchError
 
+    import time
+
+    from kvbench.progress import Line
+    from kvbench.replay.live import poll_replay
+
     try:
-        s = replay_kv(cfg)
+        with Line("replay kv", unit="requests") as line, \
+                poll_replay(line, results, time.time(), None if dry_run else duration):
+            # a dry run's line moves window by window; a measured one from its progress file (GB/s per tier)
+            s = replay_kv(cfg, progress=(lambda done, total: line.update(done, total=total)) if dry_run else None)
     except KvbenchError as e:
         if as_json:      # a failed replay still answers --json: its error, and what it measured if it ran
             emit_json({"kind": "replay-kv", **(getattr(e, "summary", None) or {}),

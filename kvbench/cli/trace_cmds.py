@@ -174,7 +174,8 @@ def _gen_model(model_file, output, duration, rate, seed, block_tokens, as_json):
     duration = 86_400.0 if duration is None else duration
     t = time.perf_counter()
     gen = Generator(model, duration_s=duration, rate=rate, seed=seed)
-    written = write_stream(gen.batches(path=str(output)), output)
+    from kvbench.progress import trace_batches
+    written = write_stream(trace_batches(gen.batches(path=str(output)), "trace gen", duration), output)
     src = parse_gen(f"gen:{model_file},duration={duration:g}s,seed={seed}" + (f",rate={rate:g}" if rate else ""))
     summary = written | {"model": gen.model.to_dict(), "generated": gen_meta(src, gen.model),
                          "duration_s": duration, "seed": seed, "rate": gen.model.arrivals.rate,

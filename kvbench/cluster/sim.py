@@ -78,7 +78,14 @@ def simulate_router(trace, spec, n_nodes: int, lanes: int, router, timing: Timin
 
     Returns (per-request table as a dict of numpy columns, nodes, pool calendar).
     """
-    nodes = [Node(i, spec, lanes, Calendar(timing.l4_link_bw)) for i in range(n_nodes)]
+    from kvbench.progress import Line
+
+    nodes = []
+    with Line(f"cluster {router.name}: nodes", n_nodes, "nodes") as line:
+        for i in range(n_nodes):
+            nodes.append(Node(i, spec, lanes, Calendar(timing.l4_link_bw)))
+            if not i & 1023:
+                line.update(i + 1)
     share_tier(nodes, "l4")
     pool = Calendar(timing.l4_pool_bw)
     view = ClusterView(nodes)
@@ -91,7 +98,10 @@ def simulate_router(trace, spec, n_nodes: int, lanes: int, router, timing: Timin
     inp = trace.input_tokens.tolist()
     n = trace.n_requests
     cols = {c: np.zeros(n, dtype=np.float64 if c.endswith(("_s", "_ms")) else np.int64) for c in REQ_COLUMNS}
+    line = Line(f"cluster {router.name}", n, "requests")
     for i in range(n):
+        if not i & 255:
+            line.update(i)
         now = float(ts[i])
         a, b = int(offs[i]), int(offs[i + 1])
         view.now = now
@@ -125,6 +135,7 @@ def simulate_router(trace, spec, n_nodes: int, lanes: int, router, timing: Timin
                      ("queue_ms", (start - now) * 1e3), ("load_ms", load * 1e3), ("prefill_ms", prefill * 1e3),
                      ("ttft_ms", (done - now) * 1e3), ("l4_write_bytes", wrote)):
             cols[c][i] = v
+    line.close()
     return cols, nodes, pool
 
 

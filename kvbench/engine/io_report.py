@@ -100,7 +100,7 @@ class IoStatus:
         from kvbench.progress import Line
 
         self.timed = bool(runtime_s)
-        self.line = Line(desc, runtime_s if self.timed else ios, "s" if self.timed else "I/Os", scale=not self.timed)
+        self.line = Line(desc, runtime_s if self.timed else ios, "s" if self.timed else "I/Os")
         self.interval = max(1.0, float(interval_s))      # the engine's rows are per second
         self.acc: dict = {}
         self.since = 0.0
@@ -120,7 +120,10 @@ class IoStatus:
         a, t = self.acc, self.since
         note = (f"r={format_rate(a['read_bw_bytes_per_s'] / t)},w={format_rate(a['write_bw_bytes_per_s'] / t)} "
                 f"r={a['read_iops'] / t:,.0f},w={a['write_iops'] / t:,.0f} IOPS, p99 {r.get('lat_p99_us') or 0:.0f} us")
-        self.line.update(end if self.timed else self.ios, note=note)
+        # a time-based run ends at its runtime: the ETA is the time left (the line's own clock began before
+        # the workers started)
+        self.line.update(end if self.timed else self.ios, note=note,
+                         eta_s=max(0.0, self.line.total - end) if self.timed else None)
         self.acc, self.since = {}, 0.0
 
     def close(self) -> None:

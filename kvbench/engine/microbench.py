@@ -24,6 +24,7 @@ from kvbench.engine.targets import open_target
 from kvbench.errors import TargetError, UsageError
 from kvbench.metrics import diskstats
 from kvbench.metrics.run import RunDir
+from kvbench.units import format_bytes
 
 RW_MODES = ("read", "write", "randread", "randwrite", "randrw", "rw")
 IO_TAG = 0x6B7662656E636800        # "kvbench\0": the content tag of everything kvbench io writes
@@ -204,7 +205,7 @@ def run_io(spec: IoSpec, *, results_root: str = "results", export_iolog: str | N
         before = diskstats.snapshot(devs)
 
         so_far = {"ios": 0, "bytes": 0}
-        status = io_report.IoStatus(f"io {spec.rw} {spec.bs}B", runtime_s=spec.runtime_s if loop else None, ios=len(plan),
+        status = io_report.IoStatus(f"io {spec.rw} {format_bytes(spec.bs)}", runtime_s=spec.runtime_s if loop else None, ios=len(plan),
                           interval_s=status_interval_s)
 
         def on_second(row):

@@ -42,7 +42,21 @@ class QualificationFailed(KvbenchError):
 
 
 def _say(msg: str) -> None:
-    print(f"[qualify {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+    from kvbench.progress import echo
+    echo(f"[qualify {time.strftime('%H:%M:%S')}] {msg}")
+
+
+def expected_seconds(w, quick: float | None = None) -> float | None:
+    """How long a workload's step should take (its runtime or duration), for the job's ETA; None: unknown."""
+    key = {"io": "runtime", "replay-kv": "duration"}.get(w.kind)
+    value = w.options.get(key) if key else None
+    if value in (None, ""):
+        return quick if quick and w.kind in QUICK else None
+    try:
+        v = parse_duration(value, what=key)
+    except KvbenchError:
+        return None
+    return min(v, quick) if quick else v
 
 
 def _substitute(value, ctx: dict):
@@ -215,6 +229,10 @@ def qualify(profile: QualifyProfile, target: str, *, size: int | None = None, de
     def save(status: str, extra: dict | None = None) -> None:
         rd.write_summary({**head, "parts": parts, "steps": steps, **(extra or {})}, status=status)
 
+    from kvbench.progress import Steps
+    runs_pre = profile.precondition is not None and not skip_precondition or _reads(profile)
+    meter = Steps("qualify", [None] * runs_pre + [expected_seconds(w, quick_s if quick else None)
+                                                  for w in profile.workloads])
     try:
         pre = profile.precondition
         if skip_precondition and pre is not None:
@@ -227,6 +245,7 @@ def qualify(profile: QualifyProfile, target: str, *, size: int | None = None, de
             # nothing may be read that was not written: one sequential pass over the region
             pre = Precondition(fill_passes=1.0, max_rounds=0, min_rounds=0)
         if pre is not None:
+            meter.start(PRECONDITION)
             results[PRECONDITION] = _precondition(target, size, destroy_data, pre, rd, progress,
                                                   steady=PRECONDITION not in skipped)
             steps.append({"name": PRECONDITION, "ok": True, "seconds": results[PRECONDITION]["seconds"],
@@ -238,6 +257,7 @@ def qualify(profile: QualifyProfile, target: str, *, size: int | None = None, de
             argv = workload_argv(w, target=target, size=size, destroy_data=destroy_data, results_root=steps_root,
                                  run_dirs=parts, drive_capacity=cap, quick=quick_s if quick else None,
                                  drive=drive_facts)
+            meter.start(w.name)
             missing = sorted({m for a in argv for m in re.findall(r"\{run:([^}]+)\}", a)})
             if missing:       # an earlier step it reads produced no run folder: do not feed it the placeholder
                 err = f"needs the run folder of {', '.join(missing)}, which did not produce one"
@@ -248,7 +268,7 @@ def qualify(profile: QualifyProfile, target: str, *, size: int | None = None, de
                 save("running")
                 continue
             progress(f"workload {w.name} ({w.kind}): kvbench {' '.join(argv[3:])}")
-            st = run_step(w.name, argv)
+            st = run_step(w.name, argv, heartbeat=lambda _s: meter.tick())
             results[w.name] = st.result if st.result is not None else {"error": st.error}
             if st.error and st.result is not None:
                 results[w.name] = {**st.result, "error": st.error}
@@ -271,6 +291,8 @@ def qualify(profile: QualifyProfile, target: str, *, size: int | None = None, de
         except Exception:  # noqa: BLE001
             pass
         raise
+    finally:
+        meter.close()
 
     verdicts = evaluate(profile.criteria, results, drive_facts, skipped)
     v = verdict(verdicts)

@@ -80,11 +80,14 @@ def _die_with_parent() -> None:
 
 
 def run_step(name: str, argv: list[str], *, timeout_s: float | None = None, cwd=None, echo=True,
-             heartbeat=None, every_s: float = 10.0) -> StepResult:
-    """Run one kvbench command: its stderr (progress, warnings) streams live to ours, indented; its stdout is
-    the JSON result. A step that exits 130 (Ctrl-C) interrupts the job."""
+             heartbeat=None, every_s: float = 1.0) -> StepResult:
+    """Run one kvbench command: its stderr (warnings) streams live to ours, indented; its stdout is the JSON
+    result. ``heartbeat(elapsed_s)`` is asked every ``every_s`` for the step's live line (kvbench.progress: on a
+    terminal only); it may return None. A step that exits 130 (Ctrl-C) interrupts the job."""
     import tempfile
     import threading
+
+    from kvbench import progress
 
     t0 = time.monotonic()
     tail: list[str] = []
@@ -100,11 +103,12 @@ def run_step(name: str, argv: list[str], *, timeout_s: float | None = None, cwd=
                 tail.append(ln)
                 del tail[:-50]
                 if echo:
-                    print(f"    {ln}", file=sys.stderr, flush=True)
+                    progress.echo(f"    {ln}")
 
         th = threading.Thread(target=pump, daemon=True)
         th.start()
         timed_out = False
+        line = None
         try:
             deadline = None if timeout_s is None else time.monotonic() + timeout_s
             while True:
@@ -121,7 +125,8 @@ def run_step(name: str, argv: list[str], *, timeout_s: float | None = None, cwd=
                         except Exception:  # noqa: BLE001 - a progress line must never break the step
                             msg = None
                         if msg:
-                            print(f"    {msg}", file=sys.stderr, flush=True)
+                            line = line or progress.Line(f"    {name}", unit=None)
+                            line.note(msg, now=True)
         except subprocess.TimeoutExpired:
             timed_out = True
             p.terminate()
@@ -134,6 +139,9 @@ def run_step(name: str, argv: list[str], *, timeout_s: float | None = None, cwd=
             p.terminate()
             p.wait()
             raise Interrupted(f"interrupted during step {name!r}", "rerun the job") from None
+        finally:
+            if line is not None:
+                line.close()
         th.join(timeout=5)
         out.seek(0)
         result = _parse(out.read())

@@ -706,10 +706,24 @@ def stall_summary(w: EngramWorkload, timing: StepTiming, ran: np.ndarray) -> dic
     return out
 
 
+def _counting(progress, phase: str, total: int):
+    """An engine ``on_second`` feeding ``progress(phase, I/Os done, I/Os in all, row)`` (None: no progress)."""
+    if progress is None:
+        return None
+    seen = [0.0]
+    progress(phase, 0, total, None)
+
+    def row(r: dict) -> None:
+        seen[0] += float(r.get("iops") or 0.0) * float(r.get("interval_s") or 1.0)
+        progress(phase, seen[0], total, r)
+    return row
+
+
 def run_fetch(w: EngramWorkload, target, *, engine: str = "libaio", qd: int = 32, verify: str = "sampled",
-              on_write=None) -> tuple:
+              on_write=None, progress=None) -> tuple:
     """Write the table when the target does not already hold it, then time the measured steps' reads.
-    Returns (fetch summary, histograms, per-step time series, engine result, table facts)."""
+    Returns (fetch summary, histograms, per-step time series, engine result, table facts). ``progress(phase,
+    done, total, row)`` follows each phase's I/Os second by second."""
     from kvbench.engine import run_plan
     lay = w.layouts[w.config.layout]
     table_bytes = lay.total_bytes
@@ -723,11 +737,14 @@ def run_fetch(w: EngramWorkload, target, *, engine: str = "libaio", qd: int = 32
         if on_write:
             on_write(table_bytes)
         t0 = time.perf_counter()
-        wres = run_plan(table_write_plan(table_bytes, tag), [target], engine=dev_engine, qd=8)
+        wplan = table_write_plan(table_bytes, tag)
+        wres = run_plan(wplan, [target], engine=dev_engine, qd=8,
+                        on_second=_counting(progress, "writing the table", len(wplan)))
         wres.raise_for_status()
         facts.update(written=True, write_s=time.perf_counter() - t0,
                      write_bytes_per_s=table_bytes / max(time.perf_counter() - t0, 1e-9))
     plan, step, layer = read_plan(w, tag, w.config.steps)
-    res = run_plan(plan, [target], engine=dev_engine, qd=qd, verify=verify)
+    res = run_plan(plan, [target], engine=dev_engine, qd=qd, verify=verify,
+                   on_second=_counting(progress, "fetching rows", len(plan)))
     out, hists, ts = fetch_summary(w, res, step, layer, w.config.steps)
     return out, hists, ts, res, facts

@@ -1,0 +1,95 @@
+"""The fixed-capacity question (kvbench.analysis.fixed_capacity, plan --per-gpu-capacity / --sweep-profiles):
+host DWPD = a U P b 86400 / C against hand arithmetic (DESIGN.md's "Deployment scale" examples), the sweep over
+shipped profiles, and the CLI's errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kvbench.analysis.fixed_capacity import at_capacity, sweep_profiles
+from kvbench.errors import SpecError
+
+pytestmark = pytest.mark.timeout(600)
+
+
+@pytest.mark.parametrize("b, p, want", [
+    (70_272, 4_025.9, 1.59),          # DeepSeek-V3 (MLA), ~4.0k computed tok/s on H800: "~1.6 DWPD"
+    (327_680, 5_700.0, 10.5),         # Llama-3.3-70B at 5.7k tok/s on H200: "10.5"
+    (131_072, 39_000.0, 28.75),       # Llama-3.1-8B at 39k tok/s: "29"
+])
+def test_design_examples_at_one_7_68tb_drive_per_gpu(b, p, want):
+    # 0.5 x 4,025.9 x 70,272 x 86,400 / 7.68e12 = 1.5914; 0.5 x 5,700 x 327,680 x 86,400 / 7.68e12 = 10.506;
+    # 0.5 x 39,000 x 131,072 x 86,400 / 7.68e12 = 28.754
+    r = at_capacity(bytes_per_token=b, tokens_per_s_per_gpu=p, utilization=0.5, capacity_per_gpu_bytes=7.68e12)
+    assert r.dwpd == pytest.approx(want, abs=0.01)
+    assert r.residence_s == pytest.approx(86_400 / r.dwpd)
+    assert r.write_bytes_per_s_per_gpu == pytest.approx(0.5 * p * b)
+
+
+def test_admission_and_fill_by_hand():
+    # 16 TB per GPU, Llama-3.3-70B at 5.7k: 0.5 x 5,700 x 327,680 x 86,400 / 16e12 = 5.0429 DWPD; a quarter of the
+    # blocks admitted writes a quarter as much; a store 80% full keeps KV 0.8 x 16e12 / (write rate)
+    r = at_capacity(bytes_per_token=327_680, tokens_per_s_per_gpu=5_700, utilization=0.5,
+                    capacity_per_gpu_bytes=16e12, admission=0.25, store_fill=0.8)
+    assert r.dwpd == pytest.approx(5.0429 / 4, rel=1e-4)
+    assert r.residence_s == pytest.approx(0.8 * 16e12 / (0.25 * 0.5 * 5_700 * 327_680))
+
+
+@pytest.mark.parametrize("kw, msg", [
+    ({"utilization": 0.0}, "utilization"), ({"utilization": 1.5}, "utilization"), ({"admission": 0.0}, "admitted"),
+    ({"capacity_per_gpu_bytes": 0.0}, "capacity per GPU"), ({"bytes_per_token": float("nan")}, "bytes per token"),
+])
+def test_bad_inputs_name_the_field(kw, msg):
+    args = dict(bytes_per_token=131_072, tokens_per_s_per_gpu=39_000, utilization=0.5, capacity_per_gpu_bytes=16e12)
+    with pytest.raises(SpecError, match=msg):
+        at_capacity(**{**args, **kw})
+
+
+def test_sweep_over_shipped_profiles_is_the_formula_per_profile():
+    from kvbench.compute.profile import load_profile, profile_names
+    from kvbench.spec.models import load_model
+
+    rows = sweep_profiles(profile_names(), capacity_per_gpu_bytes=16e12, utilization=0.5)
+    assert [r.dwpd for r in rows] == sorted(r.dwpd for r in rows) and len(rows) == len(profile_names())
+    for r in rows:
+        prof = load_profile(r.profile)
+        b = load_model(prof.model).stored_bytes_per_token(512)
+        assert r.dwpd == pytest.approx(0.5 * prof.computed_tokens_per_s("test") * b * 86_400 / 16e12)
+    # the seeds' spread at ~16 TB per GPU: DeepSeek-V3's MLA under 1 DWPD, a 70B GQA model several times that
+    by = {r.profile: r for r in rows}
+    assert by["deepseek-v3-h800-production"].dwpd == pytest.approx(0.5 * 4_025.9 * 70_272 * 86_400 / 16e12, rel=1e-3)
+    assert by["llama-3.3-70b-h200-trtllm-fp8"].dwpd == pytest.approx(5.0429, rel=1e-4)
+
+
+def test_plan_per_gpu_capacity_cli(cli):
+    r = cli("plan", "--trace", "mooncake-sample", "--model", "llama-3.1-8b", "--profile",
+            "llama-3.1-8b-h200-trtllm-fp8", "--per-gpu-capacity", "16TB", "--sweep-profiles", "--target-hit", "0.9",
+            "--sweep", "", "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    fc = out["fixed_capacity"]
+    # 0.5 x 39,000 x 131,072 x 86,400 / 16e12 = 13.80 DWPD; KV kept 86,400 / 13.80 s
+    assert fc["at"]["dwpd"] == pytest.approx(13.80, abs=0.01)
+    assert fc["at"]["residence_s"] == pytest.approx(86_400 / fc["at"]["dwpd"])
+    assert out["deployment"]["gpus"] == 1 and out["deployment"]["drive_capacity_bytes"] == 16e12
+    assert fc["hit_ratio"] == out["deployment"]["hit_ratio"] and fc["sentence"] in out["answer"]["sentences"]
+    assert "13.8 host DWPD" in fc["sentence"] and len(fc["sweep"]) >= 6
+
+
+@pytest.mark.parametrize("args, msg", [
+    (["--per-gpu-capacity", "16TB", "--deployment", "gpus=1,drives=1,drive_capacity=16TB,utilization=0.5",
+      "--profile", "llama-3.1-8b-h200-trtllm-fp8"], "exclusive"),
+    (["--per-gpu-capacity", "16TB"], "needs a prefill rate"),
+    (["--sweep-profiles", "--profile", "llama-3.1-8b-h200-trtllm-fp8"], "needs a capacity per GPU"),
+    (["--per-gpu-capacity", "16TB", "--utilization", "1.5", "--profile", "llama-3.1-8b-h200-trtllm-fp8"],
+     "utilization"),
+])
+def test_plan_per_gpu_capacity_errors(args, msg):
+    from click.testing import CliRunner
+
+    from kvbench.cli import main
+
+    r = CliRunner().invoke(main, ["plan", "--trace", "mooncake-sample", "--model", "llama-3.1-8b", *args])
+    assert r.exit_code != 0 and msg in r.output and "Traceback" not in r.output

@@ -1,0 +1,141 @@
+"""The live progress line (kvbench.progress): drawn on a terminal only, with done/total, rate and an ETA to
+completion; pipes and --json stay clean. The terminal is a real pseudo-terminal (python's pty module)."""
+
+import fcntl
+import os
+import pty
+import select
+import struct
+import subprocess
+import sys
+import termios
+from pathlib import Path
+
+import pytest
+
+from kvbench import progress
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+# ---- the arithmetic, by hand ----------------------------------------------------------------------------------
+def test_eta_is_work_left_at_the_mean_rate():
+    assert progress.eta(25, 100, 10.0) == 30.0            # 25 in 10 s: 75 more take 30 s
+    assert progress.eta(0, 100, 10.0) is None and progress.eta(5, None, 1.0) is None
+    assert progress.eta(120, 100, 10.0) == 0.0
+    assert progress.format_eta(None) == "ETA --" and progress.format_eta(75) == "ETA 1:15"
+    assert progress.format_eta(3725) == "ETA 1:02:05"
+
+
+class _Clock:
+    def __init__(self):
+        self.t = 1000.0
+
+    def __call__(self):
+        return self.t
+
+
+def test_line_text_and_a_sooner_end(monkeypatch):
+    clock = _Clock()
+    monkeypatch.setattr(progress.time, "monotonic", clock)
+    line = progress.Line("replay kv", 4000, "requests", stream=open(os.devnull, "w"))
+    clock.t += 20.0
+    line.update(1000, note="store (L3/L4) 1.2 GB/s")
+    assert line.text() == "replay kv: 1,000/4,000 requests (25%), 50 requests/s, ETA 1:00, store (L3/L4) 1.2 GB/s"
+    assert "ETA 0:15" in line.text(eta_s=15.0)             # a time budget running out first
+    assert "ETA 1:00" in line.text(eta_s=500.0)
+    free = progress.Line("trace", None, "requests", stream=open(os.devnull, "w"))
+    clock.t += 4.0
+    free.update(250_000)
+    assert free.text() == "trace: 250k requests, 62,500 requests/s, 4 s"
+
+
+def test_steps_eta_costs_the_steps_left(monkeypatch):
+    clock = _Clock()
+    monkeypatch.setattr(progress.time, "monotonic", clock)
+    s = progress.Steps("qualify", [None, 60.0, 30.0, None], stream=open(os.devnull, "w"))
+    s.start("precondition")
+    assert s.remaining_s() is None                        # nothing costs the unknown steps yet
+    clock.t += 100.0
+    s.start("load-128k")                                  # the precondition took 100 s: the mean of finished steps
+    clock.t += 20.0
+    assert s.remaining_s() == 40.0 + 30.0 + 100.0
+    clock.t += 50.0                                       # past its runtime: the step counts as ending now
+    assert s.remaining_s() == 0.0 + 30.0 + 100.0
+    s.start("mix")
+    assert s.remaining_s() == 30.0 + (100.0 + 70.0) / 2
+
+
+def test_inactive_line_draws_nothing_and_modes(monkeypatch):
+    monkeypatch.setenv("KVBENCH_PROGRESS", "auto")
+    progress.set_mode(None)
+    with open(os.devnull, "w") as f:
+        assert not progress.active(f)                     # not a terminal
+        assert not progress.Line("x", 10, "it", stream=f).shown
+        progress.set_mode("always")
+        assert progress.active(f)
+        progress.set_mode("never")
+        assert not progress.active(f)
+    progress.set_mode(None)
+    monkeypatch.setenv("KVBENCH_PROGRESS", "never")
+    assert not progress.active()
+    with pytest.raises(ValueError):
+        progress.set_mode("sometimes")
+
+
+# ---- a real terminal -------------------------------------------------------------------------------------------
+def _on_pty(argv, cwd, stderr_tty=True, timeout=240):
+    """Run argv with stderr on a pseudo-terminal of 120x40 (stdout a pipe); returns (stdout, terminal bytes)."""
+    env = {k: v for k, v in os.environ.items() if k != "KVBENCH_PROGRESS"}
+    env.update(TERM="xterm", PYTHONPATH=str(REPO))
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=slave if stderr_tty else subprocess.PIPE, cwd=cwd, env=env)
+    os.close(slave)
+    term = b""
+    while True:
+        r, _, _ = select.select([master], [], [], 0.2)
+        if r:
+            try:
+                chunk = os.read(master, 1 << 16)
+            except OSError:
+                chunk = b""
+            if not chunk and p.poll() is not None:
+                break
+            term += chunk
+        elif p.poll() is not None:
+            break
+    os.close(master)
+    out = p.stdout.read().decode()
+    err = b"" if stderr_tty else p.stderr.read()
+    assert p.wait(timeout=timeout) == 0, (out, term, err)
+    return out, (term if stderr_tty else err).decode(errors="replace")
+
+
+IO = [sys.executable, "-m", "kvbench", "io", "--size", "4MiB", "--runtime", "3s", "--engine", "null", "--qd", "4"]
+
+
+def test_io_status_line_on_a_terminal_and_clean_pipes(tmp_path):
+    (tmp_path / "t.dat").write_bytes(b"\1" * (4 << 20))
+    argv = IO + ["--target", str(tmp_path / "t.dat"), "--no-prefill", "--results", str(tmp_path / "res")]
+    out, term = _on_pty(argv, tmp_path)
+    frames = [f for f in term.split("\r") if "ETA" in f]
+    assert frames, term
+    assert any("/3 s (" in f and "IOPS" in f for f in frames)          # done/total, fio-like status
+    assert "\r" not in out and "ETA" not in out and "iops=" in out      # stdout (a pipe) has the result only
+    _, err = _on_pty(argv, tmp_path, stderr_tty=False)                   # stderr a pipe: nothing drawn
+    assert "\r" not in err and "ETA" not in err
+    out, term = _on_pty(argv + ["--json"], tmp_path)                     # --json on a terminal: no line either
+    assert "ETA" not in term and out.lstrip().startswith("{")
+    _, term = _on_pty(argv + ["--eta", "never"], tmp_path)
+    assert "ETA" not in term
+
+
+def test_trace_gen_line_has_an_eta_to_the_end_of_the_span(tmp_path):
+    argv = [sys.executable, "-m", "kvbench", "trace", "gen", "--model-file", "chat", "--duration", "1d",
+            "-o", str(tmp_path / "d.jsonl")]
+    out, term = _on_pty(argv, tmp_path)
+    frames = [f for f in term.split("\r") if "s of trace (" in f]
+    assert frames and all("/86,400 s of trace" in f and "ETA " in f for f in frames), term
+    assert "\r" not in out and out.startswith("wrote ")
