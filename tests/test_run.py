@@ -46,6 +46,13 @@ def test_main_job_end_to_end_on_the_shipped_sample(tmp_path, cli, monkeypatch):
     assert replay["requests"] == 150 and replay["verify_errors"] == 0
     check = json.loads((job / "check.json").read_text())
     assert {"l2", "l3"} <= set(check["tiers"])
+    # the result contract: every file stamped, the job and its steps read through the one reader
+    from kvbench.metrics.results import read_run
+
+    folder = read_run(job)
+    assert summary["schema"] == check["schema"] == folder.plan.data["schema"] == 1
+    assert folder.check.data == check and set(folder.parts) == set(summary["parts"])
+    assert folder.parts["replay"].replay.requests == 150 and folder.parts["simulate"].replay.dry_run
     dom = assert_report_renders(tmp_path / "run.html", tmp_path, min_plots=5, screenshot=True)
     assert "break-even n*" in dom and "DWPD (86400 / residence)" in dom and "The answer" in dom
     ans = summary["answer"]

@@ -297,6 +297,7 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
     and write one HTML report. Everything has a default: `kvbench run` alone takes a few minutes."""
     import psutil
 
+    from kvbench.metrics.results import CheckResult, PlanResult, read_run
     from kvbench.metrics.run import RunDir
     from kvbench.qualify.steps import kvbench_argv, run_step
     from kvbench.report import build_report, default_report_path
@@ -411,9 +412,9 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
                  "load_tier": next((p.tier_arg() for p in probes if p.name == "l3" and p.bandwidth_bytes_per_s > 0),
                                    None)}
         st = step("plan", ["plan"], (), popts)
-        plan = st.result or {}
+        plan = PlanResult.from_json(st.result, "kvbench plan --json").data if st.result else {}
         if st.result:
-            rd.write_json("plan.json", st.result)
+            rd.write_json("plan.json", plan)
             rows = [{"retention_s": x["retention_s"], "dwpd": x["dwpd"], "capacity_bytes": x["capacity_bytes"],
                      "hit_ratio": x.get("hit_ratio"), "extrapolated": x["extrapolated"], "basis": x["basis"]}
                     for x in plan.get("retention_sweep") or []]
@@ -436,7 +437,7 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
                     steps[-1].update(name="check-run", ok=True, note="fell back to the tier probes: " + str(st.error))
                 st = step("check", ["check"], (), {**copts, "tier": [p.tier_arg() for p in probes]})
             if st.result:
-                rd.write_json("check.json", st.result)
+                rd.write_json("check.json", CheckResult.from_json(st.result, "kvbench check --json").to_json())
             ctiers = (st.result or {}).get("tiers") or {}
             verdicts = [v.get("verdict") for v in ctiers.values() if isinstance(v, dict)]
             prog.done(t, "; ".join(str(v) for v in verdicts) if st.ok else f"FAILED: {st.error}")
@@ -470,9 +471,7 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
     path, index = build_report([rd.path], out, title=f"kvbench run: {Path(trace_path).name}, {spec.name}")
     save(status, {**extra, "report": str(path), "figures": index["figures"]})
     prog.done(t, f"{path} ({len(index['figures'])} figures)")
-    import json
-
-    summary = json.loads((rd.path / "summary.json").read_text())
+    summary = read_run(rd.path, parts=False).summary.data
     if as_json:
         emit_json(summary)
     else:
