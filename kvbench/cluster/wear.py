@@ -103,8 +103,13 @@ def cluster_wear(nodes, spec, end_s: float, drive, op: float) -> tuple[list[dict
         median = float(np.median(list(wafs.values()))) if wafs else None
         for i, nd in enumerate(nodes):
             times, ev = _tier(logs[i], level)
-            waf, src = (wafs.get(i), sources.get(i, "")) if i < MAX_WAF_NODES else \
-                (median, f"median of the first {MAX_WAF_NODES} nodes' trace-driven WAF")
+            if i in wafs:
+                waf, src = wafs[i], sources[i]
+            elif i < MAX_WAF_NODES:      # too few writes for the model on this node: the others' median, said
+                waf, src = median, (f"median of the other nodes' trace-driven WAF ({sources[i]})" if median
+                                    is not None else sources[i])
+            else:
+                waf, src = median, f"median of the first {MAX_WAF_NODES} nodes' trace-driven WAF"
             per_node[i][name] = tier_wear(times, ev, capacity_bytes=t.capacity_bytes, capacity_blocks=blocks,
                                           slot_bytes=slot, end_s=end_s, drive=drive, waf=waf, waf_source=src)
     pool = None
