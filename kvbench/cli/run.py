@@ -221,16 +221,26 @@ def _probe_tiers(tiers: dict, store: str, l2_bytes: int, l3_bytes: int, chunk: i
 
 
 class _Progress:
+    """The job's log lines ([k/n] step) and its live line (kvbench.progress.Steps: step k of n, ETA)."""
+
     def __init__(self, total: int):
+        from kvbench.progress import Steps
+
         self.total, self.i, self.t0 = total, 0, time.monotonic()
+        self.meter = Steps("run", [None] * total)     # closed with every live line when the command ends
 
     def step(self, what: str) -> float:
+        from kvbench.progress import echo
+
         self.i += 1
-        click.echo(f"[{self.i}/{self.total} {time.monotonic() - self.t0:6.1f}s] {what}", err=True)
+        echo(f"[{self.i}/{self.total} {time.monotonic() - self.t0:6.1f}s] {what}")
+        self.meter.start(what.split(" (")[0])
         return time.monotonic()
 
     def done(self, t: float, what: str) -> None:
-        click.echo(f"        {what} ({time.monotonic() - t:.1f} s)", err=True)
+        from kvbench.progress import echo
+
+        echo(f"        {what} ({time.monotonic() - t:.1f} s)")
 
 
 def _g(v) -> str:
