@@ -14,7 +14,7 @@ from kvbench.cli._common import (RATE, emit_json, json_option, key_value_callbac
 @click.option("--tp", type=int, default=None, help="Tensor-parallel degree (splits GQA KV heads).")
 @click.option("--format", "fmt", default="auto", show_default=True, help="Trace format (auto-detected).")
 @click.option("--nodes", type=int, default=1, show_default=True, help="Serving nodes (L1-L3 capacities are per node).")
-@click.option("--router", "router", default=None, help="Router: random, round-robin, least-loaded, session, prefix.")
+@click.option("--router", "router", default=None, help="Router: random, round-robin, least-loaded, session, prefix, cost.")
 @click.option("--routers", "routers", default=None, metavar="A,B,C",
               help="Compare several routers on the same trace in one run (the first is the headline).")
 @click.option("--router-opt", "router_opts", multiple=True, callback=key_value_callback("shared_fraction=0.9", numeric=True), metavar="KEY=VALUE",

@@ -42,11 +42,16 @@ class RouteRequest:
 
 
 class ClusterView:
-    """The nodes as a router sees them at one arrival time."""
+    """The nodes as a router sees them at one arrival time (and the prefill model, for cost-based routers)."""
 
-    def __init__(self, nodes: list[Node]):
+    def __init__(self, nodes: list[Node], timing=None, block_tokens: int = 1):
         self.nodes = nodes
         self.now = 0.0
+        self.timing, self.block_tokens = timing, int(block_tokens)
+
+    def prefill_s(self, input_tokens: int, cached_blocks: int) -> float:
+        """Prefill time of a request of ``input_tokens`` with its first ``cached_blocks`` blocks cached."""
+        return self.timing.prefill_s(int(input_tokens), min(int(cached_blocks) * self.block_tokens, int(input_tokens)))
 
     def load(self) -> list[float]:
         return [n.load(self.now) for n in self.nodes]
@@ -88,7 +93,7 @@ def simulate_router(trace, spec, n_nodes: int, lanes: int, router, timing: Timin
                 line.update(i + 1)
     share_tier(nodes, "l4")
     pool = Calendar(timing.l4_pool_bw)
-    view = ClusterView(nodes)
+    view = ClusterView(nodes, timing, block_tokens)
     router.prepare(trace)
     slot = spec.slot_bytes
     ts = trace.timestamp_s

@@ -11,6 +11,7 @@ To add a router: one file here with a :class:`Router` subclass, and one entry in
 from __future__ import annotations
 
 import importlib
+import math
 
 from kvbench.errors import UsageError
 
@@ -21,15 +22,18 @@ _ROUTER_MODULES = {
     "least-loaded": "least_loaded",
     "session": "session",
     "prefix": "prefix",
+    "cost": "cost",
 }
 ROUTERS = tuple(_ROUTER_MODULES)
 
 
 class Router:
-    """Base class: ``route(request, view) -> node``. ``options`` lists the knobs (name -> default)."""
+    """Base class: ``route(request, view) -> node``. ``options`` lists the knobs (name -> default), ``ranges``
+    their bounds (name -> (lo, hi); a knob not listed: finite and >= 0), checked here for every router."""
 
     name = ""
     options: dict = {}
+    ranges: dict = {}
 
     def __init__(self, n_nodes: int, seed: int = 0, **opts):
         self.n = int(n_nodes)
@@ -38,6 +42,8 @@ class Router:
         if unknown:
             raise UsageError(f"router {self.name!r} has no option {unknown[0]!r}",
                              f"its options are: {', '.join(self.options) or 'none'}")
+        for k, v in opts.items():
+            check_option(type(self), k, v)
         self.opts = {**self.options, **opts}
         self.stats: dict = {}
 
@@ -78,6 +84,13 @@ def make_router(name: str, n_nodes: int, seed: int = 0, **opts) -> Router:
     return cls(n_nodes, seed, **{k: v for k, v in opts.items() if k in cls.options})
 
 
+def check_option(cls, key: str, value) -> None:
+    """A router option's value within its router's ``ranges`` (a knob not listed there: finite and >= 0)."""
+    lo, hi = cls.ranges.get(key, (0.0, 1e15))
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and lo <= value <= hi):
+        raise UsageError(f"router {cls.name!r}: {key}={value} is out of range", f"give {key} between {lo:g} and {hi:g}")
+
+
 def check_routers(names, opts=None) -> list[str]:
     """Validate router names and options (before any work): each option must be one some router takes."""
     names = [n.strip() for n in names if n.strip()]
@@ -89,8 +102,9 @@ def check_routers(names, opts=None) -> list[str]:
     if len(set(names)) != len(names):
         raise UsageError(f"router listed twice in {','.join(names)}", "list each router once")
     known = {k: n for n in names for k in router_class(n).options}
-    for k in opts or {}:
+    for k, v in (opts or {}).items():
         if k not in known:
             raise UsageError(f"no router of {','.join(names)} has an option {k!r}",
                              "options: " + (", ".join(f"{o} ({n})" for o, n in known.items()) or "none"))
+        check_option(router_class(known[k]), k, v)
     return names
