@@ -139,3 +139,21 @@ def test_trace_gen_line_has_an_eta_to_the_end_of_the_span(tmp_path):
     frames = [f for f in term.split("\r") if "s of trace (" in f]
     assert frames and all("/86,400 s of trace" in f and "ETA " in f for f in frames), term
     assert "\r" not in out and out.startswith("wrote ")
+
+
+def test_qualify_steps_are_costed_at_their_runtimes():
+    from kvbench.qualify.job import expected_seconds
+    from kvbench.qualify.profile import Workload
+
+    io = Workload("load", "io", {"runtime": 60})
+    kv = Workload("kv", "replay-kv", {"closed_loop": True})
+    assert expected_seconds(io) == 60.0 and expected_seconds(io, quick=10.0) == 10.0
+    assert expected_seconds(Workload("x", "io", {"runtime": "2m"})) == 120.0
+    assert expected_seconds(kv) is None and expected_seconds(kv, quick=10.0) == 10.0   # --quick caps its duration
+    assert expected_seconds(Workload("p", "plan", {})) is None
+
+
+def test_every_command_starts_from_the_terminal_test(cli):
+    progress.set_mode("always")                            # left over by an earlier command in this process
+    assert cli("models", "--help").exit_code == 0
+    assert progress._mode is None
