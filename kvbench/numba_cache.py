@@ -7,11 +7,11 @@ seconds, minutes on a loaded machine). This locator keys a kernel by what it is 
 
 - the folder is ``<root>/<path inside the kvbench package>/<module>-<stamp>``, with ``<root>``
   ``$KVBENCH_NUMBA_CACHE_DIR``, else ``$XDG_CACHE_HOME/kvbench/numba``, else ``~/.cache/kvbench/numba``;
-- ``<stamp>`` is a SHA-256 over the kernel's source file and every kvbench module it imports, transitively
-  (parsed, not executed). numba's own index keys on the function's bytecode and argument types but not on
-  what it calls or inlines from other files (``kvbench.kernels.u``) or the constants it imports: a copy of the
-  tree with a changed helper must not load a kernel compiled against the old one, and with the closure in the
-  stamp it cannot. Two trees with different versions of a file keep two folders side by side, so switching
+- ``<stamp>`` is a SHA-256 over the kernel's source file, every kvbench module it imports and, through the
+  imported modules that hold compiled code, theirs (parsed, not executed). numba's own index keys on the
+  function's bytecode and argument types but not on what it calls or inlines from other files
+  (``kvbench.kernels.u``) or the constants it imports: a copy of the tree with a changed helper must not load a
+  kernel compiled against the old one, and with these files in the stamp it cannot. Two trees with different versions of a file keep two folders side by side, so switching
   branches does not recompile what was compiled before.
 
 ``kvbench/__init__.py`` installs it through ``NUMBA_CACHE_LOCATOR_CLASSES`` (numba's hook in
@@ -87,17 +87,26 @@ def _file(path: Path, mtime_ns: int, size: int) -> tuple[bytes, frozenset[Path]]
     return path.read_bytes(), frozenset(_imports(path))
 
 
+def _read(p: Path) -> tuple[bytes, frozenset[Path]]:
+    st = p.stat()
+    return _file(p, st.st_mtime_ns, st.st_size)
+
+
 def source_stamp(py_file: str | os.PathLike) -> str:
-    """SHA-256 over ``py_file`` and its transitive kvbench imports, each as (path in the package, bytes)."""
+    """SHA-256 over ``py_file``, the kvbench modules it imports, and theirs while they hold compiled code, each
+    as (path in the package, bytes). A kernel reads constants from what its file imports and compiles the
+    jitted functions it calls from theirs; a module without numba is hashed but not followed, so that an edit
+    of plain Python far away does not recompile a kernel."""
+    root = Path(py_file).resolve()
     seen: dict[Path, bytes] = {}
-    todo = [Path(py_file).resolve()]
+    todo = [root]
     while todo:
         p = todo.pop()
         if p in seen:
             continue
-        st = p.stat()
-        seen[p], deps = _file(p, st.st_mtime_ns, st.st_size)
-        todo.extend(deps - seen.keys())
+        seen[p], deps = _read(p)
+        if p == root or b"numba" in seen[p]:
+            todo.extend(deps - seen.keys())
     h = hashlib.sha256()
     for p in sorted(seen):
         h.update(p.relative_to(PACKAGE).as_posix().encode() + b"\0" + seen[p] + b"\0")

@@ -48,6 +48,20 @@ def test_the_stamp_is_the_source_and_its_kvbench_imports_not_the_path(tmp_path):
     assert nb.source_stamp(b / kern) != h.hexdigest()                                # an inlined helper changed
 
 
+def test_plain_python_imports_are_hashed_but_not_followed(tmp_path):
+    """A kernel's file imports units (no numba): units is in the stamp, what units imports (errors) is not;
+    through kernels.py (compiled code) the walk goes on."""
+    pkg = _copy(tmp_path)
+    nc = _locator_module(pkg, "_nc_plain")
+    probe = pkg / "sim" / "_probe.py"
+    probe.write_text("from numba import njit\nfrom kvbench.units import format_bytes\n")
+    before = nc.source_stamp(probe)
+    (pkg / "errors.py").write_text((pkg / "errors.py").read_text() + "\n# edited\n")
+    assert nc.source_stamp(probe) == before
+    (pkg / "units.py").write_text((pkg / "units.py").read_text() + "\n# edited\n")
+    assert nc.source_stamp(probe) != before
+
+
 def test_imports_are_found_anywhere_relative_or_absolute(tmp_path):
     pkg = _copy(tmp_path)
     nc = _locator_module(pkg, "_nc_rel")
