@@ -93,3 +93,27 @@ def test_plan_per_gpu_capacity_errors(args, msg):
 
     r = CliRunner().invoke(main, ["plan", "--trace", "mooncake-sample", "--model", "llama-3.1-8b", *args])
     assert r.exit_code != 0 and msg in r.output and "Traceback" not in r.output
+
+
+def test_report_draws_dwpd_per_profile_with_drive_classes_as_lines():
+    from pathlib import Path
+
+    from kvbench.analysis.cost import load_prices
+    from kvbench.analysis.fixed_capacity import for_plan
+    from kvbench.report.figures import FIGURES, dwpd_at_capacity_per_gpu
+    from kvbench.report.rundata import RunData
+
+    prices = load_prices().to_dict()
+    plan = {"bytes_per_token": 131_072.0, "model": "llama-3.1-8b", "prices": prices, "deployment": None}
+    plan["fixed_capacity"] = for_plan(plan, capacity_per_gpu_bytes=16e12, utilization=0.5,
+                                      tokens_per_s_per_gpu=39_000.0, compute={"profile": "p"}, sweep=True)
+    rd = RunData(path=Path("plan-x"), run={}, summary={}, analyses={"plan": plan})
+    fig = dwpd_at_capacity_per_gpu([rd])
+    (points,) = fig.data
+    rows = plan["fixed_capacity"]["sweep"]
+    assert list(points.y) == [r["dwpd"] for r in rows]
+    assert list(points.x) == pytest.approx([0.5 * r["tokens_per_s_per_gpu"] * r["bytes_per_token"] / 1e9 for r in rows])
+    rated = sorted(float(c["dwpd"]) for c in prices["ssd"].values())
+    assert sorted(s.y0 for s in fig.layout.shapes) == rated
+    assert ("DWPD at a fixed capacity per GPU", dwpd_at_capacity_per_gpu) in FIGURES
+    assert dwpd_at_capacity_per_gpu([RunData(path=Path("y"), run={}, summary={}, analyses={"plan": {}})]) is None

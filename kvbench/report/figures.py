@@ -863,6 +863,42 @@ def answer_figure(runs: list[RunData]) -> go.Figure | None:
     return fig
 
 
+def dwpd_at_capacity_per_gpu(runs: list[RunData]) -> go.Figure | None:
+    """Host DWPD per drive at a fixed capacity per GPU for each shipped compute profile (plan --per-gpu-capacity
+    --sweep-profiles), against the prefill bytes each GPU writes (U P b); the drive classes' ratings as lines."""
+    fig = _fig("DWPD at a fixed capacity per GPU: every computed token's KV is written, so DWPD = a U P b 86400 / C "
+               "rises with the prefill rate and the model's KV bytes per token")
+    drawn, classes = False, {}
+    for ri, rd in enumerate(runs):
+        plan = rd.analysis("plan") or {}
+        fc = plan.get("fixed_capacity") or {}
+        rows = fc.get("sweep") or ([fc["at"]] if fc.get("at") else [])
+        if not rows:
+            continue
+        cap = float(rows[0]["capacity_per_gpu_bytes"])
+        fig.add_trace(go.Scatter(
+            x=[r["write_bytes_per_s_per_gpu"] / 1e9 for r in rows], y=[r["dwpd"] for r in rows],
+            mode="markers+text", text=[r["profile"] or r["model"] for r in rows], textposition="top center",
+            marker=dict(color=PALETTE[ri % len(PALETTE)], size=10),
+            name=_name(runs, rd, f"{cap / 1e12:g} TB per GPU"),
+            customdata=[[r["model"], r["tokens_per_s_per_gpu"], r["bytes_per_token"], r["residence_s"] / 3600]
+                        for r in rows],
+            hovertemplate="%{customdata[0]}: %{customdata[1]:,.0f} tok/s x %{customdata[2]:,.0f} B/token: "
+                          "%{y:.3g} DWPD, KV kept %{customdata[3]:.3g} h<extra></extra>"))
+        drawn = True
+        for name, cls in ((plan.get("prices") or {}).get("ssd") or {}).items():
+            if _num(cls.get("dwpd")):
+                classes[name] = float(cls["dwpd"])
+    if not drawn:
+        return None
+    for i, (name, dwpd) in enumerate(sorted(classes.items(), key=lambda kv: kv[1])):
+        fig.add_hline(y=dwpd, line=dict(dash="dash", color=PALETTE[(i + 3) % len(PALETTE)]),
+                      annotation_text=f"{name}: {dwpd:g} DWPD rated", annotation_position="bottom right")
+    fig.update_xaxes(title="KV written per GPU (GB/s) = utilization x computed prefill tok/s x KV bytes per token")
+    fig.update_yaxes(title="host DWPD per drive", type="log")
+    return fig
+
+
 #: the report's figures, in order (section title, builder)
 FIGURES = (
     ("Latency", latency_tail),
@@ -874,6 +910,7 @@ FIGURES = (
     ("Steady state vs capacity", steady_state_vs_capacity),
     ("Endurance vs retention", dwpd_vs_retention),
     ("Admission: hit ratio vs DWPD", admission_frontier),
+    ("DWPD at a fixed capacity per GPU", dwpd_at_capacity_per_gpu),
     ("Steady state", steady_state_rounds),
     ("Prefill profile", prefill_profile),
     ("Cluster routers", router_comparison),
@@ -918,6 +955,10 @@ CAPTIONS = {
                           "Hollow points fill but do not turn over within the trace (a projection from a short "
                           "window); a hollow star is the planned capacity's answer with the write rate held at the "
                           "longest residence the policy shows, an upper bound.",
+    "dwpd_at_capacity_per_gpu": "At a fixed capacity C per GPU (e.g. ~16 TB), write-through writes every "
+                                "computed token's KV: host DWPD = admitted share x utilization x computed prefill "
+                                "tok/s x KV bytes/token x 86400 / C, whatever the hit ratio. Each point is a shipped "
+                                "compute profile (model x GPU); dashed lines are the drive classes' ratings.",
     "router_comparison": "Each router side by side on the same trace: keeping a conversation on one node raises "
                          "the hit ratio and lowers TTFT, as long as the load stays balanced.",
     "prefill_profile": "Measured prefill time per prompt length and the fitted T(n) = a + bn + cn² that the "
