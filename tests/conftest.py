@@ -68,3 +68,195 @@ def ray_cluster():
     yield c.address
     ray.shutdown()
     c.shutdown()
+
+
+# --- lanes: `pytest -m "not integration and not slow"` is the fast lane (tests/README.md) -------------------------
+# A test is marked ``integration`` when it drives the system: it uses a fixture that makes a system resource, or
+# its code - the test function, the tests' own fixtures it uses and the module-level helpers they call,
+# transitively - names subprocess / sys.executable or a system tool (losetup, mount, fio, Chromium). The scan
+# reads code objects (names and string constants), never runs anything; what it cannot see (a kvbench function
+# that spawns a process) is marked by hand with @pytest.mark.integration.
+INTEGRATION_FIXTURES = {"ray_cluster", "loop_devices", "loopdev", "loops", "throttled", "small_ext4", "ext4_image"}
+_SYSTEM_NAMES = {"subprocess", "Popen", "executable", "check_output", "posix_spawn"}
+_SYSTEM_STRINGS = ("losetup", "mount", "fio", "chromium", "mkfs", "mkswap", "dmsetup")
+
+
+def _code_objects(code):
+    yield code
+    for c in code.co_consts:
+        if hasattr(c, "co_code"):
+            yield from _code_objects(c)
+
+
+def _drives_the_system(fn, module_globals: dict, seen: set) -> bool:
+    code = getattr(getattr(fn, "__wrapped__", fn), "__code__", None)
+    if code is None or code in seen:
+        return False
+    seen.add(code)
+    for c in _code_objects(code):
+        if _SYSTEM_NAMES & set(c.co_names):
+            return True
+        if any(isinstance(k, str) and k.split("/")[-1] in _SYSTEM_STRINGS for k in c.co_consts):
+            return True
+        for name in c.co_names:                     # module-level helpers of the tests (not kvbench's code)
+            f = module_globals.get(name)
+            if callable(f) and getattr(f, "__module__", "").startswith("tests") and \
+                    _drives_the_system(f, module_globals, seen):
+                return True
+    return False
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        fn = getattr(item, "function", None)
+        if fn is None or item.get_closest_marker("integration"):
+            continue
+        names = set(getattr(item, "fixturenames", ()))
+        if names & INTEGRATION_FIXTURES:
+            item.add_marker(pytest.mark.integration)
+            continue
+        seen: set = set()
+        funcs = [(fn, fn.__globals__)]
+        for name in names:                           # the tests' own fixtures (conftest or the module)
+            for fd in item._fixtureinfo.name2fixturedefs.get(name, ()):
+                f = fd.func
+                if getattr(f, "__module__", "").startswith("tests"):
+                    funcs.append((f, getattr(f, "__globals__", {})))
+        if any(_drives_the_system(f, g, seen) for f, g in funcs):
+            item.add_marker(pytest.mark.integration)
+
+
+# --- system resources that do not depend on teardown ---------------------------------------------------------------
+# Loop devices are attached with LO_FLAGS_AUTOCLEAR and held open by the fixture: the kernel detaches one at its
+# last close, so a run killed by SIGTERM, SIGKILL or pytest-timeout's os._exit leaves none behind (the process's
+# descriptors close with it). Images and other scratch live under SCRATCH/<pid>; a session removes the folders of
+# sessions no longer alive (detaching any loop device still backed there) when it starts, and SIGTERM ends a
+# session through KeyboardInterrupt, so fixture teardowns (unmount, swapoff) run.
+SCRATCH = Path(os.environ.get("TMPDIR", "/tmp")) / "kvbench-tests"
+LOOP_GET_STATUS64, LOOP_SET_STATUS64, LO_FLAGS_AUTOCLEAR = 0x4C05, 0x4C04, 4
+_LO_FLAGS_OFFSET = 52          # struct loop_info64: 5 x u64, then lo_number, encrypt type, key size, lo_flags
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _loops_backed_under(folder: Path) -> list[str]:
+    out = []
+    for lo in Path("/sys/block").glob("loop*"):
+        try:
+            backing = (lo / "loop" / "backing_file").read_text().strip()
+        except OSError:
+            continue
+        if backing.removesuffix(" (deleted)").startswith(str(folder) + "/"):
+            out.append(f"/dev/{lo.name}")
+    return out
+
+
+def _sweep_dead_sessions(root: Path = SCRATCH) -> None:
+    import shutil
+    import subprocess
+
+    for d in root.glob("*"):
+        if not d.name.isdigit() or _pid_alive(int(d.name)):
+            continue
+        for dev in _loops_backed_under(d):
+            subprocess.run(["umount", dev], capture_output=True)
+            subprocess.run(["losetup", "-d", dev], capture_output=True)
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def pytest_sessionstart(session):
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        _sweep_dead_sessions()
+    except OSError:
+        pass
+
+
+@pytest.fixture
+def scratch(tmp_path_factory) -> Path:
+    """A fresh folder under SCRATCH/<pid> (removed by the next session if this one dies)."""
+    import tempfile
+
+    base = SCRATCH / str(os.getpid())
+    base.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(dir=base))
+
+
+def set_autoclear(fd: int) -> None:
+    """Mark the loop device open on ``fd`` to detach itself at its last close."""
+    import fcntl
+
+    info = bytearray(232)
+    fcntl.ioctl(fd, LOOP_GET_STATUS64, info)
+    flags = int.from_bytes(info[_LO_FLAGS_OFFSET:_LO_FLAGS_OFFSET + 4], "little") | LO_FLAGS_AUTOCLEAR
+    info[_LO_FLAGS_OFFSET:_LO_FLAGS_OFFSET + 4] = flags.to_bytes(4, "little")
+    fcntl.ioctl(fd, LOOP_SET_STATUS64, info)
+
+
+class LoopDevices:
+    """``attach(image, *losetup args) -> /dev/loopN`` (autoclear, held open until the test ends) and
+    ``image(name, mib) -> Path`` (a sparse file in the test's scratch folder)."""
+
+    def __init__(self, folder: Path):
+        self.folder, self.held = folder, []
+
+    def image(self, name: str, mib: int) -> Path:
+        p = self.folder / name
+        with open(p, "wb") as f:
+            f.truncate(mib << 20)
+        return p
+
+    def attach(self, image, *args) -> str:
+        import subprocess
+
+        try:
+            dev = subprocess.run(["losetup", "-f", "--show", *map(str, args), str(image)], check=True,
+                                 capture_output=True, text=True).stdout.strip()
+        except (OSError, subprocess.CalledProcessError) as e:
+            pytest.skip(f"losetup failed here: {getattr(e, 'stderr', e)}")
+        fd = os.open(dev, os.O_RDONLY | os.O_CLOEXEC)
+        self.held.append((dev, fd))
+        set_autoclear(fd)
+        return dev
+
+    __call__ = attach
+
+    def close(self) -> None:
+        import subprocess
+
+        for dev, fd in reversed(self.held):
+            subprocess.run(["umount", dev], capture_output=True)
+            subprocess.run(["swapoff", dev], capture_output=True)
+            os.close(fd)                                   # the last close: autoclear detaches it
+            subprocess.run(["losetup", "-d", dev], capture_output=True)     # (older kernels: by hand)
+        self.held.clear()
+
+
+@pytest.fixture
+def loop_devices(scratch):
+    """Loop devices for one test (skips without root and losetup); see :class:`LoopDevices`."""
+    import shutil
+
+    if os.geteuid() != 0 or shutil.which("losetup") is None:
+        pytest.skip("loop devices need root and losetup")
+    loops = LoopDevices(scratch)
+    try:
+        yield loops
+    finally:
+        loops.close()

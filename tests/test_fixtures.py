@@ -1,0 +1,119 @@
+"""The shared fixtures of tests/conftest.py: loop devices that never outlive their session, however it ends,
+scratch folders swept by the next session, and the lanes' automatic marks."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests import conftest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _attached(dev: str) -> bool:
+    return (Path("/sys/block") / Path(dev).name / "loop" / "backing_file").exists()
+
+
+def _gone(dev: str, within_s: float = 20.0) -> bool:
+    """The kernel's autoclear may detach from a work queue: poll (a liveness bound, not a measurement)."""
+    end = time.monotonic() + within_s
+    while time.monotonic() < end:
+        if not _attached(dev):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_loop_device_is_attached_with_autoclear_and_detached_after_the_test(loop_devices):
+    img = loop_devices.image("a.img", 8)
+    dev = loop_devices.attach(img)
+    name = Path(dev).name
+    assert (Path("/sys/block") / name / "loop" / "autoclear").read_text().strip() == "1"
+    assert (Path("/sys/block") / name / "loop" / "backing_file").read_text().strip() == str(img)
+    assert img.parent.parent == conftest.SCRATCH / str(os.getpid())
+    loop_devices.close()
+    assert _gone(dev)
+
+
+_HOLD = """
+import sys, time
+from pathlib import Path
+from tests.conftest import LoopDevices
+loops = LoopDevices(Path(sys.argv[1]))
+print(loops.attach(loops.image("k.img", 8)), flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_a_killed_holder_leaves_no_loop_device(scratch, sig):
+    """No teardown runs after SIGKILL (or pytest-timeout's os._exit): the process's last close detaches."""
+    if os.geteuid() != 0:
+        pytest.skip("loop devices need root")
+    p = subprocess.Popen([sys.executable, "-c", _HOLD, str(scratch)], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        dev = p.stdout.readline().strip()
+        assert dev.startswith("/dev/loop") and _attached(dev)
+    finally:
+        p.send_signal(sig)
+        p.wait(timeout=60)
+    assert _gone(dev)
+
+
+_SESSION = """
+import time
+def test_holds(loop_devices):
+    dev = loop_devices.attach(loop_devices.image("s.img", 8))
+    print("DEV", dev, flush=True)
+    time.sleep(600)
+"""
+
+
+def test_sigterm_ends_a_session_through_its_teardowns(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("loop devices need root")
+    t = tmp_path / "test_holds.py"
+    t.write_text(_SESSION)
+    p = subprocess.Popen([sys.executable, "-m", "pytest", "-s", "-q", "-p", "tests.conftest", "-p", "no:cacheprovider",
+                          "--rootdir", str(tmp_path), str(t)], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    dev = ""
+    try:
+        for line in p.stdout:
+            if line.startswith("DEV "):
+                dev = line.split()[1]
+                break
+        assert dev and _attached(dev)
+    finally:
+        p.send_signal(signal.SIGTERM)
+        out = p.communicate(timeout=120)[0]
+    assert _gone(dev)
+    assert "KeyboardInterrupt" in out or "signal 15" in out                     # ended as an interrupt
+
+
+def test_the_next_session_sweeps_a_dead_sessions_scratch_and_loop_devices(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("loop devices need root")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    folder = tmp_path / str(dead.pid)
+    folder.mkdir()
+    img = folder / "left.img"
+    img.write_bytes(b"\0" * (1 << 20))
+    # attached the old way (no autoclear, nobody holding it), as a killed session would leave it
+    dev = subprocess.run(["losetup", "-f", "--show", str(img)], check=True, capture_output=True,
+                         text=True).stdout.strip()
+    alive = tmp_path / str(os.getpid())
+    alive.mkdir()
+    try:
+        conftest._sweep_dead_sessions(tmp_path)
+        assert _gone(dev) and not folder.exists()
+        assert alive.exists()                                   # a live session's folder is left alone
+    finally:
+        subprocess.run(["losetup", "-d", dev], capture_output=True)
