@@ -41,7 +41,7 @@ def _counts(h, reqs, ev):
 
 
 def _cached_blocks(h, name="l3"):
-    """Blocks a tier caches: since capacities mean what they say, a store's spare slots come out of them."""
+    """Blocks a tier caches: its capacity in slots (a store's spare slots are on top)."""
     t = next(x for x in h.spec.tiers if x.name == name)
     return h.spec.capacity_blocks(t)
 

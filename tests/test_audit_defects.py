@@ -94,16 +94,19 @@ def test_replay_summary_counts_what_the_tiers_counted(cli, tmp_path):
 
 
 def test_replay_capacities_mean_what_they_say(cli, tmp_path):
-    """--l2 2GiB allocated a 6 GiB arena and --l3-capacity 8GiB a 12 GiB file: 64 spare 64 MiB slots."""
+    """--l2 2GiB allocated a 6 GiB arena and --l3-capacity 8GiB a 12 GiB file: 64 spare 64 MiB slots. A tier of X
+    bytes caches X bytes; the L3 store's spare slots (reads in flight at QD32 of 1 MiB chunks: ceil(32 x 1 MiB /
+    64 MiB) + 1 = 2) are on top, stated, and in the file; the DRAM arena copies synchronously: none."""
     r = cli("replay", "kv", "mooncake-sample", "--model", "llama-3.1-8b", "--l2", "512MiB",
             "--l3", tmp_path / "s.img", "--l3-capacity", "1GiB", "--max-requests", "2", "--verify", "off",
             "--closed-loop", "--json", "--results", tmp_path / "res")
     assert r.exit_code == 0, r.output
     s = json.loads(r.stdout)
-    assert s["tiers"]["l2"]["footprint_bytes"] == 512 * MiB and s["tiers"]["l3"]["footprint_bytes"] == 1024 * MiB
-    assert os.path.getsize(tmp_path / "s.img") == 1024 * MiB
-    # 16 slots of 64 MiB, 1 spare (at most 1/16): the cache holds 15 blocks, and says so
-    assert s["tiers"]["l3"]["capacity_blocks"] == 15 and "1 spare: the cache holds 15 blocks" in s["tiers"]["l3"]["store"]
+    assert s["tiers"]["l2"]["footprint_bytes"] == 512 * MiB and s["tiers"]["l3"]["footprint_bytes"] == 18 * 64 * MiB
+    assert os.path.getsize(tmp_path / "s.img") == 18 * 64 * MiB
+    assert (s["tiers"]["l2"]["capacity_blocks"], s["tiers"]["l3"]["capacity_blocks"]) == (8, 16)
+    assert "the store adds 2 spare slots (128 MiB) on top" in s["tiers"]["l3"]["store"]
+    assert "no spare slots" in s["tiers"]["l2"]["store"]
 
 
 def test_replay_l2_arena_larger_than_free_memory_is_refused_before_allocation(cli, tmp_path):

@@ -121,14 +121,15 @@ def test_slot_vs_log_write_patterns():
     slot = Hierarchy(_spec(TierSpec("l3", 8 * BB, trim=True, layout="slot"), spare_slots=2))
     _, ev_s = slot.run(*_trace(reqs))
     w = ev_s[ev_s["op"] == 1]
-    # spare slots come out of the capacity (at most 1/16 of it: none of 8 slots): the store is 8 slots
-    assert w["slot"].max() < 8 and slot.tier("l3").store.footprint_bytes <= 8 * BB
+    # the cache holds its 8 blocks; the 2 spare slots are the store's overhead on top: 10 slots, all used
+    assert slot.tier("l3").policy.capacity == 8 and w["slot"].max() == 9
+    assert slot.tier("l3").store.footprint_bytes == 10 * BB
     # 32 evictions by the first 40 keys, then a 10-key scan over 8 slots misses all: 10 more, each trimmed
     assert (ev_s["kind"] == TRIM).sum() == 42 and (ev_s["nslots"][ev_s["kind"] == TRIM] == 1).all()
 
-    log = Hierarchy(_spec(TierSpec("l3", 12 * BB, trim=True, layout="log"), segment_bytes=4 * BB))
+    log = Hierarchy(_spec(TierSpec("l3", 8 * BB, trim=True, layout="log"), segment_bytes=4 * BB))
     st = log.tier("l3").store
-    # 12 blocks of room = 3 segments, one of them spare: an 8-block cache whose footprint is what was given
+    # an 8-block cache = 2 segments, and 1 spare segment on top: 12 blocks of footprint
     assert (st.segment_slots, st.n_segments, log.tier("l3").policy.capacity) == (4, 3, 8)
     assert st.footprint_bytes == 12 * BB
     _, ev_l = log.run(*_trace(reqs))
@@ -145,7 +146,7 @@ def test_log_reclaim_drops_live_blocks_as_evictions():
     # 4-block LRU on 3 segments of 2 slots. Hits keep 1 (segment 0) and 3 (segment 1) alive while the
     # policy evicts 2, 4 and then 5: every segment holds a live block when the head needs a new one, so
     # the oldest segment (0) is reclaimed and key 1 is dropped although LRU would keep it.
-    log = Hierarchy(_spec(TierSpec("l3", 6 * BB, layout="log"), segment_bytes=2 * BB))
+    log = Hierarchy(_spec(TierSpec("l3", 4 * BB, layout="log"), segment_bytes=2 * BB))
     assert log.tier("l3").policy.capacity == 4
     for r, k in enumerate([1, 2, 3, 4, 1, 3, 5, 6, 1, 3, 7]):
         log.request(float(r), [k])
@@ -161,8 +162,8 @@ def test_single_tier_lru_equals_prefix_simulation_on_sample_trace():
     for cap in (50, 400, 3000):
         h = Hierarchy(HierarchySpec((TierSpec("l2", cap * 262144),), 262144))
         reqs, ev = h.run(tr.timestamp_s, tr.offsets, tr.keys)
-        held = h.tier("l2").policy.capacity           # the spare slots come out of the capacity
-        assert held == cap - min(64, cap // 16)
+        held = h.tier("l2").policy.capacity           # a tier of cap blocks' bytes caches cap blocks
+        assert held == cap
         ref = simulate_prefix([tr], make_policy("lru", held))
         assert int(reqs["hit_blocks"].sum()) == ref.hit_blocks
         assert len(ev) == tr.n_blocks                     # one hit read or one create write per block

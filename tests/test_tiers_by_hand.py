@@ -202,8 +202,8 @@ def test_an_expired_block_in_the_last_tier_is_dropped_and_trimmed(cls, policy):
 # --- the log layout ---------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("cls", IMPLS)
 def test_log_store_appends_in_segments_and_frees_a_dead_sealed_segment(cls):
-    # 6 slots of room in segments of 2: 3 segments, one spare -> a 4-block LRU cache
-    spec = HierarchySpec((TierSpec("l3", 6 * BB, trim=True, layout="log"),), BB, segment_bytes=2 * BB)
+    # a 4-block LRU cache in segments of 2: 2 segments, and 1 spare on top (6 slots)
+    spec = HierarchySpec((TierSpec("l3", 4 * BB, trim=True, layout="log"),), BB, segment_bytes=2 * BB)
     h, reqs, events = run(cls, spec, [[1], [2], [3], [4], [5], [6], [7], [4], [8], [9]])
     assert h.tier("l3").policy.capacity == 4
     assert events == [
@@ -258,24 +258,24 @@ def test_single_request_api_and_cached_prefix(cls):
 
 
 # --- spec validation and sizing --------------------------------------------------------------------------------
-def test_capacities_in_blocks_l1_by_block_bytes_stored_tiers_by_slots_less_spares():
+def test_capacities_in_blocks_l1_by_block_bytes_stored_tiers_by_slots_spares_on_top():
     spec = HierarchySpec((TierSpec("l1", 3 * 5000), TierSpec("l2", 3 * 5000), TierSpec("l3", 32 * 8192),
                           TierSpec("l4", 32 * 8192)), 5000, spare_slots=1)
     t1, t2, t3, t4 = spec.tiers
     assert spec.slot_bytes == 8192
     assert spec.capacity_blocks(t1) == 3            # L1: 15000 // 5000 blocks (no 4 KiB rounding)
-    assert spec.capacity_blocks(t2) == 1            # L2: 15000 // 8192 = 1 slot, 1 // 16 = 0 spare
-    assert spec.capacity_blocks(t3) == 31           # 32 slots, min(1, 32 // 16 = 2) = 1 spare
-    spec64 = HierarchySpec(spec.tiers, 5000)
-    assert spec64.capacity_blocks(t4) == 30         # min(64, 2) = 2 spares
+    assert spec.capacity_blocks(t2) == 1            # L2: 15000 // 8192 = 1 slot
+    assert spec.capacity_blocks(t3) == 32           # 32 slots; the spare slot is the store's, on top
+    assert spec.capacity_blocks(t4) == 32
     assert spec.capacity_blocks(TierSpec("l2", 8191)) == 0 and spec.capacity_blocks(TierSpec("l3", 8192)) == 1
     assert spec.capacity_blocks(TierSpec("l1", 4999)) == 0 and spec.capacity_blocks(TierSpec("l1", 5000)) == 1
     h = Hierarchy(spec)
-    assert [t.policy.capacity for t in h.tiers] == [3, 1, 31, 31]
-    assert h.tier("l3").store.n_slots == 32 and h.tier("l3").store.footprint_bytes == 32 * 8192
+    assert [t.policy.capacity for t in h.tiers] == [3, 1, 32, 32]
+    assert h.tier("l3").store.n_slots == 33 and h.tier("l3").store.footprint_bytes == 33 * 8192
+    assert h.tier("l2").store.n_slots == 1          # a DRAM arena copies synchronously: no spare
     ref = ReferenceHierarchy(spec)
-    assert [t.policy.capacity for t in ref.tiers] == [3, 1, 31, 31]
-    assert ref.tier("l3").store.n_slots == 32
+    assert [t.policy.capacity for t in ref.tiers] == [3, 1, 32, 32]
+    assert (ref.tier("l2").store.n_slots, ref.tier("l3").store.n_slots, ref.tier("l4").store.n_slots) == (1, 33, 33)
 
 
 def _bad(*tiers, **kw):
@@ -319,12 +319,12 @@ def test_a_tiny_positive_ttl_and_admission_on_the_deep_tiers_are_accepted(cls):
 def test_by_default_a_deep_tier_is_not_trimmed_and_a_log_segment_is_64_mib(cls):
     spec = HierarchySpec((TierSpec("l3", 2 * BB),), BB)
     assert (spec.segment_bytes, spec.spare_slots, spec.write_policy, spec.inclusion, spec.promote) == \
-        (64 << 20, 64, "through", "inclusive", True)
+        (64 << 20, 0, "through", "inclusive", True)
     h, _, events = run(cls, spec, [[1], [2], [3]])
     assert events == [ev(0, 2, W, CW, 0, 1, 0), ev(1, 2, W, CW, 1, 2, 1), ev(2, 2, W, CW, 0, 3, 2)]   # no trim
     assert h.counters()["l3"].evictions == 1 and h.counters()["l3"].trims_slots == 0
-    # three 64 MiB segments of 8 KiB slots, one spare: 2 * 8192 blocks
-    log = HierarchySpec((TierSpec("l3", 3 * (64 << 20), layout="log"),), BB)
+    # 2 * 8192 blocks in two 64 MiB segments of 8 KiB slots, and one spare segment on top
+    log = HierarchySpec((TierSpec("l3", 2 * (64 << 20), layout="log"),), BB)
     assert log.capacity_blocks(log.tiers[0]) == 16384
     st = cls(log).tier("l3").store
     assert (st.segment_slots, st.n_segments, st.n_slots) == (8192, 3, 3 * 8192)
@@ -352,8 +352,8 @@ def test_tinylfu_counts_every_lookup_that_reaches_its_tier_and_halves_at_the_sam
 
 @pytest.mark.parametrize("cls", IMPLS)
 def test_log_store_of_one_slot_segments(cls):
-    # 3 slots in segments of 1 slot: 3 segments, one spare -> a 2-block cache; each dead segment is freed at once
-    spec = HierarchySpec((TierSpec("l3", 3 * BB, trim=True, layout="log"),), BB, segment_bytes=BB)
+    # a 2-block cache in segments of 1 slot: 2 segments and 1 spare on top; each dead segment is freed at once
+    spec = HierarchySpec((TierSpec("l3", 2 * BB, trim=True, layout="log"),), BB, segment_bytes=BB)
     h, _, events = run(cls, spec, [[1], [2], [3], [4]])
     assert h.tier("l3").policy.capacity == 2
     st = h.tier("l3").store
@@ -379,10 +379,10 @@ def test_blocks_expiring_together_go_in_policy_order_keys_compared_unsigned(cls,
 
 @pytest.mark.parametrize("cls", IMPLS)
 def test_a_long_batch_of_short_requests_on_large_log_segments(cls):
-    # 3 segments of 64 slots, one spare: a 128-block LRU cache. 3000 new blocks in one batch: 3000 creation
+    # a 128-block LRU cache: 2 segments of 64 slots and 1 spare on top. 3000 new blocks in one batch: 3000 creation
     # writes (more than the first event room the compiled side lays out), 2872 evictions; sequential keys die
     # in the order they were written, so the log keeps appending and reuses whole dead segments
-    spec = HierarchySpec((TierSpec("l3", 192 * BB, layout="log"),), BB, segment_bytes=64 * BB)
+    spec = HierarchySpec((TierSpec("l3", 128 * BB, layout="log"),), BB, segment_bytes=64 * BB)
     h, reqs, events = run(cls, spec, [[k] for k in range(1, 3001)])
     assert len(events) == 3000 and all(e[3] == CW for e in events)
     assert [e[4] for e in events[:130]] == list(range(128)) + [128, 129]
@@ -393,7 +393,7 @@ def test_a_long_batch_of_short_requests_on_large_log_segments(cls):
 
 @pytest.mark.parametrize("cls", IMPLS)
 def test_one_long_request_then_its_repeat(cls):
-    # 4096 slots, 64 spare (min(64, 4096 // 16)): 4032 blocks hold the whole 3000-block prefix
+    # 4096 blocks (no spare slots by default) hold the whole 3000-block prefix
     spec = HierarchySpec((TierSpec("l3", 4096 * BB),), BB)
     keys = list(range(1, 3001))
     h, reqs, events = run(cls, spec, [keys, keys])
@@ -407,9 +407,9 @@ def test_one_long_request_then_its_repeat(cls):
 
 @pytest.mark.parametrize("cls", IMPLS)
 def test_s3fifo_tier_under_a_stream_of_new_blocks_keeps_its_ghosts(cls):
-    # a 4000-slot S3-FIFO tier (64 spare: 3936 blocks) under 12,000 blocks never seen twice: every block misses,
+    # a 3936-block S3-FIFO tier under 12,000 blocks never seen twice: every block misses,
     # 12,000 - 3936 are evicted, and the ghost list of evicted keys grows to its bound alongside the cache
-    spec = HierarchySpec((TierSpec("l3", 4000 * BB, policy="s3fifo"),), BB)
+    spec = HierarchySpec((TierSpec("l3", 3936 * BB, policy="s3fifo"),), BB)
     h, reqs, events = run(cls, spec, [[k] for k in range(1, 12001)])
     c = h.counters()["l3"]
     assert (c.create_writes, c.evictions, c.hit_blocks, c.peak_resident) == (12000, 8064, 0, 3936)

@@ -48,7 +48,7 @@ def _spec(seed, policy, ttl, wp_incl, promote, layout):
     pols = policy if isinstance(policy, tuple) else (policy,) * 4
     seg = int(rng.integers(2, 6)) * BB
     caps = [int(rng.integers(2, 24)) * BB for _ in names]
-    # a log store needs two segments (one spare) inside its capacity
+    # log stores of two segments or more (the spare segment is on top)
     caps = [max(c, 2 * seg + int(rng.integers(0, 3)) * BB) if layout == "log" and n in ("l3", "l4") else c
             for c, n in zip(caps, names)]
     tiers = tuple(TierSpec(n, caps[i], pols[i % len(pols)],

@@ -43,12 +43,23 @@ class Tier:
     bandwidth_bytes_per_s: float
     latency_s: float
     source: str = "given"
+    fitted: bool = False          # latency and bandwidth fitted to load times (a 0 latency: not resolved)
 
     def __post_init__(self):
         if not (np.isfinite(self.bandwidth_bytes_per_s) and self.bandwidth_bytes_per_s > 0):
             raise SpecError(f"tier {self.name!r}: bandwidth must be > 0", "give e.g. fast=10GB/s,100us")
         if not (np.isfinite(self.latency_s) and self.latency_s >= 0):
             raise SpecError(f"tier {self.name!r}: latency must be >= 0", "give e.g. fast=10GB/s,100us")
+
+
+NOT_RESOLVED = "not resolved by the fit"
+
+
+def first_byte_text(tier: Tier) -> str:
+    """A tier's first byte in words: a fitted 0 is a fit with no fixed part, not a measured 0 ns."""
+    if tier.fitted and tier.latency_s == 0:
+        return NOT_RESOLVED
+    return format_duration(tier.latency_s)
 
 
 def parse_tier(text: str) -> Tier:
@@ -180,7 +191,9 @@ def verdict(tier: Tier, n_star: int | None, ranges, ref_tokens: int, margin_at_r
     """One line per tier: where loading wins, and what it would take where it does not. It quotes the margin and
     the bandwidth of the JSON beside it (``margin_at_reference_s``, ``bandwidth_needed_at_reference``), computed
     the same way (pipelined or not); ``how`` names the loading mode."""
-    head = f"{tier.name} ({format_rate(tier.bandwidth_bytes_per_s)}, {format_duration(tier.latency_s)}{how}):"
+    lat = first_byte_text(tier)
+    lat = f"first byte {lat}" if lat == NOT_RESOLVED else lat
+    head = f"{tier.name} ({format_rate(tier.bandwidth_bytes_per_s)}, {lat}{how}):"
     if margin_at_ref > 0:
         at = f"at {ref_tokens:,} tokens loading saves {format_duration(margin_at_ref)}"
     else:
@@ -211,6 +224,7 @@ def analyse_tiers(ineq: Inequality, tiers: list[Tier], *, lengths, suffix: int =
         need = ineq.bandwidth_needed(tier, ref, suffix)
         out[tier.name] = {
             "bandwidth_bytes_per_s": tier.bandwidth_bytes_per_s, "latency_s": tier.latency_s, "source": tier.source,
+            "first_byte": first_byte_text(tier), "latency_resolved": not (tier.fitted and tier.latency_s == 0),
             "break_even_tokens": n_star, "win_ranges": [list(r) for r in ranges],
             "margin_s": {str(int(n)): float(m) for n, m in zip(lengths, margins)},
             "load_s": {str(int(n)): float(t) for n, t in zip(lengths, ineq.load_exposed(tier, lengths, suffix))},
@@ -376,7 +390,8 @@ def fit_tier_from_requests(name: str, hits: RunHits, block_bytes: float, min_req
     if sel.sum() >= min_requests and np.unique(own[sel]).size >= 2:
         a, b = fit_line(nbytes, load[sel])
         if b > 0:
-            return Tier(name, 1.0 / b, a, source=f"fit to {what} {int(sel.sum())} requests in requests.csv")
+            return Tier(name, 1.0 / b, a, source=f"fit to {what} {int(sel.sum())} requests in requests.csv",
+                        fitted=True)
     if latency_s is None:
         return None
     # too few requests for a fit: bytes over load time per request (latency included, so pessimistic)

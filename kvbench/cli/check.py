@@ -51,6 +51,9 @@ def _lengths(ctx, param, value):
               help="A trace (path or built-in name): margins at its reusable prefix lengths (unbounded-cache bound).")
 @click.option("--model", "model_name", default=None,
               help="Model preset for KV bytes per token and layers (default: the profile's or the run's model).")
+@click.option("--link", default=None, metavar="NAME",
+              help="L2 -> GPU link model for a run's L2 (workloads/links: pcie-gen5-x16, pcie-gen4-x16) [the profile's "
+                   "measured pinned copy when it has one, else pcie-gen5-x16]; host memcpy is never a load path.")
 @click.option("--kv-dtype", default=None, help="KV cache dtype override (bf16, fp8, ...).")
 @click.option("--pipelined", is_flag=True, help="Overlap loading layer by layer with the suffix's compute.")
 @click.option("--suffix-tokens", type=int, default=0, show_default=True,
@@ -59,13 +62,13 @@ def _lengths(ctx, param, value):
 @click.option("--max-tokens", type=int, default=1 << 20, show_default=True,
               help="Longest prefix considered for the break-even.")
 @json_option
-def check_cmd(profile_name, rate, run_dir, tier_specs, trace_path, model_name, kv_dtype, pipelined, suffix_tokens, lengths,
-              max_tokens, as_json):
+def check_cmd(profile_name, rate, run_dir, tier_specs, trace_path, model_name, link, kv_dtype, pipelined, suffix_tokens,
+              lengths, max_tokens, as_json):
     """Load vs recompute per tier: T_load(n) = first byte + n*bytes_per_token/BW (optionally pipelined) against
     the prefill profile's T(n); prints the break-even prefix n*, margins, and a verdict per tier."""
     from kvbench.analysis.recompute import (Inequality, Tier, analyse_run_hits, analyse_tiers,
-                                            analyse_trace_prefixes, curve_tokens, fit_tier_from_requests,
-                                            overall_verdict, parse_tier, read_run, trace_prefixes)
+                                            analyse_trace_prefixes, curve_tokens, overall_verdict, parse_tier,
+                                            read_run, trace_prefixes)
     from kvbench.compute.profile import load_profile, rate_profile
     from kvbench.metrics.results import CheckResult
     from kvbench.spec.models import load_model
@@ -88,20 +91,18 @@ def check_cmd(profile_name, rate, run_dir, tier_specs, trace_path, model_name, k
     if not model_name:
         raise SpecError("no model: the rate profile names none", "give --model, e.g. --model llama-3.1-8b")
     model = load_model(model_name, dtype=kv_dtype)
-    if profile.copy is not None:
-        tiers.append(Tier("h2d-pinned", profile.copy.bandwidth_bytes_per_s, profile.copy.latency_s,
-                          source=f"profile: pinned host->device copy on {profile.copy.device}"))
     run_notes, block_tokens = [], None
     if run is not None:
+        from kvbench.analysis.loadpath import load_path_tiers, run_tiers
+
         block_tokens = run.block_tokens
-        run_notes = list(run.notes)
-        for t in run.tiers:
-            fitted = (fit_tier_from_requests(t.name, run.hits, model.block_bytes(block_tokens), latency_s=t.latency_s)
-                      if run.hits is not None and block_tokens else None)
-            tiers.append(fitted or t)
-            if fitted is None:
-                run_notes.append(f"tier {t.name}: bandwidth is the run average (bytes / wall time), a lower bound "
-                                 "on what the tier delivers per request")
+        measured, notes = run_tiers(run, model)                      # the fit kvbench run's load paths use too
+        measured, l2_notes = load_path_tiers(measured, profile, link)  # L2 -> GPU over PCIe, not a host memcpy
+        tiers.extend(measured)
+        run_notes = list(run.notes) + notes + l2_notes
+    if profile.copy is not None and not any(t.name == "l2" for t in tiers):
+        tiers.append(Tier("h2d-pinned", profile.copy.bandwidth_bytes_per_s, profile.copy.latency_s, fitted=True,
+                          source=f"profile: pinned host->device copy on {profile.copy.device}"))
     if not tiers:
         raise SpecError("nothing to check: give --run RUN_DIR or --tier NAME=BW,LATENCY (or a profile with a "
                         "measured copy tier)", "e.g. --tier l3=6.5GB/s,90us")
@@ -151,10 +152,12 @@ def check_cmd(profile_name, rate, run_dir, tier_specs, trace_path, model_name, k
         n_star = f"{r['break_even_tokens']:,}" if r["break_even_tokens"] is not None else "never"
         margins = " ".join(f"{format_duration(r['margin_s'][str(n)]):>10}" for n in show)
         click.echo(f"{name:<12} {format_bytes(r['bandwidth_bytes_per_s'], binary=False) + '/s':>11} "
-                   f"{format_duration(r['latency_s']):>9} {n_star:>9}  {margins}")
+                   f"{r['first_byte'] if r['latency_resolved'] else 'unresolved':>9} {n_star:>9}  {margins}")
     for name, r in result_tiers.items():
         if r["source"] != "given":
             click.echo(f"  {name}: {r['source']}")
+        if not r["latency_resolved"]:
+            click.echo(f"  {name}: first byte {r['first_byte']} (the fit has no fixed part: 0 is not a measurement)")
     for r in result_tiers.values():
         click.echo(r["verdict"])
     if run is not None:

@@ -150,8 +150,11 @@ def plan_cmd(trace_path, model, targets, absolute, retention, capacities, sweep,
         from kvbench.compute.profile import load_profile
 
         prof = load_profile(profile_name)
-        tokens_per_s, compute = prof.tokens_per_s, {"profile": prof.name, "kind": prof.kind, "device": prof.device,
-                                                    "tokens_per_s": prof.tokens_per_s, "source": prof.source}
+        # every computed token writes its KV: a rate that counts cache hits is converted, or refused
+        tokens_per_s = prof.computed_tokens_per_s("the plan's prefill and write rate")
+        compute = {"profile": prof.name, "kind": prof.kind, "device": prof.device, "tokens_per_s": tokens_per_s,
+                   "source": prof.source, "counts_cache_hits": prof.counts_cache_hits,
+                   "hit_fraction": prof.hit_fraction}
     else:
         tokens_per_s = recompute_tokens_per_s or 10_000.0
         compute = {"profile": None, "kind": "rate", "tokens_per_s": tokens_per_s,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from kvbench.cli._common import (OUTPUT, emit_json, force_option, json_option, replay_config,
+from kvbench.cli._common import (OUTPUT, SIZE, emit_json, force_option, json_option, replay_config,
                                  replay_io_options, tier_options)
 
 GROUP = "replay"
@@ -17,6 +17,9 @@ GROUP = "replay"
 @click.option("--format", "fmt", default="auto", show_default=True, help="Trace format (auto-detected).")
 @tier_options
 @replay_io_options
+@click.option("--l3-region", type=SIZE, default="0", metavar="SIZE",
+              help="The most the L3 store may occupy (a test region on a drive): the cache is the largest capacity "
+                   "whose store, spare slots included, fits it (--l3-capacity is then optional).")
 @click.option("--dry-run", is_flag=True, help="Simulate and plan only: no I/O, no targets touched.")
 @click.option("--export-iolog", type=OUTPUT, default=None,
               help="Write the L3/L4 I/O plan as a fio iolog v3 (replay it with fio --read_iolog).")
@@ -35,14 +38,15 @@ GROUP = "replay"
 @json_option
 def replay_kv_cmd(trace, model, tp, fmt, l1, l2, l3, l3_capacity, l4, l4_capacity, l4_link_bw, l4_link_latency,
                   policy, ttl, write_policy, exclusive, promote, layout, segment_bytes, trim, chunk_bytes, qd, engine,
-                  speed, closed_loop, duration, max_requests, verify, dry_run, export_iolog, destroy_data, sample_keys,
+                  speed, closed_loop, duration, max_requests, verify, l3_region, dry_run, export_iolog, destroy_data, sample_keys,
                   sample_seed, admission, l4_admission, results, as_json):
     """Replay TRACE through the tiers: hits read from where they live, misses produced and written, evictions
     cascade; per-request load times, per-tier hit ratios, bytes, bandwidth and latency."""
     from kvbench.replay.kv import replay_kv
     from kvbench.units import format_bytes, format_rate
 
-    cfg = replay_config(trace=trace, model=model, fmt=fmt, tp=tp, l1=l1, l2=l2, l3=l3, l3_capacity=l3_capacity, l4=l4,
+    cfg = replay_config(trace=trace, model=model, fmt=fmt, tp=tp, l1=l1, l2=l2, l3=l3, l3_capacity=l3_capacity,
+                        l3_region=l3_region, l4=l4,
                         l4_capacity=l4_capacity, l4_link_bw=l4_link_bw, l4_link_latency=l4_link_latency,
                         policy=policy, ttl=ttl, write_policy=write_policy, exclusive=exclusive, promote=promote,
                         layout=layout, trim=trim, segment_bytes=segment_bytes, chunk_bytes=chunk_bytes, speed=speed,

@@ -200,24 +200,12 @@ def _remove_store(store: str) -> None:
     unmark(store)
 
 
-def _probe_tiers(tiers: dict, store: str, l2_bytes: int, l3_bytes: int, chunk: int, seconds: float) -> list:
-    """Probe the DRAM and NVMe tiers the replay used (both, even when the replay loaded from them: a probe
-    says what the tier can do at the I/O size, the replay what it did under the workload)."""
-    from kvbench.qualify.probe import probe_tier
+def _probe_tiers(tiers: dict, store: str, l2_bytes: int, l3_bytes: int, chunk: int, seconds: float,
+                 faults: str | None = None) -> tuple[list, list, list]:
+    """The tier probes, each checked against the replay (:func:`kvbench.qualify.probe.probe_job_tiers`)."""
+    from kvbench.qualify.probe import probe_job_tiers
 
-    out = []
-    for name, t in tiers.items():
-        if not isinstance(t, dict):
-            continue
-        if name == "l3" and Path(store).exists():
-            written = int(t.get("write_bytes") or 0)
-            span = min(l3_bytes, written) if written else l3_bytes
-            if span >= chunk:
-                out.append(probe_tier("l3", store, span=span, io_size=chunk, seconds=seconds))
-        elif name == "l2" and l2_bytes > 0:
-            arena = max(chunk, min(l2_bytes, 1 << 30) // chunk * chunk)
-            out.append(probe_tier("l2", f"dram:{arena}", io_size=chunk, seconds=seconds))
-    return out
+    return probe_job_tiers(tiers, store, l2_bytes, l3_bytes, chunk, seconds, faults)
 
 
 class _Progress:
@@ -296,13 +284,18 @@ def _preflight(l3_path: str | None, results_root: str, destroy_data: str | None)
 @click.option("--retentions", default=RETENTIONS, show_default=True,
               help="Retention times for the DWPD-vs-retention sweep (comma list; empty: no sweep).")
 @click.option("--probe-seconds", type=float, default=2.0, show_default=True, help="Seconds per tier probe.")
+@click.option("--link", default=None, metavar="NAME",
+              help="L2 -> GPU link model (workloads/links: pcie-gen5-x16, pcie-gen4-x16) [the profile's measured "
+                   "pinned copy when it has one, else pcie-gen5-x16]: host memcpy is never a load path.")
+@click.option("--probe-fault", default=None, hidden=True, metavar="SPEC",
+              help="Inject an engine fault into the tier probes (tests: e.g. stall-every=1:1.5s).")
 @click.option("--keep-store", is_flag=True, help="Keep the scratch L3 store file after the job.")
 @click.option("--results", "results_root", default="results", show_default=True, help="Folder for run folders.")
 @click.option("-o", "--output", default=None, type=OUTPUT, help="HTML report (default reports/<run>.html).")
 @force_option
 @json_option
 def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_data, duration, max_requests, sample_keys,
-            deployment, retentions, probe_seconds, keep_store, results_root, output, as_json):
+            deployment, retentions, probe_seconds, link, probe_fault, keep_store, results_root, output, as_json):
     """The main job: replay a trace through DRAM and NVMe tiers, analyse capacity, DWPD and load vs recompute,
     and write one HTML report. Everything has a default: `kvbench run` alone takes a few minutes."""
     import psutil
@@ -310,6 +303,7 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
     from kvbench.metrics.results import CheckResult, PlanResult, read_run
     from kvbench.metrics.run import RunDir
     from kvbench.qualify.steps import kvbench_argv, run_step
+    from kvbench.replay.kv import coverage_line
     from kvbench.report import build_report, default_report_path
     from kvbench.spec.models import load_model
 
@@ -397,21 +391,31 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
         est = (f" (estimate for L2/L3 of {_g(sampling.modelled_l2_bytes / 2**30)}/"
                f"{_g(sampling.modelled_l3_bytes / 2**30)} GiB from a {sampling.rate:g} key sample; load times cover "
                f"sampled blocks)") if sampling.rate < 1 else ""
-        prog.done(t, f"{r.get('requests', 0):,} of {sim.get('requests') or r.get('trace_requests') or 0:,} requests "
-                     f"replayed in {duration:g} s (timed I/O; the answer's hit ratios are the whole trace's); "
+        prog.done(t, f"{coverage_line(_issued(r), int(r.get('trace_requests') or sim.get('requests') or 0), duration)} "
+                     f"(timed I/O; the answer's hit ratios are the whole trace's); "
                      f"hit ratio of the replayed part {_g(r.get('hit_ratio'))}{est}; load time p50 "
                      f"{_g((r.get('load_time_ms') or {}).get('p50'))} ms" if st.ok else f"FAILED: {st.error}")
         t = prog.step("tier probes (first byte at QD1, bandwidth at the replay's chunk size)")
-        probes = []
+        probes, probe_notes, excluded = [], [], []
         tiers = r.get("tiers") or {}
         try:
             if st.ok:
-                probes = _probe_tiers(tiers, store, l2_bytes, l3_bytes, int(r.get("chunk_bytes") or MiB), probe_seconds)
+                probes, probe_notes, excluded = _probe_tiers(tiers, store, l2_bytes, l3_bytes,
+                                                             int(r.get("chunk_bytes") or MiB), probe_seconds, probe_fault)
         finally:
             if not keep_store and l3_path is None:
                 _remove_store(store)
-        if probes:
-            rd.write_json("probes.json", [p.to_dict() for p in probes])
+        if probes or excluded:
+            rd.write_json("probes.json", [p.to_dict() for p in probes] + [{**x, "excluded": True} for x in excluded])
+        from kvbench.analysis.loadpath import job_load_paths
+
+        # the one L2 and L3 load path of the run, with their sources: plan, check and the report use these
+        paths = job_load_paths(replay_dir, spec, probes, has_l2=l2_bytes > 0 and "l2" in tiers,
+                               profile_name=compute_profile, link=link, notes=probe_notes, excluded=excluded)
+        rd.write_json("load_paths.json", paths.to_json())
+        notes.extend(probe_notes)
+        for note in probe_notes:
+            click.echo(f"        note: {note}", err=True)
         prog.done(t, "; ".join(f"{p.name}: {p.bandwidth_bytes_per_s / 1e9:.3g} GB/s at {p.io_size >> 10} KiB QD{p.qd}, "
                                f"first byte {p.first_byte_s * 1e6:.0f} us (one small read at QD1, idle)"
                                for p in probes) or "no tier to probe")
@@ -419,8 +423,7 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
         t = prog.step("steady-state capacity, DWPD and residence at the deployment (kvbench plan)")
         popts = {"trace": trace_path, "model": spec.name, "run": replay_dir, "deployment": deployment,
                  "profile": compute_profile, "sweep": retentions,
-                 "load_tier": next((p.tier_arg() for p in probes if p.name == "l3" and p.bandwidth_bytes_per_s > 0),
-                                   None)}
+                 "load_tier": paths.tier_arg("l3")}
         st = step("plan", ["plan"], (), popts)
         plan = PlanResult.from_json(st.result, "kvbench plan --json").data if st.result else {}
         if st.result:
@@ -436,16 +439,16 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
 
         t = prog.step(f"load vs recompute (kvbench check, profile {compute_profile})")
         measured = [k for k, v in tiers.items() if isinstance(v, dict) and (v.get("read_bytes") or 0) > 0]
-        if replay_dir and (measured or probes):
-            copts = {"profile": compute_profile, "model": spec.name}
-            # the replay's own loads first; where it has none (or check cannot read them), the probed tiers
-            # tiers the replay never loaded from are checked from their probes, beside the run's own
-            extra = [p.tier_arg() for p in probes if p.name not in measured]
+        if replay_dir and (measured or paths.tiers):
+            copts = {"profile": compute_profile, "model": spec.name, "link": link}
+            # the replay's own loads first (check --run fits them as the load paths did); the load paths of tiers
+            # the replay never loaded from beside them; where check cannot read the run, the load paths alone
+            extra = [paths.tier_arg(n) for n in paths.tiers if n not in measured]
             st = step("check", ["check"], (), {**copts, "run": replay_dir, "tier": extra}) if measured else None
-            if (st is None or not st.ok) and probes:
+            if (st is None or not st.ok) and paths.tiers:
                 if st is not None:
-                    steps[-1].update(name="check-run", ok=True, note="fell back to the tier probes: " + str(st.error))
-                st = step("check", ["check"], (), {**copts, "tier": [p.tier_arg() for p in probes]})
+                    steps[-1].update(name="check-run", ok=True, note="fell back to the load paths: " + str(st.error))
+                st = step("check", ["check"], (), {**copts, "tier": [paths.tier_arg(n) for n in paths.tiers]})
             if st.result:
                 rd.write_json("check.json", CheckResult.from_json(st.result, "kvbench check --json").to_json())
             ctiers = (st.result or {}).get("tiers") or {}
@@ -492,6 +495,11 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
         raise KvbenchError(f"the run is partial: step(s) {', '.join(failed)} failed "
                            f"({'; '.join(str(s.get('error')) for s in steps if not s['ok'])[:300]})",
                            f"the report {path} shows what was measured; rerun after fixing the step")
+
+
+def _issued(replay: dict) -> int:
+    """Requests whose I/O the replay issued (it simulates whole windows; a stopped one issues part of the last)."""
+    return int(replay.get("requests") or 0) - int(replay.get("requests_not_issued") or 0)
 
 
 def job_answer(sim: dict, replay: dict, plan: dict, sampling) -> dict:

@@ -71,6 +71,9 @@ class ComputeProfile:
     created: str = ""
     copy: CopyProfile | None = None
     path: str = ""
+    counts_cache_hits: bool = False    # the source's rate counted cache hits as prefill tokens (a served rate)
+    hit_fraction: float | None = None  # the share of those tokens that were hits: ``fit`` is then converted
+    served_fit: QuadraticFit | None = None  # the file's own fit of served tokens, before the conversion
 
     def seconds(self, n_tokens) -> np.ndarray:
         """Prefill time (s) of prompts of ``n_tokens`` (scalar or array), from the fit."""
@@ -82,6 +85,16 @@ class ComputeProfile:
         n = self.reference_tokens
         return float(n / self.fit.seconds(n))
 
+    def computed_tokens_per_s(self, use: str = "a write rate") -> float:
+        """Prefill rate in *computed* tokens (every computed token writes its KV): ``tokens_per_s``, refused for
+        a profile whose rate counts cache hits without saying what share they were."""
+        if self.counts_cache_hits and self.hit_fraction is None:
+            raise SpecError(f"compute profile {self.name}: its rate counts cache hits (counts_cache_hits = true) and "
+                            f"states no hit_fraction, so it cannot give {use} in computed tokens",
+                            "add hit_fraction = <share of its tokens that were cache hits> to the profile, or give "
+                            "a profile of computed tokens")
+        return self.tokens_per_s
+
     def tokens_per_s_at(self, n_tokens) -> np.ndarray:
         n = np.asarray(n_tokens, dtype=np.float64)
         return n / self.fit.seconds(n)
@@ -90,13 +103,22 @@ class ComputeProfile:
         if self.kind == "rate":
             return f"{self.name} [rate]: {self.tokens_per_s:,.0f} tok/s at any length (linear what-if, not measured)"
         scaled = f", {self.layers_measured}/{self.layers_total} layers measured, scaled" if self.scaled else ""
+        hits = ""
+        if self.counts_cache_hits:
+            hits = (f", computed tokens: {self.reference_tokens / self.served_fit.seconds(self.reference_tokens):,.0f}"
+                    f" reported x (1 - {self.hit_fraction:g} hits)" if self.served_fit is not None else
+                    ", counts cache hits: not a computed rate")
         return (f"{self.name} [{self.kind}] {self.model} on {self.device} ({self.dtype}{scaled}): "
-                f"{self.tokens_per_s:,.0f} tok/s at {self.reference_tokens} tokens")
+                f"{self.tokens_per_s:,.0f} tok/s at {self.reference_tokens} tokens{hits}")
 
     def to_dict(self) -> dict:
         d = {"name": self.name, "kind": self.kind, "model": self.model, "device": self.device, "dtype": self.dtype,
              "reference_tokens": self.reference_tokens, "tokens_per_s": self.tokens_per_s, "source": self.source,
-             "notes": self.notes, "created": self.created, "fit": self.fit.to_dict()}
+             "notes": self.notes, "created": self.created, "counts_cache_hits": self.counts_cache_hits,
+             "fit": (self.served_fit or self.fit).to_dict()}
+        if self.hit_fraction is not None:
+            d["hit_fraction"] = self.hit_fraction
+            d["computed_fit"] = self.fit.to_dict()
         if self.points_tokens:
             d["points"] = {"tokens": list(self.points_tokens), "seconds": list(self.points_seconds)}
             if self.points_seconds_min:
@@ -139,6 +161,11 @@ def profile_from_dict(d: dict, *, where: str) -> ComputeProfile:
     if not isinstance(d.get("fit"), dict):
         raise SpecError(f"{where}: table [fit] with a, b, c is missing", "add [fit] a = ..., b = ..., c = ...")
     fit = QuadraticFit.from_dict(d["fit"], where=f"{where}: [fit]")
+    counts, hits = _hit_accounting(d, kind, where)
+    served = None
+    if hits is not None:          # T(n) of computed tokens = T(n) of served tokens / (1 - hits)
+        served, k = fit, 1.0 / (1.0 - hits)
+        fit = QuadraticFit(fit.a * k, fit.b * k, fit.c * k, fit.rel_rms)
     points = d.get("points") or {}
     tokens = tuple(int(x) for x in points.get("tokens", ()))
     secs = tuple(float(x) for x in points.get("seconds", ()))
@@ -159,7 +186,29 @@ def profile_from_dict(d: dict, *, where: str) -> ComputeProfile:
         points_tokens=tokens, points_seconds=secs, points_seconds_min=smin, points_seconds_max=smax,
         repetitions=int(points.get("repetitions", 0)), layers_total=int(scaling.get("layers_total", 0)),
         layers_measured=int(scaling.get("layers_measured", 0)), scaled=bool(scaling.get("scaled", False)),
-        versions=dict(d.get("versions") or {}), created=str(d.get("created", "")), copy=copy)
+        versions=dict(d.get("versions") or {}), created=str(d.get("created", "")), copy=copy,
+        counts_cache_hits=counts, hit_fraction=hits, served_fit=served)
+
+
+def _hit_accounting(d: dict, kind: str, where: str) -> tuple[bool, float | None]:
+    """(counts_cache_hits, hit_fraction) of a profile dict, validated. A published rate must say whether it counts
+    cache hits (a serving system's input tokens/s often does); kvbench's own measurements never do."""
+    counts = d.get("counts_cache_hits", None if kind == "published" else False)
+    if not isinstance(counts, bool):
+        raise SpecError(f"{where}: field 'counts_cache_hits' must be true or false"
+                        f"{', and a published profile must state it' if counts is None else f', not {counts!r}'}",
+                        "write counts_cache_hits = false if the rate counts computed tokens only, true (with "
+                        "hit_fraction) if its tokens include cache hits")
+    hits = d.get("hit_fraction")
+    if hits is None:
+        return counts, None
+    if not counts:
+        raise SpecError(f"{where}: hit_fraction without counts_cache_hits = true",
+                        "drop hit_fraction, or set counts_cache_hits = true if the rate includes cache hits")
+    if isinstance(hits, bool) or not isinstance(hits, (int, float)) or not 0.0 <= float(hits) < 1.0:
+        raise SpecError(f"{where}: hit_fraction must be a number in [0, 1), not {hits!r}",
+                        "give the share of the rate's tokens served from cache, e.g. hit_fraction = 0.563")
+    return counts, float(hits)
 
 
 def _resolve(name_or_path: str | Path) -> Path:

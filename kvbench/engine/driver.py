@@ -224,6 +224,8 @@ class Driver:
                             sdone[i:j] = ts[1] - t0
                         inflight += k
                         self.n_issued += k
+                        if faults is not None and faults.stalling(self.gidx[i:j]):
+                            time.sleep(faults.stall_s)      # an injected stall: the I/Os in flight wait for it
                         if self.t_first < 0:
                             self.t_first = int(sub[i])
                         if loop and i < half <= j:

@@ -25,7 +25,7 @@ from kvbench.errors import UsageError
 SCHEMAS = {"run": 1, "summary": 1, "plan": 1, "check": 1}
 
 #: analyses a job may attach besides plan and check, read as plain JSON (file name without .json)
-OTHER_ANALYSES = ("mrc", "retention", "qualify", "steady_state", "probes", "curve")
+OTHER_ANALYSES = ("mrc", "retention", "qualify", "steady_state", "probes", "curve", "load_paths")
 
 
 def stamp(name: str, doc: dict) -> dict:

@@ -10,7 +10,7 @@ What the job guarantees before a criterion may pass (``criteria`` judges the res
 - every byte of the test region is written before any workload reads it: the precondition's sequential fill,
   or, when the precondition is skipped or absent, one sequential pass (``written_by``);
 - every workload gets the one ``--destroy-data`` the user gave, the test region (``--size``), and this run's
-  folder for its results; the replay's store fits the region (spare slots come out of its capacity);
+  folder for its results; the replay's store fits the region (``--l3-region``: its cache is the region less its spare slots);
 - the DWPD criterion reads the deployment DWPD per drive at the whole drive's capacity (``{drive_capacity}``:
   ``--drive capacity=...``, else the whole device holding the target), never the test region's.
 """

@@ -36,19 +36,20 @@ class TierProbe:
         return asdict(self)
 
 
-def _reads(target, span: int, size: int, n: int, qd: int, seconds: float, seed: int):
+def _reads(target, span: int, size: int, n: int, qd: int, seconds: float, seed: int, faults=None):
     rng = np.random.default_rng(seed)
     slots = max(1, span // size)
     offsets = rng.integers(0, slots, n, dtype=np.uint64) * np.uint64(size)
-    res = run_plan(make_plan(OP_READ, offsets, size), [target], qd=qd, runtime_s=seconds, handle_signals=False)
+    res = run_plan(make_plan(OP_READ, offsets, size), [target], qd=qd, runtime_s=seconds, handle_signals=False,
+                   faults=faults)
     res.raise_for_status()
     return res.summary()
 
 
 def probe_tier(name: str, path: str, *, span: int | None = None, io_size: int = 1 << 20, qd: int = 32,
-               seconds: float = 2.0, small: int = 4096) -> TierProbe:
+               seconds: float = 2.0, small: int = 4096, faults: str | None = None) -> TierProbe:
     """Measure one tier: ``path`` is the store file/device or ``dram:<size>``; ``span`` bytes from offset 0
-    are read (default: the whole target)."""
+    are read (default: the whole target). ``faults``: injected into both measurements (tests: a stall)."""
     from kvbench.engine.targets import open_target
 
     t = open_target(path, write=path.startswith("dram:"), create=False)
@@ -58,9 +59,38 @@ def probe_tier(name: str, path: str, *, span: int | None = None, io_size: int = 
         io_size = max(io_size - io_size % t.lbs, t.lbs)
         if t.kind == "dram":
             qd = 1          # a DRAM copy is synchronous: depth only queues copies behind each other
-        lat = _reads(t, span, small, 20_000, 1, seconds / 2, 1)
-        bw = _reads(t, span, io_size, max(256, int(seconds * 20_000)), qd, seconds, 2)
+        lat = _reads(t, span, small, 20_000, 1, seconds / 2, 1, faults)
+        bw = _reads(t, span, io_size, max(256, int(seconds * 20_000)), qd, seconds, 2, faults)
     finally:
         t.close()
     return TierProbe(name, path, float(lat["lat_us"]["p50"]) * 1e-6, float(bw["bw_bytes_per_s"] or 0.0), io_size, qd,
                      lat["lat_us"], bw["lat_us"])
+
+
+def probe_job_tiers(tiers: dict, store: str, l2_bytes: int, l3_bytes: int, chunk: int, seconds: float,
+                    faults: str | None = None) -> tuple[list, list, list]:
+    """Probe the DRAM and NVMe tiers a replay used (both, even when the replay loaded from them: a probe says what
+    the tier can do at the I/O size, the replay what it did under the workload), each checked against the replay
+    on the same tier (:func:`kvbench.analysis.loadpath.guard_probes`: a suspect probe is rerun once, then
+    excluded). ``tiers``: the replay summary's. Returns (probes kept, notes, excluded probes)."""
+    from pathlib import Path
+
+    from kvbench.analysis.loadpath import guard_probes
+
+    specs = {}
+    for name, t in tiers.items():
+        if not isinstance(t, dict):
+            continue
+        if name == "l3" and Path(store).exists():
+            written = int(t.get("write_bytes") or 0)
+            span = min(l3_bytes, written) if written else l3_bytes
+            if span >= chunk:
+                specs["l3"] = {"path": store, "span": span}
+        elif name == "l2" and l2_bytes > 0:
+            specs["l2"] = {"path": f"dram:{max(chunk, min(l2_bytes, 1 << 30) // chunk * chunk)}", "span": None}
+
+    def probe(name: str) -> TierProbe:
+        return probe_tier(name, specs[name]["path"], span=specs[name]["span"], io_size=chunk, seconds=seconds,
+                          faults=faults)
+
+    return guard_probes([probe(n) for n in specs], tiers, lambda p: probe(p.name))

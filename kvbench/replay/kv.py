@@ -58,6 +58,7 @@ class ReplayConfig:
     l2: int = 0
     l3: str | None = None
     l3_capacity: int = 0
+    l3_region: int = 0                     # the most the L3 store may occupy (a test region); 0: no limit
     l4: str | None = None
     l4_capacity: int = 0
     l4_link_bw: float | None = None        # bytes/s of a modelled link in front of L4 (None: no model)
@@ -98,15 +99,19 @@ class ReplayConfig:
         return {k: int(v) for k, v in caps.items() if v}
 
     def validate(self) -> None:
-        if self.l3 and self.l3_capacity <= 0:
+        if self.l3 and self.l3_capacity <= 0 and self.l3_region <= 0:
             raise UsageError(f"--l3 {self.l3} needs --l3-capacity", "give e.g. --l3-capacity 64GiB")
-        if self.l3_capacity > 0 and not self.l3:
-            raise UsageError("--l3-capacity without --l3 PATH", "give the store file or block device with --l3")
+        if (self.l3_capacity > 0 or self.l3_region > 0) and not self.l3:
+            raise UsageError("--l3-capacity/--l3-region without --l3 PATH",
+                             "give the store file or block device with --l3")
+        if self.l3_region > 0 and self.sample_keys is not None:
+            raise UsageError("--l3-region with --sample-keys: the region bounds the device store, the capacity "
+                             "is the modelled full-size cache", "give --l3-capacity (the store's overhead is on top)")
         if self.l4 and self.l4_capacity <= 0:
             raise UsageError(f"--l4 {self.l4} needs --l4-capacity", "give e.g. --l4-capacity 1TiB")
         if self.l4_capacity > 0 and not self.l4:
             raise UsageError("--l4-capacity without --l4 DIR", "give a directory on the remote filesystem")
-        if self.l4 and not os.path.isdir(self.l4):
+        if self.l4 and not self.dry_run and not os.path.isdir(self.l4):     # a dry run writes nothing there
             raise TargetError(f"--l4 {self.l4} is not a directory", "give an existing directory (NFS, FUSE, ...)")
         if not (self.speed > 0 and math.isfinite(self.speed)):
             raise UsageError(f"--speed must be > 0, not {self.speed}", "give e.g. --speed 10")
@@ -139,7 +144,32 @@ def hierarchy_spec(cfg: ReplayConfig, block_bytes: int, block_desc: str = "") ->
             tiers.append(TierSpec(name, int(cap * rate) if rate < 1.0 else int(cap), cfg.policy, cfg.ttl_s,
                                   layout=cfg.layout if name == "l3" else "slot", trim=cfg.trim, admission=adm))
     return HierarchySpec(tuple(tiers), int(block_bytes), write_policy=cfg.write_policy, inclusion=cfg.inclusion,
-                         promote=cfg.promote, segment_bytes=cfg.segment_bytes, block_desc=block_desc)
+                         promote=cfg.promote, segment_bytes=cfg.segment_bytes, block_desc=block_desc,
+                         spare_slots=store_spare_slots(cfg, block_bytes))
+
+
+def fit_region(cfg: ReplayConfig, block_bytes: int) -> ReplayConfig:
+    """With ``--l3-region``: the L3 cache is the largest capacity (at most ``--l3-capacity`` when given) whose
+    store, spare slots included, fits the region (a test region must not be written past)."""
+    if cfg.l3_region <= 0:
+        return cfg
+    from kvbench.sim.blockstore import capacity_within, slot_bytes_for
+
+    slot = slot_bytes_for(block_bytes)
+    cap = capacity_within(cfg.layout, cfg.l3_region, slot, segment_bytes=cfg.segment_bytes,
+                          spare_slots=store_spare_slots(cfg, block_bytes))
+    if cap < slot:
+        raise UsageError(f"--l3-region {format_bytes(cfg.l3_region)} cannot hold one {format_bytes(slot)} block and "
+                         "its store's overhead", "give a larger region")
+    return replace(cfg, l3_capacity=min(cap, cfg.l3_capacity) if cfg.l3_capacity > 0 else cap)
+
+
+def store_spare_slots(cfg: ReplayConfig, block_bytes: int) -> int:
+    """Spare slots of the L3/L4 slot stores, on top of their capacity: about the reads in flight at ``qd``
+    (:func:`kvbench.sim.blockstore.spare_slots_for`); none for a dry run, which issues no I/O."""
+    from kvbench.sim.blockstore import slot_bytes_for, spare_slots_for
+
+    return 0 if cfg.dry_run else spare_slots_for(cfg.qd, cfg.chunk_bytes, slot_bytes_for(block_bytes))
 
 
 # --- plan building (vectorised) -------------------------------------------------------------------------
@@ -313,11 +343,12 @@ def _open_targets(cfg: ReplayConfig, hier: Hierarchy) -> _Targets:
                 out.notes[name] = {"io_mode": mode}
             if tgt.size < need:
                 tgt.close()
+                over = need - t.store.capacity_blocks * t.store.slot_bytes
+                fit = max(0, tgt.size - over) // t.store.slot_bytes * t.store.slot_bytes
                 raise TargetError(f"the {name} store needs {format_bytes(need)} ({t.store.n_slots} slots of "
-                                  f"{format_bytes(t.store.slot_bytes)}) but {tgt.path} holds "
-                                  f"{format_bytes(tgt.size)}",
-                                  f"give --{name}-capacity {format_bytes(tgt.size)} or less (its spare slots "
-                                  "come out of it), or a larger target")
+                                  f"{format_bytes(t.store.slot_bytes)}: the cache and {format_bytes(over)} of "
+                                  f"store overhead on top) but {tgt.path} holds {format_bytes(tgt.size)}",
+                                  f"give --{name}-capacity {format_bytes(fit)} or less, or a larger target")
             out.dev.append(tgt)
             out.tier_domain[t.level] = ("dev", len(out.dev) - 1)
     except BaseException:
@@ -522,6 +553,7 @@ def replay_kv(cfg: ReplayConfig, *, progress=None) -> dict:
     model = load_model(cfg.model, tp=cfg.tp)
     block_tokens, n_requests, n_blocks, most = _load_trace_meta(cfg)
     block_bytes = model.block_bytes(block_tokens)
+    cfg = fit_region(cfg, block_bytes)
     spec = hierarchy_spec(cfg, block_bytes, f"{model.name}, {block_tokens} tokens")
     if cfg.sample_keys is not None:
         _check_sampled_capacities(cfg, spec)
@@ -940,6 +972,19 @@ def _pcts(h, keys=("p50", "p99", "p99.9")) -> dict:
     return {k: p.get(k) for k in keys}
 
 
+def replayed_fraction(issued: int, trace_requests: int) -> float | None:
+    """Requests issued / requests in the trace: how much of the trace the timed I/O covered."""
+    return issued / trace_requests if trace_requests else None
+
+
+def coverage_line(issued: int, trace_requests: int, seconds: float | None = None) -> str:
+    """``1,182 of 3,993 requests replayed (30%) in 60 s``: the replay's coverage in words."""
+    f = replayed_fraction(issued, trace_requests)
+    pct = "n/a" if f is None else f"{f:.0%}" if f >= 0.01 or f == 0 else "<1%"
+    return (f"{issued:,} of {trace_requests:,} requests replayed ({pct})"
+            + (f" in {seconds:g} s" if seconds is not None else ""))
+
+
 # a sample whose references differ from rate x the full stream's by more than this factor is dominated (or
 # depleted) by a few popular keys, and its per-block hit ratio is not representative
 UNREPRESENTATIVE = 1.5
@@ -1036,6 +1081,10 @@ def _summary(cfg, hier, acc, totals, lvl_hits, levels, block_bytes, slot_bytes, 
         "trace": cfg.trace, "model": cfg.model, "requests": totals["requests"], "trace_requests": n_requests,
         # requests simulated (what the tier counters count) whose I/O was not all issued: the run stopped
         "requests_not_issued": totals["not_issued"],
+        # coverage: requests whose I/O was issued over the requests in the trace (a dry run issues none but
+        # simulates all: its coverage is the simulated requests')
+        "requests_issued": totals["requests"] - totals["not_issued"],
+        "replayed_fraction": replayed_fraction(totals["requests"] - totals["not_issued"], n_requests),
         "blocks": totals["blocks"], "hit_blocks": totals["hit_blocks"],
         "hit_ratio": est["total"] if est else totals["hit_blocks"] / blocks,
         **({"sampled_hit_ratio": totals["hit_blocks"] / blocks} if est else {}),

@@ -81,7 +81,9 @@ HEADLINES = {
            ("p50 latency", "lat_us.p50"), ("p99 latency", "lat_us.p99"), ("p99.9 latency", "lat_us.p99.9"),
            ("max latency", "lat_us.max"), ("open-loop issue lag p99", "issue_lag_us.p99"),
            ("open-loop issue lag max", "issue_lag_us.max")),
-    "replay-kv": (("requests", "requests"), ("load time p50", "load_time_ms.p50"), ("load time p99", "load_time_ms.p99"),
+    "replay-kv": (("requests", "requests"), ("requests issued (timed I/O)", "requests_issued"),
+                  ("requests in the trace", "trace_requests"), ("replayed fraction (issued / in the trace)", "replayed_fraction"),
+                  ("load time p50", "load_time_ms.p50"), ("load time p99", "load_time_ms.p99"),
                   ("application write amplification", "app_write_amplification"), ("verify errors", "verify_errors")),
     "replay-engram": (("rows per token", "rows_per_token"), ("DRAM hit ratio", "dram_hit_ratio"),
                       ("read amplification", "read_amplification"), ("fetch p50", "fetch_us.p50"),
@@ -148,8 +150,10 @@ def verdict_rows(rd: RunData) -> list[tuple[str, str, str]]:
     for tier, b in sorted(chosen_capacities(rd).items()):
         rows.append(("capacity", f"{tier} used{modelled}", format_bytes(b)))
     if sampled:
-        rate = next((s.get("sample_rate") for _, s in rd.all_summaries() if s.get("sample_rate")), None)
-        rows.append(("capacity", "key sampling", f"the replay kept {plain_number(float(rate))} of the blocks (by key "
+        # the sampled replay's rate (the whole-trace simulation beside it is not sampled: rate 1)
+        rate = min(float(s["sample_rate"]) for _, s in rd.all_summaries()
+                   if isinstance(s.get("sample_rate"), (int, float)) and 0 < s["sample_rate"] < 1)
+        rows.append(("capacity", "key sampling", f"the replay kept a {plain_number(rate)} share of the blocks (by key "
                      "hash) and held that share of each capacity on the device; hit ratios and byte volumes are "
                      "estimates for the modelled full-size cache"))
     plan = rd.analysis("plan")
@@ -168,9 +172,18 @@ def verdict_rows(rd: RunData) -> list[tuple[str, str, str]]:
     # tier probes: what each tier can do at the replay's I/O size
     for pr in rd.analysis("probes") or []:
         if isinstance(pr, dict) and pr.get("name"):
-            rows.append((f"tier {pr['name']}", f"probe: bandwidth at {fmt('io_bytes', pr.get('io_size'))}, QD{pr.get('qd')}",
+            tag = "probe (suspect, excluded)" if pr.get("excluded") else "probe"
+            rows.append((f"tier {pr['name']}", f"{tag}: bandwidth at {fmt('io_bytes', pr.get('io_size'))}, QD{pr.get('qd')}",
                          fmt("bw_bytes_per_s", pr.get("bandwidth_bytes_per_s"))))
-            rows.append((f"tier {pr['name']}", "probe: first byte (QD1 p50)", fmt("first_byte_s", pr.get("first_byte_s"))))
+            rows.append((f"tier {pr['name']}", f"{tag}: first byte (QD1 p50)", fmt("first_byte_s", pr.get("first_byte_s"))))
+            if pr.get("excluded"):
+                rows.append((f"tier {pr['name']}", f"{tag}: why", "; ".join(pr.get("suspect") or [])))
+    # the one load path per tier the plan, the check and this report use, and where it came from
+    for tier, lp in sorted((dig(rd.analysis("load_paths") or {}, "tiers") or {}).items()):
+        if isinstance(lp, dict):
+            rows.append(("load path", f"{tier}: bandwidth, first byte", f"{fmt('bw_bytes_per_s', lp.get('bandwidth_bytes_per_s'))}, "
+                         f"{lp.get('first_byte')}"))
+            rows.append(("load path", f"{tier}: source", str(lp.get("source"))))
     # load vs recompute per tier (the inequality T_load(n) < T_recompute(n))
     lvr = "load vs recompute"
     check = rd.analysis("check")

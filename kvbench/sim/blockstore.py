@@ -6,7 +6,7 @@ patterns (and so different device write amplification):
 
 - ``slot``: fixed slots with a FIFO free list. A freed slot goes to the back of the list, so it is reused
   as late as possible (fewer read-after-write hazards in flight); ``spare_slots`` beyond the cache capacity
-  keep the list non-empty. Writes are random block-sized overwrites.
+  (about the reads in flight, :func:`spare_slots_for`) keep the list non-empty. Writes are random block-sized overwrites.
 - ``log``: the device is cut into large segments; blocks are appended at the head segment. A segment whose
   blocks all died returns to the free list; when the head needs a segment and none is free, the oldest
   sealed segment is reclaimed and its live blocks are dropped (the tier treats them as evictions, as flash
@@ -38,7 +38,7 @@ class SlotStore:
 
     layout = "slot"
 
-    def __init__(self, capacity_blocks: int, slot_bytes: int, *, spare_slots: int = 64, trim: bool = False):
+    def __init__(self, capacity_blocks: int, slot_bytes: int, *, spare_slots: int = 0, trim: bool = False):
         if capacity_blocks < 1:
             raise SpecError("slot store: capacity below one block", "give a larger tier capacity")
         self.capacity_blocks = int(capacity_blocks)
@@ -153,33 +153,57 @@ class LogStore:
 STORES: dict[str, Callable[..., object]] = {"slot": SlotStore, "log": LogStore}
 
 
-def fit_store(layout: str, capacity_bytes: int, slot_bytes: int, *, segment_bytes: int = 64 << 20,
-              spare_slots: int = 64) -> tuple[int, dict, str]:
-    """A store whose footprint is at most ``capacity_bytes``: the spare room comes out of the capacity.
+def spare_slots_for(qd: int, io_bytes: int, slot_bytes: int) -> int:
+    """Spare slots a slot store keeps beyond its cache so that a freed slot is not rewritten while a read of it
+    may still be in flight: at most ``qd`` I/Os of ``io_bytes`` are in flight, and issued in block order they
+    cover ``ceil(qd * io / slot) + 1`` slots (the +1: a window straddling two blocks), never more than ``qd``.
+    (The replay's fences keep a plan exact whatever the spare; the spare only keeps fences rare.) 0 when
+    nothing is asynchronous: a dry run, or a DRAM arena whose copies are synchronous."""
+    if qd <= 0:
+        return 0
+    io = min(int(io_bytes), int(slot_bytes))
+    return int(min(qd, -(-qd * io // int(slot_bytes)) + 1))
 
-    Returns (cache blocks the tier's policy may hold, the store's keyword arguments, a note saying what the
-    spare room cost). Slot layout: ``capacity_bytes // slot_bytes`` slots, of which up to ``spare_slots``
-    (at most 1/16 of them) stay spare. Log layout: whole segments, one of them spare.
+
+def fit_store(layout: str, capacity_bytes: int, slot_bytes: int, *, segment_bytes: int = 64 << 20,
+              spare_slots: int = 0) -> tuple[int, dict, str]:
+    """The store of a tier of ``capacity_bytes``: the cache holds ``capacity_bytes // slot_bytes`` blocks (a
+    tier of X bytes caches X bytes of KV, as the hit-ratio curve assumes) and the store's overhead goes on top.
+
+    Returns (cache blocks the tier's policy may hold, the store's keyword arguments, a note stating the
+    overhead). Slot layout: ``spare_slots`` more slots (:func:`spare_slots_for`). Log layout: the cache in
+    whole segments plus one spare segment the head can always move to.
     """
     slot_bytes = int(slot_bytes)
-    n_slots = int(capacity_bytes) // slot_bytes
+    blocks = int(capacity_bytes) // slot_bytes
     if layout == "log":
         seg_slots = max(1, int(segment_bytes) // slot_bytes)
-        n_seg = n_slots // seg_slots
-        if n_seg < 2:
-            raise SpecError(f"log store: {format_bytes(capacity_bytes)} holds {n_seg} segment(s) of "
-                            f"{format_bytes(seg_slots * slot_bytes)}; the log needs at least 2 (one spare)",
-                            f"give --segment <= {format_bytes(max(slot_bytes, capacity_bytes // 2))} or a larger "
-                            "capacity")
-        blocks = (n_seg - 1) * seg_slots
-        note = (f"{n_seg} segments of {format_bytes(seg_slots * slot_bytes)}, 1 spare: the cache holds {blocks} "
-                f"blocks ({format_bytes(blocks * slot_bytes)}) of the {format_bytes(capacity_bytes)} given")
+        n_seg = -(-blocks // seg_slots) + 1
+        extra = n_seg * seg_slots - blocks
+        note = (f"the cache holds {blocks} blocks ({format_bytes(blocks * slot_bytes)}); the log store adds "
+                f"{format_bytes(extra * slot_bytes)} on top (whole segments of {format_bytes(seg_slots * slot_bytes)}, "
+                f"1 spare): footprint {format_bytes(n_seg * seg_slots * slot_bytes)}")
         return blocks, {"segment_bytes": seg_slots * slot_bytes, "spare_segments": 1}, note
-    spare = min(int(spare_slots), n_slots // 16)
-    blocks = n_slots - spare
-    note = (f"{n_slots} slots of {format_bytes(slot_bytes)}, {spare} spare: the cache holds {blocks} blocks "
-            f"({format_bytes(blocks * slot_bytes)}) of the {format_bytes(capacity_bytes)} given")
+    spare = max(0, int(spare_slots))
+    note = (f"the cache holds {blocks} blocks ({format_bytes(blocks * slot_bytes)}); "
+            + (f"the store adds {spare} spare slot{'s' if spare != 1 else ''} ({format_bytes(spare * slot_bytes)}) on "
+               f"top for reads in flight: footprint {format_bytes((blocks + spare) * slot_bytes)}" if spare else
+               "no spare slots (no read is in flight when a slot is reused)"))
     return blocks, {"spare_slots": spare}, note
+
+
+def capacity_within(layout: str, limit_bytes: int, slot_bytes: int, *, segment_bytes: int = 64 << 20,
+                    spare_slots: int = 0) -> int:
+    """The largest capacity (whole slots, bytes) whose store, overhead included (:func:`fit_store`), fits in
+    ``limit_bytes``: a tier confined to a test region caches the region less its store's overhead."""
+    slot_bytes = int(slot_bytes)
+    slots = int(limit_bytes) // slot_bytes
+    if layout == "log":
+        seg_slots = max(1, int(segment_bytes) // slot_bytes)
+        blocks = (slots // seg_slots - 1) * seg_slots
+    else:
+        blocks = slots - max(0, int(spare_slots))
+    return max(0, blocks) * slot_bytes
 
 
 def make_store(layout: str, capacity_blocks: int, slot_bytes: int, *, trim: bool = False, **kw):

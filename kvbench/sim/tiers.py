@@ -100,7 +100,7 @@ class HierarchySpec:
     inclusion: str = "inclusive"
     promote: bool = True
     segment_bytes: int = 64 << 20
-    spare_slots: int = 64
+    spare_slots: int = 0          # L3/L4 slot stores' spare slots, on top of the capacity (blockstore.spare_slots_for)
     block_desc: str = ""          # e.g. "llama-3.1-8b, 512 tokens" for messages
 
     @property
@@ -108,8 +108,8 @@ class HierarchySpec:
         return slot_bytes_for(self.block_bytes)
 
     def capacity_blocks(self, tier: TierSpec) -> int:
-        """Blocks the tier caches: L1 is simulated (its bytes / block); a stored tier's footprint on its
-        medium stays within its capacity, so its spare room comes out of it (:func:`fit_store`)."""
+        """Blocks the tier caches: L1 is simulated (its bytes / block); a stored tier caches its capacity in
+        slots, and its store's overhead goes on top (:func:`fit_store`)."""
         if tier.name == "l1":
             return tier.capacity_bytes // self.block_bytes
         if tier.capacity_bytes < self.slot_bytes:
@@ -117,10 +117,11 @@ class HierarchySpec:
         return self.store_fit(tier)[0]
 
     def store_fit(self, tier: TierSpec) -> tuple[int, dict, str]:
-        """(cache blocks, store keyword arguments, note) of a stored tier that fits its capacity."""
+        """(cache blocks, store keyword arguments, note) of a stored tier. L2 is a DRAM arena whose copies are
+        synchronous (no read is in flight when a slot is reused): no spare slots."""
         layout = "slot" if tier.name == "l2" else tier.layout
         return fit_store(layout, tier.capacity_bytes, self.slot_bytes, segment_bytes=self.segment_bytes,
-                         spare_slots=self.spare_slots)
+                         spare_slots=0 if tier.name == "l2" else self.spare_slots)
 
     def validate(self) -> None:
         if not self.tiers:
@@ -600,7 +601,7 @@ class Hierarchy(_Inspect):
             if layout is not None:             # sized as the reference's make_store(.., **store_fit kwargs)
                 _, kw, _ = spec.store_fit(ts)
                 if layout == "slot":
-                    n_slots = cap + max(0, int(kw.get("spare_slots", 64)))
+                    n_slots = cap + max(0, int(kw.get("spare_slots", 0)))
                 else:
                     segs = max(1, int(kw.get("segment_bytes", spec.segment_bytes)) // spec.slot_bytes)
                     nseg = -(-cap // segs) + max(1, int(kw.get("spare_segments", 1)))

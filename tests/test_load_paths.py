@@ -1,0 +1,138 @@
+"""Guarded inputs (issue 29, part 4): tier probes checked against the replay (a real injected stall), the L2 -> GPU
+load path (a measured pinned copy or a stated PCIe link model, never host memcpy), and a fitted first byte of 0
+said as "not resolved by the fit"."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+
+import pytest
+
+from kvbench.analysis.loadpath import (DEFAULT_LINK, choose_load_paths, guard_probes, l2_load_tier, link_names,
+                                       load_link, probe_suspicions)
+from kvbench.analysis.recompute import NOT_RESOLVED, Tier, analyse_tiers, first_byte_text
+from kvbench.compute.profile import load_profile
+from kvbench.errors import SpecError
+from kvbench.qualify.probe import TierProbe, probe_tier
+
+MiB = 1 << 20
+
+
+@pytest.fixture
+def store(tmp_path):
+    """A 32 MiB file of written data on a device-backed filesystem (what the replay leaves behind)."""
+    path = tmp_path / "store.bin"
+    with open(path, "wb") as f:
+        f.write(os.urandom(32 * MiB))
+    return str(path)
+
+
+def _probe(name="l3", bw=2e9, first=80e-6, p50_us=500.0):
+    return TierProbe(name, "x", first, bw, MiB, 32, {"p50": first * 1e6}, {"p50": p50_us})
+
+
+def test_a_stalled_probe_is_suspect_rerun_once_and_excluded(store):
+    # a real stall in the engine: after each submission the driver stops 1.2 s with its reads in flight
+    stalled = probe_tier("l3", store, io_size=MiB, seconds=0.5, faults="stall-every=1:1.2s")
+    assert stalled.bandwidth_lat_us["p50"] > 1e6 and stalled.first_byte_s > 1.0
+    replay = {"l3": {"read_bw_bytes_per_s": 270e6, "read_bytes": 10 * MiB}}
+    why = probe_suspicions(stalled, replay["l3"])
+    assert len(why) == 2 and "below 1/5 of the 270 MB/s" in why[0] and "a stall" in why[1]
+    reruns = []
+
+    def rerun(p):              # the same stall again: the probe stays suspect
+        reruns.append(p.name)
+        return probe_tier("l3", store, io_size=MiB, seconds=0.5, faults="stall-every=1:1.2s")
+
+    kept, notes, excluded = guard_probes([stalled], replay, rerun)
+    assert reruns == ["l3"] and kept == [] and len(excluded) == 1 and excluded[0]["suspect"] == why
+    assert notes[0].startswith("l3 probe suspect, excluded:") and "no load path uses it" in notes[0]
+    # excluded, it is no load path: with nothing else measured, the run has no L3 path (never the stalled one)
+    paths = choose_load_paths([], kept, has_l2=False, profile=load_profile("llama-3.1-8b-h200-trtllm-fp8"),
+                              link=None, notes=notes, excluded=excluded)
+    assert "l3" not in paths.tiers and paths.to_json()["excluded_probes"][0]["suspect"] == why
+
+
+def test_a_suspect_probe_that_agrees_on_its_rerun_is_used(store):
+    stalled = probe_tier("l3", store, io_size=MiB, seconds=0.5, faults="stall-every=1:1.2s")
+    replay = {"l3": {"read_bw_bytes_per_s": 1e6}}          # the replay's own (slow) tier: a healthy probe beats it
+    kept, notes, excluded = guard_probes([stalled], replay,
+                                         lambda p: probe_tier("l3", store, io_size=MiB, seconds=0.5))
+    assert len(kept) == 1 and kept[0] is not stalled and not excluded
+    assert kept[0].bandwidth_lat_us["p50"] < 1e6 and "rerun once, it agreed with the replay" in notes[0]
+    paths = choose_load_paths([], kept, has_l2=False, profile=load_profile("llama-3.1-8b-h200-trtllm-fp8"), link=None)
+    assert paths.tiers["l3"].bandwidth_bytes_per_s == kept[0].bandwidth_bytes_per_s
+    assert paths.tiers["l3"].source.startswith("tier probe")
+
+
+def test_probe_rules_by_hand():
+    ok = _probe(bw=2e9)
+    assert probe_suspicions(ok, {"read_bw_bytes_per_s": 10e9}) == []          # exactly 1/5: not below it
+    assert probe_suspicions(ok, {"read_bw_bytes_per_s": 10.1e9})[0].startswith("bandwidth 2 GB/s is below 1/5")
+    assert probe_suspicions(ok, None) == [] and probe_suspicions(ok, {"read_bw_bytes_per_s": None}) == []
+    assert probe_suspicions(_probe(p50_us=1.0e6), None) == []                  # 1 s exactly: not above
+    assert "a median I/O took 1.1 s" in probe_suspicions(_probe(p50_us=1.1e6), None)[0]
+    dram = _probe("l2", bw=8e9, first=64e-6)
+    assert "below DRAM's (64 us)" in probe_suspicions(_probe(first=38e-6), None, dram)[0]
+    assert probe_suspicions(_probe(first=64e-6), None, dram) == []
+    # the rule compares NVMe to DRAM, not DRAM to itself; a healthy probe is never rerun
+    kept, notes, excluded = guard_probes([dram, _probe(first=90e-6)], {}, lambda p: pytest.fail("rerun"))
+    assert [p.name for p in kept] == ["l2", "l3"] and notes == [] and excluded == []
+
+
+def test_l2_to_gpu_is_the_measured_copy_or_a_stated_link_never_memcpy():
+    measured = load_profile("llama-3.1-8b-nvidia-h200")         # an H200 profile with its pinned H2D copy
+    t = l2_load_tier(measured)
+    assert (t.bandwidth_bytes_per_s, t.latency_s) == (measured.copy.bandwidth_bytes_per_s, measured.copy.latency_s)
+    assert t.source.startswith("measured pinned host->device copy on NVIDIA H200") and t.fitted
+    published = load_profile("llama-3.1-8b-h200-trtllm-fp8")    # no GPU measured: the default link, stated
+    d = l2_load_tier(published)
+    gen5 = load_link(DEFAULT_LINK)
+    assert (d.bandwidth_bytes_per_s, d.latency_s) == (50e9, 17e-6) == (gen5.practical_bytes_per_s, gen5.latency_s)
+    assert "PCIe Gen5 x16 link model" in d.source and "stated, not measured" in d.source and "default" in d.source
+    g4 = l2_load_tier(measured, "pcie-gen4-x16")               # an explicit link wins over the copy
+    assert g4.bandwidth_bytes_per_s == 25e9 and "Gen4 x16" in g4.source
+    # theoretical rates are the signalling rates: 32 / 16 GT/s x 128/130 / 8 x 16 lanes
+    assert gen5.theoretical_bytes_per_s == pytest.approx(32 * 128 / 130 / 8 * 16 * 1e9, rel=1e-3)
+    assert load_link("pcie-gen4-x16").theoretical_bytes_per_s == pytest.approx(16 * 128 / 130 / 8 * 16 * 1e9, rel=1e-3)
+    assert {"pcie-gen5-x16", "pcie-gen4-x16"} <= set(link_names())
+    # a replay's L2 (a memcpy into its DRAM arena) is replaced by the path wherever a run's tiers are used
+    from kvbench.analysis.loadpath import load_path_tiers
+    out, notes = load_path_tiers([Tier("l2", 8e9, 1e-6), Tier("l3", 2e9, 1e-4)], published, None)
+    assert [t.bandwidth_bytes_per_s for t in out] == [50e9, 2e9] and "host memcpy" in notes[0]
+
+
+@pytest.mark.parametrize("body, match", [
+    ('generation = 5\nlanes = 16\ntheoretical_bytes_per_s = 1e9\npractical_bytes_per_s = 2e9\nlatency_s = 0\n'
+     'sources = ["s"]\n', "practical_bytes_per_s exceeds"),
+    ('generation = 5\nlanes = 16\ntheoretical_bytes_per_s = 1e9\npractical_bytes_per_s = 1e9\nlatency_s = 0\n',
+     "'sources'"),
+    ('generation = 5\nlanes = 0\ntheoretical_bytes_per_s = 1e9\npractical_bytes_per_s = 1e9\nlatency_s = 0\n'
+     'sources = ["s"]\n', "'lanes' must be a number > 0"),
+    ('generation = 5\nlanes = 16\ntheoretical_bytes_per_s = 1e9\npractical_bytes_per_s = "fast"\nlatency_s = 0\n'
+     'sources = ["s"]\n', "'practical_bytes_per_s'"),
+])
+def test_a_bad_link_file_is_refused_naming_the_field(tmp_path, body, match):
+    p = tmp_path / "l.toml"
+    p.write_text(body)
+    with pytest.raises(SpecError, match=match):
+        load_link(str(p))
+    with pytest.raises(SpecError, match="unknown links preset"):
+        load_link("pcie-gen9-x1")
+
+
+def test_a_fitted_first_byte_of_zero_is_not_resolved_never_0_ns():
+    from kvbench.analysis.recompute import Inequality
+    from kvbench.spec.models import load_model
+
+    fit0 = Tier("l2", 2.81e9, 0.0, source="fit to l2's load times of 40 requests", fitted=True)
+    given0 = Tier("ram", 2.81e9, 0.0)                           # a stated 0 is a stated 0
+    assert first_byte_text(fit0) == NOT_RESOLVED and first_byte_text(given0) == "0 ns"
+    assert first_byte_text(replace(fit0, latency_s=38e-6)) == "38 us"
+    m = load_model("llama-3.1-8b")
+    res = analyse_tiers(Inequality(load_profile("llama-3.1-8b-h200-trtllm-fp8"), m.bytes_per_token, m.layers, kv=m),
+                        [fit0, given0], lengths=[4096])
+    assert res["l2"]["first_byte"] == NOT_RESOLVED and res["l2"]["latency_resolved"] is False
+    assert "first byte not resolved by the fit" in res["l2"]["verdict"] and "0 ns" not in res["l2"]["verdict"]
+    assert res["ram"]["latency_resolved"] is True and "0 ns" in res["ram"]["verdict"]
