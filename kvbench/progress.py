@@ -118,7 +118,10 @@ class Line:
     def update(self, done: float, *, total: float | None = None, note: str | None = None,
                eta_s: float | None = None) -> None:
         """``done`` of ``total`` now; the ETA is the work left at the mean rate so far unless ``eta_s`` gives a
-        sooner end (a time budget running out first)."""
+        sooner end (a time budget running out first). ``done`` 0 (again) restarts the rate's clock: the work
+        begins now (set-up before it, e.g. a compile, does not count against the rate)."""
+        if done == 0 and self.done == 0:
+            self.t0 = time.monotonic()
         self.done = float(done)
         if total is not None:
             self.total = total

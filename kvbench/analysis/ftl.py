@@ -535,10 +535,11 @@ def _extent_chunks(ops, starts, counts, total: int, chunk: int = 1 << 20, stream
 def simulate(config: FtlConfig, *, pattern: str = "uniform", writes: float = 10.0, warmup: float = 0.5,
              seed: int = 1, io_pages: int = 1, extents=None, precondition: bool = True,
              window: float = 0.25, hot_lbas: float = 0.2, hot_writes: float = 0.8,
-             stream_of_class=None) -> FtlResult:
+             stream_of_class=None, progress=None) -> FtlResult:
     """Precondition (sequential fill), then write ``writes`` x user capacity with a pattern or an extent stream
     ``(ops, start_pages, page_counts[, streams])`` looped as needed; WAF over the part after ``warmup`` of the
-    writes. The ``classes`` pattern's lifetime classes go to the streams ``stream_of_class`` gives (default 0)."""
+    writes. The ``classes`` pattern's lifetime classes go to the streams ``stream_of_class`` gives (default 0).
+    ``progress(host pages written, pages to write)`` is called before each chunk (a live line)."""
     import time
 
     cfg = config.validate()
@@ -583,6 +584,8 @@ def simulate(config: FtlConfig, *, pattern: str = "uniform", writes: float = 10.
         # split each chunk after the extents that cross a window boundary or the warm-up point, so that the
         # series and the warm-up cut are exact to one extent
         base = model.counters.host_pages - start.host_pages
+        if progress is not None:
+            progress(base, total)
         cum = base + np.cumsum(np.where(o == OP_WRITE, c, 0))
         points = list(range(next_mark, int(cum[-1]) + 1, win))
         if warm_snap is None and warm_at <= cum[-1]:

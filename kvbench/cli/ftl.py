@@ -126,7 +126,11 @@ def ftl_cmd(capacity, page_size, op, block_pages, gc, pattern, hot_lbas, hot_wri
             of_class = lambda cls: rule.streams({"lifetime": cls}, len(cls), c.streams)  # noqa: E731
         if separate and extents is not None and rule.label is not None:
             ext = (*extents, rule.streams(labels, len(extents[0]), c.streams, source=str(src)))
-        return ftl.simulate(c, extents=ext, stream_of_class=of_class, **kw)
+        from kvbench.progress import Line
+
+        with Line("ftl" + ("" if separate else " (one stream)"), None, "host pages") as line:
+            return ftl.simulate(c, extents=ext, stream_of_class=of_class,
+                                progress=lambda done, total: line.update(done, total=total), **kw)
 
     result = run(cfg, True)
     out = result.to_dict()
