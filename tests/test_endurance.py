@@ -89,3 +89,68 @@ def test_half_a_year_of_warranty_and_half_a_byte_a_day_by_hand():
     e = endurance(0.5, 1e12, rating=r)
     assert e.lifetime_years == pytest.approx(1e12) and math.isfinite(e.lifetime_years)
     assert endurance(0.0, 1e12, rating=r).lifetime_years == math.inf
+
+
+# --- drive economics: the one module every other calls (hand arithmetic) -----------------------------------
+def test_dwpd_residence_and_drive_count_by_hand():
+    from kvbench.analysis.endurance import (bytes_per_day, drives_for, drives_within_rating, dwpd,
+                                            dwpd_at_residence, residence_s)
+
+    # 7.68 TB written at 1 GB/s: 86.4 TB a day = 11.25 drive writes; a block stays 7,680 s = 2.133 h
+    assert bytes_per_day(1e9) == 86.4 * TB
+    assert dwpd(1e9, 7.68 * TB) == pytest.approx(11.25)
+    assert residence_s(7.68 * TB, 1e9) == pytest.approx(7680.0)
+    assert dwpd_at_residence(7680.0) == pytest.approx(11.25)      # 86,400 / 7,680: the same figure
+    assert residence_s(7.68 * TB, 0.0) is None                     # never written: no residence
+    # 98.3 TB on 7.68 TB drives: 12.8 -> 13 drives; exactly 2 drives' worth stays 2
+    assert drives_for(98.3 * TB, 7.68 * TB) == 13
+    assert drives_for(15.36 * TB, 7.68 * TB) == 2
+    assert drives_for(1.0, 7.68 * TB) == 1
+    assert drives_for(1.0, None) is None
+    # one drive at 14.1 rating-equivalent DWPD against a 3-DWPD rating: 14.1 / 3 = 4.7 -> 5 drives
+    assert drives_within_rating(1, 14.1, 3.0) == 5
+    assert drives_within_rating(2, 1.5, 3.0) == 1                 # 1.0 exactly: one drive, not two
+    with pytest.raises(SpecError):
+        dwpd(1e9, 0.0)
+    with pytest.raises(SpecError):
+        drives_within_rating(1, 1.0, 0.0)
+
+
+def test_lifetime_years_by_hand():
+    from kvbench.analysis.endurance import lifetime_years
+
+    cap = 3.84 * TB
+    # 2 drive writes a day (W = 2 x 3.84 TB / 86,400 s) on a 1-DWPD, 5-year drive, WAF = reference WAF: 2.5 years
+    w = 2 * cap / 86_400
+    assert lifetime_years(w, cap, waf=2.0, rated_dwpd=1.0, warranty_years=5, reference_waf=2.0) == pytest.approx(2.5)
+    # the same writes at WAF 4 against a rating measured at WAF 2 wear the NAND twice as fast: 1.25 years
+    assert lifetime_years(w, cap, waf=4.0, rated_dwpd=1.0, warranty_years=5, reference_waf=2.0) == pytest.approx(1.25)
+
+
+def test_drive_bill_by_hand():
+    from kvbench.analysis.cost import Prices, SsdClass
+    from kvbench.analysis.endurance import drive_bill
+
+    cls = SsdClass("tlc", usd_per_gb=0.10, dwpd=1.0, warranty_years=5.0, reference_waf=2.0,
+                   drive_capacity_bytes=7.68 * TB)
+    prices = Prices("p", "2025", "assumption", dram_usd_per_gb=3.65, dram_service_years=5.0, ssd={"tlc": cls},
+                    gpu_usd_per_hour=3.6)
+    # 15.36 TB written at 177,777.8 B/s: 15.36 TB/day x 1 ... = 1 host DWPD; WAF 4 vs reference 2: 2 equivalent
+    w = 15.36 * TB / 86_400
+    b = drive_bill(cls, ssd_bytes=15.36 * TB, write_bytes_per_s=w, waf=4.0, dram_bytes=1e12,
+                   recomputed_tokens_per_day=36_000 * 86_400, tokens_per_s=36_000, prices=prices)
+    assert b.dwpd_host == pytest.approx(1.0)
+    assert b.dwpd_rating_equivalent == pytest.approx(2.0)
+    assert b.lifetime_years == pytest.approx(2.5)                 # 5 years x 1 rated / 2 equivalent
+    assert b.drives == 2
+    # DRAM: 1,000 GB x $3.65 / (5 x 365 days) = $2/day; SSD: 15,360 GB x $0.10 over 2.5 years = $1.6833/day;
+    # GPU: a whole GPU-day of prefill at $3.6/h = $86.4/day
+    assert b.usd_per_day["dram"] == pytest.approx(2.0)
+    assert b.usd_per_day["ssd"] == pytest.approx(1536 / (2.5 * 365))
+    assert b.usd_per_day["gpu"] == pytest.approx(86.4)
+    assert b.usd_per_day["total"] == pytest.approx(2.0 + 1536 / 912.5 + 86.4)
+    # no steady state: DWPD and life unknown, the SSD spread over its warranty
+    n = drive_bill(cls, ssd_bytes=15.36 * TB, write_bytes_per_s=None, waf=4.0, dram_bytes=0,
+                   recomputed_tokens_per_day=0, tokens_per_s=36_000, prices=prices)
+    assert n.dwpd_host is None and n.lifetime_years is None
+    assert n.usd_per_day["ssd"] == pytest.approx(1536 / (5 * 365))

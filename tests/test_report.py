@@ -31,7 +31,7 @@ def test_replay_report_opens_in_chromium_with_every_section(tmp_path):
     assert index["figures"] == ["latency_tail", "throughput_over_time", "hit_ratio_curve", "load_vs_recompute",
                                 "break_even", "dwpd_vs_retention"]
     assert index["partial"] == []
-    for needle in ("Verdict summary", "l3 break-even n*", "196 tokens", "required DWPD", "needed l3 @ 0.95",
+    for needle in ("Verdict summary", "l3 break-even n*", "196 tokens", "required DWPD", "SSD store needed (before whole drives) @ 0.95",
                    "6.1.0-27-amd64", "loop (throttled 500 MB/s)"):
         assert needle in text, needle
     dom = assert_report_renders(out, tmp_path, min_plots=6, screenshot=True)

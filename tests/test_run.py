@@ -56,13 +56,22 @@ def test_main_job_end_to_end_on_the_shipped_sample(tmp_path, cli, monkeypatch):
     dom = assert_report_renders(tmp_path / "run.html", tmp_path, min_plots=5, screenshot=True)
     assert "break-even n*" in dom and "DWPD (86400 / residence)" in dom and "The answer" in dom
     ans = summary["answer"]
-    assert ans["trace_requests"] == 150 and ans["replayed_requests"] == 150
-    assert {"hit_ratio", "bound", "dwpd_host", "dwpd_rating_equivalent", "residence_s", "ssd_per_dram",
-            "usd_per_day", "l2_bytes", "l3_bytes"} <= set(ans)
-    plan = json.loads((job / "plan.json").read_text())
-    assert ans["dwpd_host"] == plan["dwpd"] and ans["sentences"] == plan["answer"]["sentences"]
-    for line in ans["sentences"]:                          # the report says what the JSON says
-        assert line.split(":")[0] in dom
+    assert ans["schema"] == 1 and ans["requests"]["value"] == 150
+    assert ans["requests_issued"]["value"] == replay["requests"] - replay.get("requests_not_issued", 0)
+    assert {"dram_bytes", "ssd_bytes", "drive_class", "drives", "drive_capacity_bytes", "drive_write_bytes_per_s",
+            "dwpd_host_per_drive", "dwpd_rating_equivalent_per_drive", "lifetime_years", "residence_s",
+            "load_or_recompute", "usd_per_day", "usd_per_day_saved", "requests", "requests_issued",
+            "replayed_fraction"} <= set(ans)
+    assert {"l2", "l3"} <= set(ans["load_or_recompute"])
+    import html
+
+    from kvbench.analysis.answer import Answer, rows, text_table
+
+    a = Answer.from_json(ans)
+    text = html.unescape(dom)
+    for _, line, _ in rows(a):                              # the report and the terminal say what the JSON says
+        assert line in text and line in text_table(a), line
+    assert "answer_figure" in summary["figures"]
 
 
 def test_hit_ratios_do_not_depend_on_the_replay_duration(tmp_path, cli, monkeypatch):
@@ -76,9 +85,10 @@ def test_hit_ratios_do_not_depend_on_the_replay_duration(tmp_path, cli, monkeypa
         summary = json.loads(r.stdout[r.stdout.index("{"):])
         answers.append(summary["answer"])
     a, b = answers
-    assert a["trace_requests"] == b["trace_requests"] == 120
-    for k in ("hit_ratio", "tier_hit_ratio", "dwpd_host", "residence_s", "bound", "ssd_per_dram", "usd_per_day"):
-        assert a[k] == b[k], k
+    assert a["requests"]["value"] == b["requests"]["value"] == 120
+    assert a["simulated"] == b["simulated"]
+    for k in ("hit_ratio", "store_bytes", "write_bytes_per_s", "residence_s", "hit_ssd_bytes"):
+        assert a[k]["value"] == b[k]["value"], k
 
 
 def test_failing_steps_leave_a_partial_job_with_a_report_and_exit_1(tmp_path, cli, monkeypatch):

@@ -6,8 +6,8 @@ admission policy the writes depend on the policy's memory, so each (policy, capa
 (:func:`simulate_tier`: one tier of the compiled tier simulation, prefix semantics). The
 steady state is defined as :mod:`kvbench.analysis.residence` defines it: in the requests arriving after the one
 that caused the tier's first eviction, the blocks written (admitted) per block referenced, times the trace's mean
-demand (references after the first arrival / span); DWPD = 86,400 W / C. Admit-all reproduces
-the one-pass curve exactly (tests/test_admission.py).
+demand (references after the first arrival / span); DWPD = 86,400 W / C (:func:`kvbench.analysis.endurance.dwpd`).
+Admit-all reproduces the one-pass curve exactly (tests/test_admission.py).
 
 The per-capacity simulations are bounded: ``budget_refs`` block references in all (policies x capacities x
 the trace's references); a grid that would exceed it is thinned, and says so, and the probes below a planned tier
@@ -21,12 +21,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kvbench.analysis.endurance import drive_bill, dwpd, residence_s
 from kvbench.analysis.residence import demand_basis
 from kvbench.errors import SpecError
 from kvbench.sim.admission import make_admission, parse_admission
 from kvbench.sim.policies import make_policy
 
-SECONDS_PER_DAY = 86_400.0
 DEFAULT_BUDGET_REFS = 120_000_000     # ~20-40 s of the compiled simulation on a 2-core VM
 
 
@@ -207,9 +207,6 @@ def tradeoff(trace, *, policies, block_bytes: int, scale, planned_bytes: float, 
     over capacities (the frontier the report plots: hit ratio against DWPD).
 
     ``scale`` is the plan's trace -> planned scale (time_scale, copies, block_bytes; ``blocks()``)."""
-    from kvbench.analysis.cost import dram_usd_per_day, gpu_usd_per_day, ssd_usd_per_day
-    from kvbench.analysis.endurance import Rating, endurance, rating_equivalent_dwpd
-
     policies = parse_policies(policies)
     refs = int(np.asarray(trace.offsets)[-1] - np.asarray(trace.offsets)[0])
     per_policy = max(1, budget_refs // max(1, refs * len(policies)))
@@ -227,16 +224,15 @@ def tradeoff(trace, *, policies, block_bytes: int, scale, planned_bytes: float, 
         thinned = f"; thinned to {len(idx)} of {len(caps)} capacities (budget {budget_refs:,} references)"
         caps = [caps[i] for i in idx]
         grid_note += thinned
-    ref = ssd_class.reference_waf if ssd_class.reference_waf is not None else waf
-    rating = Rating(dwpd=ssd_class.dwpd, warranty_years=ssd_class.warranty_years, reference_waf=ref)
     wscale = scale.time_scale * scale.copies * block_bytes
 
     def row(run: TierRun) -> dict:
         cb = run.capacity_blocks * block_bytes * scale.copies
         wb = run.write_blocks_per_s * wscale if run.filled else None
         return {"capacity_bytes": float(cb), "hit_ratio": run.hit_ratio, "write_bytes_per_s": wb,
-                "dwpd": wb * SECONDS_PER_DAY / cb if wb else (0.0 if run.filled else None),
-                "residence_s": cb / wb if wb else None, "filled": run.filled, "turned_over": run.turned_over,
+                "dwpd": dwpd(wb, cb) if wb else (0.0 if run.filled else None),
+                "residence_s": residence_s(cb, wb) if wb else None, "filled": run.filled,
+                "turned_over": run.turned_over,
                 "written_blocks": run.written, "rejected_blocks": run.rejected,
                 # all writes over the whole trace, warm-up included: what an unfilled tier was written at
                 "mean_write_bytes_per_s": run.written * wscale / run.span_s if run.span_s > 0 else None}
@@ -252,20 +248,16 @@ def tradeoff(trace, *, policies, block_bytes: int, scale, planned_bytes: float, 
         r["policy"] = make_admission(spec, planned_blocks).describe()
         state, basis = _steady_answer(head, runs, r, wscale, scale.time_scale)
         ssd = r["capacity_bytes"] / store_fill
-        wb = r["write_bytes_per_s"]
-        dwpd_host = wb * SECONDS_PER_DAY / ssd if wb is not None else None
-        dwpd_eq = rating_equivalent_dwpd(dwpd_host, waf, ref) if dwpd_host is not None else None
-        life = endurance(wb * SECONDS_PER_DAY, ssd, waf=waf, rating=rating).lifetime_years if wb is not None \
-            else None
-        missed = max(0.0, tokens_per_day - refs_per_day * r["hit_ratio"] * block_tokens)
-        usd = {"dram": dram_usd_per_day(dram_bytes, prices), "ssd": ssd_usd_per_day(ssd, ssd_class, life),
-               "gpu": gpu_usd_per_day(missed, tokens_per_s, prices)}
-        usd["total"] = sum(usd.values())
+        # the same per-drive bill as the plan's drive classes (kvbench.analysis.endurance.drive_bill)
+        bill = drive_bill(ssd_class, ssd_bytes=ssd, write_bytes_per_s=r["write_bytes_per_s"], waf=waf,
+                          dram_bytes=dram_bytes, prices=prices, tokens_per_s=tokens_per_s,
+                          recomputed_tokens_per_day=tokens_per_day - refs_per_day * r["hit_ratio"] * block_tokens)
         r.update({"steady_state": state, "basis": basis,
                   "fill_time_s": head.fill_time_s / scale.time_scale if head.filled else None,
-                  "ssd_class": ssd_class.name, "ssd_bytes": ssd, "dwpd_host": dwpd_host,
-                  "dwpd_rating_equivalent": dwpd_eq, "workload_waf": waf, "reference_waf": ref,
-                  "lifetime_years": life, "usd_per_day": usd})
+                  "ssd_class": ssd_class.name, "ssd_bytes": ssd, "dwpd_host": bill.dwpd_host,
+                  "dwpd_rating_equivalent": bill.dwpd_rating_equivalent, "workload_waf": waf,
+                  "reference_waf": bill.reference_waf, "lifetime_years": bill.lifetime_years,
+                  "usd_per_day": dict(bill.usd_per_day)})
         if not head.filled:
             r["note"] = ("the tier never evicts under this policy within the trace "
                          "(mean_write_bytes_per_s: its fill-phase writes over the whole trace)")
@@ -341,8 +333,7 @@ def _steady_answer(head: TierRun, runs: list, r: dict, wscale: float, time_scale
     why = (f"fills at {head.fill_time_s / time_scale:,.0f} s but does not turn over before the trace ends "
            f"(its short window's rate: {r['write_bytes_per_s'] / 1e9:,.4g} GB/s)" if head.filled
            else "never fills within the trace")
-    r.update(write_bytes_per_s=wb, dwpd=wb * SECONDS_PER_DAY / r["capacity_bytes"],
-             residence_s=r["capacity_bytes"] / wb)
+    r.update(write_bytes_per_s=wb, dwpd=dwpd(wb, r["capacity_bytes"]), residence_s=residence_s(r["capacity_bytes"], wb))
     return "extrapolated", (f"the tier {why}: write rate held at its value at the longest residence this policy "
                             f"shows ({base.capacity_blocks / base.write_blocks_per_s / time_scale:,.0f} s, at "
                             f"{base.capacity_blocks / head.capacity_blocks:.3g} x the planned capacity): an upper "

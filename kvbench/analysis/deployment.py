@@ -15,10 +15,10 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-
+from kvbench.analysis.endurance import (Rating, drives_within_rating, dwpd, endurance, bytes_per_day,
+                                        rating_equivalent_dwpd, residence_s)
 from kvbench.errors import SpecError
 
-SECONDS_PER_DAY = 86_400.0
 FIELDS = ("gpus", "drives", "drive_capacity", "utilization")
 
 
@@ -118,16 +118,17 @@ def scale(dep: Deployment, *, tokens_per_s_per_gpu: float, hit_curve, trace_rate
     h = hit(rate)
     write_bps = rate * (1.0 - h) * blocks_per_request * block_bytes      # missed blocks, full slots
     per_drive = write_bps / dep.drives
-    dwpd_host = per_drive * SECONDS_PER_DAY / dep.drive_capacity_bytes
-    first_principles = work * bytes_per_token * SECONDS_PER_DAY / (dep.drives * dep.drive_capacity_bytes)
+    dwpd_host = dwpd(per_drive, dep.drive_capacity_bytes)
+    first_principles = dwpd(work * bytes_per_token, dep.drives * dep.drive_capacity_bytes)
     return {
         **dep.to_dict(),
         "prefill_tokens_per_s": work, "prefill_tokens_per_s_per_gpu": tokens_per_s_per_gpu,
         "requests_per_s": rate, "trace_copies": rate / trace_rate, "hit_ratio": h,
         "write_bytes_per_s": write_bps, "write_bytes_per_s_per_drive": per_drive,
-        "dwpd_host_per_drive": dwpd_host, "dwpd_rating_equivalent_per_drive": dwpd_host * waf / reference_waf,
+        "dwpd_host_per_drive": dwpd_host,
+        "dwpd_rating_equivalent_per_drive": rating_equivalent_dwpd(dwpd_host, waf, reference_waf),
         "workload_waf": waf, "reference_waf": reference_waf,
-        "residence_s": (dep.drives * dep.drive_capacity_bytes * store_fill / write_bps) if write_bps > 0 else None,
+        "residence_s": residence_s(dep.drives * dep.drive_capacity_bytes * store_fill, write_bps),
         "dwpd_first_principles": first_principles,
         "slot_rounding": dwpd_host / first_principles if first_principles > 0 else None,
         "formula": "host DWPD per drive = U x P x G x b x 86400 / (D x CAP) "
@@ -151,12 +152,10 @@ def against_rating(scaled: dict, *, rated_dwpd: float, warranty_years: float) ->
     write-through the drives' total write rate is set by the GPUs' missed tokens, not by how many drives share
     it (:func:`scale`), so the rating-equivalent DWPD per drive falls as 1/D and the drives needed are
     ceil(D x rating-equivalent DWPD / rated DWPD)."""
-    from kvbench.analysis.endurance import Rating, endurance
-
     rating = Rating(dwpd=rated_dwpd, warranty_years=warranty_years, reference_waf=scaled["reference_waf"])
-    e = endurance(scaled["write_bytes_per_s_per_drive"] * SECONDS_PER_DAY, scaled["drive_capacity_bytes"],
+    e = endurance(bytes_per_day(scaled["write_bytes_per_s_per_drive"]), scaled["drive_capacity_bytes"],
                   waf=scaled["workload_waf"], rating=rating)
-    need = scaled["drives"] * scaled["dwpd_rating_equivalent_per_drive"] / rated_dwpd
     return {"rated_dwpd": rated_dwpd, "warranty_years": warranty_years, "lifetime_years": e.lifetime_years,
             "within_rating": scaled["dwpd_rating_equivalent_per_drive"] <= rated_dwpd,
-            "drives_within_rating": max(1, math.ceil(need * (1 - 1e-12)))}
+            "drives_within_rating": drives_within_rating(scaled["drives"], scaled["dwpd_rating_equivalent_per_drive"],
+                                                         rated_dwpd)}

@@ -11,8 +11,8 @@ Per drive class (rated DWPD, reference WAF, price, drive size) the tier is the l
 - the endurance capacity: the smallest capacity whose rating-equivalent DWPD (host DWPD x workload WAF /
   reference WAF) is within the rating. Since DWPD(C) = 86,400 / T(C), that is the capacity whose residence
   time reaches 86,400 x fill x WAF / (reference WAF x rated DWPD).
-One GB of DRAM at the hit target is then replaced by N = SSD bytes / hit capacity GB of SSD: N = 1 / fill
-when the hit target binds, more when endurance does.
+When endurance binds, the SSD is "x bytes for hits, y more so the drives last" (``ssd_per_dram`` = SSD bytes / hit
+capacity is that over-sizing factor, not a DRAM:SSD ratio); the DRAM:SSD ratio is of the bytes bought.
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ import numpy as np
 
 from kvbench.analysis import capacity as cap
 from kvbench.analysis import residence as res
-from kvbench.analysis.endurance import Rating, endurance, endurance_residence_s, rating_equivalent_dwpd
+from kvbench.analysis.endurance import (SECONDS_PER_DAY, bytes_per_day, drive_bill, dwpd, dwpd_at_residence,
+                                        endurance_residence_s, residence_s)
 from kvbench.analysis.cost import (Prices, dram_usd_per_day, gpu_usd_per_day, ssd_usd_per_day,
                                    usd_per_recomputed_token)
 from kvbench.errors import SpecError
 
-SECONDS_PER_DAY = 86_400.0
 RATE_MODELS = {
     "compress": "the trace's requests arrive faster (time scaled by rate / trace rate): residence times shrink, "
                 "write rates grow by the same factor",
@@ -37,7 +37,7 @@ RATE_MODELS = {
                  "with the copies, residence times and hit ratios do not change",
 }
 LAYOUT_NAMES = ("slot", "log")
-DEFAULT_SWEEP = (600.0, 3600.0, 6 * 3600.0, 86400.0, 7 * 86400.0)
+DEFAULT_SWEEP = (600.0, 3600.0, 6 * 3600.0, SECONDS_PER_DAY, 7 * SECONDS_PER_DAY)
 
 
 @dataclass(frozen=True)
@@ -152,8 +152,8 @@ def steady_at(steady: res.SteadyCurve, capacity_bytes: float, sc: _Scale) -> dic
         else:
             basis = (f"the trace never fills {capacity_bytes / 1e12:,.4g} TB (it touches "
                      f"{sc.bytes(steady.distinct) / 1e12:,.4g} TB of distinct blocks): write rate {held}")
-    t = capacity_bytes / wb
-    return {"write_bytes_per_s": wb, "residence_s": t, "dwpd": SECONDS_PER_DAY / t, "state": state,
+    return {"write_bytes_per_s": wb, "residence_s": residence_s(capacity_bytes, wb), "dwpd": dwpd(wb, capacity_bytes),
+            "state": state,
             "basis": basis}
 
 
@@ -167,8 +167,8 @@ def capacity_curve(steady, hit_curve, capacities_bytes, sc: _Scale) -> list[dict
         w = float(a["write_blocks_per_s"][()]) * sc.time_scale * sc.copies * sc.block_bytes if filled else None
         row = {"capacity_bytes": float(cb), "hit_ratio": float(hit_curve.at(c)), "filled": filled,
                "turned_over": bool(a["turned_over"][()]), "write_bytes_per_s": w,
-               "dwpd": (w * SECONDS_PER_DAY / cb) if filled else None,
-               "residence_s": (cb / w) if filled else None,
+               "dwpd": dwpd(w, cb) if filled else None,
+               "residence_s": residence_s(cb, w) if filled else None,
                "fill_time_s": _none(float(a["fill_time_s"][()]) / sc.time_scale) if filled else None}
         if filled:
             i = int(steady.index(c)[()])
@@ -223,23 +223,17 @@ def size_drive_class(cls, *, steady, hit_curve, sc: _Scale, need_bytes: float, n
     bound = "endurance" if end_bytes > need_bytes else "hit"
     if bound == "endurance" and r_end["extrapolated"]:
         st = {"write_bytes_per_s": r_end["write_bytes_per_s"], "residence_s": need_residence,
-              "dwpd": SECONDS_PER_DAY / need_residence, "state": "extrapolated", "basis": r_end["basis"]}
+              "dwpd": dwpd_at_residence(need_residence), "state": "extrapolated", "basis": r_end["basis"]}
     else:
         st = steady_at(steady, store, sc)
     ssd = store / store_fill
     wb = st["write_bytes_per_s"]
-    dwpd_host = wb * SECONDS_PER_DAY / ssd if wb is not None else None
-    dwpd_eq = rating_equivalent_dwpd(dwpd_host, waf, ref) if dwpd_host is not None else None
-    lifetime = None
-    if wb is not None:
-        rating = Rating(dwpd=cls.dwpd, warranty_years=cls.warranty_years, reference_waf=ref)
-        lifetime = endurance(wb * SECONDS_PER_DAY, ssd, waf=waf, rating=rating).lifetime_years
     hit = float(hit_curve.at(sc.blocks(store)))
-    missed = max(0.0, tokens_per_day - hit_tokens_per_day_at(hit))
-    usd = {"dram": dram_usd_per_day(dram_bytes, prices),
-           "ssd": ssd_usd_per_day(ssd, cls, lifetime if lifetime is not None else None),
-           "gpu": gpu_usd_per_day(missed, tokens_per_s, prices)}
-    usd["total"] = sum(usd.values())
+    bill = drive_bill(cls, ssd_bytes=ssd, write_bytes_per_s=wb, waf=waf, dram_bytes=dram_bytes,
+                      recomputed_tokens_per_day=tokens_per_day - hit_tokens_per_day_at(hit),
+                      tokens_per_s=tokens_per_s, prices=prices)
+    dwpd_host, dwpd_eq, lifetime, usd = (bill.dwpd_host, bill.dwpd_rating_equivalent, bill.lifetime_years,
+                                         dict(bill.usd_per_day))
     wins = None
     if wins_at is not None:
         # the conservative bill: a hit saves prefill only where loading that prefix beats recomputing it
@@ -255,13 +249,16 @@ def size_drive_class(cls, *, steady, hit_curve, sc: _Scale, need_bytes: float, n
     else:
         why = (f"{need_reason} binds; the rating holds there" +
                (f"; fill factor {store_fill:g} adds 1/{store_fill:g}" if store_fill < 1 else ""))
-    drives = math.ceil(ssd / cls.drive_capacity_bytes - 1e-9) if cls.drive_capacity_bytes else None
+    drives = bill.drives
     return {
         "class": cls.name, "label": cls.label, "rated_dwpd": cls.dwpd, "capacity_bytes": ssd,
         "store_bytes": store, "hit_capacity_bytes": need_bytes, "endurance_capacity_bytes": end_bytes or None,
         "endurance_residence_s": need_residence, "bound": bound, "hit_ratio": hit,
         "residence_s": st["residence_s"], "write_bytes_per_s": wb, "dwpd_host": dwpd_host,
         "dwpd_rating_equivalent": dwpd_eq, "workload_waf": waf, "reference_waf": ref, "reference_note": ref_note,
+        "reference_waf_source": cls.reference_waf_source or ref_note, "raw_nand_bytes": cls.raw_nand_bytes,
+        "over_provisioning": cls.over_provisioning, "pe_cycles": cls.pe_cycles,
+        "warranty_years": cls.warranty_years,
         "lifetime_years": lifetime, "ssd_per_dram": n, "ssd_per_dram_reason": why,
         "drive_capacity_bytes": cls.drive_capacity_bytes, "drives": drives, "usd_per_day": usd,
         "steady_state": st["state"], "basis": st["basis"], "loading_wins": wins,
@@ -319,7 +316,7 @@ def simulate_write_policies(trace, *, block_bytes: int, l2_blocks: int, l3_block
         else:
             wb = None
         cap_bytes = max(1, l3_blocks) * slot * sc.copies / q
-        row.update({"write_bytes_per_s": wb, "dwpd": wb * SECONDS_PER_DAY / cap_bytes if wb else None,
+        row.update({"write_bytes_per_s": wb, "dwpd": dwpd(wb, cap_bytes) if wb else None,
                     "key_sample_rate": q,
                     "steady_state": wb is not None,
                     "note": None if wb is not None else "L3 never evicts within the trace: no steady state"})
@@ -463,7 +460,7 @@ def plan_target(ctx: _Ctx, t: float) -> tuple[dict, list | None, list | None]:
         "reachable": hit_bytes is not None, "target_hit_ratio": cap.target_hit(hit_curve, t, relative=opt.relative),
         "hit_ratio": hit, "hit_capacity_bytes": hit_bytes, "need_bytes": need, "need": reason,
         "l2_bytes": l2, "l3_bytes": pick["capacity_bytes"], "write_bytes_per_s": st["write_bytes_per_s"],
-        "l3_write_bytes_per_day": (st["write_bytes_per_s"] or 0.0) * SECONDS_PER_DAY,
+        "l3_write_bytes_per_day": bytes_per_day(st["write_bytes_per_s"] or 0.0),
         "residence_s": st["residence_s"], "dwpd": st["dwpd"], "steady_state": st["state"],
         "ssd_class": chosen, "bound": pick["bound"], "ssd_bytes": pick["capacity_bytes"],
         "dwpd_host": pick["dwpd_host"], "dwpd_rating_equivalent": pick["dwpd_rating_equivalent"],
@@ -616,7 +613,7 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
         # both layouts' own streams at the picked class's store: what the layout does to the NAND
         for name in LAYOUT_NAMES:
             w, src = wafs.at(pick["store_bytes"], prices.ssd[pick["class"]], layout=name)
-            nand = pick["write_bytes_per_s"] * SECONDS_PER_DAY * w
+            nand = bytes_per_day(pick["write_bytes_per_s"]) * w
             layouts[name] = {"waf": w, "model": src, "nand_bytes_per_day": nand,
                              "nand_writes_per_day": nand / pick["capacity_bytes"]}
     policies = None
@@ -692,8 +689,8 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
         "usd_per_day_loading_wins": pick["usd_per_day"].get("total_loading_wins") if pick else None,
         "load_tier": ({"name": opt.load_tier.name, "bandwidth_bytes_per_s": opt.load_tier.bandwidth_bytes_per_s,
                        "latency_s": opt.load_tier.latency_s} if opt.load_tier is not None else None),
-        "l3_write_bytes_per_day": (pick["write_bytes_per_s"] or 0.0) * SECONDS_PER_DAY if pick else None,
-        "nand_bytes_per_day": (pick["write_bytes_per_s"] or 0.0) * SECONDS_PER_DAY * waf if pick else None,
+        "l3_write_bytes_per_day": bytes_per_day(pick["write_bytes_per_s"] or 0.0) if pick else None,
+        "nand_bytes_per_day": bytes_per_day(pick["write_bytes_per_s"] or 0.0) * waf if pick else None,
         "waf": waf, "waf_source": waf_source, "layouts": layouts, "write_policies": policies,
         "deployment": deployment, "measured": measured, "warnings": warnings, "admission": admission,
         "stationarity": stat.to_dict() | {"note": stat_note},
@@ -766,7 +763,8 @@ def answer(out: dict) -> dict:
                                                  " (the trace's)" if out["rate_scale"] == 1 else "")
     src = out.get("source") or {}
     if src.get("source") == "generated":
-        lines.append(f"From the workload model {src.get('generated_from')} (generated, {src.get('span_s', 0) / 86400:.3g} "
+        lines.append(f"From the workload model {src.get('generated_from')} (generated, "
+                     f"{src.get('span_s', 0) / SECONDS_PER_DAY:.3g} "
                      "days" + (f", key sample {src['sample_rate']:g}" if (src.get("sample_rate") or 1) < 1 else "")
                      + "; not a measured trace):")
         if src.get("fitted_span_s") and out.get("residence_s"):
@@ -798,20 +796,28 @@ def answer(out: dict) -> dict:
             lines.append(f"That residence is beyond the {format_duration(shown)} this trace shows: its write rate is "
                          "held at its value there, so the capacity is an upper bound (a longer trace, or a workload "
                          "model fitted to this one with kvbench trace fit, shows it).")
-        lines.append(f"One GB of DRAM is replaced by {d['ssd_per_dram']:.3g} GB of SSD at equal hit ratio: "
-                     f"{d['ssd_per_dram_reason']}.")
+        ssd, hit_ssd = d["capacity_bytes"], d["hit_capacity_bytes"] / (d["store_bytes"] / d["capacity_bytes"])
+        lines.append(f"DRAM:SSD bought 1:{ssd / t['l2_bytes']:.3g}" if t.get("l2_bytes") else "No DRAM in front")
+        lines[-1] += (f"; {format_bytes(hit_ssd, binary=False)} of SSD for hits, "
+                      f"{format_bytes(ssd - hit_ssd, binary=False)} more so the drives last "
+                      f"({d['ssd_per_dram_reason']})." if d["bound"] == "endurance"
+                      else f" ({d['ssd_per_dram_reason']}).")
         plans = out["plans"][head]
         rec = plans[0]["usd_per_day"]["total"]
         cons = d["usd_per_day"].get("total_loading_wins")
         w = d.get("loading_wins") or {}
-        lines.append(f"Cost: ${d['usd_per_day']['total']:,.2f}/day (DRAM, SSD and the GPU time of the misses) "
-                     f"against ${rec:,.2f}/day recomputing every prompt ({out['prices']['name']} prices, "
-                     f"{out['prices']['status']})"
-                     + (f"; ${cons:,.2f}/day counting only the hits whose load beats recompute "
-                        f"({100 * w.get('fraction', 0):.0f}% of hit tokens at {out['load_tier']['name']}'s "
-                        "measured speed)." if cons is not None else
-                        "; every hit counted as saved prefill (give --load-tier to count only hits whose load beats "
-                        "recompute)."))
+        prices = f"({out['prices']['name']} prices, {out['prices']['status']})"
+        if cons is not None:        # the cost line counts only the hits whose load beats recomputing them
+            lines.append(f"Cost: ${cons:,.2f}/day (DRAM, SSD and the GPU time of every prompt token whose load does "
+                         f"not beat recompute: {100 * w.get('fraction', 0):.0f}% of hit tokens load faster at "
+                         f"{out['load_tier']['name']}'s measured speed) against ${rec:,.2f}/day recomputing every "
+                         f"prompt {prices}" + (": the tier pays." if cons < rec else
+                                              ": recompute; a KV tier on this device does not pay at this "
+                                              "model/GPU."))
+        else:
+            lines.append(f"Cost: ${d['usd_per_day']['total']:,.2f}/day (DRAM, SSD and the GPU time of the misses) "
+                         f"against ${rec:,.2f}/day recomputing every prompt {prices}; every hit counted as saved "
+                         "prefill (give --load-tier to count only hits whose load beats recompute).")
     if (out.get("stationarity") or {}).get("note"):
         lines.append(out["stationarity"]["note"])
     dep = out.get("deployment")

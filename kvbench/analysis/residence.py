@@ -39,9 +39,8 @@ from functools import cached_property
 import numpy as np
 from numba import njit
 
+from kvbench.analysis.endurance import dwpd_at_residence
 from kvbench.errors import SpecError
-
-SECONDS_PER_DAY = 86_400.0
 
 
 @njit(cache=True, nogil=True)
@@ -191,7 +190,7 @@ class SteadyCurve:
         steady = np.where(ok, self.steady_writes[np.minimum(j, n - 1)], 0.0) if n > 1 else np.zeros(i.shape)
         return {"turned_over": filled & (steady >= np.asarray(capacity_blocks, dtype=np.float64)),
                 "write_blocks_per_s": w, "residence_s": np.where(filled, t, np.nan),
-                "dwpd": np.where(filled, SECONDS_PER_DAY / np.where(filled, t, 1.0), np.nan),
+                "dwpd": np.where(filled, dwpd_at_residence(np.where(filled, t, 1.0)), np.nan),
                 "fill_time_s": fill, "filled": filled,
                 "steady_window_s": np.where(filled, self.span_s - fill, np.nan)}
 
@@ -327,14 +326,14 @@ def residence_for(curve: SteadyCurve, residence_s: float, *, time_scale: float =
     base = curve.extrapolation_base()
     if base is None:
         return {"retention_s": residence_s, "capacity_blocks": None, "capacity_bytes": None, "write_bytes_per_s": None,
-                "residence_s": None, "dwpd": SECONDS_PER_DAY / residence_s, "extrapolated": True,
+                "residence_s": None, "dwpd": dwpd_at_residence(residence_s), "extrapolated": True,
                 "basis": "no capacity fills within the trace: no steady state to extrapolate from"}
     w = curve.held_write_blocks_per_s() * time_scale * copies
     w_low = curve.new_blocks_per_s * time_scale * copies
     cap_blocks = w * residence_s
     return {"retention_s": residence_s, "capacity_blocks": cap_blocks, "capacity_bytes": cap_blocks * bb,
             "capacity_bytes_lower": w_low * residence_s * bb,
-            "write_bytes_per_s": w * bb, "residence_s": residence_s, "dwpd": SECONDS_PER_DAY / residence_s,
+            "write_bytes_per_s": w * bb, "residence_s": residence_s, "dwpd": dwpd_at_residence(residence_s),
             "extrapolated": True,
             "basis": (f"beyond the trace (the longest residence it shows is "
                       f"{curve.observed_residence_s[base] / time_scale:,.0f} s): write rate held at its value "

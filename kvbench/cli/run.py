@@ -346,6 +346,7 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
     parts: dict = {}
     steps: list = []
     notes: list = []
+    check_out: dict = {}
 
     def save(status, extra=None):
         rd.write_summary({"parts": parts, "steps": steps, "config": config, "notes": notes, **(extra or {})},
@@ -433,9 +434,8 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
                     for x in plan.get("retention_sweep") or []]
             if rows:
                 rd.write_json("retention.json", rows)
-        for line in ((plan.get("answer") or {}).get("sentences") or []) if st.ok else []:
-            click.echo(f"        {line}", err=True)
-        prog.done(t, "plan written" if st.ok else f"FAILED: {st.error}")
+        prog.done(t, "plan written (the answer follows the load-vs-recompute check)" if st.ok
+                  else f"FAILED: {st.error}")
 
         t = prog.step(f"load vs recompute (kvbench check, profile {compute_profile})")
         measured = [k for k, v in tiers.items() if isinstance(v, dict) and (v.get("read_bytes") or 0) > 0]
@@ -451,6 +451,7 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
                 st = step("check", ["check"], (), {**copts, "tier": [paths.tier_arg(n) for n in paths.tiers]})
             if st.result:
                 rd.write_json("check.json", CheckResult.from_json(st.result, "kvbench check --json").to_json())
+                check_out = st.result
             ctiers = (st.result or {}).get("tiers") or {}
             verdicts = [v.get("verdict") for v in ctiers.values() if isinstance(v, dict)]
             prog.done(t, "; ".join(str(v) for v in verdicts) if st.ok else f"FAILED: {st.error}")
@@ -478,7 +479,7 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
     failed = [s["name"] for s in steps if not s["ok"]]
     status = "complete" if not failed else "partial"
     extra = {"reason": "failed steps: " + ", ".join(failed)} if failed else {}
-    extra["answer"] = job_answer(sim, r, plan, sampling)
+    extra["answer"] = job_answer(sim, r, plan, sampling, check_out, rd.path)
     save(status, extra)
     out = Path(output) if output else default_report_path([rd.path])
     path, index = build_report([rd.path], out, title=f"kvbench run: {Path(trace_path).name}, {spec.name}")
@@ -488,6 +489,10 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
     if as_json:
         emit_json(summary)
     else:
+        if summary.get("answer"):
+            from kvbench.analysis.answer import Answer, text_table
+
+            click.echo(text_table(Answer.from_json(summary["answer"], f"{rd.path}/summary.json")))
         click.echo(f"report: {path}\nrun_dir: {rd.path}")
     if failed:
         from kvbench.errors import KvbenchError
@@ -502,28 +507,25 @@ def _issued(replay: dict) -> int:
     return int(replay.get("requests") or 0) - int(replay.get("requests_not_issued") or 0)
 
 
-def job_answer(sim: dict, replay: dict, plan: dict, sampling) -> dict:
-    """The job's answer: hit ratios from the whole-trace simulation, endurance and cost from the steady-state plan,
-    and how much of the trace the timed I/O covered."""
-    dep = plan.get("deployment") or {}
-    head = (plan.get("answer") or {}).get("target")
-    t = (plan.get("per_target") or {}).get(head) or {}
-    return {
-        "hit_ratio": sim.get("hit_ratio"), "tier_hit_ratio": {k: v.get("hit_ratio") for k, v in
-                                                             (sim.get("tiers") or {}).items() if isinstance(v, dict)},
-        "trace_requests": sim.get("requests"), "replayed_requests": replay.get("requests"),
-        "replayed_fraction": (replay.get("requests") or 0) / sim["requests"] if sim.get("requests") else None,
-        "l2_bytes": sampling.modelled_l2_bytes, "l3_bytes": sampling.modelled_l3_bytes,
-        "planned_l2_bytes": t.get("l2_bytes"), "planned_l3_bytes": t.get("ssd_bytes"),
-        "ssd_class": plan.get("ssd_class"), "bound": plan.get("bound"),
-        "dwpd_host": plan.get("dwpd"), "dwpd_rating_equivalent": plan.get("dwpd_rating_equivalent"),
-        "residence_s": plan.get("residence_s"), "ssd_per_dram": plan.get("ssd_per_dram_gb"),
-        "usd_per_day": plan.get("usd_per_day"), "lifetime_years": plan.get("lifetime_years"),
-        "deployment": {k: dep.get(k) for k in ("gpus", "drives", "drive_capacity_bytes", "utilization",
-                                                "requests_per_s", "dwpd_host_per_drive",
-                                                "dwpd_rating_equivalent_per_drive", "residence_s")} if dep else None,
-        "sentences": (plan.get("answer") or {}).get("sentences") or [],
-    }
+def job_answer(sim: dict, replay: dict, plan: dict, sampling, check: dict | None = None, job=None) -> dict | None:
+    """The job's answer (:class:`kvbench.analysis.answer.Answer`, computed once from the plan, the check and the
+    replay's coverage), plus what the whole-trace simulation found at the replayed tier sizes (``simulated``)."""
+    from kvbench.analysis.answer import Sources, build_answer
+
+    if not plan.get("per_target"):
+        return None
+    job = Path(job) if job is not None else Path(".")
+    src = Sources(plan=str(job / "plan.json"), check=str(job / "check.json"),
+                  replay=f"{replay.get('run_dir') or 'the replay'}/summary.json",
+                  simulate=f"{sim.get('run_dir') or 'the simulation'}/summary.json")
+    trace = int(replay.get("trace_requests") or sim.get("requests") or 0) or None
+    out = build_answer(plan, check or None, trace_requests=trace, requests_issued=_issued(replay) if replay else None,
+                       sources=src).to_json()
+    out["simulated"] = {"hit_ratio": sim.get("hit_ratio"), "l2_bytes": sampling.modelled_l2_bytes,
+                        "l3_bytes": sampling.modelled_l3_bytes,
+                        "tier_hit_ratio": {k: v.get("hit_ratio") for k, v in (sim.get("tiers") or {}).items()
+                                           if isinstance(v, dict)}}
+    return out
 
 
 COMMANDS = [run_cmd]

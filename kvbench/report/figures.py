@@ -485,7 +485,7 @@ def dwpd_vs_retention(runs: list[RunData]) -> go.Figure | None:
         if not rows:
             continue
         rows.sort(key=lambda r: float(r["retention_s"]))
-        x = [float(r["retention_s"]) / 3600.0 for r in rows]
+        x = [float(r["retention_s"]) for r in rows]
         color = PALETTE[ri % len(PALETTE)]
         symbols = ["circle-open" if r.get("extrapolated") else "circle" for r in rows]
         text = ["beyond the trace: extrapolated" if r.get("extrapolated") else "shown by the trace" for r in rows]
@@ -504,7 +504,9 @@ def dwpd_vs_retention(runs: list[RunData]) -> go.Figure | None:
         return None
     fig.update_layout(title="Retention: capacity grows and DWPD falls as KV is kept longer (hollow: beyond the trace)",
                       **_LAYOUT)
-    fig.update_xaxes(title="retention (hours, log)", type="log")
+    xs = _trace_values(fig, "x")
+    tv, tt = duration_ticks(min(xs), max(xs))
+    fig.update_xaxes(title="retention (log)", type="log", **({"tickvals": tv, "ticktext": tt} if tv else {}))
 
     def spans_decades(secondary: bool) -> bool:   # series two decades apart are unreadable on a linear axis
         ys = [v for t in fig.data if bool(getattr(t, "yaxis", "y") == "y2") == secondary
@@ -730,6 +732,22 @@ def steady_state_vs_capacity(runs: list[RunData]) -> go.Figure | None:
         fig.add_trace(go.Scatter(x=fx, y=[(_num(r.get("residence_s")) or 0) / 3600 for r in filled],
                                  mode="lines+markers", name=_name(runs, rd, "residence time"),
                                  line=dict(color=color, dash="dot"), marker=marks), row=3, col=1)
+        # beyond the trace (write rate held: the line every extrapolated answer, planned stars included, sits on)
+        ext = sorted((float(r["capacity_bytes"]), float(r["dwpd"]), float(r["retention_s"]))
+                     for r in plan.get("retention_sweep") or []
+                     if r.get("extrapolated") and _num(r.get("capacity_bytes")) and _num(r.get("dwpd")))
+        xmax = x[-1]
+        if ext and fx:
+            last = filled[-1]
+            ext = [(fx[-1] * 2**40, _num(last.get("dwpd")), _num(last.get("residence_s")))] + ext
+            ex = [c / 2**40 for c, _, _ in ext]
+            xmax = max(xmax, ex[-1])
+            style = dict(mode="lines+markers", line=dict(color=color, dash="dash", width=1),
+                         marker=dict(symbol="circle-open", size=7))
+            fig.add_trace(go.Scatter(x=ex, y=[d for _, d, _ in ext], name=_name(runs, rd, "beyond the trace (write "
+                                     "rate held)"), **style), row=2, col=1)
+            fig.add_trace(go.Scatter(x=ex, y=[(r or 0) / 3600 for _, _, r in ext], showlegend=False, **style),
+                          row=3, col=1)
         fitted = _num((plan.get("source") or {}).get("fitted_span_s"))
         if fitted:          # a fitted model's stream: residence above the fitted trace's span is its extension
             fig.add_hline(y=fitted / 3600, line=dict(color=color, dash="dash", width=1), row=3, col=1,
@@ -740,9 +758,10 @@ def steady_state_vs_capacity(runs: list[RunData]) -> go.Figure | None:
             waf, ref = _num(d.get("workload_waf")), _num(d.get("reference_waf"))
             if allowed and waf and ref:
                 c2 = PALETTE[(ri + di + 1) % len(PALETTE)]
-                fig.add_hline(y=allowed * ref / waf, line=dict(color=c2, dash="dash", width=1), row=2, col=1,
-                              annotation_text=f"{d['class']}: rating allows {allowed * ref / waf:.3g} host DWPD",
-                              annotation_position="top left")
+                fig.add_trace(go.Scatter(x=[x[0], xmax], y=[allowed * ref / waf] * 2, mode="lines",
+                                         line=dict(color=c2, dash="dash", width=1),
+                                         name=_name(runs, rd, f"{d['class']}: rating allows "
+                                                               f"{allowed * ref / waf:.3g} host DWPD")), row=2, col=1)
                 cap = _num(d.get("capacity_bytes"))
                 if cap and _num(d.get("dwpd_host")):
                     fig.add_trace(go.Scatter(x=[cap / 2**40], y=[d["dwpd_host"]], mode="markers",
@@ -797,6 +816,18 @@ def admission_frontier(runs: list[RunData]) -> go.Figure | None:
 
 
 # --- the answer's figure: what keeping KV longer costs in capacity and in drive writes ------------------------
+#: ticks for a log axis of durations: values a reader names (1 min, 1 h, 1 d), never 2.78 h
+DURATION_TICKS = ((1.0, "1 s"), (10.0, "10 s"), (60.0, "1 min"), (600.0, "10 min"), (3600.0, "1 h"),
+                  (6 * 3600.0, "6 h"), (86400.0, "1 d"), (7 * 86400.0, "1 week"), (30 * 86400.0, "30 d"),
+                  (365 * 86400.0, "1 year"))
+
+
+def duration_ticks(lo: float, hi: float) -> tuple[list[float], list[str]]:
+    """The named durations within [lo / 2, hi x 2] (plotly pads the range), as tick values and labels."""
+    got = [(v, t) for v, t in DURATION_TICKS if lo / 2 <= v <= hi * 2]
+    return [v for v, _ in got], [t for _, t in got]
+
+
 def _keep_curve(plan: dict) -> list[tuple[float, float, bool]]:
     """(residence s, store bytes, extrapolated) from the plan's capacity curve (tiers that turned over: the
     trace shows their residence) and its retention sweep (beyond the trace: write rate held, capacity = W x R),
@@ -820,6 +851,8 @@ def answer_figure(runs: list[RunData]) -> go.Figure | None:
         return None
     a, plan = run_answer(rd), rd.analysis("plan")
     pts = _keep_curve(plan)
+    if len([p for p in pts if p[0] >= 60.0]) >= 2:     # a store rewritten within a minute is no KV tier
+        pts = [p for p in pts if p[0] >= 60.0]
     res = a.value("residence_s")
     if len(pts) < 2 or not res:
         return None
@@ -844,11 +877,12 @@ def answer_figure(runs: list[RunData]) -> go.Figure | None:
                                      name=f"{d['class']}: its rating allows {y:.3g} host DWPD"), row=2, col=1)
     store = a.value("store_bytes")
     fig.add_trace(go.Scatter(x=[res], y=[store], mode="markers", marker=dict(symbol="star", size=16, color="black"),
-                             name=f"the answer: KV kept {format_duration(res)}, {format_bytes(store)} store"),
+                             name=f"{'the answer' if a.choice == 'dram+ssd' else 'the SSD tier, if built'}: KV kept "
+                                  f"{format_duration(res)} in a {format_bytes(store, binary=False)} store"),
                   row=1, col=1)
     fig.add_trace(go.Scatter(x=[res], y=[float(dwpd_at_residence(res))], mode="markers", showlegend=False,
                              marker=dict(symbol="star", size=16, color="black")), row=2, col=1)
-    tv, tt = log_ticks(lo, hi, format_duration)
+    tv, tt = duration_ticks(lo, hi)
     fig.update_layout(title=f"Keeping KV longer: a larger store, fewer drive writes (hollow: beyond the trace)",
                       **{**_LAYOUT, "height": 620})
     for row in (1, 2):

@@ -31,6 +31,10 @@ td.pass,h3.pass{color:#1b5e20;font-weight:bold} td.fail,h3.fail{color:#b71c1c;fo
 .banner{background:#ffebee;border:1px solid #e57373;padding:8px 12px;margin:10px 0;color:#b71c1c}
 .env td,.env th{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.85em;word-break:break-all}
 #kvbench-js-errors:empty{display:none} #kvbench-js-errors{background:#fee;color:#900;padding:8px}
+.answer-box{font-size:1em;border:2px solid #555} .answer-box th{white-space:nowrap;background:#f7f7f7}
+.answer-box tr.decision td{font-weight:bold} .answer-box tr.decision.load td{color:#1b5e20}
+.answer-box tr.decision.recompute td{color:#b71c1c} .answer-box td.prov{color:#777;font-size:.85em}
+.answer-box td.prov.suspect{color:#b71c1c;font-weight:bold}
 .fig{margin:8px 0 24px 0} .note{color:#666;font-size:.9em} .caption{margin:4px 0;color:#333;font-style:italic}
 """
 
@@ -93,6 +97,11 @@ def render(runs: list[RunData], title: str | None = None) -> tuple[str, dict]:
     if ans:
         sections.append("<h2 id='answer'>The answer</h2>" + ans)
         index["sections"].append("answer")
+        fig = F.answer_figure(runs)
+        if fig is not None:
+            sections.append(f"<p class='caption'>{esc(F.caption(F.answer_figure))}</p>"
+                            f"<div class='fig'>{_figure_div(fig, 'fig-answer_figure')}</div>")
+            index["figures"].append("answer_figure")
     sections.append("<h2 id='verdict'>Verdict summary</h2>" + T.verdict_table(runs))
     index["sections"].append("verdict")
     crit = T.criteria_table(runs)

@@ -29,6 +29,8 @@ def fmt(key: str, v) -> str:
         if not math.isfinite(f):
             return "—"
         k = key.lower()
+        if re.search(r"(blocks|requests|slots|copies|count|_n)$", k):      # counts are counts, not bytes
+            return _fmt_number(f)
         if k.endswith(("bytes_per_s", "bw")) or "_bytes_per_s" in k:
             return format_rate(f)
         if k in ("bs", "config.bs") or k.endswith(".bs") or k.endswith("bytes") or "capacity" in k or re.fullmatch(r"(config\.)?l[1-4](_capacity)?", k) \
@@ -61,10 +63,37 @@ def answer_sentences(rd: RunData) -> list[str]:
     return []
 
 
+def run_answer(rd: RunData):
+    """The job's :class:`kvbench.analysis.answer.Answer` (``kvbench run``'s summary), or None."""
+    from kvbench.analysis.answer import Answer
+
+    a = rd.summary.get("answer")
+    return Answer.from_json(a, f"{rd.path}/summary.json") if isinstance(a, dict) and "decision" in a else None
+
+
+def answer_box(a) -> str:
+    """The answer box: the rows every view prints (:func:`kvbench.analysis.answer.rows`), provenance beside
+    each, the decision first."""
+    from kvbench.analysis.answer import rows
+
+    body = []
+    for i, (label, text, kind) in enumerate(rows(a)):
+        cls = f" class='decision {a.decision}'" if i == 0 else ""
+        body.append(f"<tr{cls}><th>{_esc(label)}</th><td>{_esc(text)}</td><td class='prov {_esc(kind)}'>"
+                    f"{_esc(kind)}</td></tr>")
+    body += [f"<tr><th>note</th><td colspan='2'>{_esc(n)}</td></tr>" for n in a.notes]
+    return f"<table class='answer-box'><tbody>{''.join(body)}</tbody></table>"
+
+
 def answer_html(runs: list[RunData]) -> str | None:
-    """One paragraph per run stating tier sizes, the binding constraint, DWPD, residence, 1:N and $/day."""
+    """Per run: the job's answer box, or (a plan run) the plan's sentences."""
     parts = []
     for rd in runs:
+        a = run_answer(rd)
+        if a is not None:
+            head = f"<p><b>{_esc(rd.label)}</b></p>" if len(runs) > 1 else ""
+            parts.append(head + answer_box(a))
+            continue
         lines = answer_sentences(rd)
         if lines:
             head = f"<p><b>{_esc(rd.label)}</b></p>" if len(runs) > 1 else ""
@@ -159,10 +188,15 @@ def verdict_rows(rd: RunData) -> list[tuple[str, str, str]]:
     plan = rd.analysis("plan")
     if isinstance(plan, dict):
         for k, v in flatten(plan.get("capacity_bytes") or {}).items():
-            rows.append(("capacity", f"needed {k}".replace(".", " @ ", 1) if "." in k else f"needed for {k}", fmt("capacity_bytes", v)))
-        for key, label in (("dwpd", "required DWPD"), ("waf", "write amplification (device)"),
-                           ("lifetime_years", "lifetime (years)"), ("knee_bytes", "knee capacity"),
-                           ("ssd_per_dram_gb", "GB of SSD replacing 1 GB of DRAM")):
+            tier, _, target = k.partition(".")
+            what = "SSD store needed (before whole drives)" if tier == "l3" else f"{tier} needed"
+            rows.append(("capacity", f"{what} @ {target}" if target else f"needed for {k}", fmt("capacity_bytes", v)))
+        headline = (("dwpd", "required DWPD"), ("waf", "write amplification (device)"),
+                    ("lifetime_years", "lifetime (years)"), ("knee_bytes", "knee capacity"),
+                    ("ssd_per_dram_gb", "SSD over-sizing for endurance (SSD / hit capacity)"))
+        if run_answer(rd) is not None:      # the answer box states DWPD, lifetime and the SSD per drive
+            headline = tuple(h for h in headline if h[0] in ("waf", "knee_bytes"))
+        for key, label in headline:
             v = plan.get(key)
             if isinstance(v, dict):
                 for k2, v2 in flatten(v).items():
@@ -341,6 +375,6 @@ def _env_label(key: str) -> str:
     """An environment row's key in words, path kept: ``config.sizing.footprint_bytes`` -> ``config ›
     sizing › footprint`` (no raw ``_bytes``/``_per_s`` names as visible labels)."""
     head, sep, rest = key.rpartition(": ")
-    parts = [human(p) if re.search(r"_(bytes|per_s|us|ms|s)$|_bytes_|_per_s", p) else p for p in rest.split(".")]
+    parts = [human(p) for p in rest.split(".")]
     return head + sep + " › ".join(parts)
 
