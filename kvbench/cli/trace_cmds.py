@@ -257,7 +257,11 @@ def fit_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, ou
         raise UsageError(f"--seeds must be >= 1, got {seeds}", "give e.g. --seeds 3")
     out = Path(output)
     tr = trace_from_options(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit)
-    res, good = fit_and_score(tr, load_model_file(defaults) if defaults else None, name=name, seeds=seeds, seed=seed)
+    from kvbench.progress import Line
+
+    with Line("trace fit: scoring regenerated traces", None, "traces") as line:
+        res, good = fit_and_score(tr, load_model_file(defaults) if defaults else None, name=name, seeds=seeds,
+                                  seed=seed, progress=lambda done, total: line.update(done, total=total))
     header = (f"Workload model fitted by kvbench trace fit to {tr.path}\n"
               f"({tr.n_requests} requests over {tr.duration_s:.0f} s, {tr.block_tokens}-token blocks).\n"
               f"Goodness over {seeds} regenerated traces: hit-ratio curve MAE {good['curve_mae']:.4f}, max error "

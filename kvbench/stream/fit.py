@@ -385,11 +385,15 @@ def goodness(trace: Trace, model: WorkloadModel, seed: int = 0, points: int = CU
     }
 
 
-def goodness_over_seeds(trace: Trace, model: WorkloadModel, seeds: int = 3, seed: int = 0) -> dict:
+def goodness_over_seeds(trace: Trace, model: WorkloadModel, seeds: int = 3, seed: int = 0, tick=None) -> dict:
     """``goodness`` averaged over ``seeds`` generated traces (a short trace's regeneration is noisy): the mean of
-    each error, the worst seed's, and every seed's figures."""
+    each error, the worst seed's, and every seed's figures. ``tick()`` after each generated trace is scored."""
     cold = starts_cold(trace)
-    runs = [goodness(trace, model, seed + i, cold=cold) for i in range(max(1, seeds))]
+    runs = []
+    for i in range(max(1, seeds)):
+        runs.append(goodness(trace, model, seed + i, cold=cold))
+        if tick is not None:
+            tick()
     out = {k: float(np.mean([r[k] for r in runs])) for k in ("curve_mae", "curve_max_error")}
     ks = [r["reuse_time_ks"] for r in runs if r["reuse_time_ks"] is not None]
     out["reuse_time_ks"] = float(np.mean(ks)) if ks else None
@@ -407,20 +411,29 @@ LENGTH_QUANTILES = ("first_user_quantiles", "user_quantiles", "output_quantiles"
 
 
 def fit_and_score(trace: Trace, defaults: WorkloadModel | None = None, name: str | None = None, seeds: int = 3,
-                  seed: int = 0) -> tuple[FitResult, dict]:
+                  seed: int = 0, progress=None) -> tuple[FitResult, dict]:
     """Fit, then keep the length representation (measured quantiles, or lognormals of the same means) whose
     regenerated traces reproduce the hit-ratio curve better; returns the result and its goodness of fit.
 
     Prompt lengths of real traces are often mixtures (chat next to pasted documents) that no lognormal
     follows, but the quantiles of a few thousand requests carry the sessions the recovery missed: the curve
-    decides, and ``observed["length_distributions"]`` says which was kept."""
+    decides, and ``observed["length_distributions"]`` says which was kept. ``progress(done, total)`` counts
+    the regenerated traces scored."""
     res = fit_model(trace, defaults, name)
     empirical = res.model
     lognormal = replace(empirical, prompts=replace(empirical.prompts, **{k: () for k in LENGTH_QUANTILES}))
+    total, done = max(1, seeds) * (1 if empirical == lognormal else 2), [0]
+
+    def tick():
+        done[0] += 1
+        progress(done[0], total)
+    if progress is not None:
+        progress(0, total)
+    tick_or_none = tick if progress is not None else None
     if empirical == lognormal:
         res.observed["length_distributions"] = "lognormal"
-        return res, goodness_over_seeds(trace, lognormal, seeds=seeds, seed=seed)
-    scored = [(goodness_over_seeds(trace, m, seeds=seeds, seed=seed), m, kind)
+        return res, goodness_over_seeds(trace, lognormal, seeds=seeds, seed=seed, tick=tick_or_none)
+    scored = [(goodness_over_seeds(trace, m, seeds=seeds, seed=seed, tick=tick_or_none), m, kind)
               for m, kind in ((empirical, "empirical"), (lognormal, "lognormal"))]
     good, model, kind = min(scored, key=lambda x: x[0]["curve_mae"])
     res.model = model
