@@ -16,14 +16,6 @@ MiB = 1 << 20
 ROOT = os.geteuid() == 0
 
 
-def _losetup(*args) -> str:
-    try:
-        return subprocess.run(["losetup", "-f", "--show", *map(str, args)], check=True, capture_output=True,
-                              text=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError) as e:
-        pytest.skip(f"losetup failed here: {getattr(e, 'stderr', e)}")
-
-
 def _image(tmp_path, name: str, mib: int):
     img = tmp_path / name
     with open(img, "wb") as f:
@@ -32,21 +24,10 @@ def _image(tmp_path, name: str, mib: int):
 
 
 @pytest.fixture
-def loops():
-    """Attach loop devices through ``attach(img, *losetup args)``; detached (and unmounted) afterwards."""
-    if not ROOT or shutil.which("losetup") is None:
-        pytest.skip("loop devices need root and losetup")
-    made = []
-
-    def attach(*args):
-        made.append(_losetup(*args))
-        return made[-1]
-
-    yield attach
-    for dev in reversed(made):
-        subprocess.run(["umount", dev], capture_output=True)
-        subprocess.run(["swapoff", dev], capture_output=True)
-        subprocess.run(["losetup", "-d", dev], capture_output=True)
+def loops(loop_devices):
+    """Attach loop devices through ``attach(*losetup args, img)``: conftest's loop_devices (autoclear, held open,
+    unmounted and swapped off afterwards)."""
+    return lambda *args: loop_devices.attach(args[-1], *args[:-1])
 
 
 def test_loop_whose_backing_file_is_mounted_through_another_loop_is_refused(loops, tmp_path):

@@ -91,20 +91,10 @@ def test_system_disk_is_refused_for_writes():
 
 # --- loop devices ------------------------------------------------------------------------------------
 @pytest.fixture
-def loopdev(tmp_path):
-    if not ROOT or shutil.which("losetup") is None:
-        pytest.skip("loop devices need root and losetup")
-    img = tmp_path / "loop.img"
-    with open(img, "wb") as f:
-        f.truncate(32 * MiB)
-    try:
-        dev = subprocess.run(["losetup", "-P", "-f", "--show", str(img)], check=True, capture_output=True,
-                             text=True).stdout.strip()
-    except subprocess.CalledProcessError as e:
-        pytest.skip(f"losetup failed here: {e.stderr.strip()}")
-    yield dev, img
-    subprocess.run(["umount", dev], capture_output=True)
-    subprocess.run(["losetup", "-d", dev], check=False)
+def loopdev(loop_devices):
+    """A 32 MiB loop device with partition scanning (conftest's loop_devices: autoclear, held open)."""
+    img = loop_devices.image("loop.img", 32)
+    return loop_devices.attach(img, "-P"), img
 
 
 def test_loop_read_needs_no_flag_write_needs_matching_flag(loopdev):
