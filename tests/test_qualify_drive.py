@@ -29,19 +29,9 @@ CONTRACT = {"name", "workload", "metric", "value", "threshold", "outcome"}
 
 
 @pytest.fixture
-def loopdev(tmp_path):
-    if os.geteuid() != 0 or shutil.which("losetup") is None:
-        pytest.skip("loop devices need root and losetup")
-    img = tmp_path / "drive.img"
-    with open(img, "wb") as f:
-        f.truncate(1024 * MiB)
-    try:
-        dev = subprocess.run(["losetup", "-f", "--show", str(img)], check=True, capture_output=True,
-                             text=True).stdout.strip()
-    except subprocess.CalledProcessError as e:
-        pytest.skip(f"losetup failed here: {e.stderr.strip()}")
-    yield dev
-    subprocess.run(["losetup", "-d", dev], check=False)
+def loopdev(loop_devices):
+    """A 1 GiB loop device (conftest's loop_devices: autoclear, held open, so a killed run leaves none)."""
+    return loop_devices.attach(loop_devices.image("drive.img", 1024))
 
 
 @pytest.mark.parametrize("name", sorted(preset_names("qualify")))
