@@ -50,7 +50,9 @@ def test_a_price_table_reads_every_field():
     assert p.overrides == ()
     d = p.to_dict()
     assert d["ssd"]["fast"] == {"usd_per_gb": 0.2, "dwpd": 3.0, "warranty_years": 5.0, "reference_waf": 2.5,
-                                "drive_capacity_bytes": 6.4e12, "label": "mixed use"}
+                                "reference_waf_source": "given in my.toml", "drive_capacity_bytes": 6.4e12,
+                                "raw_nand_bytes": None, "over_provisioning": 0.28, "pe_cycles": None,
+                                "label": "mixed use"}
     assert (d["name"], d["date"], d["status"], d["path"], d["dram_usd_per_gb"], d["dram_service_years"],
             d["gpu_usd_per_hour"], d["overrides"]) == ("t", "2026-01", "quoted", "my.toml", 4.0, 4.0, 2.0, [])
     assert d["sources"] == p.sources
@@ -106,8 +108,12 @@ def test_a_price_that_is_not_a_positive_number_names_its_field(place, bad):
         key = place.split(".")[1]
         d["ssd"] = {"fast": {**d["ssd"]["fast"], key: bad}}
         where = r"\[ssd.fast\]"
-        if key == "reference_waf" and bad is None:   # an absent reference WAF is allowed (None)
-            assert prices_from_dict(d).ssd["fast"].reference_waf is None
+        if key == "reference_waf" and bad is None:   # absent: computed by the FTL model at the class's OP
+            from kvbench.analysis.drive_class import jesd219_waf
+
+            f = prices_from_dict(d).ssd["fast"]
+            assert (f.reference_waf, f.reference_waf_source) == (jesd219_waf(0.28),
+                                                                 "computed: FTL model, JESD219A, op 0.28")
             return
     with pytest.raises(SpecError, match=rf"my.toml: {where}: field '{key}' must be a number > 0"):
         prices_from_dict(d, where="my.toml")
@@ -133,7 +139,9 @@ def test_the_shipped_preset_holds_the_numbers_its_file_states():
     assert DEFAULT_PRICES == "2025-h2" and p.name == "2025-h2" and p.status == "assumption"
     assert (p.dram_usd_per_gb, p.dram_service_years, p.gpu_usd_per_hour) == (5.0, 5.0, 3.0)
     assert {k: (c.usd_per_gb, c.dwpd, c.drive_capacity_bytes) for k, c in p.ssd.items()} == {
-        "tlc-1dwpd": (0.10, 1.0, 7.68e12), "tlc-3dwpd": (0.16, 3.0, 6.4e12), "qlc": (0.07, 0.5, 30.72e12)}
+        "tlc-1dwpd": (0.10, 1.0, 7.68e12), "tlc-3dwpd": (0.16, 3.0, 6.4e12), "qlc": (0.07, 0.3, 30.72e12)}
+    assert {k: (c.raw_nand_bytes, c.pe_cycles, c.warranty_years) for k, c in p.ssd.items()} == {
+        "tlc-1dwpd": (8 * 2**40, 11000, 5), "tlc-3dwpd": (8 * 2**40, 11000, 5), "qlc": (32 * 2**40, 3000, 5)}
     assert p.path.endswith("prices/2025-h2.toml") and price_path("2025-h2").name == "2025-h2.toml"
     assert str(price_path("2025-h2")) == p.path
 

@@ -314,7 +314,8 @@ def test_an_answer_the_trace_shows_has_no_held_rate_sentence():
     answer quotes a measured residence and adds no 'beyond the trace' caveat (the held case is in the test above)."""
     tr = random_prefix_trace(5, n=400)
     bpt = 100_000
-    p = apply_overrides(load_prices(), ["ssd.tlc-1dwpd.dwpd=3000", "ssd.tlc-3dwpd.dwpd=3000", "ssd.qlc.dwpd=3000"])
+    p = apply_overrides(load_prices(), [f"ssd.{c}.{f}" for c in ("tlc-1dwpd", "tlc-3dwpd", "qlc")
+                                        for f in ("pe_cycles=1e8", "dwpd=3000")])   # flash that takes the rating
     out = build_plan(tr, block_bytes=512 * bpt, prices=p, tokens_per_s=20_000.0, bytes_per_token=bpt,
                      options=PlanOptions(targets=(0.9,), waf=1.5, sweep=(), write_policies=False))
     assert {r["steady_state"] for r in out["drives"]} == {"measured"}

@@ -185,7 +185,7 @@ def test_steps_get_the_region_results_and_destroy_data(tmp_path):
 
 def test_the_plan_is_judged_against_the_drive_under_tests_rating(tmp_path, cli):
     """A 3-DWPD drive (--drive rated_dwpd=3) is a mixed-use class: its rating's reference WAF is that class's
-    (3.0 in the preset), not the 1-DWPD class's (8.1), and the deployment's rating, lifetime and drive count are
+    (2.60 in the preset, FTL model at its OP), not the 1-DWPD class's (4.83), and the deployment's rating, lifetime and drive count are
     its own. The criterion then compares rating-equivalent DWPD computed against the same rating it is judged by."""
     prof = load_qualify_profile("kv-cache-offload")
     (plan,) = [w for w in prof.workloads if w.kind == "plan"]
@@ -204,8 +204,11 @@ def test_the_plan_is_judged_against_the_drive_under_tests_rating(tmp_path, cli):
     r = cli(*args)
     assert r.exit_code == 0, r.output
     dep = json.loads(r.output)["deployment"]
-    assert (dep["reference_class"], dep["rated_dwpd"], dep["reference_waf"]) == ("tlc-3dwpd", 3.0, 3.0)
-    assert dep["dwpd_rating_equivalent_per_drive"] == pytest.approx(dep["dwpd_host_per_drive"] * dep["workload_waf"] / 3.0)
+    from kvbench.analysis.cost import load_prices
+
+    ref = load_prices().ssd["tlc-3dwpd"].reference_waf      # the class's own (FTL model, JESD219A, op 0.374)
+    assert (dep["reference_class"], dep["rated_dwpd"], dep["reference_waf"]) == ("tlc-3dwpd", 3.0, ref)
+    assert dep["dwpd_rating_equivalent_per_drive"] == pytest.approx(dep["dwpd_host_per_drive"] * dep["workload_waf"] / ref)
     assert dep["lifetime_years"] == pytest.approx(5 * 3.0 / dep["dwpd_rating_equivalent_per_drive"])
 
 
@@ -213,10 +216,10 @@ def test_the_class_nearest_a_rating():
     from kvbench.analysis.cost import class_for_rating, load_prices
     from kvbench.errors import SpecError
 
-    p = load_prices()          # tlc-1dwpd (1 DWPD, reference WAF 8.1), tlc-3dwpd (3, 3.0), qlc (0.5, 8.1)
+    p = load_prices()          # tlc-1dwpd (1 DWPD, reference WAF 4.83), tlc-3dwpd (3, 2.60), qlc (0.3, 4.83)
     assert [class_for_rating(p, r) for r in (1, 3, 0.5, 0.3, 10, 1.5, 2.5)] == \
         ["tlc-1dwpd", "tlc-3dwpd", "qlc", "qlc", "tlc-3dwpd", "tlc-1dwpd", "tlc-3dwpd"]
     assert class_for_rating(p, 3 ** 0.5) == "tlc-3dwpd"        # equally near 1 and 3: the lower reference WAF
-    assert class_for_rating(p, 0.5 ** 0.5) == "qlc"            # equally near 0.5 and 1, same WAF: by name
+    assert class_for_rating(p, 0.3 ** 0.5) == "qlc"            # equally near 0.3 and 1, same WAF: by name
     with pytest.raises(SpecError, match="rating of 0 DWPD"):
         class_for_rating(p, 0)

@@ -30,7 +30,10 @@ class SsdClass:
     label: str = ""
     source: str = ""
     drive_capacity_bytes: float | None = None     # one drive of the class (drives = capacity / this)
-    over_provisioning: float | None = None
+    over_provisioning: float | None = None        # raw NAND / user capacity - 1 (derived when raw is stated)
+    raw_nand_bytes: float | None = None           # raw NAND capacity of one drive
+    pe_cycles: float | None = None                # NAND program/erase rating
+    reference_waf_source: str = ""                # the vendor's, or "computed: FTL model, JESD219A, op X"
 
 
 @dataclass(frozen=True)
@@ -53,7 +56,9 @@ class Prices:
                 "dram_usd_per_gb": self.dram_usd_per_gb, "dram_service_years": self.dram_service_years,
                 "gpu_usd_per_hour": self.gpu_usd_per_hour,
                 "ssd": {k: {"usd_per_gb": c.usd_per_gb, "dwpd": c.dwpd, "warranty_years": c.warranty_years,
-                            "reference_waf": c.reference_waf, "drive_capacity_bytes": c.drive_capacity_bytes,
+                            "reference_waf": c.reference_waf, "reference_waf_source": c.reference_waf_source,
+                            "drive_capacity_bytes": c.drive_capacity_bytes, "raw_nand_bytes": c.raw_nand_bytes,
+                            "over_provisioning": c.over_provisioning, "pe_cycles": c.pe_cycles,
                             "label": c.label} for k, c in self.ssd.items()},
                 "sources": self.sources, "overrides": list(self.overrides)}
 
@@ -65,8 +70,24 @@ def _positive(d: dict, key: str, where: str) -> float:
     return float(v)
 
 
+def _size(c: dict, key: str, where: str, example: str) -> float | None:
+    from kvbench.units import parse_size
+
+    v = c.get(key)
+    if v is None:
+        return None
+    try:
+        return float(parse_size(v, what=f"{where} {key}"))
+    except Exception as e:  # noqa: BLE001 - re-raised with the file and field named
+        raise SpecError(f"{where}: field {key!r} {v!r} is not a size", f"give e.g. \"{example}\"") from e
+
+
 def prices_from_dict(d: dict, *, where: str = "<prices>") -> Prices:
-    """Validate a price table; errors name the file and the field."""
+    """Validate a price table; errors name the file and the field. Each SSD class's reference WAF is settled
+    (the vendor's, else the FTL model on JESD219A at its OP) and its rating checked against its flash
+    (:mod:`kvbench.analysis.drive_class`)."""
+    from kvbench.analysis.drive_class import settle
+
     for table in ("dram", "ssd", "gpu"):
         if not isinstance(d.get(table), dict):
             raise SpecError(f"{where}: table [{table}] is missing", "copy workloads/prices/2025-h2.toml and edit it")
@@ -77,20 +98,24 @@ def prices_from_dict(d: dict, *, where: str = "<prices>") -> Prices:
             raise SpecError(f"{where}: [ssd.{name}] must be a table", "see workloads/prices/2025-h2.toml")
         w = f"{where}: [ssd.{name}]"
         ref = c.get("reference_waf")
-        dcap = c.get("drive_capacity")
-        if dcap is not None:
-            from kvbench.units import parse_size
-
-            try:
-                dcap = float(parse_size(dcap, what=f"{w} drive_capacity"))
-            except Exception as e:  # noqa: BLE001 - re-raised with the file and field named
-                raise SpecError(f"{w}: field 'drive_capacity' {dcap!r} is not a size", "give e.g. \"7.68TB\"") from e
+        dcap, raw = _size(c, "drive_capacity", w, "7.68TB"), _size(c, "raw_nand_capacity", w, "8TiB")
         op = c.get("over_provisioning")
+        if raw is not None:
+            if dcap is None or op is not None or not raw > dcap:
+                raise SpecError(f"{w}: raw_nand_capacity needs drive_capacity below it, and over-provisioning follows "
+                                "from the two", "give drive_capacity < raw_nand_capacity and drop over_provisioning")
+            op = raw / dcap - 1.0
+        if ref is not None and raw is not None and not c.get("reference_waf_source"):
+            raise SpecError(f"{w}: reference_waf without reference_waf_source",
+                            "say where the vendor's figure comes from, or drop reference_waf to compute it")
         classes[name] = SsdClass(name, _positive(c, "usd_per_gb", w), _positive(c, "dwpd", w),
                                  float(c.get("warranty_years", 5.0)),
                                  _positive(c, "reference_waf", w) if ref is not None else None,
                                  str(c.get("label", "")), str(c.get("source", "")), dcap,
-                                 float(op) if op is not None else None)
+                                 float(op) if op is not None else None, raw,
+                                 _positive(c, "pe_cycles", w) if c.get("pe_cycles") is not None else None,
+                                 str(c.get("reference_waf_source") or (f"given in {where}" if ref is not None else "")))
+        classes[name] = settle(classes[name], where)
     if not classes:
         raise SpecError(f"{where}: no SSD class under [ssd]", "add e.g. [ssd.tlc-1dwpd] usd_per_gb = ..., dwpd = ...")
     sources = {"dram": dram.get("source", ""), "gpu": gpu.get("source", ""),
@@ -127,11 +152,15 @@ def apply_overrides(p: Prices, overrides) -> Prices:
         elif key.startswith("ssd."):
             name, _, attr = key[4:].partition(".")
             attr = attr or "usd_per_gb"
-            if name not in p.ssd or attr not in ("usd_per_gb", "dwpd", "warranty_years", "reference_waf"):
+            if name not in p.ssd or attr not in ("usd_per_gb", "dwpd", "warranty_years", "reference_waf", "pe_cycles"):
                 raise SpecError(f"--price {item!r}: unknown SSD class or field",
                                 f"classes: {', '.join(p.ssd)}; fields: usd_per_gb, dwpd, warranty_years, "
-                                "reference_waf")
-            p = replace(p, ssd={**p.ssd, name: replace(p.ssd[name], **{attr: v})})
+                                "reference_waf, pe_cycles")
+            from kvbench.analysis.drive_class import settle
+
+            extra = {"reference_waf_source": f"given (--price {key}={v:g})"} if attr == "reference_waf" else {}
+            cls = settle(replace(p.ssd[name], **{attr: v}, **extra), f"--price {item}")
+            p = replace(p, ssd={**p.ssd, name: cls})
         else:
             raise SpecError(f"--price {item!r}: unknown key {key!r}", "use dram, gpu or ssd.<class>[.<field>]")
         applied.append(f"{key}={v:g}")

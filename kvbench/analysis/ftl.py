@@ -571,7 +571,8 @@ def simulate(config: FtlConfig, *, pattern: str = "uniform", writes: float = 10.
         chunks = _classes_chunks(U, total, seed, io_pages, hot_lbas, hot_writes,
                                  stream_of_class or (lambda c: np.zeros_like(c)))
     elif pattern == "jesd219":
-        ops, starts, counts = jesd219_extents(U, max(1, int(total / 1.85) + 1), seed)
+        mean_pages = sum(p * q for p, q in jesd219_pages(cfg.page_size))
+        ops, starts, counts = jesd219_extents(U, max(1, int(total / mean_pages * 1.05) + 1), seed, cfg.page_size)
         chunks = _extent_chunks(ops, starts, counts, total)
     else:
         chunks = _extent_chunks(*_sequential_pass(U, io_pages), total)
@@ -623,18 +624,42 @@ PATTERNS = {"uniform": "uniform random single-page writes", "sequential": "seque
             "jesd219": "JEDEC JESD219A enterprise endurance workload: 4 KiB-dominated random writes, 50% of them "
                        "to 5% of the LBAs, 30% to the next 15%, 20% to the rest (the workload DWPD ratings assume)"}
 
-# JESD219A: transfer sizes in 4 KiB pages (the 77% of writes of 4 KiB or less cost a whole page) and their
-# probabilities (512 B 4%, 1-3.5 KiB 1% each, 4 KiB 67%, 8 KiB 10%, 16 KiB 7%, 32 KiB 3%, 64 KiB 3%), and the
-# access skew over the user LBA range (fraction of accesses -> fraction of LBAs)
-JESD219_PAGES = ((1, 0.77), (2, 0.10), (4, 0.07), (8, 0.03), (16, 0.03))
+# JESD219A enterprise workload (JEDEC JESD219A; the table as published e.g. by Tom's Hardware, "SSD Endurance:
+# Endurance Workloads", http://www.tomshardware.com/us/sponsored/Seagate-Solid_State_Drive-SSD_Endurance-120-4):
+# transfer sizes in bytes and their shares (512 B 4%; 1, 1.5, 2, 2.5, 3 and 3.5 KiB 1% each - six sizes, so that
+# the shares sum to 100%; 4 KiB 67%, 8 KiB 10%, 16 KiB 7%, 32 KiB 3%, 64 KiB 3%), each transfer aligned to its
+# size, and the access skew over the user LBA range (fraction of accesses -> fraction of LBAs, in LBA order)
+JESD219_SIZES = ((512, 0.04), (1024, 0.01), (1536, 0.01), (2048, 0.01), (2560, 0.01), (3072, 0.01), (3584, 0.01),
+                 (4096, 0.67), (8192, 0.10), (16384, 0.07), (32768, 0.03), (65536, 0.03))
 JESD219_SKEW = ((0.50, 0.05), (0.30, 0.15), (0.20, 0.80))
 
 
-def jesd219_extents(user_pages: int, n: int, seed: int = 1):
-    """``n`` write extents of the JESD219A enterprise workload over ``user_pages`` 4 KiB pages (vectorised)."""
+def jesd219_pages(page_size: int = 4096) -> tuple:
+    """JESD219A's transfer sizes in whole pages of ``page_size`` and their shares: a transfer smaller than a
+    page costs a whole page (read-modify-write)."""
+    out: dict[int, float] = {}
+    for size, share in JESD219_SIZES:
+        p = -(-size // page_size)
+        out[p] = out.get(p, 0.0) + share
+    return tuple(sorted(out.items()))
+
+
+def jesd219_page_bytes_per_host_byte(page_size: int = 4096) -> float:
+    """Page bytes programmed per host byte by JESD219A's transfers alone (>= 1: sub-page transfers cost a page):
+    the factor from a WAF in pages to one in host bytes, which a TBW rating counts."""
+    pages = sum(p * q for p, q in jesd219_pages(page_size)) * page_size
+    return pages / sum(size * q for size, q in JESD219_SIZES)
+
+
+JESD219_PAGES = jesd219_pages(4096)    # ((1, 0.77), (2, 0.10), (4, 0.07), (8, 0.03), (16, 0.03))
+
+
+def jesd219_extents(user_pages: int, n: int, seed: int = 1, page_size: int = 4096):
+    """``n`` write extents of the JESD219A enterprise workload over ``user_pages`` pages (vectorised)."""
     rng = np.random.default_rng(seed)
-    sizes = np.array([p for p, _ in JESD219_PAGES], dtype=np.int64)
-    size = sizes[rng.choice(sizes.size, size=n, p=[q for _, q in JESD219_PAGES])]
+    table = jesd219_pages(page_size)
+    sizes = np.array([p for p, _ in table], dtype=np.int64)
+    size = sizes[rng.choice(sizes.size, size=n, p=[q for _, q in table])]
     share = np.array([a for a, _ in JESD219_SKEW])
     span = np.array([b for _, b in JESD219_SKEW])
     lo = np.concatenate(([0.0], np.cumsum(span)[:-1]))

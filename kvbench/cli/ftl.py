@@ -25,7 +25,7 @@ def parse_writes(text: str, user_bytes: int) -> float:
 
 
 @click.command("ftl")
-@click.option("--capacity", type=SIZE, required=True, help="User capacity of the modelled drive (e.g. 4GiB).")
+@click.option("--capacity", type=SIZE, default=None, help="User capacity of the modelled drive (e.g. 4GiB).")
 @click.option("--page-size", type=IO_SIZE, default="4KiB", show_default=True, help="NAND page (mapping unit).")
 @click.option("--op", "op", type=float, default=0.07, show_default=True,
               help="Over-provisioning: (physical - user) / user.")
@@ -70,10 +70,14 @@ def parse_writes(text: str, user_bytes: int) -> float:
               help="With --trace: slot store's spare slots beyond its capacity.")
 @click.option("--erase-block", type=IO_SIZE, default="256MiB", show_default=True,
               help="With --trace: the drive's erase unit (superblock).")
+@click.option("--jesd219", "jesd219", is_flag=True,
+              help="Print a drive class's reference WAF (JESD219A, its rating's workload) and its P/E check.")
+@click.option("--class", "class_name", default=None, help="With --jesd219: the drive class (an [ssd.NAME] of --prices).")
+@click.option("--prices", default="2025-h2", show_default=True, help="With --jesd219: price preset name or TOML path.")
 @json_option
 def ftl_cmd(capacity, page_size, op, block_pages, gc, pattern, hot_lbas, hot_writes, streams, placement, iolog,
             iolog_target, plan_path, io_size, writes, warmup, no_precondition, seed, trace, model, tp, layout,
-            policy, ttl, trim, spare_slots, erase_block, as_json):
+            policy, ttl, trim, spare_slots, erase_block, jesd219, class_name, prices, as_json):
     """Model a drive's flash translation layer and print its steady-state write amplification (WAF).
 
     A page-mapped FTL with greedy or FIFO garbage collection and trim, preconditioned by a sequential fill,
@@ -86,6 +90,13 @@ def ftl_cmd(capacity, page_size, op, block_pages, gc, pattern, hot_lbas, hot_wri
     from kvbench.analysis.placement import get_placement
 
     sources = [x for x in (pattern, iolog, plan_path) if x]
+    if jesd219 or class_name:
+        if not (jesd219 and class_name) or sources or trace or capacity:
+            raise UsageError("--jesd219 --class NAME prints a drive class's reference WAF: it takes no --capacity, "
+                             "--pattern, --iolog, --plan or --trace", "give --jesd219 --class NAME [--prices FILE]")
+        return _class_reference(class_name, prices, as_json)
+    if capacity is None:
+        raise UsageError("missing --capacity", "give the modelled drive's user capacity, e.g. --capacity 4GiB")
     if trace is not None:
         if sources or streams != 1:
             raise UsageError("--trace models a KV store's own writes: --pattern, --iolog, --plan and --streams do "
@@ -190,6 +201,33 @@ def _trace_ftl(trace, *, model, tp, capacity, layout, policy, ttl, trim, spare_s
                + f", {p['turnovers_measured']:.2f} turnovers measured after the warm-up")
     click.echo(f"waf: {r.waf:.4f}  (host {format_bytes(r.host_bytes)} -> NAND {format_bytes(r.nand_bytes)} in the "
                "scaled model)")
+
+
+def _class_reference(name, prices, as_json):
+    """``ftl --jesd219 --class NAME``: the class's reference WAF, where it came from, and its P/E check."""
+    from kvbench.analysis.cost import load_prices
+    from kvbench.analysis.drive_class import describe
+
+    table = load_prices(prices)          # settles every class: a class that fails the P/E check is refused here
+    if name not in table.ssd:
+        raise UsageError(f"unknown drive class {name!r} in {table.path}", f"choose one of: {', '.join(table.ssd)}")
+    d = {**describe(table.ssd[name]), "waf": table.ssd[name].reference_waf, "prices": table.path}
+    if as_json:
+        emit_json(d)
+        return
+    op = d["over_provisioning"]
+    click.echo(f"class {name}: {format_bytes(d['drive_capacity_bytes'] or 0, binary=False)} user"
+               + (f" on {format_bytes(d['raw_nand_bytes'], binary=True)} raw NAND (op {op:.4f})" if d["raw_nand_bytes"]
+                  else (f", op {op:g}" if op else ", no raw NAND or OP stated")))
+    if d["waf"] is None:
+        click.echo("reference WAF: none (no vendor figure and no OP to compute it at)")
+        return
+    click.echo(f"reference WAF: {d['waf']:.4f}  ({d['reference_waf_source']})")
+    if d["nand_endurance_bytes"]:
+        click.echo(f"rating: {d['rated_dwpd']:g} DWPD x {d['warranty_years']:g} years = TBW "
+                   f"{d['rated_tbw_bytes'] / 1e15:,.4g} PB; x WAF = {d['rated_nand_bytes'] / 1e15:,.4g} PB of NAND "
+                   f"writes <= raw x {d['pe_cycles']:,.0f} P/E = {d['nand_endurance_bytes'] / 1e15:,.4g} PB "
+                   f"({d['pe_used_by_rating']:,.0f} cycles used)")
 
 
 COMMANDS = [ftl_cmd]
