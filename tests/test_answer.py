@@ -190,3 +190,14 @@ def test_dram_only_when_its_load_wins_from_the_first_block_and_is_cheapest():
     c["tiers"]["l2"]["break_even_tokens"] = 80_000
     b = build_answer(p, c)
     assert b.choice == "dram+ssd" and b.value("usd_per_day_dram_only") is None
+
+
+def test_an_ssd_tier_whose_loads_never_win_is_not_bought():
+    """The check says loading from L3 never wins: the SSD tier does not pay whatever share of hits the plan's
+    cost line counted at its own L3 speed; L2 wins only from long prefixes, so DRAM-only is not offered either."""
+    c = _check(l3="recompute", l2="load")
+    c["tiers"]["l2"].update(break_even_tokens=80_000, margin_at_reference_s=-0.5)
+    a = build_answer(_plan(), c)
+    assert (a.decision, a.choice) == ("recompute", "recompute")
+    assert a.value("usd_per_day") == 135.0 and a.value("usd_per_day_saved") == 0.0
+    assert "loading wins only from l2 for prefixes >= 80,000 tokens" in a.statement

@@ -211,6 +211,7 @@ def plan_l2(plan: dict) -> float:
 def _cost(plan: dict, row: dict, cls, prices, ssd_bytes: float, life) -> tuple[float, float, str]:
     """(the tier's $/day with whole drives bought, recomputing's $/day, which hits the bill counts)."""
     from kvbench.analysis.cost import ssd_usd_per_day
+    from kvbench.units import format_duration, format_rate
 
     head = (plan.get("answer") or {}).get("target") or f"{plan['targets'][0]:g}"
     usd = row["usd_per_day"]
@@ -219,9 +220,11 @@ def _cost(plan: dict, row: dict, cls, prices, ssd_bytes: float, life) -> tuple[f
     if usd.get("total_loading_wins") is not None:
         gpu = usd["total_loading_wins"] - usd["total"] + usd["gpu"]
         w = row.get("loading_wins") or {}
-        tier = (plan.get("load_tier") or {}).get("name") or "the load tier"
+        lt = plan.get("load_tier") or {}
+        bw = _num(lt.get("bandwidth_bytes_per_s"))
+        speed = f" ({format_rate(bw)}, first byte {format_duration(lt.get('latency_s') or 0)})" if bw else ""
         counted = (f"only hits whose load beats recompute: {100 * float(w.get('fraction') or 0):.0f}% of hit tokens "
-                   f"at {tier}'s speed")
+                   f"at {lt.get('name') or 'the load tier'}'s speed{speed}")
     tier_day = usd["dram"] + ssd_usd_per_day(ssd_bytes, cls, life) + gpu
     recompute = plan["plans"][head][0]
     if recompute.get("name") != "recompute":
@@ -376,15 +379,22 @@ def _decide(plan: dict, row: dict, usable: list, tier_day: float, rec_day: float
     dram_day = (float(only["usd_per_day"]["total"]) if only and l2 and l2.decision == "load" and bt
                 and l2.break_even_tokens is not None and l2.break_even_tokens <= bt else None)
     frac = (row.get("loading_wins") or {}).get("fraction")
+    l3 = next((d for d in usable if d.tier == "l3"), None)
     options = {}
-    if any(d.decision in ("load", "mixed") for d in usable) and not (frac is not None and frac <= 0):
+    # an SSD tier pays only if some load wins, some hit tokens win at the plan's L3 speed, and the check does not
+    # find that loading from L3 never wins (the cost line and the tier's verdict must agree)
+    if (any(d.decision in ("load", "mixed") for d in usable) and not (frac is not None and frac <= 0)
+            and not (l3 is not None and l3.decision == "recompute")):
         options["dram+ssd"] = tier_day
     if dram_day is not None:
         options["dram-only"] = dram_day
     best = min(options, key=options.get) if options else None
     if best is None:
-        return "recompute", (f"{RECOMPUTE_STATEMENT} (no tier's load beats recompute at {at}); cost "
-                             f"${rec_day:,.2f}/day"), rec_day, dram_day
+        wins = [f"from {d.tier} for prefixes >= {d.break_even_tokens:,} tokens" if d.break_even_tokens
+                else f"from {d.tier} in some ranges" for d in usable if d.decision in ("load", "mixed")]
+        why = (f"loading wins only {'; '.join(wins)} at {at}, too little for a tier to pay" if wins
+               else f"no tier's load beats recompute at {at}")
+        return "recompute", f"{RECOMPUTE_STATEMENT} ({why}); cost ${rec_day:,.2f}/day", rec_day, dram_day
     if options[best] >= rec_day:
         return "recompute", (f"{RECOMPUTE_STATEMENT}: counting {counted}, the tier would cost "
                              f"${tier_day:,.2f}/day against ${rec_day:,.2f}/day recomputing"), rec_day, dram_day
