@@ -8,6 +8,18 @@ interrupted). Library code raises these, never bare ``Exception``.
 from __future__ import annotations
 
 
+MAX_LINE = 500      # characters of one rendered error: a binary line quoted in a message must not run to 20 KB
+
+
+def one_line(text: str, limit: int = MAX_LINE) -> str:
+    """``text`` as one short printable line: control characters escaped, the middle of an over-long text cut."""
+    text = "".join(c if c.isprintable() else (" " if c in "\n\r\t" else repr(c)[1:-1]) for c in str(text))
+    if len(text) > limit:
+        keep = limit - 40
+        text = f"{text[:keep * 3 // 4]} [... {len(text) - keep:,} characters cut ...] {text[-(keep // 4):]}"
+    return text
+
+
 class KvbenchError(Exception):
     """Base of all kvbench errors: a one-line problem and, where known, the fix."""
 

@@ -335,11 +335,14 @@ def test_bad_deployment_names_the_field(spec, match):
         parse_deployment(spec)
 
 
-def test_a_one_byte_drive_is_a_size_and_a_prefill_rate_must_be_positive():
+def test_a_one_byte_drive_is_refused_and_a_prefill_rate_must_be_positive():
     from kvbench.analysis.capacity import HitCurve
     from kvbench.analysis.deployment import scale
 
-    assert parse_deployment("gpus=1,drives=1,drive_capacity=1,utilization=0.5").drive_capacity_bytes == 1.0
+    for cap in ("1", "1B", "999999", "1001TB"):            # issue 30: a drive holds 1 MB to 1 PB
+        with pytest.raises(SpecError, match="is not a drive's size"):
+            parse_deployment(f"gpus=1,drives=1,drive_capacity={cap},utilization=0.5")
+    assert parse_deployment("gpus=1,drives=1,drive_capacity=1MB,utilization=0.5").drive_capacity_bytes == 1e6
     curve = HitCurve.from_arrays([1.0, 10.0], [0.1, 0.5], block_bytes=1000)
     dep = parse_deployment("gpus=1,drives=2,drive_capacity=1GB,utilization=0.5")
     kw = dict(hit_curve=curve, trace_rate=2.0, tokens_per_request=100.0, blocks_per_request=1.0, block_tokens=100,

@@ -20,6 +20,8 @@ from kvbench.analysis.endurance import (Rating, drives_within_rating, dwpd, endu
 from kvbench.errors import SpecError
 
 FIELDS = ("gpus", "drives", "drive_capacity", "utilization")
+MIN_DRIVE_BYTES, MAX_DRIVE_BYTES = 10**6, 10**15   # 1 MB (a test-sized drive) to 1 PB
+MAX_COUNT = 10**6                                  # GPUs or drives of one deployment
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,8 @@ def parse_deployment(text: str) -> Deployment:
 
     fix = "give --deployment gpus=G,drives=D,drive_capacity=CAP,utilization=U (e.g. gpus=8,drives=8," \
           "drive_capacity=7.68TB,utilization=0.5)"
+    if not str(text).strip():
+        raise SpecError("--deployment is empty", fix)
     vals: dict = {}
     for part in str(text).split(","):
         if not part.strip():
@@ -77,8 +81,17 @@ def parse_deployment(text: str) -> Deployment:
         raise SpecError(f"--deployment: drive_capacity={vals['drive_capacity']!r} is not a size", fix) from e
     if not cap > 0:
         raise SpecError("--deployment: drive_capacity must be > 0", fix)
-    return Deployment(gpus=number("gpus"), drives=number("drives"), drive_capacity_bytes=float(cap),
-                      utilization=util)
+    if not MIN_DRIVE_BYTES <= cap <= MAX_DRIVE_BYTES:
+        raise SpecError(f"--deployment: drive_capacity={vals['drive_capacity']} is not a drive's size",
+                        "give a capacity between 1MB and 1PB, e.g. drive_capacity=7.68TB")
+
+    def count(key):
+        v = number(key)
+        if not (v == int(v) and v <= MAX_COUNT):
+            raise SpecError(f"--deployment: {key}={vals[key]} must be a whole number from 1 to {MAX_COUNT:,}", fix)
+        return v
+
+    return Deployment(gpus=count("gpus"), drives=count("drives"), drive_capacity_bytes=float(cap), utilization=util)
 
 
 def scale(dep: Deployment, *, tokens_per_s_per_gpu: float, hit_curve, trace_rate: float, tokens_per_request: float,

@@ -16,7 +16,7 @@ import sys
 import click
 
 from kvbench import __version__
-from kvbench.errors import KvbenchError
+from kvbench.errors import KvbenchError, one_line
 
 
 class _Group(click.Group):
@@ -32,7 +32,7 @@ class _Group(click.Group):
                 if "kvbench.progress" in sys.modules:
                     sys.modules["kvbench.progress"].clear()
         except KvbenchError as e:
-            click.echo(f"kvbench: error: {e}", err=True)
+            click.echo(f"kvbench: error: {one_line(e)}", err=True)
             ctx.exit(e.exit_code)
         except KeyboardInterrupt:
             click.echo("kvbench: interrupted", err=True)
@@ -42,13 +42,13 @@ class _Group(click.Group):
         except OSError as e:  # an OS error that escaped the library's translation: still one line
             if os.environ.get("KVBENCH_DEBUG"):
                 raise
-            click.echo(f"kvbench: error: {e.strerror or e} ({e.filename or 'no file'})", err=True)
+            click.echo(one_line(f"kvbench: error: {e.strerror or e} ({e.filename or 'no file'})"), err=True)
             ctx.exit(1)
         except Exception as e:  # noqa: BLE001 - last line of defence: one line, not a traceback
             if os.environ.get("KVBENCH_DEBUG"):
                 raise
-            click.echo(f"kvbench: internal error: {type(e).__name__}: {e} "
-                       "(fix: rerun with KVBENCH_DEBUG=1 for the traceback and report it)", err=True)
+            click.echo(one_line(f"kvbench: internal error: {type(e).__name__}: {e} "
+                                "(fix: rerun with KVBENCH_DEBUG=1 for the traceback and report it)"), err=True)
             ctx.exit(1)
 
 
@@ -74,9 +74,11 @@ class _LazyGroup(_Group):
     def get_command(self, ctx, name):
         if name not in self.commands and name in self._lazy:
             module = importlib.import_module(f"{__name__}.{self._lazy[name]}")
+            from kvbench.cli._common import bound_numbers
+
             for command in module.COMMANDS:
-                if command.name == name:
-                    self.add_command(command)
+                if command.name == name:          # every numeric option bounded, finite (one mechanism)
+                    self.add_command(bound_numbers(command))
         return super().get_command(ctx, name)
 
 

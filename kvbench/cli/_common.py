@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 
 import click
@@ -65,6 +66,63 @@ class OutputParam(click.ParamType):
 
 
 OUTPUT = OutputParam()
+
+
+class Number(click.ParamType):
+    """A finite int or float in [lo, hi] (lo excluded when ``lo_open``): ``nan``, ``inf``, ``-1`` or ``1e30``
+    are refused before any work, in one line (a :class:`~kvbench.errors.UsageError`) naming the option and the
+    range."""
+
+    def __init__(self, kind: type, lo: float = 0, hi: float = 1e15, lo_open: bool = False):
+        self.kind, self.lo, self.hi, self.lo_open = kind, lo, hi, lo_open
+        self.name = "integer" if kind is int else "float"
+
+    def convert(self, value, param, ctx):
+        from kvbench.errors import UsageError
+
+        opt = max(param.opts, key=len) if param is not None else "the value"
+        num = lambda x: f"{int(x):,}" if float(x).is_integer() and abs(x) < 1e12 else f"{x:g}"  # noqa: E731
+        try:
+            v = value if isinstance(value, self.kind) and not isinstance(value, bool) else self.kind(str(value))
+        except (TypeError, ValueError, OverflowError):
+            raise UsageError(f"{opt} {value!r} is not {'an integer' if self.kind is int else 'a number'}",
+                             f"give {opt} a number from {num(self.lo)} to {num(self.hi)}") from None
+        if not math.isfinite(v):
+            raise UsageError(f"{opt} must be a finite number, not {value}",
+                             f"give {opt} a number from {num(self.lo)} to {num(self.hi)}")
+        if v < self.lo or (self.lo_open and v == self.lo):
+            raise UsageError(f"{opt} must be {'>' if self.lo_open else '>='} {num(self.lo)}, not {value}",
+                             f"give {opt} {num(self.lo)} or more" if not self.lo_open else
+                             f"give {opt} above {num(self.lo)}")
+        if v > self.hi:
+            raise UsageError(f"{opt} must be <= {num(self.hi)}, not {value}", f"give a smaller {opt}")
+        return v
+
+
+#: option name (the parameter's) -> (lo, hi, lo_open) for its int/float value; any other int or float option is
+#: finite, >= 0 and <= 1e15. Applied to every command by :func:`bound_numbers` (the lazy group calls it), so a
+#: new numeric option is bounded without a line here; tests/test_validation.py walks the tree.
+NUMERIC_BOUNDS: dict[str, tuple] = {
+    **{k: (0, 2**32 - 1, False) for k in ("seed", "sample_seed")},
+    **{k: (1, 1e15, False) for k in ("max_requests", "qd", "workers", "reap_batch", "tp", "nodes", "gpus_per_node",
+                                      "block_tokens", "limit", "sample_size", "seeds", "requests", "reps", "layers",
+                                      "threads", "batch", "seq_len", "tokens", "steps", "streams", "block_pages",
+                                      "max_tokens", "chunk")},
+    "points": (2, 1e6, False), "rwmixread": (0, 100, False),
+    **{k: (0, 1e15, True) for k in ("speed", "rate", "recompute_tokens_per_s", "probe_seconds", "burstiness")},
+    **{k: (0, 1, True) for k in ("sample", "targets", "store_fill", "profile_fraction", "sample_keys")},
+    **{k: (0, 1, False) for k in ("hot_lbas", "hot_writes")},
+    "load_bound": (1, 1e6, False), "load_slack": (0, 1e9, False), "waf": (1, 1e3, False),
+}
+
+
+def bound_numbers(cmd: click.Command) -> click.Command:
+    """Give every plain int/float option of ``cmd`` its :data:`NUMERIC_BOUNDS` range (idempotent)."""
+    for p in cmd.params:
+        if p.type is click.INT or p.type is click.FLOAT:
+            lo, hi, lo_open = NUMERIC_BOUNDS.get(p.name, (0, 1e15, False))
+            p.type = Number(int if p.type is click.INT else float, lo, hi, lo_open)
+    return cmd
 
 
 def emit_json(obj) -> None:
@@ -176,8 +234,23 @@ def replay_io_options(f):
     return f
 
 
+def _set_ray_timeout(ctx, param, value):
+    from kvbench.cluster.workers import set_ray_timeout
+
+    if value is not None:
+        set_ray_timeout(value)
+
+
+def ray_timeout_option(f):
+    """``--ray-timeout``: how long connecting to a Ray cluster may take (a port that is not Ray never answers)."""
+    return click.option("--ray-timeout", type=DurationParam(), default="30s", show_default=True,
+                        expose_value=False, callback=_set_ray_timeout,
+                        help="Give up connecting to --ray-address after this long, with an error.")(f)
+
+
 def ray_options(f):
     """``--ray-address``: run the command's job on every host of a Ray cluster (kvbench[cluster])."""
+    f = ray_timeout_option(f)
     f = click.option("--inject-host-loss", type=int, default=None, hidden=True,
                      help="Testing: the worker on host I dies at start.")(f)
     return click.option("--ray-address", default=None, metavar="ADDR",
@@ -223,10 +296,14 @@ def key_value_callback(example: str, numeric: bool = False):
             if not sep or not k:
                 raise click.BadParameter(f"{v!r}: write KEY=VALUE, e.g. {example}")
             try:
-                out[k.replace("-", "_") if numeric else k] = float(val)
+                num = float(val)
             except ValueError:
                 if numeric:
                     raise click.BadParameter(f"{v!r}: the value must be a number") from None
                 out[k] = val
+                continue
+            if not math.isfinite(num):
+                raise click.BadParameter(f"{v!r}: the value must be a finite number")
+            out[k.replace("-", "_") if numeric else k] = num
         return out
     return convert

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from kvbench.cli._common import (RATE, emit_json, json_option, key_value_callback, replay_config, replay_io_options,
-                                 tier_options)
+from kvbench.cli._common import (RATE, emit_json, json_option, key_value_callback, ray_timeout_option, replay_config,
+                                 replay_io_options, tier_options)
 
 
 @click.command("cluster")
@@ -38,6 +38,7 @@ from kvbench.cli._common import (RATE, emit_json, json_option, key_value_callbac
               help="Allow writing the raw block device DEV given as --l3 (on each Ray host; its data is destroyed).")
 @click.option("--ray-address", default=None, metavar="ADDR",
               help="Run the nodes' I/O on a Ray cluster (one actor per node; needs kvbench[cluster]).")
+@ray_timeout_option
 @click.option("--placement", type=click.Choice(["spread", "strict-spread", "pack"]), default="spread",
               show_default=True, help="Ray placement-group strategy for the node actors.")
 @click.option("--inject-node-loss", type=int, default=None, hidden=True, help="Testing: node I's worker dies at start.")

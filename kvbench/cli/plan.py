@@ -128,7 +128,7 @@ def plan_cmd(trace_path, model, targets, absolute, retention, capacities, sweep,
 
     spec = load_model(model)
     dep = None
-    if deployment:
+    if deployment is not None:
         from kvbench.analysis.deployment import parse_deployment
 
         dep = parse_deployment(deployment)

@@ -45,24 +45,26 @@ class TierSizes:
 
 
 def size_tiers(footprint: int, block_bytes: int, free_disk: int, avail_mem: int, *,
-               max_store: int = 32 << 30, max_dram: int = 4 << 30) -> TierSizes:
+               max_store: int = 32 << 30, max_dram: int = 4 << 30, disk_share: float = 0.20) -> TierSizes:
     """Pick L2 (DRAM) and L3 (store) capacities: L2 a quarter of the footprint within 10% of free memory,
-    L3 the whole footprint within 20% of free disk; both whole blocks, L3 at least 4 blocks (else an error)."""
+    L3 the whole footprint within ``disk_share`` of ``free_disk`` (20% of a filesystem's free space; 90% of a
+    raw device given with --l3); both whole blocks, L3 at least 4 blocks (else an error)."""
     from kvbench.errors import TargetError
 
     if block_bytes <= 0:
         raise TargetError("model block size is 0", "check the model preset")
     blocks = max(1, footprint // block_bytes)
-    l3_cap = min(blocks * block_bytes, int(free_disk * 0.20), max_store)
+    l3_cap = min(blocks * block_bytes, int(free_disk * disk_share), max_store)
     l3 = (l3_cap // block_bytes) * block_bytes
     if l3 < 4 * block_bytes:
         raise TargetError(f"not enough free disk for a store of 4 blocks of {block_bytes / MiB:.0f} MiB "
-                          f"(20% of free space is {free_disk * 0.2 / MiB:.0f} MiB)",
+                          f"({disk_share:.0%} of free space is {free_disk * disk_share / MiB:.0f} MiB)",
                           "free disk space, pass --l3-capacity, or a --results folder on a larger filesystem")
     l2_cap = min(blocks * block_bytes // 4, int(avail_mem * 0.10), max_dram)
     l2 = max(0, (l2_cap // block_bytes) * block_bytes)
     reason = (f"footprint {blocks:,} blocks x {block_bytes / MiB:.3g} MiB; L2 = min(footprint/4, 10% of free "
-              f"memory, {max_dram >> 30} GiB); L3 = min(footprint, 20% of free disk, {max_store >> 30} GiB)")
+              f"memory, {max_dram >> 30} GiB); L3 = min(footprint, {disk_share:.0%} of "
+              f"{'the device' if disk_share > 0.5 else 'free disk'}, {max_store >> 30} GiB)")
     return TierSizes(l2, l3, blocks * block_bytes, block_bytes, reason)
 
 
@@ -236,6 +238,35 @@ def _g(v) -> str:
     return f"{v:.4g}" if isinstance(v, (int, float)) and not isinstance(v, bool) else "n/a"
 
 
+def _l3_room(l3_path: str | None, results_root: str, l3_capacity: int | None) -> tuple[int, float]:
+    """Where the L3 store goes and how much of it it may take: a raw device's size (90%), else the free space
+    of the filesystem that will hold the store (20%): --l3's, not --results'. A --l3-capacity larger than the
+    device is refused here, not minutes into the replay."""
+    import os
+    import stat
+
+    import psutil
+
+    from kvbench.errors import TargetError
+    from kvbench.units import format_bytes
+
+    if l3_path and os.path.exists(l3_path) and stat.S_ISBLK(os.stat(l3_path).st_mode):
+        fd = os.open(l3_path, os.O_RDONLY)
+        try:
+            size = os.lseek(fd, 0, os.SEEK_END)
+        finally:
+            os.close(fd)
+        if l3_capacity is not None and l3_capacity > size:
+            raise TargetError(f"--l3-capacity {format_bytes(l3_capacity)} is larger than {l3_path} "
+                              f"({format_bytes(size)})", f"give --l3-capacity below {format_bytes(size)}, or omit it "
+                              "(sized to the device)")
+        return size, 0.90
+    where = Path(l3_path).resolve().parent if l3_path else Path(results_root)
+    while not where.exists():
+        where = where.parent
+    return psutil.disk_usage(str(where)).free, 0.20
+
+
 def _preflight(l3_path: str | None, results_root: str, destroy_data: str | None) -> None:
     """What would fail the replay step minutes in, refused before the job starts (nothing made yet)."""
     import os
@@ -329,9 +360,10 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
     t = prog.step(f"sizing tiers for {Path(trace_path).name} with {spec.name} ({spec.bytes_per_token:,} B/token)")
     distinct, block_tokens = _footprint_blocks(trace_path, max_requests)
     block_bytes = spec.block_bytes(block_tokens)
+    room, share = _l3_room(l3_path, results_root, l3_capacity)
     Path(results_root).mkdir(parents=True, exist_ok=True)
-    free_disk = psutil.disk_usage(results_root).free
-    sizes = size_tiers(distinct * block_bytes, block_bytes, free_disk, psutil.virtual_memory().available)
+    sizes = size_tiers(distinct * block_bytes, block_bytes, room, psutil.virtual_memory().available,
+                       disk_share=share)
     l2_bytes = sizes.l2_bytes if l2 is None else l2
     l3_bytes = sizes.l3_bytes if l3_capacity is None else l3_capacity
     sampling = _sampling(trace_path, max_requests, sample_keys, block_bytes, l2_bytes, l3_bytes)

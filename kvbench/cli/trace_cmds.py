@@ -174,6 +174,12 @@ def _gen_model(model_file, output, duration, rate, seed, block_tokens, as_json):
     duration = 86_400.0 if duration is None else duration
     t = time.perf_counter()
     gen = Generator(model, duration_s=duration, rate=rate, seed=seed)
+    from kvbench.engine.safety import check_free_space
+
+    gz = str(output).endswith(".gz")         # gzip keeps about a sixth of these lines (estimate)
+    check_free_space(output, int(gen.expected_bytes / (6 if gz else 1)),
+                     f"an estimated {gen.expected_requests:,.0f} requests: give a shorter --duration or a lower "
+                     "--rate" + ("" if gz else ", or write .jsonl.gz"))
     from kvbench.progress import trace_batches
     written = write_stream(trace_batches(gen.batches(path=str(output)), "trace gen", duration), output)
     src = parse_gen(f"gen:{model_file},duration={duration:g}s,seed={seed}" + (f",rate={rate:g}" if rate else ""))

@@ -106,6 +106,13 @@ def run_cluster(cfg: ClusterConfig) -> dict:
     if not cfg.dry_run:
         from kvbench.cluster import measure
         measure.check(cfg, trace, spec)                 # targets, Ray reachable: before any I/O
+        l2 = next((t.capacity_bytes for t in spec.tiers if t.name == "l2"), 0)
+        if l2 and not cfg.ray_address:                  # every node's L2 arena on this machine, all at once
+            from kvbench.engine.targets import check_memory
+            from kvbench.units import format_bytes
+
+            check_memory(l2 * cfg.nodes, f"{cfg.nodes} nodes x --l2 {format_bytes(l2)}",
+                         "give a smaller --l2 or fewer --nodes (or --dry-run: the simulation holds no arena)")
     timing = _timing(cfg, profile)
     config = {**{k: v for k, v in asdict(cfg).items() if k != "replay"}, "replay": asdict(cfg.replay),
               "block_tokens": trace.block_tokens, "block_bytes": spec.block_bytes, "slot_bytes": spec.slot_bytes,

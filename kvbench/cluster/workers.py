@@ -17,6 +17,13 @@ from dataclasses import dataclass
 from kvbench.errors import DependencyError, UsageError
 
 START_DELAY_S = 1.0         # Ray actors start their jobs together at (ready time + this)
+RAY_TIMEOUT_S = 30.0        # connecting to a Ray cluster (--ray-timeout sets it): a port that is not Ray hangs ray.init
+_H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])   # + an empty SETTINGS
+
+
+def set_ray_timeout(seconds: float) -> None:
+    global RAY_TIMEOUT_S
+    RAY_TIMEOUT_S = float(seconds)
 
 
 @dataclass(frozen=True)
@@ -89,19 +96,57 @@ def import_ray():
     return ray
 
 
-def check_address(address: str, timeout_s: float = 3.0) -> None:
-    """Refuse a Ray address that cannot be reached (one line, before anything is started)."""
+def check_address(address: str, timeout_s: float | None = None) -> None:
+    """Refuse a Ray address that cannot be reached, or whose port does not answer as Ray's GCS (a gRPC server:
+    an HTTP/2 SETTINGS frame in reply to the client preface) within ``timeout_s`` (default --ray-timeout)."""
     if address in ("auto", "local"):
         return
+    timeout_s = RAY_TIMEOUT_S if timeout_s is None else timeout_s
     hostport = address.split("://", 1)[-1]
     host, sep, port = hostport.rpartition(":")
     if not sep or not port.isdigit() or not host:
         raise UsageError(f"--ray-address {address!r} is not HOST:PORT", "give e.g. --ray-address 10.0.0.1:6379")
+    fix = "start it with `ray start --head` on the head host, or check the address"
     try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s) as s:
+            s.sendall(_H2_PREFACE)
+            reply = s.recv(9)
+    except socket.timeout:
+        raise UsageError(f"{address} did not answer as a Ray cluster within {timeout_s:g} s (--ray-timeout)",
+                         fix) from None
     except OSError as e:
-        raise UsageError(f"cannot reach the Ray cluster at {address}: {e.strerror or e}",
-                         "start it with `ray start --head` on the head host, or check the address") from None
+        raise UsageError(f"cannot reach the Ray cluster at {address}: {e.strerror or e}", fix) from None
+    if len(reply) < 9 or reply[3] != 4:          # frame type 4: SETTINGS, what any gRPC server sends first
+        raise UsageError(f"{address} is open but is not a Ray cluster (no gRPC answer)", fix)
+
+
+class _Deadline:
+    """Raise a one-line UsageError if the block runs past ``seconds`` (SIGALRM; the main thread only)."""
+
+    def __init__(self, seconds: float, what: str):
+        self.seconds, self.what = seconds, what
+
+    def _fire(self, signum, frame):
+        raise UsageError(f"{self.what} did not finish within {self.seconds:g} s (--ray-timeout)",
+                         "check the address and that the cluster runs this Ray version, or raise --ray-timeout")
+
+    def __enter__(self):
+        import signal
+        import threading
+
+        self.armed = threading.current_thread() is threading.main_thread()
+        if self.armed:
+            self.old = signal.signal(signal.SIGALRM, self._fire)
+            signal.setitimer(signal.ITIMER_REAL, self.seconds)
+        return self
+
+    def __exit__(self, *exc):
+        if self.armed:
+            import signal
+
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self.old)
+        return False
 
 
 class RaySession:
@@ -113,8 +158,11 @@ class RaySession:
         self.started = False
         if not self.ray.is_initialized():
             try:
-                self.ray.init(address=address, include_dashboard=False, logging_level="ERROR",
-                              log_to_driver=False, configure_logging=False)
+                with _Deadline(RAY_TIMEOUT_S, f"connecting to the Ray cluster at {address}"):
+                    self.ray.init(address=address, include_dashboard=False, logging_level="ERROR",
+                                  log_to_driver=False, configure_logging=False)
+            except UsageError:
+                raise
             except Exception as e:  # noqa: BLE001 - Ray raises many types; one line for the user
                 raise UsageError(f"cannot connect to the Ray cluster at {address}: {e}".splitlines()[0],
                                  "check the address and that the cluster runs this Ray version") from None

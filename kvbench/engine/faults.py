@@ -98,6 +98,10 @@ def parse_faults(text: str | None) -> FaultSpec | None:
             raise UsageError(f"--inject-fault: cannot parse {part!r}",
                              "use eio@N, enospc@N, eio-every=N, corrupt@N, corrupt-every=N, stall@N:DUR or "
                              "stall-every=N:DUR") from None
+        n_given = int(part.split("=" if "-every=" in part else "@", 1)[1])
+        if n_given < (1 if "-every=" in part else 0):
+            raise UsageError(f"--inject-fault {part}: N must be >= 1 in KIND-every=N and >= 0 in KIND@N",
+                             "e.g. eio-every=100 or eio@0")
     return FaultSpec(tuple(fail_at), fail_every, errno.EIO, tuple(corrupt_at), corrupt_every, tuple(stall_at),
                      stall_every, stall_s)
 

@@ -139,7 +139,8 @@ def unmark(path: str) -> None:
         pass
 
 
-def check_free_space(path: str, need_bytes: int) -> None:
+def check_free_space(path: str, need_bytes: int, fix: str = "give a smaller --size or a target on a larger "
+                     "filesystem") -> None:
     """Refuse before writing when the filesystem holding ``path`` has less than ``need_bytes`` free."""
     if need_bytes <= 0:
         return
@@ -148,7 +149,7 @@ def check_free_space(path: str, need_bytes: int) -> None:
     if need_bytes > free:
         from kvbench.units import format_bytes
         raise TargetError(f"{path}: needs {format_bytes(need_bytes)} but its filesystem has only "
-                          f"{format_bytes(free)} free", "give a smaller --size or a target on a larger filesystem")
+                          f"{format_bytes(free)} free", fix)
 
 
 # --- block devices -------------------------------------------------------------------------------------

@@ -113,14 +113,47 @@ def _sysfs_lbs(name: str | None) -> int | None:
         return None
 
 
-def check_memory(size: int, what: str, fix: str) -> None:
-    """Refuse (before allocating) an arena larger than the memory available now: it would swap or be killed."""
+def cgroup_memory_left(proc_cgroup: str = "/proc/self/cgroup", root: str = "/sys/fs/cgroup") -> int | None:
+    """Bytes this process's cgroup (v2) and its ancestors may still charge (memory.max - memory.current, the
+    tightest), or None where no limit is set or cgroup v2 is absent: a container's limit, not the host's."""
+    try:
+        rel = next(l.split("::", 1)[1] for l in Path(proc_cgroup).read_text().splitlines() if l.startswith("0::"))
+    except (OSError, StopIteration):
+        return None
+    left = None
+    d = Path(root) / rel.strip().lstrip("/")
+    while True:
+        try:
+            limit = (d / "memory.max").read_text().strip()
+            if limit != "max":
+                used = int((d / "memory.current").read_text().strip())
+                room = max(0, int(limit) - used)
+                left = room if left is None else min(left, room)
+        except (OSError, ValueError):
+            pass
+        if d == Path(root) or d == d.parent:
+            return left
+        d = d.parent
+
+
+def available_memory() -> tuple[int, str]:
+    """Memory a new arena may take now: the host's available memory, or the cgroup's room when tighter."""
     import psutil
 
-    avail = psutil.virtual_memory().available
+    avail, where = psutil.virtual_memory().available, "available"
+    left = cgroup_memory_left()
+    if left is not None and left < avail:
+        avail, where = left, "left under this cgroup's memory.max"
+    return avail, where
+
+
+def check_memory(size: int, what: str, fix: str) -> None:
+    """Refuse (before allocating) an arena larger than the memory available now (the host's, or this cgroup's
+    limit when tighter): it would swap or be killed by the OOM killer."""
+    avail, where = available_memory()
     if size > avail:
         raise TargetError(f"{what} needs {format_bytes(size)} of DRAM but {format_bytes(avail)} of memory "
-                          "available", fix)
+                          f"{where}", fix)
 
 
 def open_dram(spec: str, *, lbs: int = 512) -> Target:

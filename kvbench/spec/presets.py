@@ -45,10 +45,13 @@ def preset_path(kind: str, name_or_path: str) -> Path:
 def load_toml(path: Path) -> dict:
     """Read a TOML file; a syntax error names the file and the line."""
     try:
-        with open(path, "rb") as fh:
-            return tomllib.load(fh)
+        with open(path, "rb") as fh:          # utf-8-sig: a UTF-8 byte-order mark is read past
+            return tomllib.loads(fh.read().decode("utf-8-sig"))
     except tomllib.TOMLDecodeError as e:
         raise SpecError(f"{path}: invalid TOML: {e}", "fix the file's syntax") from None
+    except UnicodeDecodeError as e:         # binary data (or another encoding): one short line, not the bytes
+        raise SpecError(f"{path}: not a UTF-8 text file (byte {e.start}: binary data?)",
+                        "give a TOML file (kvbench trace fit writes one)") from None
     except OSError as e:
         raise SpecError(f"{path}: cannot read: {e.strerror}", "check the path and permissions") from None
 

@@ -51,6 +51,13 @@ class KindParams:
     max_context: int = 131072      # a session ends when its context would exceed this
 
 
+#: the range of each kind parameter a user may set (--set NAME=VALUE); the rest of the generator assumes them
+PARAM_RANGES = {"system_prompts": (1, 10**6), "system_tokens": (0, 10**7), "turns_mean": (1, 10**4),
+                "first_user_tokens": (0, 10**7), "user_tokens": (0, 10**7), "output_tokens": (0, 10**7),
+                "think_s": (0, 10**7), "sigma": (0, 10), "documents": (0, 10**7), "document_tokens": (0, 10**7),
+                "document_zipf": (0, 10), "max_context": (1, 10**9)}
+
+
 KINDS: dict[str, KindParams] = {
     "chat": KindParams(system_prompts=3, system_tokens=800, turns_mean=5, first_user_tokens=400,
                        user_tokens=150, output_tokens=250, think_s=30.0),
@@ -107,6 +114,10 @@ def override_params(kind: str, **kw) -> KindParams:
     if bad:
         raise UsageError(f"unknown generator parameter(s) {', '.join(sorted(bad))}",
                          f"valid: {', '.join(sorted(names))}")
+    for name, v in kw.items():
+        lo, hi = PARAM_RANGES[name]
+        if not (math.isfinite(v) and lo <= v <= hi):
+            raise UsageError(f"--set {name}={v}: out of range", f"give {name} between {lo:,} and {hi:,}")
     return replace(KINDS[kind], **kw)
 
 

@@ -33,6 +33,8 @@ from kvbench.stream.workload import WorkloadModel
 GEN_PREFIX = "gen:"
 WINDOW_REQUESTS = 65_536
 BATCH_REFS = 1 << 22            # at most this many block references per emitted batch
+MAX_REQUESTS = 1e10             # a stream past this (weeks at thousands of requests/s) is a typo, not a workload
+LINE_BYTES, ID_BYTES = 75, 11     # a Mooncake line without ids, and one id with its separator (estimates)
 GRID_S = 60.0                   # resolution of the tabulated arrival intensity
 KEY_MASK = np.uint64((1 << 63) - 1)   # keys fit a signed 64-bit JSON integer
 _CALIBRATION_SESSIONS = 20_000
@@ -142,6 +144,17 @@ class Generator:
                              np.arange(_CALIBRATION_SESSIONS), horizon_ms=None)
         self.requests_per_session = max(1.0, len(probe) / _CALIBRATION_SESSIONS)
         self.session_rate = model.arrivals.rate / self.requests_per_session
+        # what the stream holds, before any array of its size exists: refused when no machine could
+        self.expected_requests = model.arrivals.rate * self.duration_s
+        self.blocks_per_request = float(np.mean(np.ceil(probe.prompt / model.block_tokens))) if len(probe) else 0.0
+        self.expected_bytes = self.expected_requests * (LINE_BYTES + ID_BYTES * self.blocks_per_request)
+        if self.expected_requests > MAX_REQUESTS:
+            from kvbench.units import format_bytes
+
+            raise UsageError(f"{self.duration_s / 86400:,.3g} days at {model.arrivals.rate:,.4g} requests/s is "
+                             f"{self.expected_requests:,.3g} requests (about {format_bytes(self.expected_bytes)} "
+                             f"as text); kvbench generates at most {MAX_REQUESTS:,.0e}",
+                             "give a lower --rate or a shorter --duration")
         # cumulative intensity on a grid: session arrivals in operational time map back through it
         grid = np.arange(0.0, self.duration_s + 2 * GRID_S, GRID_S)
         m = intensity(model, grid)

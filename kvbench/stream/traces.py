@@ -238,9 +238,9 @@ def open_text(path: Path):
     try:
         with open(path, "rb") as fh:
             magic = fh.read(2)
-        if magic == b"\x1f\x8b":
-            return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", errors="strict")
-        return open(path, "r", encoding="utf-8", errors="strict")
+        if magic == b"\x1f\x8b":           # utf-8-sig: a UTF-8 byte-order mark is read past, not a field
+            return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8-sig", errors="strict")
+        return open(path, "r", encoding="utf-8-sig", errors="strict")
     except OSError as e:
         raise TraceError(f"cannot read trace: {e.strerror}", "check the path and permissions", path=path) from None
 
@@ -249,6 +249,9 @@ def _first_record(path: Path) -> tuple[int, str]:
     with open_text(path) as fh:
         try:
             for lineno, line in enumerate(fh, 1):
+                if "\x00" in line:
+                    raise TraceError(f"not a text trace (NUL bytes on line {lineno}: binary data)",
+                                     "give a JSONL/CSV file, optionally gzipped", path=path)
                 if line.strip():
                     return lineno, line.strip()
         except (UnicodeDecodeError, EOFError, gzip.BadGzipFile, zlib.error) as e:
@@ -298,12 +301,33 @@ class _Raw:
     offsets: np.ndarray | None = None
 
 
+BOM = b"\xef\xbb\xbf"
+MAX_TOKENS = 10**9                # per request: a billion-token prompt is a corrupt field, not a workload
+MAX_SPAN_S = 100 * 365.25 * 86400  # a trace spanning more than a century is a wrong time unit or a corrupt field
+
+
+def _check_ranges(rel: np.ndarray, c, p, fmap, unit: str) -> None:
+    """Values no analysis can hold (arrays sized by the span, sums of tokens): refused naming the line."""
+    for name, arr, limit, what in (("timestamp", np.abs(rel), MAX_SPAN_S, "s after the first request"),
+                                   ("input_length", c.inp, MAX_TOKENS, "tokens"),
+                                   ("output_length", c.out, MAX_TOKENS, "tokens")):
+        if arr.size and not arr.max() <= limit:
+            i = int(np.argmax(~(arr <= limit)))
+            raise TraceError(f"{float(arr[i]):.4g} {what} is out of range (at most {limit:.4g})",
+                             "fix the value" + (f", or give the right --time-unit (read as {unit})"
+                                                if name == "timestamp" else ""),
+                             path=p, line=int(c.lines[i]), field=fmap.get(name) or name)
+
+
 def open_binary(path: Path):
     """Open a trace as bytes, gunzipping when the file starts with the gzip magic (whatever its name)."""
     try:
         with open(path, "rb") as fh:
             magic = fh.read(2)
-        return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
+        fh = gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
+        if fh.read(3) != BOM:               # a UTF-8 byte-order mark is read past, not part of the first line
+            fh.seek(0)
+        return fh
     except OSError as e:
         raise TraceError(f"cannot read trace: {e.strerror}", "check the path and permissions", path=path) from None
 
@@ -662,6 +686,7 @@ def iter_trace(path: str | Path, fmt: str = "auto", batch_requests: int = 65536,
             _check_order(ts, c.lines, prev_t, prev_line, p, fmap["timestamp"], scale)
             prev_t, prev_line = ts[-1], c.lines[-1]
         rel = (ts - t0).astype(np.float64) * scale
+        _check_ranges(rel, c, p, fmap, unit)
         keys = chain_ids(c.ids, c.offsets) if do_chain else c.ids
         seen += len(c)
         yield Trace(rel, c.inp, c.out, c.offsets, keys, int(bt), spec.name, str(p), c.extras, float(t0) * scale)

@@ -15,6 +15,7 @@ from kvbench.cluster.routers import Router, argmin_load
 class PrefixRouter(Router):
     name = "prefix"
     options = {"load_bound": 1.5, "load_slack_s": 0.0}
+    ranges = {"load_bound": (1.0, 1e6), "load_slack_s": (0.0, 1e9)}
 
     def __init__(self, n_nodes, seed=0, **opts):
         super().__init__(n_nodes, seed, **opts)

@@ -27,6 +27,7 @@ def splitmix64(x: np.ndarray) -> np.ndarray:
 class SessionRouter(Router):
     name = "session"
     options = {"shared_fraction": 0.5, "vnodes": 64}
+    ranges = {"shared_fraction": (0.0, 1.0), "vnodes": (1, 65536)}
 
     def __init__(self, n_nodes, seed=0, **opts):
         super().__init__(n_nodes, seed, **opts)

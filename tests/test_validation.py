@@ -1,0 +1,160 @@
+"""Validation before work: every numeric option of every command is bounded and finite (one mechanism,
+``kvbench.cli._common.bound_numbers``, applied by the lazy command groups); the memory a run may take counts the
+cgroup's limit; ``run --l3 DEVICE`` sizes L3 to the device; a Ray address that is not Ray times out in one line.
+The bad inputs themselves are rows of tests/bad_inputs/table.toml."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import threading
+
+import click
+import pytest
+
+from kvbench.cli import main
+from kvbench.cli._common import NUMERIC_BOUNDS, Number
+
+
+def _commands(group=main, prefix=()):
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):
+        cmd = group.get_command(ctx, name)
+        if isinstance(cmd, click.Group):
+            yield from _commands(cmd, prefix + (name,))
+        else:
+            yield " ".join(prefix + (name,)), cmd
+
+
+def test_every_numeric_option_of_every_command_is_bounded_and_finite():
+    names = set()
+    for path, cmd in _commands():
+        for p in cmd.params:
+            assert p.type is not click.INT and p.type is not click.FLOAT, \
+                f"{path} {p.opts[0]}: a plain int/float (nan, inf, -1 pass)"
+            if isinstance(p.type, (click.IntRange, click.FloatRange)):
+                continue
+            names.add(p.name)
+    stale = set(NUMERIC_BOUNDS) - names
+    assert not stale, f"NUMERIC_BOUNDS names options no command has: {sorted(stale)}"
+
+
+@pytest.mark.parametrize("kind,lo,hi,lo_open,good,bad", [
+    (int, 0, 2**32 - 1, False, ["0", "4294967295"], ["-1", "4294967296", "1.5", "x"]),
+    (float, 0, 1, True, ["1", "0.5", "1e-9"], ["0", "nan", "inf", "-inf", "1.0000001", "-0.1"]),
+    (float, 1, 1e6, False, ["1", "1e6"], ["0.999", "nan", "1e30"]),
+])
+def test_a_number_is_refused_outside_its_range(kind, lo, hi, lo_open, good, bad):
+    t = Number(kind, lo, hi, lo_open)
+    for v in good:
+        assert t.convert(v, None, None) == kind(v)
+    from kvbench.errors import UsageError
+
+    for v in bad:
+        with pytest.raises(UsageError):
+            t.convert(v, None, None)
+
+
+def test_cgroup_room_is_the_tightest_limit_up_the_tree(tmp_path):
+    from kvbench.engine.targets import cgroup_memory_left
+
+    (tmp_path / "proc").write_text("0::/a/b\n")
+    root = tmp_path / "cg"
+    for d, mx, cur in (("", None, None), ("a", "1000000", "400000"), ("a/b", "max", "100")):
+        (root / d).mkdir(parents=True, exist_ok=True)
+        if mx is not None:
+            (root / d / "memory.max").write_text(mx + "\n")
+            (root / d / "memory.current").write_text(cur + "\n")
+    assert cgroup_memory_left(str(tmp_path / "proc"), str(root)) == 600000   # a's 1e6 - 4e5; b has no limit
+    (root / "a/b/memory.max").write_text("200000\n")
+    assert cgroup_memory_left(str(tmp_path / "proc"), str(root)) == 199900
+    (tmp_path / "proc").write_text("1:name=systemd:/x\n")                    # cgroup v1 only: no answer
+    assert cgroup_memory_left(str(tmp_path / "proc"), str(root)) is None
+
+
+def test_check_memory_takes_the_cgroup_limit(monkeypatch):
+    from kvbench.engine import targets
+    from kvbench.errors import TargetError
+
+    monkeypatch.setattr(targets, "cgroup_memory_left", lambda: 64 << 20)
+    targets.check_memory(32 << 20, "an arena", "smaller")
+    with pytest.raises(TargetError, match="64 MiB of memory left under this cgroup's memory.max"):
+        targets.check_memory(65 << 20, "an arena", "smaller")
+
+
+def test_a_port_that_is_not_ray_times_out_in_one_line():
+    from kvbench.cluster.workers import check_address
+    from kvbench.errors import UsageError
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+    held = []
+    stop = threading.Event()
+
+    def accept():
+        srv.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(srv.accept()[0])     # accepts, never answers: what a hung ray.init meets
+            except OSError:
+                pass
+
+    t = threading.Thread(target=accept, daemon=True)
+    t.start()
+    try:
+        with pytest.raises(UsageError, match="did not answer as a Ray cluster within 0.5 s"):
+            check_address(f"127.0.0.1:{srv.getsockname()[1]}", timeout_s=0.5)
+    finally:
+        stop.set()
+        t.join()
+        srv.close()
+
+
+def test_a_port_that_answers_but_not_in_http2_is_refused():
+    from kvbench.cluster.workers import check_address
+    from kvbench.errors import UsageError
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+
+    def answer():
+        c, _ = srv.accept()
+        c.recv(100)
+        c.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+        c.close()
+
+    t = threading.Thread(target=answer, daemon=True)
+    t.start()
+    with pytest.raises(UsageError, match="is open but is not a Ray cluster"):
+        check_address(f"127.0.0.1:{srv.getsockname()[1]}", timeout_s=5)
+    t.join()
+    srv.close()
+
+
+@pytest.fixture
+def loop_device(tmp_path):
+    import os
+    if os.geteuid() != 0:
+        pytest.skip("needs root for losetup")
+    img = tmp_path / "dev.img"
+    with open(img, "wb") as f:
+        f.truncate(48 << 20)
+    r = subprocess.run(["losetup", "--find", "--show", str(img)], capture_output=True, text=True)
+    if r.returncode:
+        pytest.skip(f"losetup failed: {r.stderr.strip()}")
+    dev = r.stdout.strip()
+    yield dev
+    subprocess.run(["losetup", "-d", dev], check=False)
+
+
+def test_run_sizes_l3_to_the_device_it_is_given(loop_device, tmp_path, cli):
+    from kvbench.cli.run import _l3_room
+
+    room, share = _l3_room(loop_device, str(tmp_path), None)
+    assert (room, share) == (48 << 20, 0.90)                   # the device's size, not the results folder's disk
+    r = cli("run", "--trace", "mooncake-sample", "--l3", loop_device, "--destroy-data", loop_device,
+            "--l3-capacity", "64MiB", "--results", tmp_path / "res")
+    assert r.exit_code == 2 and "is larger than" in r.output and r.output.count("kvbench: error") == 1, r.output
+    assert not (tmp_path / "res").exists()
