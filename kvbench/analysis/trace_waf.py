@@ -231,19 +231,30 @@ def _extended(trace, block_bytes: int, mini: int, q: float, kw: dict, turnovers:
 
 
 def _finish(ev, *, slot, mini, q, kw, origin, note, warm, params, spare_slots) -> StoreWrites:
-    from kvbench.analysis import ftl
-    from kvbench.sim.tiers import EV_WRITE
+    return stream_from_events(ev, slot_bytes=slot, capacity_blocks=mini, layout=kw["layout"], policy=kw["policy"],
+                              trim=kw["trim"], origin=origin, note=note, sample_rate=q, warm_writes=warm,
+                              params={"spare_slots": spare_slots, "write_policy": kw["write_policy"],
+                                      "ttl_s": kw["ttl_s"], "l2_blocks": kw["l2_blocks"], **params})
 
+
+def stream_from_events(ev, *, slot_bytes: int, capacity_blocks: int, layout: str = "slot", policy: str = "lru",
+                       trim: bool = False, origin: str = "trace", note: str = "", sample_rate: float = 1.0,
+                       warm_writes: int | None = None, params: dict | None = None) -> StoreWrites:
+    """One store's :class:`StoreWrites` from its tier-simulation events (``EVENT_DTYPE``; reads are dropped), e.g.
+    a cluster node's L3; the warm-up is found from the events unless given."""
+    from kvbench.analysis import ftl
+    from kvbench.sim.tiers import EV_TRIM, EV_WRITE
+
+    ev = ev[(ev["op"] == EV_WRITE) | (ev["op"] == EV_TRIM)]
     is_w = ev["op"] == EV_WRITE
     ops = np.where(is_w, ftl.OP_WRITE, ftl.OP_TRIM).astype(np.uint8)
     nslots = ev["nslots"].astype(np.int64)
     top = int((ev["slot"] + nslots).max()) if ev.size else 0
+    warm = _warm_writes(ev, capacity_blocks) if warm_writes is None else warm_writes
     return StoreWrites(ops=ops, slots=ev["slot"].astype(np.int64), nslots=nslots,
-                       request=ev["request"].astype(np.int64), slot_bytes=slot, capacity_blocks=mini,
-                       n_slots=top, sample_rate=q, layout=kw["layout"], policy=kw["policy"], trim=kw["trim"],
-                       origin=origin, note=note, warm_writes=warm,
-                       params={"spare_slots": spare_slots, "write_policy": kw["write_policy"],
-                               "ttl_s": kw["ttl_s"], "l2_blocks": kw["l2_blocks"], **params})
+                       request=ev["request"].astype(np.int64), slot_bytes=int(slot_bytes),
+                       capacity_blocks=int(capacity_blocks), n_slots=top, sample_rate=sample_rate, layout=layout,
+                       policy=policy, trim=trim, origin=origin, note=note, warm_writes=warm, params=params or {})
 
 
 def store_waf(sw: StoreWrites, *, op: float = 0.07, erase_block_bytes: int = 256 << 20, gc: str = "greedy",

@@ -45,13 +45,20 @@ from kvbench.cli._common import (RATE, emit_json, json_option, key_value_callbac
 @click.option("--prices", default="2025-h2", show_default=True,
               help="Price preset name or TOML path: the drive classes each node's L3 wear is judged on.")
 @click.option("--ssd-class", default=None, help="Drive class of the nodes' L3 (default: the preset's first).")
+@click.option("--sweep", "sweep", multiple=True, metavar="KEY=V1,V2",
+              help="Sizing sweep (with --dry-run): simulate every combination of these values under every router and "
+                   "price it; keys nodes, gpus_per_node, l2, l3_capacity, l4_capacity (0: no pool), l4_link_bw, "
+                   "l4_pool_bw (repeatable).")
+@click.option("--ttft-p99", "ttft_p99", default=None, metavar="DURATION",
+              help="Sweep target: TTFT p99 at most this (e.g. 2s).")
+@click.option("--hit-ratio", "hit_ratio", type=float, default=None, help="Sweep target: hit ratio at least this.")
 @click.option("--results", default="results", show_default=True, help="Results folder.")
 @json_option
 def cluster_cmd(trace, model, tp, fmt, nodes, router, routers, router_opts, load_bound, load_slack, gpus_per_node,
                 profile, l2_bw, l3_bw, l4_pool_bw, l1, l2, l3, l3_capacity, l4, l4_capacity, l4_link_bw,
                 l4_link_latency, policy, ttl, write_policy, exclusive, promote, layout, segment_bytes, trim, chunk_bytes,
                 qd, engine, speed, closed_loop, duration, max_requests, verify, seed, dry_run, destroy_data, ray_address, placement,
-                inject_node_loss, prices, ssd_class, results, as_json):
+                inject_node_loss, prices, ssd_class, sweep, ttft_p99, hit_ratio, results, as_json):
     """Simulate TRACE on NODES serving nodes behind a router: per node L1-L3 (capacities per node), one L4 pool
     shared by all (capacity, per-node link, aggregate bandwidth), a prefill queue per node; hit ratios per node
     and tier, imbalance, duplication, L4 traffic and TTFT per router. Without --dry-run every node also replays
@@ -59,6 +66,7 @@ def cluster_cmd(trace, model, tp, fmt, nodes, router, routers, router_opts, load
     from kvbench.cluster.config import ClusterConfig
     from kvbench.cluster.job import run_cluster
     from kvbench.errors import UsageError
+    from kvbench.units import parse_duration
 
     if router and routers:
         raise UsageError("--router and --routers both given", "give one router, or a list with --routers")
@@ -77,7 +85,9 @@ def cluster_cmd(trace, model, tp, fmt, nodes, router, routers, router_opts, load
     cfg = ClusterConfig(replay=rcfg, nodes=nodes, routers=names, gpus_per_node=gpus_per_node, router_opts=opts,
                         seed=seed, profile=profile, l2_bw=l2_bw, l3_bw=l3_bw, l4_pool_bw=l4_pool_bw,
                         ray_address=ray_address, placement=placement, inject_node_loss=inject_node_loss,
-                        prices=prices, ssd_class=ssd_class)
+                        prices=prices, ssd_class=ssd_class, sweep=tuple(sweep),
+                        ttft_p99_s=parse_duration(ttft_p99, what="--ttft-p99") if ttft_p99 is not None else None,
+                        hit_ratio_target=hit_ratio)
     s = run_cluster(cfg)
     if as_json:
         emit_json(s)
@@ -108,6 +118,8 @@ def _print(s: dict) -> None:
                    f"{r['ttft_ms']['p99']:>10.1f}{r['prefill_tokens_saved']:>12,}"
                    f"{(format_rate(l4) if l4 is not None else '-'):>12}")
     _print_wear(results)
+    if s.get("sweep"):
+        _print_sweep(s["sweep"])
     l4 = s["l4"]
     if l4["present"]:
         pk = l4["peak_pool_utilisation"]
@@ -127,6 +139,28 @@ def _print(s: dict) -> None:
                        + (f" ({nd['error']})" if nd.get("error") else ""))
     click.echo(f"  model: {s['model_notes']['profile']}")
     click.echo(f"  run_dir: {s['run_dir']}")
+
+
+def _print_sweep(sw: dict) -> None:
+    """The configurations that meet the targets, cheapest first (at most 10), and how many were tried."""
+    t = sw["targets"]
+    want = ", ".join(x for x in ((f"TTFT p99 <= {t['ttft_p99_s']:g} s" if t["ttft_p99_s"] is not None else ""),
+                                 (f"hit ratio >= {t['hit_ratio']:g}" if t["hit_ratio"] is not None else "")) if x)
+    click.echo(f"  sweep over {', '.join(sw['keys'])}: {len(sw['points'])} (configuration, router) runs; "
+               f"{len(sw['meeting'])} meet {want or 'no target'} (priced on {sw['class']}, {sw['prices']}; "
+               "network not priced)")
+    for r in sw["meeting"][:10]:
+        cfg = ", ".join(f"{k}={_fmt(k, r[k])}" for k in sw["keys"])
+        click.echo(f"    ${r['usd_per_day']['total']:,.0f}/day  {cfg}  {r['router']}: hit {r['hit_ratio']:.3f}, "
+                   f"TTFT p99 {r['ttft_p99_ms']:,.0f} ms"
+                   + (f", L3 busiest {r['l3_dwpd_host_busiest']:,.0f} DWPD" if r["l3_dwpd_host_busiest"] else ""))
+
+
+def _fmt(key: str, v) -> str:
+    from kvbench.units import format_bytes, format_rate
+
+    kind = {"l4_link_bw": "rate", "l4_pool_bw": "rate", "nodes": "count", "gpus_per_node": "count"}.get(key, "size")
+    return str(v) if kind == "count" else (format_rate(v) if kind == "rate" else format_bytes(v))
 
 
 def _print_wear(results: dict) -> None:

@@ -33,6 +33,9 @@ class ClusterConfig:
     inject_node_loss: int | None = None   # testing: the node whose worker dies at start
     prices: str = "2025-h2"               # price preset: the drive classes a node's L3 wear is judged on
     ssd_class: str | None = None          # the class (default: the preset's first)
+    sweep: tuple = ()                     # "KEY=V1,V2" items: a sizing sweep (kvbench.cluster.sizing)
+    ttft_p99_s: float | None = None       # the sweep's targets
+    hit_ratio_target: float | None = None
 
     @property
     def dry_run(self) -> bool:
@@ -56,6 +59,19 @@ class ClusterConfig:
                              "drop --dry-run to measure on the Ray hosts, or drop --ray-address")
         if self.placement not in PLACEMENTS:
             raise UsageError(f"unknown --placement {self.placement!r}", f"use one of {', '.join(PLACEMENTS)}")
+        if self.sweep or self.ttft_p99_s is not None or self.hit_ratio_target is not None:
+            from kvbench.cluster.sizing import parse_sweep
+
+            if not self.sweep:
+                raise UsageError("a target (--ttft-p99, --hit-ratio) needs a --sweep to choose from",
+                                 "add e.g. --sweep nodes=4,8,16")
+            if not self.dry_run:
+                raise UsageError("--sweep simulates every configuration and measures none", "add --dry-run")
+            parse_sweep(self.sweep)
+            if self.ttft_p99_s is not None and not (self.ttft_p99_s > 0 and math.isfinite(self.ttft_p99_s)):
+                raise UsageError(f"--ttft-p99 {self.ttft_p99_s} must be > 0", "give e.g. --ttft-p99 2s")
+            if self.hit_ratio_target is not None and not 0 <= self.hit_ratio_target <= 1:
+                raise UsageError(f"--hit-ratio {self.hit_ratio_target} is outside [0, 1]", "give e.g. --hit-ratio 0.5")
         if self.inject_node_loss is not None and not 0 <= self.inject_node_loss < self.nodes:
             raise UsageError(f"--inject-node-loss {self.inject_node_loss} is not a node", f"give 0..{self.nodes - 1}")
         self.replay.validate()

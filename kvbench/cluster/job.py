@@ -43,10 +43,22 @@ def _model_notes(cfg: ClusterConfig, profile, timing) -> dict:
     }
 
 
+def node_spec(cfg: ClusterConfig, model, trace):
+    """One node's tier hierarchy (capacities per node), validated."""
+    from kvbench.replay.kv import hierarchy_spec
+
+    spec = hierarchy_spec(cfg.replay, model.block_bytes(trace.block_tokens),
+                          f"{model.name}, {trace.block_tokens} tokens")
+    try:
+        spec.validate()
+    except SpecError as e:
+        raise SpecError(f"per node: {e.problem}", e.fix) from None
+    return spec
+
+
 def prepare(cfg: ClusterConfig):
     """Everything checked before any work or I/O: options, model, trace, profile, per-node capacities."""
     from kvbench.compute.profile import load_profile, rate_profile
-    from kvbench.replay.kv import hierarchy_spec
     from kvbench.spec.models import load_model
     from kvbench.stream.traces import read_trace
 
@@ -56,12 +68,14 @@ def prepare(cfg: ClusterConfig):
     trace = read_trace(r.trace, r.fmt, limit=r.max_requests)
     if trace.n_requests == 0:
         raise UsageError(f"trace {r.trace} has no requests", "give a non-empty trace")
-    block_bytes = model.block_bytes(trace.block_tokens)
-    spec = hierarchy_spec(r, block_bytes, f"{model.name}, {trace.block_tokens} tokens")
-    try:
-        spec.validate()
-    except SpecError as e:
-        raise SpecError(f"per node: {e.problem}", e.fix) from None
+    spec = node_spec(cfg, model, trace)
+    if cfg.sweep:                                     # every configuration of the sweep is valid before any work
+        from kvbench.cluster.sizing import configure, grid, parse_sweep
+
+        for point in grid(parse_sweep(cfg.sweep)):
+            c = configure(cfg, point)
+            c.validate()
+            node_spec(c, model, trace)
     profile = load_profile(cfg.profile) if cfg.profile else rate_profile(DEFAULT_PREFILL_TOKENS_PER_S, model=model.name)
     drive_class(cfg)                                  # a bad --ssd-class / --prices before any work
     return model, trace, spec, profile
@@ -126,11 +140,21 @@ def run_cluster(cfg: ClusterConfig) -> dict:
         from kvbench.cluster.sim import l4_per_second
         rd.append_timeseries(l4_per_second(tables[cfg.routers[0]], spec.slot_bytes))
     first = results[cfg.routers[0]]
+    sweep = None
+    if cfg.sweep:
+        from kvbench.analysis.cost import load_prices
+        from kvbench.cluster.sizing import Targets, parse_sweep, run_sweep
+
+        sweep = run_sweep(cfg, trace, lambda c: node_spec(c, model, trace), profile, parse_sweep(cfg.sweep),
+                          Targets(cfg.ttft_p99_s, cfg.hit_ratio_target), load_prices(cfg.prices), drive_class(cfg),
+                          simulate)
     summary = {"trace": cfg.replay.trace, "model": model.name, "nodes_count": cfg.nodes,
                "block_bytes": spec.block_bytes, "dry_run": cfg.dry_run,
                "model_notes": _model_notes(cfg, profile, timing), **first}
     if len(cfg.routers) > 1:
         summary["routers"] = results
+    if sweep is not None:
+        summary["sweep"] = sweep
     status = "complete"
     if not cfg.dry_run:
         measured = measure.run_nodes(cfg, trace, tables[cfg.routers[0]], rd)

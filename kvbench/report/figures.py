@@ -706,6 +706,36 @@ def router_comparison(runs: list[RunData]) -> go.Figure | None:
     return fig
 
 
+def sizing_pareto(runs: list[RunData]) -> go.Figure | None:
+    """``kvbench cluster --sweep``: every (configuration, router) as cost per day against TTFT p99, the Pareto
+    front per router joined, the TTFT target as a line, configurations that meet every target filled."""
+    pts = [(rd, r) for rd in runs if rd.summary.get("kind") == "cluster"
+           for r in ((rd.summary.get("sweep") or {}).get("points") or [])]
+    if not pts:
+        return None
+    fig = _fig("Cluster sizing: cost per day against TTFT p99 (each point a configuration under a router)")
+    routers = list(dict.fromkeys(r["router"] for _, r in pts))
+    for i, name in enumerate(routers):
+        mine = [r for _, r in pts if r["router"] == name and r["ttft_p99_ms"] is not None]
+        keys = (pts[0][0].summary.get("sweep") or {}).get("keys") or []
+        text = [", ".join(f"{k}={r[k]:,.4g}" for k in keys) for r in mine]
+        fig.add_trace(go.Scatter(
+            x=[r["usd_per_day"]["total"] for r in mine], y=[r["ttft_p99_ms"] for r in mine], mode="markers",
+            name=name, text=text, marker=dict(color=PALETTE[i % len(PALETTE)], size=9,
+                                              symbol=["circle" if r["meets"] else "circle-open" for r in mine])))
+        front = sorted((r for r in mine if r.get("pareto")), key=lambda r: r["usd_per_day"]["total"])
+        if len(front) > 1:
+            fig.add_trace(go.Scatter(x=[r["usd_per_day"]["total"] for r in front], y=[r["ttft_p99_ms"] for r in front],
+                                     mode="lines", line=dict(color=PALETTE[i % len(PALETTE)], dash="dot"),
+                                     name=f"{name}: Pareto front", showlegend=False))
+    target = ((pts[0][0].summary.get("sweep") or {}).get("targets") or {}).get("ttft_p99_s")
+    if target:
+        fig.add_hline(y=target * 1e3, line_dash="dash", annotation_text=f"TTFT p99 target {target:g} s")
+    fig.update_xaxes(title="$ per day (GPUs, DRAM, SSD, pool; network not priced)")
+    fig.update_yaxes(title="TTFT p99 (ms, log)", type="log")
+    return fig
+
+
 # --- steady state against capacity ----------------------------------------------------------------------
 def steady_state_vs_capacity(runs: list[RunData]) -> go.Figure | None:
     """Hit ratio, steady-state DWPD and residence time against capacity on one axis, each drive class's
@@ -948,6 +978,7 @@ FIGURES = (
     ("Steady state", steady_state_rounds),
     ("Prefill profile", prefill_profile),
     ("Cluster routers", router_comparison),
+    ("Cluster sizing: cost against TTFT", sizing_pareto),
 )
 
 #: one line under each figure saying what to look at (a figure without one shows its builder's docstring)
@@ -995,6 +1026,9 @@ CAPTIONS = {
                                 "compute profile (model x GPU); dashed lines are the drive classes' ratings.",
     "router_comparison": "Each router side by side on the same trace: keeping a conversation on one node raises "
                          "the hit ratio and lowers TTFT, as long as the load stays balanced.",
+    "sizing_pareto": "Each configuration of the sweep under each router: what it costs per day and its TTFT p99; "
+                     "filled points meet every target, the dotted line joins each router's cheapest-for-its-TTFT "
+                     "configurations.",
     "prefill_profile": "Measured prefill time per prompt length and the fitted T(n) = a + bn + cn² that the "
                        "load-vs-recompute check uses.",
 }
