@@ -109,6 +109,49 @@ def test_cache_is_used_and_a_changed_source_invalidates_it(tmp_path, cache):
     assert read_trace(p).n_requests == 6
 
 
+def test_a_same_length_edit_with_the_mtime_put_back_is_seen(tmp_path, cache):
+    """Issue 30: the cache was keyed on size and mtime, so an edit of the same length whose mtime was restored
+    (cp -p, rsync -a, tar do this) served the old trace. Every such edit is seen: in place (ctime moves, the
+    edges' hash changes), by a copy over it (a new inode), and where only the content's hash can tell."""
+    p = tmp_path / "m.jsonl"
+    recs = [{"timestamp": 10 * i, "input_length": 512, "output_length": 1, "hash_ids": [1, 2 + i]} for i in range(5)]
+    p.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    st0 = p.stat()
+    assert read_trace(p).keys[-1] == 6                           # cached now
+    for i, new_id in enumerate((8, 9)):
+        recs[4]["hash_ids"] = [1, new_id]
+        if i == 0:                                                # edit in place, then the mtime put back
+            p.write_text("".join(json.dumps(r) + "\n" for r in recs))
+        else:                                                     # a copy with its times (cp -p) over it
+            other = tmp_path / "other.jsonl"
+            other.write_text("".join(json.dumps(r) + "\n" for r in recs))
+            os.utime(other, ns=(st0.st_atime_ns, st0.st_mtime_ns))
+            os.replace(other, p)
+        os.utime(p, ns=(st0.st_atime_ns, st0.st_mtime_ns))
+        assert (p.stat().st_size, p.stat().st_mtime_ns) == (st0.st_size, st0.st_mtime_ns)
+        assert read_trace(p).keys[-1] == new_id
+    # the content's hash alone: identity fields as they were, only the bytes differ
+    real = tracebin.source_key(p)
+    recs[4]["hash_ids"] = [1, 7]
+    p.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    key = tracebin.source_key(p)
+    assert key["edges_sha256"] != real["edges_sha256"]
+    assert {k: v for k, v in key.items() if k not in ("edges_sha256", "ctime_ns")} == \
+        {k: v for k, v in real.items() if k not in ("edges_sha256", "ctime_ns")} | {"mtime_ns": key["mtime_ns"]}
+
+
+def test_the_source_hash_covers_the_first_and_last_mib(tmp_path):
+    p = tmp_path / "big.bin"
+    data = bytearray(os.urandom(3 << 20))
+    p.write_bytes(bytes(data))
+    k0 = tracebin.source_key(p)["edges_sha256"]
+    for where, changes in ((10, True), ((3 << 20) - 10, True), ((3 << 20) // 2, False)):
+        d = bytearray(data)
+        d[where] ^= 1
+        p.write_bytes(bytes(d))
+        assert (tracebin.source_key(p)["edges_sha256"] != k0) == changes, where
+
+
 def _damage(path, how):
     data = bytearray(path.read_bytes())
     if how == "truncate":

@@ -6,14 +6,15 @@ written, CSR offsets, format extras) are stored as flat little-endian arrays in 
 checks are applied on read exactly as for the text, so both paths give the same ``Trace``.
 
 Layout: ``MAGIC`` (8 bytes), u32 version, u32 header length, the header as JSON, then each column at a 64-byte
-aligned offset. The header names the source (path, size, mtime_ns), the source format, field mapping and
+aligned offset. The header names the source (:func:`source_key`: path, size, mtime_ns, inode, ctime_ns and a
+hash of its first and last MiB), the source format, field mapping and
 defaults (block tokens, time unit, chaining), and per column its dtype, offset, length and CRC-32. A file whose
 size differs from the header's, whose header does not parse, or whose CRC does not match is corrupt:
 :class:`CorruptBinary` is raised and nothing of it is used.
 
 The cache (``$KVBENCH_CACHE_DIR``, default ``$XDG_CACHE_HOME/kvbench/traces`` or ``~/.cache/kvbench/traces``)
-holds one file per (source path, format, field mapping); it is valid while the source's size and modification
-time are those in its header. ``KVBENCH_TRACE_CACHE=0`` turns it off. A cache that cannot be written (read-only
+holds one file per (source path, format, field mapping); it is valid while the source's identity is the one in
+its header (any edit, even one of the same length with the modification time put back, rebuilds it). ``KVBENCH_TRACE_CACHE=0`` turns it off. A cache that cannot be written (read-only
 home) is skipped; a corrupt one is rebuilt with a one-line warning on stderr.
 """
 
@@ -246,9 +247,22 @@ def cache_dir() -> Path | None:
     return Path(base) / "kvbench" / "traces"
 
 
+EDGE_BYTES = 1 << 20       # the source's first and last MiB are hashed into its identity
+
+
 def source_key(path: Path) -> dict:
+    """The source's identity: size, mtime_ns, inode and ctime_ns (a copy with ``cp -p``/``rsync -a``/``tar``
+    keeps size and mtime but is a new inode; an edit in place moves ctime, which no user call can set back) and
+    a SHA-256 of its first and last MiB (an edit the clock cannot see: a coarse-timestamp filesystem)."""
     st = path.stat()
-    return {"path": str(path.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        h.update(fh.read(EDGE_BYTES))
+        if st.st_size > EDGE_BYTES:
+            fh.seek(max(EDGE_BYTES, st.st_size - EDGE_BYTES))
+            h.update(fh.read(EDGE_BYTES))
+    return {"path": str(path.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns, "inode": st.st_ino,
+            "ctime_ns": st.st_ctime_ns, "edges_sha256": h.hexdigest()[:32]}
 
 
 def cache_path(path: Path, fmt: str, fields: Mapping) -> Path | None:
@@ -265,7 +279,7 @@ def warn(msg: str) -> None:
 
 
 def open_cached(path: Path, fmt: str, fields: Mapping) -> Reader | None:
-    """The cached binary of ``path`` when it is present, intact and matches the source's size and mtime."""
+    """The cached binary of ``path`` when it is present, intact and matches the source's identity."""
     cp = cache_path(path, fmt, fields)
     if cp is None or not cp.is_file():
         return None
