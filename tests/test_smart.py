@@ -114,3 +114,65 @@ def test_device_watch_off_nvme_gives_none(tmp_path):
     w = DeviceWatch({"l3": f})
     if nvme_device_for(f) is None:
         assert w.stop() == {"l3": None}
+
+
+# --- FDP statistics (nvme fdp stats -o json) ------------------------------------------------------------
+def test_parse_fdp_stats_both_number_forms_and_128_bit():
+    from kvbench.metrics.smart import parse_fdp_stats
+
+    a = parse_fdp_stats(text("fdp-stats.json"))           # older nvme-cli: 128-bit values as decimal strings
+    assert (a.host_bytes_written, a.media_bytes_written, a.media_bytes_erased) == (2**64, 5 * 2**62, 20 * 2**40)
+    b = parse_fdp_stats(text("fdp-stats-after.json"))     # newer nvme-cli: bare numbers
+    assert b.host_bytes_written == 2**64 + 10_000_000_000
+    long_names = {"Host Bytes with Metadata Written": "5", "Media Bytes with Metadata Written": "7",
+                  "Media Bytes Erased": "0"}
+    assert parse_fdp_stats(long_names).media_bytes_written == 7
+    with pytest.raises(SpecError, match="FDP statistics log has no 'mbmw'"):
+        parse_fdp_stats({"hbmw": "1", "mbe": "0"})
+    with pytest.raises(SpecError, match="fdp stats: not JSON"):
+        parse_fdp_stats("NVMe status: Invalid Log Page(0x109)")
+
+
+def test_fdp_delta_gives_measured_waf_and_says_when_the_drive_has_none():
+    from kvbench.metrics.smart import parse_fdp_stats
+
+    smart = parse_smart_log(text("nvme-cli-2-smart-log.json"))
+    before = DeviceCounters("/dev/nvme0n1", smart, None, parse_fdp_stats(text("fdp-stats.json")))
+    after = DeviceCounters("/dev/nvme0n1", smart, None, parse_fdp_stats(text("fdp-stats-after.json")))
+    d = delta(before, after)
+    assert (d.fdp_host_bytes_written, d.fdp_media_bytes_written) == (10_000_000_000, 12_500_000_000)
+    assert d.fdp_waf == 1.25 and d.fdp_media_bytes_erased == 21990232555520000 - 21990232555520
+    assert d.to_dict()["fdp_waf"] == 1.25 and d.fdp_note.startswith("measured: FDP statistics log")
+    assert DeviceCounters.from_dict(after.to_dict()) == after
+    plain = delta(DeviceCounters("/dev/nvme0n1", smart, None), DeviceCounters("/dev/nvme0n1", smart, None))
+    assert plain.fdp_waf is None and plain.to_dict()["fdp_waf"] is None
+    assert "reports no FDP statistics" in plain.fdp_note
+    assert delta(before, DeviceCounters("/dev/nvme0n1", smart, None)).fdp_waf is None   # one reading lacks it
+
+
+def test_read_counters_reads_fdp_stats_and_a_drive_without_fdp_has_none(tmp_path):
+    from kvbench.metrics.smart import read_counters
+
+    exe = tmp_path / "nvme"
+    exe.write_text(f"""#!/bin/sh
+echo "$@" >> {tmp_path / "calls"}
+case "$1" in
+  smart-log) cat {FIX / "nvme-cli-2-smart-log.json"} ;;
+  fdp) cat {FIX / "fdp-stats.json"} ;;
+  *) exit 1 ;;
+esac
+""")
+    exe.chmod(0o755)
+    c = read_counters("/dev/nvme9n1", nvme=str(exe), endurance_group=2)
+    assert c.fdp is not None and c.fdp.host_bytes_written == 2**64 and c.ocp is None
+    assert "fdp stats /dev/nvme9n1 --endgrp-id=2 -o json" in (tmp_path / "calls").read_text()
+    # a drive without FDP: nvme-cli prints an NVMe status and exits non-zero
+    exe.write_text(f"""#!/bin/sh
+case "$1" in
+  smart-log) cat {FIX / "nvme-cli-2-smart-log.json"} ;;
+  fdp) echo "NVMe status: Invalid Log Page: The log page indicated is invalid(0x109)" >&2; exit 9 ;;
+  *) exit 1 ;;
+esac
+""")
+    c = read_counters("/dev/nvme9n1", nvme=str(exe))
+    assert c.smart is not None and c.fdp is None

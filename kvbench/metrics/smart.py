@@ -9,7 +9,12 @@ Parsed formats (``tests/fixtures/smart``):
   ``media_errors``, ...; 128-bit values appear as numbers, floats or numeric strings depending on version);
 - ``smartctl -j -a DEV`` (``nvme_smart_health_information_log`` with ``percentage_used``);
 - ``nvme ocp smart-add-log DEV -o json`` (``"Physical media units written": {"hi", "lo"}`` in log page
-  version <= 3 output, ``physical_media_units_written`` in the newer output).
+  version <= 3 output, ``physical_media_units_written`` in the newer output);
+- ``nvme fdp stats DEV --endgrp-id=N -o json`` (NVMe FDP Statistics log, 22h, endurance-group scoped: ``hbmw``
+  host bytes with metadata written, ``mbmw`` media bytes with metadata written, ``mbe`` media bytes erased,
+  128-bit, printed as decimal strings by nvme-cli's ``json_nvme_fdp_stats`` in nvme-print-json.c). Device WAF
+  from FDP = delta mbmw / delta hbmw. A drive without FDP answers the command with an error: its ``fdp`` is
+  None and the delta says so, never a made-up figure.
 """
 
 from __future__ import annotations
@@ -87,6 +92,34 @@ class OcpLog:
     percent_free_blocks: int | None = None
 
 
+@dataclass(frozen=True)
+class FdpStats:
+    """NVMe FDP Statistics log (22h) of one endurance group: bytes with metadata, as the drive counts them."""
+
+    host_bytes_written: int        # HBMW
+    media_bytes_written: int       # MBMW: host and GC writes to the media
+    media_bytes_erased: int        # MBE
+
+
+_FDP_KEYS = {"host_bytes_written": ("hbmw", "Host Bytes with Metadata Written", "host_bytes_with_metadata_written"),
+             "media_bytes_written": ("mbmw", "Media Bytes with Metadata Written",
+                                     "media_bytes_with_metadata_written"),
+             "media_bytes_erased": ("mbe", "Media Bytes Erased", "media_bytes_erased")}
+
+
+def parse_fdp_stats(doc) -> FdpStats:
+    """Parse ``nvme fdp stats DEV --endgrp-id=N -o json`` output."""
+    d = _as_dict(doc, "fdp stats")
+    vals = {}
+    for field_name, names in _FDP_KEYS.items():
+        v = _get(d, *names)
+        if v is None:
+            raise SpecError(f"FDP statistics log has no {names[0]!r} ({names[1]})",
+                            "give the output of 'nvme fdp stats DEV --endgrp-id=N -o json' (drive must support FDP)")
+        vals[field_name] = _num(v, what=names[0])
+    return FdpStats(**vals)
+
+
 def parse_smart_log(doc) -> SmartLog:
     """Parse ``nvme smart-log -o json`` (or ``smartctl -j``) output: a JSON string, bytes or dict."""
     d = _as_dict(doc, "smart-log")
@@ -148,15 +181,16 @@ class DeviceCounters:
     device: str
     smart: SmartLog | None
     ocp: OcpLog | None
+    fdp: FdpStats | None = None      # None: the drive (or this nvme-cli) reports no FDP statistics
 
     def to_dict(self) -> dict:
         return {"device": self.device, "smart": asdict(self.smart) if self.smart else None,
-                "ocp": asdict(self.ocp) if self.ocp else None}
+                "ocp": asdict(self.ocp) if self.ocp else None, "fdp": asdict(self.fdp) if self.fdp else None}
 
     @classmethod
     def from_dict(cls, d: dict) -> "DeviceCounters":
         return cls(d["device"], SmartLog(**d["smart"]) if d.get("smart") else None,
-                   OcpLog(**d["ocp"]) if d.get("ocp") else None)
+                   OcpLog(**d["ocp"]) if d.get("ocp") else None, FdpStats(**d["fdp"]) if d.get("fdp") else None)
 
 
 @dataclass(frozen=True)
@@ -168,6 +202,9 @@ class CounterDelta:
     nand_bytes_written: int | None
     percent_used_delta: int | None
     media_errors_delta: int | None
+    fdp_host_bytes_written: int | None = None
+    fdp_media_bytes_written: int | None = None
+    fdp_media_bytes_erased: int | None = None
 
     @property
     def device_waf(self) -> float | None:
@@ -178,8 +215,22 @@ class CounterDelta:
             return None
         return self.nand_bytes_written / self.host_bytes_written
 
+    @property
+    def fdp_waf(self) -> float | None:
+        """Media bytes / host bytes from the FDP statistics log (None when the drive reports none, or nothing was
+        written)."""
+        if self.fdp_media_bytes_written is None or not self.fdp_host_bytes_written:
+            return None
+        return self.fdp_media_bytes_written / self.fdp_host_bytes_written
+
+    @property
+    def fdp_note(self) -> str:
+        if self.fdp_media_bytes_written is None:
+            return "the drive reports no FDP statistics (no FDP support, FDP disabled, or nvme-cli without fdp)"
+        return "measured: FDP statistics log, media / host bytes with metadata written"
+
     def to_dict(self) -> dict:
-        return {**asdict(self), "device_waf": self.device_waf}
+        return {**asdict(self), "device_waf": self.device_waf, "fdp_waf": self.fdp_waf, "fdp_note": self.fdp_note}
 
 
 def delta(before: DeviceCounters, after: DeviceCounters) -> CounterDelta:
@@ -188,7 +239,9 @@ def delta(before: DeviceCounters, after: DeviceCounters) -> CounterDelta:
         raise SpecError(f"counter readings of different devices ({before.device}, {after.device})",
                         "compare readings of one device")
     sb, sa, ob, oa = before.smart, after.smart, before.ocp, after.ocp
-    return CounterDelta(
+    fb, fa = before.fdp, after.fdp
+    fdp = {f"fdp_{k}": (getattr(fa, k) - getattr(fb, k) if fa and fb else None) for k in _FDP_KEYS}
+    return CounterDelta(**fdp,
         device=after.device,
         host_bytes_written=sa.host_bytes_written - sb.host_bytes_written if sa and sb else None,
         nand_bytes_written=oa.physical_media_bytes_written - ob.physical_media_bytes_written if oa and ob else None,
@@ -230,8 +283,8 @@ def _run_json(args: list[str], timeout: float = 20.0) -> dict | None:
     return d if isinstance(d, dict) else None
 
 
-def read_counters(device: str, *, nvme: str | None = None) -> DeviceCounters:
-    """Read SMART (and OCP C0h when the drive has it) from an NVMe device with nvme-cli.
+def read_counters(device: str, *, nvme: str | None = None, endurance_group: int = 1) -> DeviceCounters:
+    """Read SMART (and OCP C0h and FDP statistics when the drive has them) from an NVMe device with nvme-cli.
 
     Raises DependencyError when nvme-cli is missing; a log the drive does not return is None."""
     exe = nvme or shutil.which("nvme")
@@ -240,7 +293,8 @@ def read_counters(device: str, *, nvme: str | None = None) -> DeviceCounters:
                               "apt-get install nvme-cli (or .ci/install), or rely on the FTL model")
     smart_doc = _run_json([exe, "smart-log", device, "-o", "json"])
     ocp_doc = _run_json([exe, "ocp", "smart-add-log", device, "-o", "json"])
-    smart = ocp = None
+    fdp_doc = _run_json([exe, "fdp", "stats", device, f"--endgrp-id={endurance_group}", "-o", "json"])
+    smart = ocp = fdp = None
     try:
         smart = parse_smart_log(smart_doc) if smart_doc else None
     except SpecError:
@@ -249,7 +303,11 @@ def read_counters(device: str, *, nvme: str | None = None) -> DeviceCounters:
         ocp = parse_ocp_log(ocp_doc) if ocp_doc else None
     except SpecError:
         ocp = None
-    return DeviceCounters(device=device, smart=smart, ocp=ocp)
+    try:
+        fdp = parse_fdp_stats(fdp_doc) if fdp_doc else None
+    except SpecError:
+        fdp = None
+    return DeviceCounters(device=device, smart=smart, ocp=ocp, fdp=fdp)
 
 
 def try_read_counters(path: str | os.PathLike) -> DeviceCounters | None:
