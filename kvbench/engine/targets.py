@@ -225,6 +225,10 @@ def _open_direct(path: str, flags: int, direct: bool, fstype: str | None, mountp
                               f"{e.strerror}", "use a writable target (not read-only, with permission)") from None
         if e.errno == errno.ENOENT:
             raise TargetError(f"{path}: {e.strerror}", "create the parent directory first") from None
+        if e.errno == errno.EBUSY and flags & os.O_EXCL:
+            raise SafetyError(f"{path} is in use: the kernel holds the device exclusively for another opener (a "
+                              "kvbench run through this or another device node, a mount, device-mapper or RAID)",
+                              "wait for that run to finish, or use another device") from None
         raise TargetError(f"cannot open {path}: {e.strerror}", "check the target path") from None
 
 
@@ -298,8 +302,10 @@ def _check_size_aligned(path, size, lbs):
 def _open_block(path, st, size, write, destroy_data, lock, direct) -> Target:
     if write:
         safety.check_block_write(path, destroy_data)
-    fd = _open_direct(path, os.O_RDWR if write else os.O_RDONLY, direct, None, None)
-    # O_EXCL on a block device fails while it is mounted or held: a second, kernel-enforced guard for writes
+    # O_EXCL on a block device is the kernel's lock on the device itself, whatever node names it (a second node
+    # made with mknod, a container's /dev): it fails while another O_EXCL opener, a mount or a holder has it.
+    # The flock beside it is per inode (per node), so it alone let two nodes of one device run at once.
+    fd = _open_direct(path, (os.O_RDWR if write else os.O_RDONLY) | (os.O_EXCL if lock else 0), direct, None, None)
     if lock:
         _lock(fd, path)
     buf = bytearray(8)
