@@ -136,3 +136,11 @@ def test_a_fitted_first_byte_of_zero_is_not_resolved_never_0_ns():
     assert res["l2"]["first_byte"] == NOT_RESOLVED and res["l2"]["latency_resolved"] is False
     assert "first byte not resolved by the fit" in res["l2"]["verdict"] and "0 ns" not in res["l2"]["verdict"]
     assert res["ram"]["latency_resolved"] is True and "0 ns" in res["ram"]["verdict"]
+
+
+def test_the_run_note_on_first_bytes_says_unresolved_not_0_ns():
+    from kvbench.cli.run import first_byte_notes
+
+    fit0 = {"latency_s": 0.0, "latency_resolved": False, "first_byte": NOT_RESOLVED, "source": "fit to l3's loads"}
+    notes = first_byte_notes([_probe(first=38e-6)], {"l3": fit0})
+    assert "probe 38 us" in notes[0] and "vs check not resolved by the fit" in notes[0] and "0 ns" not in notes[0]

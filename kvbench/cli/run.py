@@ -188,8 +188,9 @@ def first_byte_notes(probes: list, check_tiers: dict) -> list[str]:
         used, probed = float(t["latency_s"]), float(p.first_byte_s)
         if abs(used - probed) <= 0.05 * max(used, probed):
             continue
+        said = format_duration(used) if t.get("latency_resolved", True) else str(t.get("first_byte"))
         out.append(f"{p.name} first byte: probe {format_duration(probed)} (one small read "
-                   f"at QD1 on the idle tier) vs check {format_duration(used)} ({t.get('source') or 'given'}: the "
+                   f"at QD1 on the idle tier) vs check {said} ({t.get('source') or 'given'}: the "
                    f"latency a request saw under the replay's load, queueing included); check decides with the "
                    f"latter")
     return out
