@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from kvbench.analysis.endurance import SECONDS_PER_DAY, Rating, endurance, rating_equivalent_dwpd, required_dwpd
+from kvbench.analysis.endurance import dwpd, lifetime_years, rating_equivalent_dwpd, residence_s
 
 MAX_WAF_NODES = 64
 
@@ -68,13 +68,13 @@ def tier_wear(times: np.ndarray, events: np.ndarray, *, capacity_bytes: float, c
         out["steady_state"] = "not reached: the store never reused a slot within the trace"
         return out
     out["steady_state"] = "measured"
-    out["dwpd_host"] = required_dwpd(wb * SECONDS_PER_DAY, capacity_bytes)
-    out["residence_s"] = capacity_bytes / wb if wb > 0 else math.inf
+    out["dwpd_host"] = dwpd(wb, capacity_bytes)
+    out["residence_s"] = residence_s(capacity_bytes, wb) if wb > 0 else math.inf
     if drive is not None and waf is not None:
         ref = drive.reference_waf if drive.reference_waf is not None else waf
         out["dwpd_rating_equivalent"] = rating_equivalent_dwpd(out["dwpd_host"], waf, ref)
-        rating = Rating(dwpd=drive.dwpd, warranty_years=drive.warranty_years, reference_waf=ref)
-        out["lifetime_years"] = endurance(wb * SECONDS_PER_DAY, capacity_bytes, waf=waf, rating=rating).lifetime_years
+        out["lifetime_years"] = lifetime_years(wb, capacity_bytes, waf=waf, rated_dwpd=drive.dwpd,
+                                               warranty_years=drive.warranty_years, reference_waf=ref)
     return out
 
 

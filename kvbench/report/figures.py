@@ -495,8 +495,8 @@ def dwpd_vs_retention(runs: list[RunData]) -> go.Figure | None:
                       secondary_y=False)
         caps = [_num(r.get("capacity_bytes")) for r in rows]
         if any(c for c in caps):
-            fig.add_trace(go.Scatter(x=x, y=[(c or 0) / 2**40 for c in caps], mode="lines+markers", text=text,
-                                     name=_name(runs, rd, "KV tier that keeps it (TiB)"),
+            fig.add_trace(go.Scatter(x=x, y=[c or 0 for c in caps], mode="lines+markers", text=text,
+                                     name=_name(runs, rd, "KV tier that keeps it"),
                                      marker=dict(symbol=symbols, size=9),
                                      line=dict(color=color, dash="dot")), secondary_y=True)
         drawn = True
@@ -513,11 +513,20 @@ def dwpd_vs_retention(runs: list[RunData]) -> go.Figure | None:
               for v in (t.y or ()) if v is not None and v > 0]
         return bool(ys) and max(ys) / min(ys) > 100
 
+    def values(secondary: bool) -> list:
+        return [v for t in fig.data if bool(getattr(t, "yaxis", "y") == "y2") == secondary
+                for v in (t.y or ()) if v is not None and v > 0]
+
     log1, log2 = spans_decades(False), spans_decades(True)
+    d1, c1 = values(False), values(True)
+    # every tick a full value with its unit (no bare minor 2 / 5 / 8 of plotly's log axes)
+    dv, dt = log_ticks(min(d1), max(d1), count_label) if (log1 and d1) else ([], [])
+    cv, ct = _bytes_ticks(min(c1), max(c1)) if c1 else ([], [])
     fig.update_yaxes(title="drive writes per day" + (" (log)" if log1 else ""), secondary_y=False,
-                     **({"type": "log"} if log1 else {"rangemode": "tozero"}))
-    fig.update_yaxes(title="capacity (TiB" + (", log)" if log2 else ")"), secondary_y=True, showgrid=False,
-                     **({"type": "log"} if log2 else {"rangemode": "tozero"}))
+                     **({"type": "log", "tickvals": dv, "ticktext": dt} if log1 else {"rangemode": "tozero"}))
+    fig.update_yaxes(title="KV tier" + (" (log)" if log2 else ""), secondary_y=True, showgrid=False,
+                     **({"type": "log", "tickvals": cv, "ticktext": ct} if log2 else
+                        {"rangemode": "tozero", "tickvals": cv, "ticktext": ct}))
     return fig
 
 

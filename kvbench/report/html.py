@@ -30,6 +30,7 @@ td.pass,h3.pass{color:#1b5e20;font-weight:bold} td.fail,h3.fail{color:#b71c1c;fo
 .badge.ok{background:#e8f5e9;color:#1b5e20} .badge.partial{background:#ffebee;color:#b71c1c}
 .banner{background:#ffebee;border:1px solid #e57373;padding:8px 12px;margin:10px 0;color:#b71c1c}
 .env td,.env th{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.85em;word-break:break-all}
+.env th{word-break:normal;white-space:nowrap}
 #kvbench-js-errors:empty{display:none} #kvbench-js-errors{background:#fee;color:#900;padding:8px}
 .answer-box{font-size:1em;border:2px solid #555} .answer-box th{white-space:nowrap;background:#f7f7f7}
 .answer-box tr.decision td{font-weight:bold} .answer-box tr.decision.load td{color:#1b5e20}
