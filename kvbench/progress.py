@@ -231,13 +231,19 @@ class Poll:
 
 class Steps:
     """``step k of n: NAME`` with the ETA of the whole sequence: the steps left are costed at their expected
-    seconds where known (a workload's runtime) and at the mean of the steps finished otherwise."""
+    seconds where known (a workload's runtime) and at the mean of the steps finished otherwise. Redrawn every
+    second while shown (elapsed and ETA move between steps)."""
 
     def __init__(self, desc: str, expected_s: list[float | None], *, stream=None):
         self.desc, self.expected = desc, list(expected_s)
         self.took: list[float] = []
         self.k, self.name, self.t_step, self.t0 = 0, "", time.monotonic(), time.monotonic()
         self.line = Line(desc, None, None, stream=stream)
+        self._poll = Poll(self.line, self._redraw)
+
+    def _redraw(self) -> None:
+        if self.k:
+            self.tick()
 
     def start(self, name: str) -> None:
         if self.k:
@@ -247,9 +253,13 @@ class Steps:
         self.tick(now=True)
 
     def remaining_s(self) -> float | None:
-        """Seconds to the end of the last step (None while nothing gives a cost)."""
+        """Seconds to the end of the last step (None while nothing gives a cost). A step of unknown cost is
+        costed at the mean of the finished steps, or at the running step's time so far when that is longer
+        (a step that overran the mean says more about the rest than the mean does)."""
         mean = sum(self.took) / len(self.took) if self.took else None
         now = time.monotonic() - self.t_step
+        if mean is not None and self.k and self.expected[self.k - 1] is None:
+            mean = max(mean, now)
         cur = self.expected[self.k - 1] if 0 < self.k <= len(self.expected) else None
         left = max(0.0, cur - now) if cur is not None else (max(0.0, mean - now) if mean is not None else None)
         for e in self.expected[self.k:]:
@@ -269,6 +279,7 @@ class Steps:
         self.line.echo(msg)
 
     def close(self) -> None:
+        self._poll.close()
         self.line.close()
 
     def __enter__(self) -> "Steps":

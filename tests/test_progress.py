@@ -64,6 +64,14 @@ def test_steps_eta_costs_the_steps_left(monkeypatch):
     assert s.remaining_s() == 0.0 + 30.0 + 100.0
     s.start("mix")
     assert s.remaining_s() == 30.0 + (100.0 + 70.0) / 2
+    u = progress.Steps("plan", [None, None, None], stream=open(os.devnull, "w"))
+    u.start("curves")
+    clock.t += 10.0
+    u.start("target 0.9")
+    clock.t += 4.0
+    assert u.remaining_s() == 6.0 + 10.0                  # the mean of the finished step costs the rest
+    clock.t += 21.0                                        # overran the mean: the rest costs what this took so far
+    assert u.remaining_s() == 0.0 + 25.0
 
 
 def test_inactive_line_draws_nothing_and_modes(monkeypatch):

@@ -494,8 +494,9 @@ def _profile(trace, warmup):
 
 def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, options: PlanOptions,
                bytes_per_token: float | None = None, compute: dict | None = None, model: str = "",
-               measured: dict | None = None, profile=None, kv=None) -> dict:
-    """Steady-state capacity, DWPD, residence, drives per class and the bill for one trace.
+               measured: dict | None = None, profile=None, kv=None, step=None) -> dict:
+    """Steady-state capacity, DWPD, residence, drives per class and the bill for one trace. ``step(name)`` is
+    told as each stage begins (the curves, then each hit-ratio target): a live line's ``Steps.start``.
 
     ``kv``: the model (its per-layer load bytes for the load-vs-recompute bill); ``measured``: what a replay run
     measured (``waf``, ``waf_source``, ``l3_write_bytes``...), reported beside
@@ -516,6 +517,8 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
 
     stat = stationarity(trace)          # DESIGN.md, "Stationarity": steady figures capped at stat.steady_ceiling
     stat_note = None
+    step = step or (lambda name: None)
+    step("hit-ratio and steady-state curves")
     hit_curve = cap.HitCurve.from_profile(_profile(trace, opt.warmup), block_bytes=block_bytes)
     steady_raw = res.steady_curve(trace, block_bytes=block_bytes)
     # no steady write rate is below the compulsory (never-seen) rate of the window its demand is measured over:
@@ -598,6 +601,7 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
     capacity_bytes = {"l2": {}, "l3": {}}
     for t in opt.targets:
         k = _key(t)
+        step(f"target {t:g}: drive classes at their own WAF")
         per_target[k], rows_plans, rows = plan_target(ctx, t)
         if rows is None:
             capacity_bytes["l2"][k] = capacity_bytes["l3"][k] = None

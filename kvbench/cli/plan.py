@@ -188,9 +188,12 @@ def plan_cmd(trace_path, model, targets, absolute, retention, capacities, sweep,
                        ssd_class=ssd_class, waf=waf, waf_source=waf_source, capacities=caps, sweep=sweep_s,
                        deployment=dep, load_tier=_load_tier(load_tier),
                        admission=_admission_list(admission), placement=placement, streams=streams)
-    out = build_plan(trace, block_bytes=block_bytes, prices=price_table, tokens_per_s=tokens_per_s, options=opts,
-                     bytes_per_token=spec.stored_bytes_per_token(trace.block_tokens), compute=compute,
-                     model=spec.name, measured=measured, profile=prof, kv=spec)
+    from kvbench.progress import Steps
+
+    with Steps("plan", [None] * (1 + len(opts.targets))) as meter:    # ETA: the mean of the stages done
+        out = build_plan(trace, block_bytes=block_bytes, prices=price_table, tokens_per_s=tokens_per_s, options=opts,
+                         bytes_per_token=spec.stored_bytes_per_token(trace.block_tokens), compute=compute,
+                         model=spec.name, measured=measured, profile=prof, kv=spec, step=meter.start)
     if dep is not None:
         from kvbench.analysis.fixed_capacity import for_plan
 
