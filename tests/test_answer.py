@@ -201,3 +201,19 @@ def test_an_ssd_tier_whose_loads_never_win_is_not_bought():
     assert (a.decision, a.choice) == ("recompute", "recompute")
     assert a.value("usd_per_day") == 135.0 and a.value("usd_per_day_saved") == 0.0
     assert "loading wins only from l2 for prefixes >= 80,000 tokens" in a.statement
+
+
+def test_an_excluded_probe_is_a_suspect_figure_in_every_view():
+    excluded = [{"name": "l3", "bandwidth_bytes_per_s": 16.9e6, "first_byte_s": 3.8e-5,
+                 "suspect": ["bandwidth 16.9 MB/s below 1/5 of the replay's 270 MB/s"]}]
+    a = build_answer(_plan(), _check(), excluded=excluded)
+    assert [f.provenance for f in a.suspect] == ["suspect"] and a.suspect[0].value == 16.9e6
+    assert Answer.from_json(json.loads(json.dumps(a.to_json()))) == a
+    line = next(text for label, text, _ in rows(a) if label == "suspect, not used")
+    assert "16.9 MB/s" in line and "below 1/5 of the replay" in line
+    from kvbench.report.tables import answer_box
+
+    assert line in text_table(a) and line in html.unescape(answer_box(a))
+    # not used: the figures are those of the answer without the excluded probe
+    b = build_answer(_plan(), _check())
+    assert {k: f.value for k, f in a.figures.items()} == {k: f.value for k, f in b.figures.items()}

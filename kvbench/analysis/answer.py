@@ -21,7 +21,7 @@ The arithmetic, each step one call of :mod:`kvbench.analysis.endurance`:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 
 from kvbench.analysis import endurance as E
 from kvbench.errors import UsageError
@@ -96,6 +96,7 @@ class Answer:
     notes: tuple = ()
     schema: int = SCHEMA
     choice: str = ""                     # "dram+ssd" | "dram-only" | "recompute": what the cost line buys
+    suspect: tuple = ()                  # Figures that failed a check (e.g. an excluded probe): shown, not used
 
     def __getitem__(self, key: str) -> Figure:
         return self.figures[key]
@@ -110,6 +111,7 @@ class Answer:
         out.update({k: self.figures[k].to_json() for k in FIGURE_KEYS if k in self.figures})
         out["load_or_recompute"] = {t.tier: t.to_json() for t in self.load_or_recompute}
         out["notes"] = list(self.notes)
+        out["suspect"] = [f.to_json() for f in self.suspect]
         return out
 
     @classmethod
@@ -124,7 +126,8 @@ class Answer:
         return cls(str(d["decision"]), str(d.get("statement") or ""), str(d.get("binding") or ""),
                    str(d.get("binding_statement") or ""),
                    {k: Figure.from_json(d[k]) for k in FIGURE_KEYS if k in d}, tiers, tuple(d.get("notes") or ()),
-                   int(version), str(d.get("choice") or ""))
+                   int(version), str(d.get("choice") or ""),
+                   tuple(Figure.from_json(x) for x in d.get("suspect") or ()))
 
 
 # --- building it --------------------------------------------------------------------------------------------
@@ -283,9 +286,18 @@ def _per_drive(W: float | None, store: float, d: _Drives, cls, waf: float, ref: 
 
 
 def build_answer(plan: dict, check: dict | None = None, *, trace_requests: int | None = None,
-                 requests_issued: int | None = None, sources: Sources = Sources()) -> Answer:
+                 requests_issued: int | None = None, sources: Sources = Sources(), excluded=()) -> Answer:
     """The answer from a plan (``kvbench plan --json``), a check (``kvbench check --json``) and the replay's
-    coverage; the plan's headline target and its chosen drive class."""
+    coverage; the plan's headline target and its chosen drive class. ``excluded``: probes that failed their
+    check against the replay (``probes.json`` entries with ``suspect`` reasons), carried as suspect figures."""
+    answer = _build(plan, check, trace_requests, requests_issued, sources)
+    bad = tuple(Figure(_num(x.get("bandwidth_bytes_per_s")), "suspect",
+                       f"{x.get('name')} probe bandwidth: {'; '.join(map(str, x.get('suspect') or ['failed a check']))}"
+                       " (probes.json; excluded)") for x in excluded or ())
+    return replace(answer, suspect=answer.suspect + bad) if bad else answer
+
+
+def _build(plan, check, trace_requests, requests_issued, sources: Sources) -> Answer:
     prices = _prices(plan)
     head = (plan.get("answer") or {}).get("target") or f"{plan['targets'][0]:g}"
     t = (plan.get("per_target") or {}).get(head) or {}
@@ -502,7 +514,8 @@ def rows(a: Answer) -> list[tuple[str, str, str]]:
             ("cost", f"{fmt('usd_per_day', v('usd_per_day'))} against "
                      f"{fmt('usd_per_day_recompute', v('usd_per_day_recompute'))} recomputing: saves "
                      f"{fmt('usd_per_day_saved', v('usd_per_day_saved'))}", kind["usd_per_day"])]
-    return out + _coverage_rows(a)
+    return out + _coverage_rows(a) + [("suspect, not used", f"{f.source}: {fmt('bandwidth_bytes_per_s', f.value)}",
+                                       "suspect") for f in a.suspect]
 
 
 def _coverage_rows(a: Answer) -> list[tuple[str, str, str]]:

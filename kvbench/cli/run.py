@@ -512,7 +512,7 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
     failed = [s["name"] for s in steps if not s["ok"]]
     status = "complete" if not failed else "partial"
     extra = {"reason": "failed steps: " + ", ".join(failed)} if failed else {}
-    extra["answer"] = job_answer(sim, r, plan, sampling, check_out, rd.path)
+    extra["answer"] = job_answer(sim, r, plan, sampling, check_out, rd.path, excluded)
     save(status, extra)
     out = Path(output) if output else default_report_path([rd.path])
     path, index = build_report([rd.path], out, title=f"kvbench run: {Path(trace_path).name}, {spec.name}")
@@ -540,9 +540,11 @@ def _issued(replay: dict) -> int:
     return int(replay.get("requests") or 0) - int(replay.get("requests_not_issued") or 0)
 
 
-def job_answer(sim: dict, replay: dict, plan: dict, sampling, check: dict | None = None, job=None) -> dict | None:
+def job_answer(sim: dict, replay: dict, plan: dict, sampling, check: dict | None = None, job=None,
+               excluded=()) -> dict | None:
     """The job's answer (:class:`kvbench.analysis.answer.Answer`, computed once from the plan, the check and the
-    replay's coverage), plus what the whole-trace simulation found at the replayed tier sizes (``simulated``)."""
+    replay's coverage; probes excluded as suspect carried as suspect figures), plus what the whole-trace
+    simulation found at the replayed tier sizes (``simulated``)."""
     from kvbench.analysis.answer import Sources, build_answer
 
     if not plan.get("per_target"):
@@ -553,7 +555,7 @@ def job_answer(sim: dict, replay: dict, plan: dict, sampling, check: dict | None
                   simulate=f"{sim.get('run_dir') or 'the simulation'}/summary.json")
     trace = int(replay.get("trace_requests") or sim.get("requests") or 0) or None
     out = build_answer(plan, check or None, trace_requests=trace, requests_issued=_issued(replay) if replay else None,
-                       sources=src).to_json()
+                       sources=src, excluded=excluded).to_json()
     out["simulated"] = {"hit_ratio": sim.get("hit_ratio"), "l2_bytes": sampling.modelled_l2_bytes,
                         "l3_bytes": sampling.modelled_l3_bytes,
                         "tier_hit_ratio": {k: v.get("hit_ratio") for k, v in (sim.get("tiers") or {}).items()
