@@ -104,9 +104,15 @@ def mrc_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, ca
         # one capacity grid for every policy: log-spaced up to the largest LRU reuse distance
         grid = profile.default_capacities(min(points, 16))
         caps = (grid * block_bytes).tolist() if unit == "bytes" else grid.tolist()
-    curves = [hit_ratio_curve(tr, capacities=caps, unit=unit, block_bytes=block_bytes, policy=p, ttl_s=ttl,
-                              warmup=warmup, points=points, profile=profile if p == "lru" else None)
-              for p in policies]
+    from kvbench.progress import Steps
+
+    curves = []
+    with Steps("mrc", [None] * len(policies)) as meter:     # a simulated policy's curve: one step each
+        for p in policies:
+            meter.start(f"{p} curve")
+            curves.append(hit_ratio_curve(tr, capacities=caps, unit=unit, block_bytes=block_bytes, policy=p,
+                                          ttl_s=ttl, warmup=warmup, points=points,
+                                          profile=profile if p == "lru" else None))
     elapsed = time.perf_counter() - t0
     main_curve = curves[0]
     out = main_curve.to_dict() | {
