@@ -287,6 +287,8 @@ def fit_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, ou
                f"{res.observed['sessions']:,} sessions recovered")
     click.echo(f"arrivals   {a.rate:.4g} req/s, burstiness {a.burstiness:.3g}, diurnal amplitude "
                f"{a.diurnal_amplitude:.2g} (peak {a.peak_hour:.1f} h), weekend x{a.weekend_factor:.2g}")
+    if "returns_fit" in res.observed:
+        click.echo(f"returns    {res.observed['returns_fit']['line']}")
     click.echo(f"sessions   {s.turns_mean:.3g} turns/visit, think {s.think_time_s:.3g} s (sigma {s.think_sigma:.2g}), "
                f"return p {s.return_probability:.3g} after {s.return_time_s:.3g} s")
     click.echo(f"prompts    system {p.system_probability:.2g} x {p.system_prompts} ({p.system_tokens:.0f} tok), "

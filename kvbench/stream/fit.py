@@ -146,9 +146,20 @@ def fit_model(trace: Trace, defaults: WorkloadModel | None = None, name: str | N
         warn(res, "sessions.think_sigma", "as sessions.think_time_s", think_sigma)
     ret_p, ret_t, ret_sigma = s.return_probability, s.return_time_s, s.return_sigma
     if span < RETURNS_SPAN_S:
+        # returns beyond the window: a censored fit (visits not back yet are censored, not absent)
+        from kvbench.stream.returns import describe, fit_returns, visit_ends
+
+        rf = fit_returns(*visit_ends(trace, S, RETURN_GAP_S), span, gap_s=RETURN_GAP_S)
+        obs["returns_fit"] = rf.to_dict() | {"line": describe(rf)}
         why = f"the trace spans {_dur(span)} (sessions coming back hours later need {_dur(RETURNS_SPAN_S)})"
-        for k, v in (("return_probability", ret_p), ("return_time_s", ret_t), ("return_sigma", ret_sigma)):
-            warn(res, f"sessions.{k}", why, v)
+        if rf.returns >= MIN_SAMPLES:
+            ret_p, ret_t, ret_sigma = rf.probability, rf.median_s, rf.sigma
+            res.warnings.append(f"sessions.return_*: extrapolated beyond the window by a censored fit ({why}): "
+                                f"{describe(rf)}")
+        else:
+            warn(res, "sessions.return_probability", why + f"; censored fit: {describe(rf)}", ret_p)
+            for k, v in (("return_time_s", ret_t), ("return_sigma", ret_sigma)):
+                warn(res, f"sessions.{k}", "as sessions.return_probability", v)
     else:
         ret_p = float(back.size / visits) if visits else 0.0
         if back.size >= MIN_SAMPLES:
