@@ -928,7 +928,7 @@ def answer_figure(runs: list[RunData]) -> go.Figure | None:
         fig.update_xaxes(type="log", tickvals=tv, ticktext=tt, row=row, col=1)
     fig.update_xaxes(title="how long KV is kept before it is rewritten (log)", row=2, col=1)
     caps = [p[1] for p in pts] + [store]
-    cv, ct = _bytes_ticks(min(caps), max(caps))
+    cv, ct = log_ticks(min(caps), max(caps), lambda v: format_bytes(v, binary=False))   # as drives are sold
     fig.update_yaxes(type="log", title="store (log)", tickvals=cv, ticktext=ct, row=1, col=1)
     dw = [float(dwpd_at_residence(v)) for v in x] + [t.y[0] for t in fig.data if t.mode == "lines" and len(t.y) == 2]
     dv, dt = log_ticks(min(dw), max(dw), count_label)
