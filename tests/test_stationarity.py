@@ -212,3 +212,19 @@ def test_plan_on_a_stationary_trace_caps_at_its_median_window():
     assert not any("not stationary" in s for s in out["answer"]["sentences"])
     note = out["stationarity"]["note"]
     assert note is None or note.startswith("Steady hit ratios are capped at the stationary trace's")
+
+
+def test_the_default_run_workload_is_stationary_and_shipped():
+    """kvbench run's default: an hour of the model fitted to mooncake-synthetic (shipped with its provenance)."""
+    from kvbench.cli.run import DEFAULT_TRACE, _trace_path
+    from kvbench.spec.presets import workloads_dir
+    from kvbench.stream.traces import read_trace
+
+    assert DEFAULT_TRACE.startswith("gen:mooncake-synthetic-fit,")
+    text = (workloads_dir() / "classes" / "mooncake-synthetic-fit.toml").read_text()
+    assert "bd070915a98fc0ed264d7cfef2ce746002eb3076a695ec31ba2674c0111ec131" in text and "not stationary" in text
+    assert _trace_path(DEFAULT_TRACE) == DEFAULT_TRACE
+    st = stationarity(read_trace(DEFAULT_TRACE), 10)
+    assert st.stationary, st.verdict
+    with pytest.raises(UsageError, match="unknown option"):
+        _trace_path("gen:mooncake-synthetic-fit,bogus=1")
