@@ -224,6 +224,24 @@ def test_to_json_from_json_round_trip():
     assert PlanResult.from_json(p.to_json()) == p and p.to_json()["schema"] == 1
 
 
+# --- the answer: kvbench run's Answer, versioned on its own, read through the summary -------------------------
+
+def test_the_answer_is_read_through_the_summary(tmp_path):
+    from kvbench.analysis.answer import RECOMPUTE_STATEMENT, Answer
+
+    a = Answer(decision="recompute", statement=RECOMPUTE_STATEMENT, binding="hit target", binding_statement="",
+               figures={}, notes=("by hand",))
+    d = _folder(tmp_path, summary={"kind": "run", "status": "complete", "schema": 1, "answer": a.to_json()})
+    assert read_run(d).answer == a
+    # a run written before the Answer record: its answer held the plan's sentences -> no Answer
+    (d / "summary.json").write_text(json.dumps({"kind": "run", "status": "complete", "answer": {"sentences": ["x"]}}))
+    assert read_run(d).answer is None
+    (d / "summary.json").write_text(json.dumps({"kind": "run", "status": "complete", "schema": 1,
+                                                "answer": {**a.to_json(), "schema": 9}}))
+    with pytest.raises(UsageError, match=r"summary.json: answer: answer schema 9; this kvbench reads schema 1"):
+        read_run(d).answer
+
+
 # --- no .get() fallback chains over the same field ----------------------------------------------------------
 
 def _same_key_get_chains(tree) -> list[tuple[int, str]]:

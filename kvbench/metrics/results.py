@@ -1,7 +1,8 @@
 """The result contract: what a run folder holds, as typed and versioned records, and the one reader of it.
 
 A run folder (``results/<run>/``) holds ``run.json`` (:class:`RunInfo`: command, config, environment),
-``summary.json`` (:class:`Summary`; a ``replay kv`` summary is also read as :class:`ReplaySummary`) and,
+``summary.json`` (:class:`Summary`; a ``replay kv`` summary is also read as :class:`ReplaySummary`, and
+``kvbench run``'s ``answer`` as :class:`kvbench.analysis.answer.Answer`, versioned on its own) and,
 where a job or command attached them, ``plan.json`` (:class:`PlanResult`) and ``check.json``
 (:class:`CheckResult`). Each of those JSON objects carries ``"schema": <int>``, the version of its file's
 layout in :data:`SCHEMAS`; the keys the README documents keep their names, a version only adds or moves.
@@ -154,11 +155,13 @@ class Summary:
     status: str
     run_dir: str
     data: dict                           # the whole file, current layout
+    source: str = "summary.json"         # where it was read (for messages)
 
     @classmethod
     def from_json(cls, doc, source="summary.json", run: dict | None = None) -> "Summary":
         d = checked("summary", doc, source, run)
-        return cls(str(d.get("kind", "unknown")), str(d.get("status", "unknown")), str(d.get("run_dir", "")), d)
+        return cls(str(d.get("kind", "unknown")), str(d.get("status", "unknown")), str(d.get("run_dir", "")), d,
+                   str(source))
 
     def to_json(self) -> dict:
         return stamp("summary", self.data)
@@ -167,6 +170,18 @@ class Summary:
     def parts(self) -> dict:
         """A job's step folders by step name (``kvbench run``, ``qualify``, ``cluster``), as recorded."""
         return dict(self.data.get("parts") or {})
+
+    @property
+    def answer(self):
+        """``kvbench run``'s :class:`~kvbench.analysis.answer.Answer` (``answer``), read by its own ``from_json``
+        (which checks the answer's ``schema``); None for a run without one, or one written before the Answer
+        record (whose ``answer`` held the plan's sentences, the report's fallback)."""
+        a = self.data.get("answer")
+        if not isinstance(a, dict) or "decision" not in a:
+            return None
+        from kvbench.analysis.answer import Answer
+
+        return Answer.from_json(a, f"{self.source}: answer")
 
 
 @dataclass(frozen=True)
@@ -251,6 +266,11 @@ class RunFolder:
         return self.run.config if self.run is not None else {}
 
     @property
+    def answer(self):
+        """The job's Answer (``kvbench run``), or None: :attr:`Summary.answer`."""
+        return self.summary.answer
+
+    @property
     def replay(self) -> ReplaySummary:
         """This folder's replay kv summary (a UsageError for any other kind of run)."""
         return ReplaySummary.from_summary(self.summary, self.config, self.path / "summary.json")
@@ -270,6 +290,10 @@ def read_run(path, *, parts: bool = True) -> RunFolder:
     if not p.is_dir():
         raise UsageError(f"run folder not found: {path}", "give a folder under results/ written by a kvbench command")
     have_run, have_summary = (p / "run.json").is_file(), (p / "summary.json").is_file()
+    if have_run and have_summary:
+        from kvbench.metrics.run import mark_stale
+
+        mark_stale(p)                # "running" but its process is gone (killed): says so, for every reader
     if not have_run and not have_summary:
         raise UsageError(f"{p} is not a kvbench run folder (no run.json or summary.json)",
                          "give a folder under results/ written by a kvbench command")

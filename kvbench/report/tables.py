@@ -64,11 +64,11 @@ def answer_sentences(rd: RunData) -> list[str]:
 
 
 def run_answer(rd: RunData):
-    """The job's :class:`kvbench.analysis.answer.Answer` (``kvbench run``'s summary), or None."""
-    from kvbench.analysis.answer import Answer
+    """The job's :class:`kvbench.analysis.answer.Answer` (``kvbench run``'s summary), or None: read by the
+    result contract (:attr:`kvbench.metrics.results.Summary.answer`)."""
+    from kvbench.metrics.results import Summary
 
-    a = rd.summary.get("answer")
-    return Answer.from_json(a, f"{rd.path}/summary.json") if isinstance(a, dict) and "decision" in a else None
+    return Summary.from_json(rd.summary, rd.path / "summary.json").answer
 
 
 def answer_box(a) -> str:
