@@ -303,7 +303,7 @@ def _print(out: dict) -> None:
         else:
             click.echo(f"{format_bytes(r['capacity_bytes']):>11} {r['hit_ratio']:6.3f} {'never fills: no steady state':>33}")
     click.echo(f"{'target':>7} {'hit':>6} {'need':>11} {'L2 DRAM':>11} {'L3 SSD':>11} {'DWPD':>7} {'eq.DWPD':>7} "
-               f"{'life (y)':>8} {'SSD/DRAM':>8}  class, bound")
+               f"{'life (y)':>8} {'SSD/hit':>8}  class, bound")
     for k, t in out["per_target"].items():
         if not t.get("need_bytes"):
             click.echo(f"{k:>7} unreachable (target {t['target_hit_ratio']:.3f} > infinite "
@@ -320,7 +320,7 @@ def _print(out: dict) -> None:
         click.echo(f"  {d['class']:<12} {format_bytes(d['capacity_bytes']):>11} ({d['bound']} binds; "
                    f"{d['drives'] if d['drives'] is not None else '?'} drives) host DWPD {_num(d['dwpd_host'])}, "
                    f"rating-eq. {_num(d['dwpd_rating_equivalent'])} of {d['rated_dwpd']:g}, life "
-                   f"{_num(d['lifetime_years'], '.2f')} y, SSD/DRAM {_num(d['ssd_per_dram'])}, "
+                   f"{_num(d['lifetime_years'], '.2f')} y, SSD / hit capacity {_num(d['ssd_per_dram'])}, "
                    f"{_money(d['usd_per_day']['total'])}/day")
     if out["retention_sweep"]:
         click.echo("retention sweep: " + "; ".join(
