@@ -67,6 +67,7 @@ class PlanOptions:
     admission: tuple = ()                 # admission policies to trade off (kvbench.analysis.admission)
     placement: str | None = None          # FTL placement rule for the store's WAF with separation
     streams: int = 2
+    fdp: object = None                    # kvbench.analysis.fdp.FdpSpec: WAF and DWPD with and without FDP
 
     def validate(self) -> "PlanOptions":
         if not self.targets:
@@ -644,6 +645,13 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
 
         placement = placement_for_plan(trace, opt, primary=primary, sc=sc, block_bytes=block_bytes,
                                        distinct=steady.distinct)
+    fdp = None
+    if opt.fdp is not None and pick:
+        from kvbench.analysis.fdp import fdp_for_plan
+
+        fdp = fdp_for_plan(trace, opt.fdp, pick=pick, blocks=min(sc.blocks(pick["store_bytes"]), steady.distinct + 1),
+                           block_bytes=block_bytes, layout=opt.layout, op=wafs.op(prices.ssd[pick["class"]]),
+                           gc=opt.gc, measured=measured)
 
     warnings = []
     stat_note = stat_note or plan_note(stat, capped=False)
@@ -701,7 +709,7 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
         "waf": waf, "waf_source": waf_source, "layouts": layouts, "write_policies": policies,
         "deployment": deployment, "measured": measured, "warnings": warnings, "admission": admission,
         "stationarity": stat.to_dict() | {"note": stat_note},
-        "placement": placement,
+        "placement": placement, "fdp": fdp,
         "prices": prices.to_dict(), "compute": compute or {"tokens_per_s": tokens_per_s},
         "usd_per_recomputed_token": usd_per_recomputed_token(tokens_per_s, prices),
         "assumptions": [

@@ -109,12 +109,16 @@ def _run_iolog_waf(run_dir: str, capacity: float | None, op: float, erase_block:
               help="Device WAF of the L3 store's simulated writes with write streams (FDP) under a placement rule "
                    "(lifetime, age) against one stream, at the planned capacity.")
 @click.option("--streams", type=int, default=2, show_default=True, help="Write streams for --placement.")
+@click.option("--fdp", "fdp", default=None, metavar="handles=N,ru=SIZE[,rule=R]",
+              help="NVMe FDP: device WAF, NAND writes and rating-equivalent DWPD of the picked class's store with N "
+                   "placement handles (reclaim units of SIZE; rule lifetime or age) and without; with --run, the "
+                   "WAF the drive's FDP statistics measured beside them.")
 @force_option
 @json_option
 def plan_cmd(trace_path, model, targets, absolute, retention, capacities, sweep, rate, rate_model, deployment,
              per_gpu_capacity, utilization, admitted, sweep_profiles, load_tier, run_dir, prices, price_overrides, profile_name, recompute_tokens_per_s, layout, ssd_op, erase_block,
              waf, dram_bytes, ssd_class, store_fill, warmup, block_tokens, report_path, results_root, admission, placement,
-             streams, as_json):
+             streams, fdp, as_json):
     """Plan DRAM and SSD for a trace at steady state: hit ratio, write rate, residence time and DWPD against
     capacity; the tier that keeps KV for a retention; per drive class the capacity that meets the hit target
     and the rating (which binds), lifetime, SSD per GB of DRAM and the cost per day against recomputing."""
@@ -181,13 +185,15 @@ def plan_cmd(trace_path, model, targets, absolute, retention, capacities, sweep,
                     "run_status": replay.summary.status, "l3_capacity_bytes": l3_cap,
                     "l3_write_bytes": l3.full_write_bytes if l3 is not None else None,
                     "write_amplification": layers.to_dict(), "waf": waf, "waf_source": waf_source,
+                    "device_counters": replay.summary.data.get("device_counters"),
                     "note": "what the replay measured; the plan's write rates are the whole trace's steady state"}
     opts = PlanOptions(targets=tuple(targets) or (0.9, 0.95, 0.99), relative=not absolute, retention_s=retention,
                        rate=rate, rate_model=rate_model, warmup=warmup, layout=layout, ssd_op=ssd_op,
                        erase_block_bytes=erase_block, store_fill=store_fill, dram_bytes=dram_bytes,
                        ssd_class=ssd_class, waf=waf, waf_source=waf_source, capacities=caps, sweep=sweep_s,
                        deployment=dep, load_tier=_load_tier(load_tier),
-                       admission=_admission_list(admission), placement=placement, streams=streams)
+                       admission=_admission_list(admission), placement=placement, streams=streams,
+                       fdp=_fdp_spec(fdp))
     from kvbench.progress import Steps
 
     with Steps("plan", [None] * (1 + len(opts.targets))) as meter:    # ETA: the mean of the stages done
@@ -381,10 +387,28 @@ def _print(out: dict) -> None:
         for lay, rows in (pl.get("layouts") or {pl["layout"]: pl["policies"]}).items():
             click.echo(f"  {lay}: " + "; ".join(f"{name} {_num(r['waf'])} / {_num(r['waf_one_stream'])}"
                                                 for name, r in rows.items()))
+    fd = out.get("fdp")
+    if fd:
+        click.echo(f"FDP {fd['handles']} handles, {format_bytes(fd['ru_bytes'])} reclaim units ({fd['rule']}: "
+                   f"{fd['statement']}), {fd['class']} store {format_bytes(fd['store_bytes'])}:")
+        for key, name in (("without", "without FDP"), ("with", "with FDP")):
+            click.echo(f"  {name:<12} WAF {fd[f'waf_{key}']:.3f}  NAND "
+                       + (f"{format_bytes(fd[f'nand_bytes_per_day_{key}'])}/day" if fd[f"nand_bytes_per_day_{key}"]
+                          is not None else "n/a")
+                       + f"  eq.DWPD {_num(fd[f'dwpd_rating_equivalent_{key}'])} (host {_num(fd['dwpd_host'])})")
+        m = fd["measured"]
+        click.echo(f"  measured on the drive: " + (f"WAF {m['waf']:.3f} ({m['note']})" if m["waf"] is not None
+                                                  else m["note"]))
     for w in out.get("warnings", []):
         click.echo(f"warning: {w}")
     if out.get("report"):
         click.echo(f"report: {out['report']}\nrun_dir: {out['run_dir']}")
+
+
+def _fdp_spec(text):
+    from kvbench.analysis.fdp import parse_fdp
+
+    return parse_fdp(text) if text else None
 
 
 COMMANDS = [plan_cmd]

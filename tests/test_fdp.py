@@ -1,0 +1,148 @@
+"""NVMe FDP modelled (issue 28, part 3): placement handles in the FTL on a hand-worked two-class stream, the store's
+own writes with and without handles, ``--fdp`` parsing and ``plan --fdp``."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from kvbench.analysis import ftl
+from kvbench.analysis.fdp import FdpSpec, handle_of, parse_fdp, store_fdp
+from kvbench.analysis.trace_waf import StoreWrites, store_waf
+from kvbench.errors import SpecError
+
+pytestmark = pytest.mark.timeout(600)
+
+# Hot page 0 and cold pages 1..7 on a drive of 8 user pages, 2 pages per erase unit and op 1.25: int(8 x 2.25)
+# = 18 pages = 9 erase units (5 spare: the GC reserve of 2, and one open unit per handle, 2 handles).
+# The host writes 0,1, 0,2, ..., 0,7 (a forward pass over the cold pages, the hot page between each), then
+# 0,7, 0,6, ..., 0,1 (a backward pass): 28 writes, 14 of page 0 (class 0, hot) and 14 cold (class 1).
+HOT_COLD = [p for c in range(1, 8) for p in (0, c)] + [p for c in range(7, 0, -1) for p in (0, c)]
+
+
+def _run(streams: int):
+    seq = np.array(HOT_COLD, np.int64)
+    cfg = ftl.FtlConfig(user_bytes=8 * 4096, page_size=4096, op=1.25, block_pages=2, streams=streams)
+    assert cfg.blocks == 9
+    m = ftl.FtlModel(cfg)
+    handle = (seq != 0).astype(np.int64) if streams == 2 else np.zeros(seq.size, np.int64)
+    m.apply_pages(np.full(seq.size, ftl.OP_WRITE, np.uint8), seq, np.ones(seq.size, np.int64), handle)
+    m.check()
+    return m.counters
+
+
+def test_two_class_stream_counted_by_hand_without_placement_handles():
+    """One write frontier (no FDP). Units b0..b6 fill as [0,1], [0,2], ..., [0,7]: opening b1..b6 leaves b7, b8
+    free, and each hot write kills the 0 before it, so b0..b5 close with one valid (cold) page each.
+    write 15 (0): b6 closes with 1 valid (7); b7 opens, 1 free left -> GC: every closed unit has 1 valid page,
+      the last one filed (b6) is the victim: move 1 (page 7 -> b7); erase b6.
+    write 16 (7): b7 = [0, 7'] closes holding the 0 (the copied 7 just died); b8 opens -> GC: victim b7:
+      move 2 (page 0 -> b8); erase b7.
+    write 17 (0): b8 = [7, 0'] closes holding 7; b6 opens -> GC: victim b8: move 3 (page 7 -> b6); erase b8.
+    writes 18-28: each cold write (6, 5, ..., 1) kills the last valid page of the unit it was first written to
+      (b5, b4, ..., b0); the GC that follows erases that unit with nothing to move.
+    Host 28 pages, NAND 28 + 3 = 31, 3 + 6 = 9 erases: WAF 31/28."""
+    c = _run(1)
+    assert (c.host_pages, c.gc_pages, c.nand_pages, c.erases) == (28, 3, 31, 9)
+    assert c.waf == 31 / 28
+
+
+def test_two_class_stream_counted_by_hand_with_a_handle_per_class():
+    """Hot writes on handle 0, cold on handle 1 (b0, b1 open). Hot units hold [0,0] and are dead as soon as the next
+    copy of 0 lands in the next unit; cold units hold [1,2], [3,4], [5,6], [7,7'] (the first 7 dead), then
+    [6,5], [4,3], [2,1] and each earlier one dies when the backward pass rewrites both its pages. So at every GC
+    a unit with no valid page exists and is the victim: no page moves. 7 hot + 7 cold units opened on 9:
+    7 erases. Host 28 pages, NAND 28: WAF 1."""
+    c = _run(2)
+    assert (c.host_pages, c.gc_pages, c.nand_pages, c.erases) == (28, 0, 28, 7)
+    assert c.waf == 1.0
+
+
+# --- the store's own stream through store_waf -------------------------------------------------------------
+def _two_lifetimes(seed: int = 0, n_hot: int = 64, n_cold: int = 960, writes: int = 40_000) -> StoreWrites:
+    """A slot store whose hot slots (1/16 of them) take 80% of the overwrites: two lifetimes, mixed in time."""
+    rng = np.random.default_rng(seed)
+    n = n_hot + n_cold
+    hot = rng.random(writes) < 0.8
+    later = np.where(hot, rng.integers(0, n_hot, writes), n_hot + rng.integers(0, n_cold, writes))
+    slots = np.concatenate([np.arange(n), later]).astype(np.int64)
+    k = slots.size
+    return StoreWrites(ops=np.full(k, ftl.OP_WRITE, np.uint8), slots=slots, nslots=np.ones(k, np.int64),
+                       request=np.arange(k), slot_bytes=4 << 20, capacity_blocks=n, n_slots=n, sample_rate=1.0,
+                       layout="slot", policy="synthetic", trim=False, origin="synthetic",
+                       note="two lifetime classes", warm_writes=2 * n)
+
+
+def test_store_fdp_is_store_waf_with_and_without_handles():
+    sw = _two_lifetimes()
+    spec = FdpSpec(handles=2, ru_bytes=64 << 20)
+    out = store_fdp(sw, spec, op=0.28)
+    assert out["waf_without"] == store_waf(sw, op=0.28, erase_block_bytes=64 << 20).waf
+    assert out["waf_with"] == store_waf(sw, op=0.28, erase_block_bytes=64 << 20, streams=2,
+                                        stream_of=handle_of(sw, spec)).waf
+    # separating the two lifetimes buys: the hot slots' units die together
+    assert out["waf_with"] < 0.9 * out["waf_without"] and out["waf_without"] > 1.2
+    assert out["waf_reduction"] == pytest.approx(1 - out["waf_with"] / out["waf_without"])
+    assert "lifetime classes from the lifetimes the simulation measured" in out["source"]
+    # handle_of: the lifetime rule's classes, shortest first (hot slots are rewritten sooner)
+    h = handle_of(sw, spec)
+    assert h.shape == sw.slots.shape and set(np.unique(h).tolist()) <= {0, 1}
+
+
+@pytest.mark.parametrize("text,want", [
+    ("handles=4,ru=1GiB", FdpSpec(4, 1 << 30, "lifetime")),
+    ("handles=2, ru=256MiB, rule=age", FdpSpec(2, 256 << 20, "age")),
+    ("ru=64MB,handles=8", FdpSpec(8, 64 << 20, "lifetime")),          # I/O sizes: MB is 1024-based
+])
+def test_parse_fdp(text, want):
+    assert parse_fdp(text) == want
+
+
+@pytest.mark.parametrize("text,match", [
+    ("handles=4", "handles and ru are required"),
+    ("handles=four,ru=1GiB", "not a whole number"),
+    ("handles=1,ru=1GiB", "outside 2..64"),
+    ("handles=65,ru=1GiB", "outside 2..64"),
+    ("handles=4,ru=4KiB", "below 1 MiB"),
+    ("handles=4,ru=1GiB,rule=tier", "does not separate one store's writes"),
+    ("handles=4,ru=1GiB,rule=hot", "unknown placement rule"),
+    ("handles=4,ru=1GiB,streams=2", "unknown, repeated or malformed field"),
+    ("handles=4,handles=2,ru=1GiB", "unknown, repeated or malformed field"),
+])
+def test_bad_fdp_specs_are_one_line_errors(text, match):
+    with pytest.raises(SpecError, match=match):
+        parse_fdp(text)
+
+
+def test_plan_fdp_reports_waf_and_dwpd_with_and_without(cli):
+    r = cli("plan", "--trace", "mooncake-sample", "--model", "tiny-gqa", "--sweep", "", "--target-hit", "0.9",
+            "--fdp", "handles=2,ru=64MiB", "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    fd = out["fdp"]
+    pick = next(d for d in out["drives"] if d["class"] == out["ssd_class"])
+    assert (fd["handles"], fd["ru_bytes"], fd["rule"], fd["class"]) == (2, 64 << 20, "lifetime", pick["class"])
+    for key in ("without", "with"):
+        assert fd[f"waf_{key}"] >= 1.0
+        assert fd[f"dwpd_rating_equivalent_{key}"] == pytest.approx(
+            pick["dwpd_host"] * fd[f"waf_{key}"] / pick["reference_waf"], rel=1e-12)
+        assert fd[f"nand_bytes_per_day_{key}"] == pytest.approx(pick["write_bytes_per_s"] * 86400 * fd[f"waf_{key}"])
+    assert fd["op"] == pytest.approx(pick["over_provisioning"])
+    assert fd["measured"] == {"waf": None, "note": "no replay run given (--run): nothing measured on a drive"}
+    bad = cli("plan", "--trace", "mooncake-sample", "--model", "tiny-gqa", "--fdp", "handles=1,ru=64MiB")
+    assert bad.exit_code != 0 and "outside 2..64" in bad.output and "Traceback" not in bad.output
+
+
+def test_measured_fdp_from_a_replays_counters():
+    from kvbench.analysis.fdp import measured_fdp
+    from kvbench.metrics.smart import CounterDelta
+
+    d = CounterDelta("/dev/nvme0n1", 10, None, 0, 0, fdp_host_bytes_written=8_000, fdp_media_bytes_written=10_000,
+                     fdp_media_bytes_erased=0).to_dict()
+    m = measured_fdp({"device_counters": {"l3": d}})
+    assert (m["waf"], m["host_bytes"], m["media_bytes"]) == (1.25, 8_000, 10_000)
+    none = measured_fdp({"device_counters": {"l3": CounterDelta("/dev/nvme0n1", 10, None, 0, 0).to_dict()}})
+    assert none["waf"] is None and "reports no FDP statistics" in none["note"]
+    assert "not on an NVMe drive" in measured_fdp({"device_counters": {"l3": None}})["note"]
