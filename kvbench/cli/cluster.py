@@ -45,6 +45,9 @@ from kvbench.cli._common import (RATE, emit_json, json_option, key_value_callbac
 @click.option("--prices", default="2025-h2", show_default=True,
               help="Price preset name or TOML path: the drive classes each node's L3 wear is judged on.")
 @click.option("--ssd-class", default=None, help="Drive class of the nodes' L3 (default: the preset's first).")
+@click.option("--l3-device", "l3_device", default=None, metavar="RUN[,RUN]",
+              help="kvbench io run folders measured on the L3 drive (random reads at a few --qd): each node's L3 loads "
+                   "queue at that drive and pay its measured latency under load (instead of --l3-bw).")
 @click.option("--sweep", "sweep", multiple=True, metavar="KEY=V1,V2",
               help="Sizing sweep (with --dry-run): simulate every combination of these values under every router and "
                    "price it; keys nodes, gpus_per_node, l2, l3_capacity, l4_capacity (0: no pool), l4_link_bw, "
@@ -58,7 +61,7 @@ def cluster_cmd(trace, model, tp, fmt, nodes, router, routers, router_opts, load
                 profile, l2_bw, l3_bw, l4_pool_bw, l1, l2, l3, l3_capacity, l4, l4_capacity, l4_link_bw,
                 l4_link_latency, policy, ttl, write_policy, exclusive, promote, layout, segment_bytes, trim, chunk_bytes,
                 qd, engine, speed, closed_loop, duration, max_requests, verify, seed, dry_run, destroy_data, ray_address, placement,
-                inject_node_loss, prices, ssd_class, sweep, ttft_p99, hit_ratio, results, as_json):
+                inject_node_loss, prices, ssd_class, l3_device, sweep, ttft_p99, hit_ratio, results, as_json):
     """Simulate TRACE on NODES serving nodes behind a router: per node L1-L3 (capacities per node), one L4 pool
     shared by all (capacity, per-node link, aggregate bandwidth), a prefill queue per node; hit ratios per node
     and tier, imbalance, duplication, L4 traffic and TTFT per router. Without --dry-run every node also replays
@@ -86,6 +89,7 @@ def cluster_cmd(trace, model, tp, fmt, nodes, router, routers, router_opts, load
                         seed=seed, profile=profile, l2_bw=l2_bw, l3_bw=l3_bw, l4_pool_bw=l4_pool_bw,
                         ray_address=ray_address, placement=placement, inject_node_loss=inject_node_loss,
                         prices=prices, ssd_class=ssd_class, sweep=tuple(sweep),
+                        l3_device=tuple(p.strip() for p in (l3_device or "").split(",") if p.strip()),
                         ttft_p99_s=parse_duration(ttft_p99, what="--ttft-p99") if ttft_p99 is not None else None,
                         hit_ratio_target=hit_ratio)
     s = run_cluster(cfg)

@@ -33,6 +33,7 @@ class ClusterConfig:
     inject_node_loss: int | None = None   # testing: the node whose worker dies at start
     prices: str = "2025-h2"               # price preset: the drive classes a node's L3 wear is judged on
     ssd_class: str | None = None          # the class (default: the preset's first)
+    l3_device: tuple = ()                 # kvbench io run folders: each node's drive as measured
     sweep: tuple = ()                     # "KEY=V1,V2" items: a sizing sweep (kvbench.cluster.sizing)
     ttft_p99_s: float | None = None       # the sweep's targets
     hit_ratio_target: float | None = None
@@ -59,6 +60,8 @@ class ClusterConfig:
                              "drop --dry-run to measure on the Ray hosts, or drop --ray-address")
         if self.placement not in PLACEMENTS:
             raise UsageError(f"unknown --placement {self.placement!r}", f"use one of {', '.join(PLACEMENTS)}")
+        if self.l3_device and self.l3_bw is not None:
+            raise UsageError("--l3-device and --l3-bw both set the L3 read speed", "give one of them")
         if self.sweep or self.ttft_p99_s is not None or self.hit_ratio_target is not None:
             from kvbench.cluster.sizing import parse_sweep
 

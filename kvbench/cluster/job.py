@@ -20,7 +20,12 @@ def _timing(cfg: ClusterConfig, profile):
     r = cfg.replay
     l2 = cfg.l2_bw or (profile.copy.bandwidth_bytes_per_s if profile.copy is not None else DEFAULT_L2_BW)
     fit = profile.fit
-    return TimingModel(l2_bw=float(l2), l3_bw=float(cfg.l3_bw or DEFAULT_L3_BW), l4_link_bw=r.l4_link_bw,
+    device = None
+    if cfg.l3_device:
+        from kvbench.cluster.device import read_curve
+
+        device = read_curve(cfg.l3_device)
+    return TimingModel(l2_bw=float(l2), l3_bw=float(cfg.l3_bw or DEFAULT_L3_BW), l4_link_bw=r.l4_link_bw, l3_device=device,
                        l4_link_latency_s=float(r.l4_link_latency_s or 0.0), l4_pool_bw=cfg.l4_pool_bw,
                        fit_a=float(fit.a), fit_b=float(fit.b), fit_c=float(fit.c))
 
@@ -33,7 +38,10 @@ def _model_notes(cfg: ClusterConfig, profile, timing) -> dict:
         "l2_bw_bytes_per_s": timing.l2_bw, "l3_bw_bytes_per_s": timing.l3_bw,
         "l2_bw_source": "--l2-bw" if cfg.l2_bw else ("profile copy measurement" if profile.copy is not None
                                                      else "assumed (give --l2-bw)"),
-        "l3_bw_source": "--l3-bw" if cfg.l3_bw else "assumed (give --l3-bw, e.g. from kvbench io)",
+        "l3_bw_source": ("measured drive (--l3-device): queueing at the drive, latency under load from "
+                         f"{timing.l3_device.source}") if timing.l3_device is not None else
+                        ("--l3-bw" if cfg.l3_bw else "assumed (give --l3-bw or --l3-device, e.g. from kvbench io)"),
+        "l3_device": timing.l3_device.to_dict() if timing.l3_device is not None else None,
         "l4_link_bw_bytes_per_s": timing.l4_link_bw, "l4_link_latency_s": timing.l4_link_latency_s,
         "l4_pool_bw_bytes_per_s": timing.l4_pool_bw,
         "ttft": "queue wait + max(per-tier load) + prefill of the uncached suffix (T(n) - T(cached) + a); "
@@ -78,6 +86,10 @@ def prepare(cfg: ClusterConfig):
             node_spec(c, model, trace)
     profile = load_profile(cfg.profile) if cfg.profile else rate_profile(DEFAULT_PREFILL_TOKENS_PER_S, model=model.name)
     drive_class(cfg)                                  # a bad --ssd-class / --prices before any work
+    if cfg.l3_device:                                 # and a bad --l3-device run
+        from kvbench.cluster.device import read_curve
+
+        read_curve(cfg.l3_device)
     return model, trace, spec, profile
 
 

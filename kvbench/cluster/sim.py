@@ -6,7 +6,8 @@ prefill work per node, the prefix each node holds); the node's hierarchy simulat
 ``replay kv`` does (hits per tier, creation, promotion, demotion into the shared L4 pool); then the request
 waits for the first free lane (GPU) of its node and takes
 
-    load    = max over tiers of the hit bytes' time: L2 bytes / l2_bw, L3 bytes / l3_bw,
+    load    = max over tiers of the hit bytes' time: L2 bytes / l2_bw, L3 bytes / l3_bw (or, with a measured
+              drive, its queue and latency under load: :mod:`kvbench.cluster.device`),
               L4 latency + its transfer on the node's link and the pool (:mod:`kvbench.cluster.pool`)
     prefill = T(n) - T(p) + a   for n prompt tokens of which p are cached (T the profile's fit a + b n + c n^2:
               the uncached suffix attends to the whole prompt; a, the per-request overhead, is always paid)
@@ -72,6 +73,7 @@ class TimingModel:
     fit_a: float
     fit_b: float
     fit_c: float
+    l3_device: object = None      # kvbench.cluster.device.DeviceCurve: each node's measured drive (None: l3_bw)
 
     def prefill_s(self, n: int, p: int) -> float:
         p = min(p, n)
@@ -93,6 +95,12 @@ def simulate_router(trace, spec, n_nodes: int, lanes: int, router, timing: Timin
                 line.update(i + 1)
     share_tier(nodes, "l4")
     pool = Calendar(timing.l4_pool_bw)
+    if timing.l3_device is not None:
+        from kvbench.cluster.device import l3_load
+
+        for nd in nodes:
+            nd.device = Calendar(timing.l3_device.max_bandwidth)
+    draws = np.random.default_rng(0)          # first-byte latency draws (seeded: a run is reproducible)
     view = ClusterView(nodes, timing, block_tokens)
     router.prepare(trace)
     slot = spec.slot_bytes
@@ -124,7 +132,12 @@ def simulate_router(trace, spec, n_nodes: int, lanes: int, router, timing: Timin
         hits = [int(r["hit_l1"]), int(r["hit_l2"]), int(r["hit_l3"]), int(r["hit_l4"])]
         cached = min(int(r["hit_blocks"]) * block_tokens, inp[i])
         lane, start = node.lanes.start(now)
-        load = max(hits[1] * slot / timing.l2_bw, hits[2] * slot / timing.l3_bw)
+        if timing.l3_device is not None and hits[2]:      # the node's measured drive: queue, then its latency
+            node.device.prune(now)
+            l3 = l3_load(timing.l3_device, node.device, start, hits[2] * slot, float(draws.random()))
+        else:
+            l3 = hits[2] * slot / timing.l3_bw
+        load = max(hits[1] * slot / timing.l2_bw, l3)
         if hits[3]:
             end = transfer(start, hits[3] * slot, node.link, pool)
             load = max(load, timing.l4_link_latency_s + end - start)
