@@ -216,7 +216,7 @@ def _class_reference(name, prices, as_json):
         emit_json(d)
         return
     op = d["over_provisioning"]
-    click.echo(f"class {name}: {format_bytes(d['drive_capacity_bytes'] or 0, binary=False)} user"
+    click.echo(f"class {name}: {format_bytes(d['drive_capacity_bytes'] or 0, binary=False, digits=4)} user"
                + (f" on {format_bytes(d['raw_nand_bytes'], binary=True)} raw NAND (op {op:.4f})" if d["raw_nand_bytes"]
                   else (f", op {op:g}" if op else ", no raw NAND or OP stated")))
     if d["waf"] is None:
