@@ -1,0 +1,41 @@
+"""Coverage that is true (issue 29, part 5): requests issued over the requests in the trace, said as such, and the
+key-sampled replay's rate in the report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from kvbench.replay.kv import coverage_line, replayed_fraction
+from kvbench.report.rundata import RunData
+from kvbench.report.tables import verdict_rows
+
+
+def test_coverage_is_requests_issued_over_requests_in_the_trace():
+    assert coverage_line(1182, 3993, 60) == "1,182 of 3,993 requests replayed (30%) in 60 s"
+    assert replayed_fraction(1182, 3993) == 1182 / 3993
+    assert coverage_line(3, 3993) == "3 of 3,993 requests replayed (<1%)" and replayed_fraction(0, 0) is None
+
+
+def test_a_replay_of_part_of_the_trace_says_how_much(cli, tmp_path):
+    from kvbench.stream.traces import read_trace
+
+    n = read_trace("mooncake-sample").n_requests
+    r = cli("replay", "kv", "mooncake-sample", "--model", "tiny-gqa", "--l2", "16MiB", "--l3", tmp_path / "s.img",
+            "--l3-capacity", "64MiB", "--max-requests", "7", "--closed-loop", "--json", "--results", tmp_path)
+    assert r.exit_code == 0, r.output
+    s = json.loads(r.stdout)
+    assert s["trace_requests"] == n > 7 and s["requests"] == 7
+    assert s["requests_issued"] == 7 - s["requests_not_issued"]
+    assert s["replayed_fraction"] == s["requests_issued"] / n                       # not 7 / 7
+    on_disk = json.loads((Path(s["run_dir"]) / "summary.json").read_text())
+    assert on_disk["replayed_fraction"] == s["replayed_fraction"]
+
+
+def test_the_report_gives_the_sampled_replays_rate(tmp_path):
+    # a job folder: the whole-trace simulation (not sampled, rate 1) and the key-sampled replay (rate 0.0171)
+    sim = RunData(tmp_path / "sim", {}, {"kind": "replay-kv", "sample_rate": 1.0})
+    rep = RunData(tmp_path / "rep", {}, {"kind": "replay-kv", "sample_rate": 0.0171})
+    job = RunData(tmp_path / "job", {}, {"kind": "run"}, parts={"simulate": sim, "replay": rep})
+    line = next(v for _, k, v in verdict_rows(job) if k == "key sampling")
+    assert line.startswith("the replay kept a 0.0171 share of the blocks") and "kept 1 " not in line
