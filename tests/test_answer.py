@@ -217,3 +217,33 @@ def test_an_excluded_probe_is_a_suspect_figure_in_every_view():
     # not used: the figures are those of the answer without the excluded probe
     b = build_answer(_plan(), _check())
     assert {k: f.value for k, f in a.figures.items()} == {k: f.value for k, f in b.figures.items()}
+
+
+def test_the_report_opens_with_the_answer_box_and_its_figure(tmp_path):
+    """A job folder holding an answer: the report's first section is the box (the same rows as the terminal), then
+    the figure with the answer's point, and it renders in headless Chromium (screenshot not blank)."""
+    from kvbench.report import build_report
+    from tests.test_report_fixtures import assert_report_renders
+
+    p = _plan()
+    p["schema"] = 1
+    p["drives"][0].update(rated_dwpd=1.0)
+    p["capacity_curve"] = [{"capacity_bytes": c * TB, "hit_ratio": h, "turned_over": True, "filled": True,
+                            "residence_s": c * TB / 2e9, "dwpd": 86_400 * 2e9 / (c * TB)}
+                           for c, h in ((0.5, 0.3), (1.0, 0.4), (2.0, 0.5), (4.0, 0.55))]
+    p["retention_sweep"] = [{"retention_s": r, "capacity_bytes": 2e9 * r, "dwpd": 86_400 / r, "extrapolated": True}
+                            for r in (3600.0, 21_600.0, 86_400.0)]
+    a = build_answer(p, _check(), trace_requests=4000, requests_issued=1000)
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "run.json").write_text(json.dumps({"schema": 1, "kind": "run", "command": ["kvbench", "run"], "config": {}}))
+    (job / "summary.json").write_text(json.dumps({"schema": 1, "kind": "run", "status": "complete",
+                                                  "run_dir": str(job), "answer": a.to_json()}))
+    (job / "plan.json").write_text(json.dumps(p))
+    out, index = build_report([job], tmp_path / "job.html")
+    assert index["sections"][0] == "answer" and index["figures"][0] == "answer_figure"
+    text = html.unescape(out.read_text())
+    assert text.index("answer-box") < text.index("fig-answer_figure") < text.index("id='verdict'")
+    for _, line, _ in rows(a):
+        assert line in text, line
+    assert_report_renders(out, tmp_path, min_plots=1, screenshot=True)
