@@ -163,6 +163,12 @@ def test_schema_and_unreachable_target():
     assert j["schema"] == 1 and set(FIGURE_KEYS) <= set(j)
     with pytest.raises(UsageError, match="schema 2"):
         Answer.from_json({**j, "schema": 2})
+    with pytest.raises(UsageError, match="not an answer object"):
+        Answer.from_json({"sentences": ["an answer from before the Answer object"]}, "old/summary.json")
+    bad = copy.deepcopy(_plan())
+    bad["plans"]["0.9"][0]["name"] = "dram-only"
+    with pytest.raises(UsageError, match="first plan is not 'recompute'"):
+        build_answer(bad, _check())
     p = copy.deepcopy(_plan())
     p["per_target"]["0.9"]["need_bytes"] = None
     p["infinite_hit_ratio"] = 0.4
