@@ -235,3 +235,14 @@ def test_fio_iolog_of_the_job_matches_kvbench_plan(cli, tmp_path, rw):
         offs = np.array([x[2] for x in b])
         assert (offs % 16384 == 0).all() and offs.min() >= 0 and offs.max() < 256 << 10
         assert sorted(x[2] for x in a) == list(range(0, 256 << 10, 16384))
+
+
+def test_qualify_precondition_block_sizes_are_io_sizes():
+    """A profile's precondition bs/fill_bs follow the I/O-size rule (4KB = 4,096 B); its drive capacity stays SI."""
+    from kvbench.qualify.profile import parse_profile, validate_drive
+
+    prof = parse_profile({"name": "t", "precondition": {"bs": "4KB", "fill_bs": "1MB"},
+                          "workload": [{"name": "w", "kind": "io", "rw": "randread"}],
+                          "criterion": [{"name": "c", "workload": "w", "metric": "iops", "min": 1}]}, "t.toml")
+    assert prof.precondition.bs == 4096 and prof.precondition.fill_bs == 1 << 20
+    assert validate_drive({"capacity": "7.68TB"})["capacity"] == 7_680_000_000_000

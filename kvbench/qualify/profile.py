@@ -136,10 +136,10 @@ def validate_drive(facts: dict, *, source: str = "--drive", named=()) -> dict:
     return out
 
 
-def _int(d: dict, key: str, default: int, where: str) -> int:
+def _int(d: dict, key: str, default: int, where: str, kb_base: int = 1000) -> int:
     v = d.get(key, default)
-    if isinstance(v, str):
-        v = parse_size(v, what=f"{where}.{key}")
+    if isinstance(v, str):               # kb_base 1024: an I/O size (units.parse_size's rule)
+        v = parse_size(v, what=f"{where}.{key}", kb_base=kb_base)
     if not isinstance(v, int) or isinstance(v, bool) or v < 1:
         raise SpecError(f"{where}: field '{key}' must be a positive integer or size, got {v!r}", "fix the profile")
     return v
@@ -162,8 +162,8 @@ def parse_profile(d: dict, path: str) -> QualifyProfile:
         if bad:
             raise SpecError(f"{w}: unknown field(s) {', '.join(sorted(bad))}", f"use {', '.join(sorted(allowed))}")
         pre = Precondition(
-            fill_passes=float(p.get("fill_passes", 1.0)), fill_bs=_int(p, "fill_bs", 128 * 1024, w),
-            bs=_int(p, "bs", 4096, w), qd=_int(p, "qd", 32, w),
+            fill_passes=float(p.get("fill_passes", 1.0)), fill_bs=_int(p, "fill_bs", 128 * 1024, w, 1024),
+            bs=_int(p, "bs", 4096, w, 1024), qd=_int(p, "qd", 32, w),
             round_s=parse_duration(p.get("round_s", 10.0), what=f"{w}.round_s"),
             max_rounds=_int(p, "max_rounds", 25, w), min_rounds=_int(p, "min_rounds", 5, w),
             metric=str(p.get("metric", "iops")), window=_int(p, "window", 5, w),
