@@ -154,3 +154,30 @@ def test_ftl_jesd219_errors(tmp_path):
     bad.write_text((PRICES / "2025-h2.toml").read_text().replace("pe_cycles = 3000", "pe_cycles = 2000"))
     r = CliRunner().invoke(cli, ["ftl", "--jesd219", "--class", "tlc-1dwpd", "--prices", str(bad)])
     assert r.exit_code != 0 and "[ssd.qlc] rated TBW" in r.output and "Traceback" not in r.output
+
+
+# --- plan: drives[] carry the class's facts ---------------------------------------------------------------
+def test_plan_drives_carry_raw_pe_warranty_and_where_each_waf_came_from():
+    import numpy as np
+
+    from kvbench.analysis.plan import PlanOptions, build_plan
+    from kvbench.stream.traces import Trace
+
+    n = 400
+    rng = np.random.default_rng(3)
+    keys = rng.integers(1, 60, n).astype(np.uint64)          # one block per request, 59 distinct: reuse
+    tr = Trace(timestamp_s=np.arange(n, dtype=np.float64), input_tokens=np.full(n, 512, np.int64),
+               output_tokens=np.zeros(n, np.int64), offsets=np.arange(n + 1, dtype=np.int64), keys=keys,
+               block_tokens=512, fmt="test", path="hand")
+    prices = load_prices()
+    out = build_plan(tr, block_bytes=1_000_000, prices=prices, tokens_per_s=1e4,
+                     options=PlanOptions(targets=(0.5,), waf=1.5, sweep=(), write_policies=False))
+    assert {d["class"] for d in out["drives"]} == set(prices.ssd)
+    for d in out["drives"]:
+        c = prices.ssd[d["class"]]
+        assert (d["raw_nand_bytes"], d["pe_cycles"], d["warranty_years"], d["rated_dwpd"]) == \
+            (c.raw_nand_bytes, c.pe_cycles, c.warranty_years, c.dwpd)
+        assert d["over_provisioning"] == c.over_provisioning
+        assert (d["reference_waf"], d["reference_waf_source"]) == (c.reference_waf, c.reference_waf_source)
+        assert d["reference_waf_source"].startswith("computed: FTL model, JESD219A, op ")
+        assert (d["workload_waf"], d["workload_waf_source"]) == (1.5, "given (--waf)")
