@@ -296,3 +296,22 @@ def test_plan_sizes_each_class_with_the_waf_of_its_own_store(cli):
     given = json.loads(cli("plan", "--trace", "mooncake-sample", "--model", "llama-3.1-8b", "--target-hit", "0.9",
                            "--waf", "2.5", "--json").output)
     assert all(d["workload_waf"] == 2.5 and "given" in d["workload_waf_source"] for d in given["drives"])
+
+
+def test_a_generated_trace_is_extended_by_its_own_model_and_the_stream_is_shared():
+    """A gen: trace too short for the store is extended by the model that generated it (not a fit of it); the
+    extension is generated once and shared: a smaller key sample is a subset of the one kept, so a second, larger
+    store reuses the batches without generating them again."""
+    from kvbench.analysis.trace_waf import extension_for
+
+    tr = read_trace("gen:chat,duration=10m,rate=5")
+    ext = extension_for(tr)
+    assert ext.origin == "generating" and ext.model.name and ext.rate == pytest.approx(5.0)
+    d = len(np.unique(tr.keys))
+    sw = store_writes(tr, block_bytes=BLOCK, capacity_bytes=2 * d * BLOCK, max_slots=1 << 11, fitted=ext)
+    assert sw.origin == "generating model" and "the model that generated the trace" in sw.note
+    kept = len(ext.batches)
+    assert kept > 0 and ext.q == pytest.approx(sw.sample_rate)
+    sw2 = store_writes(tr, block_bytes=BLOCK, capacity_bytes=4 * d * BLOCK, max_slots=1 << 11, fitted=ext)
+    assert sw2.sample_rate == pytest.approx(sw.sample_rate / 2) and ext.q == pytest.approx(sw.sample_rate)
+    assert len(ext.batches) >= kept and sw2.turnovers >= 2

@@ -24,7 +24,7 @@ TTL expiry out of order or a policy whose victims are not the oldest written bre
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -164,7 +164,8 @@ def store_writes(trace, *, block_bytes: int, capacity_bytes: float, layout: str 
 
     When the trace does not turn the store over ``turnovers`` times past its warm-up and ``extend`` is on, the
     stream comes from a workload model fitted to the trace instead, generated until it does (``origin``);
-    ``fitted``: that model, when the caller already fitted it (a callable returning it, called only if needed)."""
+    ``fitted``: the :class:`Extension` to use (or a callable returning it, called only if needed), when the
+    caller keeps one for several stores."""
     from kvbench.sim.blockstore import slot_bytes_for
     from kvbench.stream.sampling import sample_keys
 
@@ -191,43 +192,96 @@ def store_writes(trace, *, block_bytes: int, capacity_bytes: float, layout: str 
     origin, note = "trace", f"the trace's own stream ({src.n_requests:,} requests)"
     params = {}
     if col.writes < need and extend:
-        model = fitted() if callable(fitted) else fitted
-        ev, note, params = _extended(trace, block_bytes, mini, q, kw, turnovers, seed, model)
-        origin = "fitted model"
+        ext = (fitted() if callable(fitted) else fitted) or extension_for(trace, seed)
+        ev, note, params = _extended(trace, block_bytes, mini, q, kw, turnovers, seed, ext)
+        origin = "fitted model" if ext.origin == "fitted" else "generating model"
         warm = _warm_writes(ev, mini)
     return _finish(ev, slot=slot, mini=mini, q=q, kw=kw, origin=origin, note=note, warm=warm, params=params,
                    spare_slots=spare_slots)
 
 
-def _extended(trace, block_bytes: int, mini: int, q: float, kw: dict, turnovers: float, seed: int, model=None):
-    """The store's stream under a workload model fitted to ``trace``, generated until it turns the store over."""
-    from kvbench.stream.fit import fit_model
-    from kvbench.stream.sampling import sample_keys
-    from kvbench.stream.synth import Generator
+class Extension:
+    """A workload model's stream, generated once and shared by every store that needs it (:class:`WafModel`).
 
-    model = model if model is not None else fit_model(trace).model
+    Batches are kept key-sampled at the largest rate any store asked for (a key sample at a lower rate is a
+    subset of it: the sampling hash's threshold, :mod:`kvbench.stream.sampling`), and generated further only when
+    a store needs a longer stream. A store asking for a higher rate restarts the stream at that rate."""
+
+    def __init__(self, model, *, rate: float | None = None, seed: int = 0, origin: str = "fitted",
+                 base_sample: float = 1.0):
+        self.model, self.rate, self.seed, self.origin = model, rate, seed, origin
+        self.base_sample = base_sample        # a key-sampled gen: trace's own rate: its blocks are a sample
+        self.q = 0.0
+        self.batches: list = []
+        self._gen = None
+        self.span_s = 0.0
+
+    def stream(self, q: float):
+        """Batches of the model's stream key-sampled at ``q`` (of the trace's blocks), as long as the caller keeps
+        asking."""
+        from kvbench.stream.sampling import sample_keys
+        from kvbench.stream.synth import Generator
+
+        q = q * self.base_sample
+
+        if q > self.q:                                # a finer sample than kept: start over at it
+            self.q, self.batches, self.span_s = q, [], 0.0
+            self._gen = Generator(self.model, duration_s=MAX_EXTENSION_S, rate=self.rate, seed=self.seed).batches()
+        k = 0
+        while True:
+            if k == len(self.batches):
+                b = next(self._gen, None)
+                if b is None:
+                    return
+                self.span_s = float(b.timestamp_s[-1]) if b.n_requests else self.span_s
+                self.batches.append(sample_keys(b, self.q) if self.q < 1.0 else b)
+            b = self.batches[k]
+            k += 1
+            yield sample_keys(b, q) if q < self.q else b
+
+
+def extension_for(trace, seed: int = 0) -> Extension:
+    """The stream a short trace is extended with: the model that generated it (a ``gen:`` trace), else a
+    workload model fitted to it (:func:`kvbench.stream.fit.fit_model`)."""
+    meta = getattr(trace, "meta", None) or {}
+    if meta.get("source") == "generated" and meta.get("generated_from"):
+        from kvbench.stream.workload import load_model_file
+
+        model = load_model_file(meta["generated_from"])
+        if trace.block_tokens != model.block_tokens:
+            model = replace(model, block_tokens=int(trace.block_tokens))
+        return Extension(model, rate=meta.get("rate"), seed=int(meta.get("seed", 0)) + 1, origin="generating",
+                         base_sample=float(meta.get("sample_rate") or 1.0))
+    from kvbench.stream.fit import fit_model
+
+    return Extension(fit_model(trace).model, seed=seed, origin="fitted")
+
+
+def _extended(trace, block_bytes: int, mini: int, q: float, kw: dict, turnovers: float, seed: int, ext=None):
+    """The store's stream under the trace's workload model, generated until it turns the store over."""
+    ext = ext if ext is not None else extension_for(trace, seed)
     h, _ = _hierarchy(block_bytes, mini, **kw)
     # fill + warm-up turnover + the measured ones, and slack for the fill's hits
     target = int(math.ceil((2.0 + turnovers) * mini * 1.05))
     col = _Collector(h, target)
-    gen = Generator(model, duration_s=MAX_EXTENSION_S, seed=seed)
     span = 0.0
-    for b in gen.batches():
+    for b in ext.stream(q):
         span = float(b.timestamp_s[-1]) if b.n_requests else span
-        if q < 1.0:
-            b = sample_keys(b, q)
         if col.feed(np.asarray(b.timestamp_s, np.float64), np.asarray(b.offsets, np.int64),
                     np.asarray(b.keys, np.uint64)):
             break
     ev = col.events()
+    name = ext.model.name
     if _warm_writes(ev, mini) >= int(np.count_nonzero(ev["op"] == _op_write())):
         raise SpecError(f"a store of {mini:,} (sampled) blocks never turns over, even over "
-                        f"{span / 86_400:,.0f} days of the fitted workload model",
+                        f"{span / 86_400:,.0f} days of the workload model {name}",
                         "the store holds everything the workload ever reuses: its device WAF is that of its "
                         "fill (give a smaller capacity)")
-    note = (f"a workload model fitted to the trace ({model.name}), {col.n_req:,} requests over "
-            f"{span / 3600:,.1f} h generated: the trace is too short to turn this store over")
-    return ev, note, {"model": model.name, "generated_s": span, "generated_requests": col.n_req}
+    what = ("the model that generated the trace" if ext.origin == "generating"
+            else "a workload model fitted to the trace")
+    note = (f"{what} ({name}), {col.n_req:,} requests over {span / 3600:,.1f} h generated: the trace is too "
+            "short to turn this store over")
+    return ev, note, {"model": name, "generated_s": span, "generated_requests": col.n_req}
 
 
 def _finish(ev, *, slot, mini, q, kw, origin, note, warm, params, spare_slots) -> StoreWrites:
@@ -319,7 +373,8 @@ class WafModel:
 
     def __init__(self, trace, *, block_bytes: int, layout: str = "slot", policy: str = "lru", gc: str = "greedy",
                  erase_block_bytes: int = 256 << 20, trim: bool = False, max_slots: int = 1 << 13,
-                 per_decade: int = 16):
+                 per_decade: int = 16, turnovers: float = 1.0):
+        self.turnovers = turnovers       # measured turnovers past the warm-up one (a plan asks at many sizes)
         self.trace, self.block_bytes, self.layout, self.policy = trace, int(block_bytes), layout, policy
         self.gc, self.erase, self.trim, self.max_slots, self.per_decade = gc, erase_block_bytes, trim, max_slots, \
             per_decade
@@ -327,11 +382,9 @@ class WafModel:
         self._wafs: dict = {}
         self._fitted = None
 
-    def _fit(self):
+    def _fit(self) -> Extension:
         if self._fitted is None:
-            from kvbench.stream.fit import fit_model
-
-            self._fitted = fit_model(self.trace).model
+            self._fitted = extension_for(self.trace)
         return self._fitted
 
     def grid_blocks(self, blocks: float) -> int:
@@ -352,7 +405,7 @@ class WafModel:
             self._streams[key] = store_writes(self.trace, block_bytes=self.block_bytes,
                                               capacity_bytes=n * slot_bytes_for(self.block_bytes), layout=lay,
                                               policy=self.policy, trim=self.trim, max_slots=self.max_slots,
-                                              fitted=self._fit)
+                                              turnovers=self.turnovers, fitted=self._fit)
         wkey = (n, lay, round(float(op), 6))
         if wkey not in self._wafs:
             self._wafs[wkey] = store_waf(self._streams[key], op=op, erase_block_bytes=self.erase, gc=self.gc)
