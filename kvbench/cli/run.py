@@ -341,7 +341,7 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
     and write one HTML report. Everything has a default: `kvbench run` alone takes a few minutes."""
     import psutil
 
-    from kvbench.metrics.results import CheckResult, PlanResult, read_run
+    from kvbench.metrics.results import CheckResult, PlanResult, Summary, read_run
     from kvbench.metrics.run import RunDir
     from kvbench.qualify.steps import kvbench_argv, run_step
     from kvbench.replay.kv import coverage_line
@@ -416,7 +416,7 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
                   {"model": spec.name, "l2": sampling.modelled_l2_bytes, "l3": store,
                    "l3_capacity": sampling.modelled_l3_bytes, "dry_run": True, "max_requests": max_requests,
                    "results": str(rd.path)})
-        sim = st.result or {}
+        sim = Summary.from_json(st.result, "kvbench replay kv --dry-run --json").data if st.result else {}
         prog.done(t, f"{sim.get('requests', 0):,} requests, hit ratio {_g(sim.get('hit_ratio'))} at L2/L3 of "
                      f"{_g(sampling.modelled_l2_bytes / 2**30)}/{_g(sampling.modelled_l3_bytes / 2**30)} GiB"
                   if st.ok else f"FAILED: {st.error}")
@@ -430,7 +430,7 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
                 "destroy_data": destroy_data}
         st = step("replay", ["replay", "kv"], [trace_path], opts, heartbeat=lambda s: _replay_progress(rd.path, s, duration))
         replay_dir = st.run_dir
-        r = st.result or {}
+        r = Summary.from_json(st.result, "kvbench replay kv --json").data if st.result else {}
         est = (f" (estimate for L2/L3 of {_g(sampling.modelled_l2_bytes / 2**30)}/"
                f"{_g(sampling.modelled_l3_bytes / 2**30)} GiB from a {sampling.rate:g} key sample; load times cover "
                f"sampled blocks)") if sampling.rate < 1 else ""
@@ -527,14 +527,15 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
     path, index = build_report([rd.path], out, title=f"kvbench run: {Path(trace_path).name}, {spec.name}")
     save(status, {**extra, "report": str(path), "figures": index["figures"]})
     prog.done(t, f"{path} ({len(index['figures'])} figures)")
-    summary = read_run(rd.path, parts=False).summary.data
+    folder = read_run(rd.path, parts=False)
+    summary = folder.summary.data
     if as_json:
         emit_json(summary)
     else:
-        if summary.get("answer"):
-            from kvbench.analysis.answer import Answer, text_table
+        if folder.answer is not None:
+            from kvbench.analysis.answer import text_table
 
-            click.echo(text_table(Answer.from_json(summary["answer"], f"{rd.path}/summary.json")))
+            click.echo(text_table(folder.answer))
         click.echo(f"report: {path}\nrun_dir: {rd.path}")
     if failed:
         from kvbench.errors import KvbenchError
