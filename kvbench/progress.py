@@ -50,12 +50,13 @@ def clear() -> None:
         bar.close()
 
 
-def echo(msg: str) -> None:
-    """Print a message line on stderr without tearing a live line (the line is redrawn below it)."""
+def echo(msg: str, file=None) -> None:
+    """Print a message line on stderr (or ``file``, e.g. stdout) without tearing a live line (the line is
+    redrawn below it)."""
     if _drawn:
-        _drawn[-1].write(msg, file=_drawn[-1].fp)
+        _drawn[-1].write(msg, file=file or _drawn[-1].fp)
     else:
-        print(msg, file=sys.stderr, flush=True)
+        print(msg, file=file or sys.stderr, flush=True)
 
 
 def eta(done: float, total: float | None, seconds: float) -> float | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -66,19 +67,27 @@ def prefill_cmd(model_name, device, lengths, layers, dtype, warmup, reps, measur
         return [{"tokens": r.tokens, "seconds_median": r.median_s, "seconds": list(r.model_seconds),
                  "stack_seconds": list(r.stack_seconds)} for r in done]
 
+    from kvbench.progress import Line
+    from kvbench.progress import echo as say
+
+    line = Line(f"prefill {spec.name}", sum(setup.lengths), "tokens")      # lengths timed, in prompt tokens
+
     def progress(r):
         done.append(r)
         rd.write_summary({"kind": "prefill", "run_dir": str(rd.path), "model": spec.name, "lengths": rows()},
                          status="partial")
         if not as_json:
             if len(done) == 1:
-                click.echo(f"prefill {spec.name} on {setup.device} ({setup.dtype}, {setup.plan.layers_measured}/"
-                           f"{setup.plan.layers_total} layers): lengths {','.join(map(str, setup.lengths))}")
-            click.echo(f"  {r.tokens:>7} tokens  {format_duration(r.median_s):>10}  "
-                       f"{r.tokens / r.median_s:>12,.0f} tok/s")
+                say(f"prefill {spec.name} on {setup.device} ({setup.dtype}, {setup.plan.layers_measured}/"
+                    f"{setup.plan.layers_total} layers): lengths {','.join(map(str, setup.lengths))}", sys.stdout)
+            say(f"  {r.tokens:>7} tokens  {format_duration(r.median_s):>10}  {r.tokens / r.median_s:>12,.0f} tok/s",
+                sys.stdout)
+        line.update(sum(x.tokens for x in done))
 
     try:
-        profile, _ = run_prefill(setup, progress)
+        line.update(0)
+        with line:
+            profile, _ = run_prefill(setup, progress)
     except BaseException as e:  # keep what was measured, marked as such, then let the CLI report it
         rd.write_summary({"kind": "prefill", "run_dir": str(rd.path), "model": spec.name, "lengths": rows(),
                           "error": str(e)}, status="interrupted" if isinstance(e, KeyboardInterrupt) else "failed")
