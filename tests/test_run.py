@@ -46,6 +46,15 @@ def test_main_job_end_to_end_on_the_shipped_sample(tmp_path, cli, monkeypatch):
     assert replay["requests"] == 150 and replay["verify_errors"] == 0
     check = json.loads((job / "check.json").read_text())
     assert {"l2", "l3"} <= set(check["tiers"])
+    # one load path per tier (load_paths.json, with its source): the check and the plan's cost line use the same
+    paths = json.loads((job / "load_paths.json").read_text())["tiers"]
+    for name in ("l2", "l3"):
+        assert check["tiers"][name]["bandwidth_bytes_per_s"] == pytest.approx(paths[name]["bandwidth_bytes_per_s"],
+                                                                              rel=1e-6), name
+    assert "link model" in paths["l2"]["source"] and check["tiers"]["l2"]["bandwidth_bytes_per_s"] == 50e9
+    plan_lt = json.loads((job / "plan.json").read_text())["load_tier"]
+    assert plan_lt["bandwidth_bytes_per_s"] == pytest.approx(paths["l3"]["bandwidth_bytes_per_s"], rel=1e-6)
+    assert replay["replayed_fraction"] == (replay["requests"] - replay["requests_not_issued"]) / replay["trace_requests"]
     # the result contract: every file stamped, the job and its steps read through the one reader
     from kvbench.metrics.results import read_run
 
