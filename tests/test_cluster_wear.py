@@ -94,3 +94,23 @@ def test_link_utilisation_by_hand(cli, tmp_path):
     assert ln["mean"] == pytest.approx(2 * move / (100 + move)) and ln["p99"] == 1.0
     assert ln["busiest_node_mean"] == pytest.approx(ln["mean"]) and ln["pool"] is None
     assert s["l4"]["peak_link_utilisation"] == pytest.approx(1.0)          # the old figure: says only "once full"
+
+
+def test_terminal_json_and_report_state_the_same_rollup(cli, tmp_path):
+    """The busiest node's figures printed on the terminal are the JSON's ``wear.l3`` and the report's rows."""
+    import re
+
+    from kvbench.report.rundata import load_run
+    from kvbench.report.tables import verdict_rows
+
+    tr = _trace(tmp_path / "t.jsonl", [(1000 * i, [i + 1]) for i in range(6)])
+    args = ["cluster", tr, "--model", "tiny-gqa", "--dry-run", "--router", "round-robin", "--l3",
+            tmp_path / "l3.store", "--l3-capacity", str(2 * BLOCK), "--results", tmp_path / "res"]
+    s = _cluster(cli, tmp_path, tr, *args[4:-2])
+    w = s["wear"]["l3"]
+    assert w["nodes"] == 1 and w["nodes_turned_over"] == 1
+    assert w["dwpd_host_busiest"] == pytest.approx(43_200) and w["dwpd_host_mean"] == pytest.approx(43_200)
+    text = cli(*args).output
+    assert re.search(r"host DWPD mean 4\.32e\+04, busiest 4\.32e\+04", text), text
+    rows = {label: value for _, label, value in verdict_rows(load_run(s["run_dir"]))}
+    assert "L3 host DWPD, busiest node" in rows and "43" in rows["L3 host DWPD, busiest node"].replace(",", "")

@@ -172,20 +172,17 @@ def _print_wear(results: dict) -> None:
     from kvbench.units import format_duration, format_rate
 
     for name, r in results.items():
-        l3 = [nd["tiers"]["l3"] for nd in r["nodes"] if "l3" in nd["tiers"] and "dwpd_host" in nd["tiers"]["l3"]]
-        steady = [t for t in l3 if t["dwpd_host"] is not None]
-        if l3 and steady:
-            worst = max(steady, key=lambda t: t["dwpd_host"])
-            mean = sum(t["dwpd_host"] for t in steady) / len(steady)
-            eq = worst["dwpd_rating_equivalent"]
-            life = worst["lifetime_years"]
-            click.echo(f"  {name}: L3 per node host DWPD mean {mean:,.3g}, busiest {worst['dwpd_host']:,.3g} "
-                       f"(write {format_rate(worst['write_bytes_per_s'])}, KV kept "
-                       f"{format_duration(worst['residence_s'])}"
-                       + (f", {eq:,.3g} rating-equivalent on {worst['drive_class']} (WAF {worst['waf']:.3g}), "
+        w = (r.get("wear") or {}).get("l3")
+        if w and w["dwpd_host_busiest"] is not None:
+            eq, life = w["dwpd_rating_equivalent_busiest"], w["lifetime_years_busiest"]
+            click.echo(f"  {name}: L3 per node host DWPD mean {w['dwpd_host_mean']:,.3g}, busiest "
+                       f"{w['dwpd_host_busiest']:,.3g} (write {format_rate(w['write_bytes_per_s_busiest'])}, KV kept "
+                       f"{format_duration(w['residence_s_busiest'])}"
+                       + (f", {eq:,.3g} rating-equivalent on {w['drive_class']} (WAF {w['waf_busiest']:.3g}), "
                           f"{life:,.3g} years" if eq is not None else "") + ")"
-                       + ("" if len(steady) == len(l3) else f"; {len(l3) - len(steady)} node(s) never turned over"))
-        elif l3:
+                       + ("" if w["nodes_turned_over"] == w["nodes"] else
+                          f"; {w['nodes'] - w['nodes_turned_over']} node(s) never turned over"))
+        elif w:
             click.echo(f"  {name}: L3 per node: no node's store turned over within the trace (no steady DWPD)")
         ln = r.get("links")
         if ln and ln.get("mean") is not None:

@@ -180,7 +180,7 @@ def l4_per_second(cols: dict, slot_bytes: int) -> dict:
 def summarise(cols: dict, nodes: list[Node], pool: Calendar, spec, router, drive=None, op: float = 0.07) -> dict:
     """The JSON contract's fields for one router (plus detail): global, per node (with each stored tier's wear on
     ``drive``, :mod:`kvbench.cluster.wear`), imbalance, duplication, L4, link and pool utilisation."""
-    from kvbench.cluster.wear import cluster_wear
+    from kvbench.cluster.wear import cluster_wear, rollup
 
     tiers = [t.name for t in spec.tiers]
     slot = spec.slot_bytes
@@ -256,6 +256,7 @@ def summarise(cols: dict, nodes: list[Node], pool: Calendar, spec, router, drive
         "prefill_tokens_saved": int(cols["cached_tokens"].sum()),
         "trace_span_s": span, "simulated_s": duration,
         "links": links_utilisation(nodes, pool, end) if has_l4 else None,
+        "wear": {"l3": rollup(wear, "l3")},
         "pool_wear": pool_wear,
     }
 

@@ -125,6 +125,26 @@ def cluster_wear(nodes, spec, end_s: float, drive, op: float) -> tuple[list[dict
     return per_node, pool
 
 
+def rollup(per_node: list[dict], name: str = "l3") -> dict | None:
+    """One tier over the nodes, as the terminal, the JSON (``wear.l3``) and the report state it: how many nodes
+    turned over, the mean and busiest node's host DWPD, and the busiest node's write rate, residence, WAF,
+    rating-equivalent DWPD and lifetime."""
+    tiers = [w[name] for w in per_node if name in w]
+    if not tiers:
+        return None
+    steady = [t for t in tiers if t["dwpd_host"] is not None]
+    out = {"nodes": len(tiers), "nodes_turned_over": len(steady), "dwpd_host_mean": None, "dwpd_host_busiest": None}
+    if steady:
+        busiest = max(steady, key=lambda t: t["dwpd_host"])
+        out.update({"dwpd_host_mean": float(np.mean([t["dwpd_host"] for t in steady])),
+                    "dwpd_host_busiest": busiest["dwpd_host"],
+                    "write_bytes_per_s_busiest": busiest["write_bytes_per_s"],
+                    "residence_s_busiest": busiest["residence_s"], "waf_busiest": busiest["waf"],
+                    "dwpd_rating_equivalent_busiest": busiest["dwpd_rating_equivalent"],
+                    "lifetime_years_busiest": busiest["lifetime_years"], "drive_class": busiest["drive_class"]})
+    return out
+
+
 def _log(node):
     """(times, events) of every stored-tier write and trim the node made, in order."""
     from kvbench.sim.tiers import EVENT_DTYPE
