@@ -102,7 +102,7 @@ class ReplayConfig:
         if self.l3 and self.l3_capacity <= 0 and self.l3_region <= 0:
             raise UsageError(f"--l3 {self.l3} needs --l3-capacity", "give e.g. --l3-capacity 64GiB")
         if (self.l3_capacity > 0 or self.l3_region > 0) and not self.l3:
-            raise UsageError("--l3-capacity/--l3-region without --l3 PATH",
+            raise UsageError(f"{'--l3-capacity' if self.l3_capacity > 0 else '--l3-region'} without --l3 PATH",
                              "give the store file or block device with --l3")
         if self.l3_region > 0 and self.sample_keys is not None:
             raise UsageError("--l3-region with --sample-keys: the region bounds the device store, the capacity "
