@@ -191,13 +191,16 @@ def test_plan_caps_and_names_a_trace_that_is_not_stationary():
     dep = out["deployment"]
     assert out["stationarity"]["stationary"] is False
     assert dep["steady_ceiling"] == pytest.approx(ceiling)
-    assert dep["hit_ratio"] == pytest.approx(ceiling) and dep["hit_ratio_capped"]
+    # the floor is set at the steady curve's demand (references after the first arrival / span), the deployment's
+    # hit ratio against all references / span: h = 1 - (1 - first request's references / all) x (1 - ceiling)
+    first = t.offsets[1] - t.offsets[0]
+    assert dep["hit_ratio"] == pytest.approx(1 - (1 - first / t.n_blocks) * (1 - ceiling)) and dep["hit_ratio_capped"]
     # every steady write rate is at least the trace's compulsory one: references/s x (1 - the ceiling)
-    demand = t.n_blocks / (t.timestamp_s[-1] - t.timestamp_s[0]) * 512 * 100_000      # bytes/s
+    demand = (t.n_blocks - first) / (t.timestamp_s[-1] - t.timestamp_s[0]) * 512 * 100_000      # bytes/s
     rows = [r for r in out["capacity_curve"] if r["write_bytes_per_s"] is not None]
     assert rows and all(r["write_bytes_per_s"] >= demand * (1 - ceiling) * (1 - 1e-9) for r in rows)
     # the rate follows the capped hit ratio: rate x missed tokens per request = U P G
-    assert dep["requests_per_s"] * 512 * (t.n_blocks / t.n_requests) * (1 - ceiling) == pytest.approx(10_000.0)
+    assert dep["requests_per_s"] * 512 * (t.n_blocks / t.n_requests) * (1 - dep["hit_ratio"]) == pytest.approx(10_000.0)
     note = out["stationarity"]["note"]
     assert note.startswith("The trace is not stationary") and "uncapped" in note and "trace fit" in note
     assert note in out["answer"]["sentences"] and note in out["warnings"]
@@ -205,10 +208,13 @@ def test_plan_caps_and_names_a_trace_that_is_not_stationary():
 
 def test_plan_on_a_stationary_trace_caps_at_its_median_window():
     # every pair of requests references 5 blocks, 2 of them new: a steady infinite cache hits 3 of 5
-    out = _plan(stationary_trace())
+    t = stationary_trace()
+    out = _plan(t)
     assert out["stationarity"]["stationary"] is True
     dep = out["deployment"]
-    assert dep["steady_ceiling"] == pytest.approx(0.6) and dep["hit_ratio"] <= 0.6 + 1e-12
+    first = t.offsets[1] - t.offsets[0]            # the floor's demand leaves out the first request's references
+    assert dep["steady_ceiling"] == pytest.approx(0.6)
+    assert dep["hit_ratio"] <= 1 - (1 - first / t.n_blocks) * (1 - 0.6) + 1e-12
     assert not any("not stationary" in s for s in out["answer"]["sentences"])
     note = out["stationarity"]["note"]
     assert note is None or note.startswith("Steady hit ratios are capped at the stationary trace's")

@@ -522,7 +522,7 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
     # no steady write rate is below the compulsory (never-seen) rate of the window its demand is measured over:
     # on a trace whose new-block share falls, a large tier's window after its first eviction is the trace's last
     # minutes, whose few new blocks would otherwise claim hits no cache of this trace had (DESIGN.md, Stationarity)
-    floor = steady_raw.references / span * (1.0 - stat.steady_ceiling)      # the demand deployment scale uses
+    floor = steady_raw.demand_blocks_per_s * (1.0 - stat.steady_ceiling)    # W's own demand: exact at no reuse
     steady = replace(steady_raw, write_blocks_per_s=np.maximum(steady_raw.write_blocks_per_s,
                                                                floor if math.isfinite(floor) else 0.0))
     tokens_per_req = float(stream["input_tokens"]) / n
