@@ -106,9 +106,23 @@ def _drives_the_system(fn, module_globals: dict, seen: set) -> bool:
     return False
 
 
+# Unit tests too slow for the fast lane (measured > ~3 s each on the loaded 2-core VM, warm kernel cache), by
+# function name so that a test keeps its mark when its file moves; a new slow test says so itself with
+# @pytest.mark.slow. The figures are the measured calls (tests/README.md has the lane's totals).
+SLOW_TESTS = {
+    "test_plan_admission_follows_the_planned_rate",             # 224 s  (plan CLI with an admission sweep)
+    "test_plan_terminal_admission_table_names_each_rows_state",  # 214 s
+    "test_report_frontier_has_one_curve_per_policy",            # 115 s
+    "test_plan_admission_contract",                             # 29 s
+    "test_replay_capacities_mean_what_they_say",                # 12.7 s
+}
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         fn = getattr(item, "function", None)
+        if fn is not None and fn.__name__ in SLOW_TESTS:
+            item.add_marker(pytest.mark.slow)
         if fn is None or item.get_closest_marker("integration"):
             continue
         names = set(getattr(item, "fixturenames", ()))
@@ -260,3 +274,96 @@ def loop_devices(scratch):
         yield loops
     finally:
         loops.close()
+
+
+# --- traces by shape (builders shared by the tests; the `traces` fixture hands them out) ---------------------------
+def block_trace(requests, times=None, gap: float = 1.0):
+    """Requests given as lists of block keys (used as given) -> (timestamp_s, offsets int64, keys uint64), one
+    request every ``gap`` seconds unless ``times`` says when."""
+    import numpy as np
+    from types import SimpleNamespace
+
+    offsets = np.cumsum([0] + [len(r) for r in requests]).astype(np.int64)
+    keys = np.array([k for r in requests for k in r], dtype=np.uint64)
+    times = np.arange(len(requests), dtype=float) * gap if times is None else np.asarray(times, float)
+    return SimpleNamespace(timestamp_s=times, offsets=offsets, keys=keys)
+
+
+def chained_trace(prompts, times=None):
+    """Requests given as lists of ids; each block's key names its whole prefix (ids 1, 2 then 1, 3: keys 1, 2
+    then 1, 3 -- the second request shares the first block only), numbered from 1 in order of first use."""
+    keys, table = [], {}
+    reqs = []
+    for ids in prompts:
+        prefix, row = (), []
+        for i in ids:
+            prefix = prefix + (i,)
+            row.append(table.setdefault(prefix, len(table) + 1))
+        reqs.append(row)
+    return block_trace(reqs, times)
+
+
+def one_block_requests(keys, gap: float = 1.0):
+    """One single-block request per key, ``gap`` seconds apart."""
+    return block_trace([[k] for k in keys], gap=gap)
+
+
+def ttl_boundary_trace(ttl_s: float, key: int = 1):
+    """A block written at 0, reread after exactly ``ttl_s`` idle (still held), then after ``ttl_s`` + 0.5 s idle
+    (expired): requests [key] at 0, ttl, 2 ttl + 0.5 (and [key + 1] at 0 so the tier is not empty)."""
+    return block_trace([[key, key + 1], [key], [key]], times=[0.0, ttl_s, 2 * ttl_s + 0.5])
+
+
+def multi_tenant_trace(tenants: int, requests_each: int, blocks: int = 4, shared_prefix: int = 1, gap: float = 1.0):
+    """``tenants`` tenants taking turns, each re-sending its own ``blocks``-block prompt; the first
+    ``shared_prefix`` blocks are common to all (a shared system prompt). Keys are prefix-chained."""
+    prompts = [list(range(1, shared_prefix + 1)) + [1000 * (t + 1) + b for b in range(blocks - shared_prefix)]
+               for _ in range(requests_each) for t in range(tenants)]
+    return chained_trace(prompts, [i * gap for i in range(len(prompts))])
+
+
+def write_mooncake(path, requests, block_tokens: int = 512) -> Path:
+    """Mooncake JSON lines from (timestamp_ms, hash_ids[, input tokens]); input tokens default to whole blocks."""
+    import json
+
+    path = Path(path)
+    with open(path, "w") as f:
+        for r in requests:
+            ts, ids = r[0], list(r[1])
+            tokens = r[2] if len(r) > 2 else block_tokens * len(ids)
+            f.write(json.dumps({"timestamp": ts, "input_length": tokens, "output_length": 1, "hash_ids": ids}) + "\n")
+    return path
+
+
+@pytest.fixture
+def traces():
+    """The trace builders above: traces.block(...), .chained(...), .one_block(...), .ttl_boundary(...),
+    .multi_tenant(...), .mooncake(path, requests)."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(block=block_trace, chained=chained_trace, one_block=one_block_requests,
+                           ttl_boundary=ttl_boundary_trace, multi_tenant=multi_tenant_trace, mooncake=write_mooncake)
+
+
+@pytest.fixture(scope="session")
+def run_dir(tmp_path_factory) -> Path:
+    """A dry-run replay's run folder (tiny-gqa, L2 + an L3 file store, 40 requests over 4 shared documents), made
+    once per session: for tests that read a run (check --run, report, results)."""
+    import json
+
+    from click.testing import CliRunner
+
+    from kvbench.cli import main
+
+    d = tmp_path_factory.mktemp("run")
+    rows, nxt = [], 1000
+    for t in range(40):
+        ids = list(range((t % 4) * 100, (t % 4) * 100 + 1 + t % 12)) + [nxt, nxt + 1]
+        nxt += 2
+        rows.append((t * 10, ids))
+    tr = write_mooncake(d / "t.jsonl", rows)
+    r = CliRunner().invoke(main, ["replay", "kv", str(tr), "--model", "tiny-gqa", "--l2", "1MiB", "--l3",
+                                  str(d / "l3.store"), "--l3-capacity", "64MiB", "--dry-run", "--results",
+                                  str(d / "results"), "--json"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    return Path(json.loads(r.output[r.output.index("{"):])["run_dir"])

@@ -15,16 +15,13 @@ from kvbench.analysis.admission import simulate_tier, simulate_tier_reference
 from kvbench.errors import SpecError
 from kvbench.sim.admission import ADMISSIONS, TinyLFU, make_admission, parse_admission
 from kvbench.sim.tiers import DEMOTE_WRITE, EV_WRITE, Hierarchy, HierarchySpec, TierSpec
+from tests.conftest import block_trace
 from tests.test_replay_kv import store_dir  # noqa: F401  (fixture: an O_DIRECT-capable folder)
 
 BB = 8192
 
 
-def _trace(requests, times=None):
-    offsets = np.cumsum([0] + [len(r) for r in requests]).astype(np.int64)
-    keys = np.array([k for r in requests for k in r], dtype=np.uint64)
-    times = np.arange(len(requests), dtype=float) if times is None else np.asarray(times, float)
-    return SimpleNamespace(offsets=offsets, keys=keys, timestamp_s=times)
+_trace = block_trace                # requests as lists of keys, one a second unless timed (tests/conftest.py)
 
 
 def _l3(requests, cap, admission, times=None, **kw):

@@ -8,19 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import write_mooncake
+
 BLOCK = 262144          # tiny-gqa: 512 B/token x 512-token blocks; slot = block
 TOK_S = 10_000.0        # the default what-if prefill rate (no --profile): T(n) = n / 10,000 s
 
 
-def _trace(path: Path, requests) -> Path:
-    """Mooncake lines: (timestamp_ms, hash_ids[, input tokens]); ids are used as keys as they are."""
-    with open(path, "w") as f:
-        for r in requests:
-            ts, ids = r[0], r[1]
-            tokens = r[2] if len(r) > 2 else 512 * len(ids)
-            f.write(json.dumps({"timestamp": ts, "input_length": tokens, "output_length": 1,
-                                "hash_ids": list(ids)}) + "\n")
-    return path
+_trace = write_mooncake             # Mooncake lines from (timestamp_ms, hash_ids[, input tokens]) (tests/conftest.py)
 
 
 def _json(result):

@@ -117,3 +117,32 @@ def test_the_next_session_sweeps_a_dead_sessions_scratch_and_loop_devices(tmp_pa
         assert alive.exists()                                   # a live session's folder is left alone
     finally:
         subprocess.run(["losetup", "-d", dev], capture_output=True)
+
+
+# --- traces by shape ---------------------------------------------------------------------------------------------
+def test_trace_builders_by_hand(traces, tmp_path):
+    import json
+
+    t = traces.chained([[1, 2], [1, 3], [2]], times=[0.0, 5.0, 7.5])
+    assert t.keys.tolist() == [1, 2, 1, 3, 4] and t.offsets.tolist() == [0, 2, 4, 5]
+    assert t.timestamp_s.tolist() == [0.0, 5.0, 7.5] and t.keys.dtype.name == "uint64"
+    o = traces.one_block([7, 8, 7], gap=2.0)
+    assert o.keys.tolist() == [7, 8, 7] and o.offsets.tolist() == [0, 1, 2, 3] and o.timestamp_s.tolist() == [0, 2, 4]
+    b = traces.ttl_boundary(5.0)
+    assert b.keys.tolist() == [1, 2, 1, 1] and b.timestamp_s.tolist() == [0.0, 5.0, 10.5]
+    # two tenants behind one shared system block, each resending its own 2 blocks
+    m = traces.multi_tenant(2, 2, blocks=3, shared_prefix=1)
+    assert m.keys.tolist() == [1, 2, 3, 1, 4, 5, 1, 2, 3, 1, 4, 5] and m.offsets.tolist() == [0, 3, 6, 9, 12]
+    p = traces.mooncake(tmp_path / "m.jsonl", [(0, [1, 2]), (1000, (3,), 700)])
+    assert [json.loads(x) for x in p.read_text().splitlines()] == [
+        {"timestamp": 0, "input_length": 1024, "output_length": 1, "hash_ids": [1, 2]},
+        {"timestamp": 1000, "input_length": 700, "output_length": 1, "hash_ids": [3]}]
+
+
+def test_the_run_folder_is_a_dry_replay(run_dir):
+    import json
+
+    s = json.loads((run_dir / "summary.json").read_text())
+    assert (run_dir / "requests.csv").exists()
+    # request t holds 1 + t % 12 blocks of its document and 2 new ones: 40 * 3 + 3 * 66 + (0 + 1 + 2 + 3) = 324
+    assert (s["status"], s["dry_run"], s["requests"], s["blocks"]) == ("complete", True, 40, 324)

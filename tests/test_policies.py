@@ -3,13 +3,12 @@ retention (TTL) expiry, S3-FIFO scan resistance, registry errors."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import numpy as np
 import pytest
 
 from kvbench.errors import SpecError
 from kvbench.sim.policies import POLICIES, make_policy, simulate_prefix
+from tests.conftest import chained_trace
 
 
 def _run(cache, seq, now=0.0):
@@ -72,17 +71,7 @@ def test_lru_matches_stack_distance(capacity):
     assert _run(make_policy("lru", capacity), seq) == _reference_lru_hits(seq, capacity)
 
 
-def _chained_trace(prompts, times):
-    """Requests given as lists of ids; keys are prefix-chained (key of block i names the whole prefix)."""
-    keys, offsets, table = [], [0], {}
-    for ids in prompts:
-        prefix = ()
-        for i in ids:
-            prefix = prefix + (i,)
-            keys.append(table.setdefault(prefix, len(table) + 1))
-        offsets.append(len(keys))
-    return SimpleNamespace(offsets=np.array(offsets, np.int64), keys=np.array(keys, np.uint64),
-                           timestamp_s=np.array(times, np.float64))
+_chained_trace = chained_trace      # requests as lists of ids; each key names its whole prefix (tests/conftest.py)
 
 
 def test_simulate_prefix_lru_equals_mattson_on_deepest_first_stream():

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from .conftest import REPO
+from .conftest import REPO, write_mooncake
 
 BLOCK = 262144                       # tiny-gqa: 512 B/token x 512-token blocks
 
@@ -60,12 +60,7 @@ def test_io_poisson_arrivals_are_exponential_not_uniform(cli, tmp_path):
     assert cv["uniform"] < 1e-3 and 0.85 < cv["poisson"] < 1.15
 
 
-def _trace(path: Path, requests) -> Path:
-    with open(path, "w") as f:
-        for ts, ids in requests:
-            f.write(json.dumps({"timestamp": ts, "input_length": 512 * len(ids), "output_length": 1,
-                                "hash_ids": ids}) + "\n")
-    return path
+_trace = write_mooncake             # Mooncake lines from (timestamp_ms, hash_ids) (tests/conftest.py)
 
 
 def test_replay_no_promote_leaves_l3_hits_in_l3(cli, tmp_path):

@@ -16,17 +16,12 @@ from kvbench.analysis.curves import exact_profile
 from kvbench.errors import VerifyError
 from kvbench.replay.kv import ReplayConfig, add_fences, block_tags, replay_kv
 from kvbench.sim.policies import make_policy, simulate_prefix
+from tests.conftest import write_mooncake
 
 BLOCK = 262144          # tiny-gqa: 512 B/token x 512-token Mooncake blocks
 
 
-def _write_trace(path: Path, requests) -> Path:
-    """Mooncake-format lines: (timestamp_ms, hash_ids)."""
-    with open(path, "w") as f:
-        for ts, ids in requests:
-            f.write(json.dumps({"timestamp": ts, "input_length": 512 * len(ids), "output_length": 1,
-                                "hash_ids": list(ids)}) + "\n")
-    return path
+_write_trace = write_mooncake       # Mooncake lines from (timestamp_ms, hash_ids) (tests/conftest.py)
 
 
 def _json(result):

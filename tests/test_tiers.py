@@ -10,6 +10,7 @@ from kvbench.errors import SpecError
 from kvbench.sim.policies import make_policy, simulate_prefix
 from kvbench.sim.tiers import (CREATE_WRITE, DEMOTE_READ, DEMOTE_WRITE, HIT_READ, PROMOTE_WRITE, TRIM, Hierarchy,
                                HierarchySpec, TierSpec)
+from tests.conftest import block_trace
 
 BB = 8192          # block bytes (already 4 KiB aligned: slot == block)
 
@@ -20,10 +21,8 @@ def _spec(*tiers, **kw):
 
 def _trace(requests, times=None):
     """requests: list of key lists (keys used as given: callers pass prefix-chained keys)."""
-    offsets = np.cumsum([0] + [len(r) for r in requests])
-    keys = np.array([k for r in requests for k in r], dtype=np.uint64)
-    times = np.arange(len(requests), dtype=float) if times is None else np.asarray(times, float)
-    return times, offsets, keys
+    t = block_trace(requests, times)
+    return t.timestamp_s, t.offsets, t.keys
 
 
 def _kinds(ev, tier):
