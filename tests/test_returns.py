@@ -87,3 +87,31 @@ def test_trace_fit_reports_the_censored_fit():
     assert rf["returns"] == 0 and rf["within"]["6h"]["estimate"] == 0.0 and rf["within"]["6h"]["high"] > 0.9
     assert res.model.sessions.return_probability == 0.0                          # the default, with a warning
     assert any(w.startswith("sessions.return_probability") and "censored fit" in w for w in res.warnings)
+
+
+# --- fit -> gen: the DWPD error trace fit reports --------------------------------------------------------------
+def test_dwpd_error_by_hand():
+    """The same trace: no error. Its copy with every gap halved writes each capacity's misses twice as fast:
+    W(C) and so DWPD(C) = 86400 W(C) / C are doubled, a relative error of exactly 1 at every capacity."""
+    from dataclasses import replace
+
+    from kvbench.stream.fit import dwpd_error
+
+    rng = np.random.default_rng(1)
+    blocks = [[int(k)] for k in rng.integers(0, 40, 600)]
+    t = make_trace(np.arange(600, dtype=np.float64), blocks)
+    caps = np.array([2.0, 5.0, 10.0, 20.0])
+    same = dwpd_error(t, t, caps)
+    assert same["dwpd_error_mean"] == 0.0 and same["dwpd_points"] == 4
+    fast = dwpd_error(t, replace(t, timestamp_s=t.timestamp_s / 2), caps)
+    assert fast["dwpd_error_mean"] == pytest.approx(1.0) and fast["dwpd_signed_mean"] == pytest.approx(1.0)
+    assert fast["dwpd_error_max"] == pytest.approx(1.0)
+    # a capacity the trace never turns over (the whole working set and more) is left out
+    assert dwpd_error(t, t, np.array([1000.0]))["dwpd_points"] == 0
+
+
+def test_trace_fit_prints_the_dwpd_error(cli, tmp_path):
+    r = cli("trace", "fit", "mooncake-sample", "-o", tmp_path / "m.toml", "--seeds", "1")
+    assert r.exit_code == 0, r.output
+    assert "fit DWPD   steady write rate (DWPD) at the capacities both turn over: mean error" in r.output
+    assert "returns    return within 6h:" in r.output

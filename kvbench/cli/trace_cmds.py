@@ -298,6 +298,10 @@ def fit_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, ou
                f"(capacities 1-{good['capacity_range_blocks'][1]:,.0f} blocks); reuse-time KS "
                + (f"{good['reuse_time_ks']:.4f}" if good["reuse_time_ks"] is not None else "n/a")
                + f" (mean of {seeds} seeds; {res.observed['length_distributions']} lengths)")
+    if good.get("dwpd_error_mean") is not None:
+        click.echo(f"fit DWPD   steady write rate (DWPD) at the capacities both turn over: mean error "
+                   f"{good['dwpd_error_mean']:.1%}, max {good['dwpd_error_max']:.1%} (signed mean "
+                   f"{good['dwpd_signed_mean']:+.1%}; the goal is within 5%)")
     for w in res.warnings:
         click.echo(f"warning: {w}")
     click.echo(f"wrote {out}")

@@ -386,6 +386,7 @@ def goodness(trace: Trace, model: WorkloadModel, seed: int = 0, points: int = CU
     err = np.abs(ho - hg)
     return {
         "curve_mae": float(err.mean()), "curve_max_error": float(err.max()),
+        **dwpd_error(trace, g, caps),
         "curve_max_error_at_blocks": float(caps[int(err.argmax())]),
         "reuse_time_ks": ks_distance(reuse_times(trace), reuse_times(g)),
         "infinite_hit_ratio": {"original": po.infinite_hit_ratio, "generated": pg.infinite_hit_ratio},
@@ -394,6 +395,20 @@ def goodness(trace: Trace, model: WorkloadModel, seed: int = 0, points: int = CU
         "capacity_range_blocks": [1.0, float(top)], "seed": seed, "cold_start": bool(g.meta.get("cold")),
         "curve": {"capacities_blocks": caps.tolist(), "original": ho.tolist(), "generated": hg.tolist()},
     }
+
+
+def dwpd_error(original: Trace, generated: Trace, caps: np.ndarray) -> dict:
+    """Relative error of the generated trace's steady write rate W(C), hence of DWPD(C) = 86400 W(C) / C, at the
+    capacities where both traces' tiers turned over (:func:`kvbench.analysis.residence.steady_curve`)."""
+    from kvbench.analysis.residence import steady_curve
+
+    ao, ag = (steady_curve(t, block_bytes=1).at(caps) for t in (original, generated))
+    ok = ao["turned_over"] & ag["turned_over"] & (ao["write_blocks_per_s"] > 0)
+    rel = np.abs(ag["write_blocks_per_s"][ok] / ao["write_blocks_per_s"][ok] - 1.0)
+    return {"dwpd_error_mean": float(rel.mean()) if rel.size else None,
+            "dwpd_error_max": float(rel.max()) if rel.size else None, "dwpd_points": int(rel.size),
+            "dwpd_signed_mean": float(np.mean(ag["write_blocks_per_s"][ok] / ao["write_blocks_per_s"][ok] - 1.0))
+            if rel.size else None}
 
 
 def goodness_over_seeds(trace: Trace, model: WorkloadModel, seeds: int = 3, seed: int = 0, tick=None) -> dict:
@@ -406,6 +421,9 @@ def goodness_over_seeds(trace: Trace, model: WorkloadModel, seeds: int = 3, seed
         if tick is not None:
             tick()
     out = {k: float(np.mean([r[k] for r in runs])) for k in ("curve_mae", "curve_max_error")}
+    for k in ("dwpd_error_mean", "dwpd_error_max", "dwpd_signed_mean"):
+        vals = [r[k] for r in runs if r.get(k) is not None]
+        out[k] = float(np.mean(vals)) if vals else None
     ks = [r["reuse_time_ks"] for r in runs if r["reuse_time_ks"] is not None]
     out["reuse_time_ks"] = float(np.mean(ks)) if ks else None
     out["worst"] = {"curve_mae": max(r["curve_mae"] for r in runs),
