@@ -165,3 +165,26 @@ def test_every_command_starts_from_the_terminal_test(cli):
     progress.set_mode("always")                            # left over by an earlier command in this process
     assert cli("models", "--help").exit_code == 0
     assert progress._mode is None
+
+
+def test_a_job_step_line_reads_the_child_run_folder(tmp_path):
+    """qualify's step line: a child io run's bandwidth so far, a child replay's requests and GB/s per tier."""
+    import json
+    import time
+
+    from kvbench.replay.live import line_update, step_detail
+
+    since = time.time()
+    assert step_detail(tmp_path, since) == ""
+    io = tmp_path / "io-1"
+    io.mkdir()
+    (io / "summary.json").write_text(json.dumps({"bytes_so_far": 3_000_000_000, "seconds_so_far": 2.0}))
+    assert step_detail(tmp_path, since) == "1.5 GB/s, 2 s"
+    doc = {"requests_done": 1500, "trace_requests": 4000, "seconds": 10.0, "bytes": {"dram": 0.0, "dev": 2e9}}
+    assert line_update(doc, budget_s=25.0) == {"done": 1500, "total": 4000, "note": "store (L3/L4) 200 MB/s",
+                                               "eta_s": 15.0}
+    kv = tmp_path / "replay-kv-2"
+    kv.mkdir()
+    (kv / "progress.json").write_text(json.dumps(doc))
+    os.utime(io, (since - 60, since - 60))                 # the io folder is an earlier step's
+    assert step_detail(tmp_path, since) == "1,500/4,000 requests, store (L3/L4) 200 MB/s"

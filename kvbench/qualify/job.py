@@ -230,6 +230,7 @@ def qualify(profile: QualifyProfile, target: str, *, size: int | None = None, de
         rd.write_summary({**head, "parts": parts, "steps": steps, **(extra or {})}, status=status)
 
     from kvbench.progress import Steps
+    from kvbench.replay.live import step_detail
     runs_pre = profile.precondition is not None and not skip_precondition or _reads(profile)
     meter = Steps("qualify", [None] * runs_pre + [expected_seconds(w, quick_s if quick else None)
                                                   for w in profile.workloads])
@@ -268,7 +269,8 @@ def qualify(profile: QualifyProfile, target: str, *, size: int | None = None, de
                 save("running")
                 continue
             progress(f"workload {w.name} ({w.kind}): kvbench {' '.join(argv[3:])}")
-            st = run_step(w.name, argv, heartbeat=lambda _s: meter.tick())
+            since = time.time()
+            st = run_step(w.name, argv, heartbeat=lambda _s: meter.tick(step_detail(steps_root, since)))
             results[w.name] = st.result if st.result is not None else {"error": st.error}
             if st.error and st.result is not None:
                 results[w.name] = {**st.result, "error": st.error}

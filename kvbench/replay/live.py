@@ -12,8 +12,9 @@ DOMAINS = {"dram": "DRAM (L2)", "dev": "store (L3/L4)"}
 
 
 def newest_run(root, kind: str = "replay-kv", since: float = 0.0) -> Path | None:
-    """The newest ``<kind>-*`` run folder under ``root`` made at or after ``since`` (a time.time())."""
-    dirs = [d for d in Path(root).glob(f"{kind}-*") if d.is_dir() and d.stat().st_mtime >= since - 1.0]
+    """The newest ``<kind>-*`` run folder under ``root`` (``kind`` "": any) made at or after ``since``."""
+    dirs = [d for d in Path(root).glob(f"{kind}-*" if kind else "*")
+            if d.is_dir() and d.stat().st_mtime >= since - 1.0]
     return max(dirs, key=lambda d: d.stat().st_mtime) if dirs else None
 
 
@@ -45,3 +46,23 @@ def poll_replay(line, root, since: float, budget_s: float | None = None):
         except (OSError, ValueError):
             return None
     return Poll(line, read)
+
+
+def step_detail(root, since: float) -> str:
+    """What a child command's run folder under ``root`` says of its progress now, for a job's step line: a
+    replay's requests and GB/s per tier (progress.json), an io run's bandwidth so far (its partial summary)."""
+    from kvbench.replay.kv import LiveProgress
+    from kvbench.units import format_rate
+
+    d = newest_run(root, "", since)
+    if d is None:
+        return ""
+    try:
+        if (d / LiveProgress.FILE).exists():
+            u = line_update(json.loads((d / LiveProgress.FILE).read_text()))
+            return ", ".join(x for x in (f"{u['done']:,}/{u['total']:,} requests" if u["total"] else "", u["note"]) if x)
+        s = json.loads((d / "summary.json").read_text())
+    except (OSError, ValueError):
+        return ""
+    secs, nbytes = s.get("seconds_so_far"), s.get("bytes_so_far")
+    return f"{format_rate(nbytes / secs)}, {secs:.0f} s" if secs and nbytes is not None else ""
