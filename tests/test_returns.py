@@ -115,3 +115,20 @@ def test_trace_fit_prints_the_dwpd_error(cli, tmp_path):
     assert r.exit_code == 0, r.output
     assert "fit DWPD   steady write rate (DWPD) at the capacities both turn over: mean error" in r.output
     assert "returns    return within 6h:" in r.output
+
+
+def test_a_flat_retention_sweep_is_said_in_words():
+    from kvbench.analysis.plan import flat_retention_note
+
+    rows = [{"retention_s": 600.0, "capacity_bytes": 1e12, "hit_ratio": 0.6},
+            {"retention_s": 3600.0, "capacity_bytes": 6e12, "hit_ratio": 0.674},
+            {"retention_s": 21600.0, "capacity_bytes": 4e13, "hit_ratio": 0.674},
+            {"retention_s": 604800.0, "capacity_bytes": 1e15, "hit_ratio": 0.6745}]
+    note = flat_retention_note(rows)
+    assert note.startswith("Keeping KV longer than 60 min buys no hits here: the hit ratio stays 0.674 up to 7 d")
+    assert "86,400 / retention by construction" in note
+    # every longer retention still buys hits (0.002 and more): nothing to say; nor with a single row
+    growing = [dict(r, hit_ratio=0.6 + 0.01 * i) for i, r in enumerate(rows)]
+    assert flat_retention_note(growing) is None and flat_retention_note(rows[:1]) is None
+    # flat, but the capacity does not even double: not the case either
+    assert flat_retention_note([dict(rows[1]), dict(rows[2], capacity_bytes=1.1e13)]) is None

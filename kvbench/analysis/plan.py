@@ -197,6 +197,25 @@ def retention_row(steady, hit_curve, retention_s: float, sc: _Scale) -> dict:
     return r
 
 
+def flat_retention_note(rows: list[dict]) -> str | None:
+    """Where a longer retention buys no hits: the first sweep row from which the hit ratio stays within 0.001 to
+    the last while the capacity at least doubles (None: every longer retention still buys something)."""
+    from kvbench.units import format_bytes, format_duration
+
+    rows = [r for r in rows if r.get("hit_ratio") is not None and r.get("capacity_bytes")]
+    for i, a in enumerate(rows[:-1]):
+        b = rows[-1]
+        if b["hit_ratio"] - a["hit_ratio"] <= 1e-3 and b["capacity_bytes"] >= 2 * a["capacity_bytes"]:
+            return (f"Keeping KV longer than {format_duration(a['retention_s'])} buys no hits here: the hit ratio stays "
+                    f"{a['hit_ratio']:.3f} up to {format_duration(b['retention_s'])} while the capacity grows "
+                    f"{format_bytes(a['capacity_bytes'])} -> {format_bytes(b['capacity_bytes'])}, because the "
+                    "workload shows no reuse that far apart (a trace shorter than the retention cannot; a model "
+                    "without returns does not), and DWPD there is 86,400 / retention by construction; a longer "
+                    "trace, or returns fitted beyond the window (kvbench trace fit reports its censored fit), says "
+                    "what it would buy.")
+    return None
+
+
 def loading_wins(steady, trace, capacity_blocks: float, inequality, tier, sample_rate: float = 1.0) -> dict:
     """Of the prompt tokens an LRU tier of ``capacity_blocks`` serves, those whose request loads its hit prefix
     faster than recomputing it (kvbench check's inequality at that prefix length). On a key-sampled trace a
@@ -654,6 +673,9 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
     stat_note = stat_note or plan_note(stat, capped=False)
     if stat_note:
         warnings.append(stat_note)
+    flat = flat_retention_note(sweep)
+    if flat:
+        warnings.append(flat)
     for r in sweep + ([retention] if retention else []):
         if r and r["extrapolated"]:
             warnings.append(f"retention {r['retention_s']:g} s is beyond what the trace shows "
