@@ -246,3 +246,20 @@ def test_qualify_precondition_block_sizes_are_io_sizes():
                           "criterion": [{"name": "c", "workload": "w", "metric": "iops", "min": 1}]}, "t.toml")
     assert prof.precondition.bs == 4096 and prof.precondition.fill_bs == 1 << 20
     assert validate_drive({"capacity": "7.68TB"})["capacity"] == 7_680_000_000_000
+
+
+@needs_fio
+def test_a_fio_command_line_runs_in_kvbench_as_written(cli, tmp_path):
+    """The same argv (fio's spelling, = signs and all) through fio and through kvbench io: the same I/O."""
+    f = tmp_path / "cmd.dat"
+    f.write_bytes(b"\1" * (256 << 10))
+    line = ["--name=seq", f"--filename={f}", "--rw=read", "--bs=16k", "--size=256k", "--iodepth=4", "--direct=1",
+            "--ioengine=psync", "--numjobs=1", "--randseed=3", "--runtime=0", "--group_reporting"]
+    subprocess.run([FIO, *line, f"--write_iolog={tmp_path / 'fio.iolog'}", "--output=/dev/null"], check=True,
+                   timeout=60)
+    s = _json(cli("io", *line, "--no-prefill", "--json", "--export-iolog", tmp_path / "kv.iolog",
+                  "--results", tmp_path / "res"))
+    assert s["job_name"] == "seq" and s["bs"] == 16384 and s["qd"] == 4 and s["seed"] == 3
+    assert [x[1:] for x in _iolog_ios(tmp_path / "fio.iolog")] == [x[1:] for x in _iolog_ios(tmp_path / "kv.iolog")]
+    r = cli("io", *line, "--direct=0", "--results", tmp_path / "res")
+    assert r.exit_code == 2 and "page cache" in r.output

@@ -41,6 +41,31 @@ class FioRate(click.ParamType):
             self.fail(f"{e} (a bandwidth: 100m = 100 MiB/s, 2g, 500MB/s)", param, ctx)
 
 
+def _direct(ctx, param, value):
+    if value is not None and value != 1:
+        raise click.BadParameter(f"{value}: kvbench io always bypasses the page cache (fio's direct=1): buffered I/O "
+                                 "would measure memory, not the device; drop --direct or give --direct 1")
+    return value
+
+
+def fio_compat(f):
+    """fio's job-line words that kvbench io's behaviour already matches, so a fio command line runs as written:
+    ``--name`` (the job's label, kept in the summary), ``--direct 1`` (kvbench is always O_DIRECT; 0 is
+    refused), ``--time_based`` (a ``--runtime`` above 0 is time-based), ``--group_reporting`` (workers are
+    always reported merged)."""
+    for option in reversed((
+        click.option("--name", "job_name", default=None, metavar="NAME", help="fio's job name: a label kept in the summary."),
+        click.option("--direct", type=int, default=None, callback=_direct, expose_value=False,
+                     help="fio's direct: 1 only (kvbench always bypasses the page cache)."),
+        click.option("--time_based", "--time-based", is_flag=True, expose_value=False,
+                     help="fio's time_based: accepted; a --runtime above 0 always is."),
+        click.option("--group_reporting", "--group-reporting", is_flag=True, expose_value=False,
+                     help="fio's group_reporting: accepted; workers are always reported merged."),
+    )):
+        f = option(f)
+    return f
+
+
 def _lat_log_paths(prefix: str | None, workers: int) -> list[str]:
     return [f"{prefix}_lat.{w + 1}.log" for w in range(max(1, workers))] if prefix else []
 
@@ -95,12 +120,13 @@ def _lat_log_paths(prefix: str | None, workers: int) -> list[str]:
 @click.option("--write_lat_log", "--write-lat-log", "lat_log", default=None, metavar="PREFIX",
               help="Per-I/O latency logs in fio's format: PREFIX_lat.<worker>.log (time ms, latency ns, direction, "
                    "bs, offset, priority).")
+@fio_compat
 @force_option
 @ray_options
 @json_option
 def io(target, rw, bs, qd, workers, reap_batch, size, runtime, rwmixread, seed, engine, rate_bytes, rate_iops, arrival,
        speed, verify, destroy_data, prefill, export_iolog, results_root, faults, status_interval, eta, output_format,
-       lat_log, ray_address, inject_host_loss, as_json):
+       lat_log, job_name, ray_address, inject_host_loss, as_json):
     """Measure a block pattern on a file, raw device or DRAM arena (like fio, on the kvbench engine).
 
     With --ray-address, on every host of the Ray cluster for every drive of --target A,B: one report side by
@@ -150,6 +176,8 @@ def io(target, rw, bs, qd, workers, reap_batch, size, runtime, rwmixread, seed, 
             summary["scratch_file"] = scratch
             click.echo(f"kvbench: note: scratch file {scratch} ({format_bytes(os.path.getsize(scratch))}) is kept "
                        f"and reused by the next kvbench io without --target; remove it with: rm {scratch}", err=True)
+    if job_name:
+        summary["job_name"] = job_name
     if as_json:
         emit_json(summary)
     else:
