@@ -20,16 +20,22 @@ def test_coverage_is_requests_issued_over_requests_in_the_trace():
 def test_a_replay_of_part_of_the_trace_says_how_much(cli, tmp_path):
     from kvbench.stream.traces import read_trace
 
-    n = read_trace("mooncake-sample").n_requests
-    r = cli("replay", "kv", "mooncake-sample", "--model", "tiny-gqa", "--l2", "16MiB", "--l3", tmp_path / "s.img",
-            "--l3-capacity", "64MiB", "--max-requests", "7", "--closed-loop", "--json", "--results", tmp_path)
+    tr = read_trace("mooncake-sample")
+    base = ["replay", "kv", "mooncake-sample", "--model", "tiny-gqa", "--l2", "16MiB", "--l3", tmp_path / "s.img",
+            "--l3-capacity", "64MiB", "--json", "--results", tmp_path]
+    # open loop for 20 s of trace time: only the requests arriving in it are simulated, the trace has more
+    r = cli(*base, "--duration", "20s")
     assert r.exit_code == 0, r.output
     s = json.loads(r.stdout)
-    assert s["trace_requests"] == n > 7 and s["requests"] == 7
-    assert s["requests_issued"] == 7 - s["requests_not_issued"]
-    assert s["replayed_fraction"] == s["requests_issued"] / n                       # not 7 / 7
+    arrived = int((tr.timestamp_s < 20.0).sum())
+    assert s["trace_requests"] == tr.n_requests > s["requests"] == arrived > 0
+    assert s["requests_issued"] == s["requests"] - s["requests_not_issued"]
+    assert s["replayed_fraction"] == s["requests_issued"] / tr.n_requests < 1       # not simulated / simulated
     on_disk = json.loads((Path(s["run_dir"]) / "summary.json").read_text())
     assert on_disk["replayed_fraction"] == s["replayed_fraction"]
+    # --max-requests N: the trace asked for is its first N requests
+    s = json.loads(cli(*base, "--max-requests", "7", "--closed-loop").stdout)
+    assert s["trace_requests"] == 7 and s["replayed_fraction"] == s["requests_issued"] / 7
 
 
 def test_the_report_gives_the_sampled_replays_rate(tmp_path):

@@ -552,6 +552,8 @@ def replay_kv(cfg: ReplayConfig, *, progress=None) -> dict:
         check_iolog_names([p for p in (cfg.l3, cfg.l4 and os.path.join(cfg.l4, L4_FILE)) if p])
     model = load_model(cfg.model, tp=cfg.tp)
     block_tokens, n_requests, n_blocks, most = _load_trace_meta(cfg)
+    if cfg.max_requests is not None:       # the requests asked for: coverage is issued / these
+        n_requests = min(n_requests, int(cfg.max_requests))
     block_bytes = model.block_bytes(block_tokens)
     cfg = fit_region(cfg, block_bytes)
     spec = hierarchy_spec(cfg, block_bytes, f"{model.name}, {block_tokens} tokens")
