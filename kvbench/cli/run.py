@@ -563,7 +563,8 @@ def job_answer(sim: dict, replay: dict, plan: dict, sampling, check: dict | None
     src = Sources(plan=str(job / "plan.json"), check=str(job / "check.json"),
                   replay=f"{replay.get('run_dir') or 'the replay'}/summary.json",
                   simulate=f"{sim.get('run_dir') or 'the simulation'}/summary.json")
-    trace = int(replay.get("trace_requests") or sim.get("requests") or 0) or None
+    # the requests the job covers: the whole-trace simulation's (the first --max-requests when given)
+    trace = int(sim.get("requests") or replay.get("trace_requests") or 0) or None
     out = build_answer(plan, check or None, trace_requests=trace, requests_issued=_issued(replay) if replay else None,
                        sources=src, excluded=excluded).to_json()
     out["simulated"] = {"hit_ratio": sim.get("hit_ratio"), "l2_bytes": sampling.modelled_l2_bytes,
