@@ -259,9 +259,10 @@ class Steps:
         (a step that overran the mean says more about the rest than the mean does)."""
         mean = sum(self.took) / len(self.took) if self.took else None
         now = time.monotonic() - self.t_step
-        if mean is not None and self.k and self.expected[self.k - 1] is None:
-            mean = max(mean, now)
+        # a step past the expected list (a caller that started more than it said) is a step of unknown cost
         cur = self.expected[self.k - 1] if 0 < self.k <= len(self.expected) else None
+        if mean is not None and self.k and cur is None:
+            mean = max(mean, now)
         left = max(0.0, cur - now) if cur is not None else (max(0.0, mean - now) if mean is not None else None)
         for e in self.expected[self.k:]:
             c = e if e is not None else mean
@@ -272,7 +273,7 @@ class Steps:
 
     def tick(self, detail: str = "", *, now: bool = False) -> None:
         """Redraw (a step's own progress in ``detail``); call it now and then while a step runs."""
-        n = len(self.expected)
+        n = max(len(self.expected), self.k)
         self.line.note(f"step {self.k} of {n}: {self.name}" + (f" ({detail})" if detail else "") +
                        f", {time.monotonic() - self.t0:.0f} s, {format_eta(self.remaining_s())}", now=now)
 
