@@ -19,9 +19,12 @@ def report_cmd(run_dirs, output, title, as_json):
 
     The file opens offline: plotly's JavaScript is inlined, nothing is fetched. Partial runs are marked.
     """
+    from kvbench.progress import Steps
     from kvbench.report import build_report
 
-    path, index = build_report(run_dirs, output, title)
+    with Steps("report", [None]) as meter:         # one step: the figures and the HTML (elapsed shown)
+        meter.start(f"{len(run_dirs)} run{'s' if len(run_dirs) > 1 else ''}: figures and HTML")
+        path, index = build_report(run_dirs, output, title)
     if as_json:
         emit_json({"report": str(path), "runs": list(run_dirs), **index})
     else:
