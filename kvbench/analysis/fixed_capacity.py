@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from kvbench.analysis.endurance import SECONDS_PER_DAY, required_dwpd
+from kvbench.analysis.endurance import dwpd, residence_s
 from kvbench.errors import SpecError
 
 FORMULA = "host DWPD per drive = a x U x P x b x 86400 / C  (a admitted share, U utilization, P computed tok/s " \
@@ -62,8 +62,8 @@ def at_capacity(*, bytes_per_token: float, tokens_per_s_per_gpu: float, utilizat
                       tokens_per_s_per_gpu=float(tokens_per_s_per_gpu), utilization=float(utilization),
                       admission=float(admission), capacity_per_gpu_bytes=float(capacity_per_gpu_bytes),
                       store_fill=float(store_fill), write_bytes_per_s_per_gpu=write,
-                      dwpd=required_dwpd(write * SECONDS_PER_DAY, capacity_per_gpu_bytes),
-                      residence_s=capacity_per_gpu_bytes * store_fill / write)
+                      dwpd=dwpd(write, capacity_per_gpu_bytes),
+                      residence_s=residence_s(capacity_per_gpu_bytes * store_fill, write))
 
 
 def sweep_profiles(names, *, capacity_per_gpu_bytes: float, utilization: float, admission: float = 1.0,
