@@ -206,9 +206,13 @@ def _ssd_read_bytes_per_s(plan: dict, row: dict) -> float | None:
     return float(w["hit_tokens"]) / n * rate * bpt * share
 
 
+def head_target(plan: dict) -> str:
+    """The plan's headline hit-ratio target (its answer's, else the first asked): the key of its per-target rows."""
+    return (plan.get("answer") or {}).get("target") or f"{plan['targets'][0]:g}"
+
+
 def plan_l2(plan: dict) -> float:
-    head = (plan.get("answer") or {}).get("target") or f"{plan['targets'][0]:g}"
-    return float(((plan.get("per_target") or {}).get(head) or {}).get("l2_bytes") or 0.0)
+    return float(((plan.get("per_target") or {}).get(head_target(plan)) or {}).get("l2_bytes") or 0.0)
 
 
 def _cost(plan: dict, row: dict, cls, prices, ssd_bytes: float, life) -> tuple[float, float, str]:
@@ -216,7 +220,6 @@ def _cost(plan: dict, row: dict, cls, prices, ssd_bytes: float, life) -> tuple[f
     from kvbench.analysis.cost import ssd_usd_per_day
     from kvbench.units import format_duration, format_rate
 
-    head = (plan.get("answer") or {}).get("target") or f"{plan['targets'][0]:g}"
     usd = row["usd_per_day"]
     gpu = usd["gpu"]
     counted = "every hit counted as saved prefill (no load tier measured)"
@@ -229,7 +232,7 @@ def _cost(plan: dict, row: dict, cls, prices, ssd_bytes: float, life) -> tuple[f
         counted = (f"only hits whose load beats recompute: {100 * float(w.get('fraction') or 0):.0f}% of hit tokens "
                    f"at {lt.get('name') or 'the load tier'}'s speed{speed}")
     tier_day = usd["dram"] + ssd_usd_per_day(ssd_bytes, cls, life) + gpu
-    recompute = plan["plans"][head][0]
+    recompute = plan["plans"][head_target(plan)][0]
     if recompute.get("name") != "recompute":
         raise UsageError("plan.json: its first plan is not 'recompute'", "rerun kvbench plan with this kvbench")
     return tier_day, float(recompute["usd_per_day"]["total"]), counted
@@ -261,7 +264,7 @@ def _drives(plan: dict, row: dict, cls) -> _Drives:
     probe = plan.get("load_tier") or {}
     per_drive = _num(probe.get("bandwidth_bytes_per_s")) if probe.get("name") == "l3" else None
     read = _ssd_read_bytes_per_s(plan, row)
-    by_bw = math.ceil(read / per_drive - 1e-9) if (read and per_drive) else None
+    by_bw = E.drives_for(read, per_drive) if (read and per_drive) else None
     tb = lambda n: format_bytes(n, binary=False)  # noqa: E731 - drives are sold in decimal units
     if by_bw and by_bw > drives:
         return _Drives(by_bw, cap, "bandwidth", f"the SSD reads {format_rate(read)} of hits at {format_rate(per_drive)}"
@@ -299,7 +302,7 @@ def build_answer(plan: dict, check: dict | None = None, *, trace_requests: int |
 
 def _build(plan, check, trace_requests, requests_issued, sources: Sources) -> Answer:
     prices = _prices(plan)
-    head = (plan.get("answer") or {}).get("target") or f"{plan['targets'][0]:g}"
+    head = head_target(plan)
     t = (plan.get("per_target") or {}).get(head) or {}
     decisions = tier_decisions(check or {}, sources.check)
     cov = _coverage(trace_requests, requests_issued, sources)
@@ -384,7 +387,6 @@ def _decide(plan: dict, row: dict, usable: list, tier_day: float, rec_day: float
     """(choice, statement, $/day, DRAM-only $/day or None): the cheapest of recomputing, a DRAM + SSD tier that
     counts only hits whose load wins, and all KV in DRAM when L2's load wins from the first block (every hit
     prefix); recompute unless some tier's load wins and the tier costs less than recomputing."""
-    head = (plan.get("answer") or {}).get("target") or f"{plan['targets'][0]:g}"
     bt = int(plan.get("block_tokens") or 0)
     l2 = next((d for d in usable if d.tier == "l2"), None)
     only = _dram_only(plan)
@@ -420,8 +422,7 @@ def _decide(plan: dict, row: dict, usable: list, tier_day: float, rec_day: float
 
 
 def _dram_only(plan: dict) -> dict | None:
-    head = (plan.get("answer") or {}).get("target") or f"{plan['targets'][0]:g}"
-    return next((p for p in plan["plans"][head] if p.get("name") == "dram-only"), None)
+    return next((p for p in plan["plans"][head_target(plan)] if p.get("name") == "dram-only"), None)
 
 
 def _bytes(n) -> str:
