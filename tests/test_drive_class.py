@@ -181,3 +181,57 @@ def test_plan_drives_carry_raw_pe_warranty_and_where_each_waf_came_from():
         assert (d["reference_waf"], d["reference_waf_source"]) == (c.reference_waf, c.reference_waf_source)
         assert d["reference_waf_source"].startswith("computed: FTL model, JESD219A, op ")
         assert (d["workload_waf"], d["workload_waf_source"]) == (1.5, "given (--waf)")
+
+
+# --- the reference model's geometry, reproducibility, edges (mutation run: 25 of 47 killed before these) -------
+def test_reference_model_geometry_by_hand():
+    # op 1/16: ceil(256 x 1.0625 / 0.0625) = 4352 erase blocks of 256 x 4 KiB; int(4352 / 1.0625) = 4096 user ones
+    c = dc.reference_config(0.0625)
+    assert (c.page_size, c.block_pages, c.user_pages, c.blocks) == (4096, 256, 4096 * 256, 4352)
+    # op 1/128 wants ceil(256 x 1.0078125 / 0.0078125) = 33024 blocks, 32768 user: capped at 2^22 pages = 16384
+    c = dc.reference_config(0.0078125)
+    assert (c.user_pages, c.blocks) == (1 << 22, int((1 << 22) * 1.0078125) // 256)
+    # 16 KiB pages in 4 MiB erase blocks: 256 pages per block again
+    assert dc.reference_config(0.0625, 16384, 4 << 20).user_bytes == 4096 * 256 * 16384
+
+
+def test_the_reference_waf_is_what_the_ftl_command_prints_times_the_byte_factor(cli):
+    op = 0.3744
+    cap = dc.reference_config(op).user_bytes          # 683 erase blocks x 1 MiB (940 in all, less rounding)
+    assert cap == 683 * 256 * 4096
+    r = cli("ftl", "--pattern", "jesd219", "--capacity", str(cap), "--op", str(op), "--block-pages", "256",
+            "--writes", "3x", "--warmup", "0.5", "--seed", "1", "--json")
+    assert r.exit_code == 0, r.output
+    assert dc.jesd219_waf(op) == pytest.approx(json.loads(r.output)["waf"] * 8069.12 / 7818.24, rel=1e-12)
+
+
+@pytest.mark.parametrize("op", [0.0, -0.1, math.inf, math.nan])
+def test_reference_waf_needs_a_positive_finite_op(op):
+    with pytest.raises(SpecError, match="must be > 0"):
+        dc.jesd219_waf(op)
+
+
+def test_the_check_at_exactly_the_stated_pe_and_just_above():
+    # TBW 1 TB x 365 x 5 = 1.825 PB, x WAF 2 = 3.65 PB on 1.825 TB raw: exactly 2,000 cycles
+    at = table(drive_capacity="1TB", raw_nand_capacity="1.825TB", pe_cycles=2000)
+    assert prices_from_dict(at).ssd["c"].pe_cycles == 2000
+    with pytest.raises(SpecError, match=r"raise pe_cycles to >= 2,000"):
+        prices_from_dict(table(drive_capacity="1TB", raw_nand_capacity="1.825TB", pe_cycles=1999.99))
+
+
+def test_classes_missing_raw_pe_or_capacity_are_described_not_checked():
+    from kvbench.analysis.cost import SsdClass
+
+    no_pe = SsdClass("a", 0.1, 1.0, 5.0, 2.0, drive_capacity_bytes=1e12, raw_nand_bytes=1.2e12)
+    dc.check_plausible(no_pe)                                   # nothing to check against: no refusal, no crash
+    d = dc.describe(no_pe)
+    assert (d["rated_tbw_bytes"], d["rated_nand_bytes"], d["nand_endurance_bytes"]) == (1.825e15, 3.65e15, None)
+    assert d["pe_used_by_rating"] == pytest.approx(3.65e15 / 1.2e12)
+    no_cap = SsdClass("b", 0.1, 1.0, 5.0, 2.0, raw_nand_bytes=1.2e12, pe_cycles=1000.0)
+    dc.check_plausible(no_cap)
+    d = dc.describe(no_cap)
+    assert (d["rated_tbw_bytes"], d["rated_nand_bytes"], d["pe_used_by_rating"]) == (None, None, None)
+    assert d["nand_endurance_bytes"] == 1.2e15
+    no_ref = SsdClass("c", 0.1, 1.0, 5.0, None, drive_capacity_bytes=1e12, raw_nand_bytes=1.2e12, pe_cycles=10.0)
+    dc.check_plausible(no_ref)                                  # no reference WAF (no OP known): not checked
+    assert dc.describe(no_ref)["rated_nand_bytes"] is None
