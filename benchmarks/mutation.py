@@ -84,6 +84,10 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     # the admission trade-off's sweep (compiled) and its Python oracle
     "admission": ("kvbench/analysis/admission.py", ["tests/test_admission.py"]),
     "cost": ("kvbench/analysis/cost.py", ["tests/test_cost.py", "tests/test_qualify_drive.py::test_the_class_nearest_a_rating"]),
+    # drive classes (issue 28): OP from raw NAND, the JESD219A reference WAF, the P/E check; FDP; nvme-cli readers
+    "drive_class": ("kvbench/analysis/drive_class.py", ["tests/test_drive_class.py"]),
+    "fdp": ("kvbench/analysis/fdp.py", ["tests/test_fdp.py"]),
+    "smart": ("kvbench/metrics/smart.py", ["tests/test_smart.py"]),
     # the tier simulation: the hand-built traces first, then the compiled kernel held to the Python reference
     # on randomized traces (which also catches a mutant of the reference), then the property tests
     "tiers": ("kvbench/sim/tiers.py",
