@@ -141,18 +141,25 @@ class _Collector:
         return np.concatenate(self.parts) if self.parts else np.zeros(0, EVENT_DTYPE)
 
 
+def first_reuse(slots: np.ndarray) -> int | None:
+    """Index of the first write (of ``slots``, in order) to a slot already written: where a store starts turning
+    over; None when no slot is written twice."""
+    if slots.size == 0:
+        return None
+    _, first = np.unique(slots, return_index=True)
+    seen_before = np.ones(slots.size, bool)
+    seen_before[first] = False
+    reuse = np.flatnonzero(seen_before)
+    return int(reuse[0]) if reuse.size else None
+
+
 def _warm_writes(ev, capacity_blocks: int) -> int:
     """Writes before the steady part: up to the first write of an already written slot, plus one turnover."""
     from kvbench.sim.tiers import EV_WRITE
 
     w = ev[ev["op"] == EV_WRITE]
-    if w.size == 0:
-        return 0
-    _, first = np.unique(w["slot"], return_index=True)
-    seen_before = np.ones(w.size, bool)
-    seen_before[first] = False
-    reuse = np.flatnonzero(seen_before)
-    return int(w.size if reuse.size == 0 else min(w.size, reuse[0] + capacity_blocks))
+    reuse = first_reuse(w["slot"])
+    return int(w.size if reuse is None else min(w.size, reuse + capacity_blocks))
 
 
 def store_writes(trace, *, block_bytes: int, capacity_bytes: float, layout: str = "slot", policy: str = "lru",

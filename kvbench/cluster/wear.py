@@ -29,15 +29,12 @@ MAX_WAF_NODES = 64
 def steady_write_rate(times: np.ndarray, slots: np.ndarray, slot_bytes: int, end_s: float) -> tuple[float | None, float | None]:
     """(W bytes/s, the time steady state starts) of a store's writes at ``times`` to ``slots``; (None, None)
     when no slot is ever written twice or no time passes after that."""
-    if slots.size == 0:
+    from kvbench.analysis.trace_waf import first_reuse
+
+    reuse = first_reuse(slots)
+    if reuse is None:
         return None, None
-    _, first = np.unique(slots, return_index=True)
-    again = np.ones(slots.size, bool)
-    again[first] = False
-    reuse = np.flatnonzero(again)
-    if reuse.size == 0:
-        return None, None
-    t0 = float(times[reuse[0]])
+    t0 = float(times[reuse])
     span = end_s - t0
     if not span > 0:
         return None, t0
