@@ -130,12 +130,11 @@ def usd_per_day(cfg, summary: dict, prices, drive) -> dict:
 
 
 def row(point: dict, router: str, cfg, summary: dict, prices, drive, targets: Targets) -> dict:
-    l3 = [nd["tiers"]["l3"] for nd in summary["nodes"] if "l3" in nd["tiers"]]
-    dwpd = [t["dwpd_host"] for t in l3 if t.get("dwpd_host") is not None]
+    wear = (summary.get("wear") or {}).get("l3") or {}        # the rollup every view states (cluster.wear.rollup)
     links = summary.get("links") or {}
     out = {**point, "router": router, "hit_ratio": summary["global"]["hit_ratio"],
            "ttft_p50_ms": summary["ttft_ms"]["p50"], "ttft_p99_ms": summary["ttft_ms"]["p99"],
-           "l3_dwpd_host_busiest": max(dwpd) if dwpd else None,
+           "l3_dwpd_host_busiest": wear.get("dwpd_host_busiest"),
            "links_mean": links.get("mean"), "links_p99": links.get("p99"),
            "pool_mean": (links.get("pool") or {}).get("mean"),
            "usd_per_day": usd_per_day(cfg, summary, prices, drive)}
