@@ -122,7 +122,11 @@ class Answer:
         if version != SCHEMA:
             raise UsageError(f"{source}: answer schema {version!r}; this kvbench reads schema {SCHEMA}",
                              "rerun kvbench run with this kvbench (or read it with the version that wrote it)")
-        tiers = tuple(TierDecision(tier=k, **v) for k, v in (d.get("load_or_recompute") or {}).items())
+        try:
+            tiers = tuple(TierDecision(tier=k, **v) for k, v in (d.get("load_or_recompute") or {}).items())
+        except (TypeError, AttributeError) as e:     # fields missing, unknown, or not an object
+            raise UsageError(f"{source}: load_or_recompute is not answer schema {SCHEMA}'s layout ({e})",
+                             "rerun kvbench run with this kvbench (or read it with the version that wrote it)") from None
         return cls(str(d["decision"]), str(d.get("statement") or ""), str(d.get("binding") or ""),
                    str(d.get("binding_statement") or ""),
                    {k: Figure.from_json(d[k]) for k in FIGURE_KEYS if k in d}, tiers, tuple(d.get("notes") or ()),
