@@ -176,19 +176,46 @@ class Line:
         self.close()
 
 
-def trace_batches(batches, desc: str, span_s: float | None = None):
+def read_position(path) -> int | None:
+    """Bytes this process has read of the file ``path`` so far (its open descriptor's offset, from
+    /proc/self/fdinfo), None when it is not open here (or read through a memory map)."""
+    try:
+        real = os.path.realpath(path)
+        fds = os.listdir("/proc/self/fd")
+    except (OSError, TypeError):
+        return None
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}") != real:
+                continue
+            with open(f"/proc/self/fdinfo/{fd}") as f:
+                for ln in f:
+                    if ln.startswith("pos:"):
+                        return int(ln.split()[1])
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def trace_batches(batches, desc: str, span_s: float | None = None, path=None):
     """Pass a trace's ``Trace`` batches through, drawing a live line: trace seconds done of the span (a
-    ``gen:`` stream states it in its batches' meta; or ``span_s``), else requests read (no total, no ETA)."""
+    ``gen:`` stream states it in its batches' meta; or ``span_s``); for a trace file ``path`` being parsed, the
+    bytes read of its size (compressed bytes for .gz); else requests read (no total, no ETA)."""
     line = Line(desc, unit="requests")
+    size = os.path.getsize(path) if path is not None and os.path.isfile(path) else None
     n = 0
     try:
         for b in batches:
             span = span_s or (b.meta or {}).get("span_s")
+            n += len(b.timestamp_s)
+            pos = read_position(path) if size and line.shown else None
             if span and len(b.timestamp_s):
                 line.unit = "s of trace"
                 line.update(float(b.timestamp_s[-1]), total=float(span))
+            elif pos is not None:
+                line.unit = "MB"
+                line.update(pos / 1e6, total=size / 1e6, note=f"{_num(n)} requests read")
             else:
-                n += len(b.timestamp_s)
                 line.update(n)
             yield b
     finally:

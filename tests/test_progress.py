@@ -188,3 +188,27 @@ def test_a_job_step_line_reads_the_child_run_folder(tmp_path):
     (kv / "progress.json").write_text(json.dumps(doc))
     os.utime(io, (since - 60, since - 60))                 # the io folder is an earlier step's
     assert step_detail(tmp_path, since) == "1,500/4,000 requests, store (L3/L4) 200 MB/s"
+
+
+def test_read_position_is_the_open_files_offset(tmp_path):
+    p = tmp_path / "t.jsonl"
+    p.write_bytes(b"x" * 10_000)
+    assert progress.read_position(p) is None                 # not open here
+    with open(p, "rb", buffering=0) as f:
+        f.read(1234)
+        assert progress.read_position(p) == 1234
+        f.read(766)
+        assert progress.read_position(tmp_path / "." / "t.jsonl") == 2000
+
+
+def test_mrc_of_a_trace_file_shows_bytes_read_of_its_size(tmp_path, monkeypatch):
+    big = tmp_path / "week.jsonl"
+    gen = [sys.executable, "-m", "kvbench", "trace", "gen", "--model-file", "chat", "--duration", "12h",
+           "-o", str(big)]
+    subprocess.run(gen, check=True, capture_output=True, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)})
+    size_mb = f"/{big.stat().st_size / 1e6:.3g} MB ("
+    monkeypatch.setenv("KVBENCH_TRACE_CACHE", "0")          # parse the text (a cached binary is read by a map)
+    out, term = _on_pty([sys.executable, "-m", "kvbench", "mrc", str(big)], tmp_path)
+    frames = [f for f in term.split("\r") if "MB (" in f]
+    assert frames and all(size_mb in f and "ETA " in f and "requests read" in f for f in frames), term
+    assert "\r" not in out

@@ -84,7 +84,11 @@ def mrc_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, ca
         batches = iter_trace(trace, fmt, block_tokens=block_tokens, time_unit=time_unit,
                              fields=parse_field_mapping(field_map) or None, limit=limit)
         from kvbench.progress import trace_batches
-        profile, meta = stream_profile(trace_batches(batches, "mrc"), rate=sample, size=sample_size, ttl_s=ttl)
+        from kvbench.stream.traces import resolve_trace
+
+        src = resolve_trace(trace)                      # a file's bytes read give the line its total
+        profile, meta = stream_profile(trace_batches(batches, "mrc", path=src if not isinstance(src, str) else None),
+                                       rate=sample, size=sample_size, ttl_s=ttl)
         tr = None
         t_prof = meta["kernel_s"]                       # the curve kernel alone; reading/parsing is read_s
         t_read = time.perf_counter() - t0 - t_prof
