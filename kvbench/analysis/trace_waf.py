@@ -200,7 +200,7 @@ def store_writes(trace, *, block_bytes: int, capacity_bytes: float, layout: str 
     params = {}
     if col.writes < need and extend:
         ext = (fitted() if callable(fitted) else fitted) or extension_for(trace, seed)
-        ev, note, params = _extended(trace, block_bytes, mini, q, kw, turnovers, seed, ext)
+        ev, note, params = _extended(block_bytes, mini, q, kw, turnovers, ext)
         origin = "fitted model" if ext.origin == "fitted" else "generating model"
         warm = _warm_writes(ev, mini)
     return _finish(ev, slot=slot, mini=mini, q=q, kw=kw, origin=origin, note=note, warm=warm, params=params,
@@ -221,7 +221,6 @@ class Extension:
         self.q = 0.0
         self.batches: list = []
         self._gen = None
-        self.span_s = 0.0
 
     def stream(self, q: float):
         """Batches of the model's stream key-sampled at ``q`` (of the trace's blocks), as long as the caller keeps
@@ -232,7 +231,7 @@ class Extension:
         q = q * self.base_sample
 
         if q > self.q:                                # a finer sample than kept: start over at it
-            self.q, self.batches, self.span_s = q, [], 0.0
+            self.q, self.batches = q, []
             self._gen = Generator(self.model, duration_s=MAX_EXTENSION_S, rate=self.rate, seed=self.seed).batches()
         k = 0
         while True:
@@ -240,7 +239,6 @@ class Extension:
                 b = next(self._gen, None)
                 if b is None:
                     return
-                self.span_s = float(b.timestamp_s[-1]) if b.n_requests else self.span_s
                 self.batches.append(sample_keys(b, self.q) if self.q < 1.0 else b)
             b = self.batches[k]
             k += 1
@@ -264,9 +262,8 @@ def extension_for(trace, seed: int = 0) -> Extension:
     return Extension(fit_model(trace).model, seed=seed, origin="fitted")
 
 
-def _extended(trace, block_bytes: int, mini: int, q: float, kw: dict, turnovers: float, seed: int, ext=None):
-    """The store's stream under the trace's workload model, generated until it turns the store over."""
-    ext = ext if ext is not None else extension_for(trace, seed)
+def _extended(block_bytes: int, mini: int, q: float, kw: dict, turnovers: float, ext: Extension):
+    """The store's stream under the trace's workload model (``ext``), generated until it turns the store over."""
     h, _ = _hierarchy(block_bytes, mini, **kw)
     # fill + warm-up turnover + the measured ones, and slack for the fill's hits
     target = int(math.ceil((2.0 + turnovers) * mini * 1.05))
