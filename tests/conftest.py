@@ -115,6 +115,12 @@ SLOW_TESTS = {
     "test_report_frontier_has_one_curve_per_policy",            # 115 s
     "test_plan_admission_contract",                             # 29 s
     "test_replay_capacities_mean_what_they_say",                # 12.7 s
+    "test_one_node_equals_replay_kv_dry_run",                   # 7.7-80.6 s per case (cluster = replay, 4 cases)
+    "test_reference_model_is_converged_and_memoised",           # 61.8 s (an FTL model at 4x the erase blocks)
+    "test_sweep_prices_each_configuration_and_picks_the_cheapest_that_meets",   # 32.8 s
+    "test_io_verify_failure_fails_the_run_and_stands_out_in_the_report",        # 31.8 s
+    "test_cost_router_runs_beside_prefix_on_the_shipped_sample",                # 17.9 s
+    "test_compiled_nodes_equal_reference_nodes",                # 1.7-18.3 s per case, 18 cases (randomized sweep)
 }
 
 
