@@ -46,6 +46,15 @@ def test_curve_points_and_latency_by_hand():
         point_from_summary(_summary(1, 1e6, 1, 2, rw="randwrite"), "x")
 
 
+def test_a_folder_that_is_not_a_run_names_the_option(tmp_path):
+    from kvbench.cluster.device import read_curve
+
+    with pytest.raises(UsageError, match=r"^--l3-device: run folder not found: .*nowhere"):
+        read_curve([tmp_path / "nowhere"])
+    with pytest.raises(UsageError, match=r"^--l3-device: .* is not a kvbench run folder"):
+        read_curve([tmp_path])
+
+
 def test_loads_queue_at_the_drive_by_hand():
     """Two 40 MB loads start together on a 400 MB/s drive: the first takes 0.1 s + its latency drawn at an idle
     drive (median 100 us); the second runs behind it (0.2 s) and its latency is drawn where the drive is full

@@ -85,13 +85,21 @@ def point_from_summary(s: dict, source: str) -> DevicePoint:
 
 def read_curve(paths) -> DeviceCurve:
     """The curve from ``kvbench io`` run folders (the result contract's one reader)."""
-    from kvbench.metrics.results import read_run
-
-    points = [point_from_summary(read_run(p, parts=False).summary.data, str(p)) for p in paths]
+    points = [point_from_summary(_io_summary(p), str(p)) for p in paths]
     if not points:
         raise UsageError("--l3-device names no run", "give kvbench io run folders, comma-separated")
     points.sort(key=lambda p: (p.bandwidth, p.qd))
     return DeviceCurve(tuple(points), ", ".join(f"qd {p.qd}: {p.bandwidth / 1e6:,.0f} MB/s" for p in points))
+
+
+def _io_summary(path) -> dict:
+    """A run folder's summary (the result contract's one reader); its errors name the option."""
+    from kvbench.metrics.results import read_run
+
+    try:
+        return read_run(path, parts=False).summary.data
+    except UsageError as e:
+        raise UsageError(f"--l3-device: {e.problem}", e.fix) from None
 
 
 def l3_load(curve: DeviceCurve, device, start: float, nbytes: float, u01: float) -> float:
