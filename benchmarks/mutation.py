@@ -54,7 +54,8 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "ftl": ("kvbench/analysis/ftl.py", ["tests/test_ftl_edges.py", "tests/test_ftl.py"]),
     "policies": ("kvbench/sim/policies.py",
                  ["tests/test_policies_properties.py", "tests/test_policies.py", "tests/test_ttl_boundary.py"]),
-    "safety": ("kvbench/engine/safety.py", ["tests/test_safety_edges.py", "tests/test_safety.py", "tests/test_targets.py"]),
+    "safety": ("kvbench/engine/safety.py", ["tests/test_safety_edges.py", "tests/test_safety_aliases.py",
+                                          "tests/test_safety.py", "tests/test_targets.py"]),
     "recompute": ("kvbench/analysis/recompute.py",
                   ["tests/test_recompute_edges.py", "tests/test_recompute.py", "tests/test_check.py"]),
     # the steady-state answers (issue 12): their fast unit tests, not the plan CLI's
@@ -103,7 +104,10 @@ MODULES: dict[str, tuple[str, list[str]]] = {
                       "tests/test_mrc_properties.py::test_tier_simulation_accounting",
                       "tests/test_mrc_properties.py::test_single_lru_tier_equals_the_exact_curve",
                       "tests/test_cluster_compiled.py::test_cached_prefix_is_contains_without_recency"]),
-    "models": ("kvbench/spec/models.py", ["tests/test_models.py"]),
+    "models": ("kvbench/spec/models.py", ["tests/test_models_tp.py", "tests/test_models.py"]),
+    # the SNIA PTS rule: the hand-made boundary series first
+    "steady_state": ("kvbench/analysis/steady_state.py",
+                     ["tests/test_steady_state_boundaries.py", "tests/test_steady_state.py"]),
     # run files at trace scale: the compiled CSV writer (pandas is its oracle) and the fio iolog on top of it
     "csvout": ("kvbench/metrics/csvout.py", ["tests/test_csvout.py"]),
     "iolog": ("kvbench/engine/iolog.py",
