@@ -135,6 +135,12 @@ def test_plan_fdp_reports_waf_and_dwpd_with_and_without(cli):
     assert bad.exit_code != 0 and "outside 2..64" in bad.output and "Traceback" not in bad.output
 
 
+def test_a_bad_fdp_is_refused_before_the_trace_is_read(cli, tmp_path):
+    """--fdp is validated when the option is read: a bad one is named even when the trace would fail too."""
+    r = cli("plan", "--trace", tmp_path / "missing.jsonl", "--model", "tiny-gqa", "--fdp", "handles=4,ru=512KiB")
+    assert r.exit_code == 2 and "--fdp ru=524288 B is below 1 MiB" in r.output and "missing.jsonl" not in r.output
+
+
 def test_measured_fdp_from_a_replays_counters():
     from kvbench.analysis.fdp import measured_fdp
     from kvbench.metrics.smart import CounterDelta

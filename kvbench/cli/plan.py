@@ -110,6 +110,7 @@ def _run_iolog_waf(run_dir: str, capacity: float | None, op: float, erase_block:
                    "(lifetime, age) against one stream, at the planned capacity.")
 @click.option("--streams", type=int, default=2, show_default=True, help="Write streams for --placement.")
 @click.option("--fdp", "fdp", default=None, metavar="handles=N,ru=SIZE[,rule=R]",
+              callback=lambda ctx, param, value: _fdp_spec(value),
               help="NVMe FDP: device WAF, NAND writes and rating-equivalent DWPD of the picked class's store with N "
                    "placement handles (reclaim units of SIZE; rule lifetime or age) and without; with --run, the "
                    "WAF the drive's FDP statistics measured beside them.")
@@ -193,7 +194,7 @@ def plan_cmd(trace_path, model, targets, absolute, retention, capacities, sweep,
                        ssd_class=ssd_class, waf=waf, waf_source=waf_source, capacities=caps, sweep=sweep_s,
                        deployment=dep, load_tier=_load_tier(load_tier),
                        admission=_admission_list(admission), placement=placement, streams=streams,
-                       fdp=_fdp_spec(fdp))
+                       fdp=fdp)
     from kvbench.progress import Steps
 
     with Steps("plan", [None] * (1 + len(opts.targets))) as meter:    # ETA: the mean of the stages done
@@ -406,6 +407,7 @@ def _print(out: dict) -> None:
 
 
 def _fdp_spec(text):
+    """--fdp parsed and validated when the option is read, before any work (the trace, the prices)."""
     from kvbench.analysis.fdp import parse_fdp
 
     return parse_fdp(text) if text else None
