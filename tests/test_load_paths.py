@@ -144,3 +144,14 @@ def test_the_run_note_on_first_bytes_says_unresolved_not_0_ns():
     fit0 = {"latency_s": 0.0, "latency_resolved": False, "first_byte": NOT_RESOLVED, "source": "fit to l3's loads"}
     notes = first_byte_notes([_probe(first=38e-6)], {"l3": fit0})
     assert "probe 38 us" in notes[0] and "vs check not resolved by the fit" in notes[0] and "0 ns" not in notes[0]
+
+
+def test_an_unresolved_first_byte_travels_between_commands():
+    from kvbench.analysis.loadpath import LoadPaths
+    from kvbench.analysis.recompute import parse_tier
+
+    paths = LoadPaths({"l3": Tier("l3", 2.36e9, 0.0, fitted=True), "l2": Tier("l2", 50e9, 17e-6)})
+    assert paths.tier_arg("l3") == "l3=2.36e+09B/s,unresolved" and paths.tier_arg("l2") == "l2=5e+10B/s,17us"
+    back = parse_tier(paths.tier_arg("l3"))                    # what plan --load-tier and check --tier read
+    assert (back.bandwidth_bytes_per_s, back.latency_s, first_byte_text(back)) == (2.36e9, 0.0, NOT_RESOLVED)
+    assert first_byte_text(parse_tier(paths.tier_arg("l2"))) == "17 us" and paths.tier_arg("l4") is None

@@ -168,7 +168,10 @@ class LoadPaths:
     def tier_arg(self, name: str) -> str | None:
         """``NAME=BW,LATENCY`` for ``kvbench check --tier`` / ``plan --load-tier`` (None when absent)."""
         t = self.tiers.get(name)
-        return None if t is None else f"{name}={t.bandwidth_bytes_per_s:.9g}B/s,{t.latency_s * 1e6:.9g}us"
+        if t is None:
+            return None
+        lat = "unresolved" if t.fitted and t.latency_s == 0 else f"{t.latency_s * 1e6:.9g}us"
+        return f"{name}={t.bandwidth_bytes_per_s:.9g}B/s,{lat}"
 
     def to_json(self) -> dict:
         from kvbench.analysis.recompute import first_byte_text

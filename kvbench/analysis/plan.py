@@ -28,6 +28,7 @@ from kvbench.analysis.endurance import (SECONDS_PER_DAY, bytes_per_day, drive_bi
                                         endurance_residence_s, residence_s)
 from kvbench.analysis.cost import (Prices, dram_usd_per_day, gpu_usd_per_day, ssd_usd_per_day,
                                    usd_per_recomputed_token)
+from kvbench.analysis.recompute import first_byte_text
 from kvbench.errors import SpecError
 
 RATE_MODELS = {
@@ -722,7 +723,8 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
         "usd_per_day": pick["usd_per_day"]["total"] if pick else None,
         "usd_per_day_loading_wins": pick["usd_per_day"].get("total_loading_wins") if pick else None,
         "load_tier": ({"name": opt.load_tier.name, "bandwidth_bytes_per_s": opt.load_tier.bandwidth_bytes_per_s,
-                       "latency_s": opt.load_tier.latency_s} if opt.load_tier is not None else None),
+                       "latency_s": opt.load_tier.latency_s, "first_byte": first_byte_text(opt.load_tier)}
+                      if opt.load_tier is not None else None),
         "l3_write_bytes_per_day": bytes_per_day(pick["write_bytes_per_s"] or 0.0) if pick else None,
         "nand_bytes_per_day": bytes_per_day(pick["write_bytes_per_s"] or 0.0) * waf if pick else None,
         "waf": waf, "waf_source": waf_source, "layouts": layouts, "write_policies": policies,

@@ -63,14 +63,16 @@ def first_byte_text(tier: Tier) -> str:
 
 
 def parse_tier(text: str) -> Tier:
-    """``NAME=BANDWIDTH,LATENCY`` with units, e.g. ``l3=6.5GB/s,90us``."""
+    """``NAME=BANDWIDTH,LATENCY`` with units, e.g. ``l3=6.5GB/s,90us``; ``LATENCY`` = ``unresolved`` carries a fit
+    with no fixed part (latency 0, said as not resolved: :func:`first_byte_text`)."""
     m = _TIER_RE.match(text.strip())
     if not m:
         raise SpecError(f"--tier {text!r}: expected NAME=BANDWIDTH,LATENCY", "write e.g. --tier l3=6.5GB/s,90us")
     name, bw, lat = m.groups()
     try:
+        unresolved = lat.strip().lower() == "unresolved"
         return Tier(name, parse_rate(bw, what=f"--tier {name} bandwidth"),
-                    parse_duration(lat, what=f"--tier {name} latency"))
+                    0.0 if unresolved else parse_duration(lat, what=f"--tier {name} latency"), fitted=unresolved)
     except UnitError as e:
         raise SpecError(str(e.problem), e.fix) from None
 
