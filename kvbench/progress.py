@@ -209,6 +209,8 @@ def trace_batches(batches, desc: str, span_s: float | None = None, path=None):
             span = span_s or (b.meta or {}).get("span_s")
             n += len(b.timestamp_s)
             pos = read_position(path) if size and line.shown else None
+            if pos is None and line.unit == "MB":      # the reader closed the file: all of it was read
+                pos = size
             if span and len(b.timestamp_s):
                 line.unit = "s of trace"
                 line.update(float(b.timestamp_s[-1]), total=float(span))

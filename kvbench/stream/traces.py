@@ -842,8 +842,13 @@ def read_trace(path: str | Path, fmt: str = "auto", *, compact: bool = False, **
 
     ``compact``: a key-sampled stream (``gen:...,sample=F``) drops the requests the sample left empty as it is
     read, keeping the whole stream's totals (:func:`kvbench.stream.sampling.compact`), so a whole-trace analysis
-    holds memory in proportion to the sample; other traces are read whole."""
-    batches = iter_trace(path, fmt, opts.pop("batch_requests", 1 << 18), **opts)
+    holds memory in proportion to the sample; other traces are read whole. A live line (kvbench.progress) shows
+    the reading on a terminal."""
+    from kvbench.progress import trace_batches
+
+    src = resolve_trace(path)
+    batches = trace_batches(iter_trace(path, fmt, opts.pop("batch_requests", 1 << 18), **opts),
+                            f"reading {Path(str(src)).name}", path=None if isinstance(src, str) else src)
     if not compact:
         return Trace.concat(list(batches))
     from kvbench.stream.sampling import FULL_BLOCKS, compact_batches
