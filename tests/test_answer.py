@@ -167,8 +167,10 @@ def test_schema_and_unreachable_target():
         Answer.from_json({"sentences": ["an answer from before the Answer object"]}, "old/summary.json")
     for tiers in ({"l3": {**j["load_or_recompute"]["l3"], "new_field": 1}}, {"l3": {"decision": "load"}},
                   {"l3": "load"}):        # an unknown field, missing fields, not an object: one line naming the file
-        with pytest.raises(UsageError, match="job/summary.json: answer: load_or_recompute is not answer schema 1"):
+        with pytest.raises(UsageError, match="job/summary.json: answer: not answer schema 1's layout"):
             Answer.from_json({**j, "load_or_recompute": tiers}, "job/summary.json: answer")
+    with pytest.raises(UsageError, match="job/summary.json: answer: not answer schema 1's layout .*'guessed'"):
+        Answer.from_json({**j, "drives": {**j["drives"], "provenance": "guessed"}}, "job/summary.json: answer")
     bad = copy.deepcopy(_plan())
     bad["plans"]["0.9"][0]["name"] = "dram-only"
     with pytest.raises(UsageError, match="first plan is not 'recompute'"):

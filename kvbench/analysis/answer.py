@@ -124,14 +124,16 @@ class Answer:
                              "rerun kvbench run with this kvbench (or read it with the version that wrote it)")
         try:
             tiers = tuple(TierDecision(tier=k, **v) for k, v in (d.get("load_or_recompute") or {}).items())
-        except (TypeError, AttributeError) as e:     # fields missing, unknown, or not an object
-            raise UsageError(f"{source}: load_or_recompute is not answer schema {SCHEMA}'s layout ({e})",
-                             "rerun kvbench run with this kvbench (or read it with the version that wrote it)") from None
+            figures = {k: Figure.from_json(d[k]) for k in FIGURE_KEYS if k in d}
+            suspect = tuple(Figure.from_json(x) for x in d.get("suspect") or ())
+        except (TypeError, AttributeError, ValueError) as e:    # a field missing or unknown, not an object, or an
+            # unknown provenance: the file is not this schema's layout
+            raise UsageError(f"{source}: not answer schema {SCHEMA}'s layout ({e})",
+                             "rerun kvbench run with this kvbench (or read it with the version that wrote it)"
+                             ) from None
         return cls(str(d["decision"]), str(d.get("statement") or ""), str(d.get("binding") or ""),
-                   str(d.get("binding_statement") or ""),
-                   {k: Figure.from_json(d[k]) for k in FIGURE_KEYS if k in d}, tiers, tuple(d.get("notes") or ()),
-                   int(version), str(d.get("choice") or ""),
-                   tuple(Figure.from_json(x) for x in d.get("suspect") or ()))
+                   str(d.get("binding_statement") or ""), figures, tiers, tuple(d.get("notes") or ()),
+                   int(version), str(d.get("choice") or ""), suspect)
 
 
 # --- building it --------------------------------------------------------------------------------------------
