@@ -7,14 +7,7 @@ from __future__ import annotations
 import os
 
 from kvbench import progress
-
-
-class _Clock:
-    def __init__(self):
-        self.t = 1000.0
-
-    def __call__(self):
-        return self.t
+from tests.test_progress import _Clock
 
 
 def test_a_step_past_the_list_is_costed_as_unknown_and_counted(monkeypatch):
