@@ -135,6 +135,17 @@ MODULES: dict[str, tuple[str, list[str]]] = {
 # change "*" covers every mutant of a line (a prefetch hint, say).
 # A survivor is listed here only with the argument why no input can tell it apart from the original.
 EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
+    "steady_state": {
+        ('slope = (w - mean[:, None]) @ xc / (xc @ xc)', '- -> +'):
+            'xc sums to 0, so any per-window constant added to w leaves w @ xc unchanged',
+        ('ok_mean = mean > 0', '> -> >='):
+            'a mean of exactly 0 divides by 0: inf or nan instead of inf, never within a limit, reported as None',
+        ('range_frac = np.where(ok_mean, rng / np.where(ok_mean, mean, 1.0), np.inf)', '1.0 -> 2.0'):
+            'the divisor stands in where the mean is not positive, and that quotient is replaced by inf',
+        ('excursion_frac = np.where(ok_mean, np.abs(slope) * (window - 1) / np.where(ok_mean, mean, 1.0), np.inf)',
+         '1.0 -> 2.0'):
+            'the divisor stands in where the mean is not positive, and that quotient is replaced by inf',
+    },
     "csvout": {
         ('CHUNK_ROWS = 1 << 16            # rows laid out per kernel call (bounds the text buffer)', '1 -> 2'):
             'the chunk size: the text does not depend on where chunks join (test_chunks_join_seamlessly)',

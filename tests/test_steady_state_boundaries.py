@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from kvbench.analysis.steady_state import MAX_EXCURSION, MAX_RANGE, WINDOW, detect, window_stats
+from kvbench.errors import UsageError
 
 
 def test_the_pts_constants():
@@ -80,3 +81,21 @@ def test_a_window_that_fails_is_reported_as_the_last_one_with_its_numbers():
     assert not ss.reached and (ss.first_round, ss.last_round) == (1, 5)
     assert ss.mean == 130.0 and ss.range_frac == pytest.approx(50 / 130)
     assert "not reached: rounds 2-6" in ss.describe()
+
+
+def test_a_two_round_window_is_the_shortest_allowed():
+    # [100, 110]: mean 105, range 10 (9.52%); slope 10 a round over the window's one step: 10 / 105 (9.52%)
+    st = window_stats([100.0, 110.0], window=2)
+    assert (st.mean[0], st.slope[0]) == (105.0, 10.0)
+    assert st.range_frac[0] == pytest.approx(10 / 105) and st.excursion_frac[0] == pytest.approx(10 / 105)
+    assert detect([100.0, 110.0], window=2).reached
+    with pytest.raises(UsageError, match="window must be >= 2 rounds, got 1"):
+        window_stats([100.0, 110.0], window=1)
+
+
+def test_a_mean_below_one_is_judged_like_any_other():
+    # 0.5 GB/s rounds: the rule is relative, units and scale do not matter (range 0.0625: 12.5% of 0.5)
+    y = [0.46875, 0.53125, 0.5, 0.5, 0.5]
+    ss = detect(y)
+    assert ss.reached and (ss.mean, ss.range_frac) == (0.5, 0.125)
+    assert detect([x * 1e6 for x in y]).reached
