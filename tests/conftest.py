@@ -121,6 +121,8 @@ SLOW_TESTS = {
     "test_io_verify_failure_fails_the_run_and_stands_out_in_the_report",        # 31.8 s
     "test_cost_router_runs_beside_prefix_on_the_shipped_sample",                # 17.9 s
     "test_compiled_nodes_equal_reference_nodes",                # 1.7-18.3 s per case, 18 cases (randomized sweep)
+    "test_plan_fdp_reports_waf_and_dwpd_with_and_without",      # 96.2 s (plan with the FTL model, FDP on and off)
+    "test_deepseek_tokenizer_offline_and_compression",          # 14.7 s (loads DeepSeek's tokenizer)
 }
 
 
