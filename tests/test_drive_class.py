@@ -191,6 +191,7 @@ def test_reference_model_geometry_by_hand():
     # op 1/128 wants ceil(256 x 1.0078125 / 0.0078125) = 33024 blocks, 32768 user: capped at 2^22 pages = 16384
     c = dc.reference_config(0.0078125)
     assert (c.user_pages, c.blocks) == (1 << 22, int((1 << 22) * 1.0078125) // 256)
+    assert isinstance(c.user_bytes, int)                        # a byte count, not a float
     # 16 KiB pages in 4 MiB erase blocks: 256 pages per block again
     assert dc.reference_config(0.0625, 16384, 4 << 20).user_bytes == 4096 * 256 * 16384
 
