@@ -123,6 +123,7 @@ SLOW_TESTS = {
     "test_compiled_nodes_equal_reference_nodes",                # 1.7-18.3 s per case, 18 cases (randomized sweep)
     "test_plan_fdp_reports_waf_and_dwpd_with_and_without",      # 96.2 s (plan with the FTL model, FDP on and off)
     "test_deepseek_tokenizer_offline_and_compression",          # 14.7 s (loads DeepSeek's tokenizer)
+    "test_plan_per_gpu_capacity_cli",                           # 78.8 s (plan CLI: drive classes' FTL reference)
 }
 
 
