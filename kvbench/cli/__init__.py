@@ -16,7 +16,8 @@ import sys
 import click
 
 from kvbench import __version__
-from kvbench.errors import KvbenchError, one_line
+from kvbench import procs
+from kvbench.errors import Interrupted, KvbenchError, one_line
 
 
 class _Group(click.Group):
@@ -27,16 +28,17 @@ class _Group(click.Group):
             if "kvbench.progress" in sys.modules:     # each command starts from the terminal test (auto)
                 sys.modules["kvbench.progress"].set_mode(None)
             try:
-                return super().invoke(ctx)
+                with procs.stop_signals():   # SIGINT, SIGTERM, SIGHUP: the same stop, in every command
+                    return super().invoke(ctx)
             finally:                 # a live progress line (kvbench.progress) never runs into the message
                 if "kvbench.progress" in sys.modules:
                     sys.modules["kvbench.progress"].clear()
         except KvbenchError as e:
             click.echo(f"kvbench: error: {one_line(e)}", err=True)
-            ctx.exit(e.exit_code)
+            ctx.exit(procs.exit_code(e.exit_code) if isinstance(e, Interrupted) else e.exit_code)
         except KeyboardInterrupt:
             click.echo("kvbench: interrupted", err=True)
-            ctx.exit(130)
+            ctx.exit(procs.exit_code())
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
             raise
         except OSError as e:  # an OS error that escaped the library's translation: still one line

@@ -59,6 +59,9 @@ def size_tiers(footprint: int, block_bytes: int, free_disk: int, avail_mem: int,
     blocks = max(1, footprint // block_bytes)
     l3_cap = min(blocks * block_bytes, int(free_disk * disk_share), max_store)
     l3 = (l3_cap // block_bytes) * block_bytes
+    if blocks < 4:
+        raise TargetError(f"the trace's footprint is {blocks} block(s) of {block_bytes / MiB:.3g} MiB: a store "
+                          "needs at least 4", "give a longer trace (kvbench trace gen), or run kvbench replay kv")
     if l3 < 4 * block_bytes:
         raise TargetError(f"not enough free disk for a store of 4 blocks of {block_bytes / MiB:.0f} MiB "
                           f"({disk_share:.0%} of free space is {free_disk * disk_share / MiB:.0f} MiB)",
@@ -371,9 +374,9 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
     distinct, block_tokens = _footprint_blocks(trace_path, max_requests)
     block_bytes = spec.block_bytes(block_tokens)
     room, share = _l3_room(l3_path, results_root, l3_capacity)
-    Path(results_root).mkdir(parents=True, exist_ok=True)
     sizes = size_tiers(distinct * block_bytes, block_bytes, room, psutil.virtual_memory().available,
                        disk_share=share)
+    Path(results_root).mkdir(parents=True, exist_ok=True)
     l2_bytes = sizes.l2_bytes if l2 is None else l2
     l3_bytes = sizes.l3_bytes if l3_capacity is None else l3_capacity
     sampling = _sampling(trace_path, max_requests, sample_keys, block_bytes, l2_bytes, l3_bytes)

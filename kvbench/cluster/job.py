@@ -145,34 +145,41 @@ def run_cluster(cfg: ClusterConfig) -> dict:
               "tiers_per_node": {t.name: t.capacity_bytes for t in spec.tiers if t.name != "l4"},
               "l4_pool_bytes": next((t.capacity_bytes for t in spec.tiers if t.name == "l4"), 0)}
     rd = RunDir.create("cluster", config, root=cfg.replay.results)
-    results, tables = simulate(cfg, trace, spec, profile)
-    for name, cols in tables.items():
-        write_csv(rd.path / f"requests-{name}.csv", cols, decimals=6)
-    if any(t.name == "l4" for t in spec.tiers):
-        from kvbench.cluster.sim import l4_per_second
-        rd.append_timeseries(l4_per_second(tables[cfg.routers[0]], spec.slot_bytes))
-    first = results[cfg.routers[0]]
-    sweep = None
-    if cfg.sweep:
-        from kvbench.analysis.cost import load_prices
-        from kvbench.cluster.sizing import Targets, parse_sweep, run_sweep
+    try:                  # a stop signal (kvbench.procs) or Ctrl-C: the folder says interrupted, nodes are ended
+        results, tables = simulate(cfg, trace, spec, profile)
+        for name, cols in tables.items():
+            write_csv(rd.path / f"requests-{name}.csv", cols, decimals=6)
+        if any(t.name == "l4" for t in spec.tiers):
+            from kvbench.cluster.sim import l4_per_second
+            rd.append_timeseries(l4_per_second(tables[cfg.routers[0]], spec.slot_bytes))
+        first = results[cfg.routers[0]]
+        sweep = None
+        if cfg.sweep:
+            from kvbench.analysis.cost import load_prices
+            from kvbench.cluster.sizing import Targets, parse_sweep, run_sweep
 
-        sweep = run_sweep(cfg, trace, lambda c: node_spec(c, model, trace), profile, parse_sweep(cfg.sweep),
-                          Targets(cfg.ttft_p99_s, cfg.hit_ratio_target), load_prices(cfg.prices), drive_class(cfg),
-                          simulate)
-    summary = {"trace": cfg.replay.trace, "model": model.name, "nodes_count": cfg.nodes,
-               "block_bytes": spec.block_bytes, "dry_run": cfg.dry_run,
-               "model_notes": _model_notes(cfg, profile, timing), **first}
-    if len(cfg.routers) > 1:
-        summary["routers"] = results
-    if sweep is not None:
-        summary["sweep"] = sweep
-    status = "complete"
-    if not cfg.dry_run:
-        measured = measure.run_nodes(cfg, trace, tables[cfg.routers[0]], rd)
-        summary["measured"] = measured
-        summary["parts"] = {f"node-{m['node']}": m["run_dir"] for m in measured["nodes"] if m.get("run_dir")}
-        if measured["lost"]:
-            status = "partial"
-    rd.write_summary(summary, status=status)
+            sweep = run_sweep(cfg, trace, lambda c: node_spec(c, model, trace), profile, parse_sweep(cfg.sweep),
+                              Targets(cfg.ttft_p99_s, cfg.hit_ratio_target), load_prices(cfg.prices), drive_class(cfg),
+                              simulate)
+        summary = {"trace": cfg.replay.trace, "model": model.name, "nodes_count": cfg.nodes,
+                   "block_bytes": spec.block_bytes, "dry_run": cfg.dry_run,
+                   "model_notes": _model_notes(cfg, profile, timing), **first}
+        if len(cfg.routers) > 1:
+            summary["routers"] = results
+        if sweep is not None:
+            summary["sweep"] = sweep
+        status = "complete"
+        if not cfg.dry_run:
+            measured = measure.run_nodes(cfg, trace, tables[cfg.routers[0]], rd)
+            summary["measured"] = measured
+            summary["parts"] = {f"node-{m['node']}": m["run_dir"] for m in measured["nodes"] if m.get("run_dir")}
+            if measured["lost"]:
+                status = "partial"
+        rd.write_summary(summary, status=status)
+    except KeyboardInterrupt:
+        from kvbench.errors import Interrupted
+
+        rd.write_summary({"trace": cfg.replay.trace, "nodes_count": cfg.nodes, "dry_run": cfg.dry_run},
+                         status="interrupted")
+        raise Interrupted(f"cluster run interrupted; its folder is {rd.path}", "rerun the command") from None
     return {"kind": "cluster", "status": status, "run_dir": str(rd.path), **summary}

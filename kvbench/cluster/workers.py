@@ -47,11 +47,20 @@ def call(fn: str, payload: dict, start_at: float | None = None, die: bool = Fals
 
 
 # --- local processes ---------------------------------------------------------------------------------------
-def _child(conn, fn, payload, die):
+def _child(conn, fn, payload, die, parent_pid=None):
+    """A node process: dies with the parent (kvbench.procs), stops like a command on SIGINT/SIGTERM/SIGHUP (the
+    replay drains and records ``interrupted``), never prints a traceback (a parent gone: nothing to tell)."""
+    from kvbench import procs
+
     try:
-        conn.send(("ok", call(fn, payload, die=die)))
+        procs.child_init(parent_pid)
+        msg = ("ok", call(fn, payload, die=die))
     except BaseException as e:  # noqa: BLE001 - sent to the parent as the job's failure
-        conn.send(("error", f"{type(e).__name__}: {e}"))
+        msg = ("error", f"{type(e).__name__}: {e}")
+    try:
+        conn.send(msg)
+    except (OSError, EOFError, KeyboardInterrupt):    # the parent is gone or stopping: exit quietly
+        pass
     finally:
         conn.close()
 
@@ -63,12 +72,33 @@ def run_local(jobs: list[tuple[str, dict]], die: int | None = None) -> list:
 
     ctx = mp.get_context("spawn")
     procs = []
-    for i, (fn, payload) in enumerate(jobs):
-        recv, send = ctx.Pipe(duplex=False)
-        p = ctx.Process(target=_child, args=(send, fn, payload, die == i), name=f"kvbench-node-{i}")
-        p.start()
-        send.close()
-        procs.append((p, recv))
+    try:
+        for i, (fn, payload) in enumerate(jobs):
+            recv, send = ctx.Pipe(duplex=False)
+            p = ctx.Process(target=_child, args=(send, fn, payload, die == i, os.getpid()), name=f"kvbench-node-{i}")
+            p.start()
+            send.close()
+            procs.append((p, recv))
+        return _collect(procs)
+    except BaseException:            # stopped (a signal) or failed: no node process outlives this call
+        _end(procs)
+        raise
+
+
+def _end(procs, grace_s: float = 20.0) -> None:
+    """SIGTERM every node process still running (each drains and records ``interrupted``), wait, then SIGKILL."""
+    for p, _ in procs:
+        if p.is_alive():
+            p.terminate()
+    deadline = time.monotonic() + grace_s
+    for p, _ in procs:
+        p.join(max(0.0, deadline - time.monotonic()))
+        if p.is_alive():
+            p.kill()
+            p.join()
+
+
+def _collect(procs) -> list:
     out = []
     for i, (p, recv) in enumerate(procs):
         try:

@@ -14,6 +14,7 @@ import time
 import numpy as np
 import psutil
 
+from kvbench import procs
 from kvbench.engine.driver import Driver, DriverConfig, SecondStats, StopFlag
 from kvbench.engine.engines import engine_class
 from kvbench.engine.faults import FaultSpec, parse_faults
@@ -108,7 +109,8 @@ def _split(plan, workers, split):
 
 
 class _signals:
-    """SIGINT/SIGTERM set the stop flag (main thread only); previous handlers restored on exit."""
+    """SIGINT/SIGTERM/SIGHUP set the stop flag (main thread only): the I/O drains; previous handlers restored
+    on exit."""
 
     def __init__(self, stop, enabled):
         self.stop, self.enabled, self.old = stop, enabled and threading.current_thread() is threading.main_thread(), {}
@@ -116,8 +118,11 @@ class _signals:
     def __enter__(self):
         if self.enabled:
             def handler(signum, frame):
+                procs.note(signum)              # the command's exit code (kvbench.procs): 130/143/129
                 self.stop.value = 1
-            for s in (signal.SIGINT, signal.SIGTERM):
+            for s in procs.STOP_SIGNALS:
+                if s == signal.SIGHUP and signal.getsignal(s) == signal.SIG_IGN:
+                    continue                    # nohup
                 self.old[s] = signal.signal(s, handler)
         return self
 
@@ -131,11 +136,7 @@ stop_on_signals = _signals      # for callers that run several plans at once und
 
 def _worker_main(wid, plan, gidx, targets, eng, cfg, t0, stop, q):
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C reaches the whole group: the parent decides
-    try:  # if the parent dies (even SIGKILL), get SIGTERM: stop issuing instead of running on orphaned
-        import ctypes
-        ctypes.CDLL(None).prctl(1, int(signal.SIGTERM))   # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+    procs.die_with_parent()   # the parent dies (even SIGKILL): SIGTERM, stop issuing instead of running on orphaned
     parent = os.getppid()
     if parent == 1:
         stop.value = 1

@@ -290,6 +290,10 @@ def read_run(path, *, parts: bool = True) -> RunFolder:
     if not p.is_dir():
         raise UsageError(f"run folder not found: {path}", "give a folder under results/ written by a kvbench command")
     have_run, have_summary = (p / "run.json").is_file(), (p / "summary.json").is_file()
+    if have_run and have_summary:
+        from kvbench.metrics.run import mark_stale
+
+        mark_stale(p)                # "running" but its process is gone (killed): says so, for every reader
     if not have_run and not have_summary:
         raise UsageError(f"{p} is not a kvbench run folder (no run.json or summary.json)",
                          "give a folder under results/ written by a kvbench command")

@@ -19,12 +19,15 @@ import shlex
 import sys
 from pathlib import Path
 
+from kvbench import procs
 from kvbench.errors import TargetError
 from kvbench.metrics.results import SCHEMAS, stamp
 
 # not-measured: the run completed but kvbench cannot vouch for its numbers (summary ``not_measured`` says why:
 # an O_DIRECT bypass check that failed, device counters that disagree with the engine)
-STATUSES = ("running", "complete", "partial", "interrupted", "failed", "not-measured")
+# stale: "running" (or the first, empty "partial") when the process that wrote it is gone (killed, SIGKILL, a
+# reboot): marked by the next look at the folder (read_run, RunDir.create beside it; kvbench.procs.gone)
+STATUSES = ("running", "complete", "partial", "interrupted", "failed", "not-measured", "stale")
 
 
 def to_jsonable(obj):
@@ -83,6 +86,7 @@ class RunDir:
         except OSError as e:
             raise TargetError(f"cannot create results folder {root}: {e.strerror}",
                               "pass a writable --results folder") from None
+        mark_stale_under(root)
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
         given = run_id
         for _ in range(64):             # runs started in the same second draw suffixes until one is free
@@ -111,6 +115,7 @@ class RunDir:
             "config": config,
             "environment": environment(),
             "targets": [target_facts(t) for t in targets],
+            "process": procs.identity(),          # so that a later look can tell a killed run from a running one
         }
         rd.write_json("run.json", rd._run)
         rd.write_summary({}, status="partial")     # until the run says otherwise: a killed run stays partial
@@ -190,6 +195,40 @@ class RunDir:
         out = {"kind": self.kind, "status": status, "run_dir": str(self.path), **summary}
         out["kind"], out["status"], out["run_dir"] = self.kind, status, str(self.path)
         return self.write_json("summary.json", stamp("summary", out))
+
+
+def mark_stale(path) -> bool:
+    """Mark run folder ``path`` ``stale`` when its summary says it runs (``running``, or the empty ``partial``
+    :meth:`RunDir.create` starts with) and the process run.json records is gone; True when it did."""
+    path = Path(path)
+    try:
+        summary = json.loads((path / "summary.json").read_text())
+        if summary.get("status") not in ("running", "partial"):
+            return False
+        if summary["status"] == "partial" and set(summary) - {"schema", "kind", "status", "run_dir"}:
+            return False                      # a partial result the run wrote itself
+        ident = json.loads((path / "run.json").read_text()).get("process")
+    except (OSError, ValueError, AttributeError):
+        return False
+    if not procs.gone(ident):
+        return False
+    summary.update(status="stale", stale=f"the process that ran it (PID {ident['pid']} on {ident['host']}) is gone: "
+                                         f"killed before it could record how it ended; what it wrote is kept")
+    atomic_write_text(path / "summary.json", json.dumps(summary, indent=2) + "\n")
+    return True
+
+
+def mark_stale_under(root) -> list[Path]:
+    """:func:`mark_stale` on every run folder directly under ``root`` (a new run looks at its neighbours)."""
+    out = []
+    try:
+        subs = [p for p in Path(root).iterdir() if (p / "summary.json").is_file()]
+    except OSError:
+        return out
+    for p in subs:
+        if mark_stale(p):
+            out.append(p)
+    return out
 
 
 def _csv_value(v):

@@ -67,16 +67,12 @@ def _env() -> dict:
 
 
 def _die_with_parent() -> None:
-    """In the child, before exec: SIGTERM when the job dies, even by SIGKILL (PR_SET_PDEATHSIG), so a step
-    never runs on orphaned holding its target's lock. The child stays in the job's process group (Ctrl-C
-    reaches both)."""
-    import ctypes
-    import signal
+    """In the child, before exec: SIGTERM when the job dies, even by SIGKILL (kvbench.procs), so a step never
+    runs on orphaned holding its target's lock. The child stays in the job's process group (Ctrl-C reaches
+    both)."""
+    from kvbench.procs import die_with_parent
 
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))
-    except (OSError, AttributeError):
-        pass
+    die_with_parent()
 
 
 def run_step(name: str, argv: list[str], *, timeout_s: float | None = None, cwd=None, echo=True,
@@ -148,7 +144,7 @@ def run_step(name: str, argv: list[str], *, timeout_s: float | None = None, cwd=
     seconds = time.monotonic() - t0
     if timed_out:
         return StepResult(name, tuple(argv), 124, seconds, result, f"timed out after {timeout_s:.0f} s")
-    if p.returncode == 130:
+    if p.returncode in (130, 143, 129):                 # SIGINT, SIGTERM, SIGHUP: kvbench.procs
         raise Interrupted(f"step {name!r} was interrupted", "rerun the job")
     error = None
     if p.returncode != 0:

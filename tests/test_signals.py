@@ -1,0 +1,151 @@
+"""One process and signal model (kvbench.procs), tested as a user meets it: a long-running command started in its
+own process group, a signal to the parent mid-run, then its exit status, its run folder's status, what it left
+on disk and whether any process of its group lives on. SIGINT, SIGTERM and SIGHUP each: exit 128 + signal,
+``interrupted`` with what was measured, no traceback, no partial output, no scratch store, no orphan. SIGKILL:
+the children die with the parent (PR_SET_PDEATHSIG) and the next look marks the folder ``stale``."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
+
+
+_STARTED: list[int] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_leftovers():
+    """Whatever a test fails on, the process groups it started are gone after it."""
+    yield
+    while _STARTED:
+        pgid = _STARTED.pop()
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _start(args, cwd):
+    env = {**os.environ, "PYTHONPATH": str(REPO), "KVBENCH_DEBUG": ""}
+    err = open(Path(cwd) / "stderr.txt", "w")
+    p = subprocess.Popen([sys.executable, "-m", "kvbench", *args], cwd=cwd, env=env, stdout=subprocess.DEVNULL,
+                         stderr=err, start_new_session=True)     # its own group: the orphan check looks at it
+    _STARTED.append(p.pid)
+    return p, err
+
+
+def _wait_for(cond, timeout=240.0, what="the command to get going"):
+    t = time.monotonic()
+    while time.monotonic() - t < timeout:
+        if cond():
+            return
+        time.sleep(0.2)
+    out = subprocess.run(["ps", "-ww", "-eo", "pid=,ppid=,pgid=,stat=,args="], capture_output=True, text=True).stdout
+    raise AssertionError(f"timed out waiting for {what}; kvbench processes: "
+                         + "; ".join(ln for ln in out.splitlines() if "kvbench" in ln or "spawn" in ln))
+
+
+def _group(pgid: int) -> list[str]:
+    out = subprocess.run(["ps", "-ww", "-eo", "pid=,pgid=,stat=,args="], capture_output=True, text=True).stdout
+    rows = [ln.split(None, 3) for ln in out.splitlines()]
+    return [" ".join(r) for r in rows if len(r) >= 3 and int(r[1]) == pgid and not r[2].startswith("Z")]
+
+
+def _stop(p, err, sig, cwd, timeout=240.0) -> str:
+    p.send_signal(sig)
+    rc = p.wait(timeout=timeout)
+    err.close()
+    text = (Path(cwd) / "stderr.txt").read_text()
+    assert rc == 128 + sig, f"exit {rc} after {sig.name}: {text[-2000:]}"
+    assert "Traceback" not in text and "internal error" not in text, text[-3000:]
+    _wait_for(lambda: not _group(p.pid), 60, "the command's children to end")
+    return text
+
+
+def _summaries(root: Path) -> dict:
+    return {str(s.parent.relative_to(root)): json.loads(s.read_text())["status"]
+            for s in root.rglob("summary.json")}
+
+
+@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
+def test_trace_gen_leaves_no_partial_trace(sig, tmp_path):
+    p, err = _start(["trace", "gen", "--model-file", "chat", "--duration", "60d", "--rate", "50",
+                     "-o", "week.jsonl.gz"], tmp_path)
+    _wait_for(lambda: list(tmp_path.glob(".kvbench-tmp-*")), what="the trace to be written")
+    time.sleep(0.5)
+    _stop(p, err, sig, tmp_path)
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["stderr.txt"]   # no trace, no temporary file
+
+
+@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
+def test_run_records_interrupted_writes_its_report_and_removes_its_store(sig, tmp_path):
+    p, err = _start(["run", "--max-requests", "300", "--duration", "60s", "--probe-seconds", "0.5",
+                     "--results", "res", "-o", "rep.html"], tmp_path)
+    _wait_for(lambda: "[4/8" in (tmp_path / "stderr.txt").read_text() and
+              list(tmp_path.glob("res/*/l3-store.bin")), what="the replay step")
+    time.sleep(3)
+    _stop(p, err, sig, tmp_path)
+    (job,) = tmp_path.glob("res/run-*")
+    assert json.loads((job / "summary.json").read_text())["status"] == "interrupted"
+    assert "interrupted" in set(_summaries(job).values())
+    assert (tmp_path / "rep.html").is_file()                            # the report of the part that ran
+    assert not list(tmp_path.rglob("*store*.bin")), "the scratch store was left"
+    assert not list(tmp_path.rglob(".kvbench-tmp-*"))
+
+
+@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
+def test_qualify_records_interrupted(sig, tmp_path):
+    p, err = _start(["qualify", "kv-cache-offload", "--target", "q.dat", "--size", "128MiB", "--quick",
+                     "--results", "res", "-o", "q.html"], tmp_path)
+    _wait_for(lambda: "precondition" in (tmp_path / "stderr.txt").read_text(), what="the precondition")
+    time.sleep(1)
+    _stop(p, err, sig, tmp_path)
+    statuses = _summaries(tmp_path / "res")
+    assert statuses and set(statuses.values()) <= {"interrupted", "complete"} and \
+        "interrupted" in statuses.values(), statuses
+
+
+def _cluster(tmp_path):
+    return _start(["cluster", "mooncake-sample", "--model", "tiny-gqa", "--router", "session", "--nodes", "2",
+                   "--l2", "16MiB", "--l3", "st.dat", "--l3-capacity", "64MiB", "--speed", "0.05",
+                   "--results", "res"], tmp_path)
+
+
+def _nodes_running(pgid):
+    return sum("spawn_main" in row for row in _group(pgid)) == 2
+
+
+@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
+def test_cluster_ends_its_node_processes_and_records_interrupted(sig, tmp_path):
+    p, err = _cluster(tmp_path)
+    _wait_for(lambda: _nodes_running(p.pid), what="both node processes")
+    time.sleep(2)
+    _stop(p, err, sig, tmp_path)
+    (job,) = tmp_path.glob("res/cluster-*")
+    assert json.loads((job / "summary.json").read_text())["status"] == "interrupted"
+
+
+def test_sigkill_kills_the_children_and_the_next_look_marks_the_run_stale(tmp_path):
+    from kvbench.metrics.results import read_run
+
+    p, err = _cluster(tmp_path)
+    _wait_for(lambda: _nodes_running(p.pid), what=f"both node processes (group {p.pid})")
+    (job,) = tmp_path.glob("res/cluster-*")
+    assert read_run(job).summary.status == "partial"                      # its process is alive: left alone
+    p.kill()
+    p.wait()
+    err.close()
+    _wait_for(lambda: not _group(p.pid), 60, "the node processes to die with their parent")
+    assert read_run(job).summary.status == "stale"
+    s = json.loads((job / "summary.json").read_text())
+    assert s["status"] == "stale" and f"PID {p.pid}" in s["stale"]
