@@ -176,3 +176,31 @@ esac
 """)
     c = read_counters("/dev/nvme9n1", nvme=str(exe))
     assert c.smart is not None and c.fdp is None
+
+
+def test_fdp_edges_name_the_field_and_a_zero_host_delta_has_no_waf():
+    from kvbench.metrics.smart import CounterDelta, parse_fdp_stats
+
+    with pytest.raises(SpecError, match="SMART field 'mbmw' is not a number"):
+        parse_fdp_stats({"hbmw": "1", "mbmw": "lots", "mbe": "0"})
+    d = CounterDelta("/dev/nvme0n1", 0, None, 0, 0, fdp_host_bytes_written=0, fdp_media_bytes_written=4096,
+                     fdp_media_bytes_erased=0)
+    assert d.fdp_waf is None                       # GC with no host writes in the window: no ratio
+
+
+def test_read_counters_defaults_to_endurance_group_1_and_ignores_json_from_a_failed_command(tmp_path):
+    from kvbench.metrics.smart import read_counters
+
+    exe = tmp_path / "nvme"
+    exe.write_text(f"""#!/bin/sh
+echo "$@" >> {tmp_path / "calls"}
+case "$1" in
+  smart-log) cat {FIX / "nvme-cli-2-smart-log.json"} ;;
+  fdp) cat {FIX / "fdp-stats.json"}; exit 1 ;;
+  *) exit 1 ;;
+esac
+""")
+    exe.chmod(0o755)
+    c = read_counters("/dev/nvme9n1", nvme=str(exe))
+    assert "fdp stats /dev/nvme9n1 --endgrp-id=1 -o json" in (tmp_path / "calls").read_text()
+    assert c.smart is not None and c.fdp is None       # the command failed: its output is not a reading
