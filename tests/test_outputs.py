@@ -156,3 +156,22 @@ def test_the_guard_replaces_kvbench_files_only_and_force_is_per_path(tmp_path):
     other.write_text("someone else's")
     with pytest.raises(safety.SafetyError):
         safety.PendingOutput(other)
+
+
+def test_an_iolog_given_up_leaves_nothing_and_one_closed_appears_whole(tmp_path):
+    import numpy as np
+
+    from kvbench.engine.iolog import IologWriter
+    from kvbench.engine.plan import make_plan
+
+    plan = make_plan(np.zeros(3, dtype=np.int64), np.arange(3) * 4096, 4096)
+    w = IologWriter(tmp_path / "a.iolog", {0: "/dev/x"})
+    w.write(plan)
+    assert not (tmp_path / "a.iolog").exists()           # only the temporary file while it is written
+    w.discard()
+    assert os.listdir(tmp_path) == []
+    w = IologWriter(tmp_path / "a.iolog", {0: "/dev/x"})
+    w.write(plan)
+    w.close()
+    lines = (tmp_path / "a.iolog").read_text().splitlines()
+    assert lines[0] == "fio version 3 iolog" and len(lines) == 1 + 2 + 3 + 1 and safety.is_owned(str(tmp_path / "a.iolog"))

@@ -729,8 +729,13 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
     except KeyboardInterrupt:
         interrupted = True
         acc.status = "interrupted"
-    finally:
+    except BaseException:            # a failed replay's log is no plan of anything: the output guard deletes it
         if iolog is not None:
+            iolog.discard()
+            iolog = None
+        raise
+    finally:
+        if iolog is not None:        # complete, or what an interrupted replay issued
             iolog.close()
     disk1 = diskstats(dev_name) if disk0 is not None else None
     host = None
