@@ -96,6 +96,8 @@ def probe_suspicions(probe, replay_tier: dict | None, dram_probe=None) -> list[s
     if replay_bw > 0 and bw < PROBE_BW_FLOOR * replay_bw:
         why.append(f"bandwidth {format_rate(bw)} is below 1/5 of the {format_rate(replay_bw)} the replay read the "
                    "same tier at")
+    if getattr(probe, "timed_out", False):
+        why.append("a phase of the probe completed no read in its time (a stall, not a device)")
     io_s = max(float(probe.first_byte_s), float((probe.bandwidth_lat_us or {}).get("p50") or 0.0) * 1e-6)
     if io_s > PROBE_MAX_IO_S:
         why.append(f"a median I/O took {format_duration(io_s)} (> {PROBE_MAX_IO_S:g} s: a stall, not a device)")

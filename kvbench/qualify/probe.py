@@ -27,6 +27,7 @@ class TierProbe:
     qd: int
     first_byte_lat_us: dict
     bandwidth_lat_us: dict
+    timed_out: bool = False       # a phase completed no read in its time: first byte = that time (a lower bound)
 
     def tier_arg(self) -> str:
         """``NAME=BW,LATENCY`` for ``kvbench check --tier``."""
@@ -63,8 +64,12 @@ def probe_tier(name: str, path: str, *, span: int | None = None, io_size: int = 
         bw = _reads(t, span, io_size, max(256, int(seconds * 20_000)), qd, seconds, 2, faults)
     finally:
         t.close()
-    return TierProbe(name, path, float(lat["lat_us"]["p50"]) * 1e-6, float(bw["bw_bytes_per_s"] or 0.0), io_size, qd,
-                     lat["lat_us"], bw["lat_us"])
+    # a stalled tier may complete no read within a phase: its first byte is then at least the phase's time
+    p50 = lat["lat_us"].get("p50")
+    timed_out = p50 is None or bw["lat_us"].get("p50") is None
+    first = float(p50) * 1e-6 if p50 is not None else seconds / 2
+    return TierProbe(name, path, first, float(bw["bw_bytes_per_s"] or 0.0), io_size, qd, lat["lat_us"], bw["lat_us"],
+                     timed_out)
 
 
 def probe_job_tiers(tiers: dict, store: str, l2_bytes: int, l3_bytes: int, chunk: int, seconds: float,
