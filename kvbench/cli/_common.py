@@ -80,7 +80,8 @@ class Number(click.ParamType):
     def convert(self, value, param, ctx):
         from kvbench.errors import UsageError
 
-        opt = max(param.opts, key=len) if param is not None else "the value"
+        # the option's own (first long) name: an alias (io's fio words: --iodepth for --qd) is not its name
+        opt = next((o for o in param.opts if o.startswith("--")), param.opts[0]) if param is not None else "the value"
         num = lambda x: f"{int(x):,}" if float(x).is_integer() and abs(x) < 1e12 else f"{x:g}"  # noqa: E731
         try:
             v = value if isinstance(value, self.kind) and not isinstance(value, bool) else self.kind(str(value))
