@@ -25,7 +25,9 @@ class View:
         return list(self.cached)
 
     def prefill_s(self, n, cached_blocks):
-        return self.timing.prefill_s(n, min(cached_blocks * self.block_tokens, n))
+        import numpy as np
+
+        return self.timing.prefill_s(n, np.minimum(np.asarray(cached_blocks) * self.block_tokens, n))
 
 
 def _req(i=0, tokens=2048):

@@ -372,8 +372,9 @@ class DeviceWaf:
 
     def op(self, cls) -> float:
         """A class's over-provisioning: its own (raw / user - 1) when stated, else the plan's --ssd-op."""
-        op = getattr(cls, "over_provisioning", None) if cls is not None else None
-        return float(op) if op else self.default_op
+        from kvbench.analysis.trace_waf import class_op
+
+        return class_op(cls, self.default_op)
 
     def at(self, capacity_bytes: float, cls=None, layout: str | None = None) -> tuple[float, str]:
         """(WAF, where it came from) of a store of ``capacity_bytes`` (planned units) on a drive of ``cls``."""

@@ -81,6 +81,15 @@ class StoreWaf:
                 "source": self.source, **self.params}
 
 
+DEFAULT_OP = 0.07                  # a drive class that states no raw NAND: the 7% of a drive sold in TB on GiB
+
+
+def class_op(cls, default: float = DEFAULT_OP) -> float:
+    """A drive class's over-provisioning (raw NAND / user - 1) when it states one, else ``default``."""
+    op = getattr(cls, "over_provisioning", None) if cls is not None else None
+    return float(op) if op else float(default)
+
+
 def _op_write():
     from kvbench.analysis import ftl
 

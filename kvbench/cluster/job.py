@@ -111,7 +111,9 @@ def simulate(cfg: ClusterConfig, trace, spec, profile) -> tuple[dict, dict]:
 
     timing = _timing(cfg, profile)
     drive = drive_class(cfg)
-    op = drive.over_provisioning or 0.07
+    from kvbench.analysis.trace_waf import class_op
+
+    op = class_op(drive)
     out, tables = {}, {}
     for name in cfg.routers:
         router = make_router(name, cfg.nodes, cfg.seed, **cfg.router_opts)

@@ -53,7 +53,7 @@ class Node:
         self.hier = ReferenceHierarchy(spec) if shared else Hierarchy(spec)
         self.lanes = Lanes(lanes)
         self.link = link
-        self.store_log: list = []       # (arrival s, its L3/L4 write and trim events): kvbench.cluster.wear
+        self.store_log: list = []       # its L3/L4 write and trim events, per request: kvbench.cluster.wear
 
     def load(self, now: float) -> float:
         return self.lanes.load(now)

@@ -28,8 +28,7 @@ class Calendar:
         self.t = [0.0]          # segment k is [t[k], t[k+1]) (the last one runs to infinity)
         self.u = [0.0]          # bandwidth in use on segment k
         self.peak = 0.0
-        self._past_dt: list = []    # segments pruned away: their durations and use, for utilisation()
-        self._past_u: list = []
+        self._past: dict = {}       # segments pruned away: seconds spent at each use level (to 0.1% of capacity)
 
     def free_at(self, k: int) -> float:
         return math.inf if self.capacity is None else self.capacity - self.u[k]
@@ -65,8 +64,10 @@ class Calendar:
         """Forget segments that end before ``before`` (no transfer starts earlier any more)."""
         k = self.segment(before)
         if k > 0:
-            self._past_dt.extend(self.t[j + 1] - self.t[j] for j in range(k))
-            self._past_u.extend(self.u[:k])
+            if self.capacity is not None:     # bounded memory: at most 1,001 levels whatever the transfers
+                for j in range(k):
+                    level = round(self.u[j] / self.capacity, 3)
+                    self._past[level] = self._past.get(level, 0.0) + self.t[j + 1] - self.t[j]
             del self.t[:k]
             del self.u[:k]
 
@@ -75,12 +76,14 @@ class Calendar:
         return None if self.capacity is None else self.peak / self.capacity
 
     def segments(self, until: float | None = None):
-        """(durations, utilisation) of every segment from 0 to ``until`` (default: the last change), idle after the
-        last transfer; None without a bandwidth model."""
+        """(durations, utilisation) from 0 to ``until`` (default: the last change), idle after the last transfer;
+        pruned segments as the seconds spent at each use level (to 0.1% of capacity). None without a bandwidth
+        model."""
         if self.capacity is None:
             return None
-        dt = np.array(self._past_dt + [self.t[j + 1] - self.t[j] for j in range(len(self.t) - 1)], np.float64)
-        use = np.array(self._past_u + self.u[:-1], np.float64) / self.capacity
+        dt = np.array(list(self._past.values()) + [self.t[j + 1] - self.t[j] for j in range(len(self.t) - 1)],
+                      np.float64)
+        use = np.array(list(self._past) + [u / self.capacity for u in self.u[:-1]], np.float64)
         if until is not None and until > self.t[-1]:
             dt, use = np.append(dt, until - self.t[-1]), np.append(use, 0.0)
         return dt, use

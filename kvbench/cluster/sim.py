@@ -50,9 +50,11 @@ class ClusterView:
         self.now = 0.0
         self.timing, self.block_tokens = timing, int(block_tokens)
 
-    def prefill_s(self, input_tokens: int, cached_blocks: int) -> float:
-        """Prefill time of a request of ``input_tokens`` with its first ``cached_blocks`` blocks cached."""
-        return self.timing.prefill_s(int(input_tokens), min(int(cached_blocks) * self.block_tokens, int(input_tokens)))
+    def prefill_s(self, input_tokens: int, cached_blocks):
+        """Prefill time of a request of ``input_tokens`` with its first ``cached_blocks`` blocks cached (a number, or
+        an array: one per node)."""
+        n = int(input_tokens)
+        return self.timing.prefill_s(n, np.minimum(np.asarray(cached_blocks) * self.block_tokens, n))
 
     def load(self) -> list[float]:
         return [n.load(self.now) for n in self.nodes]
@@ -75,8 +77,9 @@ class TimingModel:
     fit_c: float
     l3_device: object = None      # kvbench.cluster.device.DeviceCurve: each node's measured drive (None: l3_bw)
 
-    def prefill_s(self, n: int, p: int) -> float:
-        p = min(p, n)
+    def prefill_s(self, n: int, p):
+        """T(n) - T(p) + a: the uncached suffix of an n-token prompt of which p are cached (p: a number or array)."""
+        p = np.minimum(p, n)
         return self.fit_a + self.fit_b * (n - p) + self.fit_c * (n * n - p * p)
 
 
@@ -127,7 +130,7 @@ def simulate_router(trace, spec, n_nodes: int, lanes: int, router, timing: Timin
         reqs, ev = node.hier.run(ts[i:i + 1], np.array([0, b - a]), keys[a:b], first_request=i)
         stored = ev[(ev["tier"] >= 2) & (ev["op"] != EV_READ)]     # the drives' writes and trims (L3, L4)
         if stored.size:
-            node.store_log.append((now, stored))
+            node.store_log.append(stored)
         r = reqs[0]
         hits = [int(r["hit_l1"]), int(r["hit_l2"]), int(r["hit_l3"]), int(r["hit_l4"])]
         cached = min(int(r["hit_blocks"]) * block_tokens, inp[i])
@@ -186,7 +189,7 @@ def summarise(cols: dict, nodes: list[Node], pool: Calendar, spec, router, drive
     slot = spec.slot_bytes
     blocks = int(cols["blocks"].sum())
     last_arrival = float(cols["arrival_s"].max()) if cols["arrival_s"].size else 0.0
-    wear, pool_wear = cluster_wear(nodes, spec, last_arrival, drive, op)
+    wear, pool_wear = cluster_wear(nodes, spec, last_arrival, drive, op, cols["arrival_s"])
 
     def tier_hits(sel) -> dict:
         tot = int(cols["blocks"][sel].sum())

@@ -6,7 +6,7 @@ is simulated under every router (dry run: the simulation of :mod:`kvbench.cluste
 
     GPUs  nodes x gpus_per_node x 24 h x $/GPU-hour
     DRAM  nodes x L2 bytes, over the DRAM's service years          (kvbench.analysis.cost.dram_usd_per_day)
-    SSD   nodes x L3 bytes of the class, over min(warranty, the busiest node's lifetime at its DWPD)
+    SSD   nodes x L3 bytes of the class, over min(warranty, the shortest node lifetime at its own DWPD)
     pool  L4 bytes of the class, over its warranty
     (network not priced: the links' utilisation is reported beside)
 

@@ -75,31 +75,29 @@ def tier_wear(times: np.ndarray, events: np.ndarray, *, capacity_bytes: float, c
     return out
 
 
-def cluster_wear(nodes, spec, end_s: float, drive, op: float) -> tuple[list[dict], dict | None]:
-    """Per node {"l3": tier_wear} (nodes with an L3), and the shared pool's tier_wear (with an L4)."""
+def cluster_wear(nodes, spec, end_s: float, drive, op: float, arrivals) -> tuple[list[dict], dict | None]:
+    """Per node {"l3": tier_wear} (nodes with an L3), and the shared pool's tier_wear (with an L4); ``arrivals``:
+    the trace's arrival times, by request index (an event's time is its request's arrival)."""
     from kvbench.analysis.trace_waf import store_waf
     from kvbench.errors import SpecError
 
     slot = spec.slot_bytes
     tiers = {t.name: t for t in spec.tiers}
     per_node = [{} for _ in nodes]
-    logs = [_log(nd) for nd in nodes]
-    for name, level in (("l3", 2),):
-        if name not in tiers:
-            continue
-        t = tiers[name]
+    logs = [_log(nd, arrivals) for nd in nodes]
+    if "l3" in tiers:
+        t = tiers["l3"]
         blocks = spec.capacity_blocks(t)
+        l3 = [_tier(lg, 2) for lg in logs]
         wafs, sources = {}, {}
         for i in range(min(len(nodes), MAX_WAF_NODES)):
-            times, ev = _tier(logs[i], level)
             try:
-                r = store_waf(_stream(ev, blocks, slot, t.layout, t.policy, t.trim), op=op)
+                r = store_waf(_stream(l3[i][1], blocks, slot, t.layout, t.policy, t.trim), op=op)
                 wafs[i], sources[i] = r.waf, f"trace-driven: {r.detail} (this node's stream)"
             except SpecError as e:
                 sources[i] = f"no steady state for the FTL model: {e.problem}"
         median = float(np.median(list(wafs.values()))) if wafs else None
-        for i, nd in enumerate(nodes):
-            times, ev = _tier(logs[i], level)
+        for i in range(len(nodes)):
             if i in wafs:
                 waf, src = wafs[i], sources[i]
             elif i < MAX_WAF_NODES:      # too few writes for the model on this node: the others' median, said
@@ -107,7 +105,7 @@ def cluster_wear(nodes, spec, end_s: float, drive, op: float) -> tuple[list[dict
                                     is not None else sources[i])
             else:
                 waf, src = median, f"median of the first {MAX_WAF_NODES} nodes' trace-driven WAF"
-            per_node[i][name] = tier_wear(times, ev, capacity_bytes=t.capacity_bytes, capacity_blocks=blocks,
+            per_node[i]["l3"] = tier_wear(*l3[i], capacity_bytes=t.capacity_bytes, capacity_blocks=blocks,
                                           slot_bytes=slot, end_s=end_s, drive=drive, waf=waf, waf_source=src)
     pool = None
     if "l4" in tiers:
@@ -142,14 +140,12 @@ def rollup(per_node: list[dict], name: str = "l3") -> dict | None:
     return out
 
 
-def _log(node):
+def _log(node, arrivals):
     """(times, events) of every stored-tier write and trim the node made, in order."""
     from kvbench.sim.tiers import EVENT_DTYPE
 
-    if not node.store_log:
-        return np.zeros(0), np.zeros(0, EVENT_DTYPE)
-    times = np.concatenate([np.full(ev.size, t) for t, ev in node.store_log])
-    return times, np.concatenate([ev for _, ev in node.store_log])
+    ev = np.concatenate(node.store_log) if node.store_log else np.zeros(0, EVENT_DTYPE)
+    return np.asarray(arrivals, np.float64)[ev["request"]], ev
 
 
 def _tier(log, level: int):

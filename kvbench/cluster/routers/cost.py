@@ -33,7 +33,7 @@ class CostRouter(Router):
     def route(self, req, view) -> int:
         loads = np.asarray(view.load(), dtype=np.float64)
         cached = view.cached_prefix(req.keys)
-        prefill = np.array([view.prefill_s(req.input_tokens, c) for c in cached])
+        prefill = view.prefill_s(req.input_tokens, np.asarray(cached))     # every node at once
         cost = loads + float(self.opts["overlap_weight"]) * prefill
         t = float(self.opts["temperature"])
         if t > 0:
