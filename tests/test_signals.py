@@ -149,3 +149,36 @@ def test_sigkill_kills_the_children_and_the_next_look_marks_the_run_stale(tmp_pa
     assert read_run(job).summary.status == "stale"
     s = json.loads((job / "summary.json").read_text())
     assert s["status"] == "stale" and f"PID {p.pid}" in s["stale"]
+
+
+def test_a_running_folder_of_a_dead_process_is_marked_stale_by_report_and_by_the_next_run(tmp_path, cli):
+    """No process needed: a folder whose recorded process is gone (a PID that exited) reads stale through the
+    one reader (report, plan --run, check --run) and is marked by the next run created beside it; a folder
+    of a live process, or one that ended properly, is left alone."""
+    from kvbench.metrics.results import read_run
+    from kvbench.metrics.run import RunDir
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True)
+    root = tmp_path / "results"
+    folders = {}
+    made = {name: RunDir.create("io", {}, root=root, run_id=name) for name in ("killed", "alive", "done", "killed2")}
+    for name, rd in made.items():                                # after every create: none has looked yet
+        if name == "done":
+            rd.write_summary({"iops": 1.0}, status="complete")
+        if name.startswith("killed"):
+            rd.write_summary({}, status="running")
+            run = json.loads((rd.path / "run.json").read_text())
+            run["process"]["pid"] = int(dead.stdout)           # the PID of a process that has exited
+            (rd.path / "run.json").write_text(json.dumps(run))
+        folders[name] = rd.path
+    assert read_run(folders["alive"]).summary.status == "partial"          # this very process: alive
+    assert read_run(folders["done"]).summary.status == "complete"
+    r = cli("report", folders["killed"], "-o", tmp_path / "k.html")
+    assert r.exit_code == 0, r.output
+    assert json.loads((folders["killed"] / "summary.json").read_text())["status"] == "stale"
+    assert "STALE" in (tmp_path / "k.html").read_text()
+    assert json.loads((folders["killed2"] / "summary.json").read_text())["status"] == "running"
+    RunDir.create("io", {}, root=root)                                   # the next run looks at its neighbours
+    assert json.loads((folders["killed2"] / "summary.json").read_text())["status"] == "stale"
+    assert json.loads((folders["alive"] / "summary.json").read_text())["status"] == "partial"
