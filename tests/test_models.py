@@ -246,6 +246,27 @@ def test_fields_a_preset_leaves_out_mean_absent():
     assert DTYPE_BYTES["fp4"] == 0.5
     assert _tiny(kv_heads=1).layer_bytes()[0].per_token == 2 * 1 * 16 * 2         # K and V, one head, bf16
     assert _tiny(num_experts=1, experts_per_token=1, moe_intermediate_size=32).is_moe
+    # the rest of the optional fields, left out, are absent too (0), whatever kind of model
+    from kvbench.spec.models import ModelSpec
+
+    bare = ModelSpec(**{f: getattr(m, f) for f in ("name", "attention", "layers", "hidden_size", "num_heads",
+                                                   "head_dim", "vocab_size", "intermediate_size")})
+    assert (bare.kv_heads, bare.qk_rope_dim, bare.v_head_dim, bare.shared_experts, bare.first_dense_layers,
+            bare.params_b) == (0, 0, 0, 0, 0, 0.0)
+    assert (g.scale_bytes, g.value_heads, g.window, g.kv_heads, g.head_dim) == (0, 0, 0, 0, 0)
+
+
+def test_layer_kinds_by_hand_off_the_presets_paths():
+    """An indexer kept in bf16 is 2 bytes a value (the presets keep theirs in fp8, 1 byte); a linear layer with a
+    one-tap convolution keeps no convolution history (kernel - 1 = 0 steps), only its recurrent state."""
+    idx = _tiny(kv_layers=[{"kind": "attention", "count": 2},
+                           {"kind": "indexer", "count": 2, "index_head_dim": 8, "scale_bytes": 4, "dtype": "bf16"}])
+    assert idx.bytes_per_token == 2 * (2 * 2 * 16 * 2) + 2 * (8 * 2 + 4)
+    lin = _tiny(kv_layers=[{"kind": "attention", "count": 1},
+                           {"kind": "linear", "count": 1, "key_heads": 2, "value_heads": 4, "key_dim": 8,
+                            "value_dim": 8, "conv_kernel": 1}])
+    # state: 4 value heads x 8 x 8 x bf16 = 512 B, whatever the prefix length; no history with a 1-tap kernel
+    assert float(lin.kv_bytes(100)) == 100 * (2 * 2 * 16 * 2) + 4 * 8 * 8 * 2
 
 
 def test_every_dtype_name_and_its_bytes():
