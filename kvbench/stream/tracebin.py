@@ -24,7 +24,6 @@ import hashlib
 import json
 import os
 import struct
-import sys
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -274,8 +273,10 @@ def cache_path(path: Path, fmt: str, fields: Mapping) -> Path | None:
 
 
 def warn(msg: str) -> None:
-    """One line on stderr (the cache is a convenience: its trouble never stops a run)."""
-    print(f"kvbench: warning: {msg}", file=sys.stderr, flush=True)
+    """One line on stderr (the cache is a convenience: its trouble never stops a run), above a live line."""
+    from kvbench.progress import echo
+
+    echo(f"kvbench: warning: {msg}")
 
 
 def open_cached(path: Path, fmt: str, fields: Mapping) -> Reader | None:
