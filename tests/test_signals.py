@@ -35,11 +35,12 @@ def _no_leftovers():
             pass
 
 
-def _start(args, cwd):
+def _start(args, cwd, preexec_fn=None):
     env = {**os.environ, "PYTHONPATH": str(REPO), "KVBENCH_DEBUG": ""}
     err = open(Path(cwd) / "stderr.txt", "w")
     p = subprocess.Popen([sys.executable, "-m", "kvbench", *args], cwd=cwd, env=env, stdout=subprocess.DEVNULL,
-                         stderr=err, start_new_session=True)     # its own group: the orphan check looks at it
+                         stderr=err, start_new_session=True,     # its own group: the orphan check looks at it
+                         preexec_fn=preexec_fn)
     _STARTED.append(p.pid)
     return p, err
 
@@ -85,6 +86,15 @@ def test_trace_gen_leaves_no_partial_trace(sig, tmp_path):
     time.sleep(0.5)
     _stop(p, err, sig, tmp_path)
     assert sorted(x.name for x in tmp_path.iterdir()) == ["stderr.txt"]   # no trace, no temporary file
+
+
+def test_sigint_stops_a_command_started_with_sigint_ignored(tmp_path):
+    """``kvbench ... &`` from a script starts it with SIGINT ignored; ``kill -INT`` must still stop it."""
+    p, err = _start(["trace", "gen", "--model-file", "chat", "--duration", "60d", "--rate", "50", "-o", "w.jsonl"],
+                    tmp_path, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    _wait_for(lambda: list(tmp_path.glob(".kvbench-tmp-*")), what="the trace to be written")
+    _stop(p, err, signal.SIGINT, tmp_path)
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["stderr.txt"]
 
 
 @pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
