@@ -192,3 +192,19 @@ def test_a_running_folder_of_a_dead_process_is_marked_stale_by_report_and_by_the
     RunDir.create("io", {}, root=root)                                   # the next run looks at its neighbours
     assert json.loads((folders["killed2"] / "summary.json").read_text())["status"] == "stale"
     assert json.loads((folders["alive"] / "summary.json").read_text())["status"] == "partial"
+
+
+def test_ctrl_c_to_the_whole_group_is_one_clean_interruption(tmp_path):
+    """A terminal's Ctrl-C reaches every process of the group at once (parent and node processes): one
+    interruption, no traceback from any of them (was: five, and status partial), nothing left running."""
+    p, err = _cluster(tmp_path)
+    _wait_for(lambda: _nodes_running(p.pid), what="both node processes")
+    time.sleep(2)
+    os.killpg(p.pid, signal.SIGINT)
+    rc = p.wait(timeout=240)
+    err.close()
+    text = (tmp_path / "stderr.txt").read_text()
+    assert rc == 130 and "Traceback" not in text and "Exception ignored" not in text, text[-3000:]
+    _wait_for(lambda: not _group(p.pid), 60, "the node processes to end")
+    (job,) = tmp_path.glob("res/cluster-*")
+    assert json.loads((job / "summary.json").read_text())["status"] == "interrupted"
