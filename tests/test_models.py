@@ -277,3 +277,16 @@ def test_every_dtype_name_and_its_bytes():
                            "int8": 1, "fp4": 0.5}
     for dtype, size in (("float32", 4), ("bfloat16", 2), ("float16", 2), ("int8", 1)):
         assert _tiny(dtype=dtype).layer_bytes()[0].per_token == 2 * 2 * 16 * size
+
+
+@pytest.mark.parametrize("fields,match", [
+    ({"kv_heads": 0}, r"kv_heads must be > 0 for GQA"),
+    ({"attention": "mla", "kv_lora_rank": 0, "qk_rope_dim": 8}, r"kv_lora_rank must be > 0 for MLA"),
+    ({"kv_layers": "attention"}, r"kv_layers must be an array of tables"),
+    ({"kv_layers": [{"kind": "attention", "count": 2}, 3]}, r"kv_layers must be an array of tables"),
+    ({"kv_layers": [{"kind": "attention"}]}, r"kv_layers\[0\]: kind and count are required"),
+    ({"kv_layers": [{"count": 2}]}, r"kv_layers\[0\]: kind and count are required"),
+])
+def test_a_zero_head_count_or_a_malformed_layer_list_is_refused(fields, match):
+    with pytest.raises(SpecError, match=match):
+        _tiny(**fields)
