@@ -19,7 +19,15 @@ from kvbench.cli._common import OutputParam
 from kvbench.engine import safety
 
 # (io's --output-format json|json+ is fio's name for a format choice, not a file)
-WRITING_NAME = re.compile(r"^(-o|--output(?!-format$).*|--out|--out-.*|--report.*|--export.*|--save.*|--dump.*)$")
+WRITING_NAME = re.compile(r"^(-o|--output(?!-format$).*|--out|--out-.*|--report.*|--export.*|--save.*|--dump.*|"
+                          r"--write[-_](?!policy).*)$")
+
+# options naming a prefix of several files (fio's --write_lat_log): not OUTPUT-typed, each derived name goes
+# through the guard (check_output before work, atomic_output to write); a row here proves the refusal
+PREFIX_ROWS = {
+    ("io", "--write_lat_log"): (["io", "--target", "{tmp}/x.dat", "--size", "1MiB", "--runtime", "0.2",
+                                 "--write_lat_log", "{tmp}/p"], "p_lat.1.log"),
+}
 
 TRACE = ('{"timestamp": 0, "input_length": 1000, "output_length": 5, "hash_ids": [1, 2]}\n'
          '{"timestamp": 1000, "input_length": 1500, "output_length": 5, "hash_ids": [1, 2, 3]}\n'
@@ -65,15 +73,20 @@ def _writing_options():
 
 
 def test_every_writing_option_is_an_output_parameter_with_force_and_a_row_here():
-    found = set()
+    found, prefixes = set(), set()
     for path, cmd, p in _writing_options():
         long = max(p.opts, key=len)
+        prefix = [(path, o) for o in p.opts if (path, o) in PREFIX_ROWS]
+        if prefix:
+            prefixes.update(prefix)
+            continue
         assert isinstance(p.type, OutputParam), f"{path} {long} writes a file without the output guard (OUTPUT)"
         force = [q for q in cmd.params if "--force" in getattr(q, "opts", ())]
         assert force and force[0].is_eager and not force[0].expose_value, \
             f"{path} has {long} but no --force from kvbench.cli._common.force_option"
         found.add((path, long))
     assert found == set(ROWS), "a writing option without a row in ROWS (or a row without its option)"
+    assert prefixes == set(PREFIX_ROWS), "a PREFIX_ROWS entry names no option"
 
 
 def _setup(tmp_path) -> dict:
@@ -175,3 +188,14 @@ def test_an_iolog_given_up_leaves_nothing_and_one_closed_appears_whole(tmp_path)
     w.close()
     lines = (tmp_path / "a.iolog").read_text().splitlines()
     assert lines[0] == "fio version 3 iolog" and len(lines) == 1 + 2 + 3 + 1 and safety.is_owned(str(tmp_path / "a.iolog"))
+
+
+@pytest.mark.parametrize("key", sorted(PREFIX_ROWS), ids=[" ".join(k) for k in sorted(PREFIX_ROWS)])
+def test_a_prefix_output_refuses_a_foreign_file_at_a_name_it_would_write(key, tmp_path, cli, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    argv, derived = PREFIX_ROWS[key]
+    (tmp_path / derived).write_text("the user's own file\n")
+    before = _files(tmp_path)
+    r = cli(*[a.format(tmp=tmp_path) for a in argv])
+    assert r.exit_code == 2 and "was not written by kvbench" in r.output, r.output
+    assert _files(tmp_path) == before
