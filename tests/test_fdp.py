@@ -100,6 +100,12 @@ def test_parse_fdp(text, want):
     assert parse_fdp(text) == want
 
 
+def test_the_smallest_reclaim_unit_is_1_mib():
+    assert parse_fdp("handles=2,ru=1MiB").ru_bytes == 1 << 20
+    with pytest.raises(SpecError, match="below 1 MiB"):
+        FdpSpec(2, (1 << 20) - 1).validate()
+
+
 @pytest.mark.parametrize("text,match", [
     ("handles=4", "handles and ru are required"),
     ("handles=four,ru=1GiB", "not a whole number"),
