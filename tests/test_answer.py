@@ -259,3 +259,20 @@ def test_the_report_opens_with_the_answer_box_and_its_figure(tmp_path):
     for _, line, _ in rows(a):
         assert line in text, line
     assert_report_renders(out, tmp_path, min_plots=1, screenshot=True)
+
+
+def test_a_first_byte_the_fit_did_not_resolve_is_said_so_never_0_ns():
+    """check's fitted L3 with no fixed part (latency 0, latency_resolved false) and the plan's load tier carrying
+    check's words: the terminal table says "not resolved by the fit" for both and prints no "0 ns"."""
+    from kvbench.analysis.recompute import NOT_RESOLVED
+
+    chk = _check()
+    chk["tiers"]["l3"].update(latency_s=0.0, latency_resolved=False, first_byte=NOT_RESOLVED)
+    plan = _plan()
+    plan["load_tier"].update(latency_s=0.0, first_byte=NOT_RESOLVED)
+    a = build_answer(plan, chk)
+    text = text_table(a)
+    assert "0 ns" not in text
+    assert f"first byte {NOT_RESOLVED}" in text
+    resolved = text_table(build_answer(_plan(), _check()))
+    assert NOT_RESOLVED not in resolved and "first byte 100 us" in resolved

@@ -66,6 +66,7 @@ class TierDecision:
     ttft_saved_at_reference_s: float     # max(0, recompute - load) at the profile's reference length
     provenance: str
     source: str
+    first_byte_resolved: bool = True     # False: a fit with no fixed part (its 0 is "not resolved", never "0 ns")
 
     def to_json(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "tier"}
@@ -174,7 +175,8 @@ def tier_decisions(check: dict, src: str) -> tuple:
             reference_tokens=None if t.get("reference_tokens") is None else int(t["reference_tokens"]),
             ttft_saved_at_reference_s=max(0.0, margin),
             provenance="suspect" if bad else "measured",
-            source=f"{src} tiers.{name}: {t.get('source') or 'given'}" + (f"; suspect: {bad}" if bad else "")))
+            source=f"{src} tiers.{name}: {t.get('source') or 'given'}" + (f"; suspect: {bad}" if bad else ""),
+            first_byte_resolved=t.get("latency_resolved") is not False))
     return tuple(out)
 
 
@@ -234,7 +236,8 @@ def _cost(plan: dict, row: dict, cls, prices, ssd_bytes: float, life) -> tuple[f
         w = row.get("loading_wins") or {}
         lt = plan.get("load_tier") or {}
         bw = _num(lt.get("bandwidth_bytes_per_s"))
-        speed = f" ({format_rate(bw)}, first byte {format_duration(lt.get('latency_s') or 0)})" if bw else ""
+        first = lt.get("first_byte") or format_duration(lt.get("latency_s") or 0)   # "not resolved by the fit"
+        speed = f" ({format_rate(bw)}, first byte {first})" if bw else ""
         counted = (f"only hits whose load beats recompute: {100 * float(w.get('fraction') or 0):.0f}% of hit tokens "
                    f"at {lt.get('name') or 'the load tier'}'s speed{speed}")
     tier_day = usd["dram"] + ssd_usd_per_day(ssd_bytes, cls, life) + gpu
@@ -477,7 +480,10 @@ def fmt(key: str, v) -> str:
 def _tier_text(d: TierDecision) -> str:
     from kvbench.units import format_duration, format_rate
 
-    speed = (f"{format_rate(d.bandwidth_bytes_per_s)}, first byte {format_duration(d.first_byte_s)}"
+    from kvbench.analysis.recompute import NOT_RESOLVED
+
+    first = format_duration(d.first_byte_s) if d.first_byte_resolved else NOT_RESOLVED
+    speed = (f"{format_rate(d.bandwidth_bytes_per_s)}, first byte {first}"
              if d.bandwidth_bytes_per_s and d.first_byte_s is not None else "speed n/a")
     if d.decision == "suspect":
         return f"suspect, not used ({speed})"
