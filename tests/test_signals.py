@@ -142,7 +142,11 @@ def test_cluster_ends_its_node_processes_and_records_interrupted(sig, tmp_path):
     time.sleep(2)
     _stop(p, err, sig, tmp_path)
     (job,) = tmp_path.glob("res/cluster-*")
-    assert json.loads((job / "summary.json").read_text())["status"] == "interrupted"
+    s = json.loads((job / "summary.json").read_text())
+    assert s["status"] == "interrupted"
+    # what the nodes measured before they drained is kept: a node folder per node, each interrupted
+    assert {n["status"] for n in s["measured"]["nodes"]} == {"interrupted"}, s["measured"]["nodes"]
+    assert all((job / f"node-{n['node']}").is_dir() for n in s["measured"]["nodes"])
 
 
 def test_sigkill_kills_the_children_and_the_next_look_marks_the_run_stale(tmp_path):

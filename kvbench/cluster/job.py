@@ -178,10 +178,13 @@ def run_cluster(cfg: ClusterConfig) -> dict:
             if measured["lost"]:
                 status = "partial"
         rd.write_summary(summary, status=status)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         from kvbench.errors import Interrupted
 
-        rd.write_summary({"trace": cfg.replay.trace, "nodes_count": cfg.nodes, "dry_run": cfg.dry_run},
+        measured = getattr(e, "measured", None)          # the nodes' results up to the stop (measure.run_nodes)
+        part = {"measured": measured, "parts": {f"node-{m['node']}": m["run_dir"] for m in measured["nodes"]
+                                                if m.get("run_dir")}} if measured else {}
+        rd.write_summary({"trace": cfg.replay.trace, "nodes_count": cfg.nodes, "dry_run": cfg.dry_run, **part},
                          status="interrupted")
         raise Interrupted(f"cluster run interrupted; its folder is {rd.path}", "rerun the command") from None
     return {"kind": "cluster", "status": status, "run_dir": str(rd.path), **summary}

@@ -77,7 +77,7 @@ def node_trace_text(trace, rows: np.ndarray) -> str:
 
 def run_node(payload: dict) -> dict:
     """On the worker: replay the node's trace with its tiers; returns its summary and run folder files."""
-    from kvbench.errors import KvbenchError
+    from kvbench.errors import Interrupted, KvbenchError
     from kvbench.replay.kv import ReplayConfig, replay_kv
 
     with tempfile.TemporaryDirectory(prefix=f"kvbench-node{payload['node']}-") as tmp:
@@ -91,6 +91,10 @@ def run_node(payload: dict) -> dict:
         try:
             summary = replay_kv(ReplayConfig(**rc))
             status = summary["status"]
+        except Interrupted as e:     # stopped (kvbench.procs): its results so far are kept, as interrupted
+            error, status = str(e), "interrupted"
+        except KeyboardInterrupt as e:          # stopped before the replay could start: nothing measured
+            error, status = f"stopped before the replay started ({e})", "interrupted"
         except KvbenchError as e:
             error, status = str(e), "failed"
         files = {}
@@ -172,7 +176,14 @@ def run_nodes(cfg, trace, cols: dict, rd) -> dict:
     die = None
     if cfg.inject_node_loss is not None:
         die = next((k for k, j in enumerate(active) if j[1]["node"] == cfg.inject_node_loss), None)
-    results = run_jobs(active, cfg.ray_address, PLACEMENTS[cfg.placement], die=die)
+    stopped = None
+    try:
+        results = run_jobs(active, cfg.ray_address, PLACEMENTS[cfg.placement], die=die)
+    except KeyboardInterrupt as e:   # a stop signal: keep what the nodes measured before they drained
+        results = getattr(e, "partial_results", None)
+        if results is None:
+            raise
+        stopped = e
     from kvbench.cluster.sim import pct
 
     nodes, lost, hists, ttfts = [], [], [], []
@@ -217,7 +228,7 @@ def run_nodes(cfg, trace, cols: dict, rd) -> dict:
         rd.write_histograms(merged)
     hp = {name: h.percentiles() for name, h in merged.items()}
     every = np.concatenate(ttfts) if ttfts else np.zeros(0)
-    return {"nodes": nodes, "lost": lost, "where": f"ray {cfg.ray_address}" if cfg.ray_address else "local processes",
+    out = {"nodes": nodes, "lost": lost, "where": f"ray {cfg.ray_address}" if cfg.ray_address else "local processes",
             "load_time_ms": {k: (v / 1e3 if v is not None else None) for k, v in (hp.get("load_time") or {}).items()},
             "ttft_ms": {"p50": pct(every, 50), "p99": pct(every, 99), "requests": int(every.size),
                         "note": "each node's queue replayed with its measured load times and the modelled prefill"},
@@ -225,3 +236,7 @@ def run_nodes(cfg, trace, cols: dict, rd) -> dict:
                                   for name, h in merged.items()},
             "note": "L1-L3 per node as simulated; the shared L4 pool is simulated only (each measured node has a "
                     "private L4 of pool capacity / nodes)"}
+    if stopped is not None:          # the job records it as interrupted, with these nodes' results
+        stopped.measured = out
+        raise stopped
+    return out

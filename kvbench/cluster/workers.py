@@ -80,22 +80,33 @@ def run_local(jobs: list[tuple[str, dict]], die: int | None = None) -> list:
             send.close()
             procs.append((p, recv))
         return _collect(procs)
-    except BaseException:            # stopped (a signal) or failed: no node process outlives this call
-        _end(procs)
+    except BaseException as e:       # stopped (a signal) or failed: no node process outlives this call
+        e.partial_results = _end(procs)   # what the nodes measured before they drained (read by run_nodes)
         raise
 
 
-def _end(procs, grace_s: float = 20.0) -> None:
-    """SIGTERM every node process still running (each drains and records ``interrupted``), wait, then SIGKILL."""
+def _end(procs, grace_s: float = 20.0) -> list:
+    """SIGTERM every node process still running (each drains and sends its ``interrupted`` result), collect what
+    arrives within ``grace_s``, then SIGKILL the rest; results in job order (``Lost`` where none came)."""
     for p, _ in procs:
         if p.is_alive():
             p.terminate()
     deadline = time.monotonic() + grace_s
-    for p, _ in procs:
+    out = []
+    for i, (p, recv) in enumerate(procs):
+        res = Lost(i, "stopped before it returned", socket.gethostname())
+        try:
+            if recv.poll(max(0.0, deadline - time.monotonic())):
+                kind, value = recv.recv()
+                res = value if kind == "ok" else {"status": "failed", "error": value, "host": socket.gethostname()}
+        except (EOFError, OSError):
+            pass
         p.join(max(0.0, deadline - time.monotonic()))
         if p.is_alive():
             p.kill()
             p.join()
+        out.append(res)
+    return out
 
 
 def _collect(procs) -> list:
