@@ -40,6 +40,17 @@ def test_lru_slot_store_stream_by_hand():
     assert sw.capacity_blocks == 2 and sw.n_slots == 2 and sw.origin == "trace" and sw.sample_rate == 1.0
     # warm-up: up to the first rewrite of a slot (the third write), plus one turnover of 2 writes
     assert sw.writes == 5 and sw.warm_writes == 2 + 2
+    assert sw.turnovers == pytest.approx((5 - 4) / 2)       # writes past the warm-up, per cached block
+
+
+def test_write_back_l2_in_front_by_hand():
+    """An L2 of one block in front of a 2-block L3, write-back: a block reaches L3 only when L2 evicts it.
+    keys 1, 2, 3: 1 in L2; 2 evicts 1 into L3 slot 0; 3 evicts 2 into slot 1. The L2's own writes are not
+    the L3 store's stream."""
+    sw = store_writes(_trace([[1], [2], [3]]), block_bytes=BLOCK, capacity_bytes=2 * BLOCK, l2_bytes=BLOCK,
+                      write_policy="back", spare_slots=0, extend=False)
+    assert sw.ops.tolist() == [ftl.OP_WRITE, ftl.OP_WRITE] and sw.slots.tolist() == [0, 1]
+    assert sw.request.tolist() == [1, 2] and sw.params["l2_blocks"] == 1
 
 
 def test_fifo_policy_and_ttl_change_the_stream():
@@ -175,6 +186,7 @@ def test_fifo_slot_reuse_under_lru_is_near_one_where_random_overwrites_amplify()
     block = 512 * 131_072
     sw = store_writes(tr, block_bytes=block, capacity_bytes=5000 * block, extend=False)
     assert sw.origin == "trace" and sw.turnovers > 5
+    assert sw.n_slots == 5000 + 64                          # the default 64 spare slots, on top of the capacity
     fifo = store_waf(sw, op=0.07)
     assert fifo.waf == pytest.approx(1.0, abs=0.01)
     assert fifo.params["erase_unit_bytes"] == 256 << 20 and fifo.params["slot_bytes"] == block
@@ -192,8 +204,14 @@ def test_a_trace_too_short_for_the_store_is_extended_by_a_fitted_model():
     if short.warm_writes >= short.writes:
         with pytest.raises(SpecError, match="never reuses a slot"):
             store_waf(short)
-    long = store_writes(tr, block_bytes=BLOCK, capacity_bytes=20000 * BLOCK, max_slots=1 << 12)
+    from kvbench.analysis.trace_waf import extension_for
+
+    ext = extension_for(tr)
+    assert ext.origin == "fitted"
+    long = store_writes(tr, block_bytes=BLOCK, capacity_bytes=20000 * BLOCK, max_slots=1 << 12, fitted=ext)
     assert long.origin == "fitted model" and "fitted to the trace" in long.note
+    assert ext.q == pytest.approx(long.sample_rate)          # the kept stream is sampled as the store asked
+    assert np.all(np.diff(long.request) >= 0)                # requests numbered on across the fed batches
     assert long.turnovers >= 2 and long.sample_rate == pytest.approx(4096 / 20000)
     assert long.params["generated_s"] > tr.duration_s
     r = store_waf(long)
@@ -202,9 +220,16 @@ def test_a_trace_too_short_for_the_store_is_extended_by_a_fitted_model():
 
 def test_large_stores_run_on_a_key_sample_and_say_so():
     tr = read_trace("mooncake-synthetic")
-    sw = store_writes(tr, block_bytes=BLOCK, capacity_bytes=8000 * BLOCK, max_slots=2000, extend=False)
+    sw = store_writes(tr, block_bytes=BLOCK, capacity_bytes=8000 * BLOCK, max_slots=2000, extend=False,
+                      l2_bytes=4000 * BLOCK)
     assert sw.sample_rate == pytest.approx(0.25) and sw.capacity_blocks == 2000
+    assert sw.params["l2_blocks"] == 1000                   # the L2 in front is sampled at the same rate
     assert "key sample 0.25" in store_waf(sw).source
+    full = store_writes(tr, block_bytes=BLOCK, capacity_bytes=1000 * BLOCK, extend=False)
+    assert full.sample_rate == 1.0 and "key sample" not in store_waf(full).source
+    assert "2 streams" in store_waf(full, streams=2, stream_of=np.zeros(full.ops.size, np.int64)).source
+    big = store_writes(tr, block_bytes=BLOCK, capacity_bytes=(1 << 17) * BLOCK, extend=False)   # default 64k slots
+    assert big.sample_rate == pytest.approx(0.5) and big.capacity_blocks == 1 << 16
 
 
 def test_bad_inputs_are_one_line_errors():
@@ -214,13 +239,14 @@ def test_bad_inputs_are_one_line_errors():
     with pytest.raises(SpecError, match="turnovers"):
         store_writes(tr, block_bytes=BLOCK, capacity_bytes=BLOCK, turnovers=0)
     empty = store_writes(_trace([[]]), block_bytes=BLOCK, capacity_bytes=4 * BLOCK, extend=False)
+    assert empty.writes == 0 and empty.warm_writes == 0
     with pytest.raises(SpecError, match="writes nothing"):
         store_waf(empty)
 
 
 def test_waf_model_memoises_on_a_log_grid():
     m = WafModel(read_trace("mooncake-sample"), block_bytes=BLOCK, max_slots=1 << 10, per_decade=16)
-    assert m.grid_blocks(1000) == 1000 and m.grid_blocks(0.2) == 1
+    assert m.grid_blocks(1000) == 1000 and m.grid_blocks(0.2) == 1 and m.grid_blocks(1.5) == 2
     assert m.grid_blocks(1040) == m.grid_blocks(1000)          # within the grid step (10^(1/16) = 1.155)
     assert m.grid_blocks(1100) == round(10 ** (49 / 16))
     a = m.at(500, 0.07)
