@@ -102,6 +102,7 @@ def test_parse_fdp(text, want):
 
 def test_the_smallest_reclaim_unit_is_1_mib():
     assert parse_fdp("handles=2,ru=1MiB").ru_bytes == 1 << 20
+    assert parse_fdp("handles=64,ru=1GiB").handles == 64
     with pytest.raises(SpecError, match="below 1 MiB"):
         FdpSpec(2, (1 << 20) - 1).validate()
 
@@ -136,6 +137,7 @@ def test_plan_fdp_reports_waf_and_dwpd_with_and_without(cli):
             pick["dwpd_host"] * fd[f"waf_{key}"] / pick["reference_waf"], rel=1e-12)
         assert fd[f"nand_bytes_per_day_{key}"] == pytest.approx(pick["write_bytes_per_s"] * 86400 * fd[f"waf_{key}"])
     assert fd["op"] == pytest.approx(pick["over_provisioning"])
+    assert fd["trace_blocks"] > 1                  # the store simulated at the picked class's size, not one block
     assert fd["measured"] == {"waf": None, "note": "no replay run given (--run): nothing measured on a drive"}
     bad = cli("plan", "--trace", "mooncake-sample", "--model", "tiny-gqa", "--fdp", "handles=1,ru=64MiB")
     assert bad.exit_code != 0 and "outside 2..64" in bad.output and "Traceback" not in bad.output
@@ -155,6 +157,7 @@ def test_measured_fdp_from_a_replays_counters():
                      fdp_media_bytes_erased=0).to_dict()
     m = measured_fdp({"device_counters": {"l3": d}})
     assert (m["waf"], m["host_bytes"], m["media_bytes"]) == (1.25, 8_000, 10_000)
+    assert m["note"] == "measured: FDP statistics log, media / host bytes with metadata written"
     none = measured_fdp({"device_counters": {"l3": CounterDelta("/dev/nvme0n1", 10, None, 0, 0).to_dict()}})
     assert none["waf"] is None and "reports no FDP statistics" in none["note"]
     assert "not on an NVMe drive" in measured_fdp({"device_counters": {"l3": None}})["note"]

@@ -129,5 +129,5 @@ def fdp_for_plan(trace, spec: FdpSpec, *, pick: dict, blocks: float, block_bytes
         out[f"nand_bytes_per_day_{key}"] = day * w if day is not None else None
         out[f"dwpd_rating_equivalent_{key}"] = rating_equivalent_dwpd(host, w, ref) if host is not None else None
     out.update({"class": pick["class"], "store_bytes": pick["store_bytes"], "dwpd_host": host, "reference_waf": ref,
-                "op": op, "layout": layout, "measured": measured_fdp(measured)})
+                "op": op, "layout": layout, "trace_blocks": n, "measured": measured_fdp(measured)})
     return out
