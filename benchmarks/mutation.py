@@ -52,6 +52,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
                     ["tests/test_mrc_properties.py", "tests/test_curves_pinned.py", "tests/test_ttl_boundary.py",
                 "tests/test_mrc.py"]),
     "ftl": ("kvbench/analysis/ftl.py", ["tests/test_ftl_edges.py", "tests/test_ftl.py"]),
+    "trace_waf": ("kvbench/analysis/trace_waf.py", ["tests/test_trace_waf.py"]),
     "policies": ("kvbench/sim/policies.py",
                  ["tests/test_policies_properties.py", "tests/test_policies.py", "tests/test_ttl_boundary.py"]),
     "safety": ("kvbench/engine/safety.py", ["tests/test_safety_edges.py", "tests/test_safety_aliases.py",
