@@ -59,7 +59,7 @@ def test_check_a_replay_run(cli, tmp_path):
     (["--recompute-tokens-per-s", "1000", "--model", "tiny-gqa"], "nothing to check"),
     (["--recompute-tokens-per-s", "1000", "--model", "tiny-gqa", "--tier", "a=1GB,1ms"], "cannot parse rate"),
     (["--recompute-tokens-per-s", "1000", "--tier", "a=1GB/s,1ms"], "--model"),
-    (["--recompute-tokens-per-s", "0", "--model", "tiny-gqa", "--tier", "a=1GB/s,1ms"], "> 0 tokens/s"),
+    (["--recompute-tokens-per-s", "0", "--model", "tiny-gqa", "--tier", "a=1GB/s,1ms"], "--recompute-tokens-per-s must be > 0, not 0"),
     (["--profile", "no-such", "--tier", "a=1GB/s,1ms"], "unknown compute preset"),
     (["--recompute-tokens-per-s", "1000", "--model", "no-such", "--tier", "a=1GB/s,1ms"], "unknown models preset"),
     (["--recompute-tokens-per-s", "1000", "--model", "tiny-gqa", "--tier", "a=1GB/s,1ms", "--tier", "a=2GB/s,1ms"],

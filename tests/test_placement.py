@@ -95,7 +95,7 @@ def test_ftl_cli_streams_and_placement(cli):
     assert one["waf"] == pytest.approx(out["waf_one_stream"], rel=1e-12)    # the baseline is the one-stream run
     for extra, msg in ((["--streams", "2"], "puts every write in one stream"),
                        (["--streams", "2", "--placement", "hot"], "unknown placement rule 'hot'"),
-                       (["--streams", "0", "--placement", "age"], "--streams 0 is outside"),
+                       (["--streams", "0", "--placement", "age"], "--streams must be >= 1, not 0"),
                        (["--streams", "2", "--placement", "tier"], "needs tier labels")):
         bad = cli(*args, *extra)
         assert bad.exit_code != 0 and msg in bad.output and "Traceback" not in bad.output

@@ -175,7 +175,7 @@ def test_steps_get_the_region_results_and_destroy_data(tmp_path):
         if w.kind in ("io", "replay-kv"):
             assert f"--results {tmp_path}" in line
         if w.kind == "replay-kv":
-            assert "--l3 /dev/loop9 --l3-capacity 2147483648" in line and "--destroy-data /dev/loop9" in line
+            assert "--l3 /dev/loop9 --l3-region 2147483648" in line and "--destroy-data /dev/loop9" in line
             assert "--duration 10s" in line
         if w.kind == "io":
             assert "--runtime 10s" in line

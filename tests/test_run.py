@@ -153,8 +153,10 @@ def test_ctrl_c_during_the_replay_removes_the_store_and_keeps_a_report(tmp_path,
 def test_the_compute_profile_follows_the_model():
     from kvbench.cli.run import DEFAULT_PROFILE, _pick_profile
 
-    assert _pick_profile(None, "deepseek-v3") == ("deepseek-v3-h800-production", None)
-    assert _pick_profile(None, "llama-3.1-8b") == ("llama-3.1-8b-h200-trtllm-fp8", None)
+    # a measured profile of the model comes before a published one (both ship for these two models)
+    assert _pick_profile(None, "deepseek-v3") == ("deepseek-v3-nvidia-h200", None)
+    assert _pick_profile(None, "llama-3.1-8b") == ("llama-3.1-8b-nvidia-h200", None)
+    assert _pick_profile(None, "llama-3.1-70b") == ("llama-3.1-70b-nvidia-h200", None)
     name, note = _pick_profile(None, "tiny-gqa")
     assert name == DEFAULT_PROFILE and "stand-in" in note and "kvbench prefill --model tiny-gqa" in note
     assert _pick_profile("my.toml", "tiny-gqa") == ("my.toml", None)

@@ -232,7 +232,8 @@ def test_run_replays_the_whole_synthetic_trace_key_sampled_at_the_knee(tmp_path,
 
     monkeypatch.setattr(steps, "run_step", fake)
     monkeypatch.chdir(tmp_path)
-    r = cli("run", "--l2", "1GiB", "--l3-capacity", "12GiB", "--retentions", "", "-o", tmp_path / "r.html")
+    r = cli("run", "--trace", "mooncake-synthetic", "--l2", "1GiB", "--l3-capacity", "12GiB", "--retentions", "",
+            "-o", tmp_path / "r.html")
     assert r.exit_code == 1                                   # every step "failed": a partial job
     a = argvs["replay"]
     assert a[a.index("replay") + 2].endswith("mooncake-synthetic.jsonl.gz")

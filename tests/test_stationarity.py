@@ -234,3 +234,23 @@ def test_the_default_run_workload_is_stationary_and_shipped():
     assert st.stationary, st.verdict
     with pytest.raises(UsageError, match="unknown option"):
         _trace_path("gen:mooncake-synthetic-fit,bogus=1")
+
+
+def test_a_key_sampled_trace_reads_the_same_series_whole_or_compacted():
+    """A compacted key sample has dropped the requests left without a sampled block (their times are gone): the
+    request series counts the requests holding one, scaled to the whole stream's count, in both forms."""
+    from kvbench.stream.sampling import whole
+    from kvbench.stream.traces import read_trace
+
+    gen = "gen:chat,duration=1h,rate=5,seed=3,sample=0.05"
+    full, comp = read_trace(gen), read_trace(gen, compact=True, batch_requests=3000)
+    assert comp.n_requests < full.n_requests                      # the compacted form really dropped requests
+    a, b = stationarity(full, 5), stationarity(comp, 5)
+    assert a.requests == b.requests and a.request_rate == b.request_rate
+    assert a.new_block_share == b.new_block_share
+    held = np.asarray(full.blocks_per_request) > 0
+    assert sum(a.requests) == pytest.approx(whole(full)["requests"], abs=5)   # rounding, one per window
+    ts = np.asarray(full.timestamp_s)[held]
+    edges = np.linspace(full.timestamp_s[0], full.timestamp_s[-1], 6)
+    by_hand = np.histogram(ts, bins=edges)[0] * whole(full)["requests"] / held.sum()
+    np.testing.assert_allclose(a.request_rate, by_hand / np.diff(edges), rtol=1e-12)

@@ -171,7 +171,7 @@ def stationarity(trace, windows: int = DEFAULT_WINDOWS, start_s: float | None = 
     head = np.ones(w_s.size, dtype=bool)
     head[1:] = (w_s[1:] != w_s[:-1]) | (k_s[1:] != k_s[:-1])
     distinct = np.bincount(w_s[head], minlength=windows).astype(np.float64)
-    reqs = np.bincount(win[inside], minlength=windows).astype(np.float64)
+    reqs = _requests_per_window(trace, win, inside, windows)
     with np.errstate(invalid="ignore", divide="ignore"):
         share = np.where(refs > 0, new / refs, np.nan)
         whr = np.where(refs > 0, 1.0 - distinct / refs, np.nan)
@@ -180,11 +180,25 @@ def stationarity(trace, windows: int = DEFAULT_WINDOWS, start_s: float | None = 
                                              ("window_hit_ratio", whr)))
     total = refs.sum()
     return Stationarity(windows=windows, start_s=start, end_s=end, edges_s=tuple(map(float, edges)),
-                        requests=tuple(int(r) for r in reqs), references=tuple(int(r) for r in refs),
+                        requests=tuple(int(round(r)) for r in reqs), references=tuple(int(r) for r in refs),
                         new_block_share=tuple(map(float, share)), request_rate=tuple(map(float, rate)),
                         window_hit_ratio=tuple(map(float, whr)),
                         infinite_hit_ratio=float(1.0 - new.sum() / total) if total else 0.0,
                         trends=trends, stationary=not any(t.trends for t in trends))
+
+
+def _requests_per_window(trace, win, inside, windows) -> np.ndarray:
+    """Requests per window. A key-sampled trace (``gen:...,sample=F``) counts the requests that hold a sampled
+    block, scaled to the whole stream's request count: its compacted form has dropped the others (their times
+    are gone), so both forms read the same series; a constant scale changes neither trend test."""
+    from kvbench.stream.sampling import FULL_BLOCKS, whole
+
+    if FULL_BLOCKS not in trace.extras:
+        return np.bincount(win[inside], minlength=windows).astype(np.float64)
+    held = inside & (trace.blocks_per_request > 0)
+    counted = np.bincount(win[held], minlength=windows).astype(np.float64)
+    n_held = int(np.count_nonzero(trace.blocks_per_request > 0))
+    return counted * (whole(trace)["requests"] / n_held) if n_held else counted
 
 
 def stationary_suffix(trace, windows: int = DEFAULT_WINDOWS, starts=(0.0, 0.25, 0.5)) -> Stationarity | None:
