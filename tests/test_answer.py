@@ -258,6 +258,14 @@ def test_the_report_opens_with_the_answer_box_and_its_figure(tmp_path):
     assert text.index("answer-box") < text.index("fig-answer_figure") < text.index("id='verdict'")
     for _, line, _ in rows(a):
         assert line in text, line
+    # the figure's stars are the answer's figures: its store (top) and the host DWPD per drive the box states
+    from kvbench.report.figures import answer_figure
+    from kvbench.report.rundata import load_run
+
+    fig = answer_figure([load_run(job)])
+    stars = [t for t in fig.data if t.marker is not None and t.marker.symbol == "star"]
+    assert sorted((t.y[0] for t in stars)) == sorted([a.value("store_bytes"), a.value("dwpd_host_per_drive")])
+    assert all(t.x[0] == a.value("residence_s") for t in stars)
     assert_report_renders(out, tmp_path, min_plots=1, screenshot=True)
 
 

@@ -279,3 +279,21 @@ def test_a_worked_daily_bill_and_where_caching_breaks_even():
     assert h_star == pytest.approx((10_000 / 1825 + 2_100 / 912.5) / (1e10 / 50_000 / 3600 * 3.0), rel=1e-12)
     assert h_star == pytest.approx(0.046684931506849315, rel=1e-12)
     assert dram + qlc + gpu_usd_per_day((1 - h_star) * 1e10, 50_000, p) == pytest.approx(full, rel=1e-12)
+
+
+def test_a_plans_price_object_reads_back_every_field():
+    """plan.json carries Prices.to_dict(); the answer reads it back with Prices.from_dict: every class field
+    survives (the reader once dropped the raw NAND, OP, P/E and reference-WAF source), with overrides."""
+    from dataclasses import fields as dc_fields
+
+    from kvbench.analysis.cost import Prices
+
+    p = apply_overrides(load_prices(), ["ssd.tlc-1dwpd.usd_per_gb=0.09"])
+    back = Prices.from_dict(p.to_dict())
+    assert back.overrides == p.overrides and back.path == p.path and back.name == p.name
+    assert set(back.ssd) == set(p.ssd)
+    for k, c in p.ssd.items():
+        for f in dc_fields(c):
+            if f.name != "source":                        # to_dict does not carry a class's source line
+                assert getattr(back.ssd[k], f.name) == getattr(c, f.name), (k, f.name)
+    assert back.ssd["tlc-1dwpd"].usd_per_gb == 0.09 and back.ssd["tlc-1dwpd"].raw_nand_bytes == 8 * 2 ** 40

@@ -192,3 +192,16 @@ def test_a_run_whose_probes_stall_excludes_them_and_says_so(tmp_path, cli, monke
     used += [plan_lt["bandwidth_bytes_per_s"]] if plan_lt else []
     assert not stalled & set(used)
     assert "probe (suspect, excluded)" in (tmp_path / "run.html").read_text()
+
+
+def test_a_replay_folder_that_cannot_be_read_is_said_not_swallowed(tmp_path):
+    """The probes stand in for a replay whose loads cannot be read, and the load paths say why."""
+    from kvbench.analysis.loadpath import job_load_paths
+    from kvbench.spec.models import load_model
+
+    probe = _probe()
+    lp = job_load_paths(str(tmp_path / "no-such-replay"), load_model("llama-3.1-8b"), [probe], has_l2=False,
+                        profile_name="llama-3.1-8b-nvidia-h200", link=None)
+    assert lp.tiers["l3"].bandwidth_bytes_per_s == 2e9 and "tier probe" in lp.tiers["l3"].source
+    assert len(lp.notes) == 1 and "replay's own loads were not used" in lp.notes[0]
+    assert "no-such-replay" in lp.notes[0]

@@ -182,15 +182,9 @@ def tier_decisions(check: dict, src: str) -> tuple:
 
 def _prices(plan: dict):
     """The plan's price table (its ``prices`` object) as :class:`kvbench.analysis.cost.Prices`."""
-    from kvbench.analysis.cost import Prices, SsdClass
+    from kvbench.analysis.cost import Prices
 
-    p = plan["prices"]
-    ssd = {k: SsdClass(k, float(c["usd_per_gb"]), float(c["dwpd"]), float(c.get("warranty_years") or 5.0),
-                       _num(c.get("reference_waf")), str(c.get("label") or ""), "",
-                       _num(c.get("drive_capacity_bytes"))) for k, c in (p.get("ssd") or {}).items()}
-    return Prices(str(p.get("name") or ""), str(p.get("date") or ""), str(p.get("status") or "assumption"),
-                  float(p["dram_usd_per_gb"]), float(p.get("dram_service_years") or 5.0), ssd,
-                  float(p["gpu_usd_per_hour"]), str(p.get("path") or ""))
+    return Prices.from_dict(plan["prices"])
 
 
 def _ssd_read_bytes_per_s(plan: dict, row: dict) -> float | None:

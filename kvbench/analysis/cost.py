@@ -62,6 +62,20 @@ class Prices:
                             "label": c.label} for k, c in self.ssd.items()},
                 "sources": self.sources, "overrides": list(self.overrides)}
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "Prices":
+        """The inverse of :meth:`to_dict` (a plan's ``prices`` object): every field of every class kept."""
+        num = lambda v: None if v is None else float(v)  # noqa: E731
+        ssd = {k: SsdClass(k, float(c["usd_per_gb"]), float(c["dwpd"]), float(c.get("warranty_years") or 5.0),
+                           num(c.get("reference_waf")), str(c.get("label") or ""), "",
+                           num(c.get("drive_capacity_bytes")), num(c.get("over_provisioning")),
+                           num(c.get("raw_nand_bytes")), num(c.get("pe_cycles")),
+                           str(c.get("reference_waf_source") or "")) for k, c in (d.get("ssd") or {}).items()}
+        return cls(str(d.get("name") or ""), str(d.get("date") or ""), str(d.get("status") or "assumption"),
+                   float(d["dram_usd_per_gb"]), float(d.get("dram_service_years") or 5.0), ssd,
+                   float(d["gpu_usd_per_hour"]), str(d.get("path") or ""), dict(d.get("sources") or {}),
+                   tuple(d.get("overrides") or ()))
+
 
 def _positive(d: dict, key: str, where: str) -> float:
     v = d.get(key)

@@ -211,11 +211,12 @@ def job_load_paths(replay_dir: str | None, model, probes: list, *, has_l2: bool,
     from kvbench.compute.profile import load_profile
     from kvbench.errors import KvbenchError
 
-    measured = []
+    measured, notes = [], tuple(notes)
     if replay_dir:
         try:
             measured, _ = run_tiers(read_run(replay_dir), model)
-        except KvbenchError:          # a replay that loaded nothing (or a dry run): the probes stand in
-            measured = []
+        except KvbenchError as e:     # a replay that loaded nothing, a dry run, an unreadable folder: the probes
+            # stand in, and the load paths say why (never silently)
+            notes += (f"the replay's own loads were not used ({e.problem}); the tier probes stand in",)
     return choose_load_paths(measured, probes, has_l2=has_l2, profile=load_profile(profile_name), link=link,
                              notes=notes, excluded=excluded)

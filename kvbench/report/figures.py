@@ -919,8 +919,13 @@ def answer_figure(runs: list[RunData]) -> go.Figure | None:
                              name=f"{'the answer' if a.choice == 'dram+ssd' else 'the SSD tier, if built'}: KV kept "
                                   f"{format_duration(res)} in a {format_bytes(store, binary=False)} store"),
                   row=1, col=1)
-    fig.add_trace(go.Scatter(x=[res], y=[float(dwpd_at_residence(res))], mode="markers", showlegend=False,
-                             marker=dict(symbol="star", size=16, color="black")), row=2, col=1)
+    per_drive = a.value("dwpd_host_per_drive")       # what the answer box states (the store's own DWPD, 1 day / T,
+    if per_drive:                                   # spread over the whole drives that hold it)
+        fig.add_trace(go.Scatter(x=[res], y=[float(per_drive)], mode="markers",
+                                 marker=dict(symbol="star", size=16, color="black"),
+                                 name=f"per drive: {per_drive:.3g} host DWPD ({a.value('drives'):,} drives hold the "
+                                      f"store; 1 day / time kept is the store's {float(dwpd_at_residence(res)):.3g})"),
+                      row=2, col=1)
     tv, tt = duration_ticks(lo, hi)
     fig.update_layout(title=f"Keeping KV longer: a larger store, fewer drive writes (hollow: beyond the trace)",
                       **{**_LAYOUT, "height": 620})
@@ -931,6 +936,7 @@ def answer_figure(runs: list[RunData]) -> go.Figure | None:
     cv, ct = log_ticks(min(caps), max(caps), lambda v: format_bytes(v, binary=False))   # as drives are sold
     fig.update_yaxes(type="log", title="store (log)", tickvals=cv, ticktext=ct, row=1, col=1)
     dw = [float(dwpd_at_residence(v)) for v in x] + [t.y[0] for t in fig.data if t.mode == "lines" and len(t.y) == 2]
+    dw += [float(per_drive)] if per_drive else []
     dv, dt = log_ticks(min(dw), max(dw), count_label)
     fig.update_yaxes(type="log", title="DWPD (log)", tickvals=dv, ticktext=dt, row=2, col=1)
     return fig
@@ -994,8 +1000,10 @@ FIGURES = (
 CAPTIONS = {
     "answer_figure": "A store that keeps KV for T is rewritten once every T: DWPD = 1 day / T, and it must hold T of "
                      "writes (capacity = write rate x T). Where the DWPD line falls below a drive class's dashed "
-                     "line, that class lasts its warranty; the star is the answer. Hollow points lie beyond what "
-                     "the trace shows (write rate held: capacity an upper bound).",
+                     "line, that class lasts its warranty. The stars are the answer: its store (top) and the host "
+                     "DWPD each drive sees (bottom, as the answer box states it: at or below the line, since whole "
+                     "drives hold at least the store). Hollow points lie beyond what the trace shows (write rate "
+                     "held: capacity an upper bound).",
     "latency_tail": "Each I/O's latency, submit to completion, per tier and op. Read right to left: where a line "
                     "turns up is where the tail begins; lines stop at the rarest percentile their sample supports.",
     "request_time_tail": "Time to load one request's whole reused prefix (all its blocks, every tier), or one "
