@@ -73,8 +73,11 @@ class RunData:
         return None
 
     def all_summaries(self) -> list[tuple[str, dict]]:
-        """(prefix, summary) for this run and each part, for metric extraction."""
-        return [("", self.summary)] + [(f"{k}.", p.summary) for k, p in self.parts.items()]
+        """(prefix, summary) for this run and each part, for metric extraction: measured parts before dry runs,
+        so that a headline read from the first part holding it (requests issued, the replayed fraction) is the
+        timed replay's, never the whole-trace simulation's beside it."""
+        parts = sorted(self.parts.items(), key=lambda kv: bool(kv[1].summary.get("dry_run")))
+        return [("", self.summary)] + [(f"{k}.", p.summary) for k, p in parts]
 
 
 def _read_csv(path: Path) -> pd.DataFrame | None:

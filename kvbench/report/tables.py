@@ -110,7 +110,7 @@ HEADLINES = {
            ("p50 latency", "lat_us.p50"), ("p99 latency", "lat_us.p99"), ("p99.9 latency", "lat_us.p99.9"),
            ("max latency", "lat_us.max"), ("open-loop issue lag p99", "issue_lag_us.p99"),
            ("open-loop issue lag max", "issue_lag_us.max")),
-    "replay-kv": (("requests", "requests"), ("requests issued (timed I/O)", "requests_issued"),
+    "replay-kv": (("requests through the tier simulation", "requests"), ("requests issued (timed I/O)", "requests_issued"),
                   ("requests in the trace", "trace_requests"), ("replayed fraction (issued / in the trace)", "replayed_fraction"),
                   ("load time p50", "load_time_ms.p50"), ("load time p99", "load_time_ms.p99"),
                   ("application write amplification", "app_write_amplification"), ("verify errors", "verify_errors")),
