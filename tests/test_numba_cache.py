@@ -137,3 +137,58 @@ def test_a_new_stamp_prunes_the_modules_folders_left_unwritten_for_two_weeks(tmp
     loc = nc.PackageCacheLocator.from_function(tiers_kernel.run_requests.py_func, tiers_kernel.__file__)
     assert sorted(p.name for p in (tmp_path / "sim").iterdir()) == sorted(
         ["tiers_kernel-1", "tiers-0", Path(loc.get_cache_path()).name])
+
+
+def _closure_names(outer, inner) -> set[str]:
+    """Names ``inner`` loads that ``outer`` binds (imports, assignments, arguments): its closure cells."""
+    import ast
+
+    bound = {a.arg for a in outer.args.args + outer.args.kwonlyargs}
+    for node in ast.walk(outer):
+        if node is inner:
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            bound.add(node.id)
+    inner_own = {a.arg for a in inner.args.args + inner.args.kwonlyargs} | {
+        n.id for n in ast.walk(inner) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    loaded = {n.id for stmt in inner.body for n in ast.walk(stmt)          # the body: the decorator runs outside
+              if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    return (loaded & bound) - inner_own
+
+
+def test_no_cached_kernel_closes_over_a_variable():
+    """numba keys a closure's cache entry on the pickled bytes of its cells, which differ in every process: a cached
+    kernel defined inside a function that uses one of that function's names (as the FTL kernel once used
+    kvbench.kernels.u) compiles again in every process and grows its cache index without bound."""
+    import ast
+
+    bad = []
+    for path in sorted(Path(kvbench.__file__).parent.rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        for outer in ast.walk(tree):
+            if not isinstance(outer, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for inner in ast.walk(outer):
+                if inner is outer or not isinstance(inner, ast.FunctionDef):
+                    continue
+                jitted = any("jit" in ast.unparse(d) for d in inner.decorator_list)
+                names = _closure_names(outer, inner) if jitted else set()
+                if names:
+                    bad.append(f"{path.name}:{inner.lineno} {inner.name} closes over {sorted(names)}")
+    assert not bad, bad
+
+
+def test_the_ftl_kernel_loads_from_the_cache_in_a_second_process(tmp_path):
+    """Compiled in one process, the FTL kernel is loaded, not compiled, in the next (the cache index keeps one
+    entry per signature)."""
+    code = ("import numpy as np\nfrom kvbench.analysis.ftl_kernel import apply\nfrom kvbench.analysis import ftl\n"
+            "f = ftl.FtlModel(ftl.FtlConfig(user_bytes=256 * 4096, block_pages=16, op=0.25))\n"
+            "f.fill_sequential()\n"
+            "print(len(apply.stats.cache_hits), len(apply.stats.cache_misses))\n")
+    env = {**os.environ, "KVBENCH_NUMBA_CACHE_DIR": str(tmp_path)}
+    first = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    second = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0 and second.returncode == 0, first.stderr[-2000:] + second.stderr[-2000:]
+    assert first.stdout.split() == ["0", "1"] and second.stdout.split() == ["1", "0"]
