@@ -141,3 +141,19 @@ def test_loop_with_filesystem_or_partitions_refused(loopdev, tmp_path):
     part = f"{dev}p1"
     if os.path.exists(part):
         assert "partitions" in safety.block_write_refusal(dev)
+
+
+def test_only_targets_reads_the_dram_prefix():
+    """One place says whether a target spec is a DRAM arena (kvbench.engine.targets.is_dram_spec); the prefix was
+    once tested in seven modules."""
+    import re
+    from pathlib import Path
+
+    import kvbench
+    from kvbench.engine.targets import is_dram_spec
+
+    assert is_dram_spec("dram:1GiB") and not is_dram_spec("/dev/dram:1") and not is_dram_spec("store.bin")
+    root = Path(kvbench.__file__).parent
+    readers = [str(p.relative_to(root)) for p in root.rglob("*.py")
+               if re.search(r"""startswith\(\s*["']dram:|\[\s*:\s*5\s*\]\s*==\s*["']dram:""", p.read_text())]
+    assert readers == ["engine/targets.py"] or readers == [], readers

@@ -105,7 +105,9 @@ def run(cfg, spec, *, dry_run, engine, qd, verify, destroy_data, results, as_jso
     tgt = None
     if not dry_run:                            # safety refusals (a device without --destroy-data) come next
         from kvbench.engine import open_target
-        tgt = open_target(cfg.target, size=None if cfg.target.startswith("dram:") else w.layouts[cfg.layout].total_bytes,
+        from kvbench.engine.targets import is_dram_spec
+
+        tgt = open_target(cfg.target, size=None if is_dram_spec(cfg.target) else w.layouts[cfg.layout].total_bytes,
                           write=True, destroy_data=destroy_data)
     try:
         rd = RunDir.create("replay-engram", config, root=results, targets=[tgt] if tgt else ())

@@ -327,7 +327,8 @@ def _preflight(l3_path: str | None, results_root: str, destroy_data: str | None)
                    "drive_capacity=CAP,utilization=U.")
 @click.option("--retentions", default=RETENTIONS, show_default=True,
               help="Retention times for the DWPD-vs-retention sweep (comma list; empty: no sweep).")
-@click.option("--probe-seconds", type=float, default=2.0, show_default=True, help="Seconds per tier probe.")
+@click.option("--probe-seconds", type=float, default=1.0, show_default=True,
+              help="Seconds of each tier probe's bandwidth phase (its first-byte phase runs at most half of it).")
 @click.option("--link", default=None, metavar="NAME",
               help="L2 -> GPU link model (workloads/links: pcie-gen5-x16, pcie-gen4-x16) [the profile's measured "
                    "pinned copy when it has one, else pcie-gen5-x16]: host memcpy is never a load path.")

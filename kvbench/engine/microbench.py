@@ -20,7 +20,7 @@ from kvbench.engine.iolog import check_iolog_names, write_iolog
 from kvbench.engine.plan import OP_READ, OP_WRITE, make_plan
 from kvbench.engine import safety
 from kvbench.engine.runner import run_plan
-from kvbench.engine.targets import open_target
+from kvbench.engine.targets import is_dram_spec, open_target
 from kvbench.errors import TargetError, UsageError
 from kvbench.metrics import diskstats
 from kvbench.metrics.run import RunDir
@@ -160,7 +160,7 @@ def run_io(spec: IoSpec, *, results_root: str = "results", export_iolog: str | N
     path = spec.target
     exists = os.path.exists(path)
     size = spec.size
-    if size is None and not exists and not path.startswith("dram:"):
+    if size is None and not exists and not is_dram_spec(path):
         size = 1 << 30
     if export_iolog:
         d = os.path.dirname(os.path.abspath(export_iolog))
@@ -273,7 +273,7 @@ def run_io(spec: IoSpec, *, results_root: str = "results", export_iolog: str | N
 def _unwritten(path: str, size: int | None) -> int | None:
     from kvbench.engine.targets import first_hole
 
-    if path.startswith("dram:") or not os.path.isfile(path):
+    if is_dram_spec(path) or not os.path.isfile(path):
         return None
     return first_hole(path, size)
 

@@ -156,6 +156,15 @@ def check_memory(size: int, what: str, fix: str) -> None:
                           f"{where}", fix)
 
 
+DRAM_PREFIX = "dram:"
+
+
+def is_dram_spec(path) -> bool:
+    """Is ``path`` a DRAM arena spec (``dram:<size>``) rather than a file or device path? The one place that reads
+    the prefix; an opened target says what it is in ``Target.kind``."""
+    return str(path).startswith(DRAM_PREFIX)
+
+
 def open_dram(spec: str, *, lbs: int = 512) -> Target:
     """A DRAM arena: an anonymous, pre-faulted, page-aligned buffer of the given size."""
     size = parse_size(spec.split(":", 1)[1] or "0", what="dram target size")
@@ -184,7 +193,7 @@ def open_target(path: str | os.PathLike, size: int | str | None = None, write: b
     Block devices: reads need nothing; writes need ``destroy_data`` naming the same device.
     """
     path = str(path)
-    if path.startswith("dram:"):
+    if is_dram_spec(path):
         return open_dram(path)
     size = parse_size(size, what="--size") if size is not None else None
     try:

@@ -131,8 +131,10 @@ def target_facts(path: str | Path) -> dict:
         opened = path.facts()
         base = target_facts(path.path)
         return {**base, **{k: v for k, v in opened.items() if v is not None}}
+    from kvbench.engine.targets import is_dram_spec
+
     path = str(path)
-    if path.startswith("dram:"):
+    if is_dram_spec(path):
         return {"path": path, "kind": "dram"}
     facts: dict = {"path": os.path.realpath(path)}
     try:

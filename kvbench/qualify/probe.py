@@ -51,9 +51,9 @@ def probe_tier(name: str, path: str, *, span: int | None = None, io_size: int = 
                seconds: float = 2.0, small: int = 4096, faults: str | None = None) -> TierProbe:
     """Measure one tier: ``path`` is the store file/device or ``dram:<size>``; ``span`` bytes from offset 0
     are read (default: the whole target). ``faults``: injected into both measurements (tests: a stall)."""
-    from kvbench.engine.targets import open_target
+    from kvbench.engine.targets import is_dram_spec, open_target
 
-    t = open_target(path, write=path.startswith("dram:"), create=False)
+    t = open_target(path, write=is_dram_spec(path), create=False)
     try:
         span = int(min(span or t.size, t.size))
         small = max(small, t.lbs)

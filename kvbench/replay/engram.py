@@ -572,9 +572,11 @@ def fit_scale(spec: EngramSpec, vocab: int, pad: int, page: int, capacity: int) 
 def target_capacity(target: str) -> tuple[str, int | None]:
     """(kind, usable bytes) of a target before opening it: ``dram`` arena size, block device size, or the free
     space for a file (plus its current size). None when unknown."""
+    from kvbench.engine.targets import DRAM_PREFIX, is_dram_spec
     from kvbench.units import parse_size
-    if target.startswith("dram:"):
-        size = parse_size(target[5:], what="dram target size")
+
+    if is_dram_spec(target):
+        size = parse_size(target[len(DRAM_PREFIX):], what="dram target size")
         if size <= 0:
             raise UsageError(f"target {target!r} has zero capacity", "give e.g. --target dram:2GiB")
         return "dram", size
