@@ -157,3 +157,29 @@ def test_only_targets_reads_the_dram_prefix():
     readers = [str(p.relative_to(root)) for p in root.rglob("*.py")
                if re.search(r"""startswith\(\s*["']dram:|\[\s*:\s*5\s*\]\s*==\s*["']dram:""", p.read_text())]
     assert readers == ["engine/targets.py"] or readers == [], readers
+
+
+def test_a_private_dram_arena_holds_what_one_worker_wrote_and_refuses_forked_workers():
+    """A process-private arena (a replay's L2, a probe: ``shared=False``) reads back what was written by the one
+    process that uses it; run_plan refuses to fork workers over it (a forked worker's writes would land in its
+    own copy-on-write pages: the parent would read zeros) instead of verifying garbage."""
+    from kvbench.engine.plan import OP_READ, OP_WRITE
+    from kvbench.errors import UsageError
+
+    t = open_target("dram:8MiB", shared=False)
+    try:
+        assert t.kind == "dram" and not t.shared
+        offs = np.arange(64, dtype=np.uint64) * np.uint64(65536)
+        w = run_plan(make_plan(OP_WRITE, offs, 65536, tag=0x5EED), [t], engine="dram", qd=1)
+        assert w.status == "complete"
+        r = run_plan(make_plan(OP_READ, offs, 65536, tag=0x5EED), [t], engine="dram", qd=1, verify="all")
+        assert r.status == "complete" and r.verify["checked"] == 64 and r.verify["mismatches"] == 0
+        with pytest.raises(UsageError, match="process-private DRAM arena"):
+            run_plan(make_plan(OP_WRITE, offs, 65536, tag=1), [t], engine="dram", qd=1, workers=2)
+    finally:
+        t.close()
+    s = open_target("dram:1MiB")            # the default stays shared: io --numjobs forks over it
+    try:
+        assert s.shared
+    finally:
+        s.close()

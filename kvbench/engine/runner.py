@@ -162,6 +162,10 @@ def _worker_main(wid, plan, gidx, targets, eng, cfg, t0, stop, q):
 
 
 def _run_workers(plan, parts, targets, eng, cfg, merger, handle_signals, stop):
+    private = [t.path for t in targets if t.kind == "dram" and not t.shared]
+    if private:          # a forked worker's writes into a private arena would stay in its own copy
+        raise UsageError(f"{', '.join(private)}: a process-private DRAM arena cannot be shared by {len(parts)} "
+                         "worker processes", "open it with open_target(..., shared=True) or run one worker")
     ctx = mp.get_context("fork")
     stop = stop if stop is not None else ctx.RawValue("i", 0)
     q = ctx.Queue()

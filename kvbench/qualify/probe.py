@@ -53,7 +53,7 @@ def probe_tier(name: str, path: str, *, span: int | None = None, io_size: int = 
     are read (default: the whole target). ``faults``: injected into both measurements (tests: a stall)."""
     from kvbench.engine.targets import is_dram_spec, open_target
 
-    t = open_target(path, write=is_dram_spec(path), create=False)
+    t = open_target(path, write=is_dram_spec(path), create=False, shared=False)   # one worker (_reads)
     try:
         span = int(min(span or t.size, t.size))
         small = max(small, t.lbs)

@@ -324,7 +324,7 @@ def _open_targets(cfg: ReplayConfig, hier: Hierarchy) -> _Targets:
             need = t.store.footprint_bytes
             if name == "l2":
                 check_memory(need, f"--l2 {format_bytes(cfg.l2)}", "give a smaller --l2 or free memory")
-                tgt = open_target(f"dram:{need}")
+                tgt = open_target(f"dram:{need}", shared=False)     # one worker: private memory faults faster
                 out.dram.append(tgt)
                 out.tier_domain[t.level] = ("dram", 0)
                 continue
@@ -584,6 +584,63 @@ def replay_kv(cfg: ReplayConfig, *, progress=None) -> dict:
                        ios_per_block, progress)
     finally:
         targets.close()
+
+
+@dataclass(frozen=True)
+class SimulatedIOs:
+    """What :func:`simulate_tier_ios` found: the replay's tiers as it would build them, and its I/O counts."""
+
+    capacity_blocks: dict          # tier name -> blocks the cache holds (L3: the region less its spare slots)
+    block_bytes: int
+    slot_bytes: int
+    ios_per_block: int             # chunk I/Os per block read or written (the latency histograms count these)
+    trace_requests: int            # requests the replay would run (the trace, cut by --max-requests)
+    requests: int                  # requests simulated (fewer when every need was met early)
+    ios: dict                      # (tier, "read"|"write") -> chunk I/Os in the requests simulated
+    reached: dict                  # (tier, op) -> the fewest requests giving its need, None when never
+
+
+def simulate_tier_ios(cfg: ReplayConfig, needs: dict) -> SimulatedIOs:
+    """The replay's tier simulation alone, before any I/O (no target opened, nothing written): the tiers at
+    the capacities the replay would give them (``--l3-region`` fitted as :func:`replay_kv` does) and, per
+    ``(tier, "read"|"write")`` of ``needs`` (-> chunk I/Os wanted), the fewest leading requests whose plan
+    issues that many I/Os of that op on that tier (the rows :func:`events_to_plan` makes: ``ios_per_block`` per
+    block). Stops simulating once every need is met."""
+    from kvbench.spec.models import load_model
+
+    cfg = keyed_stream(cfg)
+    cfg.validate()
+    model = load_model(cfg.model, tp=cfg.tp)
+    block_tokens, n_requests, _n_blocks, most = _load_trace_meta(cfg)
+    if cfg.max_requests is not None:
+        n_requests = min(n_requests, int(cfg.max_requests))
+    block_bytes = model.block_bytes(block_tokens)
+    cfg = fit_region(cfg, block_bytes)
+    spec = hierarchy_spec(cfg, block_bytes)
+    if cfg.sample_keys is not None:
+        _check_sampled_capacities(cfg, spec)
+    hier = Hierarchy(spec, max_request_blocks=most)
+    ios_per_block = -(-spec.slot_bytes // cfg.chunk_bytes)
+    level = {t.spec.name: t.level for t in hier.tiers}
+    opcode = {"read": 0, "write": 1}
+    ios = {k: 0 for k in needs}
+    reached = {k: None for k in needs}
+    done = 0
+    for reqs, ev in _Windows(cfg, hier, ios_per_block):
+        for (tier, op), want in needs.items():
+            if tier not in level:
+                continue
+            sel = ev["request"][(ev["tier"] == level[tier]) & (ev["op"] == opcode[op])]
+            before = ios[(tier, op)]
+            ios[(tier, op)] = before + sel.size * ios_per_block
+            if reached[(tier, op)] is None and ios[(tier, op)] >= want:
+                k = -(-(int(want) - before) // ios_per_block) - 1      # the event that brings the count to want
+                reached[(tier, op)] = int(sel[max(k, 0)]) + 1
+        done = int(reqs["request"][-1]) + 1 if len(reqs) else done
+        if all(reached[k] is not None for k in needs):
+            break
+    return SimulatedIOs({t.spec.name: int(t.policy.capacity) for t in hier.tiers}, int(block_bytes),
+                        int(spec.slot_bytes), int(ios_per_block), int(n_requests), done, ios, reached)
 
 
 def _check_sampled_capacities(cfg: ReplayConfig, spec: HierarchySpec) -> None:
