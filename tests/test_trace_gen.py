@@ -72,3 +72,49 @@ def test_bad_specs():
     with pytest.raises(UsageError, match="unknown generator parameter"):
         override_params("chat", turns=3)
     assert override_params("chat", turns_mean=9).turns_mean == 9
+
+
+def _keys_by_numpy(prompt, system, system_len, shared_len, doc, session, bt, salt):
+    """The generator's block keys as array operations (the form the compiled kernel replaced): block i of a
+    request of p tokens ends at (i + 1) * bt; kind 1 system prompt, 2 shared document, 3 history, 4 new tokens."""
+    from kvbench.stream.chain import mix
+
+    nb = -(-prompt.astype(np.int64) // bt)
+    offsets = np.zeros(len(prompt) + 1, dtype=np.int64)
+    np.cumsum(nb, out=offsets[1:])
+    r = np.repeat(np.arange(len(prompt)), nb)
+    i = np.arange(int(offsets[-1]), dtype=np.int64) - offsets[:-1][r]
+    end = (i + 1) * bt
+    p = prompt[r].astype(np.int64)
+    s = system[r].astype(np.int64)
+    kind = np.where(end <= system_len[r], 1, np.where(end <= shared_len[r], 2, np.where(end <= p, 3, 4)))
+    owner = np.where(kind == 1, s, np.where(kind == 2, s * np.int64(1 << 32) + doc[r], session[r]))
+    k = mix(np.full(i.size, salt, dtype=np.uint64) ^ kind.astype(np.uint64), owner.astype(np.uint64))
+    k = mix(k, i.astype(np.uint64))
+    k = mix(k, np.where(kind == 4, p, 0).astype(np.uint64))
+    return k & np.uint64((1 << 63) - 1), offsets
+
+
+@pytest.mark.parametrize("bt", [1, 16, 512])
+def test_compiled_block_keys_equal_the_array_form(bt):
+    """The compiled key kernel against the array form, on requests at every boundary: empty prompts, prompts of
+    exactly k blocks, system prompt and document ending inside, at and past the prompt, large ids."""
+    from kvbench.stream.synth import KEY_MASK
+    from kvbench.stream.synth_kernel import block_keys
+
+    rng = np.random.default_rng(bt)
+    n = 400
+    prompt = rng.integers(0, 40 * bt, n).astype(np.int32)
+    prompt[:5] = [0, bt, 2 * bt, bt - 1 if bt > 1 else 1, 3 * bt + 1]
+    system_len = rng.integers(0, 20 * bt, n).astype(np.int32)
+    system_len[5:10] = prompt[5:10]                         # the system prompt is the whole prompt
+    shared_len = (system_len + rng.integers(0, 20 * bt, n)).astype(np.int32)
+    shared_len[10:15] = system_len[10:15]                   # no document
+    system = rng.integers(0, 2**31 - 1, n).astype(np.int32)
+    doc = rng.integers(0, 2**31 - 1, n).astype(np.int32)
+    session = rng.integers(0, 2**62, n).astype(np.int64)
+    salt = np.uint64(0xFFFF_FFFF_FFFF_FFF1)
+    keys, offsets = block_keys(prompt, system, system_len, shared_len, doc, session, bt, salt, KEY_MASK)
+    want_keys, want_offsets = _keys_by_numpy(prompt, system, system_len, shared_len, doc, session, bt, salt)
+    assert np.array_equal(offsets, want_offsets)
+    assert keys.dtype == np.uint64 and np.array_equal(keys, want_keys)

@@ -27,7 +27,6 @@ from typing import Iterator
 import numpy as np
 
 from kvbench.errors import UsageError
-from kvbench.stream.chain import mix
 from kvbench.stream.workload import WorkloadModel
 
 GEN_PREFIX = "gen:"
@@ -236,23 +235,11 @@ class Generator:
 
     # --- keys -------------------------------------------------------------------------------------
     def _keys(self, rows: _Rows) -> tuple[np.ndarray, np.ndarray]:
-        bt = self.model.block_tokens
-        nb = -(-rows.prompt.astype(np.int64) // bt)
-        offsets = np.zeros(len(rows) + 1, dtype=np.int64)
-        np.cumsum(nb, out=offsets[1:])
-        r = np.repeat(np.arange(len(rows)), nb)
-        i = np.arange(int(offsets[-1]), dtype=np.int64) - offsets[:-1][r]
-        end = (i + 1) * bt
-        prompt = rows.prompt[r].astype(np.int64)
-        system = rows.system[r].astype(np.int64)
-        kind = np.where(end <= rows.system_len[r], 1, np.where(end <= rows.shared_len[r], 2,
-                                                                  np.where(end <= prompt, 3, 4)))
-        owner = np.where(kind == 1, system,
-                         np.where(kind == 2, system * np.int64(1 << 32) + rows.doc[r], rows.session[r]))
-        k = mix(np.full(i.size, self.salt, dtype=np.uint64) ^ kind.astype(np.uint64), owner.astype(np.uint64))
-        k = mix(k, i.astype(np.uint64))
-        k = mix(k, np.where(kind == 4, prompt, 0).astype(np.uint64))
-        return k & KEY_MASK, offsets
+        """(keys, offsets) of the requests' blocks: :func:`kvbench.stream.synth_kernel.block_keys`."""
+        from kvbench.stream.synth_kernel import block_keys
+
+        return block_keys(rows.prompt, rows.system, rows.system_len, rows.shared_len, rows.doc, rows.session,
+                          int(self.model.block_tokens), np.uint64(self.salt), KEY_MASK)
 
     # --- the stream -------------------------------------------------------------------------------
     def batches(self, batch_requests: int = WINDOW_REQUESTS, limit: int | None = None,
