@@ -284,3 +284,39 @@ def test_node_table_under_clustered_keys_agrees_with_a_dict():
         found = [int(K._find(A, t, int(k))) for k in keys]
         assert found == [live.get(int(k), -1) for k in keys], f"step {step}: the table and the dict disagree"
     assert int(A[K.GB + K.G_ERR]) == 0
+
+
+def test_the_registries_own_the_kernel_codes():
+    """Each registered cache and admission policy carries the code the compiled kernel branches on (one place to
+    add a policy: its class and its registry line); the codes are the kernel's constants, each used once, and a
+    policy without a compiled form sends the hierarchy to the Python reference."""
+    from kvbench.sim import tiers_kernel as K
+    from kvbench.sim.admission import ADMISSIONS, Admission
+    from kvbench.sim.policies import POLICIES
+
+    assert {n: c.kernel_code for n, c in POLICIES.items()} == {"lru": K.POL_LRU, "fifo": K.POL_FIFO,
+                                                                 "s3fifo": K.POL_S3}
+    compiled = {n: c.kernel_code for n, c in ADMISSIONS.items() if not c.trivial}
+    assert compiled == {"second-access": K.ADM_SECOND, "tinylfu": K.ADM_TINYLFU, "prefix-depth": K.ADM_PREFIX,
+                        "threshold": K.ADM_THRESHOLD}
+    for name, cls in ADMISSIONS.items():
+        if cls.trivial:
+            continue
+        params = "depth=4" if name == "prefix-depth" else "min_blocks=2" if name == "threshold" else ""
+        from kvbench.sim.admission import make_admission
+
+        p = make_admission(f"{name}:{params}" if params else name, 64)
+        assert p.kernel_params()["code"] == cls.kernel_code
+
+    class Uncompiled(Admission):
+        name = "uncompiled"
+
+        def admit(self, key, now, depth, blocks, victim):
+            return depth < 2
+
+    ADMISSIONS["uncompiled"] = Uncompiled
+    try:
+        spec = HierarchySpec((TierSpec("l2", 4 * BB), TierSpec("l3", 16 * BB, admission="uncompiled")), BB)
+        assert isinstance(Hierarchy(spec), ReferenceHierarchy)
+    finally:
+        del ADMISSIONS["uncompiled"]

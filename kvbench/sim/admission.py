@@ -96,6 +96,14 @@ class Admission:
     needs_victim = False
     needs_request = False
     params: dict = {}
+    #: the compiled tier simulation's code for this policy (kvbench.sim.tiers_kernel ``ADM_*``; the registry owns
+    #: it: tests/test_tiers_compiled.py checks the two agree); None: the policy runs in ReferenceHierarchy only
+    kernel_code: int | None = None
+
+    def kernel_params(self) -> dict:
+        """The compiled kernel's parameters of this policy: ``code`` and the sizes and settings its state is laid
+        out from (kvbench.sim.tiers.Hierarchy._adm_layout), read from this object (one source for defaults)."""
+        raise NotImplementedError(f"{self.name} admission has no compiled form")
 
     def __init__(self, capacity_blocks: int):
         capacity_blocks = int(capacity_blocks)
@@ -129,6 +137,10 @@ class SecondAccess(Admission):
     """Admit on the second write attempt; the first only enters a bounded FIFO ghost list of keys."""
 
     name = "second-access"
+    kernel_code = 1                     # tiers_kernel.ADM_SECOND
+
+    def kernel_params(self) -> dict:
+        return dict(code=self.kernel_code, ghosts=(self.ghost.size,))
 
     def __init__(self, capacity_blocks: int, ghost: float = 1.0):
         super().__init__(capacity_blocks)
@@ -154,6 +166,10 @@ class TinyLFU(Admission):
     name = "tinylfu"
     needs_victim = True
     counter_max = 15                 # 4-bit counters
+    kernel_code = 2                  # tiers_kernel.ADM_TINYLFU
+
+    def kernel_params(self) -> dict:
+        return dict(code=self.kernel_code, sketch=(self.width, self._shift, self.sample_size))
 
     def __init__(self, capacity_blocks: int, width: float = 1.0, sample: float = 10.0):
         super().__init__(capacity_blocks)
@@ -213,6 +229,12 @@ class PrefixDepth(Admission):
     beyond its shared prefix."""
 
     name = "prefix-depth"
+    kernel_code = 3                  # tiers_kernel.ADM_PREFIX
+
+    def kernel_params(self) -> dict:
+        seen = self._seen.size if self._seen is not None else 0
+        return dict(code=self.kernel_code, ghosts=(seen, self._deep.size), depth=self.depth,
+                    beyond=self.beyond_shared, limit=self._limit)
 
     def __init__(self, capacity_blocks: int, depth: float | None = None, beyond_shared: float | None = None,
                  ghost: float = 4.0):
@@ -263,6 +285,11 @@ class Threshold(Admission):
     """Size threshold (request length in blocks) and/or time threshold (re-reference within a window)."""
 
     name = "threshold"
+    kernel_code = 4                  # tiers_kernel.ADM_THRESHOLD
+
+    def kernel_params(self) -> dict:
+        return dict(code=self.kernel_code, ghosts=(self._seen.size if self._seen is not None else 0,),
+                    min_blocks=self.min_blocks, window=self.window)
 
     def __init__(self, capacity_blocks: int, min_blocks: float = 0, window: float | None = None,
                  ghost: float = 4.0):

@@ -30,6 +30,9 @@ class Cache:
     """Base of the policies: capacity, retention bookkeeping and the shared API."""
 
     name = "base"
+    #: the compiled tier simulation's code for this policy (kvbench.sim.tiers_kernel ``POL_*``: the registry owns
+    #: it, tests/test_tiers_compiled.py checks the two agree); every registered policy has a compiled form
+    kernel_code: int | None = None
 
     def __init__(self, capacity_blocks: int, ttl_s: float | None = None):
         capacity_blocks = int(capacity_blocks)
@@ -83,6 +86,7 @@ class LRUCache(Cache):
     """Least recently used: an OrderedDict key -> last access time, oldest first."""
 
     name = "lru"
+    kernel_code = 0          # tiers_kernel.POL_LRU
 
     def __init__(self, capacity_blocks: int, ttl_s: float | None = None):
         super().__init__(capacity_blocks, ttl_s)
@@ -195,6 +199,7 @@ class FIFOCache(Cache):
     """First in, first out: hits do not reorder (a baseline, and what a log with no cleaning does)."""
 
     name = "fifo"
+    kernel_code = 1          # tiers_kernel.POL_FIFO
 
     def __init__(self, capacity_blocks: int, ttl_s: float | None = None):
         super().__init__(capacity_blocks, ttl_s)
@@ -272,6 +277,7 @@ class S3FIFOCache(Cache):
     """
 
     name = "s3fifo"
+    kernel_code = 2          # tiers_kernel.POL_S3
     small_fraction = 0.10
     move_threshold = 1
 

@@ -28,7 +28,8 @@ or demoted) is written at all; a rejected block is counted (``admission_rejects`
 ``admit-all`` installs no hook (``_Tier.admission`` is None), so results are those of write-through exactly.
 
 :class:`Hierarchy` runs the per-block loop compiled (numba), admission policies included (their ghost lists and
-sketches are compiled state, their parameters read from the reference objects: ``_ADMISSION_KERNEL``);
+sketches are compiled state: each registered policy carries its kernel code and parameters,
+``kernel_code``/``kernel_params()`` in :mod:`kvbench.sim.policies` and :mod:`kvbench.sim.admission`);
 :class:`ReferenceHierarchy` is the same simulation in Python, the reference it is tested against. A policy
 registered without a compiled form would make ``Hierarchy(spec)`` the reference (same results, Python speed).
 
@@ -44,7 +45,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kvbench.errors import SpecError
-from kvbench.sim.admission import is_trivial, make_admission, parse_admission
+from kvbench.sim.admission import ADMISSIONS, is_trivial, make_admission, parse_admission
 from kvbench.sim.blockstore import fit_store, make_store, slot_bytes_for
 from kvbench.sim.policies import POLICIES, make_policy
 from kvbench.units import format_bytes
@@ -436,9 +437,7 @@ class ReferenceHierarchy(_Inspect):
         return reqs, events
 
 
-
 # --- the compiled hierarchy ----------------------------------------------------------------------------------
-_POLICY_CODES = {"lru": 0, "fifo": 1, "s3fifo": 2}
 _HUGE_PAGE = 2 << 20
 
 
@@ -455,30 +454,6 @@ POOL_START = 1 << 16     # nodes a compiled tier's pool starts with at most (it 
 _STORE_CODES = {None: 0, "slot": 1, "log": 2}
 
 
-def _second_access(adm) -> dict:
-    return dict(code=1, ghosts=(adm.ghost.size,))
-
-
-def _tinylfu(adm) -> dict:
-    return dict(code=2, sketch=(adm.width, adm._shift, adm.sample_size))
-
-
-def _prefix_depth(adm) -> dict:
-    seen = adm._seen.size if adm._seen is not None else 0
-    return dict(code=3, ghosts=(seen, adm._deep.size), depth=adm.depth, beyond=adm.beyond_shared,
-                limit=adm._limit)
-
-
-def _threshold(adm) -> dict:
-    return dict(code=4, ghosts=(adm._seen.size if adm._seen is not None else 0,), min_blocks=adm.min_blocks,
-                window=adm.window)
-
-
-# admission policies the compiled kernel runs (kvbench.sim.tiers_kernel: _admit, _adm_observe, _adm_begin):
-# name -> the kernel's parameters, read from the reference policy object (one source for sizes and defaults).
-# A policy without an entry runs in ReferenceHierarchy.
-_ADMISSION_KERNEL = {"second-access": _second_access, "tinylfu": _tinylfu, "prefix-depth": _prefix_depth,
-                     "threshold": _threshold}
 
 
 class _StoreView:
@@ -573,7 +548,7 @@ class Hierarchy(_Inspect):
 
     def __new__(cls, spec: HierarchySpec, max_request_blocks: int | None = None):
         # an admission policy the kernel has no compiled form of runs in the reference (same results)
-        if any(not is_trivial(t.admission) and parse_admission(t.admission)[0] not in _ADMISSION_KERNEL
+        if any(not is_trivial(t.admission) and ADMISSIONS[parse_admission(t.admission)[0]].kernel_code is None
                for t in spec.tiers):
             return ReferenceHierarchy(spec)
         return super().__new__(cls)
@@ -614,9 +589,9 @@ class Hierarchy(_Inspect):
             if not is_trivial(ts.admission):
                 policy = make_admission(ts.admission, cap)
                 view.admission = _AdmissionView(self, t, policy)
-                adm = _ADMISSION_KERNEL[policy.name](policy)
+                adm = policy.kernel_params()
             self.tiers.append(view)
-            sizes.append(dict(pol=_POLICY_CODES[pol.name], cap=cap, adm=adm,
+            sizes.append(dict(pol=pol.kernel_code, cap=cap, adm=adm,
                               scap=getattr(pol, "small_capacity", 0), mcap=getattr(pol, "main_capacity", 0),
                               ttl=ts.ttl_s, store=_STORE_CODES[layout], trim=trim,
                               level=TIER_NAMES.index(ts.name), n_slots=n_slots, segs=segs, nseg=nseg))
