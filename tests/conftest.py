@@ -89,6 +89,8 @@ def _code_objects(code):
 
 
 def _drives_the_system(fn, module_globals: dict, seen: set) -> bool:
+    import sys
+
     code = getattr(getattr(fn, "__wrapped__", fn), "__code__", None)
     if code is None or code in seen:
         return False
@@ -98,11 +100,17 @@ def _drives_the_system(fn, module_globals: dict, seen: set) -> bool:
             return True
         if any(isinstance(k, str) and k.split("/")[-1] in _SYSTEM_STRINGS for k in c.co_consts):
             return True
-        for name in c.co_names:                     # module-level helpers of the tests (not kvbench's code)
-            f = module_globals.get(name)
-            if callable(f) and getattr(f, "__module__", "").startswith("tests") and \
-                    _drives_the_system(f, module_globals, seen):
-                return True
+        # module-level helpers of the tests (not kvbench's code): the module's own names, and those a function
+        # imports from another test module (``from tests.test_report_fixtures import assert_report_renders``);
+        # a helper is read in its own module's names
+        spaces = [module_globals] + [vars(sys.modules[n]) for n in c.co_names
+                                     if n.startswith("tests.") and n in sys.modules]
+        for name in c.co_names:
+            for space in spaces:
+                f = space.get(name)
+                if callable(f) and getattr(f, "__module__", "").startswith("tests") and \
+                        _drives_the_system(f, getattr(f, "__globals__", space), seen):
+                    return True
     return False
 
 
@@ -127,11 +135,24 @@ SLOW_TESTS = {
 }
 
 
+# What the scan cannot see, by function name as SLOW_TESTS (a file edited by others need not change): tests that run
+# the `kvbench run` or `kvbench qualify` job for real, whose steps kvbench.qualify.steps.run_step starts as
+# kvbench processes (the tests that replace run_step with a fake stay unit tests).
+INTEGRATION_TESTS = {
+    "test_hit_ratios_do_not_depend_on_the_replay_duration",                 # 45.6 s (two `kvbench run` jobs)
+    "test_a_run_whose_probes_stall_excludes_them_and_says_so",              # 60.2 s (`kvbench run`, stalled probes)
+    "test_qualify_folder_and_its_parts",                                    # 4.1 s (`kvbench qualify`)
+    "test_qualify_drive_override_and_skip_precondition",                    # 2.6 s (`kvbench qualify`, twice)
+    "test_skipped_precondition_still_writes_a_file_before_reading_it",      # 1.6 s (`kvbench qualify`)
+}
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         fn = getattr(item, "function", None)
         if fn is not None and fn.__name__ in SLOW_TESTS:
             item.add_marker(pytest.mark.slow)
+        if fn is not None and fn.__name__ in INTEGRATION_TESTS:
+            item.add_marker(pytest.mark.integration)
         if fn is None or item.get_closest_marker("integration"):
             continue
         names = set(getattr(item, "fixturenames", ()))
