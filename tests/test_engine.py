@@ -249,3 +249,30 @@ def test_latency_splits_into_slat_and_clat_and_depth_follows_littles_law(target,
     s = r.summary()
     assert set(s["slat_us"]) == set(s["clat_us"]) == set(s["lat_us"]) and s["inflight_mean"] == r.inflight_mean()
     assert s["ops"]["read"]["clat_us"]["p50"] <= s["ops"]["read"]["lat_us"]["p50"]
+
+
+def test_engines_are_chosen_by_what_they_declare(tmp_path):
+    """engine_for reads the engines' declared target kinds and capabilities, not their names: a device engine asked
+    for a DRAM arena gives way to the memory engine; the memory engine refuses a file, naming the engines that run
+    files; a mix of DRAM and a file is refused for every engine but the one that touches nothing."""
+    from kvbench.engine.engines import ENGINES, engine_for
+    from kvbench.errors import UsageError
+
+    dram = open_target("dram:1MiB")
+    f = open_target(tmp_path / "t.bin", size=1 << 20, write=True)
+    try:
+        assert engine_for("libaio", [dram]) == "dram" and engine_for("psync", [dram]) == "dram"
+        assert engine_for("dram", [dram]) == "dram" and engine_for("null", [dram]) == "null"
+        assert engine_for("libaio", [f]) == "libaio" and engine_for("psync", [f]) == "psync"
+        with pytest.raises(UsageError, match=r"the dram engine does not run on file targets.*file targets run on "
+                                             r"the libaio or psync"):
+            engine_for("dram", [f])
+        with pytest.raises(UsageError, match="the libaio engine does not run on dram targets"):
+            engine_for("libaio", [dram, f])
+        assert engine_for("null", [dram, f]) == "null"
+        with pytest.raises(UsageError, match="unknown engine 'spdk'"):
+            engine_for("spdk", [f])
+        assert set(ENGINES) == {"libaio", "psync", "dram", "null"}
+    finally:
+        f.close()
+        dram.close()

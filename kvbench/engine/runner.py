@@ -16,7 +16,7 @@ import psutil
 
 from kvbench import procs
 from kvbench.engine.driver import Driver, DriverConfig, SecondStats, StopFlag
-from kvbench.engine.engines import engine_class
+from kvbench.engine.engines import engine_class, engine_for
 from kvbench.engine.faults import FaultSpec, parse_faults
 from kvbench.engine.plan import FLAG_FENCE, OP_NAMES, validate_plan
 from kvbench.engine.result import PlanResult
@@ -64,13 +64,7 @@ def run_plan(plan: np.ndarray, targets, engine: str = "libaio", qd: int = 32, wo
         raise UsageError("open-loop plan is not sorted by issue_ns", "sort the plan by issue_ns")
     if isinstance(faults, str):
         faults = parse_faults(faults)
-    if all(t.kind == "dram" for t in targets) and engine in ("libaio", "psync"):
-        engine = "dram"
-    if engine == "dram" and any(t.kind != "dram" for t in targets):
-        raise UsageError("the dram engine runs only on dram:<size> targets", "use --engine libaio for files")
-    if engine in ("libaio", "psync") and any(t.kind == "dram" for t in targets):
-        raise UsageError("dram:<size> targets need the dram engine", "run DRAM and device targets separately")
-    eng = engine_class(engine)
+    eng = engine_class(engine_for(engine, targets))
     eng.prepare()
     cfg = DriverConfig(qd=int(qd), pacing=pacing, speed=float(speed), verify=verify,
                        verify_every=max(1, int(verify_every)), batch=int(batch),

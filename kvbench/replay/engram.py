@@ -727,10 +727,11 @@ def run_fetch(w: EngramWorkload, target, *, engine: str = "libaio", qd: int = 32
     Returns (fetch summary, histograms, per-step time series, engine result, table facts). ``progress(phase,
     done, total, row)`` follows each phase's I/Os second by second."""
     from kvbench.engine import run_plan
+    from kvbench.engine.engines import engine_for
     lay = w.layouts[w.config.layout]
     table_bytes = lay.total_bytes
     tag = table_tag(w.spec, table_bytes, lay.page)
-    dev_engine = "dram" if target.kind == "dram" else engine
+    dev_engine = engine_for(engine, [target])        # a DRAM arena runs on the memory engine
     facts = {"tag": f"{tag:#018x}", "bytes": table_bytes, "written": False, "write_s": 0.0}
     if target.kind == "dram" or target.created or not table_is_current(target, table_bytes, tag, dev_engine, lay.extent):
         if not target.writable:

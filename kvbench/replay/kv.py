@@ -511,7 +511,7 @@ def _run_domain(plan, targets, cfg, verify, runtime_s, results, key, stop, live=
     from kvbench.engine import run_plan
 
     try:
-        results[key] = run_plan(plan, targets, engine="dram" if key == "dram" else cfg.engine,
+        results[key] = run_plan(plan, targets, engine=cfg.engine,     # run_plan picks the memory engine for DRAM
                                 qd=1 if key == "dram" else cfg.qd,
                                 workers=1, pacing="closed" if cfg.closed_loop else "open", speed=1.0,
                                 verify=verify, runtime_s=runtime_s, handle_signals=False, stop=stop,

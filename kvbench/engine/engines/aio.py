@@ -118,6 +118,7 @@ def _ring_views(ctx, enabled=True):
 class LibaioEngine(Engine):
     name = "libaio"
     caps = frozenset({CAP_ASYNC, CAP_ALIGNED})
+    kinds = frozenset({"file", "block"})
 
     @classmethod
     def check_available(cls) -> None:

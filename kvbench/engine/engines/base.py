@@ -25,6 +25,7 @@ class Engine:
 
     name = "base"
     caps: frozenset = frozenset()
+    kinds: frozenset = frozenset()   # the Target kinds it runs on (Target.kind: "file", "block", "dram")
 
     def __init__(self, targets, qd: int, buffers: np.ndarray, buf_addr: int):
         self.targets, self.qd, self.buffers, self.buf_addr = targets, qd, buffers, buf_addr

@@ -68,6 +68,7 @@ def _small_kernel():
 class DramEngine(Engine):
     name = "dram"
     caps = frozenset({CAP_DISKLESS})
+    kinds = frozenset({"dram"})
 
     def __init__(self, targets, qd, buffers, buf_addr):
         super().__init__(targets, qd, buffers, buf_addr)

@@ -10,6 +10,7 @@ from kvbench.engine.engines.base import CAP_DISKLESS, EMPTY, Engine
 class NullEngine(Engine):
     name = "null"
     caps = frozenset({CAP_DISKLESS})
+    kinds = frozenset({"file", "block", "dram"})   # touches nothing: any target
 
     def __init__(self, *a, **k):
         super().__init__(*a, **k)

@@ -20,6 +20,7 @@ from kvbench.engine.engines.base import CAP_ALIGNED, EMPTY, Engine
 class PsyncEngine(Engine):
     name = "psync"
     caps = frozenset({CAP_ALIGNED})
+    kinds = frozenset({"file", "block"})
 
     def __init__(self, targets, qd, buffers, buf_addr):
         super().__init__(targets, qd, buffers, buf_addr)
