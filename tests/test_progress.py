@@ -140,6 +140,14 @@ def test_io_status_line_on_a_terminal_and_clean_pipes(tmp_path):
     assert "ETA" not in term
 
 
+def test_io_prefill_of_a_new_file_shows_a_line(tmp_path):
+    """A new file is written whole before it is read: the terminal shows that (bytes of the size), not silence."""
+    argv = IO + ["--target", str(tmp_path / "new.dat"), "--results", str(tmp_path / "res")]
+    _, term = _on_pty(argv, tmp_path)
+    frames = [f for f in term.split("\r") if "prefilling" in f]
+    assert any("prefilling new.dat" in f and "B (" in f for f in frames), term        # done/total B (share)
+
+
 def test_trace_gen_line_has_an_eta_to_the_end_of_the_span(tmp_path):
     argv = [sys.executable, "-m", "kvbench", "trace", "gen", "--model-file", "chat", "--duration", "1d",
             "-o", str(tmp_path / "d.jsonl")]

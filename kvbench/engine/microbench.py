@@ -282,7 +282,19 @@ def _prefill(target, spec: IoSpec) -> dict:
     bs = max(spec.bs, PREFILL_BS - PREFILL_BS % spec.bs) if target.size >= PREFILL_BS else spec.bs
     n = target.size // bs
     plan = make_plan(OP_WRITE, np.arange(n, dtype=np.int64) * bs, bs, tag=IO_TAG)
-    r = run_plan(plan, [target], engine=spec.engine if spec.engine != "null" else "libaio", qd=8)
+    from kvbench.progress import Line
+
+    # a new file is written whole before it is read (seconds to minutes): a live line, not a silent terminal
+    with Line(f"io: prefilling {os.path.basename(target.path)} (reads must find data)", n * bs, "B") as line:
+        line.update(0)
+        done = [0.0]
+
+        def on_second(row):
+            done[0] += row["bw_bytes_per_s"] * row["interval_s"]
+            line.update(min(done[0], n * bs), note=f"{row['bw_bytes_per_s'] / 1e9:.3g} GB/s")
+
+        r = run_plan(plan, [target], engine=spec.engine if spec.engine != "null" else "libaio", qd=8,
+                     on_second=on_second)
     r.raise_for_status()
     if target.fd >= 0:
         os.fsync(target.fd)
