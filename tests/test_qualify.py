@@ -17,6 +17,8 @@ from kvbench.qualify.steps import option_args
 from kvbench.spec.presets import preset_names
 from tests.test_report_fixtures import assert_report_renders
 
+MiB = 1 << 20
+
 PROFILE = {
     "name": "unit",
     "drive": {"rated_dwpd": 1.0},
@@ -255,3 +257,98 @@ def test_engram_table_window_is_judged_at_the_layer_a_drive_can_serve():
     assert (r.value, r.outcome) == (0.004, "pass")
     res["engram-replay"]["layer_window_miss_ratio"]["15"] = 0.02
     assert evaluate(crit, res)[0].outcome == "fail"
+
+
+# --- sizing: every criterion measurable on the region, or a refusal naming the smallest region -------------
+SIZED = """
+name = "sized"
+[[workload]]
+name = "kv"
+kind = "replay-kv"
+args = ["{trace}"]
+model = "llama-3.1-8b"
+l2 = "64MiB"
+l3 = "{{target}}"
+l3_region = "{{size}}"
+closed_loop = true
+[[criterion]]
+name = "L3 read tail"
+workload = "kv"
+metric = "tiers.l3.read_lat_us.{pct}"
+max = "1s"
+"""
+
+
+def _sized_profile(tmp_path, pct="p99"):
+    from tests.conftest import write_mooncake
+
+    # three requests of the same three blocks (keys 1, 2, 3; Llama-3.1-8B: 512 tokens x 128 KiB = 64 MiB each)
+    trace = write_mooncake(tmp_path / "t.jsonl", [(0, [1, 2, 3]), (1000, [1, 2, 3]), (2000, [1, 2, 3])])
+    path = tmp_path / "sized.toml"
+    path.write_text(SIZED.format(trace=trace, pct=pct))
+    return load_qualify_profile(str(path))
+
+
+def _size(prof, region, quick=True):
+    from kvbench.qualify.job import workload_argv
+    from kvbench.qualify.sizing import size_steps
+
+    return size_steps(prof, region, quick=quick, argv_of=lambda w: workload_argv(
+        w, target="/dev/loop9", size=region, destroy_data="/dev/loop9", results_root="R", run_dirs={},
+        quick=10.0 if quick else None))
+
+
+def test_percentile_sample_counts():
+    from kvbench.qualify.sizing import needs_of, samples_needed
+
+    # ceil(100 / (100 - Q)): the percentile is above the maximum only with that many samples
+    assert [samples_needed(q) for q in ("99.9", "99", "50", "90", "99.99", "100")] == [1000, 100, 2, 10, 10000, 1]
+    crit = parse_profile(PROFILE, "p.toml").criteria
+    assert needs_of(crit, "replay") == {("l3", "read"): (100, ("l3 tail",))}      # verify_errors, dwpd: not sized
+    assert needs_of(crit, "load") == {}
+
+
+def test_replay_step_is_sized_to_the_requests_that_read_l3_enough(tmp_path):
+    """By hand: 64 MiB blocks in 1 MiB chunks = 64 I/Os per block; p99 needs 100 I/Os = 2 blocks. Spare
+    slots at QD32 x 1 MiB over 64 MiB slots: ceil(32/64) + 1 = 2. A 320 MiB region = 5 slots: L3 holds 3 blocks,
+    L2 holds 1. Request 0 writes keys 3, 2, 1 (touched deepest-first) through to L3, L2 keeps key 1; request 1
+    touches 3 (L3), 2 (L3), 1 (L2): 2 L3 blocks = 128 I/Os >= 100 after 2 requests."""
+    prof = _sized_profile(tmp_path)
+    (s,) = _size(prof, 320 * MiB).values()
+    assert (s.step, s.capacity_blocks, s.block_bytes, s.ios_per_block) == ("kv", {"l2": 1, "l3": 3}, 64 * MiB, 64)
+    assert (s.requests, s.trace_requests, s.needs, s.options) == (2, 3, {"l3 read": 100}, {"max_requests": 2})
+    assert _size(prof, 320 * MiB, quick=False)["kv"].options == {}        # the whole trace runs anyway
+    from kvbench.qualify.job import workload_argv
+    argv = " ".join(workload_argv(prof.workloads[0], target="/dev/loop9", size=320 * MiB, destroy_data=None,
+                                  results_root="R", run_dirs={}, quick=10.0, sized=s.options))
+    assert "--max-requests 2" in argv and "--duration" not in argv        # --quick: requests, not 10 s
+
+
+def test_too_small_a_region_is_refused_naming_the_smallest_that_works(tmp_path):
+    """4 slots: L3 holds 2 blocks, and three blocks cycling through a 2-block LRU never hit (each miss evicts
+    the next one wanted): 0 L3 reads. The smallest region is 3 blocks + 2 spare slots = 5 x 64 MiB = 320 MiB."""
+    from kvbench.qualify.sizing import CannotMeasure
+
+    prof = _sized_profile(tmp_path)
+    for region in (256 * MiB, 320 * MiB - 1, 64 * MiB, 4096):
+        with pytest.raises(CannotMeasure) as e:
+            _size(prof, region)
+        assert "'L3 read tail' needs 100 L3 reads (kv)" in e.value.problem
+        assert e.value.fix == "qualify a device (or --size) of at least 320 MiB (335,544,320 bytes)"
+    assert "l3 holds 2 blocks of 64 MiB) the trace's 3 requests read L3 0 times" in str(
+        pytest.raises(CannotMeasure, _size, prof, 256 * MiB).value)
+    # p99.9 needs 1,000 I/Os; the trace reads at most 2 x 2 blocks = 256 from L3 whatever the region
+    with pytest.raises(CannotMeasure, match="read L3 256 times; no region size gives them"):
+        _size(_sized_profile(tmp_path, "p99.9"), 1 << 30)
+
+
+def test_qualify_refuses_an_unmeasurable_region_before_writing_anything(tmp_path, cli):
+    prof = _sized_profile(tmp_path)
+    target = tmp_path / "drive.img"
+    r = cli("qualify", prof.path, "--target", target, "--size", "256MiB", "--results", tmp_path / "res",
+            "-o", tmp_path / "q.html")
+    assert r.exit_code == 2, r.output
+    (line,) = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert line.startswith("kvbench: error: sized: 'L3 read tail' needs 100 L3 reads")
+    assert line.endswith("(fix: qualify a device (or --size) of at least 320 MiB (335,544,320 bytes))")
+    assert not target.exists() and not (tmp_path / "res").exists() and not (tmp_path / "q.html").exists()

@@ -115,7 +115,8 @@ def test_run_records_interrupted_writes_its_report_and_removes_its_store(sig, tm
 
 @pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
 def test_qualify_records_interrupted(sig, tmp_path):
-    p, err = _start(["qualify", "kv-cache-offload", "--target", "q.dat", "--size", "128MiB", "--quick",
+    # 2560 MiB: the smallest region whose replay reads L3 enough for its p99.9 is 2.5 GiB (refused below it)
+    p, err = _start(["qualify", "kv-cache-offload", "--target", "q.dat", "--size", "2560MiB", "--quick",
                      "--results", "res", "-o", "q.html"], tmp_path)
     _wait_for(lambda: "precondition" in (tmp_path / "stderr.txt").read_text(), what="the precondition")
     time.sleep(1)

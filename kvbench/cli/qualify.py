@@ -20,7 +20,8 @@ from kvbench.cli._common import (OUTPUT, SIZE, emit_json, fan_out_cmd, force_opt
               help="Skip the steady-state rounds (drive already conditioned); the region is still written once "
                    "before it is read, and criteria on steady state are listed as skipped.")
 @click.option("--quick", is_flag=True,
-              help="A first look in minutes: every workload at most 10 s, the precondition one short round; "
+              help="A first look in minutes: every workload at most 10 s (a KV replay: the fewest requests that give "
+                   "its criteria their I/Os), the precondition one short round; "
                    "the verdict says it was shortened.")
 @click.option("--results", "results_root", default="results", show_default=True, help="Folder for run folders.")
 @click.option("-o", "--output", default=None, type=OUTPUT, help="HTML report path.")

@@ -11,6 +11,9 @@ What the job guarantees before a criterion may pass (``criteria`` judges the res
   or, when the precondition is skipped or absent, one sequential pass (``written_by``);
 - every workload gets the one ``--destroy-data`` the user gave, the test region (``--size``), and this run's
   folder for its results; the replay's store fits the region (``--l3-region``: its cache is the region less its spare slots);
+- every criterion on a replay's tier latency can be measured: before any I/O the replay is simulated at the
+  region's capacities and run for at least the requests that give the percentile its I/Os (``sizing``; under
+  ``--quick`` exactly those), or the job refuses, naming the smallest region that gives them;
 - the DWPD criterion reads the deployment DWPD per drive at the whole drive's capacity (``{drive_capacity}``:
   ``--drive capacity=...``, else the whole device holding the target), never the test region's.
 """
@@ -27,6 +30,7 @@ from pathlib import Path
 from kvbench.errors import KvbenchError
 from kvbench.qualify.criteria import evaluate, verdict
 from kvbench.qualify.profile import KIND_COMMANDS, PRECONDITION, Precondition, QualifyProfile, validate_drive
+from kvbench.qualify.sizing import size_steps
 from kvbench.qualify.steps import kvbench_argv, run_step
 from kvbench.units import format_bytes, parse_duration
 
@@ -132,10 +136,12 @@ QUICK = {
 
 def workload_argv(w, *, target: str, size: int | None, destroy_data: str | None, results_root: str,
                   run_dirs: dict, drive_capacity: int | None = None, quick: float | None = None,
-                  drive: dict | None = None) -> list[str]:
+                  drive: dict | None = None, sized: dict | None = None) -> list[str]:
     """The command line of one workload: the profile's options with placeholders filled ({target}, {size},
     {drive_capacity}, {results}, {run:NAME} = an earlier workload's run folder), plus what the step needs
-    to run on the drive under test (STEP_OPTIONS), its results folder, and ``quick`` (seconds: --quick)."""
+    to run on the drive under test (STEP_OPTIONS), its results folder, ``quick`` (seconds: --quick) and
+    ``sized``: options :mod:`kvbench.qualify.sizing` set so that its criteria can be measured (under --quick,
+    ``max_requests`` replaces the duration cap)."""
     ctx = {"target": target, "size": size or "", "results": results_root,
            "drive_capacity": drive_capacity or "", **{f"run:{k}": v for k, v in run_dirs.items()}}
     opts = {k: _substitute(v, ctx) for k, v in w.options.items()}
@@ -144,6 +150,10 @@ def workload_argv(w, *, target: str, size: int | None, destroy_data: str | None,
         opts.setdefault("results", results_root)
     if quick and w.kind in QUICK:
         QUICK[w.kind](opts, float(quick))
+    if sized:
+        if "max_requests" in sized:
+            opts.pop("duration", None)
+        opts.update(sized)
     return kvbench_argv(KIND_COMMANDS[w.kind], [_substitute(a, ctx) for a in w.args], opts)
 
 
@@ -210,9 +220,20 @@ def qualify(profile: QualifyProfile, target: str, *, size: int | None = None, de
                                   if isinstance(c.threshold, str) and c.threshold.startswith("drive.")}
     drive_facts = {**profile.drive, **validate_drive(given, named=named)}   # bad --drive values: before any I/O
     size = size or _target_size(target)
-    # every refusal (safety, O_DIRECT, free space, lock) comes before a run folder is made or a byte written
-    open_target(target, size=size, write=True, destroy_data=destroy_data).close()
     cap, cap_source = drive_capacity(target, drive_facts, set(given))
+
+    def argv_of(w, run_dirs=None, results=results_root, sized=None):
+        return workload_argv(w, target=target, size=size, destroy_data=destroy_data, results_root=results,
+                             run_dirs=run_dirs or {}, drive_capacity=cap, quick=quick_s if quick else None,
+                             drive=drive_facts, sized=sized)
+
+    # every refusal comes before a run folder is made or a byte written: first those about an existing target
+    # itself (safety, ownership, O_DIRECT, lock; nothing created or grown), then each criterion measurable on
+    # this region (else the smallest region that is), then a new file's (its size, free space)
+    if os.path.exists(target):
+        open_target(target, write=True, destroy_data=destroy_data).close()
+    sized = size_steps(profile, size, quick=quick, argv_of=argv_of)
+    open_target(target, size=size, write=True, destroy_data=destroy_data).close()
     rd = RunDir.create("qualify", {"profile": profile.name, "profile_path": profile.path, "target": target,
                                    "size": size, "skip_precondition": skip_precondition, "quick": quick,
                                    "drive": drive_facts, "drive_capacity": cap,
@@ -224,7 +245,8 @@ def qualify(profile: QualifyProfile, target: str, *, size: int | None = None, de
     steps: list = []
     skipped: dict = {}
     head = {"profile": profile.name, "target": target, "region_bytes": size, "quick": quick,
-            "drive_capacity": {"bytes": cap, "source": cap_source}}
+            "drive_capacity": {"bytes": cap, "source": cap_source},
+            **({"sizing": {k: s.to_dict() for k, s in sized.items()}} if sized else {})}
 
     def save(status: str, extra: dict | None = None) -> None:
         rd.write_summary({**head, "parts": parts, "steps": steps, **(extra or {})}, status=status)
@@ -232,8 +254,11 @@ def qualify(profile: QualifyProfile, target: str, *, size: int | None = None, de
     from kvbench.progress import Steps
     from kvbench.replay.live import step_detail
     runs_pre = profile.precondition is not None and not skip_precondition or _reads(profile)
-    meter = Steps("qualify", [None] * runs_pre + [expected_seconds(w, quick_s if quick else None)
+    meter = Steps("qualify", [None] * runs_pre + [None if w.name in sized and sized[w.name].options else
+                                                  expected_seconds(w, quick_s if quick else None)
                                                   for w in profile.workloads])
+    for s in sized.values():
+        progress(f"sized {s.line()}")
     try:
         pre = profile.precondition
         if skip_precondition and pre is not None:
@@ -255,9 +280,8 @@ def qualify(profile: QualifyProfile, target: str, *, size: int | None = None, de
                 PRECONDITION not in skipped else "one sequential pass before the workloads"
             save("running")
         for w in profile.workloads:
-            argv = workload_argv(w, target=target, size=size, destroy_data=destroy_data, results_root=steps_root,
-                                 run_dirs=parts, drive_capacity=cap, quick=quick_s if quick else None,
-                                 drive=drive_facts)
+            argv = argv_of(w, run_dirs=parts, results=steps_root,
+                           sized=sized[w.name].options if w.name in sized else None)
             meter.start(w.name)
             missing = sorted({m for a in argv for m in re.findall(r"\{run:([^}]+)\}", a)})
             if missing:       # an earlier step it reads produced no run folder: do not feed it the placeholder
@@ -315,7 +339,9 @@ def qualify(profile: QualifyProfile, target: str, *, size: int | None = None, de
                "failed": [c.name for c in verdicts if c.outcome == "fail"],
                "not_measured": [c.name for c in verdicts if c.outcome == "not-measured"],
                "skipped": [c.name for c in verdicts if c.outcome == "skipped"],
-               **({"shortened": f"--quick: workloads at most {quick_s:g} s, precondition one round"}
+               **({"shortened": f"--quick: workloads at most {quick_s:g} s, precondition one round"
+                   + "".join(f"; {k}: the first {s.requests:,} requests (what its criteria read)"
+                             for k, s in sized.items() if s.options)}
                   if quick else {})}
     run_status = "complete" if all_ran else "partial"
     failed_steps = {} if all_ran else {"reason": "some workloads failed: " +
