@@ -94,6 +94,31 @@ def test_a_step_kvbench_cannot_vouch_for_is_not_measured_never_pass():
     assert verdict(evaluate(p.criteria, res, p.drive)) == "partial"
 
 
+def test_zero_errors_in_zero_checks_is_not_measured_never_pass():
+    """A criterion that names its samples (``samples = "verify_checked"``) is not-measured below ``min_samples``:
+    0 wrong reads of 0 checked is no evidence; at the minimum it is judged as before."""
+    d = {**PROFILE, "criterion": [{"name": "verified", "workload": "replay", "metric": "verify_errors",
+                                   "equals": 0, "samples": "verify_checked", "min_samples": 3}]}
+    p = parse_profile(d, "unit.toml")
+    res = _results()
+    for checked, outcome in ((None, "not-measured"), (0, "not-measured"), (2, "not-measured"), (3, "pass")):
+        res["replay"]["verify_errors"] = 0
+        res["replay"].pop("verify_checked", None)
+        if checked is not None:
+            res["replay"]["verify_checked"] = checked
+        got = evaluate(p.criteria, res, p.drive)[0]
+        assert got.outcome == outcome, (checked, got)
+        if outcome == "not-measured":
+            assert f"verify_checked = {checked}" in got.reason and "3" in got.reason
+    res["replay"]["verify_errors"] = 1
+    assert evaluate(p.criteria, res, p.drive)[0].outcome == "fail"
+    for bad in (0, -1, 1.5, True, "2"):
+        with pytest.raises(SpecError, match="min_samples must be a whole number >= 1"):
+            parse_profile({**d, "criterion": [{**d["criterion"][0], "min_samples": bad}]}, "unit.toml")
+    shipped = {c.name: c for c in load_qualify_profile("kv-cache-offload").criteria}
+    assert shipped["replay: data verified"].samples == "verify_checked"
+
+
 def test_verdict_rule_pass_fail_partial_and_skipped_steps():
     p = parse_profile(PROFILE, "unit.toml")
     assert verdict(evaluate(p.criteria, _results(), p.drive)) == "pass"

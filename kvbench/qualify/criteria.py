@@ -4,8 +4,9 @@ Pure: ``results`` maps workload name -> that workload's JSON result (``precondit
 
 - ``pass`` / ``fail``: the metric was measured, by a step kvbench can vouch for, and met / missed its threshold;
 - ``skipped``: the user skipped the step that measures it (``--skip-precondition``, ``--quick``);
-- ``not-measured``: the step failed, did not run, did not report the metric, or reported a number kvbench
-  cannot vouch for (its status is ``not-measured``: an O_DIRECT bypass check that failed, device counters
+- ``not-measured``: the step failed, did not run, did not report the metric, saw fewer samples than the
+  criterion's ``samples``/``min_samples`` ask (0 errors in 0 checked reads is no evidence), or reported a number
+  kvbench cannot vouch for (its status is ``not-measured``: an O_DIRECT bypass check that failed, device counters
   that disagree with the engine). A qualification never passes on a number it did not see.
 
 Verdict: ``pass`` only when every criterion that ran passed and none is not-measured; ``fail`` when any
@@ -60,6 +61,13 @@ def _unvouched(res: dict) -> str | None:
     return None
 
 
+def _enough(count, need: int) -> bool:
+    try:
+        return float(count) >= need
+    except (TypeError, ValueError):
+        return False
+
+
 def _compare(op: str, value, threshold) -> tuple[object, bool]:
     if isinstance(threshold, bool) or isinstance(value, bool):
         return value, op == "==" and bool(value) == bool(threshold)
@@ -96,6 +104,9 @@ def evaluate(criteria, results: dict, drive: dict | None = None, skipped: dict |
             reason = _unvouched(res)
         elif value is None:
             reason = reason or f"{c.metric} absent from the workload's result"
+        elif c.samples and not _enough(dig(res, c.samples), c.min_samples):
+            # an error count of 0 over 0 checks, a percentile of no I/O: nothing was seen, nothing passes
+            reason = f"{c.samples} = {dig(res, c.samples)}: fewer than the {c.min_samples:,} the value needs"
         elif threshold is None:
             reason = f"threshold {c.threshold} is not set (give --drive {str(c.threshold)[6:]}=VALUE)"
         else:

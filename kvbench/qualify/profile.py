@@ -61,6 +61,9 @@ class Criterion:
     op: str                           # "<=" | ">=" | "=="
     threshold: object                 # number (in the metric's unit) or bool; or "drive.<key>"
     description: str = ""
+    samples: str = ""                 # a metric counting what ``metric`` is made of (e.g. verify_checked for
+                                      # verify_errors): fewer than ``min_samples`` of them and it is not-measured
+    min_samples: int = 1
 
 
 @dataclass(frozen=True)
@@ -202,9 +205,13 @@ def parse_profile(d: dict, path: str) -> QualifyProfile:
             if threshold[6:] not in (d.get("drive") or {}):
                 raise SpecError(f"{where}: {threshold} is not in the profile's [drive] table",
                                 "add it to [drive] or give a number")
+        min_samples = c.get("min_samples", 1)
+        if isinstance(min_samples, bool) or not isinstance(min_samples, int) or min_samples < 1:
+            raise SpecError(f"{where}: min_samples must be a whole number >= 1, not {min_samples!r}",
+                            "e.g. samples = \"verify_checked\", min_samples = 1")
         criteria.append(Criterion(str(c.get("name") or f"{c['workload']}: {c['metric']} {OPS[ops[0]]} {c[ops[0]]}"),
                                   str(c["workload"]), str(c["metric"]), OPS[ops[0]], threshold,
-                                  str(c.get("description", ""))))
+                                  str(c.get("description", "")), str(c.get("samples", "")), int(min_samples)))
     if not workloads and pre is None:
         raise SpecError(f"{path}: no workloads and no preconditioning", "add [[workload]] tables")
     if not criteria:
