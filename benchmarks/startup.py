@@ -35,7 +35,8 @@ def jobs(tmp: str) -> dict[str, list[str]]:
     return {
         "check": ["check", "--profile", "llama-3.1-8b-nvidia-h200", "--model", "llama-3.1-8b",
                   "--tier", "l3=2GB/s,100us"],
-        "cluster": ["cluster", TRACE, "--model", "llama-3.1-8b", "--nodes", "4", "--router", "prefix", "--dry-run",
+        "cluster": ["cluster", TRACE, "--model", "llama-3.1-8b", "--nodes", "4", "--router", "prefix", "--l2", "1GiB",
+                    "--dry-run",
                     "--results", tmp],
         "ftl": ["ftl", "--jesd219", "--class", "tlc-3dwpd"],
         "io": ["io", "--filename", f"{tmp}/io.bin", "--size", "64MiB", "--rw", "randread", "--runtime", "5s"],
