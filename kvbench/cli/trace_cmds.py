@@ -248,9 +248,12 @@ def fit_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, ou
     """Fit a workload model to TRACE, write it to MODEL.toml and print the goodness of fit.
 
     Goodness: traces generated from the fitted model over TRACE's span, at its rate, against TRACE: the exact
-    LRU hit-ratio curves (mean and max absolute error over capacities from one block to the working set) and
-    the Kolmogorov-Smirnov distance between the reuse-time distributions. A parameter TRACE cannot show (a
-    weekly cycle in an hour) keeps its default, with a warning naming it.
+    LRU hit-ratio curves (mean and max absolute error over capacities from one block to the working set), the
+    steady write rate (DWPD) at the capacities both turn over, and the Kolmogorov-Smirnov distance between the
+    reuse-time distributions. After the structural fit the rate and prompt lengths are calibrated so the
+    generated traces carry TRACE's load, and the turns per visit and think time (which a window censors) are
+    searched for its write rate at every capacity; the model file records the factors and the errors before and
+    after. A parameter TRACE cannot show (a weekly cycle in an hour) keeps its default, with a warning naming it.
     """
     from pathlib import Path
 
@@ -273,6 +276,9 @@ def fit_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, ou
               f"Goodness over {seeds} regenerated traces: hit-ratio curve MAE {good['curve_mae']:.4f}, max error "
               f"{good['curve_max_error']:.4f}; reuse-time KS distance "
               + (f"{good['reuse_time_ks']:.4f}" if good["reuse_time_ks"] is not None else "n/a") + ".\n"
+              + (f"Steady write rate (DWPD) at the capacities both turn over: {_dwpd_line(good)}.\n"
+                 if good.get("dwpd_error_mean") is not None else "")
+              + (f"{'Calibrated: ' + _calibration_line(res.model.calibration)}.\n" if res.model.calibration else "")
               + "".join(f"warning: {w}\n" for w in res.warnings))
     with atomic_output(out) as tmp:
         tmp.write_text(to_toml(res.model, header=header.rstrip("\n")))
@@ -299,12 +305,33 @@ def fit_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, ou
                + (f"{good['reuse_time_ks']:.4f}" if good["reuse_time_ks"] is not None else "n/a")
                + f" (mean of {seeds} seeds; {res.observed['length_distributions']} lengths)")
     if good.get("dwpd_error_mean") is not None:
-        click.echo(f"fit DWPD   steady write rate (DWPD) at the capacities both turn over: mean error "
-                   f"{good['dwpd_error_mean']:.1%}, max {good['dwpd_error_max']:.1%} (signed mean "
-                   f"{good['dwpd_signed_mean']:+.1%}; the goal is within 5%)")
+        click.echo(f"fit DWPD   steady write rate (DWPD) at the capacities both turn over: {_dwpd_line(good)}; "
+                   "the goal is within 5%")
+    if m.calibration is not None:
+        click.echo(f"calibrated {_calibration_line(m.calibration)}")
     for w in res.warnings:
         click.echo(f"warning: {w}")
     click.echo(f"wrote {out}")
+
+
+def _dwpd_line(good: dict) -> str:
+    line = (f"mean error {good['dwpd_error_mean']:.1%}, max {good['dwpd_error_max']:.1%} (signed mean "
+            f"{good['dwpd_signed_mean']:+.1%}) per generated trace")
+    sm = good.get("dwpd_error_of_seed_mean")
+    if sm:
+        line += f"; their mean write rate: mean error {sm['mean']:.1%}, max {sm['max']:.1%}"
+    return line
+
+
+def _calibration_line(c) -> str:
+    """One line: what the calibration scaled and the errors before and after it."""
+    def pct(v):
+        return "n/a" if v is None else f"{v:.1%}"
+    return (f"rate x{c.rate_factor:.3g}, own text lengths x{c.length_factor:.3g} (demand, {c.seeds} generated "
+            f"traces from seed {c.first_seed}), turns per visit x{c.turns_factor:.3g}, think time "
+            f"x{c.think_factor:.3g} (reuse search); DWPD error mean {pct(c.dwpd_error_mean_before)} -> "
+            f"{pct(c.dwpd_error_mean_after)}, max {pct(c.dwpd_error_max_before)} -> {pct(c.dwpd_error_max_after)}, "
+            f"hit-ratio curve MAE {c.curve_mae_before:.4f} -> {c.curve_mae_after:.4f}")
 
 
 GROUP = "trace"

@@ -29,6 +29,11 @@ a fitted model also states ``fitted_span_s``, the span of the trace it was fitte
 stream shows within that span the trace itself showed (the fit reproduces its curve); beyond it, the answer
 rests on the model's extension (returns hours later, daily and weekly cycles) and is labelled so.
 
+``[calibration]`` (written by ``trace fit``, read back, not used by the generator): a fitted model whose
+demand was calibrated against generated traces (:func:`kvbench.stream.fit.calibrate_demand`) says so, with the
+factors already applied to ``arrivals.rate`` and to the session's own text lengths, and the steady write rate
+(DWPD) and hit-ratio errors of the regenerated traces before and after.
+
 Unknown parameters are an error naming them; every value is validated with its fix.
 """
 
@@ -95,6 +100,29 @@ class Prompts:
 
 
 @dataclass(frozen=True)
+class Calibration:
+    """What ``trace fit`` calibrated (the factors are already in the model's values) and the goodness of fit
+    before and after (None: not measured, e.g. no capacity turned over in both traces)."""
+
+    calibrated: bool = True
+    rate_factor: float = 1.0           # arrivals.rate = the trace's rate x this
+    length_factor: float = 1.0         # prompts.first_user_* and prompts.user_* = measured x this
+    turns_factor: float = 1.0          # sessions.turns_mean = measured x this (at least 1)
+    think_factor: float = 1.0          # sessions.think_time_s = measured x this
+    seeds: int = 0                     # generated traces the calibration averaged
+    first_seed: int = 0                # their first seed (apart from the seeds the goodness is scored on)
+    dwpd_error_mean_before: float | None = None
+    dwpd_error_max_before: float | None = None
+    dwpd_error_mean_after: float | None = None
+    dwpd_error_max_after: float | None = None
+    curve_mae_before: float | None = None
+    curve_mae_after: float | None = None
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+@dataclass(frozen=True)
 class WorkloadModel:
     """One workload, every parameter explicit (see the module docstring for the meaning of each)."""
 
@@ -106,6 +134,7 @@ class WorkloadModel:
     arrivals: Arrivals = Arrivals()
     sessions: Sessions = Sessions()
     prompts: Prompts = Prompts()
+    calibration: Calibration | None = None     # set by trace fit's calibration (metadata, not generation)
 
     # --- derived quantities -------------------------------------------------------------------------
     @property
@@ -178,7 +207,8 @@ class WorkloadModel:
         return {"workload": {"name": d["name"], "description": d["description"], "block_tokens": d["block_tokens"],
                              "sources": list(d["sources"]),
                              **({"fitted_span_s": d["fitted_span_s"]} if d["fitted_span_s"] else {})},
-                "arrivals": d["arrivals"], "sessions": d["sessions"], "prompts": prompts}
+                "arrivals": d["arrivals"], "sessions": d["sessions"], "prompts": prompts,
+                **({"calibration": self.calibration.to_dict()} if self.calibration is not None else {})}
 
 
 def _finite(v) -> bool:
@@ -217,10 +247,10 @@ def _coerce(cls, section: str, values: dict, where: str) -> object:
 
 def model_from_dict(d: dict, where: str = "<model>") -> WorkloadModel:
     """A validated model from a TOML-shaped dict; unknown tables or parameters are errors naming them."""
-    unknown = sorted(set(d) - {"workload", *SECTIONS})
+    unknown = sorted(set(d) - {"workload", "calibration", *SECTIONS})
     if unknown:
         raise SpecError(f"{where}: unknown section [{unknown[0]}]",
-                        f"valid sections: [workload], {', '.join(f'[{s}]' for s in SECTIONS)}")
+                        f"valid sections: [workload], {', '.join(f'[{s}]' for s in SECTIONS)}, [calibration]")
     w = dict(d.get("workload") or {})
     bad = sorted(set(w) - set(WORKLOAD_KEYS))
     if bad:
@@ -237,8 +267,28 @@ def model_from_dict(d: dict, where: str = "<model>") -> WorkloadModel:
     parts = {s: _coerce(cls, s, dict(d.get(s) or {}), where) for s, cls in SECTIONS.items()}
     m = WorkloadModel(name=str(w.get("name", Path(where).stem if where != "<model>" else "custom")),
                       description=str(w.get("description", "")), block_tokens=bt, fitted_span_s=float(fitted),
-                      sources=tuple(str(x) for x in sources), **parts)
+                      sources=tuple(str(x) for x in sources), **parts,
+                      calibration=_calibration(d["calibration"], where) if "calibration" in d else None)
     return m.validate(where)
+
+
+def _calibration(values, where: str) -> Calibration:
+    """The [calibration] table (every key optional; unknown keys and non-numbers are errors naming them)."""
+    if not isinstance(values, dict):
+        raise SpecError(f"{where}: calibration is not a table", "write it as [calibration]")
+    types = {f.name: f.type for f in fields(Calibration)}
+    out = {}
+    for k, v in values.items():
+        if k not in types:
+            raise SpecError(f"{where}: unknown parameter calibration.{k}", f"valid in [calibration]: {', '.join(types)}")
+        t = types[k]
+        ok = (isinstance(v, bool) if t == "bool" else isinstance(v, int) and not isinstance(v, bool) if t == "int"
+              else isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v))
+        if not ok:
+            raise SpecError(f"{where}: calibration.{k} = {v!r} is not a {t.split(' ')[0]}",
+                            f"write calibration.{k} as a {t.split(' ')[0]}")
+        out[k] = float(v) if t.startswith("float") else v
+    return Calibration(**out)
 
 
 def load_model_file(name_or_path: str | Path) -> WorkloadModel:
