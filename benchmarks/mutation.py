@@ -109,6 +109,23 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     # the SNIA PTS rule: the hand-made boundary series first
     "steady_state": ("kvbench/analysis/steady_state.py",
                      ["tests/test_steady_state_boundaries.py", "tests/test_steady_state.py"]),
+    # qualification's judge: outcomes, samples, verdict (the unit tests of tests/test_qualify.py, not its runs)
+    "criteria": ("kvbench/qualify/criteria.py",
+                 [f"tests/test_qualify.py::{t}" for t in (
+                     "test_thresholds_with_units_are_converted_to_the_metric_unit",
+                     "test_profile_passes_when_every_threshold_holds", "test_profile_fails_on_the_threshold_that_is_crossed",
+                     "test_unmeasured_metrics_and_failed_workloads_are_not_measured_with_the_reason",
+                     "test_a_step_kvbench_cannot_vouch_for_is_not_measured_never_pass",
+                     "test_zero_errors_in_zero_checks_is_not_measured_never_pass",
+                     "test_verdict_rule_pass_fail_partial_and_skipped_steps",
+                     "test_criteria_compare_at_the_threshold_and_by_kind")]),
+    # the workload model's block keys (compiled) against their array form; the engine choice by declared kinds
+    "synth_kernel": ("kvbench/stream/synth_kernel.py",
+                     ["tests/test_trace_gen.py::test_compiled_block_keys_equal_the_array_form"]),
+    "engines": ("kvbench/engine/engines/__init__.py",
+                ["tests/test_engine.py::test_engines_are_chosen_by_what_they_declare",
+                 "tests/test_engine.py::test_engine_class_names_the_missing_engine_and_falls_back_from_libaio",
+                 "tests/test_engine.py::test_a_memory_target_never_goes_to_a_diskless_engine_that_does_not_run_on_it"]),
     # run files at trace scale: the compiled CSV writer (pandas is its oracle) and the fio iolog on top of it
     "csvout": ("kvbench/metrics/csvout.py", ["tests/test_csvout.py"]),
     "iolog": ("kvbench/engine/iolog.py",
@@ -136,6 +153,16 @@ MODULES: dict[str, tuple[str, list[str]]] = {
 # change "*" covers every mutant of a line (a prefetch hint, say).
 # A survivor is listed here only with the argument why no input can tell it apart from the original.
 EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
+    "criteria": {
+        ('if res is not None and isinstance(res, dict):', 'and -> or'):
+            'a result that is not a table is refused by the next branch (not a result table) whatever dig read',
+    },
+    "engines": {
+        ('RuntimeWarning, stacklevel=2)', '2 -> 3'):
+            'where the fallback warning points in the caller\'s stack: the message and category are the same',
+        ('return engine_class("psync", fallback=False)', 'False -> True'):
+            'fallback applies to libaio only: psync asked with fallback=True fails the same way',
+    },
     "steady_state": {
         ('slope = (w - mean[:, None]) @ xc / (xc @ xc)', '- -> +'):
             'xc sums to 0, so any per-window constant added to w leaves w @ xc unchanged',
@@ -563,6 +590,73 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "to 1e-9 and W(e) = 1 to 1e-14)",
         ("def _uniform_chunks(user_pages: int, total: int, seed: int, io_pages: int = 1, chunk: int = 1 << 20):",
          "1 -> 2"): "the only caller (simulate) passes io_pages",
+    },
+    "trace_waf": {
+        # _hierarchy's sizing loop: fit_store caches capacity // slot blocks on both layouts (the store's overhead
+        # goes on top), so the first guess n * slot bytes gives n blocks and the loop returns on its first pass
+        ('base = HierarchySpec(tiers=(TierSpec("l3", 1),), block_bytes=block_bytes, write_policy=write_policy,',
+         "1 -> 2"): "the probe spec is read for its slot size and store_fit only (block size, segment size, spare "
+                    "slots), never for its tiers",
+        ("cap = n * slot", "* -> /"):
+            "the first pass then finds 0 blocks and the correction adds n slots: n * slot + n / slot bytes hold n "
+            "blocks (n / slot < one slot for any miniature, n <= 65,536 < 4096^2), and a tier's bytes are read "
+            "only through int() // slot",
+        ("for _ in range(4):", "4 -> 5"): "an iteration cap never reached: the loop returns on its first pass",
+        ("cap += (n - got) * slot", "*"): "the correction never runs: the first guess n * slot gives n blocks",
+        # _Collector
+        ("_, ev = self.h.run(times[a:b], offsets[a:b + 1] - offsets[a], keys[offsets[a]:offsets[b]],", "1 -> 2"):
+            "one offset more than the piece's requests: Hierarchy.run counts requests by their times and reads "
+            "offsets[r + 1] for r < requests only (the extra one can only raise a buffer's size bound)",
+        ("return np.concatenate(self.parts) if self.parts else np.zeros(0, EVENT_DTYPE)", "0 -> 1"):
+            "a zeroed event is a read (op 0 = EV_READ), which _warm_writes and stream_from_events drop",
+        ("if slots.size == 0:", "0 -> 1"): "a single write reuses no slot: the general path returns None for it too",
+        # store_writes
+        ('l2_bytes: float = 0.0, admission: str = "all", spare_slots: int = 64,', "0.0 -> 1.0"):
+            "one byte of L2 rounds to 0 blocks (round(1 / slot * q)): no L2 either way",
+        ("blocks = int(capacity_bytes // slot)", "// -> /"):
+            "below 2^53 bytes the rounded quotient of a capacity under n slots never reaches n (the gap below n * "
+            "slot, over slot, exceeds half the gap below n), so int() truncates to the floor; a negative "
+            "capacity is refused either way",
+        ("src = sample_keys(trace, q) if q < 1.0 else trace", "1.0 -> 2.0"):
+            "q <= 1 always, and sample_keys at rate 1.0 returns the trace's own arrays",
+        ("src = sample_keys(trace, q) if q < 1.0 else trace", "< -> <="):
+            "at q = 1 sample_keys returns the trace's own arrays",
+        # Extension
+        ('def __init__(self, model, *, rate: float | None = None, seed: int = 0, origin: str = "fitted",', "0 -> 1"):
+            "the constructor's default: both of extension_for's constructions pass the seed",
+        ("self.batches.append(sample_keys(b, self.q) if self.q < 1.0 else b)", "1.0 -> 2.0"):
+            "self.q <= 1 (a store's rate times the trace's own), and sample_keys at rate 1.0 returns the batch's "
+            "own arrays",
+        ("self.batches.append(sample_keys(b, self.q) if self.q < 1.0 else b)", "< -> <="):
+            "at rate 1 sample_keys returns the batch's own arrays",
+        ("yield sample_keys(b, q) if q < self.q else b", "< -> <="):
+            "a kept batch was sampled at self.q: its keys all hash under that rate's threshold, so a sample at the "
+            "same rate keeps every key and request",
+        ("span = 0.0", "0.0 -> 1.0"):
+            "read only when no batch had requests: no writes, and the refusal prints 0 or 1 s as 0 days",
+        # stream_from_events, store_waf, trace_waf, WafModel
+        ('trim: bool = False, origin: str = "trace", note: str = "", sample_rate: float = 1.0,', "False -> True"):
+            "stream_from_events' default: both callers (_finish, cluster.wear) pass trim",
+        ('def store_waf(sw: StoreWrites, *, op: float = 0.07, erase_block_bytes: int = 256 << 20, gc: str = "greedy",',
+         "0.07 -> 0.14"): "store_waf's default: every caller (trace_waf, WafModel, fdp, cluster.wear) passes op",
+        ("warm_pages = int(w_pages[:wi[sw.warm_writes]].sum()) if sw.warm_writes < wi.size else total", "< -> <="):
+            "wi.size is the store's writes (one page extent per write) and warm_writes < writes was checked above",
+        ("warmup=(warm_pages + 0.5) / (total + 0.5))", "0.5 -> 1.0"):
+            "the numerator's (the denominator's is killed by test_a_late_warm_up_cut_equals_the_slow_python_ftl): "
+            "int((wp + 1) * total / (total + 0.5)) lies in (wp + 0.5, wp + 1) for wp < total, so the cut is at the "
+            "same page",
+        ("def trace_waf(trace, *, block_bytes: int, capacity_bytes: float, op: float = 0.07,", "0.07 -> 0.14"):
+            "trace_waf's default: its only caller (kvbench ftl --trace) passes op",
+        ('erase_block_bytes: int = 256 << 20, gc: str = "greedy", **kw) -> StoreWaf:', "*"):
+            "trace_waf's default erase unit: its only caller (kvbench ftl --trace) passes erase_block_bytes",
+        ("erase_block_bytes: int = 256 << 20, trim: bool = False, max_slots: int = 1 << 13,", "256 -> 257"):
+            "WafModel's default erase unit: its only caller (plan) passes erase_block_bytes",
+        ("erase_block_bytes: int = 256 << 20, trim: bool = False, max_slots: int = 1 << 13,", "20 -> 21"):
+            "WafModel's default erase unit: its only caller (plan) passes erase_block_bytes",
+        ("erase_block_bytes: int = 256 << 20, trim: bool = False, max_slots: int = 1 << 13,", "<< -> >>"):
+            "the erase unit's (max_slots' is killed by test_waf_model_defaults_and_its_memo): WafModel's only "
+            "caller (plan) passes erase_block_bytes",
+        ("if not blocks >= 1:", ">= -> >"): "at exactly 1 block the grid gives round(10 ** 0) = 1 as well",
     },
     "recompute": {
         ("grid = np.unique(np.round(np.geomspace(1, max_tokens, 4096)).astype(np.int64))", "4096 -> 4097"):

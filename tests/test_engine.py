@@ -8,6 +8,7 @@ import pytest
 
 from kvbench.engine import FLAG_FENCE, make_plan, open_target, run_plan
 from kvbench.engine.content import expected_buffer
+from kvbench.engine.engines.base import CAP_DISKLESS
 from kvbench.errors import DiskFullError, EngineError, Interrupted, TargetError, UsageError, VerifyError
 
 MiB = 1 << 20
@@ -276,3 +277,49 @@ def test_engines_are_chosen_by_what_they_declare(tmp_path):
     finally:
         f.close()
         dram.close()
+
+
+class _DisklessFiles:
+    """A diskless engine that runs on files only (for the registry-order test below)."""
+
+    caps = frozenset({CAP_DISKLESS})
+    kinds = frozenset({"file"})
+
+
+def test_a_memory_target_never_goes_to_a_diskless_engine_that_does_not_run_on_it(monkeypatch):
+    """The first diskless engine in the registry that does not run on DRAM arenas is passed over."""
+    from kvbench.engine import engines
+
+    monkeypatch.setattr(engines, "ENGINES", {"fake": ("tests.test_engine", "_DisklessFiles"), **engines.ENGINES})
+    dram = open_target("dram:1MiB")
+    try:
+        assert engines.engine_for("libaio", [dram]) == "dram"
+    finally:
+        dram.close()
+
+
+def test_engine_class_names_the_missing_engine_and_falls_back_from_libaio(monkeypatch):
+    """An unknown engine is a UsageError naming the choices; libaio that cannot load falls back to psync with a
+    warning (once: psync itself is asked without a fallback); another engine that cannot load is a
+    DependencyError; an engine class lacking an operation is refused."""
+    from kvbench.engine.engines import aio, engine_class, psync
+    from kvbench.errors import DependencyError
+
+    with pytest.raises(UsageError, match="unknown engine 'spdk'.*libaio, psync, dram, null"):
+        engine_class("spdk")
+
+    def broken():
+        raise OSError("libaio.so.1: cannot open shared object file")
+
+    monkeypatch.setattr(aio.LibaioEngine, "check_available", staticmethod(broken))
+    with pytest.warns(RuntimeWarning, match="falling back to the psync engine"):
+        assert engine_class("libaio") is psync.PsyncEngine
+    with pytest.raises(DependencyError, match="engine 'libaio' is unavailable: libaio.so.1"):
+        engine_class("libaio", fallback=False)
+    monkeypatch.setattr(psync.PsyncEngine, "check_available", staticmethod(broken))
+    with pytest.raises(DependencyError, match="engine 'psync' is unavailable"):
+        engine_class("libaio")                       # the fallback does not fall back again
+    monkeypatch.undo()
+    monkeypatch.setattr(psync.PsyncEngine, "reap", None)
+    with pytest.raises(DependencyError, match=r"engine 'psync' lacks operations \['reap'\]"):
+        engine_class("psync")

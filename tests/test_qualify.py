@@ -377,3 +377,25 @@ def test_qualify_refuses_an_unmeasurable_region_before_writing_anything(tmp_path
     assert line.startswith("kvbench: error: sized: 'L3 read tail' needs 100 L3 reads")
     assert line.endswith("(fix: qualify a device (or --size) of at least 320 MiB (335,544,320 bytes))")
     assert not target.exists() and not (tmp_path / "res").exists() and not (tmp_path / "q.html").exists()
+
+
+def test_criteria_compare_at_the_threshold_and_by_kind():
+    """A value equal to its threshold meets max and min; booleans compare as booleans (equals only), strings as
+    strings; a result that is not a table is not-measured; a criterion without a value shows '-'."""
+    from kvbench.qualify.criteria import CriterionResult, _compare
+    from kvbench.qualify.profile import Criterion
+
+    assert _compare("<=", 5.0, 5.0) == (5.0, True) and _compare(">=", 5.0, 5.0) == (5.0, True)
+    assert _compare("<=", 5.0001, 5.0)[1] is False and _compare(">=", 4.9999, 5.0)[1] is False
+    assert _compare("==", True, True)[1] is True and _compare("==", False, True)[1] is False
+    assert _compare("==", True, 1)[1] is True and _compare("<=", True, True)[1] is False     # a flag has no order
+    assert _compare("<=", True, 1)[1] is False and _compare(">=", 1, True)[1] is False        # either side a flag
+    assert _compare("==", 0, False)[1] is True                                                # a bool threshold
+    assert _compare("==", "fdp", "fdp")[1] is True and _compare("==", "none", "fdp")[1] is False
+    assert _compare("<=", "fast", "slow")[1] is False                                         # no order on words
+    assert _compare("<=", float("nan"), 5.0)[1] is False
+    c = Criterion("flag", "w", "ok", "==", True)
+    got = evaluate([c], {"w": ["not", "a", "table"]})[0]
+    assert got.outcome == "not-measured" and got.value is None and "not a result table" in got.reason
+    line = CriterionResult("t", "w", "lat_us.p99", "<=", 5000.0, None, "not-measured", "absent").line()
+    assert line.startswith("NOT-MEASURED  t: lat_us.p99 = - (need <= ") and line.endswith("; absent")

@@ -98,6 +98,8 @@ def evaluate(criteria, results: dict, drive: dict | None = None, skipped: dict |
             outcome, reason = "skipped", skipped[c.workload]
         elif res is None:
             reason = f"workload {c.workload!r} did not run"
+        elif not isinstance(res, dict):
+            reason = f"workload {c.workload!r} gave a {type(res).__name__}, not a result table"
         elif res.get("error"):
             reason = f"workload failed: {res['error']}"
         elif _unvouched(res):
