@@ -310,3 +310,54 @@ def test_export_iolog_refuses_a_store_path_with_white_space_before_creating_it(c
     assert r.exit_code == 2 and "white space" in r.output and "Traceback" not in r.output
     assert not any(spaced.iterdir()) and not (tmp_path / "p.iolog").exists()
     assert not (tmp_path / "results").exists() or not any((tmp_path / "results").iterdir())
+
+
+def test_plan_counts_by_tier_and_op():
+    """A window's planned I/O, counted by hand: L2 read 1 block, L3 write 2 blocks, L4 trim of a 3-slot segment;
+    L1 rows carry no I/O. 4 chunk I/Os a block, one per trim; bytes are slots x slot size."""
+    from kvbench.replay.kv import _plan_counts
+    from kvbench.sim.tiers import EVENT_DTYPE
+
+    ev = np.zeros(6, EVENT_DTYPE)
+    # (tier, op, nslots): l1 read, l2 read, l3 write x2, l4 trim of 3 slots, l1 write
+    for i, (tier, op, ns) in enumerate([(0, 0, 1), (1, 0, 1), (2, 1, 1), (2, 1, 1), (3, 2, 3), (0, 1, 1)]):
+        ev[i]["tier"], ev[i]["op"], ev[i]["nslots"] = tier, op, ns
+    planned = {(lvl, op): 0 for lvl in range(4) for op in (0, 1, 2)}
+    ios = _plan_counts(ev, [1, 2, 3], 4, 1000, planned)
+    assert ios == 3 * 4 + 1
+    assert planned == {**{k: 0 for k in planned}, (1, 0): 1000, (2, 1): 2000, (3, 2): 3000}
+    assert _plan_counts(ev[:0], [1, 2, 3], 4, 1000, planned) == 0 and planned[(2, 1)] == 2000
+    # added to what the earlier windows counted
+    assert _plan_counts(ev[2:3], [1, 2, 3], 4, 1000, planned) == 4 and planned[(2, 1)] == 3000
+
+
+def test_request_rows_in_batches_write_what_windows_one_by_one_write(tmp_path):
+    """requests.csv from windows batched (a dry run's) is the file written window by window, byte for byte, and
+    the totals are the hand sums of the rows, whichever way they were written."""
+    from kvbench.replay.kv import _RequestRows
+    from kvbench.sim.tiers import REQUEST_DTYPE
+
+    wins = []
+    for w, n in enumerate((2, 1, 3)):
+        r = np.zeros(n, REQUEST_DTYPE)
+        r["request"] = np.arange(n) + 10 * w
+        r["arrival_s"] = 0.5 * r["request"]
+        r["blocks"], r["hit_blocks"], r["hit_l2"], r["hit_l4"], r["produced"] = 5, 2, 1, 1, 3
+        load = np.full(n, np.nan)
+        load[0] = 1.25
+        wins.append((r, load, {lvl: np.full(n, np.nan) for lvl in (1, 2, 3)}))
+    files = []
+    for batch in (0, 3, 1 << 16):
+        totals = {"requests": 0, "blocks": 0, "hit_blocks": 0, "produced": 0, "not_issued": 0}
+        hits = np.zeros(4, np.int64)
+        out = _RequestRows(tmp_path / f"r{batch}.csv", totals, hits, batch=batch)
+        for r, load, tier in wins:
+            out.add(r, load, tier)
+        out.flush()
+        assert totals == {"requests": 6, "blocks": 30, "hit_blocks": 12, "produced": 18, "not_issued": 0}
+        assert hits.tolist() == [0, 6, 0, 6]
+        files.append((tmp_path / f"r{batch}.csv").read_text())
+    assert files[0] == files[1] == files[2]
+    lines = files[0].splitlines()
+    assert len(lines) == 7 and lines[1] == "0,0.0000,5,2,0,1,0,1,3,1.2500,,,"
+    assert lines[4] == "20,10.0000,5,2,0,1,0,1,3,1.2500,,," and lines[6] == "22,11.0000,5,2,0,1,0,1,3,,,,"

@@ -690,12 +690,12 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
     # NVMe SMART / OCP counters before and after (device WAF for plan); None where the store is not on NVMe
     watch = DeviceWatch({"l3": cfg.l3}) if cfg.l3 and not cfg.dry_run else None
     windows = _Windows(cfg, hier, ios_per_block)
-    req_path = rd.path / "requests.csv"
-    req_header = True
     fences_total = planned_ios = 0
     planned_bytes = {(lvl, op): 0 for lvl in levels for op in (0, 1, 2)}
     totals = {"requests": 0, "blocks": 0, "hit_blocks": 0, "produced": 0, "not_issued": 0}
     lvl_hits = np.zeros(4, dtype=np.int64)
+    # a dry run's windows are a few requests each: their rows go out (and into the totals) in large batches
+    req_rows = _RequestRows(rd.path / "requests.csv", totals, lvl_hits, batch=_RequestRows.BATCH if cfg.dry_run else 0)
     run_t0 = time.perf_counter_ns()
     live = None if cfg.dry_run else LiveProgress(rd.path, n_requests)
     scale = 1e9 / cfg.speed
@@ -713,13 +713,7 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
 
             load_ms = np.full(len(reqs), np.nan)
             tier_ms = {lvl: np.full(len(reqs), np.nan) for lvl in (1, 2, 3)}
-            io_ev = ev[ev["tier"] > 0]
-            n_trim = int((io_ev["op"] == 2).sum())
-            planned_ios += (len(io_ev) - n_trim) * ios_per_block + n_trim
-            for lvl in io_levels:
-                for op in (0, 1, 2):
-                    sel = (io_ev["tier"] == lvl) & (io_ev["op"] == op)
-                    planned_bytes[(lvl, op)] += int(io_ev["nslots"][sel].astype(np.int64).sum()) * slot_bytes
+            planned_ios += _plan_counts(ev, io_levels, ios_per_block, slot_bytes, planned_bytes)
             if not cfg.dry_run or iolog is not None:      # a dry run only simulates, unless asked for the plan
                 tier_target = {lvl: dev_index.get(lvl, 0) for lvl in io_levels}     # L2: index 0 of its arena
                 plan, meta = events_to_plan(ev, issue_ns, slot_bytes, cfg.chunk_bytes, tier_target)
@@ -758,14 +752,7 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
                 ok = np.isfinite(full_ms)
                 if ok.any():
                     acc.full_load_hist.record((full_ms[ok] * 1e6).astype(np.int64))
-            totals["requests"] += len(reqs)
-            totals["blocks"] += int(reqs["blocks"].sum())
-            totals["hit_blocks"] += int(reqs["hit_blocks"].sum())
-            totals["produced"] += int(reqs["produced"].sum())
-            for i, name in enumerate(TIER_NAMES):
-                lvl_hits[i] += int(reqs[f"hit_{name}"].sum())
-            _write_requests(req_path, reqs, load_ms, tier_ms, req_header, cfg, slot_bytes, extra_cols)
-            req_header = False
+            req_rows.add(reqs, load_ms, tier_ms, extra_cols)
             if not cfg.dry_run:
                 _flush_timeseries(rd, acc, final=False)
                 rd.write_summary(_summary(cfg, hier, acc, totals, lvl_hits, levels, block_bytes, slot_bytes,
@@ -792,6 +779,7 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
             iolog = None
         raise
     finally:
+        req_rows.flush()             # the rows of every window simulated, whatever stopped the replay
         if iolog is not None:        # complete, or what an interrupted replay issued
             iolog.close()
     disk1 = diskstats(dev_name) if disk0 is not None else None
@@ -993,7 +981,67 @@ def _execute(cfg, subplans, parts, plan, meta, targets, acc, run_t0, reqs, load_
     return issued_reqs
 
 
-def _write_requests(path: Path, reqs, load_ms, tier_ms, header: bool, cfg, slot_bytes, extra=None) -> None:
+def _plan_counts(ev, io_levels, ios_per_block: int, slot_bytes: int, planned_bytes: dict) -> int:
+    """A window's planned I/O: adds each (tier, op)'s bytes to ``planned_bytes`` and returns its chunk I/Os
+    (``ios_per_block`` per block read or written, one per trim), from one count of the events by tier and op."""
+    from kvbench.sim.tiers_kernel import event_counts
+
+    if len(ev) == 0:
+        return 0
+    n, slots = np.zeros(12, np.int64), np.zeros(12, np.int64)
+    event_counts(ev, n, slots)
+    for lvl in io_levels:
+        for op in (0, 1, 2):
+            planned_bytes[(lvl, op)] += int(slots[lvl * 3 + op]) * slot_bytes
+    io = int(n[3:].sum())           # tier 0 (L1, simulated) carries no I/O
+    trims = int(n[5::3].sum())
+    return (io - trims) * ios_per_block + trims
+
+
+class _RequestRows:
+    """requests.csv and the run's request totals, window by window: rows are kept until ``batch`` of them are
+    waiting (0: every window is written as it comes), then written in one CSV call and added to ``totals``
+    (requests, blocks, hit_blocks, produced) and ``lvl_hits`` (hits per tier level). ``totals["requests"]`` is
+    counted as windows arrive (the progress line's); the rest once a batch is flushed, as the file."""
+
+    BATCH = 1 << 16
+
+    def __init__(self, path: Path, totals: dict, lvl_hits: np.ndarray, batch: int):
+        self.path, self.totals, self.lvl_hits, self.batch = path, totals, lvl_hits, batch
+        self.header = True
+        self.waiting: list = []
+        self.rows = 0
+
+    def add(self, reqs, load_ms, tier_ms, extra=None) -> None:
+        self.totals["requests"] += len(reqs)
+        self.waiting.append((reqs, load_ms, tier_ms, extra))
+        self.rows += len(reqs)
+        if self.rows >= self.batch:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.waiting:
+            return
+        w, self.waiting, self.rows = self.waiting, [], 0
+        if len(w) == 1:
+            reqs, load_ms, tier_ms, extra = w[0]
+        else:
+            reqs = np.concatenate([x[0] for x in w])
+            load_ms = np.concatenate([x[1] for x in w])
+            tier_ms = {lvl: np.concatenate([x[2][lvl] for x in w]) for lvl in w[0][2]}
+            extra = None if w[0][3] is None else {k: np.concatenate([np.asarray(x[3][k]) for x in w])
+                                                  for k in w[0][3]}
+        t = self.totals
+        t["blocks"] += int(reqs["blocks"].sum(dtype=np.int64))
+        t["hit_blocks"] += int(reqs["hit_blocks"].sum(dtype=np.int64))
+        t["produced"] += int(reqs["produced"].sum(dtype=np.int64))
+        for i, name in enumerate(TIER_NAMES):
+            self.lvl_hits[i] += int(reqs[f"hit_{name}"].sum(dtype=np.int64))
+        _write_requests(self.path, reqs, load_ms, tier_ms, self.header, extra)
+        self.header = False
+
+
+def _write_requests(path: Path, reqs, load_ms, tier_ms, header: bool, extra=None) -> None:
     """requests.csv rows; a sampled run adds ``full_blocks``, ``full_hits_est``, ``full_load_ms_est`` (the
     other hit and load columns cover the request's sampled blocks only)."""
     from kvbench.metrics.csvout import write_csv

@@ -1303,6 +1303,17 @@ def fill_events(A, out):
         r.version = A[u(e + 7)]
 
 
+@njit(cache=True, nogil=True)
+def event_counts(events, n, slots):
+    """Add each event row (EVENT_DTYPE) to its (tier, op) cell, ``tier * 3 + op``: ``n`` the rows, ``slots`` their
+    slots (a segment trim covers several). One pass over the rows; a replay's planned I/O per window."""
+    for i in range(events.shape[0]):
+        e = events[i]
+        c = np.int64(e.tier) * 3 + np.int64(e.op)
+        n[c] += 1
+        slots[c] += e.nslots
+
+
 @njit(cache=True)
 def fill_requests(rows, times, out):
     """run_requests' per-request rows (request, blocks, hits, hits per level, produced) into a REQUEST_DTYPE array."""
