@@ -126,7 +126,8 @@ def _drives_the_system(fn, module_globals: dict, seen: set) -> bool:
 
 # Unit tests too slow for the fast lane (measured > ~1 s each on the loaded 2-core VM, warm kernel cache), by
 # function name so that a test keeps its mark when its file moves (one case of a parametrized test by its name with
-# the id, ``name[id]``); a new slow test says so itself with @pytest.mark.slow. The figures are the measured calls (tests/README.md has the lane's totals).
+# the id, ``name[id]``); a new slow test says so itself with @pytest.mark.slow. The figures are the measured calls
+# (tests/README.md has the lane's totals).
 SLOW_TESTS = {
     "test_plan_admission_follows_the_planned_rate",             # 224 s  (plan CLI with an admission sweep)
     "test_plan_terminal_admission_table_names_each_rows_state",  # 214 s
@@ -158,6 +159,14 @@ SLOW_TESTS = {
     "test_large_slot_space_cross_checked",                      # 1.4-1.6 s (600k references, 3 profiles)
     "test_io_poisson_arrivals_are_exponential_not_uniform",     # 1.2 s (two open-loop runs of 0.5 s)
     "test_plan_memory_on_a_key_sampled_stream_follows_the_sample_not_the_horizon",  # 1.2 s (plans of 1 d and 4 d)
+    # `trace fit` since its DWPD calibration (f20a7f2): 3-20 s a fit in these tests, at load average 3-5
+    "test_fit_on_the_shipped_synthetic_trace",                  # 10.2-19.3 s
+    "test_fit_on_the_gmi_trace",                                # 11.5-21.8 s
+    "test_short_trace_warns_and_names_the_default",             # 7.4-13.1 s
+    "test_trace_fit_prints_the_dwpd_error",                     # 3.2-6.3 s
+    "test_cli_prints_the_calibration",                          # 2.1-6.3 s
+    "test_calibrated_model_reproduces_dwpd_and_hit_ratio",      # 3.0 s + 5.8 s of its module fixture (sample_fit)
+    "test_calibration_recorded_in_the_model_file",              # the fixture's other user (it would pay the 5.8 s)
     # one case of a parametrized test, by its id (the other cases stay in the fast lane)
     "test_an_output_is_written_through_the_guard[plan --report]",              # 1.5-2.5 s (a plan and its report)
     "test_compiled_id_parse_equals_the_json_parse[1]",          # 1.9-3.7 s (the 3,993-request trace in batches of 1)
