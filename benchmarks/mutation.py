@@ -157,6 +157,10 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ('if res is not None and isinstance(res, dict):', 'and -> or'):
             'a result that is not a table is refused by the next branch (not a result table) whatever dig read',
     },
+    "synth_kernel": {
+        ('offsets[j + 1] = offsets[j] + (np.int64(prompt[j]) + bt - 1) // bt', '// -> /'):
+            'the quotient of non-negative numbers is stored into an int64 array, which truncates it: the floor',
+    },
     "engines": {
         ('RuntimeWarning, stacklevel=2)', '2 -> 3'):
             'where the fallback warning points in the caller\'s stack: the message and category are the same',
