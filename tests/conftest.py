@@ -167,6 +167,7 @@ SLOW_TESTS = {
     "test_cli_prints_the_calibration",                          # 2.1-6.3 s
     "test_calibrated_model_reproduces_dwpd_and_hit_ratio",      # 3.0 s + 5.8 s of its module fixture (sample_fit)
     "test_calibration_recorded_in_the_model_file",              # the fixture's other user (it would pay the 5.8 s)
+    "test_an_output_is_written_through_the_guard[trace fit --output]",         # 7.8 s (a fit of the sample)
     # one case of a parametrized test, by its id (the other cases stay in the fast lane)
     "test_an_output_is_written_through_the_guard[plan --report]",              # 1.5-2.5 s (a plan and its report)
     "test_compiled_id_parse_equals_the_json_parse[1]",          # 1.9-3.7 s (the 3,993-request trace in batches of 1)
