@@ -120,7 +120,11 @@ class _Rows:
 class Generator:
     """A seeded stream of one model's requests over ``duration_s`` seconds at ``rate`` requests/s."""
 
-    def __init__(self, model: WorkloadModel, *, duration_s: float, rate: float | None = None, seed: int = 0):
+    def __init__(self, model: WorkloadModel, *, duration_s: float, rate: float | None = None, seed: int = 0,
+                 probe: tuple[float, float] | None = None):
+        """``probe``: (requests per session, blocks per request) another seed's generator of the same model
+        measured (``Generator.probe``), instead of expanding ``_CALIBRATION_SESSIONS`` sessions again: what a
+        fit's calibration, which generates the same model under dozens of seeds, passes."""
         model = (model.with_rate(rate) if rate is not None else model).validate()
         if not duration_s > 0 or not math.isfinite(duration_s):
             raise UsageError(f"duration must be > 0 s, got {duration_s}", "give e.g. --duration 7d")
@@ -139,13 +143,16 @@ class Generator:
         self.doc_cdf = _zipf_cdf(n_docs, p.document_zipf) if n_docs else None
         self.salt = np.uint64(self.seed & 0xFFFF_FFFF_FFFF_FFFF)
         # requests a session really makes (context limits end some early): calibrates the session rate
-        probe = self._expand(np.random.default_rng([self.seed, 2]), np.zeros(_CALIBRATION_SESSIONS),
-                             np.arange(_CALIBRATION_SESSIONS), horizon_ms=None)
-        self.requests_per_session = max(1.0, len(probe) / _CALIBRATION_SESSIONS)
+        if probe is None:
+            rows = self._expand(np.random.default_rng([self.seed, 2]), np.zeros(_CALIBRATION_SESSIONS),
+                                np.arange(_CALIBRATION_SESSIONS), horizon_ms=None)
+            self.requests_per_session = max(1.0, len(rows) / _CALIBRATION_SESSIONS)
+            self.blocks_per_request = float(np.mean(np.ceil(rows.prompt / model.block_tokens))) if len(rows) else 0.0
+        else:
+            self.requests_per_session, self.blocks_per_request = max(1.0, float(probe[0])), float(probe[1])
         self.session_rate = model.arrivals.rate / self.requests_per_session
         # what the stream holds, before any array of its size exists: refused when no machine could
         self.expected_requests = model.arrivals.rate * self.duration_s
-        self.blocks_per_request = float(np.mean(np.ceil(probe.prompt / model.block_tokens))) if len(probe) else 0.0
         self.expected_bytes = self.expected_requests * (LINE_BYTES + ID_BYTES * self.blocks_per_request)
         if self.expected_requests > MAX_REQUESTS:
             from kvbench.units import format_bytes
@@ -159,6 +166,10 @@ class Generator:
         m = intensity(model, grid)
         self._grid = grid
         self._cum = np.concatenate([[0.0], np.cumsum((m[1:] + m[:-1]) * 0.5 * GRID_S)]) * self.session_rate
+
+    @property
+    def probe(self) -> tuple[float, float]:
+        return self.requests_per_session, self.blocks_per_request
 
     def _session_starts(self, rng, state: dict, t1: float) -> np.ndarray:
         """Start times (s) of the sessions arriving before ``t1`` not drawn yet (``state`` carries the rest)."""
