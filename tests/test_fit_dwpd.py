@@ -144,3 +144,11 @@ def test_generator_probe_passed_equals_its_own():
     ta, tb = Trace.concat(list(a.batches())), Trace.concat(list(b.batches()))
     assert a.probe == b.probe and ta.n_requests == tb.n_requests > 100
     assert np.array_equal(ta.keys, tb.keys) and np.array_equal(ta.timestamp_s, tb.timestamp_s)
+
+
+def test_cli_no_calibrate_keeps_the_structural_fit(cli, tmp_path):
+    out = tmp_path / "m.toml"
+    r = cli("trace", "fit", "mooncake-sample", "-o", str(out), "--seeds", "1", "--no-calibrate")
+    assert r.exit_code == 0, r.output
+    assert "calibrated" not in r.output and "[calibration]" not in out.read_text()
+    assert "fit DWPD" in r.output

@@ -241,10 +241,13 @@ def _gen_kind(kind, output, requests, rate, arrival, burstiness, seed, block_tok
 @click.option("--seed", type=int, default=0, show_default=True, help="First seed of the regenerated traces.")
 @click.option("--seeds", type=int, default=3, show_default=True,
               help="Regenerated traces the goodness of fit is averaged over.")
+@click.option("--calibrate/--no-calibrate", default=True, show_default=True,
+              help="Calibrate the rate, prompt lengths, turns and think time on generated traces so they carry "
+                   "TRACE's steady write rate (DWPD); --no-calibrate keeps the structural fit (seconds faster).")
 @force_option
 @json_option
 def fit_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, output, defaults, name, seed, seeds,
-            as_json):
+            calibrate, as_json):
     """Fit a workload model to TRACE, write it to MODEL.toml and print the goodness of fit.
 
     Goodness: traces generated from the fitted model over TRACE's span, at its rate, against TRACE: the exact
@@ -270,7 +273,8 @@ def fit_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, ou
 
     with Line("trace fit: scoring regenerated traces", None, "traces") as line:
         res, good = fit_and_score(tr, load_model_file(defaults) if defaults else None, name=name, seeds=seeds,
-                                  seed=seed, progress=lambda done, total: line.update(done, total=total))
+                                  seed=seed, progress=lambda done, total: line.update(done, total=total),
+                                  calibrate=calibrate)
     header = (f"Workload model fitted by kvbench trace fit to {tr.path}\n"
               f"({tr.n_requests} requests over {tr.duration_s:.0f} s, {tr.block_tokens}-token blocks).\n"
               f"Goodness over {seeds} regenerated traces: hit-ratio curve MAE {good['curve_mae']:.4f}, max error "
