@@ -630,16 +630,12 @@ def _search_seeds(trace: Trace) -> int:
     return int(np.clip(math.ceil(64_000 / max(1, trace.n_requests)), lo, hi))
 
 
-def _objective(good: dict) -> float:
-    """The reuse search's objective: ``_score`` on the seeds' mean write rate (the model's, not one trace's noise)."""
-    sm = good.get("dwpd_error_of_seed_mean")
-    return max(good["curve_mae"] / CURVE_MAE_GOAL, sm["max"] / DWPD_GOAL if sm else 0.0)
-
-
 class _Scorer:
-    """``_objective`` of a model, from one steady curve per generated trace (``goodness_over_seeds`` computes
-    three): its write rate at the trace's capacity grid (as ``dwpd_error``: the seeds' mean W(C) against the
-    trace's where all turned over) and its exact LRU hit ratios from the same stack distances (the curve MAE)."""
+    """The calibration's objective for a model: the worse of DWPD max error / 5% and hit-ratio curve MAE / 0.02
+    (as ``_score``), on the seeds' mean write rate (the model's, not one trace's noise), from one steady curve per
+    generated trace (``goodness_over_seeds`` computes three): its write rate at the trace's capacity grid (as
+    ``dwpd_error``, where the trace and every generated trace turned over) and its exact LRU hit ratios from the
+    same stack distances (the curve MAE)."""
 
     def __init__(self, trace: Trace, seeds: int, seed: int, cold: bool):
         from kvbench.analysis.residence import steady_curve
@@ -691,10 +687,11 @@ def calibrate_reuse(trace: Trace, model: WorkloadModel, seed: int = 0, cold: boo
                     tick=None) -> tuple[WorkloadModel, dict]:
     """Search the turns per visit and the think time (factors on the measured ones, within REUSE_RANGE) for the
     model whose generated traces' mean steady write rate comes nearest the trace's at every capacity both turn
-    over, the hit-ratio curve MAE within its goal (``_objective``); the demand is calibrated again at every point
+    over, the hit-ratio curve MAE within its goal (``_Scorer``); the demand is calibrated again at every point
     (``calibrate_demand``, fewer seeds). Golden-section line searches on the log factors from the measured values,
     first along turns and think time together (the objective's valley on the Mooncake synthetic trace runs
-    there: a 5x5 grid put its floor at turns x3.4, think x3.4), then each alone; stops once the goals are met. Returns the model at the best point (demand not yet calibrated at the
+    there: a 5x5 grid put its floor at turns x3.4, think x3.4), then each alone; stops once the goals are met
+    or a line search gains less than 10%. Returns the model at the best point (demand not yet calibrated at the
     full seed count) and the search's record.
 
     Why these two: a window of a service cuts its conversations at both ends, so the turns per visit a fit
@@ -767,8 +764,8 @@ def calibrate_reuse(trace: Trace, model: WorkloadModel, seed: int = 0, cold: boo
 def fit_and_score(trace: Trace, defaults: WorkloadModel | None = None, name: str | None = None, seeds: int = 3,
                   seed: int = 0, progress=None, calibrate: bool = True) -> tuple[FitResult, dict]:
     """Fit; keep the length representation (measured quantiles, or lognormals of the same means) whose
-    demand-calibrated model comes nearer the goals on each generated trace (``_Scorer.both``: steady write rate within 5%
-    at every capacity both turn over, hit-ratio curve MAE within 0.02); search its turns per visit and think
+    demand-calibrated model comes nearer the goals on each generated trace (``_Scorer.both``: steady write rate
+    within 5% at every capacity both turn over, hit-ratio curve MAE within 0.02); search its turns per visit and think
     time (``calibrate_reuse``); calibrate its demand at the full seed count (``calibrate_demand``); score it on
     ``seeds`` generated traces from ``seed``. Returns the result and that goodness of fit (``before_calibration``:
     the same figures for the uncalibrated model).

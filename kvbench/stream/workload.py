@@ -280,7 +280,8 @@ def _calibration(values, where: str) -> Calibration:
     out = {}
     for k, v in values.items():
         if k not in types:
-            raise SpecError(f"{where}: unknown parameter calibration.{k}", f"valid in [calibration]: {', '.join(types)}")
+            raise SpecError(f"{where}: unknown parameter calibration.{k}",
+                            f"valid in [calibration]: {', '.join(types)}")
         t = types[k]
         ok = (isinstance(v, bool) if t == "bool" else isinstance(v, int) and not isinstance(v, bool) if t == "int"
               else isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v))
