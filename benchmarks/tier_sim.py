@@ -11,9 +11,20 @@ first window of a fresh hierarchy (its state laid out and first touched) is show
 inside ``Hierarchy.run`` alone (what the command's ``blocks_per_cpu_s`` counts: no state layout, no joins).
 Part 2 runs the command (L1+L2+L3+L4, and again with an L3/L4 admission policy) ``--runs`` times and prints the
 rates it reports in its ``simulation`` section against the target: ``blocks_per_s`` (wall: what the contract
-reports) and ``blocks_per_cpu_s`` (the simulating thread's CPU time), with the hit ratio the reference gives.
+reports) and ``blocks_per_cpu_s`` (the simulating thread's CPU time), with the hit ratio the reference gives;
+and the whole process's rates against issue 32's 2M blocks/s: blocks / the process's wall time (start-up,
+imports, numba's first dispatch, trace read, simulation, files) and blocks / its CPU seconds (user + sys, what a
+loaded machine does not inflate), with the 1-minute load average beside. A process pays ~0.8 s of CPU before its
+first block (Python, numpy and numba imported, numba's target set up on its first dispatch, the kernel loaded),
+so on the shipped trace (122k blocks) the whole process cannot reach 2M/s; ``--big`` runs part 2 on the
+10.7M-reference agent trace of ``benchmarks/trace_ingest.py`` too (generated, seeded; its expected hit ratio is
+the compiled simulation's in-process, which part 1 checks against the reference on the shipped trace).
+``--against DIR`` runs the command of another checkout (e.g. ``git archive <commit> | tar -x -C DIR``) in turn
+with this one, so that a before/after ratio is taken at the same moments of a shared machine; ``--command-only``
+skips part 1.
 
-    .venv/bin/python benchmarks/tier_sim.py [--trace mooncake-synthetic] [--repeat 5] [--runs 3]
+    .venv/bin/python benchmarks/tier_sim.py [--trace mooncake-synthetic] [--repeat 5] [--runs 3] [--big]
+                                            [--command-only] [--against DIR]
 """
 
 from __future__ import annotations
@@ -21,6 +32,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -38,6 +51,7 @@ from kvbench.stream.traces import read_trace  # noqa: E402
 
 BLOCK = 512 * 131072          # llama-3.1-8b, 512-token blocks
 TARGET = 3e6                  # blocks/s
+WHOLE_TARGET = 2e6            # blocks/s of the whole dry-run process (issue 32)
 WINDOW = 4096                 # blocks per hierarchy call, as replay kv cuts a 1 MiB-chunk run
 
 SPECS = {
@@ -97,13 +111,68 @@ def first_window(spec, t, most: int, repeat: int) -> float:
     return int(offs[stop]) / best
 
 
-def replay(trace: str, admission: str, tmp: str) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+def replay(trace: str, admission: str, tmp: str, repo: Path = REPO) -> tuple[dict, float, float, float]:
+    """The command's JSON, the process's wall and CPU seconds (user + sys), and the 1-minute load average."""
+    env = {**os.environ, "PYTHONPATH": str(repo)}
     cmd = [sys.executable, "-m", "kvbench", "replay", "kv", trace, "--model", "llama-3.1-8b", "--l1", "8GiB",
            "--l2", "16GiB", "--l3", os.path.join(tmp, "l3.store"), "--l3-capacity", "64GiB", "--l4", tmp,
            "--l4-capacity", "256GiB", "--admission", admission, "--dry-run", "--json", "--results",
            os.path.join(tmp, "results")]
-    return json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True, env=env, cwd=REPO).stdout)
+    load = os.getloadavg()[0]
+    r0, w0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env, cwd=repo).stdout
+    wall, r1 = time.perf_counter() - w0, resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    return json.loads(out), wall, cpu, load
+
+
+def big_trace(tmp: str) -> str:
+    """benchmarks/trace_ingest.py's default trace: agent, 13,500 requests of 64-token blocks (~10.7M references)."""
+    path = os.path.join(tmp, "agent-13500.jsonl")
+    subprocess.run([sys.executable, "-m", "kvbench", "trace", "gen", "agent", "-o", path, "-n", "13500",
+                    "--block-tokens", "64", "--rate", "5", "--json"], check=True, capture_output=True,
+                   env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=REPO)
+    return path
+
+
+def expected_hit_ratio(spec, t) -> tuple[float, str]:
+    """The hit ratio the command must report: the Python reference's, or on a large trace (where it would take
+    minutes) the compiled simulation's in-process."""
+    if t.n_blocks <= 2_000_000:
+        ref, _ = ReferenceHierarchy(spec).run(t.timestamp_s, t.offsets, t.keys)
+        return ref["hit_blocks"].sum() / t.n_blocks, "reference"
+    q, _, _ = windowed(spec, t, int(np.diff(t.offsets).max()))
+    return q["hit_blocks"].sum() / t.n_blocks, "compiled in-process"
+
+
+def command(trace: str, runs: int, tmp: str, against: Path | None) -> None:
+    """Part 2 on one trace: the command's own rates and the whole process's, per run; medians of the latter."""
+    t = read_trace(trace)
+    nb = t.n_blocks
+    trees = [("this", REPO)] + ([("against", against)] if against else [])
+    print(f"replay kv --dry-run on {trace}: {nb:,} blocks, L1 8G + L2 16G + L3 64G + L4 256G ({runs} runs"
+          + (f", in turn with {against}" if against else "") + "):")
+    for adm in ("all", "tinylfu"):
+        spec = HierarchySpec(tuple(TierSpec(n, c << 30, admission=adm if n in ("l3", "l4") else "all")
+                                   for n, c in (("l1", 8), ("l2", 16), ("l3", 64), ("l4", 256))), BLOCK)
+        want, by = expected_hit_ratio(spec, t)
+        whole = {name: [] for name, _ in trees}
+        for _ in range(runs):
+            for name, repo in trees:
+                d, wall, cpu, load = replay(trace, adm, tmp, repo)
+                sim = d["simulation"]
+                same = "same" if abs(d["hit_ratio"] - want) < 1e-12 else "DIFFERENT"
+                whole[name].append((nb / wall, nb / cpu))
+                print(f"  {name:<7} admission {adm:<8} load {load:4.2f}: command {sim['blocks_per_s'] / 1e6:5.2f}M "
+                      f"blocks/s wall ({sim['blocks_per_s'] / TARGET:.2f}x target), "
+                      f"{sim['blocks_per_cpu_s'] / 1e6:5.2f}M/s cpu; whole process {wall:5.2f} s wall "
+                      f"{nb / wall / 1e6:5.2f}M/s ({nb / wall / WHOLE_TARGET:.2f}x 2M), {cpu:5.2f} s cpu "
+                      f"{nb / cpu / 1e6:5.2f}M/s ({nb / cpu / WHOLE_TARGET:.2f}x); hit ratio {d['hit_ratio']:.5f} "
+                      f"({by} {want:.5f}, {same})")
+        for name, v in whole.items():
+            print(f"  {name:<7} admission {adm:<8} whole process, median of {runs}: "
+                  f"{statistics.median(x[0] for x in v) / 1e6:5.2f}M blocks/s wall, "
+                  f"{statistics.median(x[1] for x in v) / 1e6:5.2f}M blocks per CPU second")
 
 
 def main() -> None:
@@ -111,37 +180,33 @@ def main() -> None:
     ap.add_argument("--trace", default="mooncake-synthetic")
     ap.add_argument("--repeat", type=int, default=5, help="compiled runs per spec (the fastest counts)")
     ap.add_argument("--runs", type=int, default=3, help="replay kv --dry-run runs per configuration")
+    ap.add_argument("--big", action="store_true", help="part 2 on the 10.7M-reference agent trace too")
+    ap.add_argument("--command-only", action="store_true", help="part 2 only")
+    ap.add_argument("--against", type=Path, default=None, help="another checkout whose command runs in turn")
     a = ap.parse_args()
     t = read_trace(a.trace)
     most = int(np.diff(t.offsets).max())
     Hierarchy(next(iter(SPECS.values()))).run(t.timestamp_s[:50], t.offsets[:51], t.keys[:t.offsets[50]])  # JIT
     nb = t.n_blocks
-    print(f"{a.trace}: {t.n_requests:,} requests, {nb:,} block references; target {TARGET / 1e6:.0f}M blocks/s")
-    print(f"in-process (CPU time; compiled: min of {a.repeat}, windows of {WINDOW} blocks):")
-    for name, spec in SPECS.items():
-        (rq, ev), pc = cpu(lambda s=spec: ReferenceHierarchy(s).run(t.timestamp_s, t.offsets, t.keys), 1)
-        (jq, jv, _), jc = cpu(lambda s=spec: windowed(s, t, most), a.repeat)
-        same = np.array_equal(rq, jq) and np.array_equal(ev, jv)
-        fw = first_window(spec, t, most, a.repeat)
-        ro = runs_only(spec, t, most, a.repeat)
-        print(f"  {name}: identical={same}, hit ratio {rq['hit_blocks'].sum() / nb:.4f}; python "
-              f"{nb / pc / 1e6:.3f}M/s, compiled {nb / jc / 1e6:.2f}M/s (x{pc / jc:.0f} python, "
-              f"{nb / jc / TARGET:.2f}x target; inside Hierarchy.run alone {ro / 1e6:.2f}M/s, "
-              f"{ro / TARGET:.2f}x; first window {fw / 1e6:.2f}M/s)")
-    print(f"replay kv --dry-run, L1 8G + L2 16G + L3 64G + L4 256G ({a.runs} runs):")
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    if not a.command_only:
+        print(f"{a.trace}: {t.n_requests:,} requests, {nb:,} block references; target {TARGET / 1e6:.0f}M blocks/s")
+        print(f"in-process (CPU time; compiled: min of {a.repeat}, windows of {WINDOW} blocks):")
+        for name, spec in SPECS.items():
+            (rq, ev), pc = cpu(lambda s=spec: ReferenceHierarchy(s).run(t.timestamp_s, t.offsets, t.keys), 1)
+            (jq, jv, _), jc = cpu(lambda s=spec: windowed(s, t, most), a.repeat)
+            same = np.array_equal(rq, jq) and np.array_equal(ev, jv)
+            fw = first_window(spec, t, most, a.repeat)
+            ro = runs_only(spec, t, most, a.repeat)
+            print(f"  {name}: identical={same}, hit ratio {rq['hit_blocks'].sum() / nb:.4f}; python "
+                  f"{nb / pc / 1e6:.3f}M/s, compiled {nb / jc / 1e6:.2f}M/s (x{pc / jc:.0f} python, "
+                  f"{nb / jc / TARGET:.2f}x target; inside Hierarchy.run alone {ro / 1e6:.2f}M/s, "
+                  f"{ro / TARGET:.2f}x; first window {fw / 1e6:.2f}M/s)")
     with tempfile.TemporaryDirectory(dir="/var/tmp") as tmp:
-        for adm in ("all", "tinylfu"):
-            spec = HierarchySpec(tuple(TierSpec(n, c << 30, admission=adm if n in ("l3", "l4") else "all")
-                                       for n, c in (("l1", 8), ("l2", 16), ("l3", 64), ("l4", 256))), BLOCK)
-            ref, _ = ReferenceHierarchy(spec).run(t.timestamp_s, t.offsets, t.keys)
-            want = ref["hit_blocks"].sum() / nb
-            for _ in range(a.runs):
-                d = replay(a.trace, adm, tmp)
-                sim = d["simulation"]
-                print(f"  admission {adm:<8} {sim['blocks_per_s'] / 1e6:5.2f}M blocks/s wall "
-                      f"({sim['blocks_per_s'] / TARGET:.2f}x target), {sim['blocks_per_cpu_s'] / 1e6:5.2f}M/s cpu "
-                      f"({sim['blocks_per_cpu_s'] / TARGET:.2f}x); hit ratio {d['hit_ratio']:.5f} "
-                      f"(reference {want:.5f}, {'same' if abs(d['hit_ratio'] - want) < 1e-12 else 'DIFFERENT'})")
+        command(a.trace, a.runs, tmp, a.against)
+        if a.big:
+            command(big_trace(tmp), a.runs, tmp, a.against)
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":

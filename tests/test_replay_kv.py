@@ -361,3 +361,31 @@ def test_request_rows_in_batches_write_what_windows_one_by_one_write(tmp_path):
     lines = files[0].splitlines()
     assert len(lines) == 7 and lines[1] == "0,0.0000,5,2,0,1,0,1,3,1.2500,,,"
     assert lines[4] == "20,10.0000,5,2,0,1,0,1,3,1.2500,,," and lines[6] == "22,11.0000,5,2,0,1,0,1,3,,,,"
+
+
+def test_a_dry_runs_windows_are_large_and_their_size_changes_nothing(tmp_path, monkeypatch):
+    """A dry run plans no I/O, so its windows take at least SIM_ONLY_BLOCKS blocks; run with windows of 64 blocks
+    instead (many windows, rows in many batches) it reports the same summary and writes the same requests.csv."""
+    from kvbench.replay import kv
+
+    outs = []
+    for window_ios, sim_only, batch in ((262144, kv._Windows.SIM_ONLY_BLOCKS, kv._RequestRows.BATCH), (64, 1, 50)):
+        monkeypatch.setattr(kv._Windows, "SIM_ONLY_BLOCKS", sim_only)
+        monkeypatch.setattr(kv._RequestRows, "BATCH", batch)
+        l4 = tmp_path / f"l4-{window_ios}"
+        l4.mkdir()
+        cfg = ReplayConfig(trace="mooncake-sample", model="tiny-gqa", l1=40 * BLOCK, l2=120 * BLOCK,
+                           l3=str(tmp_path / "l3.store"), l3_capacity=300 * BLOCK, l4=str(l4), l4_capacity=600 * BLOCK,
+                           dry_run=True, results=str(tmp_path / f"r{window_ios}"), window_ios=window_ios)
+        calls = []
+        s = replay_kv(cfg, progress=lambda done, total: calls.append(done))
+        outs.append(({k: v for k, v in s.items() if k not in ("run_dir", "elapsed_s", "simulation")},
+                     (Path(s["run_dir"]) / "requests.csv").read_bytes(), len(calls)))
+    (big, big_csv, big_windows), (small, small_csv, small_windows) = outs
+    assert big_windows == 1 and small_windows > 10           # mooncake-sample: < 64k blocks, > 640
+    assert big == small and big_csv == small_csv
+    assert small["blocks"] > 64 * 10
+    monkeypatch.undo()
+    cfg = ReplayConfig(trace="t", model="m", dry_run=True)
+    assert kv._Windows(cfg, None, 64, plans=False).block_limit == kv._Windows.SIM_ONLY_BLOCKS == 1 << 16
+    assert kv._Windows(cfg, None, 64).block_limit == 262144 // 64

@@ -377,9 +377,15 @@ def _load_trace_meta(cfg: ReplayConfig):
 class _Windows:
     """Cut the simulation into windows of whole requests with about ``window_ios`` chunk I/Os each."""
 
-    def __init__(self, cfg: ReplayConfig, hier: Hierarchy, ios_per_block: int):
+    # windows that plan no I/O (a dry run's) take at least this many blocks: their size sets only the per-window
+    # Python overhead (Hierarchy.run's calls, the progress line), never a result
+    SIM_ONLY_BLOCKS = 1 << 16
+
+    def __init__(self, cfg: ReplayConfig, hier: Hierarchy, ios_per_block: int, plans: bool = True):
         self.cfg, self.hier = cfg, hier
         self.block_limit = max(64, cfg.window_ios // max(1, ios_per_block))
+        if not plans:
+            self.block_limit = max(self.block_limit, self.SIM_ONLY_BLOCKS)
         self.sim_s = 0.0
         self.sim_cpu_s = 0.0            # the simulating thread's CPU time (a loaded machine's waits left out)
         self.sim_blocks = 0
@@ -689,7 +695,7 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
     disk0 = diskstats(dev_name) if not cfg.dry_run else None
     # NVMe SMART / OCP counters before and after (device WAF for plan); None where the store is not on NVMe
     watch = DeviceWatch({"l3": cfg.l3}) if cfg.l3 and not cfg.dry_run else None
-    windows = _Windows(cfg, hier, ios_per_block)
+    windows = _Windows(cfg, hier, ios_per_block, plans=not cfg.dry_run or iolog is not None)
     fences_total = planned_ios = 0
     planned_bytes = {(lvl, op): 0 for lvl in levels for op in (0, 1, 2)}
     totals = {"requests": 0, "blocks": 0, "hit_blocks": 0, "produced": 0, "not_issued": 0}
