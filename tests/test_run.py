@@ -160,3 +160,27 @@ def test_the_compute_profile_follows_the_model():
     name, note = _pick_profile(None, "tiny-gqa")
     assert name == DEFAULT_PROFILE and "stand-in" in note and "kvbench prefill --model tiny-gqa" in note
     assert _pick_profile("my.toml", "tiny-gqa") == ("my.toml", None)
+
+
+def test_the_store_removed_behind_the_job_hands_its_error_to_join(tmp_path, monkeypatch):
+    """The scratch store is removed in a thread while plan, check and the report go on; a removal that fails
+    raises in the job's thread at join() (one line there), never as a thread's traceback; a store removed this way
+    is gone, its kvbench mark too."""
+    from kvbench.cli import run as R
+    from kvbench.engine import safety
+
+    store = tmp_path / "l3-store.bin"
+    store.write_bytes(b"\0" * 4096)
+    safety.mark_owned(str(store))
+    th = R._remove_store_behind(str(store))
+    th.join()
+    assert not store.exists() and not safety.sidecar(str(store)).exists()
+
+    def refuse(path):
+        raise PermissionError(13, "Permission denied", path)
+
+    monkeypatch.setattr(R, "_remove_store", refuse)
+    th = R._remove_store_behind(str(store))
+    with pytest.raises(PermissionError, match="Permission denied"):
+        th.join()
+    th.join()                                     # raised once, then the thread is simply finished

@@ -221,7 +221,25 @@ def _remove_store_behind(store: str):
     store is gone when ``kvbench run`` returns, on success, error or interrupt alike (os.unlink releases the GIL)."""
     import threading
 
-    th = threading.Thread(target=_remove_store, args=(store,), name="kvbench-remove-store")
+    class Removal(threading.Thread):
+        """An error in the thread (a store that cannot be removed) is raised again by ``join()``, in the job's
+        thread, where it becomes the command's one-line error: a thread's own error would print a traceback."""
+
+        error = None
+
+        def run(self):
+            try:
+                _remove_store(store)
+            except BaseException as e:  # noqa: BLE001 - handed to join()
+                self.error = e
+
+        def join(self, timeout=None):
+            super().join(timeout)
+            if self.error is not None:
+                err, self.error = self.error, None
+                raise err
+
+    th = Removal(name="kvbench-remove-store")
     th.start()
     return th
 
