@@ -382,10 +382,10 @@ def test_a_dry_runs_windows_are_large_and_their_size_changes_nothing(tmp_path, m
         outs.append(({k: v for k, v in s.items() if k not in ("run_dir", "elapsed_s", "simulation")},
                      (Path(s["run_dir"]) / "requests.csv").read_bytes(), len(calls)))
     (big, big_csv, big_windows), (small, small_csv, small_windows) = outs
-    assert big_windows == 1 and small_windows > 10           # mooncake-sample: < 64k blocks, > 640
+    assert big_windows == 1 and small_windows > 10           # mooncake-sample: < 16k blocks, > 640
     assert big == small and big_csv == small_csv
     assert small["blocks"] > 64 * 10
     monkeypatch.undo()
     cfg = ReplayConfig(trace="t", model="m", dry_run=True)
-    assert kv._Windows(cfg, None, 64, plans=False).block_limit == kv._Windows.SIM_ONLY_BLOCKS == 1 << 16
+    assert kv._Windows(cfg, None, 64, plans=False).block_limit == kv._Windows.SIM_ONLY_BLOCKS == 1 << 14
     assert kv._Windows(cfg, None, 64).block_limit == 262144 // 64
