@@ -633,9 +633,6 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "own arrays",
         ("self.batches.append(sample_keys(b, self.q) if self.q < 1.0 else b)", "< -> <="):
             "at rate 1 sample_keys returns the batch's own arrays",
-        ("yield sample_keys(b, q) if q < self.q else b", "< -> <="):
-            "a kept batch was sampled at self.q: its keys all hash under that rate's threshold, so a sample at the "
-            "same rate keeps every key and request",
         ("span = 0.0", "0.0 -> 1.0"):
             "read only when no batch had requests: no writes, and the refusal prints 0 or 1 s as 0 days",
         # stream_from_events, store_waf, trace_waf, WafModel
@@ -658,8 +655,8 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ("erase_block_bytes: int = 256 << 20, trim: bool = False, max_slots: int = 1 << 13,", "20 -> 21"):
             "WafModel's default erase unit: its only caller (plan) passes erase_block_bytes",
         ("erase_block_bytes: int = 256 << 20, trim: bool = False, max_slots: int = 1 << 13,", "<< -> >>"):
-            "the erase unit's (max_slots' is killed by test_waf_model_defaults_and_its_memo): WafModel's only "
-            "caller (plan) passes erase_block_bytes",
+            "the erase unit's (max_slots' `1 << 13` is killed): WafModel's only caller (plan) passes "
+            "erase_block_bytes",
         ("if not blocks >= 1:", ">= -> >"): "at exactly 1 block the grid gives round(10 ** 0) = 1 as well",
     },
     "recompute": {

@@ -341,3 +341,260 @@ def test_a_generated_trace_is_extended_by_its_own_model_and_the_stream_is_shared
     sw2 = store_writes(tr, block_bytes=BLOCK, capacity_bytes=4 * d * BLOCK, max_slots=1 << 11, fitted=ext)
     assert sw2.sample_rate == pytest.approx(sw.sample_rate / 2) and ext.q == pytest.approx(sw.sample_rate)
     assert len(ext.batches) >= kept and sw2.turnovers >= 2
+
+
+# --- survivors of the mutation run (benchmarks/mutation.py trace_waf): each test below fails on some of them ------
+def _distinct(n: int, first: int = 1):
+    """A trace of ``n`` requests of one new block each: every request misses and writes one block."""
+    return _trace([[k] for k in range(first, first + n)])
+
+
+class _Called(Exception):
+    pass
+
+
+def _no_extension():
+    raise _Called("the store asked for an extension")
+
+
+class _OneBlockBatches:
+    """A stand-in for :class:`Extension`: batches of ``per`` requests of one new block each, at 1 s apart, up to
+    ``limit`` requests (None: forever); records the sample rates asked for."""
+
+    origin = "fitted"
+
+    def __init__(self, per: int = 1, limit: int | None = None):
+        from types import SimpleNamespace
+
+        self.model, self.per, self.limit, self.asked = SimpleNamespace(name="hand-made"), per, limit, []
+
+    def stream(self, q):
+        self.asked.append(q)
+        k = 0
+        while self.limit is None or k < self.limit:
+            n = self.per if self.limit is None else min(self.per, self.limit - k)
+            b = _trace([[1_000_000 + k + i] for i in range(n)])
+            yield Trace(b.timestamp_s + k, b.input_tokens, b.output_tokens, b.offsets, b.keys, 16, "mooncake", "<x>")
+            k += n
+
+
+def test_the_trace_is_extended_exactly_when_it_falls_short_of_the_default_two_turnovers():
+    """Two cached blocks, no spare, one new block per request: slots 0,1,0,1,...; the first reuse is the third
+    write, so the warm-up is 2 + 2 = 4 writes and the default 2 turnovers need 4 + 2 x 2 = 8 writes. 8 requests
+    are enough (the trace's own stream, 2.0 turnovers); 7 are not (the extension is asked for)."""
+    sw = store_writes(_distinct(8), block_bytes=BLOCK, capacity_bytes=2 * BLOCK, spare_slots=0,
+                      fitted=_no_extension)
+    assert sw.origin == "trace" and sw.writes == 8 and sw.warm_writes == 4 and sw.turnovers == 2.0
+    assert sw.slots.tolist() == [0, 1] * 4
+    with pytest.raises(_Called):
+        store_writes(_distinct(7), block_bytes=BLOCK, capacity_bytes=2 * BLOCK, spare_slots=0, fitted=_no_extension)
+    # 3 turnovers asked: 4 + 6 = 10 writes needed
+    with pytest.raises(_Called):
+        store_writes(_distinct(9), block_bytes=BLOCK, capacity_bytes=2 * BLOCK, spare_slots=0, turnovers=3,
+                     fitted=_no_extension)
+    assert store_writes(_distinct(10), block_bytes=BLOCK, capacity_bytes=2 * BLOCK, spare_slots=0, turnovers=3,
+                        fitted=_no_extension).origin == "trace"
+
+
+def test_an_extension_is_generated_until_the_target_write_and_no_further():
+    """The extended stream of a 2-block store (default 2 turnovers) stops at the first batch that brings the
+    store's writes to ceil((2 + 2) x 2 x 1.05) = 9: fed one request of one new block at a time, exactly 9 writes
+    and 9 requests, the last at t = 8 s; the warm-up 2 + 2 writes (slots 0,1,0,1,...), so (9 - 4) / 2 turnovers."""
+    ext = _OneBlockBatches()
+    sw = store_writes(_trace([[1]]), block_bytes=BLOCK, capacity_bytes=2 * BLOCK, spare_slots=0, fitted=ext)
+    assert ext.asked == [1.0]
+    assert sw.origin == "fitted model" and sw.writes == 9 and sw.slots.tolist() == [0, 1, 0, 1, 0, 1, 0, 1, 0]
+    assert sw.request.tolist() == list(range(9)) and sw.warm_writes == 4 and sw.turnovers == 2.5
+    assert sw.params["generated_requests"] == 9 and sw.params["generated_s"] == 8.0
+    assert sw.params["model"] == "hand-made"
+    # 1 turnover asked: ceil(3 x 2 x 1.05) = 7 writes
+    one = store_writes(_trace([[1]]), block_bytes=BLOCK, capacity_bytes=2 * BLOCK, spare_slots=0, turnovers=1,
+                       fitted=_OneBlockBatches())
+    assert one.writes == 7 and one.params["generated_s"] == 6.0
+
+
+def test_a_generated_batch_is_fed_in_pieces_of_32768_requests():
+    """One generated batch of 40,000 new blocks against a 2-block store (target 9 writes): the collector feeds it
+    32,768 requests at a time and stops after the first piece, which already reaches the target."""
+    sw = store_writes(_trace([[1]]), block_bytes=BLOCK, capacity_bytes=2 * BLOCK, spare_slots=0,
+                      fitted=_OneBlockBatches(per=40_000, limit=40_000))
+    assert sw.writes == 32_768 and sw.params["generated_requests"] == 32_768
+
+
+def test_an_extension_that_never_turns_the_store_over_is_refused():
+    """A model stream of 3 new blocks in all never reuses a slot of a 4-block store: no steady state."""
+    with pytest.raises(SpecError, match="never turns over"):
+        store_writes(_trace([[1]]), block_bytes=BLOCK, capacity_bytes=4 * BLOCK, spare_slots=0,
+                     fitted=_OneBlockBatches(limit=3))
+
+
+def test_a_long_trace_is_simulated_in_batches_that_continue_one_another():
+    """70,000 requests of one new block each (three pieces of the collector's batch) through a 3-block LRU store
+    without spare: every request writes, the slots cycle 0,1,2 and the requests are numbered on across the
+    pieces, exactly as one pass would."""
+    n = 70_000
+    sw = store_writes(_distinct(n), block_bytes=BLOCK, capacity_bytes=3 * BLOCK, spare_slots=0, extend=False)
+    assert sw.writes == n and np.all(sw.ops == ftl.OP_WRITE)
+    assert np.array_equal(sw.slots, np.arange(n) % 3)
+    assert np.array_equal(sw.request, np.arange(n))
+
+
+def test_a_one_block_store_by_hand():
+    """keys 1..4 through a one-block store: every write is to slot 0, the first reuse is the second write, the
+    warm-up 1 + 1 writes, then (4 - 2) / 1 = 2 turnovers."""
+    sw = store_writes(_distinct(4), block_bytes=BLOCK, capacity_bytes=BLOCK, spare_slots=0, extend=False)
+    assert sw.capacity_blocks == 1 and sw.slots.tolist() == [0, 0, 0, 0]
+    assert sw.warm_writes == 2 and sw.turnovers == 2.0
+
+
+def test_store_defaults_no_trims_no_l2_and_seed_0(monkeypatch):
+    """By default a store issues no trims and has no L2 in front; a short trace is extended with the seed-0
+    workload model (fdp's store relies on these defaults)."""
+    from kvbench.analysis import trace_waf
+
+    sw = store_writes(_trace([[1], [2], [3], [1], [4]]), block_bytes=BLOCK, capacity_bytes=2 * BLOCK,
+                      spare_slots=0, extend=False)
+    assert sw.trim is False and not np.any(sw.ops == ftl.OP_TRIM) and sw.params["l2_blocks"] == 0
+    seeds = []
+
+    def ext_for(trace, seed):
+        seeds.append(seed)
+        return _OneBlockBatches()
+
+    monkeypatch.setattr(trace_waf, "extension_for", ext_for)
+    store_writes(_trace([[1]]), block_bytes=BLOCK, capacity_bytes=2 * BLOCK, spare_slots=0)
+    store_writes(_trace([[1]]), block_bytes=BLOCK, capacity_bytes=2 * BLOCK, spare_slots=0, seed=5)
+    assert seeds == [0, 5]
+
+
+def test_an_empty_stream_spans_no_slots_and_no_turnovers():
+    empty = store_writes(_trace([[]]), block_bytes=BLOCK, capacity_bytes=4 * BLOCK, extend=False)
+    assert empty.n_slots == 0 and empty.turnovers == 0.0
+
+
+def test_stream_from_events_by_hand():
+    """A cluster node's events: reads dropped; writes to slots 0,1,0,1,0 of a 2-block store (a 2-slot trim
+    between): the warm-up, found from the events, is the first reuse (write 3) + 2 = 4 writes; the store spans
+    slots 0..2 (the trim's 2 slots from slot 1); sample rate 1 unless given."""
+    from kvbench.analysis.trace_waf import stream_from_events
+    from kvbench.sim.tiers import EV_READ, EV_TRIM, EV_WRITE, EVENT_DTYPE
+
+    rows = [(0, EV_WRITE, 0, 1), (1, EV_READ, 0, 1), (1, EV_WRITE, 1, 1), (2, EV_TRIM, 1, 2), (2, EV_WRITE, 0, 1),
+            (3, EV_WRITE, 1, 1), (4, EV_WRITE, 0, 1)]
+    ev = np.zeros(len(rows), EVENT_DTYPE)
+    for i, (r, op, slot, n) in enumerate(rows):
+        ev[i]["request"], ev[i]["tier"], ev[i]["op"], ev[i]["slot"], ev[i]["nslots"] = r, 2, op, slot, n
+    sw = stream_from_events(ev, slot_bytes=BLOCK, capacity_blocks=2)
+    W, T = ftl.OP_WRITE, ftl.OP_TRIM
+    assert sw.ops.tolist() == [W, W, T, W, W, W] and sw.slots.tolist() == [0, 1, 1, 0, 1, 0]
+    assert sw.request.tolist() == [0, 1, 2, 2, 3, 4] and sw.nslots.tolist() == [1, 1, 2, 1, 1, 1]
+    assert sw.warm_writes == 4 and sw.n_slots == 3 and sw.sample_rate == 1.0 and sw.writes == 5
+    assert stream_from_events(ev, slot_bytes=BLOCK, capacity_blocks=2, warm_writes=1).warm_writes == 1
+
+
+def test_class_op_is_the_stated_over_provisioning_else_7_percent():
+    from types import SimpleNamespace
+
+    from kvbench.analysis.trace_waf import class_op
+
+    assert class_op(None) == 0.07 and class_op(SimpleNamespace(over_provisioning=None)) == 0.07
+    assert class_op(SimpleNamespace()) == 0.07 and class_op(None, 0.2) == 0.2
+    assert class_op(SimpleNamespace(over_provisioning=0.28)) == 0.28
+
+
+def _overwrites_64k(n_slots: int, writes: int, warm: int, seed: int = 0) -> StoreWrites:
+    sw = _random_overwrites(n_slots, writes, seed)
+    return StoreWrites(**{**sw.__dict__, "slot_bytes": 64 << 10, "warm_writes": warm})
+
+
+@pytest.mark.parametrize("warm", [700, 1023])
+def test_a_late_warm_up_cut_equals_the_slow_python_ftl(warm):
+    """The warm-up cut when most of the stream is warm-up (700 of 1,024 writes) and when only the last write is
+    measured, on 64 KiB slots that are one FTL page each (4 per 256 KiB erase unit): the compiled cut is the
+    reference's to the write."""
+    from kvbench.analysis.placement import store_ftl_config
+
+    sw = _overwrites_64k(256, 768, warm, seed=warm)
+    assert sw.writes == 1024
+    r = store_waf(sw, op=0.07, erase_block_bytes=256 << 10)
+    cfg = store_ftl_config(sw.n_slots * sw.slot_bytes, sw.slot_bytes, op=0.07, erase_block_bytes=256 << 10,
+                           gc="greedy")
+    assert cfg.page_size == sw.slot_bytes
+    assert r.waf == pytest.approx(_slow_waf(sw, cfg), rel=1e-12)
+    assert r.host_bytes == (sw.writes - warm) * sw.slot_bytes
+
+
+def test_one_stream_is_not_named_in_the_source():
+    sw = _overwrites_64k(256, 768, 512)
+    assert "streams" not in store_waf(sw, op=0.07, erase_block_bytes=256 << 10).source
+
+
+def test_the_maximum_extension_is_400_days_of_the_model():
+    """A workload model asked for its whole stream (2e-4 requests/s: about 7,000 requests) ends within the last
+    day of the 400 days an extension may span."""
+    from kvbench.analysis.trace_waf import Extension
+    from kvbench.stream.workload import load_model_file
+
+    last = [b.timestamp_s[-1] for b in Extension(load_model_file("chat"), rate=2e-4).stream(1.0) if b.n_requests]
+    assert 399 * 86_400 < last[-1] <= 400 * 86_400
+
+
+def test_the_extension_of_a_generated_trace_keeps_its_block_size_seed_and_sample():
+    """The generating model's extension: the trace's block size (256 tokens, not the model's 512), seed + 1 (so
+    it does not replay the trace), the trace's key sample as its base (a store's rate of 0.5 samples at 0.25 of
+    the model's blocks); a store at the same rate reuses the kept batches (generated once)."""
+    from kvbench.analysis.trace_waf import extension_for
+
+    tr = read_trace("gen:chat,duration=10m,rate=5,seed=7,sample=0.5", block_tokens=256)
+    assert tr.block_tokens == 256
+    ext = extension_for(tr)
+    assert ext.origin == "generating" and ext.model.block_tokens == 256 and ext.seed == 8
+    assert ext.base_sample == 0.5
+    first = next(ext.stream(0.5))
+    assert ext.q == 0.25
+    assert next(ext.stream(0.5)) is first and ext.batches[0] is first
+
+
+def test_extension_for_a_trace_that_states_less_about_itself(monkeypatch):
+    """A generated trace's meta without a seed or sample rate: seed 0 + 1, the whole stream (rate 1); one that
+    does not name its model is fitted like a file's trace, with seed 0 unless given."""
+    from types import SimpleNamespace
+
+    import kvbench.stream.fit as fit
+    from kvbench.analysis.trace_waf import extension_for
+
+    tr = read_trace("gen:chat,duration=1m,rate=5")
+    bare = Trace(tr.timestamp_s, tr.input_tokens, tr.output_tokens, tr.offsets, tr.keys, tr.block_tokens, tr.fmt,
+                 tr.path, meta={"source": "generated", "generated_from": tr.meta["generated_from"]})
+    ext = extension_for(bare)
+    assert ext.origin == "generating" and ext.seed == 1 and ext.base_sample == 1.0 and ext.rate is None
+    monkeypatch.setattr(fit, "fit_model", lambda trace: SimpleNamespace(model=tr))
+    unnamed = Trace(tr.timestamp_s, tr.input_tokens, tr.output_tokens, tr.offsets, tr.keys, tr.block_tokens, tr.fmt,
+                    tr.path, meta={"source": "generated"})
+    ext = extension_for(unnamed)
+    assert ext.origin == "fitted" and ext.model is tr and ext.seed == 0
+    assert extension_for(unnamed, 3).seed == 3
+
+
+def test_waf_model_defaults_and_its_memo():
+    """The plan's WafModel (block size, layout, GC and erase unit given): stores of at most 8,192 slots, one
+    measured turnover, no trims, the default 64 spare slots, 16 grid points per decade, one fit.
+    70 new blocks through a 2-block store with 64 spare slots: the first reuse is write 67, the warm-up
+    66 + 2 writes, so 70 writes measure exactly the one turnover asked (no extension)."""
+    m = WafModel(_distinct(70), block_bytes=BLOCK)
+    a = m.at(2, 0.07)
+    assert a.params["origin"] == "trace" and a.params["turnovers_measured"] == 1.0 and a.params["trim"] is False
+    assert a.params["store_slots"] == 66
+    assert m.at(2, 0.0700004) is a                          # OPs equal to a millionth share one FTL run
+    assert m.at(2, 0.070002) is not a
+    assert m.grid_blocks(1) == 1 and m.grid_blocks(1.07) == 1 and m.grid_blocks(1100) == round(10 ** (49 / 16))
+    big = WafModel(_distinct(32_000), block_bytes=BLOCK).at(10_000, 0.07)
+    assert big.params["store_blocks"] == 8192 and big.params["sample_rate"] == pytest.approx(0.8192)
+
+
+def test_waf_model_fits_the_extension_once():
+    from kvbench.analysis.trace_waf import Extension
+
+    m = WafModel(read_trace("gen:chat,duration=1m,rate=5"), block_bytes=BLOCK)
+    ext = m._fit()
+    assert isinstance(ext, Extension) and m._fit() is ext
