@@ -379,7 +379,7 @@ class _Windows:
 
     # windows that plan no I/O (a dry run's) take at least this many blocks: their size sets only the per-window
     # Python overhead (Hierarchy.run's calls, the progress line), never a result. Not more: a window's event rows
-    # are laid out and first touched as it runs (64k blocks cost the 122k-block shipped trace 15% of its
+    # are laid out and first touched as it runs (64k blocks cost the 122k-block shipped trace ~18% more
     # simulation CPU time; 16k blocks nothing measurable)
     SIM_ONLY_BLOCKS = 1 << 14
 
