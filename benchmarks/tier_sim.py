@@ -23,6 +23,12 @@ the compiled simulation's in-process, which part 1 checks against the reference 
 with this one, so that a before/after ratio is taken at the same moments of a shared machine; ``--command-only``
 skips part 1.
 
+Measured 2026-12-05 on the shared 2-core VM (``--command-only --big --runs 3 --against`` a copy of 0786dd0, medians,
+load 2.5-4.0): the 10.7M-block agent trace, whole process, L1-L4 LRU 1.62M blocks/s wall and 1.77M per CPU second
+against 0.98M / 1.16M before (x1.5-1.65); with TinyLFU 2.99M / 3.01M against 1.94M / 1.93M (x1.55); at load ~2.6
+the LRU run reached 1.85M wall and 2.61M per CPU second. The shipped trace's whole process stays ~0.12M/s, both
+trees: its simulation is ~0.035 s of a ~0.9 s process.
+
     .venv/bin/python benchmarks/tier_sim.py [--trace mooncake-synthetic] [--repeat 5] [--runs 3] [--big]
                                             [--command-only] [--against DIR]
 """
