@@ -21,3 +21,14 @@ def u(i):
     file): keep it as it is.
     """
     return np.uint64(i)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def splitmix64(x):
+    """The splitmix64 finaliser of one uint64 (wrapping arithmetic): the compiled form of
+    :func:`kvbench.stream.chain.splitmix64` (the key-sampling hash, the generator's key chaining); the two are
+    held equal by tests/test_sampling.py."""
+    z = x + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))

@@ -461,6 +461,36 @@ def test_the_sample_threshold_is_rate_times_the_hash_space():
     assert not np.array_equal(key_mask(keys, 0.1), key_mask(keys, 0.1, seed=1))
 
 
+def test_one_sampling_hash_in_every_form():
+    """The key-sampling rule lives in stream/sampling.py: its compiled filter (sampled_indices, SHARDS' spatial
+    sample in curves.sampled_trace) keeps exactly the references key_mask keeps, salted or not, at every rate; the
+    compiled splitmix64 (kvbench.kernels) is the array one (kvbench.stream.chain), on keys with the top bit set
+    too; and there is one threshold function."""
+    from kvbench import kernels
+    from kvbench.analysis import curves
+    from kvbench.stream.chain import splitmix64
+    from kvbench.stream.sampling import sampled_indices
+    from kvbench.stream.traces import Trace
+
+    keys = np.random.default_rng(11).integers(0, 2**64 - 1, 50_000, dtype=np.uint64)
+    keys[:3] = [0, 2**63, 2**64 - 1]
+    for i in (0, 1, 2, 17, 49_999):
+        assert int(kernels.splitmix64(keys[i])) == int(splitmix64(keys[i:i + 1])[0])
+    for rate in (1e-3, 0.1, 0.5, 0.999999, 1.0):
+        for seed in (0, 7, 2**63 + 5):
+            got = sampled_indices(keys, rate, seed)
+            assert got.dtype == np.int64
+            np.testing.assert_array_equal(got, np.flatnonzero(key_mask(keys, rate, seed)))
+    offsets = np.array([0, 10_000, 30_000, 50_000], dtype=np.int64)
+    t = Trace(np.array([0.0, 1.0, 2.0]), np.array([10, 20, 20]), np.zeros(3, np.int64), offsets, keys, 1,
+              "mooncake", "t", {})
+    sampled, n = curves.sampled_trace(t, 0.1, salt=3)
+    kept = key_mask(keys, 0.1, 3)
+    assert n == kept.sum() and np.array_equal(sampled.keys, keys[kept])
+    assert sampled.offsets.tolist() == [0, kept[:10_000].sum(), kept[:30_000].sum(), kept.sum()]
+    assert not hasattr(curves, "_threshold")
+
+
 def test_key_sample_rate_is_known_only_for_a_stream_that_states_it(synthetic):
     from kvbench.stream.sampling import key_sample_rate
 

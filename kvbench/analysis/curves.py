@@ -172,10 +172,6 @@ def _key_hash_fraction(keys: np.ndarray) -> np.ndarray:
     return (splitmix64(keys) >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
 
 
-def _threshold(rate: float) -> np.uint64:
-    return np.uint64(min(int(rate * 2.0**64), 2**64 - 1))
-
-
 def sampled_trace(trace: Trace, rate: float, salt: int = 0) -> tuple[Trace, int]:
     """The trace restricted to blocks whose key hash falls below ``rate`` (SHARDS' spatial sample).
 
@@ -184,9 +180,9 @@ def sampled_trace(trace: Trace, rate: float, salt: int = 0) -> tuple[Trace, int]
     """
     from dataclasses import replace
 
-    from kvbench.analysis.mrc_kernels import sample_mask
+    from kvbench.stream.sampling import sampled_indices
 
-    flat = sample_mask(_salted(trace.keys, salt), _threshold(rate))
+    flat = sampled_indices(trace.keys, rate, salt)
     req = np.searchsorted(trace.offsets, flat, side="right") - 1
     offsets = np.zeros(trace.n_requests + 1, dtype=np.int64)
     np.cumsum(np.bincount(req, minlength=trace.n_requests), out=offsets[1:])

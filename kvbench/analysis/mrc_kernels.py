@@ -56,23 +56,6 @@ def _rebuild(tree, owner, last, width):
 
 
 @njit(cache=True, nogil=True)
-def sample_mask(keys, threshold):
-    """SHARDS spatial filter: indices of references whose key hash (splitmix64) is below ``threshold``."""
-    n = keys.shape[0]
-    out = np.empty(n, np.int64)
-    m = 0
-    for i in range(n):
-        z = keys[u(i)] + np.uint64(0x9E3779B97F4A7C15)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        z = z ^ (z >> np.uint64(31))
-        if z < threshold:
-            out[m] = i
-            m += 1
-    return out[:m]
-
-
-@njit(cache=True, nogil=True)
 def _heap_push(heap, size, item, hashes):
     heap[size] = item
     hv_item = hashes[item]

@@ -56,7 +56,9 @@ def check_rate(rate: float, what: str = "--sample-keys") -> float:
 
 
 def threshold(rate: float) -> np.uint64:
-    """Hash threshold of a rate: keys whose splitmix64 hash is below it are sampled (as SHARDS in curves)."""
+    """Hash threshold of a rate: keys whose splitmix64 hash is below it are sampled: the one sampling rule of
+    kvbench (key_mask, sampled_indices; SHARDS in :mod:`kvbench.analysis.curves` and ``gen:...,sample=`` use
+    them)."""
     return np.uint64(min(int(rate * 2.0**64), 2**64 - 1))
 
 
@@ -72,6 +74,17 @@ def key_mask(keys: np.ndarray, rate: float, seed: int = 0) -> np.ndarray:
         return np.ones(keys.shape, dtype=bool)
     salted = keys ^ np.uint64(seed) if seed else keys
     return splitmix64(salted) < threshold(rate)
+
+
+def sampled_indices(keys: np.ndarray, rate: float, seed: int = 0) -> np.ndarray:
+    """Indices of the references in the sample, in order: ``np.flatnonzero(key_mask(keys, rate, seed))`` in one
+    compiled pass (:mod:`kvbench.stream.sampling_kernel`; SHARDS' filter over a whole trace)."""
+    keys = np.asarray(keys, dtype=np.uint64)
+    if rate >= 1.0:
+        return np.arange(keys.shape[0], dtype=np.int64)
+    from kvbench.stream.sampling_kernel import below_threshold
+
+    return below_threshold(keys, np.uint64(seed), threshold(rate))
 
 
 def sample_keys(trace: Trace, rate: float, seed: int = 0) -> Trace:

@@ -15,22 +15,15 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from kvbench.kernels import splitmix64
+
 _GOLDEN = np.uint64(0x9E37_79B9_7F4A_7C15)
-_M1 = np.uint64(0xBF58_476D_1CE4_E5B9)
-_M2 = np.uint64(0x94D0_49BB_1331_11EB)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _splitmix64(x):
-    z = x + _GOLDEN
-    z = (z ^ (z >> np.uint64(30))) * _M1
-    z = (z ^ (z >> np.uint64(27))) * _M2
-    return z ^ (z >> np.uint64(31))
 
 
 @njit(cache=True, nogil=True, inline="always")
 def _mix(prev, ident):
-    return _splitmix64(_splitmix64(prev) ^ (ident * _GOLDEN))
+    """:func:`kvbench.stream.chain.mix`, compiled."""
+    return splitmix64(splitmix64(prev) ^ (ident * _GOLDEN))
 
 
 @njit(cache=True, nogil=True)
