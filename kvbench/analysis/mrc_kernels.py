@@ -448,3 +448,45 @@ def lru_feed(keys, offsets, times, r_start, ref_base, count_from, ttl, shift,
     state[1] = slot
     state[5] ^= np.int64(warm & np.uint64(1))      # keep the warming loads alive
     return n_req, 0
+
+
+STACK_COLD = np.iinfo(np.int64).max         # stack_distances of a key's first reference
+
+
+@njit(cache=True, nogil=True)
+def stack_distances(ids, n_ids):
+    """LRU stack distance of every reference of dense ids ``0..n_ids-1``: the distinct ids touched since the id's
+    previous reference (0 = a re-touch of the most recent one; the reference hits an LRU cache of k entries iff
+    its distance < k), ``STACK_COLD`` at its first. A Fenwick tree over time: position p holds 1 while p is the
+    latest reference of its id. The one per-reference engine (the exact curve's ``lru_feed`` keeps only the
+    histogram, streaming): :mod:`kvbench.analysis.residence` and :mod:`kvbench.sim.rowcache` use it."""
+    n = ids.shape[0]
+    tree = np.zeros(n + 1, dtype=np.int64)
+    last = np.full(n_ids, -1, dtype=np.int64)
+    out = np.empty(n, dtype=np.int64)
+    for t in range(n):
+        k = ids[t]
+        p = last[k]
+        last[k] = t
+        if p < 0:
+            out[t] = STACK_COLD
+        else:
+            s = 0                       # latest-reference marks in (p, t) = prefix(0..t-1) - prefix(0..p)
+            i = t
+            while i > 0:
+                s += tree[i]
+                i -= i & (-i)
+            i = p + 1
+            while i > 0:
+                s -= tree[i]
+                i -= i & (-i)
+            out[t] = s
+            i = p + 1                   # p is no longer the latest reference of its id
+            while i <= n:
+                tree[i] -= 1
+                i += i & (-i)
+        i = t + 1
+        while i <= n:
+            tree[i] += 1
+            i += i & (-i)
+    return out

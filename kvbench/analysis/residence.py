@@ -44,42 +44,6 @@ from kvbench.errors import SpecError
 
 
 @njit(cache=True, nogil=True)
-def _stack_distances(codes, n_keys):
-    """LRU stack distance of every reference (1 = re-touch of the most recent key); cold references get
-    ``n_keys + 1``. Distance = distinct keys touched since the key's previous reference, plus one."""
-    n = codes.shape[0]
-    tree = np.zeros(n + 1, dtype=np.int64)      # 1 at the latest position of each key
-    last = np.full(n_keys, -1, dtype=np.int64)
-    out = np.empty(n, dtype=np.int64)
-    live = 0
-    for i in range(n):
-        k = codes[i]
-        p = last[k]
-        if p < 0:
-            out[i] = n_keys + 1
-        else:
-            # marks at positions <= p
-            s = 0
-            j = p + 1
-            while j > 0:
-                s += tree[j]
-                j -= j & -j
-            out[i] = live - s + 1        # marks after p, plus the key itself
-            j = p + 1
-            while j <= n:
-                tree[j] -= 1
-                j += j & -j
-            live -= 1
-        j = i + 1
-        while j <= n:
-            tree[j] += 1
-            j += j & -j
-        live += 1
-        last[k] = i
-    return out
-
-
-@njit(cache=True, nogil=True)
 def _misses_after_fill(dist, start, n_keys):
     """For every capacity C in 1..n_keys-1: references at index >= start[C] with distance > C (misses at C).
 
@@ -266,7 +230,11 @@ def steady_curve(trace, *, block_bytes: int) -> SteadyCurve:
     if n == 0:
         raise SpecError(f"trace {trace.path} has no block references", "give a trace whose requests have hash_ids")
     codes, d = dense_ids(keys)
-    dist = _stack_distances(np.ascontiguousarray(codes, dtype=np.int64), d)
+    from kvbench.analysis.mrc_kernels import STACK_COLD, stack_distances
+
+    # stack distance counting the key itself (1 = re-touch of the most recent key), cold references d + 1
+    s = stack_distances(np.ascontiguousarray(codes, dtype=np.int64), d)
+    dist = np.where(s == STACK_COLD, d + 1, s + 1)
     # first touch of each distinct key, in order (codes are assigned in first-seen order)
     first = np.empty(d, dtype=np.int64)
     first[codes[::-1]] = np.arange(n - 1, -1, -1, dtype=np.int64)

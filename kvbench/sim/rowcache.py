@@ -50,49 +50,14 @@ def dense_ids(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return unique_inverse(np.asarray(rows, dtype=np.int64))
 
 
-@numba.njit(cache=True)
-def _stack_distances(ids, n_ids):
-    """LRU stack distance of each access (distinct ids since the previous access to it); INF when first.
-    Fenwick tree over time: position p holds 1 while p is the latest access of its id."""
-    n = ids.size
-    tree = np.zeros(n + 1, dtype=np.int64)
-    last = np.full(n_ids, -1, dtype=np.int64)
-    out = np.empty(n, dtype=np.int64)
-    big = np.iinfo(np.int64).max
-    for t in range(n):
-        p = last[ids[t]]
-        last[ids[t]] = t
-        if p < 0:
-            out[t] = big
-        else:
-            # count of latest-access markers in (p, t) = prefix(t-1) - prefix(p)
-            s = 0
-            i = t                       # prefix over positions 0..t-1 (1-based index t)
-            while i > 0:
-                s += tree[i]
-                i -= i & (-i)
-            i = p + 1                   # prefix over positions 0..p
-            while i > 0:
-                s -= tree[i]
-                i -= i & (-i)
-            out[t] = s
-            i = p + 1                   # p is no longer the latest access of its id
-            while i <= n:
-                tree[i] -= 1
-                i += i & (-i)
-        i = t + 1
-        while i <= n:
-            tree[i] += 1
-            i += i & (-i)
-    return out
-
-
 def stack_distances(ids: np.ndarray, n_ids: int | None = None) -> np.ndarray:
     """Exact LRU stack distances of dense ids (an access hits an LRU cache of k rows iff its distance < k)."""
     ids = np.asarray(ids, dtype=np.int64)
     if ids.size == 0:
         return np.zeros(0, dtype=np.int64)
-    return _stack_distances(ids, int(n_ids if n_ids is not None else ids.max() + 1))
+    from kvbench.analysis.mrc_kernels import stack_distances as engine   # the one per-reference engine
+
+    return engine(ids, int(n_ids if n_ids is not None else ids.max() + 1))
 
 
 def profile_ranks(ids: np.ndarray, profile: np.ndarray, n_ids: int) -> np.ndarray:
