@@ -226,3 +226,30 @@ def test_shared_gmi_stats(shared_dir):
     assert s["tokens_per_block_id"]["p50"] == pytest.approx(34.1, abs=0.05)
     assert s["tokens_per_block_id"]["max"] == pytest.approx(101.6, abs=0.05)
     assert s["lines_matching_block_size"] == pytest.approx(758 / 1931)
+
+
+def test_trace_type_sits_outside_the_readers_import_circle():
+    """Trace lives in kvbench/stream/trace.py, which imports no other kvbench module but the errors; key sampling
+    and the generator take it from there and never import the readers (kvbench.stream.traces), which import them:
+    no circle left to break with function-level imports. traces.Trace is the same class."""
+    import ast
+    from pathlib import Path
+
+    import kvbench.stream.trace as tmod
+    from kvbench.stream import traces
+
+    def kvbench_imports(path):
+        tree = ast.parse(Path(path).read_text())
+        out = set()
+        for n in ast.walk(tree):
+            if isinstance(n, ast.ImportFrom) and n.module and n.module.startswith("kvbench"):
+                out.add(n.module)
+            elif isinstance(n, ast.Import):
+                out |= {a.name for a in n.names if a.name.startswith("kvbench")}
+        return out
+
+    root = Path(tmod.__file__).parent
+    assert kvbench_imports(root / "trace.py") == {"kvbench.errors"}
+    for name in ("sampling.py", "synth.py"):
+        assert "kvbench.stream.traces" not in kvbench_imports(root / name), name
+    assert traces.Trace is tmod.Trace

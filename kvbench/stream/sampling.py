@@ -39,7 +39,7 @@ from dataclasses import replace
 import numpy as np
 
 from kvbench.errors import UsageError
-from kvbench.stream.traces import Trace
+from kvbench.stream.trace import Trace
 
 FULL_BLOCKS = "full_blocks"
 

@@ -256,7 +256,7 @@ class Generator:
     def batches(self, batch_requests: int = WINDOW_REQUESTS, limit: int | None = None,
                 path: str = "gen:", meta: dict | None = None) -> Iterator:
         """``Trace`` batches in arrival order (at most ``batch_requests`` requests and ``BATCH_REFS`` blocks)."""
-        from kvbench.stream.traces import Trace
+        from kvbench.stream.trace import Trace
 
         rng = np.random.default_rng([self.seed, 3])
         horizon_ms = int(round(self.duration_s * 1000.0))
