@@ -27,7 +27,7 @@ def u(i):
 def splitmix64(x):
     """The splitmix64 finaliser of one uint64 (wrapping arithmetic): the compiled form of
     :func:`kvbench.stream.chain.splitmix64` (the key-sampling hash, the generator's key chaining); the two are
-    held equal by tests/test_sampling.py."""
+    held equal by tests/stream/test_sampling.py."""
     z = x + np.uint64(0x9E3779B97F4A7C15)
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)

@@ -111,7 +111,7 @@ def _drives_the_system(fn, module_globals: dict, seen: set) -> bool:
         if any(isinstance(k, str) and k.split("/")[-1] in _SYSTEM_STRINGS for k in c.co_consts):
             return True
         # module-level helpers of the tests (not kvbench's code): the module's own names, and those a function
-        # imports from another test module (``from tests.test_report_fixtures import assert_report_renders``);
+        # imports from another test module (``from tests.report.helpers import assert_report_renders``);
         # a helper is read in its own module's names
         spaces = [module_globals] + [vars(sys.modules[n]) for n in c.co_names
                                      if n.startswith("tests.") and n in sys.modules]

@@ -144,7 +144,7 @@ def test_ctrl_c_during_a_replay_with_l2_is_honoured_promptly(tmp_path):
 
 # --- check, run, models, traces --------------------------------------------------------------------------
 def test_check_refuses_a_profile_and_a_run_of_different_models(cli, tmp_path):
-    from tests.test_recompute import REQUESTS, write_run
+    from tests.analysis.test_recompute import REQUESTS, write_run
 
     root = write_run(tmp_path / "run", requests=REQUESTS)            # a replay of tiny-gqa
     r = cli("check", "--profile", "llama-3.1-8b-h200-trtllm-fp8", "--run", root)

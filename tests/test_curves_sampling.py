@@ -9,7 +9,7 @@ import pytest
 
 from kvbench.analysis.curves import ReuseProfile, exact_profile, sampled_trace, stream_profile
 
-from .test_curves_pinned import T, trace
+from tests.analysis.test_curves import T, trace
 
 M64 = (1 << 64) - 1
 GOLDEN, M1, M2 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
@@ -203,7 +203,7 @@ def test_curve_arguments_at_their_edges():
 def test_fixed_size_shards_of_one_key_and_of_three_against_the_oracle(size):
     from kvbench.analysis.curves import shards_profile
 
-    from .test_curves_pinned import _chain_trace
+    from tests.analysis.test_curves import _chain_trace
 
     t = _chain_trace()
     stream = t.keys[t.touch_order()].tolist()

@@ -1,7 +1,7 @@
 """Tensor parallelism by hand for every model preset, at every power-of-two degree from 1 to 64: attention KV heads
 split across ranks until each rank holds one replicated head (tp >= kv heads), an MLA latent and an indexer key
 whole on every rank, a linear-attention layer's key and value heads split and replicated the same way. The model
-facts are typed from each model's config.json (as in tests/test_models.py), the arithmetic done here."""
+facts are typed from each model's config.json (as in tests/spec/test_models.py), the arithmetic done here."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from .conftest import REPO, write_mooncake
+from tests.conftest import REPO, write_mooncake
 
 BLOCK = 262144                       # tiny-gqa: 512 B/token x 512-token blocks
 

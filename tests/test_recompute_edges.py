@@ -19,7 +19,7 @@ from kvbench.analysis.recompute import (Inequality, Tier, analyse_run_hits, anal
 from kvbench.compute.profile import rate_profile
 from kvbench.errors import SpecError
 
-from .test_recompute import write_run
+from tests.analysis.test_recompute import write_run
 
 GRID = np.unique(np.round(np.geomspace(1, 1 << 20, 4096)).astype(np.int64))   # win_ranges' coarse grid
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_engram_replay import tiny_preset  # noqa: F401 - fixture
+from tests.replay.test_engram import tiny_preset  # noqa: F401 - fixture
 
 from kvbench.cli.run import _replay_progress, first_byte_notes
 from kvbench.qualify.probe import TierProbe

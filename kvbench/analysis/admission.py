@@ -7,7 +7,7 @@ admission policy the writes depend on the policy's memory, so each (policy, capa
 steady state is defined as :mod:`kvbench.analysis.residence` defines it: in the requests arriving after the one
 that caused the tier's first eviction, the blocks written (admitted) per block referenced, times the trace's mean
 demand (references after the first arrival / span); DWPD = 86,400 W / C (:func:`kvbench.analysis.endurance.dwpd`).
-Admit-all reproduces the one-pass curve exactly (tests/test_admission.py).
+Admit-all reproduces the one-pass curve exactly (tests/analysis/test_admission.py).
 
 The per-capacity simulations are bounded: ``budget_refs`` block references in all (policies x capacities x
 the trace's references); a grid that would exceed it is thinned, and says so, and the probes below a planned tier

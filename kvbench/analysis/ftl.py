@@ -18,7 +18,7 @@ isolated reclaim units) or one stream up (``"age"``: a page that survived a clea
 oldest stream keeps them). Which host write goes to which stream is the placement rule
 (:mod:`kvbench.analysis.placement`). One stream is the model above, page for page.
 
-Analytic reference (validated in tests/test_ftl.py): for uniform random single-page writes, the fraction of
+Analytic reference (validated in tests/analysis/test_ftl.py): for uniform random single-page writes, the fraction of
 valid pages ``u`` in a cleaned block satisfies ``u = exp(-alpha (1 - u))`` with ``alpha = physical / user =
 1 + op``, so ``WAF = 1 / (1 - u) = alpha / (alpha + W0(-alpha exp(-alpha)))`` (W0: principal Lambert W).
 Source: L. Xiang and B. M. Kurkoski, "An Improved Analytic Expression for Write Amplification in NAND Flash",

@@ -349,7 +349,7 @@ def store_waf(sw: StoreWrites, *, op: float = 0.07, erase_block_bytes: int = 256
     ext = (o, s, c) if stream_of is None else (o, s, c, np.asarray(stream_of, np.int64))
     # one pass over the stream, no looping: simulate takes the pass as a multiple of the capacity (+0.5 page so
     # that float rounding cannot drop the last write), the warm-up as a fraction of it (+0.5 so that it truncates
-    # to the exact page count: tests/test_trace_waf.py compares with a page-by-page reference)
+    # to the exact page count: tests/analysis/test_trace_waf.py compares with a page-by-page reference)
     r = ftl.simulate(cfg, extents=ext, writes=(total + 0.5) / cfg.user_pages,
                      warmup=(warm_pages + 0.5) / (total + 0.5))
     erase = cfg.block_pages * cfg.page_size

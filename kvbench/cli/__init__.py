@@ -3,7 +3,7 @@
 Commands live one module each in this package; :data:`COMMANDS` names, per group, each command and the module
 that defines it (``COMMANDS``: a list of click commands). A module is imported only when its command runs (or
 ``--help`` lists them), so ``kvbench mrc`` does not pay for torch, plotly or pandas, nor for the other commands'
-imports. ``tests/test_cli.py`` checks this table against the modules. Library errors (:mod:`kvbench.errors`)
+imports. ``tests/cli/test_cli.py`` checks this table against the modules. Library errors (:mod:`kvbench.errors`)
 become one line and an exit code here.
 """
 

@@ -45,7 +45,7 @@ class OutputParam(click.ParamType):
     refused before any work when it is a folder, under /proc, /sys or /dev, in a missing folder, a symlink, or
     a file kvbench did not write (unless ``--force``, which it hands to the writer); written only through
     :class:`kvbench.engine.safety.PendingOutput`. ``keep`` values
-    (e.g. plan's bare ``--report`` = "auto") pass through unchecked. tests/test_outputs.py walks the command
+    (e.g. plan's bare ``--report`` = "auto") pass through unchecked. tests/cli/test_outputs.py walks the command
     tree: a writing option of another type fails it."""
 
     name = "file"
@@ -102,7 +102,7 @@ class Number(click.ParamType):
 
 #: option name (the parameter's) -> (lo, hi, lo_open) for its int/float value; any other int or float option is
 #: finite, >= 0 and <= 1e15. Applied to every command by :func:`bound_numbers` (the lazy group calls it), so a
-#: new numeric option is bounded without a line here; tests/test_validation.py walks the tree.
+#: new numeric option is bounded without a line here; tests/cli/test_validation.py walks the tree.
 NUMERIC_BOUNDS: dict[str, tuple] = {
     **{k: (0, 2**32 - 1, False) for k in ("seed", "sample_seed")},
     **{k: (1, 1e15, False) for k in ("max_requests", "qd", "workers", "reap_batch", "tp", "nodes", "gpus_per_node",

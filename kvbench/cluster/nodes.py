@@ -8,7 +8,7 @@ The tier hierarchy is the one ``replay kv`` simulates, built from the same spec,
   per-node counters stay per node (who read and wrote what). Sharing reaches into the tier records
   (``Hierarchy.tier(name)``: ``policy``, ``store``, ``meta``), which only the Python
   :class:`~kvbench.sim.tiers.ReferenceHierarchy` keeps as objects: nodes with an L4 pool run it; nodes without
-  one run the compiled :class:`~kvbench.sim.tiers.Hierarchy` (identical results: tests/test_cluster_compiled.py).
+  one run the compiled :class:`~kvbench.sim.tiers.Hierarchy` (identical results: tests/cluster/test_nodes.py).
 * :meth:`Node.cached_prefix`: the leading blocks of a request a node holds in its own tiers (L1-L3), asked of
   each tier's policy with ``contains`` (no recency change): what a cache-aware router's index knows.
 

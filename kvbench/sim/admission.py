@@ -97,7 +97,7 @@ class Admission:
     needs_request = False
     params: dict = {}
     #: the compiled tier simulation's code for this policy (kvbench.sim.tiers_kernel ``ADM_*``; the registry owns
-    #: it: tests/test_tiers_compiled.py checks the two agree); None: the policy runs in ReferenceHierarchy only
+    #: it: tests/sim/test_tiers_kernel.py checks the two agree); None: the policy runs in ReferenceHierarchy only
     kernel_code: int | None = None
 
     def kernel_params(self) -> dict:

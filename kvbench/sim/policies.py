@@ -31,7 +31,7 @@ class Cache:
 
     name = "base"
     #: the compiled tier simulation's code for this policy (kvbench.sim.tiers_kernel ``POL_*``: the registry owns
-    #: it, tests/test_tiers_compiled.py checks the two agree); every registered policy has a compiled form
+    #: it, tests/sim/test_tiers_kernel.py checks the two agree); every registered policy has a compiled form
     kernel_code: int | None = None
 
     def __init__(self, capacity_blocks: int, ttl_s: float | None = None):

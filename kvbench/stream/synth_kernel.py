@@ -7,7 +7,7 @@ the owner (the system prompt; system and document; the session), the block's pos
 prompt length (:func:`kvbench.stream.chain.mix`, splitmix64 based). One fused pass: the NumPy form made 6
 splitmix64 passes and 7 temporaries per block (1.7 s of the default job's plan step under cProfile); this pass is
 31-58x faster on 1.95M keys of 65,536 requests (0.23-0.66 s -> 7-11 ms, measured interleaved on the 2-core VM).
-tests/test_trace_gen.py compares it with the array form on every kind boundary.
+tests/stream/test_generators.py compares it with the array form on every kind boundary.
 """
 
 from __future__ import annotations

@@ -1,0 +1,675 @@
+"""Admission policies (kvbench.sim.admission): exact counts on hand-built traces, the tier simulation's hook,
+admit-all equal to today's results, the sweep simulator equal to the tier simulation, libCacheSim's Bloom-filter
+admissioner, and the plan's ``admission`` contract."""
+
+from __future__ import annotations
+
+import json
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from kvbench.analysis.admission import simulate_tier, simulate_tier_reference
+from kvbench.errors import SpecError
+from kvbench.sim.admission import ADMISSIONS, TinyLFU, make_admission, parse_admission
+from kvbench.sim.tiers import DEMOTE_WRITE, EV_WRITE, Hierarchy, HierarchySpec, TierSpec
+from tests.conftest import block_trace
+from tests.replay.test_kv import store_dir  # noqa: F401  (fixture: an O_DIRECT-capable folder)
+
+BB = 8192
+
+
+_trace = block_trace                # requests as lists of keys, one a second unless timed (tests/conftest.py)
+
+
+def _l3(requests, cap, admission, times=None, **kw):
+    """One L3 tier under ``admission``: (hierarchy, per-request rows, events)."""
+    tr = _trace(requests, times)
+    h = Hierarchy(HierarchySpec((TierSpec("l3", cap * BB, admission=admission),), BB, **kw))
+    reqs, ev = h.run(tr.timestamp_s, tr.offsets, tr.keys)
+    return h, reqs, ev, tr
+
+
+def _counts(h, reqs, ev):
+    c = h.tier("l3").c
+    return int(reqs["hit_blocks"].sum()), int((ev["op"] == EV_WRITE).sum()), c.admission_rejects
+
+
+def _cached_blocks(h, name="l3"):
+    """Blocks a tier caches: its capacity in slots (a store's spare slots are on top)."""
+    t = next(x for x in h.spec.tiers if x.name == name)
+    return h.spec.capacity_blocks(t)
+
+
+def _check_sweep_agrees(tr, cap, spec, h, reqs):
+    """The Python loop (the oracle) agrees with the tier simulation with its spare slots; the compiled sweep
+    equals the Python loop (``test_compiled_sweep_equals_the_python_loop``)."""
+    run = simulate_tier_reference(tr, _cached_blocks(h), spec)
+    c = h.tier("l3").c
+    assert (run.hit_blocks, run.written, run.rejected) == (int(reqs["hit_blocks"].sum()), c.writes,
+                                                          c.admission_rejects)
+    assert _fields(simulate_tier(tr, _cached_blocks(h), spec)) == _fields(run)
+
+
+def _fields(run):
+    """A TierRun as a tuple whose NaNs compare equal (never-filled runs)."""
+    return tuple("nan" if isinstance(v, float) and v != v else v for v in vars(run).values())
+
+
+def _random_prefix_requests(rng, n):
+    """Sessions that grow on a few shared system prompts (prefix-chained keys, as traces are)."""
+    sessions, out, nxt = {}, [], 100
+    for _ in range(n):
+        s = int(rng.integers(0, 12))
+        if s not in sessions or rng.random() < 0.15:
+            sessions[s] = [int(rng.integers(1, 4))]
+        grow = int(rng.integers(0, 4))
+        sessions[s] = sessions[s] + list(range(nxt, nxt + grow))
+        nxt += grow
+        out.append(list(sessions[s]))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_compiled_sweep_equals_the_python_loop(seed, monkeypatch):
+    """Every admission policy in front of every replacement policy, capacities from 1 block to past the
+    footprint, with and without warm-up, in batches of 7 requests (so state carries across calls): the
+    compiled sweep's TierRun equals the Python loop's, field for field (fill time, steady writes and window)."""
+    import kvbench.analysis.admission as A
+
+    monkeypatch.setattr(A, "BATCH_REQUESTS", 7)
+    rng = np.random.default_rng(seed)
+    reqs = _random_prefix_requests(rng, 160)
+    tr = _trace(reqs, np.cumsum(rng.exponential(1.0, len(reqs))))
+    distinct = len({k for r in reqs for k in r})
+    specs = ["all", "second-access", "tinylfu", "prefix-depth:depth=3", "prefix-depth:beyond_shared=1",
+             "threshold:min_blocks=4", "threshold:window=20s"]
+    for spec in specs:
+        for policy in ("lru", "fifo", "s3fifo"):
+            for cap in (1, 7, distinct // 3, distinct + 5):
+                for warm in (0.0, 0.25):
+                    want = simulate_tier_reference(tr, cap, spec, policy, warmup=warm)
+                    assert _fields(simulate_tier(tr, cap, spec, policy, warmup=warm)) == _fields(want), \
+                        (spec, policy, cap, warm)
+
+
+def test_second_access_counts_and_bounded_ghost():
+    # capacity 2, ghost 1 x capacity = 2 keys. 1: remembered, 2: remembered, 1: seen -> written (and still
+    # remembered), 3: remembered (ghost {2, 3}: 1 pushed out), 1: hit, 2: seen -> written
+    reqs = [[1], [2], [1], [3], [1], [2]]
+    h, r, ev, tr = _l3(reqs, 2, "second-access")
+    assert _counts(h, r, ev) == (1, 2, 3)
+    assert h.resident("l3") == {1, 2}
+    _check_sweep_agrees(tr, 2, "second-access", h, r)
+    # ghost of one key: 1 is forgotten when 2 arrives, so its second miss is a first sighting again
+    h, r, ev, tr = _l3([[1], [2], [1], [1]], 2, "second-access:ghost=0.5")
+    assert _counts(h, r, ev) == (0, 1, 3)       # 1, 2, 1 rejected; the 4th (1 seen just before) written
+
+
+def test_tinylfu_sketch_counts_ages_and_compares_with_the_victim():
+    a = TinyLFU(1, sample=4)                    # halve after 4 x 1 increments
+    for _ in range(3):
+        a.observe(7, 0.0, 0)
+    assert a.estimate(7) == 3 and a.resets == 0
+    a.observe(7, 0.0, 0)                        # 4th increment: counters 4 -> 2
+    assert a.estimate(7) == 2 and a.resets == 1
+    a.observe(7, 0.0, 0)
+    assert a.estimate(7) == 3
+    # capacity 1: 1 is admitted into the empty tier; 2 (estimate 1, then 2) loses to 1 (2); 2 at 3 wins
+    reqs = [[1], [1], [2], [2], [2], [1]]
+    h, r, ev, tr = _l3(reqs, 1, "tinylfu:sample=100")
+    adm = h.tier("l3").admission
+    assert adm.estimate(1) == 3 and adm.estimate(2) == 3
+    # 1 written, 1 hit, 2 rejected twice, 2 written (evicting 1), 1 (3 vs 3: not strictly more) rejected
+    assert _counts(h, r, ev) == (1, 2, 3)
+    assert h.resident("l3") == {2}
+    _check_sweep_agrees(tr, 1, "tinylfu:sample=100", h, r)
+
+
+def test_prefix_depth_writes_only_the_leading_blocks():
+    reqs = [[10, 11, 12, 13, 14], [10, 11, 12, 13, 14, 15]]
+    h, r, ev, tr = _l3(reqs, 100, "prefix-depth:depth=2")
+    # request 0: blocks at depth 0, 1 written, 3 rejected; request 1: 10, 11 hit, 4 deeper blocks rejected
+    assert _counts(h, r, ev) == (2, 2, 7)
+    assert h.resident("l3") == {10, 11}
+    assert list(r["hit_blocks"]) == [0, 2]
+    _check_sweep_agrees(tr, 100, "prefix-depth:depth=2", h, r)
+
+
+def test_prefix_depth_rejects_deep_demotions_under_write_back():
+    tr = _trace([[1, 2, 3], [4], [5], [6]])
+    h = Hierarchy(HierarchySpec((TierSpec("l2", 1 * BB), TierSpec("l3", 10 * BB, admission="prefix-depth:depth=1")),
+                                BB, write_policy="back"))
+    _, ev = h.run(tr.timestamp_s, tr.offsets, tr.keys)
+    # L2 holds one block: request 0 creates 3, 2, 1 (deepest first), evicting 3 then 2 (deep: rejected);
+    # 4, 5, 6 each evict the previous one (depth 0: demoted and written)
+    w = ev[(ev["tier"] == 2) & (ev["kind"] == DEMOTE_WRITE)]
+    assert sorted(w["key"].tolist()) == [1, 4, 5]
+    assert h.tier("l3").c.admission_rejects == 2
+
+
+def test_threshold_size_and_time():
+    h, r, ev, tr = _l3([[1, 2], [3, 4, 5]], 100, "threshold:min_blocks=3")
+    assert _counts(h, r, ev) == (0, 3, 2)
+    _check_sweep_agrees(tr, 100, "threshold:min_blocks=3", h, r)
+    # window 10 s: key 1 seen at 0 then 5 (gap 5: written); key 2 seen at 0 and 20 (gap 20: rejected)
+    h, r, ev, tr = _l3([[1], [2], [1], [2]], 100, "threshold:window=10", times=[0, 0, 5, 20])
+    assert sorted(ev[ev["op"] == EV_WRITE]["key"].tolist()) == [1]
+    assert _counts(h, r, ev) == (0, 1, 3)
+    _check_sweep_agrees(tr, 100, "threshold:window=10", h, r)
+
+
+def test_admit_all_equals_todays_results_exactly():
+    from kvbench.stream.traces import read_trace
+
+    tr = read_trace("mooncake-sample")
+    for wp in ("through", "back"):
+        tiers = lambda adm: (TierSpec("l2", 300 * BB), TierSpec("l3", 2000 * BB, admission=adm),  # noqa: E731
+                             TierSpec("l4", 5000 * BB, admission=adm))
+        a = Hierarchy(HierarchySpec((TierSpec("l2", 300 * BB), TierSpec("l3", 2000 * BB),
+                                     TierSpec("l4", 5000 * BB)), BB, write_policy=wp))
+        b = Hierarchy(HierarchySpec(tiers("all"), BB, write_policy=wp))
+        assert not b.admission_active
+        ra, ea = a.run(tr.timestamp_s, tr.offsets, tr.keys)
+        rb, eb = b.run(tr.timestamp_s, tr.offsets, tr.keys)
+        assert np.array_equal(ra, rb) and np.array_equal(ea, eb)
+        c = Hierarchy(HierarchySpec(tiers("second-access"), BB, write_policy=wp))
+        assert c.admission_active
+        rc, ec = c.run(tr.timestamp_s, tr.offsets, tr.keys)
+        assert (ec["op"] == EV_WRITE).sum() < (ea["op"] == EV_WRITE).sum()
+
+
+def test_sweep_admit_all_equals_the_one_pass_steady_state():
+    from kvbench.analysis.residence import steady_curve
+    from kvbench.sim.policies import make_policy, simulate_prefix
+    from kvbench.stream.traces import read_trace
+
+    tr = read_trace("mooncake-sample")
+    curve = steady_curve(tr, block_bytes=BB)
+    for cap in (40, 700, 5000):
+        run = simulate_tier(tr, cap, "all")
+        assert run.hit_blocks == simulate_prefix([tr], make_policy("lru", cap)).hit_blocks
+        assert run.steady_writes == int(curve.steady_writes[cap])
+        assert run.fill_time_s == pytest.approx(float(curve.fill_time_s[cap]), abs=1e-9)
+        assert run.write_blocks_per_s == pytest.approx(float(curve.write_blocks_per_s[cap]), rel=1e-12)
+
+
+@pytest.mark.parametrize("spec", ["second-access", "tinylfu", "prefix-depth:depth=6", "prefix-depth:beyond_shared=2",
+                                  "threshold:min_blocks=20",
+                                  "threshold:window=30s"])
+def test_sweep_simulator_equals_the_tier_simulation(spec):
+    from kvbench.stream.traces import read_trace
+
+    tr = read_trace("mooncake-sample")
+    h = Hierarchy(HierarchySpec((TierSpec("l3", 1500 * BB, admission=spec),), BB))
+    reqs, _ = h.run(tr.timestamp_s, tr.offsets, tr.keys)
+    _check_sweep_agrees(tr, 1500, spec, h, reqs)
+    assert h.tier("l3").c.admission_rejects > 0
+
+
+def test_second_access_equals_libcachesim_bloom_filter_admission():
+    """Block semantics (one block per request, size 1). libCacheSim admits an object its Bloom filter has seen;
+    with a ghost larger than the trace's keys ours remembers exactly, so miss counts are equal."""
+    lcs = pytest.importorskip("libcachesim", reason="libcachesim (test dependency) is not installed")
+    rng = np.random.default_rng(3)
+    keys = (rng.zipf(1.2, 20000) % 5000 + 1).astype(np.uint64)
+    tr = _trace([[int(k)] for k in keys])
+    for cap in (50, 500, 2000):
+        cache = lcs.LRU(cap, admissioner=lcs.BloomFilterAdmissioner())
+        misses = 0
+        for k in keys.tolist():
+            req = lcs.Request()
+            req.obj_id, req.obj_size = int(k), 1
+            misses += not cache.get(req)
+        run = simulate_tier(tr, cap, "second-access:ghost=1000")
+        assert run.references - run.hit_blocks == misses
+        # the bounded ghost (capacity keys) forgets: a different count, by design
+        assert simulate_tier(tr, cap, "second-access").hit_blocks != run.hit_blocks
+
+
+def test_lru_equals_libcachesim_and_wtinylfu_differs_by_design():
+    """kvbench's TinyLFU is an admission filter in front of LRU; libCacheSim's WTinyLFU is a whole policy (a 1%
+    LRU window, a segmented main, the sketch between them), so only their direction is compared."""
+    lcs = pytest.importorskip("libcachesim", reason="libcachesim (test dependency) is not installed")
+    rng = np.random.default_rng(4)
+    keys = (rng.zipf(1.1, 20000) % 4000 + 1).astype(np.uint64)
+    tr = _trace([[int(k)] for k in keys])
+
+    def lcs_misses(cache):
+        m = 0
+        for k in keys.tolist():
+            req = lcs.Request()
+            req.obj_id, req.obj_size = int(k), 1
+            m += not cache.get(req)
+        return m
+
+    lru = simulate_tier(tr, 300, "all")
+    assert lru.references - lru.hit_blocks == lcs_misses(lcs.LRU(300))
+    ours = simulate_tier(tr, 300, "tinylfu")
+    assert ours.written < lru.written                                     # fewer writes
+    assert ours.references - ours.hit_blocks <= lru.references - lru.hit_blocks   # not fewer hits on Zipf
+
+
+def test_bad_specs_are_one_line_errors():
+    with pytest.raises(SpecError, match="unknown admission policy 'lfu'"):
+        parse_admission("lfu")
+    with pytest.raises(SpecError, match="not param=value"):
+        parse_admission("second-access:ghost")
+    with pytest.raises(SpecError, match="unknown parameter"):
+        make_admission("tinylfu:depth=3", 10)
+    with pytest.raises(SpecError, match="needs min_blocks or window"):
+        make_admission("threshold", 10)
+    with pytest.raises(SpecError, match="whole number of blocks"):
+        make_admission("prefix-depth:depth=0", 10)
+    with pytest.raises(SpecError, match="L3/L4 tiers only"):
+        Hierarchy(HierarchySpec((TierSpec("l2", 4 * BB, admission="tinylfu"),), BB))
+    assert set(ADMISSIONS) == {"all", "second-access", "tinylfu", "prefix-depth", "threshold"}
+
+
+def test_plan_admission_contract(cli):
+    cap = 800 * 512 * 131072          # 800 blocks of llama-3.1-8b KV (512 tokens x 128 KiB)
+    r = cli("plan", "--trace", "mooncake-sample", "--model", "llama-3.1-8b", "--admission", "all,second-access",
+            "--capacities", f"{cap},{4 * cap}", "--sweep", "", "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    adm = out["admission"]
+    assert list(adm) == ["all", "second-access"]
+    for row in adm.values():
+        assert {"hit_ratio", "write_bytes_per_s", "dwpd", "dwpd_host", "dwpd_rating_equivalent",
+                "usd_per_day", "curve"} <= set(row)
+        assert row["capacity_bytes"] == pytest.approx(cap, rel=1e-9)
+    head = out["capacity_curve"][0]                   # admit-all equals the one-pass steady state
+    assert adm["all"]["hit_ratio"] == pytest.approx(head["hit_ratio"], rel=1e-12)
+    assert adm["all"]["write_bytes_per_s"] == pytest.approx(head["write_bytes_per_s"], rel=1e-12)
+    assert adm["all"]["dwpd"] == pytest.approx(head["dwpd"], rel=1e-12)
+    sa = adm["second-access"]
+    assert sa["write_bytes_per_s"] is None or sa["write_bytes_per_s"] < adm["all"]["write_bytes_per_s"]
+    assert sa["hit_ratio"] <= adm["all"]["hit_ratio"]
+    warm = json.loads(cli("plan", "--trace", "mooncake-sample", "--model", "llama-3.1-8b", "--admission", "all",
+                          "--capacities", f"{cap}", "--sweep", "", "--warmup", "0.3", "--json").output)
+    assert warm["admission"]["all"]["hit_ratio"] == pytest.approx(warm["capacity_curve"][0]["hit_ratio"], rel=1e-12)
+    assert warm["admission"]["all"]["hit_ratio"] != adm["all"]["hit_ratio"]       # the warm-up is honoured
+    bad = cli("plan", "--trace", "mooncake-sample", "--model", "llama-3.1-8b", "--admission", "all,lfu")
+    assert bad.exit_code != 0 and "unknown admission policy 'lfu'" in bad.output
+    assert "Traceback" not in bad.output
+
+
+def test_replay_honours_admission_with_real_io(cli, tmp_path, store_dir):
+    """Real O_DIRECT writes follow the policy: measured L3 bytes = admitted blocks, fewer than admit-all."""
+    from tests.replay.test_kv import BLOCK, _json
+
+    out = {}
+    for adm in ("all", "second-access"):
+        d = tmp_path / adm
+        d.mkdir()
+        s = _json(cli("replay", "kv", "mooncake-sample", "--model", "tiny-gqa", "--l3", store_dir / f"{adm}.store",
+                      "--l3-capacity", "64MiB", "--max-requests", "120", "--closed-loop", "--verify", "all",
+                      "--admission", adm, "--json", "--results", d))
+        assert s["status"] == "complete" and s["verify_errors"] == 0
+        out[adm] = s
+    assert out["all"]["verify_checked"] > 0
+    a, b = out["all"]["tiers"]["l3"], out["second-access"]["tiers"]["l3"]
+    assert a["admission"] == "all" and b["admission"] == "second-access:ghost=1"
+    assert a["blocks"]["admission_rejects"] == 0 and b["blocks"]["admission_rejects"] > 0
+    for t in (a, b):
+        blk = t["blocks"]
+        assert t["write_bytes"] == (blk["create_writes"] + blk["promote_writes"] + blk["demote_writes"]) * BLOCK
+    assert b["write_bytes"] < a["write_bytes"]
+    assert out["second-access"]["hit_ratio"] <= out["all"]["hit_ratio"]
+    # the simulation of the same window counts the same admissions
+    from kvbench.stream.traces import read_trace
+
+    tr = read_trace("mooncake-sample")
+    n = int(tr.offsets[120])
+    sub = SimpleNamespace(offsets=tr.offsets[:121], keys=tr.keys[:n], timestamp_s=tr.timestamp_s[:120])
+    run = simulate_tier(sub, (64 << 20) // BLOCK, "second-access")
+    assert (run.written, run.rejected) == (b["blocks"]["create_writes"], b["blocks"]["admission_rejects"])
+    bad = cli("replay", "kv", "mooncake-sample", "--model", "tiny-gqa", "--l3", tmp_path / "x.store",
+              "--l3-capacity", "64MiB", "--admission", "lfu", "--dry-run")
+    assert bad.exit_code != 0 and "unknown admission policy 'lfu'" in bad.output and "Traceback" not in bad.output
+
+
+def test_report_frontier_has_one_curve_per_policy(cli, tmp_path):
+    from kvbench.report.figures import FIGURES, admission_frontier
+    from kvbench.report.rundata import load_run
+
+    r = cli("plan", "--trace", "mooncake-synthetic", "--model", "tiny-gqa", "--admission",
+            "all,second-access,tinylfu", "--capacities", "4GiB,256MiB,1GiB", "--sweep", "", "--json")
+    plan = json.loads(r.output)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "summary.json").write_text(json.dumps({"kind": "plan", "status": "complete"}))
+    (run / "plan.json").write_text(json.dumps(plan))
+    fig = admission_frontier([load_run(run)])
+    curves = [t for t in fig.data if t.mode == "lines+markers"]
+    assert [t.name for t in curves] == ["all", "second-access", "tinylfu"]
+    for t in curves:
+        pts = [p for p in plan["admission"][t.name]["curve"] if p["filled"] and p["dwpd"]]
+        assert list(t.x) == [p["dwpd"] for p in pts] and list(t.y) == [p["hit_ratio"] for p in pts]
+        # points that fill but do not turn over are projections: hollow
+        assert list(t.marker.symbol) == ["circle" if p["turned_over"] else "circle-open" for p in pts]
+    stars = {t.name.replace(" at the planned capacity", ""): t for t in fig.data if t.mode == "markers"}
+    for name, t in stars.items():       # the planned capacity's answer: hollow when its rate is held
+        row = plan["admission"][name]
+        assert t.marker.symbol == ("star" if row["steady_state"] == "measured" else "star-open")
+        assert list(t.x) == [row["dwpd"]]
+    # at 4 GiB admit-all turns over; second-access and tinylfu do not (their probes below 4 GiB are on the curve)
+    assert [r["steady_state"] for r in plan["admission"].values()] == ["measured", "extrapolated", "extrapolated"]
+    assert "Admission: hit ratio vs DWPD" in [name for name, _ in FIGURES]
+    # the frontier's trade: at 4 GiB second-access writes 7x less than admit-all for 0.07 of hit ratio
+    top = {k: v["curve"][-1] for k, v in plan["admission"].items()}
+    assert top["second-access"]["dwpd"] < top["all"]["dwpd"] and top["second-access"]["hit_ratio"] < \
+        top["all"]["hit_ratio"]
+    (run / "plan.json").write_text(json.dumps({k: v for k, v in plan.items() if k != "admission"}))
+    assert admission_frontier([load_run(run)]) is None            # no --admission: no figure
+
+
+def test_l4_admission_and_the_replay_config_mapping():
+    from kvbench.replay.kv import ReplayConfig, hierarchy_spec
+
+    # write-back L2 -> L3 -> L4, L4 under second-access: a block evicted from L3 reaches L4 only the second time
+    tr = _trace([[1], [2], [3], [1], [2], [3], [4], [5], [6]])
+    h = Hierarchy(HierarchySpec((TierSpec("l2", 1 * BB), TierSpec("l3", 1 * BB),
+                                 TierSpec("l4", 10 * BB, admission="second-access:ghost=5")), BB,
+                                write_policy="back"))
+    _, ev = h.run(tr.timestamp_s, tr.offsets, tr.keys)
+    l4 = ev[(ev["tier"] == 3) & (ev["op"] == EV_WRITE)]
+    # L3 evicts 1, 2, 3 (first sightings at L4: kept out), then 1, 2, 3 again (seen: written), then 4 (first)
+    assert l4["key"].tolist() == [1, 2, 3] and h.tier("l4").c.admission_rejects == 4
+    assert h.tier("l3").admission is None
+    cfg = ReplayConfig(trace="t", model="m", l3="x", l3_capacity=64 << 20, l4="/tmp", l4_capacity=1 << 30,
+                       admission="tinylfu", l4_admission="all")
+    spec = hierarchy_spec(cfg, BB)
+    assert {t.name: t.admission for t in spec.tiers} == {"l3": "tinylfu", "l4": "all"}
+    both = hierarchy_spec(ReplayConfig(trace="t", model="m", l3="x", l3_capacity=64 << 20, l4="/tmp",
+                                       l4_capacity=1 << 30, admission="prefix-depth:depth=4"), BB)
+    assert {t.name: t.admission for t in both.tiers} == {"l3": "prefix-depth:depth=4", "l4": "prefix-depth:depth=4"}
+
+
+def test_plan_admission_follows_the_planned_rate(cli):
+    """--rate 2x the trace's (compress): the same hits, twice the steady write rate and DWPD."""
+    from kvbench.stream.traces import read_trace
+
+    tr = read_trace("mooncake-synthetic")
+    rate = 2 * tr.n_requests / tr.duration_s
+    out = {}
+    for extra in ((), ("--rate", f"{rate!r}")):
+        r = cli("plan", "--trace", "mooncake-synthetic", "--model", "tiny-gqa", "--admission", "all,second-access",
+                "--capacities", "4GiB", "--sweep", "", *extra, "--json")
+        assert r.exit_code == 0, r.output
+        out[bool(extra)] = json.loads(r.output)["admission"]
+    for p in ("all", "second-access"):
+        a, b = out[False][p], out[True][p]
+        assert b["hit_ratio"] == a["hit_ratio"]
+        assert b["write_bytes_per_s"] == pytest.approx(2 * a["write_bytes_per_s"], rel=1e-9)
+        assert b["dwpd"] == pytest.approx(2 * a["dwpd"], rel=1e-9)
+
+
+@pytest.mark.parametrize("policy", ["fifo", "s3fifo"])
+def test_tinylfu_in_front_of_other_replacement_policies(policy):
+    """The victim TinyLFU weighs is the replacement policy's next eviction (S3-FIFO: the first key its scan
+    examines); the hook works the same in front of each."""
+    from kvbench.stream.traces import read_trace
+
+    tr = read_trace("mooncake-sample")
+    h = Hierarchy(HierarchySpec((TierSpec("l3", 800 * BB, policy=policy, admission="tinylfu"),), BB))
+    reqs, _ = h.run(tr.timestamp_s, tr.offsets, tr.keys)
+    run = simulate_tier(tr, _cached_blocks(h), "tinylfu", policy=policy)
+    c = h.tier("l3").c
+    assert (run.hit_blocks, run.written, run.rejected) == (int(reqs["hit_blocks"].sum()), c.writes,
+                                                          c.admission_rejects)
+    assert c.admission_rejects > 0 and c.writes > 0
+
+
+def test_prefix_depth_beyond_the_shared_prefix():
+    # beyond_shared=1: request 0 shares nothing (only its first block is written, 2 and 3 kept out); request 1
+    # shares 1, 2, 3 with request 0, so depths 0..3 are written (4, 3, 2; 1 hits; 5 kept out); request 2 shares
+    # 1..5 (request 1 referenced 5), so every depth up to 5 is written (6, and 5 at last)
+    reqs = [[1, 2, 3], [1, 2, 3, 4, 5], [1, 2, 3, 4, 5, 6]]
+    h, r, ev, tr = _l3(reqs, 100, "prefix-depth:beyond_shared=1")
+    w = ev[ev["op"] == EV_WRITE]["key"].tolist()
+    assert w == [1, 4, 3, 2, 6, 5]              # deepest first within each request
+    assert list(r["hit_blocks"]) == [0, 1, 4] and h.tier("l3").c.admission_rejects == 3
+    _check_sweep_agrees(tr, 100, "prefix-depth:beyond_shared=1", h, r)
+    # combined with an absolute depth: the smaller limit wins
+    h, r, ev, tr = _l3(reqs, 100, "prefix-depth:depth=2:beyond_shared=1")
+    assert ev[ev["op"] == EV_WRITE]["key"].tolist() == [1, 2]
+    with pytest.raises(SpecError, match="needs depth or beyond_shared"):
+        make_admission("prefix-depth", 10)
+
+
+def test_the_sweep_by_hand_at_its_edges():
+    """One-block requests [1] [2] [3] [1] at t = 0..3, LRU of 2: writes in every request; the first eviction is
+    the third write (t = 2), then one write in the 1 s after it. Three writes into 3 blocks never evict. One
+    request of 3 blocks at t = 5 fills 2 blocks at once: fill time 0 from its own arrival. An empty trace, and
+    requests without blocks, run to zeros. Each equals the Python oracle."""
+    cases = [
+        (_trace([[1], [2], [3], [1]]), 2, dict(references=4, hit_blocks=0, written=4, rejected=0, fill_time_s=2.0,
+                                                steady_writes=1, steady_window_s=1.0, span_s=3.0)),
+        (_trace([[1], [2], [3]]), 3, dict(written=3, fill_time_s="nan", steady_writes=0, steady_window_s="nan",
+                                          steady_references=0, demand_references=2)),
+        (_trace([[1, 2, 3]], [5.0]), 2, dict(written=3, fill_time_s=0.0, steady_writes=0, steady_window_s=0.0,
+                                               span_s=0.0)),
+        (_trace([]), 4, dict(references=0, hit_blocks=0, written=0, rejected=0, fill_time_s="nan", span_s=0.0,
+                             demand_references=0)),
+        (_trace([[], []], [1.0, 2.0]), 4, dict(references=0, written=0, rejected=0, fill_time_s="nan", span_s=0.0)),
+        # arrivals out of file order: the span runs from the earliest arrival to the last request with blocks
+        (_trace([[1], []], [5.0, 1.0]), 4, dict(references=1, written=1, span_s=4.0)),
+    ]
+    for tr, cap, want in cases:
+        got = simulate_tier(tr, cap, "all")
+        assert _fields(got) == _fields(simulate_tier_reference(tr, cap, "all"))
+        for k, v in want.items():
+            assert (getattr(got, k) != getattr(got, k)) if v == "nan" else getattr(got, k) == v, (k, got)
+    # W = the window's writes per reference (1 of 1) x the mean demand (3 references after the first arrival, in
+    # 3 s), as residence.py's; the same requests re-timed (three in the first 0.2 s) keep it, where the window's
+    # own rate would be 1 block in 2.8 s; and half as many blocks in the window's request, one of two written
+    for times in (None, [0.0, 0.1, 0.2, 3.0]):
+        got = simulate_tier(_trace([[1], [2], [3], [1]], times), 2, "all")
+        assert (got.steady_references, got.demand_references, got.steady_writes) == (1, 3, 1)
+        assert got.write_blocks_per_s == pytest.approx(1.0)
+        assert got.write_blocks_per_s == simulate_tier_reference(_trace([[1], [2], [3], [1]], times), 2,
+                                                                 "all").write_blocks_per_s
+    # over 0.3 s: the same window at ten times the demand; a tier rewritten exactly its capacity after filling
+    # (1 block, [1] [2] [1]) has turned over; one that fills and then only hits ([1] [2] [2] [2]) has no steady
+    # state (no rate, not 0)
+    assert simulate_tier(_trace([[1], [2], [3], [1]], [0.0, 0.1, 0.2, 0.3]), 2, "all").write_blocks_per_s == \
+        pytest.approx(10.0)
+    exact = simulate_tier(_trace([[1], [2], [1]]), 1, "all")
+    assert (exact.steady_writes, exact.turned_over) == (1, True)
+    idle = simulate_tier(_trace([[1], [2], [2], [2]]), 1, "all")
+    assert (idle.steady_writes, idle.steady_references, idle.filled) == (0, 2, False)
+    assert math.isnan(idle.write_blocks_per_s)
+    # second-access on [1] [1] [1]: the first 1 is only remembered (rejected), the second written, the third hits
+    got = simulate_tier(_trace([[1], [1], [1]]), 2, "second-access")
+    assert (got.written, got.rejected, got.hit_blocks) == (1, 1, 1)
+
+
+def _tradeoff_at(trace, planned_blocks: int, policies=("all",), bb: int = 1000, **kw):
+    """The plan's admission trade-off on ``trace`` at ``planned_blocks`` (one copy, trace time), only the planned
+    capacity asked (so the probes below it are all the curve holds beside it)."""
+    from kvbench.analysis.admission import tradeoff
+    from kvbench.analysis.cost import load_prices
+    from kvbench.analysis.plan import _Scale
+
+    prices = load_prices()
+    return tradeoff(trace, policies=policies, block_bytes=bb, scale=_Scale(time_scale=1.0, copies=1.0, block_bytes=bb),
+                    planned_bytes=planned_blocks * bb, curve_bytes=[planned_blocks * bb], waf=1.0,
+                    ssd_class=prices.ssd["tlc-1dwpd"], store_fill=1.0, dram_bytes=0.0, prices=prices,
+                    tokens_per_day=0.0, refs_per_day=0.0, block_tokens=1, tokens_per_s=1.0, distinct=10, **kw)
+
+
+def test_admission_answer_holds_the_rate_where_the_planned_tier_does_not_turn_over():
+    """The six requests of tests/analysis/test_residence.py (blocks 1 2 1 1 3 2 at t = 0..5) at a planned 2 blocks:
+    the tier fills at t = 4 and writes 1 block after it (projection 1 block/s), fewer than 2: not turned over. No
+    smaller capacity was asked, so 1 block is simulated (2 / 2): it turns over at 0.75 blocks/s (3 misses of the 4
+    references after its fill, at 1 reference/s), T 4/3 s, the longest shown; the answer holds it: 750 B/s, DWPD
+    86,400 x 0.75 / 2, residence 2 / 0.75 s, the projection kept apart."""
+    from tests.analysis.test_plan import make_trace
+
+    tr = make_trace([0, 1, 2, 3, 4, 5], [[1], [2], [1], [1], [3], [2]])
+    r = _tradeoff_at(tr, 2)["all"]
+    assert r["steady_state"] == "extrapolated" and not r["turned_over"]
+    assert r["write_bytes_per_s"] == pytest.approx(750.0) and r["projected_write_bytes_per_s"] == pytest.approx(1000.0)
+    assert r["dwpd"] == pytest.approx(86_400 * 0.75 / 2) and r["residence_s"] == pytest.approx(2 / 0.75)
+    assert r["dwpd_host"] == pytest.approx(86_400 * 0.75 / 2)                       # fill 1: the tier is the drive
+    assert "fills at 4 s but does not turn over" in r["basis"] and "(1 s, at 0.5 x the planned capacity)" in r["basis"]
+    assert [(c["capacity_bytes"], c["turned_over"]) for c in r["curve"]] == [(1000.0, True), (2000.0, False)]
+    assert "plus 1 below the planned capacity" in r["curve_capacities"]
+    # measured where it turns over: the planned 1 block is C = 1 itself, nothing simulated beside it
+    one = _tradeoff_at(tr, 1)["all"]
+    assert one["steady_state"] == "measured" and one["write_bytes_per_s"] == pytest.approx(750.0)
+    assert "projected_write_bytes_per_s" not in one and "plus" not in one["curve_capacities"]
+
+
+def test_admission_answer_without_a_turned_over_tier_has_no_steady_state():
+    """[1] [2] at 0, 1 s planned at 1 block: it fills at the last arrival (no window) and nothing smaller exists:
+    no rate to hold, no DWPD, the fill-phase mean rate reported apart."""
+    from tests.analysis.test_plan import make_trace
+
+    r = _tradeoff_at(make_trace([0, 1], [[1], [2]]), 1)["all"]
+    assert r["steady_state"] == "unknown" and r["write_bytes_per_s"] is None and r["dwpd"] is None
+    assert r["dwpd_host"] is None and r["lifetime_years"] is None and r["mean_write_bytes_per_s"] == 2000.0
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_admission_probes_find_the_turn_over_boundary_within_ten_percent(seed):
+    """Admit-all on a random prefix trace, planned at 1.2 x its footprint's half, which does not turn over: the
+    probes bisect to a turned-over capacity within 1.1 x of the largest one below the planned (the exact LRU curve,
+    tests/analysis/test_plan.py's brute force checks it, says which that is), and the answer holds the rate of the longest
+    residence among them, equal to the exact curve's there."""
+    from kvbench.analysis.residence import steady_curve
+    from tests.analysis.test_plan import random_prefix_trace
+
+    tr = random_prefix_trace(seed, n=300)
+    c = steady_curve(tr, block_bytes=1000)
+    fill_only = np.flatnonzero(c.filled & ~c.turned_over)
+    planned = int(fill_only[len(fill_only) // 2])
+    boundary = int(np.flatnonzero(c.turned_over[:planned]).max())
+    r = _tradeoff_at(tr, planned)["all"]
+    shown = [x for x in r["curve"] if x["turned_over"]]
+    assert shown and max(x["capacity_bytes"] for x in shown) >= boundary * 1000 / 1.1
+    base = max(shown, key=lambda x: x["residence_s"])
+    assert r["write_bytes_per_s"] == pytest.approx(base["write_bytes_per_s"])
+    cb = int(base["capacity_bytes"] // 1000)
+    assert base["write_bytes_per_s"] == pytest.approx(c.write_blocks_per_s[cb] * 1000, rel=1e-12)
+    assert r["write_bytes_per_s"] == pytest.approx(c.held_write_blocks_per_s() * 1000, rel=0.25)
+
+
+def test_plan_terminal_admission_table_names_each_rows_state(cli, capsys):
+    """The terminal's admission table: a measured row has no mark, a held one says so and shows the held rate (the
+    JSON's), a policy without a steady state shows its fill-phase mean rate in parentheses and no DWPD."""
+    from kvbench.units import format_bytes
+
+    args = ("plan", "--trace", "mooncake-synthetic", "--model", "tiny-gqa", "--admission",
+            "all,second-access,prefix-depth:depth=1", "--capacities", "4GiB,256MiB,1GiB", "--sweep", "")
+    plan = json.loads(cli(*args, "--json").output)["admission"]
+    text = cli(*args).output
+    rows = {name: [ln for ln in text.splitlines() if ln.strip().startswith(plan[name]["policy"] + " ")][0]
+            for name in plan}
+    assert plan["all"]["steady_state"] == "measured" and "(" not in rows["all"]
+    held = plan["second-access"]
+    assert held["steady_state"] == "extrapolated"
+    assert rows["second-access"].endswith("(extrapolated: rate held, see basis)")
+    assert format_bytes(held["write_bytes_per_s"]) + "/s" in rows["second-access"]
+    # a policy with no turned-over tier (as _tradeoff_at's [1] [2] trace gives): the row the printer writes
+    from kvbench.cli.plan import _print
+
+    out = json.loads(cli(*args, "--json").output)
+    deep = out["admission"]["prefix-depth:depth=1"]
+    deep.update(steady_state="unknown", write_bytes_per_s=None, dwpd=None, dwpd_host=None,
+                dwpd_rating_equivalent=None)
+    _print(out)
+    row = [ln for ln in capsys.readouterr().out.splitlines() if ln.strip().startswith(deep["policy"] + " ")][0]
+    assert f"({format_bytes(deep['mean_write_bytes_per_s'])}/s)" in row and " n/a " in row
+    assert row.endswith("(no steady state: fill-phase mean write rate)")
+
+
+def test_admission_probes_start_from_the_nearest_turned_over_capacity_asked():
+    """Asked for the exact boundary (the largest capacity below the planned one that turns over, by the exact LRU
+    curve) and for 1 block beside the planned capacity, the answer holds the boundary's own rate (the nearest
+    turned-over capacity asked is where the bisection starts); a capacity asked that fills but does not turn over
+    is never taken for one that does."""
+    from kvbench.analysis.admission import tradeoff
+    from kvbench.analysis.cost import load_prices
+    from kvbench.analysis.plan import _Scale
+    from kvbench.analysis.residence import steady_curve
+    from tests.analysis.test_plan import random_prefix_trace
+
+    tr = random_prefix_trace(3, n=300)
+    c = steady_curve(tr, block_bytes=1000)
+    fill_only = np.flatnonzero(c.filled & ~c.turned_over)
+    planned = int(fill_only[len(fill_only) // 2])
+    boundary = int(np.flatnonzero(c.turned_over[:planned]).max())
+    short = int(fill_only[0])                       # fills, does not turn over, below the planned capacity
+    assert 1 < boundary < short < planned and c.turned_over[1]
+    prices = load_prices()
+    r = tradeoff(tr, policies=("all",), block_bytes=1000, scale=_Scale(time_scale=1.0, copies=1.0, block_bytes=1000),
+                 planned_bytes=planned * 1000, curve_bytes=[planned * 1000, 1000, boundary * 1000, short * 1000],
+                 waf=1.0, ssd_class=prices.ssd["tlc-1dwpd"], store_fill=1.0, dram_bytes=0.0, prices=prices,
+                 tokens_per_day=0.0, refs_per_day=0.0, block_tokens=1, tokens_per_s=1.0, distinct=10)["all"]
+    assert r["steady_state"] == "extrapolated"
+    assert r["write_bytes_per_s"] == pytest.approx(c.write_blocks_per_s[boundary] * 1000, rel=1e-12)
+    assert f"at {boundary / planned:.3g} x the planned capacity" in r["basis"]
+    # the probes bisect only between the nearest capacities asked that do and do not turn over
+    probed = {int(x["capacity_bytes"] // 1000) for x in r["curve"]} - {planned, 1, boundary, short}
+    assert all(boundary < p < short for p in probed), (boundary, short, sorted(probed))
+
+
+def test_admission_probes_halve_down_and_stop_at_their_bound():
+    """The six requests planned at 4 blocks (never fills): halving tries 2 (fills, does not turn over), then 1
+    (turns over, 0.75 blocks/s): the answer holds C = 1's rate. On [1] [2] at 0, 1 s nothing ever turns over: the
+    halving stops at 1 block (4, 2, 1), or at ``most`` simulations."""
+    from kvbench.analysis.admission import _probe_turned_over, simulate_tier
+    from tests.analysis.test_plan import make_trace
+
+    tr = make_trace([0, 1, 2, 3, 4, 5], [[1], [2], [1], [1], [3], [2]])
+    r = _tradeoff_at(tr, 4)["all"]
+    assert r["steady_state"] == "extrapolated" and r["write_bytes_per_s"] == pytest.approx(750.0)
+    assert sorted(int(x["capacity_bytes"] // 1000) for x in r["curve"]) == [1, 2, 4]
+    never = make_trace([0, 1], [[1], [2]])
+    head = simulate_tier(never, 8, "all")
+    assert [x.capacity_blocks for x in _probe_turned_over(never, head, [], "all", 0.0)] == [4, 2, 1]
+    assert [x.capacity_blocks for x in _probe_turned_over(never, head, [], "all", 0.0, most=2)] == [4, 2]
+
+
+def _run(cap: int, turned: bool):
+    """A TierRun of ``cap`` blocks that did (or did not) turn over within a 10-s trace (what _probe reads)."""
+    from kvbench.analysis.admission import TierRun
+
+    return TierRun(admission="all", capacity_blocks=cap, references=100, hit_blocks=0, written=100, rejected=0,
+                   fill_time_s=1.0, steady_writes=cap if turned else cap - 1, steady_window_s=9.0, span_s=10.0,
+                   steady_references=90, demand_references=99)
+
+
+def test_admission_probes_bisect_only_what_is_unknown():
+    """From a turned-over 120 blocks to the planned 132 (1.1x exactly): nothing to probe. A capacity asked that
+    does not turn over below the one that does (a policy need not be monotone) is not where the bisection ends:
+    from 2 (turned over) to the planned 8, the probes lie between them, on the six requests' own runs."""
+    from kvbench.analysis.admission import _probe_turned_over
+    from tests.analysis.test_plan import make_trace
+
+    tr = make_trace([0, 1, 2, 3, 4, 5], [[1], [2], [1], [1], [3], [2]])
+    assert _run(120, True).turned_over and not _run(132, False).turned_over
+    assert _probe_turned_over(tr, _run(132, False), [_run(120, True)], "all", 0.0) == []
+    probed = _probe_turned_over(tr, _run(8, False), [_run(1, False), _run(2, True)], "all", 0.0)
+    # sqrt(2 x 8) = 4 (never fills: not turned over), then sqrt(2 x 4) -> 3 (likewise), then 2..3 is one block apart
+    assert [x.capacity_blocks for x in probed] == [4, 3]
+    assert [x.capacity_blocks for x in _probe_turned_over(tr, _run(8, False), [_run(2, True)], "all", 0.0,
+                                                          most=1)] == [4]
+
+
+def test_admission_probes_share_the_simulation_budget():
+    """The six requests (6 references) planned at 2 blocks: a budget of 12 references is two simulations, the
+    planned one and one probe (1 block, which turns over: held at 0.75 blocks/s); a budget of 6 is the planned
+    one alone, so nothing turned over is known and the answer has no steady state."""
+    from tests.analysis.test_plan import make_trace
+
+    tr = make_trace([0, 1, 2, 3, 4, 5], [[1], [2], [1], [1], [3], [2]])
+    two = _tradeoff_at(tr, 2, budget_refs=12)["all"]
+    assert two["steady_state"] == "extrapolated" and two["write_bytes_per_s"] == pytest.approx(750.0)
+    assert len(two["curve"]) == 2
+    one = _tradeoff_at(tr, 2, budget_refs=6)["all"]
+    assert one["steady_state"] == "unknown" and one["write_bytes_per_s"] is None and len(one["curve"]) == 1

@@ -1,0 +1,186 @@
+"""``kvbench run``: tier sizing, and the whole job end to end on the shipped trace sample (real replay onto a
+scratch file, real analyses, an HTML report that renders in Chromium); a failing step leaves a partial job."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kvbench.cli import main as cli_main
+from kvbench.cli.run import size_tiers
+from kvbench.errors import TargetError
+from tests.report.helpers import assert_report_renders
+
+GiB = 1 << 30
+MiB = 1 << 20
+
+
+def test_size_tiers_follows_free_memory_disk_and_the_trace():
+    block = 64 * MiB
+    s = size_tiers(1000 * block, block, free_disk=200 * GiB, avail_mem=16 * GiB)
+    assert s.l3_bytes == 32 * GiB                          # capped at max_store (footprint 62.5 GiB)
+    assert s.l2_bytes == (int(16 * GiB * 0.1) // block) * block   # 10% of free memory, whole blocks
+    s = size_tiers(40 * block, block, free_disk=200 * GiB, avail_mem=16 * GiB)
+    assert s.l3_bytes == 40 * block and s.l2_bytes == 10 * block  # whole footprint; L2 a quarter of it
+    s = size_tiers(1000 * block, block, free_disk=10 * GiB, avail_mem=16 * GiB)
+    assert s.l3_bytes == (2 * GiB // block) * block        # 20% of free disk
+    with pytest.raises(TargetError, match="not enough free disk"):
+        size_tiers(1000 * block, block, free_disk=1 * GiB, avail_mem=16 * GiB)
+
+
+@pytest.mark.slow
+def test_main_job_end_to_end_on_the_shipped_sample(tmp_path, cli, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r = cli("run", "--model", "tiny-gqa", "--max-requests", "150", "--duration", "20s", "--l2", "16MiB",
+            "--l3-capacity", "256MiB", "--retentions", "1h", "--probe-seconds", "0.4", "-o", tmp_path / "run.html",
+            "--json")
+    summary = json.loads(r.stdout[r.stdout.index("{"):]) if "{" in r.stdout else {}
+    assert r.exit_code == 0, r.output[-3000:]
+    assert summary["kind"] == "run" and summary["status"] == "complete"
+    job = tmp_path / summary["run_dir"]
+    for name in ("mrc.json", "plan.json", "check.json", "retention.json", "probes.json"):
+        assert (job / name).is_file(), name
+    assert not (job / "l3-store.bin").exists()             # the scratch store is removed
+    replay = json.loads((tmp_path / summary["parts"]["replay"] / "summary.json").read_text())
+    assert replay["requests"] == 150 and replay["verify_errors"] == 0
+    check = json.loads((job / "check.json").read_text())
+    assert {"l2", "l3"} <= set(check["tiers"])
+    # one load path per tier (load_paths.json, with its source): the check and the plan's cost line use the same
+    paths = json.loads((job / "load_paths.json").read_text())["tiers"]
+    for name in ("l2", "l3"):
+        assert check["tiers"][name]["bandwidth_bytes_per_s"] == pytest.approx(paths[name]["bandwidth_bytes_per_s"],
+                                                                              rel=1e-6), name
+    assert "link model" in paths["l2"]["source"] and check["tiers"]["l2"]["bandwidth_bytes_per_s"] == 50e9
+    plan_lt = json.loads((job / "plan.json").read_text())["load_tier"]
+    assert plan_lt["bandwidth_bytes_per_s"] == pytest.approx(paths["l3"]["bandwidth_bytes_per_s"], rel=1e-6)
+    assert replay["replayed_fraction"] == (replay["requests"] - replay["requests_not_issued"]) / replay["trace_requests"]
+    # the result contract: every file stamped, the job and its steps read through the one reader
+    from kvbench.metrics.results import read_run
+
+    folder = read_run(job)
+    assert summary["schema"] == check["schema"] == folder.plan.data["schema"] == 1
+    assert folder.check.data == check and set(folder.parts) == set(summary["parts"])
+    assert folder.parts["replay"].replay.requests == 150 and folder.parts["simulate"].replay.dry_run
+    dom = assert_report_renders(tmp_path / "run.html", tmp_path, min_plots=5, screenshot=True)
+    assert "break-even n*" in dom and "DWPD (86400 / residence)" in dom and "The answer" in dom
+    ans = summary["answer"]
+    assert ans["schema"] == 1 and ans["requests"]["value"] == 150
+    assert ans["requests_issued"]["value"] == replay["requests"] - replay.get("requests_not_issued", 0)
+    assert {"dram_bytes", "ssd_bytes", "drive_class", "drives", "drive_capacity_bytes", "drive_write_bytes_per_s",
+            "dwpd_host_per_drive", "dwpd_rating_equivalent_per_drive", "lifetime_years", "residence_s",
+            "load_or_recompute", "usd_per_day", "usd_per_day_saved", "requests", "requests_issued",
+            "replayed_fraction"} <= set(ans)
+    assert {"l2", "l3"} <= set(ans["load_or_recompute"])
+    import html
+
+    from kvbench.analysis.answer import Answer, rows, text_table
+
+    a = Answer.from_json(ans)
+    text = html.unescape(dom)
+    for _, line, _ in rows(a):                              # the report and the terminal say what the JSON says
+        assert line in text and line in text_table(a), line
+    assert "answer_figure" in summary["figures"]
+
+
+def test_hit_ratios_do_not_depend_on_the_replay_duration(tmp_path, cli, monkeypatch):
+    """The answer comes from the whole-trace simulation: a replay cut short covers fewer requests, nothing else."""
+    monkeypatch.chdir(tmp_path)
+    answers = []
+    for d in ("1s", "6s"):
+        r = cli("run", "--model", "tiny-gqa", "--max-requests", "120", "--duration", d, "--l2", "16MiB",
+                "--l3-capacity", "256MiB", "--retentions", "10m", "--probe-seconds", "0.2", "--results",
+                tmp_path / d, "-o", tmp_path / f"{d}.html", "--json")
+        summary = json.loads(r.stdout[r.stdout.index("{"):])
+        answers.append(summary["answer"])
+    a, b = answers
+    assert a["requests"]["value"] == b["requests"]["value"] == 120
+    assert a["simulated"] == b["simulated"]
+    for k in ("hit_ratio", "store_bytes", "write_bytes_per_s", "residence_s", "hit_ssd_bytes"):
+        assert a[k]["value"] == b[k]["value"], k
+
+
+def test_failing_steps_leave_a_partial_job_with_a_report_and_exit_1(tmp_path, cli, monkeypatch):
+    """Every step fails (as a crashed or missing command would): the job still writes its folder, a summary
+    marked partial with the reasons, and a report that says so; the exit status is 1."""
+    import kvbench.qualify.steps as steps
+    from kvbench.qualify.steps import StepResult
+
+    calls = []
+
+    def failing(name, argv, **kw):
+        calls.append(name)
+        return StepResult(name, tuple(argv), 1, 0.01, None, f"{name}: simulated failure")
+
+    monkeypatch.setattr(steps, "run_step", failing)
+    monkeypatch.chdir(tmp_path)
+    r = cli("run", "--model", "tiny-gqa", "--max-requests", "40", "--retentions", "", "-o", tmp_path / "partial.html")
+    assert r.exit_code == 1, r.output[-2000:]
+    assert calls == ["mrc", "simulate", "replay", "plan"]     # no replay run: nothing to probe or check
+    assert "the run is partial: step(s) mrc, simulate, replay, plan, check failed" in r.output
+    job = next((tmp_path / "results").iterdir())
+    summary = json.loads((job / "summary.json").read_text())
+    assert summary["status"] == "partial" and "replay: simulated failure" in json.dumps(summary["steps"])
+    assert not (job / "l3-store.bin").exists()
+    html = (tmp_path / "partial.html").read_text()
+    assert "is <b>partial</b>" in html and "failed steps: mrc, simulate, replay, plan, check" in html
+
+
+def test_ctrl_c_during_the_replay_removes_the_store_and_keeps_a_report(tmp_path, cli, monkeypatch):
+    import kvbench.qualify.steps as steps
+    from kvbench.errors import Interrupted
+    from kvbench.qualify.steps import StepResult
+
+    def step(name, argv, **kw):
+        if name == "replay":
+            store = argv[argv.index("--l3") + 1]
+            with open(store, "wb") as f:          # the replay had begun writing its store
+                f.write(b"\0" * 4096)
+            raise Interrupted(f"step {name!r} was interrupted", "rerun the job")
+        return StepResult(name, tuple(argv), 1, 0.01, None, "simulated failure")
+
+    monkeypatch.setattr(steps, "run_step", step)
+    monkeypatch.chdir(tmp_path)
+    r = cli("run", "--model", "tiny-gqa", "--max-requests", "40", "-o", tmp_path / "int.html")
+    assert r.exit_code == 130, r.output[-2000:]
+    job = next((tmp_path / "results").iterdir())
+    assert not (job / "l3-store.bin").exists()
+    summary = json.loads((job / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and summary["report"] == str(tmp_path / "int.html")
+    assert "is <b>interrupted</b>" in (tmp_path / "int.html").read_text()
+
+
+def test_the_compute_profile_follows_the_model():
+    from kvbench.cli.run import DEFAULT_PROFILE, _pick_profile
+
+    # a measured profile of the model comes before a published one (both ship for these two models)
+    assert _pick_profile(None, "deepseek-v3") == ("deepseek-v3-nvidia-h200", None)
+    assert _pick_profile(None, "llama-3.1-8b") == ("llama-3.1-8b-nvidia-h200", None)
+    assert _pick_profile(None, "llama-3.1-70b") == ("llama-3.1-70b-nvidia-h200", None)
+    name, note = _pick_profile(None, "tiny-gqa")
+    assert name == DEFAULT_PROFILE and "stand-in" in note and "kvbench prefill --model tiny-gqa" in note
+    assert _pick_profile("my.toml", "tiny-gqa") == ("my.toml", None)
+
+
+def test_the_store_removed_behind_the_job_hands_its_error_to_join(tmp_path, monkeypatch):
+    """The scratch store is removed in a thread while plan, check and the report go on; a removal that fails
+    raises in the job's thread at join() (one line there), never as a thread's traceback; a store removed this way
+    is gone, its kvbench mark too."""
+    from kvbench.cli import run as R
+    from kvbench.engine import safety
+
+    store = tmp_path / "l3-store.bin"
+    store.write_bytes(b"\0" * 4096)
+    safety.mark_owned(str(store))
+    th = R._remove_store_behind(str(store))
+    th.join()
+    assert not store.exists() and not safety.sidecar(str(store)).exists()
+
+    def refuse(path):
+        raise PermissionError(13, "Permission denied", path)
+
+    monkeypatch.setattr(R, "_remove_store", refuse)
+    th = R._remove_store_behind(str(store))
+    with pytest.raises(PermissionError, match="Permission denied"):
+        th.join()
+    th.join()                                     # raised once, then the thread is simply finished

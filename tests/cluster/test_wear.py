@@ -1,0 +1,134 @@
+"""kvbench cluster's sizing answers, by hand: each node's L3 steady write rate, host and rating-equivalent DWPD,
+residence and lifetime (kvbench.cluster.wear); link and pool utilisation as mean, p99 and time saturated
+(kvbench.cluster.pool)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kvbench.cluster.pool import Calendar, utilisation_stats
+from kvbench.cluster.wear import steady_write_rate
+from tests.cluster.test_cluster import BLOCK, _cluster, _trace
+
+
+def test_steady_write_rate_counts_from_the_first_slot_reuse():
+    """Writes to slots 0,1,0,1 at t = 0,1,2,3: the store first reuses a slot at t = 2; one slot is written after
+    it, in the 1 s to the trace's end: W = 1 slot/s. The fill (t = 0, 1) is not steady state."""
+    w, t0 = steady_write_rate(np.array([0.0, 1, 2, 3]), np.array([0, 1, 0, 1]), 10, end_s=3.0)
+    assert (w, t0) == (10.0, 2.0)
+    assert steady_write_rate(np.array([0.0, 1]), np.array([0, 1]), 10, end_s=5.0) == (None, None)   # never reused
+    assert steady_write_rate(np.array([0.0, 1, 2]), np.array([0, 1, 0]), 10, end_s=2.0) == (None, 2.0)
+
+
+def test_utilisation_is_time_weighted_and_survives_pruning():
+    """Capacity 10: 10 in use over [0, 1), 5 over [1, 3), idle to 4: mean (1 + 2 x 0.5) / 4 = 0.5, saturated a
+    quarter of the time, and the level it stays at or below 99% of the time is full use (it is full for 25%)."""
+    c = Calendar(10.0)
+    c.add(0.0, 1.0, 10.0)
+    c.add(1.0, 3.0, 5.0)
+    want = {"mean": 0.5, "p99": 1.0, "saturated_fraction": 0.25, "seconds": 4.0}
+    assert c.utilisation(until=4.0) == pytest.approx(want)
+    c.prune(2.5)                                           # the history pruned away still counts
+    assert c.utilisation(until=4.0) == pytest.approx(want)
+    assert Calendar(None).utilisation(4.0) is None
+    assert utilisation_stats(np.array([98.0, 2.0]), np.array([0.0, 1.0]))["p99"] == 1.0   # 2% of the time full
+    assert utilisation_stats(np.array([99.5, 0.5]), np.array([0.0, 1.0]))["p99"] == 0.0   # 0.5%: p99 idle
+
+
+def test_one_node_l3_wear_by_hand(cli, tmp_path):
+    """One node, an L3 of 2 blocks, one new block per second (t = 0..5): the store fills at t = 0, 1, first reuses
+    a slot at t = 2, and from then writes one slot per second: W = 262,144 B/s, host DWPD = 86,400 x W / (2 x
+    262,144) = 43,200, KV kept C / W = 2 s; rating-equivalent = host x WAF / reference WAF of the class."""
+    tr = _trace(tmp_path / "t.jsonl", [(1000 * i, [i + 1]) for i in range(6)])
+    s = _cluster(cli, tmp_path, tr, "--l3", str(tmp_path / "l3.store"), "--l3-capacity", str(2 * BLOCK),
+                 "--ssd-class", "tlc-3dwpd", "--router", "round-robin")
+    l3 = s["nodes"][0]["tiers"]["l3"]
+    assert l3["capacity_bytes"] == 2 * BLOCK and l3["capacity_blocks"] == 2
+    assert l3["steady_from_s"] == 2.0 and l3["write_bytes_per_s"] == pytest.approx(BLOCK)
+    assert l3["dwpd_host"] == pytest.approx(43_200) and l3["residence_s"] == pytest.approx(2.0)
+    assert l3["written_bytes"] == 6 * BLOCK and l3["drive_class"] == "tlc-3dwpd"
+    # the store rewrites its 2 slots in the order written (FIFO free list under LRU): every erase unit dies whole,
+    # no page is moved, WAF 1 by hand; rating-equivalent = 43,200 x 1 / the class's reference WAF
+    assert l3["waf"] == pytest.approx(1.0) and l3["reference_waf"] > 1
+    assert l3["dwpd_rating_equivalent"] == pytest.approx(43_200 / l3["reference_waf"])
+    assert l3["lifetime_years"] == pytest.approx(5 * 3.0 / (43_200 / l3["reference_waf"]))
+    assert s["links"] is None and s["pool_wear"] is None          # no L4
+
+
+def test_routing_changes_node_wear(cli, tmp_path):
+    """Two conversations of 4 blocks each, alternating, on 2 nodes with an L3 of 4 blocks: round-robin keeps each
+    conversation on its node (every request after the first hits; no slot is ever rewritten: no steady write
+    rate), random routing sends both to both nodes, whose stores then turn over; one node takes both and misses
+    every block."""
+    a, b = [1, 2, 3, 4], [11, 12, 13, 14]
+    reqs = [(500 * i, (a if i % 2 == 0 else b)) for i in range(40)]
+    tr = _trace(tmp_path / "t.jsonl", reqs)
+    common = ["--nodes", "2", "--l3", str(tmp_path / "l3.store"), "--l3-capacity", str(4 * BLOCK)]
+    rr = _cluster(cli, tmp_path, tr, *common, "--router", "round-robin")
+    assert [nd["hit_ratio"] for nd in rr["nodes"]] == [pytest.approx(0.95)] * 2
+    assert all(nd["tiers"]["l3"]["write_bytes_per_s"] is None for nd in rr["nodes"])
+    assert all(nd["tiers"]["l3"]["written_bytes"] == 4 * BLOCK for nd in rr["nodes"])
+    rnd = _cluster(cli, tmp_path, tr, *common, "--router", "random")
+    steady = [nd["tiers"]["l3"] for nd in rnd["nodes"] if nd["tiers"]["l3"]["write_bytes_per_s"] is not None]
+    assert steady and all(t["dwpd_host"] > 0 for t in steady)
+    one = _cluster(cli, tmp_path, tr, "--nodes", "1", "--router", "round-robin", "--l3", str(tmp_path / "l3.store"), "--l3-capacity",
+                   str(4 * BLOCK))
+    l3 = one["nodes"][0]["tiers"]["l3"]           # both conversations through one 4-block store: every block misses
+    assert l3["steady_from_s"] == 0.5                      # b's first block reuses a's first slot
+    # from t = 0.5 on, 4 slots per request at t = 1.0 .. 19.5 (38 requests) over 19 s
+    assert l3["write_bytes_per_s"] == pytest.approx(38 * 4 * BLOCK / 19.0)
+    assert l3["dwpd_host"] == pytest.approx(86_400 * 38 * 4 / 19.0 / 4)
+
+
+def test_link_utilisation_by_hand(cli, tmp_path):
+    """As test_pool_contention's first case: each node writes 32 blocks into the pool after its 1.6384 s prefill
+    and loads them again at t = 100 s, each move 1.048576 s alone on an 8 MB/s link: every link is saturated
+    2 x 1.048576 s of the 101.048576 s simulated, so the time saturated is 2.075% and p99 is full use."""
+    a, b = list(range(1, 33)), list(range(101, 133))
+    tr = _trace(tmp_path / "t.jsonl", [(0, a), (0, b), (100000, a), (100000, b)])
+    s = _cluster(cli, tmp_path, tr, "--nodes", "2", "--router", "round-robin", "--l4", str(tmp_path),
+                 "--l4-capacity", "1GiB", "--l4-link-bw", "8MB/s")
+    move = 32 * BLOCK / 8e6
+    ln = s["links"]
+    assert ln["seconds"] == pytest.approx(100 + move)
+    assert ln["saturated_fraction"] == pytest.approx(2 * move / (100 + move))
+    assert ln["mean"] == pytest.approx(2 * move / (100 + move)) and ln["p99"] == 1.0
+    assert ln["busiest_node_mean"] == pytest.approx(ln["mean"]) and ln["pool"] is None
+    assert s["l4"]["peak_link_utilisation"] == pytest.approx(1.0)          # the old figure: says only "once full"
+
+
+def test_terminal_json_and_report_state_the_same_rollup(cli, tmp_path):
+    """The busiest node's figures printed on the terminal are the JSON's ``wear.l3`` and the report's rows."""
+    import re
+
+    from kvbench.report.rundata import load_run
+    from kvbench.report.tables import verdict_rows
+
+    tr = _trace(tmp_path / "t.jsonl", [(1000 * i, [i + 1]) for i in range(6)])
+    args = ["cluster", tr, "--model", "tiny-gqa", "--dry-run", "--router", "round-robin", "--l3",
+            tmp_path / "l3.store", "--l3-capacity", str(2 * BLOCK), "--results", tmp_path / "res"]
+    s = _cluster(cli, tmp_path, tr, *args[4:-2])
+    w = s["wear"]["l3"]
+    assert w["nodes"] == 1 and w["nodes_turned_over"] == 1
+    assert w["dwpd_host_busiest"] == pytest.approx(43_200) and w["dwpd_host_mean"] == pytest.approx(43_200)
+    text = cli(*args).output
+    assert re.search(r"host DWPD mean 4\.32e\+04, busiest 4\.32e\+04", text), text
+    rows = {label: value for _, label, value in verdict_rows(load_run(s["run_dir"]))}
+    assert "L3 host DWPD, busiest node" in rows and "43" in rows["L3 host DWPD, busiest node"].replace(",", "")
+
+
+def test_pruned_history_is_bounded_and_keeps_the_mean_to_a_tenth_of_a_percent():
+    """5,000 transfers at random rates, pruned as the simulation goes: the history holds at most 1,001 use levels
+    (memory no longer grows with transfers) and the mean stays within 0.05% of capacity of the exact one."""
+    rng = np.random.default_rng(1)
+    c = Calendar(1.0)
+    exact = 0.0
+    for i in range(5000):
+        r = float(rng.uniform(0.0, 1.0))
+        c.add(float(i), float(i) + 1.0, r)
+        exact += r
+        c.prune(float(i))
+    got = c.utilisation(until=5000.0)
+    assert len(c._past) <= 1001
+    assert got["mean"] == pytest.approx(exact / 5000.0, abs=5e-4)
