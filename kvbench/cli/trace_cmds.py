@@ -244,10 +244,14 @@ def _gen_kind(kind, output, requests, rate, arrival, burstiness, seed, block_tok
 @click.option("--calibrate/--no-calibrate", default=True, show_default=True,
               help="Calibrate the rate, prompt lengths, turns and think time on generated traces so they carry "
                    "TRACE's steady write rate (DWPD); --no-calibrate keeps the structural fit (seconds faster).")
+@click.option("--returns-prior", "returns_prior", default=None, metavar="TRACE",
+              help="A longer trace (>= 6 h) of the same service whose returns (sessions coming back hours later) "
+                   "are pooled into the censored fit of a TRACE too short to show them; read with its own "
+                   "format detected and TRACE's block size.")
 @force_option
 @json_option
 def fit_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, output, defaults, name, seed, seeds,
-            calibrate, as_json):
+            calibrate, returns_prior, as_json):
     """Fit a workload model to TRACE, write it to MODEL.toml and print the goodness of fit.
 
     Goodness: traces generated from the fitted model over TRACE's span, at its rate, against TRACE: the exact
@@ -269,12 +273,17 @@ def fit_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, ou
         raise UsageError(f"--seeds must be >= 1, got {seeds}", "give e.g. --seeds 3")
     out = Path(output)
     tr = trace_from_options(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit)
+    prior = None
+    if returns_prior is not None:
+        from kvbench.stream.fit import returns_prior as prior_of
+
+        prior = prior_of(trace_from_options(returns_prior, "auto", tr.block_tokens, None, (), sort_time, None))
     from kvbench.progress import Line
 
     with Line("trace fit: scoring regenerated traces", None, "traces") as line:
         res, good = fit_and_score(tr, load_model_file(defaults) if defaults else None, name=name, seeds=seeds,
                                   seed=seed, progress=lambda done, total: line.update(done, total=total),
-                                  calibrate=calibrate)
+                                  calibrate=calibrate, returns_prior=prior)
     header = (f"Workload model fitted by kvbench trace fit to {tr.path}\n"
               f"({tr.n_requests} requests over {tr.duration_s:.0f} s, {tr.block_tokens}-token blocks).\n"
               f"Goodness over {seeds} regenerated traces: hit-ratio curve MAE {good['curve_mae']:.4f}, max error "
@@ -299,6 +308,8 @@ def fit_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, ou
                f"{a.diurnal_amplitude:.2g} (peak {a.peak_hour:.1f} h), weekend x{a.weekend_factor:.2g}")
     if "returns_fit" in res.observed:
         click.echo(f"returns    {res.observed['returns_fit']['line']}")
+    if "returns_fit_with_prior" in res.observed:
+        click.echo(f"with prior {res.observed['returns_fit_with_prior']['line']}")
     click.echo(f"sessions   {s.turns_mean:.3g} turns/visit, think {s.think_time_s:.3g} s (sigma {s.think_sigma:.2g}), "
                f"return p {s.return_probability:.3g} after {s.return_time_s:.3g} s")
     click.echo(f"prompts    system {p.system_probability:.2g} x {p.system_prompts} ({p.system_tokens:.0f} tok), "

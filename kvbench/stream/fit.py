@@ -27,9 +27,14 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from typing import TYPE_CHECKING
+
 from kvbench.errors import SpecError
 from kvbench.stream.traces import Trace
 from kvbench.stream.workload import Arrivals, Prompts, Sessions, WorkloadModel
+
+if TYPE_CHECKING:
+    from kvbench.stream.returns import ReturnEvidence
 
 RETURN_GAP_S = 1800.0           # a gap longer than this between turns is a return, not a think time
 MIN_SAMPLES = 10                # fewer observations than this: keep the default, with a warning
@@ -91,8 +96,10 @@ def _zipf_exponent(counts: np.ndarray, default: float) -> float:
     return float(np.clip(-np.polyfit(r, np.log(c), 1)[0], 0.0, 4.0))
 
 
-def fit_model(trace: Trace, defaults: WorkloadModel | None = None, name: str | None = None) -> FitResult:
-    """Estimate a workload model from a trace (see the module docstring)."""
+def fit_model(trace: Trace, defaults: WorkloadModel | None = None, name: str | None = None,
+              returns_prior: "ReturnEvidence | None" = None) -> FitResult:
+    """Estimate a workload model from a trace (see the module docstring). ``returns_prior``: a longer trace's
+    return evidence, pooled into the censored fit of a window too short to show returns hours later."""
     from kvbench.stream.sessions import recover_sessions
 
     d = defaults or WorkloadModel()
@@ -167,9 +174,13 @@ def fit_model(trace: Trace, defaults: WorkloadModel | None = None, name: str | N
         # returns beyond the window: a censored fit (visits not back yet are censored, not absent)
         from kvbench.stream.returns import describe, fit_returns, visit_ends
 
-        rf = fit_returns(*visit_ends(trace, S, RETURN_GAP_S), span, gap_s=RETURN_GAP_S)
+        g, c = visit_ends(trace, S, RETURN_GAP_S)
+        rf = fit_returns(g, c, span, gap_s=RETURN_GAP_S)
         obs["returns_fit"] = rf.to_dict() | {"line": describe(rf)}
         why = f"the trace spans {_dur(span)} (sessions coming back hours later need {_dur(RETURNS_SPAN_S)})"
+        if returns_prior is not None:
+            rf = fit_returns(g, c, span, gap_s=RETURN_GAP_S, prior=returns_prior)
+            obs["returns_fit_with_prior"] = rf.to_dict() | {"line": describe(rf)}
         if rf.returns >= MIN_SAMPLES:
             ret_p, ret_t, ret_sigma = rf.probability, rf.median_s, rf.sigma
             res.warnings.append(f"sessions.return_*: extrapolated beyond the window by a censored fit ({why}): "
@@ -179,6 +190,9 @@ def fit_model(trace: Trace, defaults: WorkloadModel | None = None, name: str | N
             for k, v in (("return_time_s", ret_t), ("return_sigma", ret_sigma)):
                 warn(res, f"sessions.{k}", "as sessions.return_probability", v)
     else:
+        if returns_prior is not None:
+            res.warnings.append(f"--returns-prior not used: the trace spans {_dur(span)}, long enough to show its "
+                                "own returns")
         ret_p = float(back.size / visits) if visits else 0.0
         if back.size >= MIN_SAMPLES:
             ret_t, ret_sigma = _median_fit(back)
@@ -196,11 +210,24 @@ def fit_model(trace: Trace, defaults: WorkloadModel | None = None, name: str | N
     obs.update(p_obs)
     model = WorkloadModel(name=name or f"fit-{_stem(trace.path)}",
                           description=f"fitted by kvbench trace fit to {trace.path}",
-                          block_tokens=bt, sources=(f"kvbench trace fit {trace.path} ({n} requests over {_dur(span)})",),
+                          block_tokens=bt, sources=(f"kvbench trace fit {trace.path} ({n} requests over {_dur(span)})",)
+                          + ((f"returns: censored fit pooled with {returns_prior.describe()}",)
+                             if "returns_fit_with_prior" in obs else ()),
                           fitted_span_s=float(span),
                           arrivals=arrivals, sessions=sessions, prompts=prompts)
     res.model = model.validate("fitted model")
     return res
+
+
+def returns_prior(trace: Trace) -> "ReturnEvidence":
+    """A longer trace's return evidence for ``fit_model(returns_prior=)``: it must span the hours returns need."""
+    from kvbench.stream.returns import ReturnEvidence
+
+    if trace.duration_s < RETURNS_SPAN_S:
+        raise SpecError(f"--returns-prior {trace.path} spans {_dur(trace.duration_s)}: a prior for returns hours "
+                        f"later needs a trace of at least {_dur(RETURNS_SPAN_S)}",
+                        "give a longer trace of the same service, or leave --returns-prior out")
+    return ReturnEvidence.of(trace, RETURN_GAP_S)
 
 
 def warn(res: FitResult, param: str, why: str, default) -> None:
@@ -762,7 +789,8 @@ def calibrate_reuse(trace: Trace, model: WorkloadModel, seed: int = 0, cold: boo
 
 
 def fit_and_score(trace: Trace, defaults: WorkloadModel | None = None, name: str | None = None, seeds: int = 3,
-                  seed: int = 0, progress=None, calibrate: bool = True) -> tuple[FitResult, dict]:
+                  seed: int = 0, progress=None, calibrate: bool = True,
+                  returns_prior: "ReturnEvidence | None" = None) -> tuple[FitResult, dict]:
     """Fit; keep the length representation (measured quantiles, or lognormals of the same means) whose
     demand-calibrated model comes nearer the goals on each generated trace (``_Scorer.both``: steady write rate
     within 5% at every capacity both turn over, hit-ratio curve MAE within 0.02); search its turns per visit and think
@@ -778,7 +806,7 @@ def fit_and_score(trace: Trace, defaults: WorkloadModel | None = None, name: str
     ``progress(done, total)`` counts the regenerated traces scored and the calibration steps."""
     from kvbench.stream.workload import Calibration
 
-    res = fit_model(trace, defaults, name)
+    res = fit_model(trace, defaults, name, returns_prior=returns_prior)
     empirical = res.model
     lognormal = replace(empirical, prompts=replace(empirical.prompts, **{k: () for k in LENGTH_QUANTILES}))
     kinds = [(empirical, "lognormal" if empirical == lognormal else "empirical")]

@@ -9,10 +9,15 @@ The likelihood of (p, m, s) is
     prod_returns p f(g; m, s)  x  prod_censored (1 - p F(c; m, s))
 
 and is evaluated on a grid (p in [0, 1], m from a minute to 30 days, s from 0.25 to 3: the model family,
-stated). The return probability within a horizon H, p F(H), is reported at the maximum-likelihood point with
+stated), then on a finer grid over the region the first keeps (with thousands of returns the interval is narrower
+than one step of the first grid). The return probability within a horizon H, p F(H), is reported at the maximum-likelihood point with
 a 95% profile-likelihood interval: the range of p F(H) over the grid points whose log-likelihood is within
 chi2(1, 0.95) / 2 = 1.92 of the maximum. With no return seen, the estimate is 0 and the interval bounds how
 much return mass a window of L could have missed.
+
+A window too short to see returns (none in an hour of a day-long trace is common) can borrow a longer trace's
+evidence (:class:`ReturnEvidence`, ``trace fit --returns-prior``): the two likelihoods multiply. The line then
+says what the window alone showed, what was pooled, and the assumption (the same return law).
 """
 
 from __future__ import annotations
@@ -28,8 +33,8 @@ GRID_SIGMA = np.linspace(0.25, 3.0, 12)
 DELTA_95 = 1.920729        # chi2(1) 95% quantile / 2
 HORIZONS_S = {"1h": 3600.0, "6h": 6 * 3600.0, "1d": 86_400.0, "7d": 7 * 86_400.0}
 METHOD = ("censored maximum likelihood: returns p f(g), visits not yet back 1 - p F(c) at their time to the window's "
-          "end; lognormal delay; grid p 0..1 (101), median 1 min..30 d (48, log), sigma 0.25..3 (12); 95% "
-          "profile-likelihood interval (log-likelihood within 1.92 of the maximum)")
+          "end; lognormal delay; grid p 0..1 (101), median 1 min..30 d (48, log), sigma 0.25..3 (12), refined 41 x 33 x 23 "
+          "over the coarse 95% region; 95% profile-likelihood interval (log-likelihood within 1.92 of the maximum)")
 
 
 def _ncdf(z) -> np.ndarray:
@@ -67,6 +72,34 @@ def visit_ends(trace, sessions, gap_s: float) -> tuple[np.ndarray, np.ndarray]:
 
 
 @dataclass(frozen=True)
+class ReturnEvidence:
+    """What a trace shows of returns (``visit_ends``): the observed return gaps and the censoring times of the
+    visits not yet back, in seconds, over a window of ``window_s``. A longer trace's evidence is the prior a short
+    window is fitted with (``fit_returns(..., prior=)``): the two likelihoods multiply, which is the assumption that
+    the window's users return by the same law as the longer trace's (stated in every line that uses it)."""
+
+    returned: np.ndarray
+    censored: np.ndarray
+    window_s: float
+    source: str = ""
+
+    @classmethod
+    def of(cls, trace, gap_s: float) -> "ReturnEvidence":
+        from kvbench.stream.sessions import recover_sessions
+
+        g, c = visit_ends(trace, recover_sessions(trace), gap_s)
+        return cls(g, c, float(trace.duration_s), str(trace.path))
+
+    @property
+    def visits(self) -> int:
+        return int(self.returned.size + np.count_nonzero(self.censored > 0))
+
+    def describe(self) -> str:
+        return (f"{self.returned.size:,} returns seen and {np.count_nonzero(self.censored > 0):,} visits not yet back "
+                f"in {self.window_s / 3600:.3g} h of {self.source or 'a longer trace'}")
+
+
+@dataclass(frozen=True)
 class ReturnFit:
     """The censored fit's answer: the maximum-likelihood law and the return probability within each horizon."""
 
@@ -78,24 +111,19 @@ class ReturnFit:
     sigma: float
     within: dict                       # horizon -> {"estimate", "low", "high"} of p F(H)
     method: str = METHOD
+    prior: str = ""                    # the longer trace's evidence pooled in (ReturnEvidence.describe), if any
+    window_returns: int = -1           # the window's own returns and visits not yet back, when a prior is pooled
+    window_censored: int = -1
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-def fit_returns(returned: np.ndarray, censored: np.ndarray, window_s: float, gap_s: float = 0.0,
-                horizons: dict | None = None) -> ReturnFit:
-    """The censored fit (module docstring) on observed return gaps and censoring times (seconds). A visit ends
-    when no follow-up comes within ``gap_s``, so the delay law is fitted conditional on D > gap_s (a return
-    sooner is a think time): p is the probability of a return after more than ``gap_s``."""
-    horizons = HORIZONS_S if horizons is None else horizons
-    g = np.asarray(returned, dtype=np.float64)
-    c = np.asarray(censored, dtype=np.float64)
-    c = c[c > 0]
-    # censoring times binned at 1% in log (the likelihood is a sum over them): thousands of visits, ~hundreds of terms
-    c, weight = np.unique(np.exp(np.round(np.log(c), 2)), return_counts=True) if c.size else (c, np.zeros(0))
-    mu = np.log(GRID_MEDIAN_S)[:, None]                      # (M, 1)
-    sg = GRID_SIGMA[None, :]                                  # (1, S)
+def _log_likelihood(g: np.ndarray, c: np.ndarray, weight: np.ndarray, gap_s: float, grid_p: np.ndarray,
+                    grid_median: np.ndarray, grid_sigma: np.ndarray) -> np.ndarray:
+    """The censored log-likelihood (module docstring) at every (p, median, sigma) of the grid: shape (P, M, S)."""
+    mu = np.log(grid_median)[:, None]                         # (M, 1)
+    sg = grid_sigma[None, :]                                  # (1, S)
     # log P(D > gap_s) per (median, sigma)
     log_s0 = _log_sf((math.log(gap_s) - mu) / sg) if gap_s > 0 else np.zeros(mu.shape[0:1] + sg.shape[1:])
     ll_g = np.zeros(mu.shape[0:1] + sg.shape[1:])
@@ -104,30 +132,87 @@ def fit_returns(returned: np.ndarray, censored: np.ndarray, window_s: float, gap
         # log f(g) of the lognormal: -log(g s sqrt(2 pi)) - z^2 / 2
         ll_g = (-np.log(g)[None, None, :] - np.log(sg[..., None] * math.sqrt(2 * math.pi)) - 0.5 * z * z).sum(-1)
         ll_g = ll_g - g.size * log_s0
-    # P(gap_s < D <= c | D > gap_s) = 1 - S(max(c, gap_s)) / S(gap_s)
-    Fc = (-np.expm1(np.minimum(_log_sf((np.log(np.maximum(c, max(gap_s, 1e-9)))[None, None, :] - mu[..., None])
-                                       / sg[..., None]) - log_s0[..., None], 0.0))) if c.size else None
-    P = GRID_P[:, None, None]                                 # (P, 1, 1)
+    P = grid_p[:, None, None]                                 # (P, 1, 1)
     with np.errstate(divide="ignore"):
-        ll = (g.size * np.log(P) if g.size else np.zeros_like(P)) + ll_g[None]                  # (P, M, S); log 0 = -inf where returns were seen
-        if Fc is not None:
-            ll = ll + np.stack([np.log1p(-np.minimum(p * Fc, 1 - 1e-15)) @ weight for p in GRID_P])
-    best = np.unravel_index(int(np.nanargmax(ll)), ll.shape)
-    keep = ll >= ll[best] - DELTA_95
+        ll = (g.size * np.log(P) if g.size else np.zeros_like(P)) + ll_g[None]  # log 0 = -inf where returns were seen
+        if c.size:
+            # P(gap_s < D <= c | D > gap_s) = 1 - S(max(c, gap_s)) / S(gap_s)
+            Fc = -np.expm1(np.minimum(_log_sf((np.log(np.maximum(c, max(gap_s, 1e-9)))[None, None, :] - mu[..., None])
+                                              / sg[..., None]) - log_s0[..., None], 0.0))
+            ll = ll + np.stack([np.log1p(-np.minimum(p * Fc, 1 - 1e-15)) @ weight for p in grid_p])
+    return ll
+
+
+def _within(grid_p, grid_median, grid_sigma, h: float, gap_s: float) -> np.ndarray:
+    """p P(gap_s < D <= h | D > gap_s) at every grid point: the return probability within horizon h."""
+    mu = np.log(grid_median)[:, None]
+    sg = grid_sigma[None, :]
+    log_s0 = _log_sf((math.log(gap_s) - mu) / sg) if gap_s > 0 else np.zeros(mu.shape[0:1] + sg.shape[1:])
+    return grid_p[:, None, None] * (-np.expm1(np.minimum(_log_sf((math.log(max(h, gap_s)) - mu) / sg) - log_s0,
+                                                         0.0)))[None]
+
+
+def _refined(grid, kept_axis: np.ndarray, points: int, log: bool, lo: float, hi: float) -> np.ndarray:
+    """A finer grid over the coarse points kept on one axis, one coarse step beyond each end (within lo..hi)."""
+    idx = np.flatnonzero(kept_axis)
+    a, b = grid[max(0, idx[0] - 1)], grid[min(grid.size - 1, idx[-1] + 1)]
+    a, b = max(a, lo), min(b, hi)
+    return np.geomspace(a, b, points) if log else np.linspace(a, b, points)
+
+
+def fit_returns(returned: np.ndarray, censored: np.ndarray, window_s: float, gap_s: float = 0.0,
+                horizons: dict | None = None, prior: ReturnEvidence | None = None) -> ReturnFit:
+    """The censored fit (module docstring) on observed return gaps and censoring times (seconds). A visit ends
+    when no follow-up comes within ``gap_s``, so the delay law is fitted conditional on D > gap_s (a return
+    sooner is a think time): p is the probability of a return after more than ``gap_s``.
+
+    The likelihood is evaluated on the model family's grid, then again on a finer grid (4-5x per axis) over the
+    region the coarse grid keeps in its 95% interval: with thousands of returns that region is narrower than one
+    coarse step, and the interval would collapse onto a grid point. ``prior``: a longer trace's evidence, pooled
+    (its likelihood multiplies the window's); the fit records what the window alone showed."""
+    horizons = HORIZONS_S if horizons is None else horizons
+    g_win = np.asarray(returned, dtype=np.float64)
+    c_win = np.asarray(censored, dtype=np.float64)
+    c_win = c_win[c_win > 0]
+    g, c = g_win, c_win
+    if prior is not None:
+        g = np.concatenate([g_win, np.asarray(prior.returned, dtype=np.float64)])
+        c = np.concatenate([c_win, np.asarray(prior.censored, dtype=np.float64)])
+        c = c[c > 0]
+    # censoring times binned at 1% in log (the likelihood is a sum over them): thousands of visits, ~hundreds of terms
+    c, weight = np.unique(np.exp(np.round(np.log(c), 2)), return_counts=True) if c.size else (c, np.zeros(0))
+    grids = [(GRID_P, GRID_MEDIAN_S, GRID_SIGMA)]
+    ll = _log_likelihood(g, c, weight, gap_s, *grids[0])
+    keep = ll >= np.nanmax(ll) - DELTA_95
+    grids.append((_refined(GRID_P, keep.any((1, 2)), 41, False, 0.0, 1.0),
+                  _refined(GRID_MEDIAN_S, keep.any((0, 2)), 33, True, GRID_MEDIAN_S[0], GRID_MEDIAN_S[-1]),
+                  _refined(GRID_SIGMA, keep.any((0, 1)), 23, False, GRID_SIGMA[0], GRID_SIGMA[-1])))
+    lls = [ll, _log_likelihood(g, c, weight, gap_s, *grids[1])]
+    top = max(float(np.nanmax(x)) for x in lls)
+    k = max(range(2), key=lambda i: float(np.nanmax(lls[i])))
+    best = np.unravel_index(int(np.nanargmax(lls[k])), lls[k].shape)
     within = {}
     for name, h in horizons.items():
-        q = GRID_P[:, None, None] * (-np.expm1(np.minimum(_log_sf((math.log(max(h, gap_s)) - mu) / sg) - log_s0,
-                                                          0.0)))[None]
-        within[name] = {"horizon_s": float(h), "estimate": float(q[best]), "low": float(q[keep].min()),
-                        "high": float(q[keep].max())}
+        qs = [_within(*grid, h, gap_s) for grid in grids]
+        kept = np.concatenate([q[x >= top - DELTA_95] for q, x in zip(qs, lls)])
+        within[name] = {"horizon_s": float(h), "estimate": float(qs[k][best]), "low": float(kept.min()),
+                        "high": float(kept.max())}
+    gp, gm, gs = grids[k]
+    extra = {}
+    if prior is not None:
+        extra = dict(prior=prior.describe(), window_returns=int(g_win.size), window_censored=int(c_win.size))
     return ReturnFit(returns=int(g.size), censored=int(weight.sum()), window_s=float(window_s),
-                     probability=float(GRID_P[best[0]]), median_s=float(GRID_MEDIAN_S[best[1]]),
-                     sigma=float(GRID_SIGMA[best[2]]), within=within)
+                     probability=float(gp[best[0]]), median_s=float(gm[best[1]]), sigma=float(gs[best[2]]),
+                     within=within, **extra)
 
 
 def describe(fit: ReturnFit, horizon: str = "6h") -> str:
     """One line: the return probability within ``horizon`` with its interval, and what it rests on."""
     w = fit.within[horizon]
-    return (f"return within {horizon}: {w['estimate']:.3g} (95% {w['low']:.3g}-{w['high']:.3g}) from {fit.returns:,} "
-            f"returns seen and {fit.censored:,} visits not yet back in a {fit.window_s / 3600:.3g} h window "
-            "(censored fit)")
+    head = f"return within {horizon}: {w['estimate']:.3g} (95% {w['low']:.3g}-{w['high']:.3g}) from "
+    if fit.prior:
+        return (head + f"{fit.window_returns:,} returns seen and {fit.window_censored:,} visits not yet back in a "
+                f"{fit.window_s / 3600:.3g} h window, pooled with {fit.prior} (censored fit; the prior assumes the "
+                "window's users return by the longer trace's law)")
+    return (head + f"{fit.returns:,} returns seen and {fit.censored:,} visits not yet back in a "
+            f"{fit.window_s / 3600:.3g} h window (censored fit)")
