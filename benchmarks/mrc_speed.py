@@ -20,7 +20,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from kvbench.analysis.curves import exact_profile, shards_profile  # noqa: E402
+from kvbench.analysis.curves.profile import exact_profile, shards_profile  # noqa: E402
 from kvbench.stream.generators import GenSpec, generate, write_trace  # noqa: E402
 from kvbench.stream.traces import Trace, read_trace  # noqa: E402
 

@@ -2,8 +2,8 @@
 
     .venv/bin/python benchmarks/mutation.py                       # every module in MODULES, one worker
     .venv/bin/python benchmarks/mutation.py units histogram       # some modules (by short name)
-    .venv/bin/python benchmarks/mutation.py mrc_kernels --every 3 # a bounded sample: every 3rd mutant
-    .venv/bin/python benchmarks/mutation.py mrc_kernels --every 3 --offset 1   # another sample of a third
+    .venv/bin/python benchmarks/mutation.py curves.kernels --every 3 # a bounded sample: every 3rd mutant
+    .venv/bin/python benchmarks/mutation.py curves.kernels --every 3 --offset 1   # another sample of a third
     .venv/bin/python benchmarks/mutation.py tiers_kernel --changes '^(<|<=|>|>=|==|!=|and|or|not x) ' --every 10
     .venv/bin/python benchmarks/mutation.py ftl --list            # the mutants, without running anything
 
@@ -13,7 +13,7 @@ rate over non-equivalent mutants; writes ``results/mutation/<module>.json`` with
 source line). Exit 1 when a module is below --min-rate.
 
 Why not mutmut or cosmic-ray. mutmut 3 rewrites every function into a trampoline and leaves decorated
-functions alone, so the numba kernels (mrc_kernels, ftl) would never be mutated - they are where the worst bugs
+functions alone, so the numba kernels (curves.kernels, ftl) would never be mutated - they are where the worst bugs
 hid (two made the FTL hang). cosmic-ray mutates files on disk, which works with numba, but plants every
 operator replacement at every site (704 mutants for the 121 lines of units.py, most of them redundant:
 ``a + b`` -> ``a ** b``, ``a >> b``, ...), too many to run per module in minutes on a 2-core machine. This
@@ -45,10 +45,10 @@ REPO = Path(__file__).resolve().parents[1]
 MODULES: dict[str, tuple[str, list[str]]] = {
     "units": ("kvbench/units.py", ["tests/test_units.py"]),
     "histogram": ("kvbench/metrics/histogram.py", ["tests/metrics/test_histogram.py"]),
-    "curves": ("kvbench/analysis/curves.py",
+    "curves.profile": ("kvbench/analysis/curves/profile.py",
                ["tests/test_curves_sampling.py", "tests/test_mrc_properties.py", "tests/analysis/test_curves.py", "tests/test_ttl_boundary.py",
                 "tests/analysis/test_mrc.py"]),
-    "mrc_kernels": ("kvbench/analysis/mrc_kernels.py",
+    "curves.kernels": ("kvbench/analysis/curves/kernels.py",
                     ["tests/test_mrc_properties.py", "tests/analysis/test_curves.py", "tests/test_ttl_boundary.py",
                 "tests/analysis/test_mrc.py"]),
     "ftl": ("kvbench/analysis/ftl.py", ["tests/test_ftl_edges.py", "tests/analysis/test_ftl.py"]),
@@ -60,7 +60,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "recompute": ("kvbench/analysis/recompute.py",
                   ["tests/test_recompute_edges.py", "tests/analysis/test_recompute.py", "tests/cli/test_check.py"]),
     # the steady-state answers (issue 12): their fast unit tests, not the plan CLI's
-    "residence": ("kvbench/analysis/residence.py",
+    "curves.residence": ("kvbench/analysis/curves/residence.py",
                   ["tests/analysis/test_residence.py",
                    "tests/analysis/test_plan.py::test_one_new_block_per_second_is_written_at_one_block_per_second",
                    "tests/analysis/test_plan.py::test_lru_thrash_and_a_tier_that_never_fills",
@@ -82,7 +82,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
                   ["tests/analysis/test_endurance.py",
                    "tests/analysis/test_plan.py::test_endurance_capacity_from_residence_and_the_waf_reaching_lifetime_and_cost",
                    "tests/analysis/test_plan.py::test_hit_bound_tier_waf_changes_lifetime_and_cost_not_host_dwpd"]),
-    "capacity": ("kvbench/analysis/capacity.py", ["tests/analysis/test_capacity.py"]),
+    "curves.capacity": ("kvbench/analysis/curves/capacity.py", ["tests/analysis/test_capacity.py"]),
     # the admission trade-off's sweep (compiled) and its Python oracle
     "admission": ("kvbench/analysis/admission.py", ["tests/analysis/test_admission.py"]),
     "cost": ("kvbench/analysis/cost.py", ["tests/analysis/test_cost.py", "tests/qualify/test_job.py::test_the_class_nearest_a_rating"]),
@@ -263,7 +263,7 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ("heads = getattr(g, kind.split) or getattr(self, kind.split, 0)", "0 -> 1"):
             "getattr's default is never taken: every split field (kv_heads, key_heads) is a ModelSpec attribute",
     },
-    "capacity": {
+    "curves.capacity": {
         ("references: int = 0", "0 -> 1"): "the dataclass default is never used: from_arrays always passes references",
         ("if np.any((h < 0) | (h > 1)) or np.any(np.diff(h) < -1e-12):", "1e-12 -> 2e-12"):
             "a tolerance for rounding in cumulative ratios: no curve a profile yields falls between the two",
@@ -315,7 +315,7 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ('r = subprocess.run(["wipefs", "-n", "-p", dev], capture_output=True, text=True, timeout=20)',
          "20 -> 21"): "a subprocess timeout: only a hung wipefs sees it, and both values end it",
     },
-    "residence": {
+    "curves.residence": {
         ("w = np.where(seen > 0, steady / seen * demand, np.nan)", "> -> >="):
             "a window without references has no misses either: 0 / 0 is NaN, as the guard gives",
         ("demand = np.count_nonzero(times > t0) / span if span > 0 else np.nan", "> -> >="):
@@ -433,7 +433,7 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
          "> -> >="): "write_bps is a positive rate whenever any request misses; at 0 both forms divide by zero "
                      "or return None for a case no workload with a miss reaches",
     },
-    "curves": {
+    "curves.profile": {
         ("width = max(2 * min(self.size, 1 << 15) + 2, 1024)", "*"):
             "the Fenwick tree's first width: _make_room doubles tree and owner whenever the slots run out",
         ("self.heap = np.empty(min(self.size, 1 << 15) + 2, np.int64)", "*"):
@@ -515,7 +515,7 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ("if t is not None and t + self.ttl_s == deadline and now - t > self.ttl_s:", "> -> >="):
             "a popped entry has deadline t + ttl < now: now - t > ttl holds strictly, >= changes nothing",
     },
-    "mrc_kernels": {
+    "curves.kernels": {
         ("if c + 1 < size and hashes[heap[c + 1]] > hashes[heap[c]]:", "> -> >="):
             "only decides between two children of equal hash: distinct keys have distinct 64-bit hashes",
         ("new_owner[s] = -1", "1 -> 2"): "any negative owner means an empty slot (o >= 0 tests)",

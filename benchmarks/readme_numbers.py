@@ -107,7 +107,7 @@ def _trace(kind: str, requests: int, block_tokens: int, seed: int = 1):
 
 def exact_vs_brute(fast: bool, i: int) -> float:
     """Largest |exact Mattson curve - brute-force LRU simulation| over capacities (one simulation per size)."""
-    from kvbench.analysis.curves import exact_profile, policy_hit_ratios
+    from kvbench.analysis.curves.profile import exact_profile, policy_hit_ratios
 
     t = _trace("chat", 300 if fast else 2000, 16, seed=1 + i)
     prof = exact_profile(t)
@@ -119,7 +119,7 @@ def exact_vs_brute(fast: bool, i: int) -> float:
 def shards_mae(fast: bool, i: int) -> float:
     """SHARDS (fixed rate 0.1) mean absolute error against the exact curve, in hit-ratio points (%), over 100
     capacities from 1 block to the largest reuse distance; a different hash salt each run."""
-    from kvbench.analysis.curves import exact_profile, shards_profile
+    from kvbench.analysis.curves.profile import exact_profile, shards_profile
 
     t = _trace("agent", 12000, 64)
     exact = _CACHE.get("agent-exact")
@@ -141,14 +141,14 @@ def _refs_per_s(fn, t) -> float:
 
 def exact_speed(fast: bool, i: int) -> float:
     """Exact LRU curve, references per CPU-second on one core, agent trace with 64-token blocks."""
-    from kvbench.analysis.curves import exact_profile
+    from kvbench.analysis.curves.profile import exact_profile
 
     return _refs_per_s(exact_profile, _trace("agent", 12000, 64))
 
 
 def shards_speed(fast: bool, i: int) -> float:
     """SHARDS at rate 0.1, references per CPU-second on one core, same trace."""
-    from kvbench.analysis.curves import shards_profile
+    from kvbench.analysis.curves.profile import shards_profile
 
     return _refs_per_s(lambda t: shards_profile(t, rate=0.1), _trace("agent", 12000, 64))
 
@@ -165,7 +165,7 @@ def _ftl(gc: str, op: float, fast: bool, i: int) -> float:
 def key_sampling(fast: bool, i: int) -> float:
     """Largest |sampled replay hit ratio - exact curve| on the shipped Mooncake synthetic trace, over sample
     rates 0.0124, 0.05, 0.1 and full-size caches of 2,000-20,000 blocks (dry runs; sample seed = run index)."""
-    from kvbench.analysis.curves import exact_profile
+    from kvbench.analysis.curves.profile import exact_profile
     from kvbench.replay.kv import ReplayConfig, replay_kv
     from kvbench.stream.traces import read_trace
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kvbench.analysis.curves import ReuseProfile, exact_profile, sampled_trace, stream_profile
+from kvbench.analysis.curves.profile import ReuseProfile, exact_profile, sampled_trace, stream_profile
 
 from tests.analysis.test_curves import T, trace
 
@@ -111,7 +111,7 @@ def test_fixed_size_pre_filter_across_chunks_keeps_every_reference_of_the_sample
     rate; the pre-filter, which drops later references at or above that bound, must keep the second reference
     of each of the 4: the sampled references are the oracle's, and every re-reference lies at sampled distance
     4 (the other three sampled keys come between), i.e. 4 / rate."""
-    from kvbench.analysis.curves import shards_profile
+    from kvbench.analysis.curves.profile import shards_profile
 
     n = 1 << 16
     keys = [k * 7919 + 11 for k in range(n)]
@@ -130,7 +130,7 @@ def test_a_request_longer_than_a_pre_filter_chunk():
     pre-filter steps over the long request whole; fixed-size SHARDS over all 70,000 keys samples everything
     and finds the re-reference at distance 70,000 (deepest-first touches put block 70,000 first)."""
     t = trace([list(range(1, 70_001)), [70_000]])
-    from kvbench.analysis.curves import shards_profile
+    from kvbench.analysis.curves.profile import shards_profile
 
     p = shards_profile(t, size=70_000)
     assert p.sample_rate == 1.0 and p.sampled_references == 70_001
@@ -146,7 +146,7 @@ def test_keys_of_the_hand_cases_fall_where_the_cases_need():
 def test_fixed_rate_correction_with_one_reuse_distance():
     """[3] [3] [1] at rate 0.5: the sample holds 3, 3 (one reuse at sampled distance 1, estimated 2, weight 2);
     SHARDS_adj = 3 references - 2 sampled / 0.5 = -1, added at the smallest distance: 2 - 1 = 1 hit at 2."""
-    from kvbench.analysis.curves import shards_profile
+    from kvbench.analysis.curves.profile import shards_profile
 
     t = trace([[3], [3], [1]])
     for p in (shards_profile(t, rate=0.5), stream_profile([t], rate=0.5)[0]):
@@ -156,7 +156,7 @@ def test_fixed_rate_correction_with_one_reuse_distance():
 def test_fixed_rate_correction_goes_to_the_smallest_of_two_distances():
     """[3] [3] [4] [3] [1] [1] at rate 0.5: sampled 3 3 4 3, reuses at sampled distances 1 and 2 (estimated 2
     and 4, weight 2 each); SHARDS_adj = 6 - 4 / 0.5 = -2 lands on distance 2's step: hits 0 at 2, 2 at 4."""
-    from kvbench.analysis.curves import shards_profile
+    from kvbench.analysis.curves.profile import shards_profile
 
     t = trace([[3], [3], [4], [3], [1], [1]])
     for p in (shards_profile(t, rate=0.5), stream_profile([t], rate=0.5)[0]):
@@ -179,14 +179,14 @@ def test_stream_profile_without_a_sampled_reuse_and_its_kernel_time():
 def test_policy_warm_up_replays_the_first_requests():
     """FIFO on [1] [1] [2] with the first third as warm-up: the warm-up request loads block 1, so the measured
     [1] hits and [2] misses: 1/2 at any capacity."""
-    from kvbench.analysis.curves import policy_hit_ratios
+    from kvbench.analysis.curves.profile import policy_hit_ratios
 
     ratios, refs = policy_hit_ratios(trace([[1], [1], [2]]), "fifo", [1, 4], warmup=1 / 3)
     assert ratios.tolist() == [0.5, 0.5] and refs == 2
 
 
 def test_curve_arguments_at_their_edges():
-    from kvbench.analysis.curves import capacity_blocks, hit_ratio_curve
+    from kvbench.analysis.curves.profile import capacity_blocks, hit_ratio_curve
     from kvbench.errors import UsageError
 
     with pytest.raises(UsageError, match=r"got -1\)"):
@@ -201,7 +201,7 @@ def test_curve_arguments_at_their_edges():
 
 @pytest.mark.parametrize("size", [1, 3])
 def test_fixed_size_shards_of_one_key_and_of_three_against_the_oracle(size):
-    from kvbench.analysis.curves import shards_profile
+    from kvbench.analysis.curves.profile import shards_profile
 
     from tests.analysis.test_curves import _chain_trace
 
@@ -216,7 +216,7 @@ def test_fixed_size_shards_of_one_key_and_of_three_against_the_oracle(size):
 def test_default_curve_has_256_log_spaced_capacities():
     """Block 1, 5,000 others, block 1 again: the largest distance is 5,001; the default curve spans 1..5,001
     in 256 geometric steps, rounded, repeats dropped."""
-    from kvbench.analysis.curves import hit_ratio_curve
+    from kvbench.analysis.curves.profile import hit_ratio_curve
 
     t = trace([[1]] + [[k] for k in range(2, 5002)] + [[1]])
     want = sorted({round(5001 ** (k / 255)) for k in range(256)})
@@ -226,7 +226,7 @@ def test_default_curve_has_256_log_spaced_capacities():
 def test_warm_up_of_a_compacted_key_sample_counts_the_whole_streams_requests():
     """Compacted, a trace keeps requests 0, 1, 4 and 5 of six: a warm-up of half the stream (3 requests) ends
     at the first kept request at or after request 3 (kept index 2); read whole it ends at request 3."""
-    from kvbench.analysis.curves import warmup_request
+    from kvbench.analysis.curves.profile import warmup_request
     from kvbench.stream.sampling import FULL_BLOCKS, compact
     from kvbench.stream.traces import Trace
 
@@ -241,7 +241,7 @@ def test_warm_up_of_a_compacted_key_sample_counts_the_whole_streams_requests():
 def test_fixed_rate_shards_cold_and_distinct_are_the_samples_over_the_rate():
     """The cold references and distinct blocks a fixed-rate SHARDS profile states: the sample's own (counted
     by a plain LRU pass over the sampled trace) divided by the rate."""
-    from kvbench.analysis.curves import exact_profile, sampled_trace, shards_profile
+    from kvbench.analysis.curves.profile import exact_profile, sampled_trace, shards_profile
     from kvbench.stream.traces import read_trace
 
     tr = read_trace("mooncake-sample")
@@ -257,7 +257,7 @@ def test_fixed_rate_shards_cold_and_distinct_are_the_samples_over_the_rate():
 def test_fixed_size_shards_grows_its_tree_past_the_first_width():
     """70,000 distinct keys under a sample size above them: every key stays sampled (rate 1), so the estimate
     is the exact curve, while the Fenwick tree (first width 65,538 slots) and the key table grow under it."""
-    from kvbench.analysis.curves import shards_profile
+    from kvbench.analysis.curves.profile import shards_profile
     from kvbench.stream.traces import Trace
 
     rng = np.random.default_rng(9)

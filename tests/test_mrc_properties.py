@@ -16,7 +16,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kvbench.analysis.curves import exact_profile, reference_stream, shards_profile
+from kvbench.analysis.curves.profile import exact_profile, reference_stream, shards_profile
 from kvbench.sim.tiers import (EV_READ, EV_TRIM, EV_WRITE, KIND_NAMES, Hierarchy, HierarchySpec, TierSpec,
                                slot_bytes_for)
 from kvbench.stream.traces import Trace

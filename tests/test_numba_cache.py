@@ -67,10 +67,10 @@ def test_imports_are_found_anywhere_relative_or_absolute(tmp_path):
     nc = _locator_module(pkg, "_nc_rel")
     probe = pkg / "sim" / "_probe.py"
     probe.write_text("from . import policies\nfrom ..units import format_bytes\nimport numpy as np\n"
-                     "def f():\n    import kvbench.errors\n    from kvbench.analysis import curves\n")
+                     "def f():\n    import kvbench.errors\n    from kvbench.analysis.curves import profile\n")
     assert nc._imports(probe) == {pkg / "__init__.py", pkg / "sim" / "__init__.py", pkg / "sim" / "policies.py",
                                   pkg / "units.py", pkg / "errors.py", pkg / "analysis" / "__init__.py",
-                                  pkg / "analysis" / "curves.py"}
+                                  pkg / "analysis" / "curves" / "__init__.py", pkg / "analysis" / "curves" / "profile.py"}
 
 
 def test_the_folder_is_the_package_path_and_the_stamp(tmp_path, monkeypatch):

@@ -425,7 +425,7 @@ def test_a_decimal_gap_equal_to_the_ttl_is_judged_one_way_everywhere(cls, policy
     policy and in the exact curve. Before, expiry used ``last >= now - ttl`` (LRU) or ``last + ttl < now`` (the
     FIFO/S3-FIFO heap), kept the block that lookup expired, and the next hit found no slot: KeyError in the
     reference, 'a hit block has no slot' in the compiled kernel (found by the mutation work, issue 18)."""
-    from kvbench.analysis.curves import exact_profile
+    from kvbench.analysis.curves.profile import exact_profile
     from kvbench.stream.traces import Trace
 
     spec = HierarchySpec((TierSpec("l2", 4 * BB, policy=policy, ttl_s=1.1),), BB)

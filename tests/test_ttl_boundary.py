@@ -17,7 +17,7 @@ import json
 import numpy as np
 import pytest
 
-from kvbench.analysis.curves import exact_profile, hit_ratio_curve, policy_hit_ratios, shards_profile
+from kvbench.analysis.curves.profile import exact_profile, hit_ratio_curve, policy_hit_ratios, shards_profile
 from kvbench.sim.policies import POLICIES, make_policy, simulate_prefix
 from kvbench.sim.tiers import Hierarchy, HierarchySpec, TierSpec
 from kvbench.stream.traces import read_trace
@@ -97,7 +97,7 @@ def test_curve_api_with_ttl(trace_file):
 def test_stack_counts_the_expired_references(trace_file):
     """Of the 7 references, 2 are cold (first touches of blocks 1 and 2) and 2 find their block expired
     (block 1 idle 8.5 s at t=16.5, block 2 idle 16.5 s at t=24.5)."""
-    from kvbench.analysis.mrc import LRUStack
+    from kvbench.analysis.curves.stack import LRUStack
 
     s = LRUStack(ttl_s=TTL)
     s.feed(read_trace(trace_file))

@@ -1,10 +1,10 @@
 """Admission trade-off: hit ratio against steady-state writes and DWPD, per admission policy (pure).
 
 DESIGN.md, "Steady state": a tier of capacity C is written at W(C) from its first eviction on. Under write-through
-admit-all that is every miss, and :mod:`kvbench.analysis.residence` gets every capacity in one pass; under an
+admit-all that is every miss, and :mod:`kvbench.analysis.curves.residence` gets every capacity in one pass; under an
 admission policy the writes depend on the policy's memory, so each (policy, capacity) is simulated on its own
 (:func:`simulate_tier`: one tier of the compiled tier simulation, prefix semantics). The
-steady state is defined as :mod:`kvbench.analysis.residence` defines it: in the requests arriving after the one
+steady state is defined as :mod:`kvbench.analysis.curves.residence` defines it: in the requests arriving after the one
 that caused the tier's first eviction, the blocks written (admitted) per block referenced, times the trace's mean
 demand (references after the first arrival / span); DWPD = 86,400 W / C (:func:`kvbench.analysis.endurance.dwpd`).
 Admit-all reproduces the one-pass curve exactly (tests/analysis/test_admission.py).
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kvbench.analysis.endurance import drive_bill, dwpd, residence_s
-from kvbench.analysis.residence import demand_basis
+from kvbench.analysis.curves.residence import demand_basis
 from kvbench.errors import SpecError
 from kvbench.sim.admission import make_admission, parse_admission
 from kvbench.sim.policies import make_policy
@@ -80,7 +80,7 @@ def simulate_tier(trace, capacity_blocks: int, admission: str = "all", policy: s
     requests) on, as the hit-ratio curves do; writes are steady state by definition. The tier's first eviction
     is its (capacity + 1)-th write: no policy here evicts before it is full, and nothing else removes a block.
     :func:`simulate_tier_reference` is the same in Python (the tests' oracle)."""
-    from kvbench.analysis.curves import warmup_request
+    from kvbench.analysis.curves.profile import warmup_request
     from kvbench.sim.tiers import CREATE_WRITE, Hierarchy, HierarchySpec, TierSpec
 
     cap = int(capacity_blocks)
@@ -146,7 +146,7 @@ def simulate_tier_reference(trace, capacity_blocks: int, admission: str = "all",
     nreq = len(offs) - 1
     writes = np.zeros(nreq, dtype=np.int64)
     hits = rejected = 0
-    from kvbench.analysis.curves import warmup_request
+    from kvbench.analysis.curves.profile import warmup_request
 
     n_warm = warmup_request(trace, warmup)        # of the whole stream's requests when compacted
     first = -1
@@ -315,7 +315,7 @@ def _probe_turned_over(trace, head: TierRun, runs: list, spec: str, warmup: floa
 
 def _steady_answer(head: TierRun, runs: list, r: dict, wscale: float, time_scale: float) -> tuple[str, str]:
     """The planned tier's steady answer under one policy, by the rule of every steady answer
-    (:meth:`kvbench.analysis.residence.SteadyCurve.answer_write_blocks_per_s`): its own W where it turned over
+    (:meth:`kvbench.analysis.curves.residence.SteadyCurve.answer_write_blocks_per_s`): its own W where it turned over
     within the trace; elsewhere the policy's W held at the longest residence its simulated capacities show (an
     upper bound: W falls as C grows), its short window's projection kept apart (``projected_write_bytes_per_s``).
     Rewrites ``r``'s write rate, DWPD and residence; returns (``steady_state``, ``basis``)."""

@@ -103,7 +103,7 @@ def scale(dep: Deployment, *, tokens_per_s_per_gpu: float, hit_curve, trace_rate
     the drives' store is D CAP fill / copies, which sets the hit ratio h, hence the missed prompt tokens per
     request m(h) = tokens_per_request (1 - h) (a request misses the share of its tokens that its blocks miss);
     L solves L m(h(L)) = U P G (L m(h(L)) rises with L, so bisection finds it). The plan passes the steady-state
-    hit ratio (:class:`kvbench.analysis.residence.SteadyHits`) as ``hit_curve``. The drives are written the
+    hit ratio (:class:`kvbench.analysis.curves.residence.SteadyHits`) as ``hit_curve``. The drives are written the
     missed blocks, whole slots: L (1 - h) blocks_per_request block_bytes. ``blocks_per_request`` is the full workload's; ``sample_rate`` < 1 when
     the hit curve is a key sample's."""
     if not tokens_per_s_per_gpu > 0:

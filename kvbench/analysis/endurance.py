@@ -2,7 +2,7 @@
 and the per-drive bill. Every other module calls these; none writes 86,400 W / C itself.
 
 Definitions (DESIGN.md, "Write amplification and endurance"; the daily write volume is a tier's steady-state
-write rate x 86,400, :mod:`kvbench.analysis.residence`):
+write rate x 86,400, :mod:`kvbench.analysis.curves.residence`):
 - required DWPD = host bytes per day / user capacity (drive writes per day, as vendors rate drives);
 - rating-equivalent DWPD = host DWPD x workload WAF / the rating's reference WAF: the host DWPD of the rating's
   own workload that wears the NAND as fast;

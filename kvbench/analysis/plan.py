@@ -1,7 +1,7 @@
 """``kvbench plan``'s answer: steady-state capacity, DWPD, residence time, drives per class and the bill (pure).
 
 Every number is steady state (DESIGN.md, "Steady state"): a tier of capacity C is written at W(C) from its
-first eviction on (:mod:`kvbench.analysis.residence`), so its DWPD is 86,400 / T(C) with T(C) = C / W(C) the
+first eviction on (:mod:`kvbench.analysis.curves.residence`), so its DWPD is 86,400 / T(C) with T(C) = C / W(C) the
 residence time, whatever the trace's length or the test machine's speed. The trace's rate is scaled to what is
 asked: ``--rate`` (compress: the same users faster; replicate: more users), or a deployment
 (:mod:`kvbench.analysis.deployment`: the request rate G GPUs at utilization U produce, users replicated).
@@ -22,8 +22,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from kvbench.analysis import capacity as cap
-from kvbench.analysis import residence as res
+from kvbench.analysis.curves import capacity as cap
+from kvbench.analysis.curves import residence as res
 from kvbench.analysis.endurance import (SECONDS_PER_DAY, bytes_per_day, drive_bill, dwpd, dwpd_at_residence,
                                         endurance_residence_s, residence_s)
 from kvbench.analysis.cost import (Prices, dram_usd_per_day, gpu_usd_per_day, ssd_usd_per_day,
@@ -133,7 +133,7 @@ class _Scale:
 def steady_at(steady: res.SteadyCurve, capacity_bytes: float, sc: _Scale) -> dict:
     """W, residence and DWPD of a tier of ``capacity_bytes`` (planned units): measured where the tier turns over
     within the trace; elsewhere the write rate every steady answer uses there
-    (:meth:`~kvbench.analysis.residence.SteadyCurve.answer_write_blocks_per_s`: held, an upper bound), flagged."""
+    (:meth:`~kvbench.analysis.curves.residence.SteadyCurve.answer_write_blocks_per_s`: held, an upper bound), flagged."""
     c = sc.blocks(capacity_bytes)
     a = steady.at(c)
     w = float(steady.answer_write_blocks_per_s(c)[()])
@@ -292,7 +292,7 @@ def simulate_write_policies(trace, *, block_bytes: int, l2_blocks: int, l3_block
                             batch: int = 1 << 16) -> dict:
     """Steady-state L3 writes under each write policy from the tier simulation (:mod:`kvbench.sim.tiers`):
     writes per block reference in requests after L3's first slot reuse (its first eviction) times the trace's
-    mean demand (:mod:`kvbench.analysis.residence`'s W), and the device WAF of each policy's own L3 write/trim
+    mean demand (:mod:`kvbench.analysis.curves.residence`'s W), and the device WAF of each policy's own L3 write/trim
     stream through the FTL model."""
     from kvbench.analysis import ftl
     from kvbench.sim.tiers import EV_TRIM, EV_WRITE, Hierarchy, HierarchySpec, TierSpec
@@ -300,7 +300,7 @@ def simulate_write_policies(trace, *, block_bytes: int, l2_blocks: int, l3_block
     out = {}
     q = 1.0
     if trace.n_blocks > max_refs:        # the per-block simulation runs on a key sample (miniature) of large traces
-        from kvbench.analysis.curves import sampled_trace
+        from kvbench.analysis.curves.profile import sampled_trace
 
         q = max_refs / trace.n_blocks
         trace, _ = sampled_trace(trace, q)
@@ -503,7 +503,7 @@ def _profile(trace, warmup):
     stream's SHARDS_adj estimate, its distances brought back to the sample's (integer) blocks."""
     from dataclasses import replace
 
-    from kvbench.analysis.curves import exact_profile
+    from kvbench.analysis.curves.profile import exact_profile
 
     p = exact_profile(trace, warmup=warmup)
     if p.sample_rate < 1.0:

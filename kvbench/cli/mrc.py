@@ -56,7 +56,7 @@ def mrc_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, ca
     Requests touch their blocks deepest-first, so for prefix-chained keys a block hit is a prefix hit; the exact
     LRU curve comes from one pass of stack distances, for every capacity at once.
     """
-    from kvbench.analysis.curves import exact_profile, hit_ratio_curve, shards_profile
+    from kvbench.analysis.curves.profile import exact_profile, hit_ratio_curve, shards_profile
     from kvbench.errors import UsageError
     from kvbench.spec.models import load_model
 
@@ -78,7 +78,7 @@ def mrc_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, ca
     t0 = time.perf_counter()
     if policies == ["lru"] and not warmup and not sort_time:
         # streamed: memory bounded by the distinct blocks (or the sample), whatever the trace length
-        from kvbench.analysis.curves import stream_profile
+        from kvbench.analysis.curves.profile import stream_profile
         from kvbench.stream.traces import iter_trace, parse_field_mapping
 
         batches = iter_trace(trace, fmt, block_tokens=block_tokens, time_unit=time_unit,

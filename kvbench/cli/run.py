@@ -3,7 +3,7 @@ synthetic trace (stationary, unlike the trace: ``DEFAULT_TRACE``), a model prese
 DRAM and NVMe tiers sized to this machine, a scratch store under results/; it replays, analyses and writes the
 HTML report. The trace's footprint (terabytes) cannot fit a test disk, so the replay is key-sampled
 (miniature simulation) at the rate that puts the sized store at the exact curve's knee: its hit ratios are
-those of a knee-sized cache (:mod:`kvbench.analysis.miniature`).
+those of a knee-sized cache (:mod:`kvbench.analysis.curves.miniature`).
 
 The job is a sequence of kvbench commands (each with its own run folder inside the job's folder), joined by
 their ``--json`` contracts: ``mrc`` (the exact hit-ratio curve), ``replay kv --dry-run`` (the whole trace
@@ -110,7 +110,7 @@ def _footprint_blocks(trace_path: str, max_requests: int | None) -> tuple[int, i
 def _sampling(trace_path: str, max_requests: int | None, sample_keys: str, block_bytes: int, l2_bytes: int,
               l3_bytes: int):
     """The replay's key sample rate (``auto``: store at the curve's knee) and the full-size L2/L3 it models."""
-    from kvbench.analysis.miniature import SampleChoice, choose_sample_rate, modelled_bytes
+    from kvbench.analysis.curves.miniature import SampleChoice, choose_sample_rate, modelled_bytes
     from kvbench.sim.blockstore import slot_bytes_for
     from kvbench.stream.sampling import check_rate
     from kvbench.stream.traces import read_trace

@@ -55,7 +55,7 @@ def stack_distances(ids: np.ndarray, n_ids: int | None = None) -> np.ndarray:
     ids = np.asarray(ids, dtype=np.int64)
     if ids.size == 0:
         return np.zeros(0, dtype=np.int64)
-    from kvbench.analysis.mrc_kernels import stack_distances as engine   # the one per-reference engine
+    from kvbench.analysis.curves.kernels import stack_distances as engine   # the one per-reference engine
 
     return engine(ids, int(n_ids if n_ids is not None else ids.max() + 1))
 

@@ -442,8 +442,8 @@ def goodness(trace: Trace, model: WorkloadModel, seed: int = 0, points: int = CU
     """Curve MAE / max error over the capacity range and the reuse-time KS distance (see module docstring);
     with ``common_caps``, also the generated trace's steady write rate at those capacities (``common``: what
     ``goodness_over_seeds`` averages over seeds)."""
-    from kvbench.analysis.curves import exact_profile
-    from kvbench.analysis.residence import steady_curve
+    from kvbench.analysis.curves.profile import exact_profile
+    from kvbench.analysis.curves.residence import steady_curve
     from kvbench.stream.stats import reuse_times
 
     g = generate_like(model, trace, seed, cold)
@@ -472,8 +472,8 @@ def goodness(trace: Trace, model: WorkloadModel, seed: int = 0, points: int = CU
 
 def dwpd_error(original: Trace, generated: Trace, caps: np.ndarray) -> dict:
     """Relative error of the generated trace's steady write rate W(C), hence of DWPD(C) = 86400 W(C) / C, at the
-    capacities where both traces' tiers turned over (:func:`kvbench.analysis.residence.steady_curve`)."""
-    from kvbench.analysis.residence import steady_curve
+    capacities where both traces' tiers turned over (:func:`kvbench.analysis.curves.residence.steady_curve`)."""
+    from kvbench.analysis.curves.residence import steady_curve
 
     ao, ag = (steady_curve(t, block_bytes=1).at(caps) for t in (original, generated))
     ok = ao["turned_over"] & ag["turned_over"] & (ao["write_blocks_per_s"] > 0)
@@ -487,7 +487,7 @@ def dwpd_error(original: Trace, generated: Trace, caps: np.ndarray) -> dict:
 def goodness_over_seeds(trace: Trace, model: WorkloadModel, seeds: int = 3, seed: int = 0, tick=None) -> dict:
     """``goodness`` averaged over ``seeds`` generated traces (a short trace's regeneration is noisy): the mean of
     each error, the worst seed's, and every seed's figures. ``tick()`` after each generated trace is scored."""
-    from kvbench.analysis.residence import steady_curve
+    from kvbench.analysis.curves.residence import steady_curve
 
     cold = starts_cold(trace)
     so = steady_curve(trace, block_bytes=1)
@@ -562,7 +562,7 @@ def calibrate_demand(trace: Trace, model: WorkloadModel, seed: int = 0, seeds: i
     span (``generate_like``, ``seeds`` seeds from ``seed + CALIBRATION_SEED_OFFSET``, the same seeds every step;
     default ``calibration_seeds``) hold as many requests and as many blocks per request as the trace, on average.
 
-    Why: a tier's steady write rate is W(C) = m(C) x demand (:mod:`kvbench.analysis.residence`), and the demand,
+    Why: a tier's steady write rate is W(C) = m(C) x demand (:mod:`kvbench.analysis.curves.residence`), and the demand,
     references per second, is where the structural fit misses: the rate a cold-started window shows is below the
     long-run rate that reproduces it; heavy-tailed prompt lengths and a block size that is not the tokens per id
     (LMBench GMI: ~34 tokens per id, 32 stated) make blocks per request differ from the trace's. The miss ratio
@@ -572,7 +572,7 @@ def calibrate_demand(trace: Trace, model: WorkloadModel, seed: int = 0, seeds: i
     the best step is kept. Returns the scaled model and what was done (factors, steps, the residual ratios)."""
     cold = starts_cold(trace) if cold is None else cold
     seeds = calibration_seeds(trace) if seeds is None else int(seeds)
-    from kvbench.analysis.residence import mean_demand
+    from kvbench.analysis.curves.residence import mean_demand
 
     n_o = trace.n_requests
     bpr_o = trace.n_blocks / max(1, n_o)
@@ -665,7 +665,7 @@ class _Scorer:
     same stack distances (the curve MAE)."""
 
     def __init__(self, trace: Trace, seeds: int, seed: int, cold: bool):
-        from kvbench.analysis.residence import steady_curve
+        from kvbench.analysis.curves.residence import steady_curve
 
         self.trace, self.seeds, self.seed, self.cold = trace, seeds, seed, cold
         so = steady_curve(trace, block_bytes=1)
@@ -683,7 +683,7 @@ class _Scorer:
     def both(self, model: WorkloadModel) -> tuple[float, float]:
         """(the objective on the seeds' mean write rate, the same on each trace's own: the mean over seeds of
         its max error, which also counts how much one generated trace strays; what chooses the lengths)."""
-        from kvbench.analysis.residence import steady_curve
+        from kvbench.analysis.curves.residence import steady_curve
 
         ok = self.orig["turned_over"] & (self.orig["write_blocks_per_s"] > 0)
         w, mae = [], []

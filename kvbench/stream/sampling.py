@@ -2,7 +2,7 @@
 
 Miniature simulation (Waldspurger et al., ATC'17 "Cache Modeling and Optimization using Miniature
 Simulations"): keep only the block references whose key hash falls under ``rate`` of the hash space (the
-same splitmix64 threshold filter as SHARDS in :mod:`kvbench.analysis.curves`, so both pick the same keys),
+same splitmix64 threshold filter as SHARDS in :mod:`kvbench.analysis.curves.profile`, so both pick the same keys),
 and simulate every cache at ``rate`` times its capacity. A key is either always or never sampled, so the
 sampled stream holds every reuse of a sampled key, and the LRU stack distance of a sampled reference in the
 sampled stream is about ``rate`` times its distance in the full stream (SHARDS). Hence a cache of ``C * rate``
@@ -57,7 +57,7 @@ def check_rate(rate: float, what: str = "--sample-keys") -> float:
 
 def threshold(rate: float) -> np.uint64:
     """Hash threshold of a rate: keys whose splitmix64 hash is below it are sampled: the one sampling rule of
-    kvbench (key_mask, sampled_indices; SHARDS in :mod:`kvbench.analysis.curves` and ``gen:...,sample=`` use
+    kvbench (key_mask, sampled_indices; SHARDS in :mod:`kvbench.analysis.curves.profile` and ``gen:...,sample=`` use
     them)."""
     return np.uint64(min(int(rate * 2.0**64), 2**64 - 1))
 
@@ -65,7 +65,7 @@ def threshold(rate: float) -> np.uint64:
 def key_mask(keys: np.ndarray, rate: float, seed: int = 0) -> np.ndarray:
     """Boolean mask of the keys in the sample: ``splitmix64(key ^ seed) < rate * 2**64``, vectorised.
 
-    The same hash and threshold as :func:`kvbench.analysis.curves.sampled_trace` (``salt`` = ``seed``).
+    The same hash and threshold as :func:`kvbench.analysis.curves.profile.sampled_trace` (``salt`` = ``seed``).
     """
     from kvbench.stream.chain import splitmix64
 

@@ -182,7 +182,7 @@ def test_admit_all_equals_todays_results_exactly():
 
 
 def test_sweep_admit_all_equals_the_one_pass_steady_state():
-    from kvbench.analysis.residence import steady_curve
+    from kvbench.analysis.curves.residence import steady_curve
     from kvbench.sim.policies import make_policy, simulate_prefix
     from kvbench.stream.traces import read_trace
 
@@ -540,7 +540,7 @@ def test_admission_probes_find_the_turn_over_boundary_within_ten_percent(seed):
     probes bisect to a turned-over capacity within 1.1 x of the largest one below the planned (the exact LRU curve,
     tests/analysis/test_plan.py's brute force checks it, says which that is), and the answer holds the rate of the longest
     residence among them, equal to the exact curve's there."""
-    from kvbench.analysis.residence import steady_curve
+    from kvbench.analysis.curves.residence import steady_curve
     from tests.analysis.test_plan import random_prefix_trace
 
     tr = random_prefix_trace(seed, n=300)
@@ -595,7 +595,7 @@ def test_admission_probes_start_from_the_nearest_turned_over_capacity_asked():
     from kvbench.analysis.admission import tradeoff
     from kvbench.analysis.cost import load_prices
     from kvbench.analysis.plan import _Scale
-    from kvbench.analysis.residence import steady_curve
+    from kvbench.analysis.curves.residence import steady_curve
     from tests.analysis.test_plan import random_prefix_trace
 
     tr = random_prefix_trace(3, n=300)

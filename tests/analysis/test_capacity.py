@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from kvbench.analysis.capacity import HitCurve, capacity_for_target, knee, pays_until, target_hit
+from kvbench.analysis.curves.capacity import HitCurve, capacity_for_target, knee, pays_until, target_hit
 from kvbench.errors import SpecError
 
 
@@ -97,7 +97,7 @@ def test_pays_until_matches_marginal_value():
 
 
 def test_capacity_for_target_on_the_real_mooncake_trace(shared_dir):
-    from kvbench.analysis.curves import exact_profile, reference_stream
+    from kvbench.analysis.curves.profile import exact_profile, reference_stream
     from kvbench.stream.traces import read_trace
 
     trace = read_trace(shared_dir / "traces" / "mooncake-fast25" / "synthetic_trace.jsonl")
@@ -111,14 +111,14 @@ def test_capacity_for_target_on_the_real_mooncake_trace(shared_dir):
 
 # --- knee and pays_until by hand (mutation run survivors) ------------------------------------------------------
 def _curve(caps, hits):
-    from kvbench.analysis.capacity import HitCurve
+    from kvbench.analysis.curves.capacity import HitCurve
 
     return HitCurve.from_arrays(caps, hits, block_bytes=1)
 
 
 def test_knee_by_hand():
     """Kneedle on normalised axes: max over the curve's steps of h(c) / h_max - c / c_full, by hand."""
-    from kvbench.analysis.capacity import knee
+    from kvbench.analysis.curves.capacity import knee
 
     # h/0.9 - c/100 at 1, 10, 100: 0.546, 0.789, 0 -> 10
     assert knee(_curve([1, 10, 100], [0.5, 0.8, 0.9])) == 10.0
@@ -136,7 +136,7 @@ def test_knee_by_hand():
 def test_pays_until_by_hand():
     """Steps at 5 (+0.25) and 10 (+0.125) on a grid of every block: with 1,000 references a day at 1 a hit, the
     marginal block earns 250 and 125 a day there; a block costing c pays up to the last step earning >= c."""
-    from kvbench.analysis.capacity import pays_until
+    from kvbench.analysis.curves.capacity import pays_until
 
     c = _curve([1, 5, 10], [0.5, 0.75, 0.875])
 
@@ -156,7 +156,7 @@ def test_pays_until_by_hand():
 
 
 def test_hit_curve_validation():
-    from kvbench.analysis.capacity import HitCurve
+    from kvbench.analysis.curves.capacity import HitCurve
     from kvbench.errors import SpecError
 
     one = _curve([5], [0.3])                                   # one point is a curve
@@ -174,7 +174,7 @@ def test_hit_curve_from_a_profile_by_hand():
     """Profiles written out (steps, cumulative hits, references) and the curves they give."""
     from types import SimpleNamespace as P
 
-    from kvbench.analysis.capacity import HitCurve
+    from kvbench.analysis.curves.capacity import HitCurve
 
     def curve(steps, cum, refs, inf=None):
         c = HitCurve.from_profile(P(steps=np.array(steps, float), cum_hits=np.array(cum, float), references=refs,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kvbench.analysis.curves import (capacity_blocks, exact_profile, hit_ratio_curve, shards_profile,
+from kvbench.analysis.curves.profile import (capacity_blocks, exact_profile, hit_ratio_curve, shards_profile,
                                      stream_profile)
 from kvbench.errors import UsageError
 from kvbench.stream.chain import splitmix64

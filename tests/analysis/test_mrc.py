@@ -8,9 +8,9 @@ from collections import OrderedDict
 import numpy as np
 import pytest
 
-from kvbench.analysis.curves import (capacity_blocks, exact_profile, hit_ratio_curve, reference_stream,
+from kvbench.analysis.curves.profile import (capacity_blocks, exact_profile, hit_ratio_curve, reference_stream,
                                      shards_profile)
-from kvbench.analysis.mrc import LRUStack
+from kvbench.analysis.curves.stack import LRUStack
 from kvbench.errors import UsageError
 from kvbench.stream.generators import GenSpec, generate, write_trace
 from kvbench.stream.traces import Trace, read_trace
@@ -186,7 +186,7 @@ def test_shared_traces_exact(shared_dir):
 
 
 def test_stream_profile_equals_whole(tmp_path):
-    from kvbench.analysis.curves import stream_profile
+    from kvbench.analysis.curves.profile import stream_profile
     from kvbench.stream.traces import iter_trace
 
     t = read_trace(SAMPLE)
@@ -269,7 +269,7 @@ def test_fixed_size_shards_streamed_in_batches_equals_whole(tmp_path):
     """Fixed-size SHARDS fed batch by batch (stream_profile, what ``mrc --sample-size`` runs) equals the whole
     trace at once, with retention; a size above the distinct keys is the exact curve, reached through every
     growth path (entries, table, heap and slots start small and grow)."""
-    from kvbench.analysis.curves import stream_profile
+    from kvbench.analysis.curves.profile import stream_profile
 
     t = _gen(tmp_path, "chat", n=1500, block_tokens=64)
     caps = exact_profile(t).default_capacities(48)

@@ -15,7 +15,7 @@ from kvbench.analysis.cost import apply_overrides, gpu_usd_per_day, load_prices,
 from kvbench.analysis.deployment import parse_deployment
 from kvbench.analysis.ftl import layout_waf
 from kvbench.analysis.plan import PlanOptions, build_plan
-from kvbench.analysis.residence import residence_for, steady_curve
+from kvbench.analysis.curves.residence import residence_for, steady_curve
 from kvbench.errors import SpecError
 from kvbench.stream.traces import Trace
 
@@ -336,7 +336,7 @@ def test_bad_deployment_names_the_field(spec, match):
 
 
 def test_a_one_byte_drive_is_refused_and_a_prefill_rate_must_be_positive():
-    from kvbench.analysis.capacity import HitCurve
+    from kvbench.analysis.curves.capacity import HitCurve
     from kvbench.analysis.deployment import scale
 
     for cap in ("1", "1B", "999999", "1001TB"):            # issue 30: a drive holds 1 MB to 1 PB
@@ -538,7 +538,7 @@ def test_deployment_of_a_key_sampled_curve_reads_the_sample_share_of_the_store()
     """A key sample at rate r holds r of the workload's blocks, so its curve is read at r x the store's blocks
     per copy. A curve linear up to 1,000 blocks: 100 GB of 1 MB blocks = 100,000 blocks, r = 0.004 -> 400 sampled
     blocks, per copy; checked against the curve read by hand at the solved rate."""
-    from kvbench.analysis.capacity import HitCurve
+    from kvbench.analysis.curves.capacity import HitCurve
     from kvbench.analysis.deployment import scale
 
     caps = np.arange(1, 1001, dtype=np.float64)
@@ -558,8 +558,8 @@ def test_deployment_of_a_key_sampled_curve_reads_the_sample_share_of_the_store()
 def test_deployment_fixed_point_where_the_hit_ratio_depends_on_the_share_of_drives():
     """Drives small enough that each copy of the users gets a share the curve still climbs on: the rate, hit
     ratio, writes and residence recomputed by hand from the exact curve."""
-    from kvbench.analysis.capacity import HitCurve
-    from kvbench.analysis.curves import exact_profile
+    from kvbench.analysis.curves.capacity import HitCurve
+    from kvbench.analysis.curves.profile import exact_profile
     from kvbench.analysis.deployment import scale
 
     tr = random_prefix_trace(7, n=400)

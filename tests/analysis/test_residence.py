@@ -1,4 +1,4 @@
-"""kvbench.analysis.residence traced by hand on six one-block requests, one per second:
+"""kvbench.analysis.curves.residence traced by hand on six one-block requests, one per second:
 
     t (s)   0  1  2  3  4  5
     block   1  2  1  1  3  2
@@ -20,7 +20,7 @@ import math
 import numpy as np
 import pytest
 
-from kvbench.analysis.residence import residence_for, steady_curve, summary
+from kvbench.analysis.curves.residence import residence_for, steady_curve, summary
 from kvbench.errors import SpecError
 
 from tests.analysis.test_plan import make_trace
@@ -144,7 +144,7 @@ def test_steady_hits_by_hand(curve):
     C = 2 fills at t = 4 but does not turn over (1 block written in its 1-s window, 1 < 2): its projected 1/s
     is not used, W is held at the longest residence shown (C = 1's 0.75/s); so is C = 3, which never fills;
     C = 0 holds nothing. The whole-trace curve at C = 3 would say 3/6 hits (the cold start counted as misses)."""
-    from kvbench.analysis.residence import SteadyHits
+    from kvbench.analysis.curves.residence import SteadyHits
 
     hits = SteadyHits(curve, demand_blocks_per_s=6 / 5)
     np.testing.assert_allclose(hits.write_blocks_per_s([1, 2, 3, 50]), [0.75, 0.75, 0.75, 0.75])
@@ -159,7 +159,7 @@ def test_steady_hits_without_a_steady_state_count_every_block_missed():
     """Two blocks, 1 then 2 then 2, 2: a 1-block tier fills at t = 1 and never misses again, so it is never
     rewritten (W = 0: no steady state, no turned-over tier to hold a rate from). The deployment then counts every
     block as missed (h = 0), the pessimistic reading, rather than a hit ratio of 1 from no evidence."""
-    from kvbench.analysis.residence import SteadyHits
+    from kvbench.analysis.curves.residence import SteadyHits
 
     c = steady_curve(make_trace([0, 1, 2, 3], [[1], [2], [2], [2]]), block_bytes=BB)
     assert c.steady_writes[1] == 0 and c.extrapolation_base() is None and c.held_write_blocks_per_s() is None
@@ -172,7 +172,7 @@ def test_steady_hits_best_at_one_block_when_the_held_rate_is_higher():
     11 s: W 7/11); C = 2 fills at t = 6 and misses t = 7..12 (6 in 6 s: W 1). Both turn over; residences 11/7 and
     2 s, so the held rate is C = 2's, 1 block/s, above C = 1's. Demand 13 blocks / 12 s. The best steady hit ratio
     is C = 1's, 1 - (7/11) / (13/12), not the held one's."""
-    from kvbench.analysis.residence import SteadyHits
+    from kvbench.analysis.curves.residence import SteadyHits
 
     c = steady_curve(make_trace(list(range(13)), [[b] for b in (1, 2, 2, 2, 2, 2, 3, 1, 2, 3, 1, 2, 3)]),
                      block_bytes=BB)
@@ -285,7 +285,7 @@ def test_demand_basis_by_hand():
     """References in requests after the first arrival, and the span to the last request (in order) holding a
     block: t 2, 0, 5, 9 with 3, 1, 0, 2 blocks -> 3 + 2 after t = 0, span 9 s; the trailing empty request at 12 s
     ends nothing. Given t0 = -1 the first request counts too. No block at all: (0, 0), no rate."""
-    from kvbench.analysis.residence import demand_basis, mean_demand
+    from kvbench.analysis.curves.residence import demand_basis, mean_demand
 
     assert demand_basis([2, 0, 5, 9, 12], [3, 1, 0, 2, 0]) == (5, 9.0)
     assert demand_basis([2, 0, 5, 9, 12], [3, 1, 0, 2, 0], t0=-1.0) == (6, 10.0)

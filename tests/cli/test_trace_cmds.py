@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from kvbench.analysis.curves import exact_profile
+from kvbench.analysis.curves.profile import exact_profile
 from kvbench.stream.traces import read_trace
 
 from tests.conftest import FIXTURES, REPO

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kvbench.analysis.curves import exact_profile
+from kvbench.analysis.curves.profile import exact_profile
 from kvbench.errors import VerifyError
 from kvbench.replay.kv import ReplayConfig, add_fences, block_tags, replay_kv
 from kvbench.sim.policies import make_policy, simulate_prefix

@@ -1,7 +1,7 @@
 """trace fit -> trace gen reproduces the trace's steady write rate (DWPD) and hit ratio at every capacity.
 
 The reference here is a plain OrderedDict LRU run over the source and the generated traces (not
-kvbench.analysis.residence, which the fit's own error uses): for capacity C, the steady window is the requests
+kvbench.analysis.curves.residence, which the fit's own error uses): for capacity C, the steady window is the requests
 arriving strictly after the first eviction, W(C) = the window's misses / its references x the trace's mean
 references per second (DESIGN.md "Steady state"), counted where the tier turned over (>= C misses in the window).
 """

@@ -41,7 +41,7 @@ def test_shipped_synthetic_trace_is_the_whole_upstream_file(synthetic):
 
 
 def test_sample_is_the_shards_hash_sample_and_keeps_every_request(synthetic):
-    from kvbench.analysis.curves import sampled_trace
+    from kvbench.analysis.curves.profile import sampled_trace
 
     for rate, seed in ((0.1, 0), (0.03, 7)):
         s = sample_keys(synthetic, rate, seed=seed)
@@ -100,7 +100,7 @@ TOLERANCE = 0.02
 
 @pytest.mark.parametrize("rate", [0.05, 0.1])
 def test_sampled_replay_at_scaled_capacity_estimates_the_exact_curve(synthetic, tmp_path, rate):
-    from kvbench.analysis.curves import exact_profile
+    from kvbench.analysis.curves.profile import exact_profile
 
     exact = exact_profile(synthetic)
     for cap in (2000, 5000, 10000, 20000):                     # blocks of the full-size cache
@@ -199,9 +199,9 @@ def test_a_tier_scaled_below_one_block_is_a_one_line_error(cli, tmp_path):
 
 
 def test_rate_lands_the_store_at_the_knee_of_the_exact_curve(synthetic):
-    from kvbench.analysis import capacity as cap
-    from kvbench.analysis.curves import exact_profile
-    from kvbench.analysis.miniature import choose_sample_rate
+    from kvbench.analysis.curves import capacity as cap
+    from kvbench.analysis.curves.profile import exact_profile
+    from kvbench.analysis.curves.miniature import choose_sample_rate
 
     block = 64 << 20
     knee = cap.knee(cap.HitCurve.from_profile(exact_profile(synthetic), block_bytes=block))
@@ -343,7 +343,7 @@ def test_a_key_sampled_streams_curve_is_the_shards_estimate_of_the_whole_stream(
     """gen:...,sample=r is a fixed-rate SHARDS sample (same hash, same keys): its curve, read whole or streamed,
     equals shards_profile of the whole stream at r, SHARDS_adj included; uncorrected, the sampled shared system
     prompts would count their hits 1/r times over."""
-    from kvbench.analysis.curves import exact_profile, shards_profile, stream_profile
+    from kvbench.analysis.curves.profile import exact_profile, shards_profile, stream_profile
     from kvbench.stream.traces import iter_trace
 
     whole_stream = read_trace(GEN.rsplit(",sample=", 1)[0])
@@ -467,7 +467,7 @@ def test_one_sampling_hash_in_every_form():
     compiled splitmix64 (kvbench.kernels) is the array one (kvbench.stream.chain), on keys with the top bit set
     too; and there is one threshold function."""
     from kvbench import kernels
-    from kvbench.analysis import curves
+    from kvbench.analysis.curves import profile as curves
     from kvbench.stream.chain import splitmix64
     from kvbench.stream.sampling import sampled_indices
     from kvbench.stream.traces import Trace
@@ -501,7 +501,7 @@ def test_key_sample_rate_is_known_only_for_a_stream_that_states_it(synthetic):
 
 
 def test_salted_shards_of_a_plain_trace_streams_as_it_reads_whole(synthetic):
-    from kvbench.analysis.curves import shards_profile, stream_profile
+    from kvbench.analysis.curves.profile import shards_profile, stream_profile
     from kvbench.stream.traces import iter_trace
 
     caps = np.geomspace(10, 40000, 25)

@@ -232,7 +232,7 @@ def test_mrc_plan_and_replay_read_gen(cli, tmp_path):
 def test_week_scale_memory_does_not_grow_with_the_horizon():
     """mrc --sample over a gen: stream: peak traced memory stays flat while the trace grows 5x (once the
     generator's window is full: a day at this rate)."""
-    from kvbench.analysis.curves import stream_profile
+    from kvbench.analysis.curves.profile import stream_profile
 
     stream_profile(iter_trace("gen:qa,duration=10m,rate=4,seed=1"), rate=0.01)     # compile, import, cache first
     peaks, refs = [], []

@@ -1,4 +1,5 @@
-"""Compiled sequential kernels for LRU stack distances and SHARDS (numba; imported lazily by ``curves``).
+"""Compiled sequential kernels for LRU stack distances and SHARDS (numba; imported lazily by ``profile``,
+``stack`` and ``residence``).
 
 Why compiled: Mattson stack distances are inherently sequential (each reference's distance depends on every
 earlier one); numpy cannot vectorise them and a Python loop runs at ~1M refs/s. ``lru_feed`` (the exact
@@ -459,7 +460,7 @@ def stack_distances(ids, n_ids):
     previous reference (0 = a re-touch of the most recent one; the reference hits an LRU cache of k entries iff
     its distance < k), ``STACK_COLD`` at its first. A Fenwick tree over time: position p holds 1 while p is the
     latest reference of its id. The one per-reference engine (the exact curve's ``lru_feed`` keeps only the
-    histogram, streaming): :mod:`kvbench.analysis.residence` and :mod:`kvbench.sim.rowcache` use it."""
+    histogram, streaming): :mod:`kvbench.analysis.curves.residence` and :mod:`kvbench.sim.rowcache` use it."""
     n = ids.shape[0]
     tree = np.zeros(n + 1, dtype=np.int64)
     last = np.full(n_ids, -1, dtype=np.int64)

@@ -42,8 +42,8 @@ def choose_sample_rate(trace, *, block_bytes: int, l3_bytes: int, l2_bytes: int)
     """Rate that lands the store (``l3_bytes`` on the device) at the exact LRU curve's knee of ``trace``."""
     import numpy as np
 
-    from kvbench.analysis import capacity as cap
-    from kvbench.analysis.curves import exact_profile
+    from kvbench.analysis.curves import capacity as cap
+    from kvbench.analysis.curves.profile import exact_profile
     from kvbench.sim.blockstore import slot_bytes_for
 
     curve = cap.HitCurve.from_profile(exact_profile(trace), block_bytes=block_bytes)

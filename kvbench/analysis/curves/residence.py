@@ -221,7 +221,7 @@ def mean_demand(times, refs, t0: float | None = None) -> float:
 
 def steady_curve(trace, *, block_bytes: int) -> SteadyCurve:
     """The steady-state curve of a trace's reference stream (requests by arrival, blocks deepest-first)."""
-    from kvbench.analysis.curves import dense_ids, reference_stream
+    from kvbench.analysis.curves.profile import dense_ids, reference_stream
 
     if block_bytes <= 0:
         raise SpecError("block size must be > 0 bytes", "check the model preset and block_tokens")
@@ -230,7 +230,7 @@ def steady_curve(trace, *, block_bytes: int) -> SteadyCurve:
     if n == 0:
         raise SpecError(f"trace {trace.path} has no block references", "give a trace whose requests have hash_ids")
     codes, d = dense_ids(keys)
-    from kvbench.analysis.mrc_kernels import STACK_COLD, stack_distances
+    from kvbench.analysis.curves.kernels import STACK_COLD, stack_distances
 
     # stack distance counting the key itself (1 = re-touch of the most recent key), cold references d + 1
     s = stack_distances(np.ascontiguousarray(codes, dtype=np.int64), d)
@@ -321,7 +321,7 @@ class SteadyHits:
     :func:`residence_for` and ``plan.steady_at`` hold it). The whole-trace hit-ratio curve
     counts the misses of the trace's cold start as well: a short trace's many first references would make a
     deployment's GPUs look busier per request than they are in steady state, and so depend on its length.
-    Same interface as :class:`kvbench.analysis.capacity.HitCurve` for :func:`kvbench.analysis.deployment.scale`."""
+    Same interface as :class:`kvbench.analysis.curves.capacity.HitCurve` for :func:`kvbench.analysis.deployment.scale`."""
 
     curve: SteadyCurve
     demand_blocks_per_s: float

@@ -2,7 +2,7 @@
 
 Memory is bounded by the distinct keys (a hash table entry, two slots and a histogram bin per key), not by
 the trace length, so a trace read with ``iter_trace`` never needs to be whole in memory. The sequential work is
-in the compiled kernel ``mrc_kernels.lru_feed``; this class owns the arrays and grows them when it asks.
+in the compiled kernel ``kernels.lru_feed``; this class owns the arrays and grows them when it asks.
 """
 
 from __future__ import annotations
@@ -45,14 +45,14 @@ class LRUStack:
         self.c3 = np.zeros(-(-width // 262144), dtype=np.int64)
 
     def _grow_table(self) -> None:
-        from kvbench.analysis.mrc_kernels import lru_rehash
+        from kvbench.analysis.curves.kernels import lru_rehash
 
         old = (self.tab, self.ttime)
         self._alloc_table(64 - self.shift + 1)
         lru_rehash(*old, self.tab, self.ttime, self.owner, self.shift, self.ttl != math.inf)
 
     def _grow_slots(self, need: int) -> None:
-        from kvbench.analysis.mrc_kernels import lru_compact_into
+        from kvbench.analysis.curves.kernels import lru_compact_into
 
         old_owner, width = self.owner, self.owner.shape[0]
         self._alloc_slots(max(2 * width, 2 * need))
@@ -60,7 +60,7 @@ class LRUStack:
 
     def feed(self, trace) -> None:
         """Process one ``Trace`` (or batch) in order."""
-        from kvbench.analysis.mrc_kernels import lru_feed
+        from kvbench.analysis.curves.kernels import lru_feed
 
         keys = np.ascontiguousarray(trace.keys, dtype=np.uint64)
         offsets = np.ascontiguousarray(trace.offsets, dtype=np.int64)

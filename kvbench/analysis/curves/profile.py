@@ -147,7 +147,7 @@ def exact_profile(trace: Trace, *, ttl_s: float | None = None, warmup: float = 0
     A key-sampled trace (``gen:...,sample=F``) is a fixed-rate SHARDS sample of its whole stream: its profile is
     the whole stream's estimate (distances in full-stream blocks, SHARDS_adj against the stream's references),
     the same as :func:`shards_profile` of the whole stream at that rate."""
-    from kvbench.analysis.mrc import LRUStack
+    from kvbench.analysis.curves.stack import LRUStack
     from kvbench.stream.sampling import full_references_from, key_sample_rate
 
     first = warmup_request(trace, warmup)
@@ -241,7 +241,7 @@ class FixedSizeShards:
         self.ein = np.zeros(n, np.bool_)
 
     def _make_room(self) -> None:
-        from kvbench.analysis.mrc_kernels import _rebuild
+        from kvbench.analysis.curves.kernels import _rebuild
 
         n_ent, slot, live, hsize = (int(x) for x in self.st)
         if n_ent >= self.ekey.shape[0] or 2 * (n_ent + 1) > self.tab.shape[0] // 2:
@@ -258,7 +258,7 @@ class FixedSizeShards:
             self.st[1] = _rebuild(self.tree, self.owner, self.eslot, 2 * width)
 
     def _compact(self) -> None:
-        from kvbench.analysis.mrc_kernels import shards_fs_compact
+        from kvbench.analysis.curves.kernels import shards_fs_compact
 
         live = int(self.st[2])
         old = (self.ekey, self.efrac, self.eslot, self.etime, self.ein)
@@ -278,7 +278,7 @@ class FixedSizeShards:
             r = r_end
 
     def _feed(self, trace: Trace) -> None:
-        from kvbench.analysis.mrc_kernels import shards_fs_feed
+        from kvbench.analysis.curves.kernels import shards_fs_feed
         from kvbench.stream.chain import splitmix64
 
         h = splitmix64(_salted(trace.keys, self.salt))
@@ -368,7 +368,7 @@ def shards_profile(trace: Trace, *, rate: float | None = None, size: int | None 
         raise UsageError("a key-sampled gen: stream cannot be sampled to a fixed size",
                          "drop sample= from the gen: argument, or use --sample RATE")
     if size is None:
-        from kvbench.analysis.mrc import LRUStack
+        from kvbench.analysis.curves.stack import LRUStack
 
         sub, _ = sampled_trace(trace, r0, salt)
         # references before the warm-up boundary: count how many sampled ones fall before it
@@ -393,7 +393,7 @@ def stream_profile(batches, *, rate: float | None = None, size: int | None = Non
     (fixed-size), and one batch: never the whole trace. Returns the profile and what was read: requests,
     references, the first batch's path, format, block size.
     """
-    from kvbench.analysis.mrc import LRUStack
+    from kvbench.analysis.curves.stack import LRUStack
 
     if rate is not None and not 0.0 < rate <= 1.0:
         raise UsageError(f"sampling rate must be in (0, 1], got {rate}", "give e.g. --sample 0.01")

@@ -3,7 +3,7 @@
 :mod:`kvbench.analysis.plan`, from the steady-state write rate.
 
 A curve is a non-decreasing step function ``hit(C)`` over capacities in blocks (the exact LRU curve of
-:mod:`kvbench.analysis.curves`, or any arrays ``(capacities, hit_ratio)``): ``hit(C)`` is the value at the
+:mod:`kvbench.analysis.curves.profile`, or any arrays ``(capacities, hit_ratio)``): ``hit(C)`` is the value at the
 largest listed capacity <= C, 0 below the first. Targets are fractions of the infinite-cache hit ratio by
 default (0.95 = "95% of what an unbounded cache would hit"), or absolute hit ratios.
 """
@@ -48,7 +48,7 @@ class HitCurve:
 
     @classmethod
     def from_profile(cls, profile, *, block_bytes: int) -> "HitCurve":
-        """From a stack-distance profile (``steps``, ``cum_hits``, ``references``: kvbench.analysis.curves):
+        """From a stack-distance profile (``steps``, ``cum_hits``, ``references``: kvbench.analysis.curves.profile):
         every step of the exact curve, so capacity-for-target is exact to one block."""
         refs = int(profile.references)
         if refs <= 0:
