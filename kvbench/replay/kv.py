@@ -386,6 +386,7 @@ class _Windows:
     def __init__(self, cfg: ReplayConfig, hier: Hierarchy, ios_per_block: int, plans: bool = True):
         self.cfg, self.hier = cfg, hier
         self.block_limit = max(64, cfg.window_ios // max(1, ios_per_block))
+        self.plans = plans              # False: windows yield their events counted (run_counted), not as rows
         if not plans:
             self.block_limit = max(self.block_limit, self.SIM_ONLY_BLOCKS)
         self.sim_s = 0.0
@@ -414,8 +415,9 @@ class _Windows:
                 stop = int(np.searchsorted(offs, offs[r] + self.block_limit, side="right")) - 1
                 stop = min(max(stop, r + 1), n)
                 t0, c0 = time.perf_counter(), time.thread_time()
-                reqs, ev = self.hier.run(ts[r:stop], offs[r:stop + 1] - offs[r], keys[offs[r]:offs[stop]],
-                                         first_request=done + r)
+                run = self.hier.run if self.plans else self.hier.run_counted
+                reqs, ev = run(ts[r:stop], offs[r:stop + 1] - offs[r], keys[offs[r]:offs[stop]],
+                               first_request=done + r)
                 self.sim_s += time.perf_counter() - t0
                 self.sim_cpu_s += time.thread_time() - c0
                 self.sim_blocks += int(offs[stop] - offs[r])
@@ -991,13 +993,18 @@ def _execute(cfg, subplans, parts, plan, meta, targets, acc, run_t0, reqs, load_
 
 def _plan_counts(ev, io_levels, ios_per_block: int, slot_bytes: int, planned_bytes: dict) -> int:
     """A window's planned I/O: adds each (tier, op)'s bytes to ``planned_bytes`` and returns its chunk I/Os
-    (``ios_per_block`` per block read or written, one per trim), from one count of the events by tier and op."""
+    (``ios_per_block`` per block read or written, one per trim), from one count of the events by tier and op.
+    ``ev``: the window's event rows, or their counts already made (``Hierarchy.run_counted``: shape (2, 12))."""
+    from kvbench.sim.tiers import EVENT_DTYPE
     from kvbench.sim.tiers_kernel import event_counts
 
-    if len(ev) == 0:
-        return 0
-    n, slots = np.zeros(12, np.int64), np.zeros(12, np.int64)
-    event_counts(ev, n, slots)
+    if ev.dtype == EVENT_DTYPE:
+        if len(ev) == 0:
+            return 0
+        n, slots = np.zeros(12, np.int64), np.zeros(12, np.int64)
+        event_counts(ev, n, slots)
+    else:
+        n, slots = ev
     for lvl in io_levels:
         for op in (0, 1, 2):
             planned_bytes[(lvl, op)] += int(slots[lvl * 3 + op]) * slot_bytes

@@ -822,6 +822,23 @@ class Hierarchy(_Inspect):
 
     def run(self, timestamps, offsets, keys, first_request: int = 0):
         """Simulate a batch of requests (CSR arrays as in ``Trace``); returns (requests, events) arrays."""
+        reqs = self._simulate(timestamps, offsets, keys, first_request)
+        events = np.empty(int(self._G[self._K.G_NEV]), EVENT_DTYPE)
+        if len(reqs):
+            self._K.fill_events(self._A, events)
+        return reqs, events
+
+    def run_counted(self, timestamps, offsets, keys, first_request: int = 0):
+        """As :meth:`run`, with the events counted instead of returned: (requests, counts), ``counts[0]`` the events
+        and ``counts[1]`` their slots per (tier level, op) cell ``level * 3 + op`` (``event_counts``'s cells)."""
+        reqs = self._simulate(timestamps, offsets, keys, first_request)
+        counts = np.zeros((2, 12), np.int64)
+        if len(reqs):
+            self._K.count_events(self._A, counts[0], counts[1])
+        return reqs, counts
+
+    def _simulate(self, timestamps, offsets, keys, first_request: int) -> np.ndarray:
+        """Run the kernel over a batch; returns the request rows (the events stay in the state until the next)."""
         K = self._K
         times = np.ascontiguousarray(timestamps, dtype=np.float64)
         offs = np.ascontiguousarray(offsets, dtype=np.int64)
@@ -829,7 +846,9 @@ class Hierarchy(_Inspect):
         n = times.shape[0]
         self._req = first_request + n
         if n == 0:
-            return np.zeros(0, REQUEST_DTYPE), np.zeros(0, EVENT_DTYPE)
+            G = self._G
+            G[K.G_NEV] = 0
+            return np.zeros(0, REQUEST_DTYPE)
         most = int(np.diff(offs).max())
         if most + 16 > self._pec:
             self._build(max(2 * self._pec, most + 16))
@@ -861,9 +880,7 @@ class Hierarchy(_Inspect):
                                f"{first_request + done}; the state is lost (rerun with ReferenceHierarchy)")
         reqs = np.empty(n, REQUEST_DTYPE)
         K.fill_requests(rows, times, reqs)
-        events = np.empty(int(G[K.G_NEV]), EVENT_DTYPE)
-        K.fill_events(self._A, events)
-        return reqs, events
+        return reqs
 
     def cached_prefix(self, keys, now: float, names=TIER_NAMES) -> int:
         """As :meth:`ReferenceHierarchy.cached_prefix`, compiled."""

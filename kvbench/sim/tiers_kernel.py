@@ -1303,6 +1303,18 @@ def fill_events(A, out):
         r.version = A[u(e + 7)]
 
 
+@njit(cache=True)
+def count_events(A, n, slots):
+    """The event rows of A (G_NEV of them) added to their (tier, op) cells as ``event_counts`` adds an EVENT_DTYPE
+    array's: a run that needs only its planned I/O (a dry run) skips laying the rows out."""
+    eb = A[u(GB + B_EV)]
+    for i in range(A[u(GB + G_NEV)]):
+        e = eb + 8 * i
+        c = A[u(e + 1)] * 3 + A[u(e + 2)]
+        n[u(c)] += 1
+        slots[u(c)] += A[u(e + 5)]
+
+
 @njit(cache=True, nogil=True)
 def event_counts(events, n, slots):
     """Add each event row (EVENT_DTYPE) to its (tier, op) cell, ``tier * 3 + op``: ``n`` the rows, ``slots`` their

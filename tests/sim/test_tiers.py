@@ -216,3 +216,43 @@ def test_event_order_is_consistent_for_every_configuration(cfg):
     reqs, ev = h.run(tr.timestamp_s, tr.offsets, tr.keys)
     assert reqs["hit_blocks"].sum() > 0 and (ev["kind"] == HIT_READ).sum() > 0
     _shadow_check(ev)
+
+
+@pytest.mark.parametrize("cfg", [
+    dict(write_policy="back", inclusion="inclusive", promote=True, layout="slot", policy="lru", ttl=None),
+    dict(write_policy="back", inclusion="exclusive", promote=True, layout="log", policy="s3fifo", ttl=None),
+    dict(write_policy="through", inclusion="inclusive", promote=False, layout="log", policy="fifo", ttl=30.0),
+])
+def test_counted_runs_count_the_events_a_run_returns(cfg):
+    """run_counted (a dry run's windows) gives the requests run gives, and per (tier level, op) cell the number of
+    events and the slots they cover, counted here with bincount from run's rows, window after window."""
+    from kvbench.stream.traces import read_trace
+
+    tr = read_trace("mooncake-sample").slice(0, 300)
+    tiers = (TierSpec("l1", 4 << 20, cfg["policy"], cfg["ttl"]), TierSpec("l2", 8 << 20, cfg["policy"], cfg["ttl"]),
+             TierSpec("l3", 16 << 20, cfg["policy"], cfg["ttl"], layout=cfg["layout"], trim=True),
+             TierSpec("l4", 64 << 20, cfg["policy"], cfg["ttl"], trim=True))
+    spec = HierarchySpec(tiers, 262144, write_policy=cfg["write_policy"], inclusion=cfg["inclusion"],
+                         promote=cfg["promote"], segment_bytes=1 << 20)
+    rows, counted = Hierarchy(spec), Hierarchy(spec)
+    seen_trims = 0
+    for a in range(0, 300, 40):
+        b = min(a + 40, 300)
+        offs = tr.offsets[a:b + 1] - tr.offsets[a]
+        keys = tr.keys[tr.offsets[a]:tr.offsets[b]]
+        r1, ev = rows.run(tr.timestamp_s[a:b], offs, keys, first_request=a)
+        r2, counts = counted.run_counted(tr.timestamp_s[a:b], offs, keys, first_request=a)
+        assert np.array_equal(r1, r2)
+        cell = ev["tier"].astype(np.int64) * 3 + ev["op"]
+        assert counts.tolist() == [np.bincount(cell, minlength=12).tolist(),
+                                   np.bincount(cell, weights=ev["nslots"], minlength=12).astype(np.int64).tolist()]
+        seen_trims += int((ev["op"] == 2).sum())
+    assert seen_trims > 0 and counts[0].sum() > 0
+
+
+def test_a_counted_run_of_no_requests_counts_nothing():
+    h = Hierarchy(_spec(TierSpec("l1", 4 * BB), TierSpec("l2", 8 * BB)))
+    t, o, k = _trace([[1, 2, 3], [1, 2, 4]])
+    h.run(t, o, k)                                   # events left in the state from the last batch
+    reqs, counts = h.run_counted(np.zeros(0), np.zeros(1, np.int64), np.zeros(0, np.uint64))
+    assert len(reqs) == 0 and not counts.any()
