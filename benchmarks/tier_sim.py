@@ -26,7 +26,9 @@ skips part 1.
 Measured 2026-12-05 on the shared 2-core VM (``--command-only --big --runs 3 --against`` a copy of 0786dd0, medians,
 load 2.5-4.0): the 10.7M-block agent trace, whole process, L1-L4 LRU 1.62M blocks/s wall and 1.77M per CPU second
 against 0.98M / 1.16M before (x1.5-1.65); with TinyLFU 2.99M / 3.01M against 1.94M / 1.93M (x1.55); at load ~2.6
-the LRU run reached 1.85M wall and 2.61M per CPU second. The shipped trace's whole process stays ~0.12M/s, both
+the LRU run reached 1.85M wall and 2.61M per CPU second. After dry-run windows counted their events in place (``run_counted``),
+against the tree before, load 4.6-6.1: LRU 2.35M per CPU second (2.21M before), TinyLFU 2.64M (2.58M); wall
+0.83M / 0.91M (the process had about a third of a core). The shipped trace's whole process stays ~0.12M/s, both
 trees: its simulation is ~0.035 s of a ~0.9 s process.
 
     .venv/bin/python benchmarks/tier_sim.py [--trace mooncake-synthetic] [--repeat 5] [--runs 3] [--big]
