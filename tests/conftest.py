@@ -404,6 +404,26 @@ def write_mooncake(path, requests, block_tokens: int = 512) -> Path:
     return path
 
 
+# The TTL boundary as a Mooncake file, for every path that applies a retention time (the exact curve, SHARDS, the
+# policies, the tier simulation, `kvbench mrc --ttl`, `replay kv --dry-run`): a reuse gap exactly at the TTL is a
+# hit, one just over it a miss (alive while ``now - last <= ttl``, DESIGN.md). TTL 8 s; times exactly representable
+# in binary floating point:
+#     t=0     blocks [1, 2]   cold                                   0 hits
+#     t=8     blocks [1, 2]   both idle exactly 8 s -> alive         2 hits
+#     t=16.5  block  [1]      idle 8.5 s -> expired                  0 hits
+#     t=24.5  blocks [1, 2]   block 1 idle exactly 8 s (hit), block 2 idle 16.5 s (miss)  1 hit
+# 7 block references, 3 hits: hit ratio 3/7 at any capacity >= 2 blocks (5/7 without retention).
+TTL_S = 8.0
+TTL_REQUESTS = [(0, [1, 2]), (8000, [1, 2]), (16500, [1]), (24500, [1, 2])]
+TTL_HITS, TTL_REFS, TTL_HITS_NO_TTL = 3, 7, 5
+
+
+@pytest.fixture
+def ttl_trace_file(tmp_path) -> Path:
+    """The TTL boundary trace above as a Mooncake file (512-token blocks)."""
+    return write_mooncake(tmp_path / "ttl.jsonl", TTL_REQUESTS)
+
+
 @pytest.fixture
 def traces():
     """The trace builders above: traces.block(...), .chained(...), .one_block(...), .ttl_boundary(...),

@@ -6,7 +6,6 @@ import json
 import math
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,7 +14,7 @@ from kvbench.analysis.ftl import (OP_TRIM, OP_WRITE, FtlConfig, FtlModel, analyt
                                   lambert_w0, read_iolog, read_plan, simulate)
 from kvbench.errors import SpecError, TraceError
 from tests.conftest import REPO
-
+from kvbench.analysis.ftl import FtlCounters
 
 
 def test_lambert_w0_matches_definition():
@@ -282,3 +281,233 @@ def test_layout_waf_model_parameters_by_hand():
         layout_waf("btree", 1 << 20)
     with pytest.raises(SpecError, match="must be > 0"):
         layout_waf("slot", 0)
+
+
+# --- FTL model edges the WAF tests do not reach, by hand: page-size validation, counter snapshots, counters that
+# carry over between batches of extents.
+@pytest.mark.parametrize("page", [0, -4096, 1000, 4097])
+def test_page_size_must_be_a_positive_multiple_of_512(page):
+    with pytest.raises(SpecError, match="not a positive multiple of 512"):
+        FtlConfig(user_bytes=4096 * 1024, page_size=page, block_pages=8).validate()
+
+
+def test_counter_snapshots_subtract_field_by_field():
+    d = FtlCounters(10, 25, 15, 7, 4) - FtlCounters(4, 6, 2, 1, 3)
+    assert (d.host_pages, d.nand_pages, d.gc_pages, d.erases, d.trimmed_pages) == (6, 19, 13, 6, 1)
+    assert d.waf == pytest.approx(19 / 6) and d.to_dict()["erases"] == 6
+    assert np.isnan(FtlCounters(0, 0, 0, 0, 0).waf)
+
+
+def test_counters_carry_over_between_batches():
+    """64 user pages, 8-page blocks: a fill (64 host pages, no GC), then trims of 5 and 3 mapped pages in two
+    calls, a trim of an already-trimmed page (not counted), and 4 rewrites in a third call: every counter
+    keeps counting across calls."""
+    m = FtlModel(FtlConfig(user_bytes=64 * 4096, op=1.0, block_pages=8))
+    m.fill_sequential()
+    m.apply_pages(np.array([OP_TRIM], np.uint8), np.array([0]), np.array([5]))
+    m.apply_pages(np.array([OP_TRIM, OP_TRIM], np.uint8), np.array([10, 4]), np.array([3, 1]))
+    m.apply_pages(np.array([OP_WRITE], np.uint8), np.array([20]), np.array([4]))
+    c = m.counters
+    assert (c.host_pages, c.nand_pages, c.gc_pages, c.trimmed_pages) == (68, 68, 0, 8)
+    m.check()
+
+
+def test_two_streams_keep_their_pages_in_their_own_erase_blocks():
+    """Two streams, 8-page blocks: pages 0-7 written on stream 0 and 8-15 on stream 1, interleaved. Each stream
+    fills its own open block (blocks 0 and 1 are open first), so pages 0-7 land in block 0, 8-15 in block 1."""
+    m = FtlModel(FtlConfig(user_bytes=64 * 4096, op=1.0, block_pages=8, streams=2))
+    pages = np.array([p for i in range(8) for p in (i, 8 + i)])
+    streams = (pages >= 8).astype(np.int64)
+    m.apply_pages(np.full(16, OP_WRITE, np.uint8), pages, np.ones(16, np.int64), streams)
+    l2p = m._arrays["l2p"]
+    assert (l2p[:8] // 8).tolist() == [0] * 8 and (l2p[8:16] // 8).tolist() == [1] * 8
+    assert l2p[:8].tolist() == list(range(8)) and l2p[8:16].tolist() == list(range(8, 16))
+    m.check()
+    for bad in (2, -1):
+        with pytest.raises(SpecError, match="write stream"):
+            m.apply_pages(np.array([OP_WRITE], np.uint8), np.array([0]), np.array([1]), np.array([bad]))
+
+
+def test_age_streams_move_gc_copies_one_stream_older_and_no_further():
+    """gc_stream="age" with 2 streams: host writes go to stream 0; GC copies a stream-0 victim's pages into
+    stream 1 and a stream-1 victim's into stream 1 again (the oldest). The mapping stays consistent and every
+    erase block belongs to stream 0 or 1."""
+    cfg = FtlConfig(user_bytes=256 * 4096, op=0.5, block_pages=8, streams=2, gc_stream="age")
+    m = FtlModel(cfg)
+    m.fill_sequential()
+    rng = np.random.default_rng(5)
+    n = 5000
+    m.apply_pages(np.full(n, OP_WRITE, np.uint8), rng.integers(0, 256, n), np.ones(n, np.int64))
+    m.check()
+    c = m.counters
+    assert c.gc_pages > 0 and c.nand_pages == c.host_pages + c.gc_pages
+    in_use = np.unique(m._arrays["l2p"][m._arrays["l2p"] >= 0] // 8)
+    assert set(m._arrays["bstream"][in_use].tolist()) == {0, 1}
+
+
+def test_zero_length_extents_are_no_ops_and_negative_ones_errors():
+    m = FtlModel(FtlConfig(user_bytes=64 * 4096, op=1.0, block_pages=8))
+    m.apply_bytes(np.array([OP_TRIM, OP_WRITE], np.uint8), np.array([100, 0]), np.array([100, 0]))  # 0 pages
+    assert m.counters.host_pages == 0 and m.counters.trimmed_pages == 0
+    with pytest.raises(SpecError, match="outside the modelled capacity"):
+        m.apply_pages(np.array([OP_WRITE], np.uint8), np.array([3]), np.array([-1]))
+
+
+def test_lambert_w0_domain_tolerance_is_1e_15():
+    import math
+
+    from kvbench.analysis.ftl import lambert_w0
+
+    assert lambert_w0(-1 / math.e - 0.5e-15) == pytest.approx(-1.0, abs=1e-6)     # rounding noise: accepted
+    with pytest.raises(ValueError, match="-1/e"):
+        lambert_w0(-1 / math.e - 1.5e-15)
+
+
+def test_rate_of_a_run_too_fast_to_time_is_nan():
+    from kvbench.analysis.ftl import FtlResult
+
+    cfg = FtlConfig(user_bytes=64 * 4096, op=1.0, block_pages=8)
+    c = FtlCounters(64, 64, 0, 0, 0)
+    r = FtlResult(cfg, "uniform", 1.0, 1.0, c, c, [], [], 0.5, 0.0)
+    assert np.isnan(r.pages_per_s)
+    assert FtlResult(cfg, "uniform", 1.0, 1.0, c, c, [], [], 0.5, 2.0).pages_per_s == 32.0
+
+
+def test_classes_pattern_by_hand():
+    """64 slots of 3 pages (192 user pages), a quarter hot (16 slots) taking 80% of the writes: 100 pages need
+    ceil(100 / 3) = 34 extents; hot writes land in slots 0-15, cold ones in 16-63; over 300,000 extents the hot
+    share is 0.8 within 0.005 (binomial sd 0.0007) and every slot of each class is written."""
+    from kvbench.analysis.ftl import _classes_chunks
+
+    (ops, starts, counts, st), = list(_classes_chunks(192, 100, 3, 3, 0.25, 0.8, lambda c: c))
+    assert len(ops) == 34 and counts.tolist() == [3] * 34 and (ops == OP_WRITE).all()
+    chunks = list(_classes_chunks(192, 900_000, 3, 3, 0.25, 0.8, lambda c: c, chunk=100_000))
+    starts = np.concatenate([c[1] for c in chunks])
+    cls = np.concatenate([c[3] for c in chunks])
+    assert len(starts) == 300_000 and len(chunks) == 3
+    slots = starts // 3
+    assert set(slots[cls == 0].tolist()) == set(range(16)) and set(slots[cls == 1].tolist()) == set(range(16, 64))
+    assert (cls == 0).mean() == pytest.approx(0.8, abs=0.005)
+
+
+def test_classes_pattern_keeps_a_cold_slot_whatever_the_hot_share():
+    """hot_lbas 0.999 of 64 slots rounds to 64 hot slots; at most 63 are hot, so slot 63 stays cold."""
+    from kvbench.analysis.ftl import _classes_chunks
+
+    (_, starts, _, cls), = list(_classes_chunks(64, 20_000, 1, 1, 0.999, 0.5, lambda c: c))
+    assert starts[cls == 0].max() == 62 and set(starts[cls == 1].tolist()) == {63}
+
+
+def test_simulate_arguments_checked_and_defaults():
+    from kvbench.analysis.ftl import simulate
+
+    cfg = FtlConfig(user_bytes=64 * 4096, op=1.0, block_pages=8)
+    for kw, msg in ((dict(pattern="bogus"), "unknown write pattern"), (dict(writes=0), "must be > 0"),
+                    (dict(pattern="classes", hot_lbas=0.0), "must be in"),
+                    (dict(pattern="classes", hot_lbas=1.0), "must be in"),
+                    (dict(pattern="classes", hot_writes=0.0), "must be in"),
+                    (dict(pattern="classes", hot_writes=1.0), "must be in")):
+        with pytest.raises(SpecError, match=msg):
+            simulate(cfg, **kw)
+    # the classes pattern's defaults are README's 20% of the LBAs taking 80% of the writes, all on stream 0
+    a = simulate(cfg, pattern="classes", writes=4, seed=2)
+    b = simulate(cfg, pattern="classes", writes=4, seed=2, hot_lbas=0.2, hot_writes=0.8)
+    assert a.total == b.total and a.waf == b.waf
+
+
+def test_windows_count_host_writes_not_trims():
+    """Extents write two pages, one page each, then trim the first, over 64 user pages; windows of 0.25 x 64 =
+    16 host pages, and a window of (almost) nothing is one page. Trims do not count towards either (counted,
+    the cut for the 16th write would fall after the 22nd)."""
+    from kvbench.analysis.ftl import simulate
+
+    cfg = FtlConfig(user_bytes=64 * 4096, op=1.0, block_pages=8)
+    ops = np.array([OP_WRITE, OP_WRITE, OP_TRIM] * 32, np.uint8)
+    starts = np.array([p for k in range(32) for p in (2 * k, 2 * k + 1, 2 * k)])
+    ext = (ops, starts, np.ones(96, np.int64))
+    r = simulate(cfg, extents=ext, writes=2, warmup=0.5)
+    assert r.window_host_pages == [16] * 8 and r.measured.host_pages == 64
+    tiny = simulate(cfg, extents=ext, writes=1, window=1e-9)
+    assert tiny.window_host_pages == [1] * 64
+
+
+def test_jesd219_extents_by_hand():
+    """JESD219A: transfer sizes 1/2/4/8/16 pages with probabilities 0.77/0.10/0.07/0.03/0.03, each extent
+    aligned to its size and inside the user space; 50% of the accesses to the first 5% of the LBAs, 30% to the
+    next 15%, 20% to the remaining 80%. 200,000 extents: shares within 0.005 (binomial sd <= 0.0012)."""
+    from kvbench.analysis.ftl import jesd219_extents
+
+    U = 1 << 16
+    ops, first, size = jesd219_extents(U, 200_000, seed=4)
+    assert (ops == OP_WRITE).all() and set(np.unique(size).tolist()) == {1, 2, 4, 8, 16}
+    assert (first % size == 0).all() and first.min() >= 0 and (first + size).max() <= U
+    for pages, p in ((1, 0.77), (2, 0.10), (4, 0.07), (8, 0.03), (16, 0.03)):
+        assert (size == pages).mean() == pytest.approx(p, abs=0.005)
+    frac = first / U
+    assert (frac < 0.05).mean() == pytest.approx(0.50, abs=0.005)
+    assert ((frac >= 0.05) & (frac < 0.20)).mean() == pytest.approx(0.30, abs=0.005)
+    assert (frac >= 0.20).mean() == pytest.approx(0.20, abs=0.005)
+    # a user space that is not a multiple of the largest transfer: extents near its end are pulled inside
+    for u in (U + 5, 37):
+        _, first, size = jesd219_extents(u, 20_000, seed=4)
+        assert (first + size).max() <= u and first.min() >= 0
+
+
+def test_plan_targets_laid_out_back_to_back_on_one_drive(tmp_path):
+    """Target 0 writes up to byte 10,000 (3 pages of 4 KiB when rounded up), so target 1 starts at 12,288; a plan
+    without a target field is one target at its own offsets. Reads are skipped when sizing a target."""
+    from kvbench.analysis.ftl import read_plan_tiers
+    from kvbench.engine.plan import PLAN_DTYPE
+
+    plan = np.zeros(4, dtype=PLAN_DTYPE)
+    plan["op"] = [OP_WRITE, OP_WRITE, 0, OP_TRIM]
+    plan["target"] = [0, 1, 0, 1]
+    plan["offset"] = [6000, 0, 90_000, 4096]
+    plan["length"] = [4000, 4096, 4096, 4096]
+    np.save(tmp_path / "p.npy", plan)
+    ops, offsets, lengths, tiers = read_plan_tiers(tmp_path / "p.npy")
+    assert offsets.tolist() == [6000, 12_288, 90_000, 12_288 + 4096] and tiers.tolist() == [0, 1, 0, 1]
+    plan["offset"][0], plan["length"][0] = 97, 4000           # target 0 ends at byte 4,097: 2 pages
+    np.save(tmp_path / "q.npy", plan)
+    assert read_plan_tiers(tmp_path / "q.npy")[1].tolist() == [97, 8192, 90_000, 8192 + 4096]
+    flat = np.zeros(2, dtype=[("op", "u1"), ("offset", "u8"), ("length", "u4")])
+    flat["op"], flat["offset"], flat["length"] = OP_WRITE, [0, 8192], 4096
+    np.save(tmp_path / "f.npy", flat)
+    _, offsets, _, tiers = read_plan_tiers(tmp_path / "f.npy")
+    assert offsets.tolist() == [0, 8192] and tiers.tolist() == [0, 0]
+
+
+def test_layout_waf_sizes_and_its_default_erase_block_count():
+    """Sizes must be > 0; a 1-byte slot still takes a whole page (16 KiB), a 1-byte erase unit two pages (the
+    model's smallest block); by default the model holds at
+    least 512 erase blocks: 512 x 16 MiB / 1 MiB slots = 8,192 slots, 8 GiB."""
+    from kvbench.analysis.ftl import layout_waf
+
+    for slot, eb in ((0, 16 << 20), (1 << 20, 0), (-1, 16 << 20)):
+        with pytest.raises(SpecError, match="must be > 0"):
+            layout_waf("slot", slot, erase_block_bytes=eb)
+    waf, p = layout_waf("slot", 1, erase_block_bytes=16 << 10, min_blocks=1, writes=1.0)
+    assert p["unit_bytes"] == 16 << 10 and p["model_capacity_bytes"] == 16384 * (16 << 10) and waf > 1.0
+    waf, p = layout_waf("slot", 16 << 10, erase_block_bytes=1, min_blocks=8, writes=1.0)   # erase unit < page
+    assert p["erase_block_bytes"] == 2 * (16 << 10) and waf >= 1.0
+    _, p = layout_waf("log", 1 << 20, erase_block_bytes=16 << 20, segment_bytes=1 << 20, writes=1.0)
+    assert p["model_capacity_bytes"] == 8192 << 20
+
+
+@pytest.mark.parametrize("gc", ["greedy", "fifo"])
+def test_erase_block_zero_as_the_gc_victim_is_erased_and_accounted(gc):
+    """16 user pages in 4-page erase blocks, 8 blocks (op 1.0), GC below 2 free blocks. The fill puts pages 0-15
+    in blocks 0-3 (block 3 still open); rewriting pages 4-7 then 0-3 opens blocks 4 and 5 and leaves blocks 1
+    and 0 with no valid page, block 0 the last to get there (greedy: the head of bucket 0) and the first closed
+    (fifo: the head of the ring). Page 8's rewrite opens block 6: one free block left, so the GC takes block 0,
+    copies nothing and erases it. 25 host pages, 25 NAND pages, 0 GC copies, 1 erase; every block accounted for
+    (a victim numbered 0 must be cleaned like any other)."""
+    m = FtlModel(FtlConfig(user_bytes=16 * 4096, op=1.0, block_pages=4, gc=gc))
+    m.fill_sequential()
+    w = np.array([OP_WRITE], np.uint8)
+    for start, count in ((4, 4), (0, 4), (8, 1)):
+        m.apply_pages(w, np.array([start]), np.array([count]))
+    c = m.counters
+    assert (c.host_pages, c.nand_pages, c.gc_pages, c.erases) == (25, 25, 0, 1)
+    m.check()
+    assert m._arrays["state"][0] == 0          # block 0 is the one erased (back in the free ring)

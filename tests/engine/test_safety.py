@@ -11,6 +11,9 @@ import pytest
 
 from kvbench.engine import safety
 from kvbench.errors import SafetyError, TargetError
+from pathlib import Path
+import stat
+from kvbench.engine.targets import open_target
 
 MiB = 1 << 20
 ROOT = os.geteuid() == 0
@@ -179,3 +182,193 @@ def test_free_space_check(tmp_path):
     safety.check_free_space(str(tmp_path / "f"), 4096)
     with pytest.raises(TargetError, match="free"):
         safety.check_free_space(str(tmp_path / "f"), free + (1 << 40))
+
+
+# --- kvbench.engine.safety at the edges the loop-device tests do not reach: output files (replace only what kvbench
+# wrote), blkid's verdict and its wipefs fallback, wipefs output with a header line, and the devices backing /.
+# 
+# blkid and wipefs are real where the test can use them (on an ext4 image file: both probe regular files). Their
+# other behaviours (blkid failing with a usage/probe error, a util-linux whose ``wipefs -p`` prints a ``# offset,...``
+# header) are produced by small scripts earlier in PATH that print what those versions print.
+def _tool(bin_dir: Path, name: str, script: str) -> None:
+    p = bin_dir / name
+    p.write_text("#!/bin/sh\n" + script + "\n")
+    p.chmod(p.stat().st_mode | stat.S_IXUSR)
+
+
+@pytest.fixture
+def ext4_image(tmp_path):
+    if shutil.which("mkfs.ext4", path="/usr/sbin:/sbin:/usr/bin:/bin") is None:
+        pytest.skip("mkfs.ext4 missing")
+    img = tmp_path / "fs.img"
+    with open(img, "wb") as f:
+        f.truncate(16 << 20)
+    subprocess.run([shutil.which("mkfs.ext4", path="/usr/sbin:/sbin:/usr/bin:/bin"), "-q", "-F", str(img)],
+                   check=True)
+    return str(img)
+
+
+def test_an_output_replaces_only_what_kvbench_wrote(tmp_path):
+    new = tmp_path / "report.html"
+    safety.check_output(new)                                   # nothing there yet: fine
+    new.write_text("someone's")
+    with pytest.raises(SafetyError, match="was not written by kvbench"):
+        safety.check_output(new)                               # force is off by default
+    safety.check_output(new, force=True)
+    safety.mark_output(new)
+    safety.check_output(new)                                   # kvbench's own output may be replaced
+    dangling = tmp_path / "link.html"
+    dangling.symlink_to(tmp_path / "nowhere")
+    with pytest.raises(SafetyError, match="is a symbolic link"):
+        safety.check_output(dangling)                          # a link, even dangling, is someone's
+
+
+def test_blkid_finding_nothing_is_final_and_its_errors_fall_back_to_wipefs(ext4_image, tmp_path, monkeypatch):
+    """blkid exits 2 when it finds nothing: believed (no wipefs run). Any other failure (4: usage, 8: an
+    ambivalent probe) leaves the question to wipefs, which sees the ext4 superblock."""
+    wipefs = shutil.which("wipefs", path="/usr/sbin:/sbin:/usr/bin:/bin")
+    if wipefs is None:
+        pytest.skip("wipefs missing")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "wipefs").symlink_to(wipefs)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    _tool(bin_dir, "blkid", "exit 2")
+    assert safety._signature(ext4_image) is None
+    for code in (4, 8):
+        _tool(bin_dir, "blkid", f"exit {code}")
+        assert safety._signature(ext4_image) == "ext4"
+
+
+def test_wipefs_header_line_is_not_a_signature(tmp_path, monkeypatch):
+    """Some util-linux versions print '# offset,uuid,label,type' before the rows of ``wipefs -n -p``; an empty
+    listing (the header alone) is no signature."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    monkeypatch.setenv("PATH", str(bin_dir))                   # no blkid: wipefs decides
+    _tool(bin_dir, "wipefs", "printf '# offset,uuid,label,type\\n0x438,1234,,ext4\\n'")
+    assert safety._signature(str(tmp_path)) == "ext4"
+    _tool(bin_dir, "wipefs", "printf '# offset,uuid,label,type\\n'")
+    assert safety._signature(str(tmp_path)) is None
+
+
+def test_root_device_is_named_from_mountinfo():
+    """The device / is mounted from (its major:minor in /proc/self/mountinfo) is refused, named as the kernel
+    names it in /sys/dev/block, with its whole disk; on a root that is no block device (overlayfs, tmpfs) there
+    is nothing to name."""
+    root = next(line.split() for line in Path("/proc/self/mountinfo").read_text().splitlines()
+                if line.split()[4] == "/")
+    link = Path("/sys/dev/block") / root[2]
+    got = safety._root_and_swap_disks()
+    if link.exists():
+        name = os.path.basename(os.path.realpath(link))
+        assert got.get(name) == "it holds the root filesystem /"
+        part = Path("/sys/class/block") / name / "partition"
+        disk = os.path.basename(os.path.dirname(os.path.realpath(Path("/sys/class/block") / name))) \
+            if part.exists() else name
+        assert got.get(disk) == "it holds the root filesystem /"
+    else:
+        assert "it holds the root filesystem /" not in got.values()
+
+
+# --- Canonical paths in the safety checks (kvbench/engine/safety.py): another name for a pseudo file or for a
+# device - a symlink, a path through '..', a bind-mounted node, a second device node - is refused for the reason
+# the file or device itself is, never waved through and never refused for another reason.
+PSEUDO = "/proc/self/status"          # a regular file under /proc: what a file target must never be
+
+
+def _up_to_root(p: Path) -> str:
+    """``p/../../..`` back to ``/`` (the path names /, spelled through every folder of ``p``)."""
+    return str(p) + "/.." * len(p.parts[1:])
+
+
+def _root_device() -> str | None:
+    """The device node of the block device / is mounted from (a disk or partition), or None."""
+    dev = os.stat("/").st_dev
+    name = safety.devno_name(dev)
+    node = f"/dev/{name}" if name else None
+    if node and os.path.exists(node) and stat.S_ISBLK(os.stat(node).st_mode) and os.stat(node).st_rdev == dev:
+        return node
+    return None
+
+
+def _aliases(node: str, tmp_path: Path):
+    """(what, path) for each other name of ``node``; the bind mount is undone by the caller's cleanup."""
+    link = tmp_path / "link"
+    link.symlink_to(node)
+    second = tmp_path / "second-node"
+    os.mknod(second, stat.S_IFBLK | 0o600, os.stat(node).st_rdev)
+    bind = tmp_path / "bind-node"
+    bind.touch()
+    r = subprocess.run(["mount", "--bind", node, str(bind)], capture_output=True, text=True)
+    out = [("symlink", str(link)), ("dotdot", _up_to_root(tmp_path) + node), ("second node", str(second))]
+    if r.returncode == 0:
+        out.append(("bind-mounted node", str(bind)))
+    return out, (bind if r.returncode == 0 else None)
+
+
+def _refused_as(node: str, reason: str, tmp_path: Path) -> None:
+    assert safety.block_write_refusal(node) == reason               # the device itself, by its own name
+    aliases, bind = _aliases(node, tmp_path)
+    try:
+        assert len(aliases) >= 3
+        for what, alias in aliases:
+            assert safety.block_write_refusal(alias) == reason, what
+            for path, confirm in ((alias, alias), (alias, node), (node, alias)):
+                # --destroy-data naming the same device by another name confirms it: the refusal is the
+                # device's own reason, not "does not name the target device"
+                with pytest.raises(SafetyError) as e:
+                    safety.check_block_write(path, confirm)
+                assert str(e.value).startswith(f"refusing to write to {path}: {reason}"), (what, str(e.value))
+    finally:
+        if bind is not None:
+            subprocess.run(["umount", str(bind)], capture_output=True)
+
+
+def test_a_pseudo_file_behind_a_symlink_or_dotdot_is_refused_as_a_pseudo_file(tmp_path):
+    link = tmp_path / "status"
+    link.symlink_to(PSEUDO)
+    dotdot = _up_to_root(tmp_path) + PSEUDO
+    for alias in (str(link), dotdot, "/tmp/../proc/self/status", "//proc/self/status"):
+        with pytest.raises(SafetyError, match=r"is under /proc: kvbench does not write pseudo files"):
+            safety.check_file_path(alias)
+        with pytest.raises(SafetyError, match=r"is under /proc"):
+            open_target(alias, size=4096, write=True)
+    # the same names, canonically elsewhere, are allowed: the check reads where a path leads, not how it reads
+    (tmp_path / "proc").mkdir()
+    safety.check_file_path(str(tmp_path / "proc" / ".." / "proc" / "data"))
+
+
+def test_aliases_of_the_root_disk_are_refused_as_the_root_disk(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("a second device node and a bind mount need root")
+    node = _root_device()
+    if node is None:
+        pytest.skip("/ is not mounted from a block device here (overlay, tmpfs)")
+    _refused_as(node, "it holds the root filesystem /", tmp_path)
+
+
+def test_aliases_of_a_mounted_loop_device_are_refused_as_mounted(loop_devices, tmp_path):
+    if shutil.which("mkfs.ext4") is None:
+        pytest.skip("mkfs.ext4 missing")
+    dev = loop_devices.attach(loop_devices.image("fs.img", 16))
+    subprocess.run(["mkfs.ext4", "-q", "-F", dev], check=True)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    subprocess.run(["mount", dev, str(mnt)], check=True)
+    try:
+        (tmp_path / "aliases").mkdir()
+        _refused_as(dev, f"it is mounted on {mnt}", tmp_path / "aliases")
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)
+
+
+def test_another_device_does_not_confirm_this_one(loop_devices, tmp_path):
+    a = loop_devices.attach(loop_devices.image("a.img", 8))
+    b = loop_devices.attach(loop_devices.image("b.img", 8))
+    link = tmp_path / "b-link"
+    link.symlink_to(b)
+    for confirm in (b, str(link)):
+        with pytest.raises(SafetyError, match=f"--destroy-data {confirm} does not name the target device {a}"):
+            safety.check_block_write(a, confirm)
+    safety.check_block_write(a, _up_to_root(tmp_path) + a)          # the same device through '..': confirmed

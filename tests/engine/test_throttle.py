@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 from contextlib import ExitStack
-from pathlib import Path
 
 import pytest
 

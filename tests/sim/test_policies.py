@@ -9,6 +9,12 @@ import pytest
 from kvbench.errors import SpecError
 from kvbench.sim.policies import POLICIES, make_policy, simulate_prefix
 from tests.conftest import chained_trace
+from hypothesis import example
+from hypothesis import given
+from hypothesis import strategies as st
+from kvbench.analysis.curves.profile import policy_hit_ratios
+from kvbench.stream.traces import read_trace
+from tests.conftest import TTL_S, TTL_HITS, TTL_REFS
 
 
 def _run(cache, seq, now=0.0):
@@ -147,3 +153,239 @@ def test_capacity_is_never_exceeded(policy):
             resident.add(k)
         assert len(c) <= 13
     assert resident == set(c.keys())
+
+
+# --- LRU and FIFO against list-based reference models (written from the definitions in the module docstring,
+# not from its code) on random operation sequences, with and without retention (hypothesis).
+class RefCache:
+    """order: keys, oldest first (recency for LRU, insertion for FIFO); last: key -> last access time."""
+
+    def __init__(self, policy, cap, ttl):
+        self.policy, self.cap, self.ttl = policy, cap, ttl
+        self.order, self.last, self.pending = [], {}, []
+
+    def _alive(self, k, now):
+        return self.ttl is None or now - self.last[k] <= self.ttl
+
+    def _drop(self, k):
+        self.order.remove(k)
+        del self.last[k]
+
+    def lookup(self, k, now):
+        if k not in self.last:
+            return False
+        if not self._alive(k, now):
+            self._drop(k)
+            self.pending.append(k)
+            return False
+        self.last[k] = now
+        if self.policy == "lru":
+            self.order.remove(k)
+            self.order.append(k)
+        return True
+
+    def contains(self, k, now):
+        return k in self.last and self._alive(k, now)
+
+    def insert(self, k, now):
+        if k in self.last:
+            self.last[k] = now
+            if self.policy == "lru":
+                self.order.remove(k)
+                self.order.append(k)
+            return []
+        out = []
+        while len(self.order) >= self.cap:
+            v = self.order.pop(0)
+            del self.last[v]
+            out.append(v)
+        self.order.append(k)
+        self.last[k] = now
+        return out
+
+    def remove(self, k):
+        if k not in self.last:
+            return False
+        self._drop(k)
+        return True
+
+    def expire(self, now):
+        out, self.pending = self.pending, []
+        if self.ttl is not None:
+            for k in [k for k in self.order if now - self.last[k] > self.ttl]:
+                self._drop(k)
+                out.append(k)
+        return out
+
+
+ops = st.lists(st.tuples(st.sampled_from(["lookup", "insert", "insert", "contains", "expire", "remove"]),
+                         st.integers(0, 6), st.sampled_from([0.0, 0.0, 0.5, 1.0, 1.5])), max_size=60)
+
+
+class RefS3FIFO:
+    """S3-FIFO as the module docstring and SOSP'23 Algorithm 1 state it, on plain lists: S (10% of the
+    capacity, at least 1), M, ghost G (as many keys as M's capacity); freq capped at 3; a key leaving S with
+    freq > 1 moves to M (freq 0), else goes to G; M reinserts keys with freq > 0 (one less) and evicts the
+    first with freq 0. Eviction takes from S while S holds its share (or M is empty)."""
+
+    def __init__(self, cap):
+        self.cap, self.small = cap, max(1, round(cap * 0.1))
+        self.main = max(1, cap - self.small)
+        self.s, self.m, self.g, self.freq = [], [], [], {}
+
+    def lookup(self, k):
+        if k in self.s or k in self.m:
+            self.freq[k] = min(self.freq[k] + 1, 3)
+            return True
+        return False
+
+    def _evict(self):
+        while True:
+            if self.s and (len(self.s) >= self.small or not self.m):
+                k = self.s.pop(0)
+                if self.freq[k] > 1:
+                    self.m.append(k)
+                    self.freq[k] = 0
+                    continue
+                del self.freq[k]
+                self.g.append(k)
+                self.g = self.g[-self.main:]
+                return k
+            k = self.m.pop(0)
+            if self.freq[k] > 0:
+                self.freq[k] -= 1
+                self.m.append(k)
+                continue
+            del self.freq[k]
+            return k
+
+    def insert(self, k):
+        if k in self.freq:
+            return []
+        ghost = k in self.g
+        if ghost:
+            self.g.remove(k)
+        out = []
+        while len(self.s) + len(self.m) >= self.cap:
+            out.append(self._evict())
+        (self.m if ghost else self.s).append(k)
+        self.freq[k] = 0
+        return out
+
+
+@given(st.sampled_from(["lru", "fifo"]), st.integers(1, 4), st.sampled_from([None, 1.0, 2.0]), ops)
+def test_lru_and_fifo_match_the_reference(policy, cap, ttl, seq):
+    c, ref, now = make_policy(policy, cap, ttl_s=ttl), RefCache(policy, cap, ttl), 0.0
+    for op, k, dt in seq:
+        now += dt
+        if op == "expire":
+            assert sorted(c.expire(now)) == sorted(ref.expire(now))
+        elif op == "remove":
+            assert c.remove(k) == ref.remove(k)
+        else:
+            assert getattr(c, op)(k, now) == getattr(ref, op)(k, now), (op, k, now)
+        assert c.keys() == ref.order and len(c) == len(ref.order) <= cap
+
+
+def test_s3fifo_hand_traced():
+    """Capacity 2: small FIFO 1 slot, main 1, ghost remembers 1 key (SOSP'23 Algorithm 1, traced by hand)."""
+    c = make_policy("s3fifo", 2)
+    assert (c.small_capacity, c.main_capacity) == (1, 1)
+    assert c.insert("a") == [] and c.insert("b") == [] and c.keys() == ["a", "b"]      # both in S
+    assert c.lookup("a") and c.lookup("a")                        # a: freq 2
+    # full: S's head a (freq 2 > 1) moves to M; then b (freq 0) is evicted into the ghost
+    assert c.insert("c") == ["b"] and c.keys() == ["c", "a"]
+    # b was a ghost: it enters M; evicting S's c (freq 0) makes c the ghost (one key remembered)
+    assert c.insert("b") == ["c"] and c.keys() == ["a", "b"]
+    assert c.lookup("a")                                          # a: freq 1 in M
+    # S is empty: M's head a (freq 1) is reinserted with freq 0, b (freq 0) is evicted
+    assert c.insert("d") == ["b"] and c.keys() == ["d", "a"]
+    assert c.insert("c") == ["d"] and c.keys() == ["a", "c"]      # c remembered as a ghost: straight into M
+    assert c.lookup("c") and c.lookup("c") and c.lookup("c") and c.lookup("c")   # freq capped at 3
+    assert c.insert("e") == ["a"] and c.insert("f") == ["e"]     # M evicts a (freq 0), not c; then S evicts e
+    assert c.keys() == ["f", "c"]
+    assert c.remove("c") and not c.remove("c") and c.keys() == ["f"]
+
+
+def test_s3fifo_small_queue_is_a_tenth():
+    c = make_policy("s3fifo", 100)
+    assert (c.small_capacity, c.main_capacity) == (10, 90)
+    assert make_policy("s3fifo", 14).small_capacity == 1 and make_policy("s3fifo", 15).small_capacity == 2
+
+
+def test_repr_names_policy_capacity_retention_and_size():
+    c = make_policy("lru", 4)
+    c.insert(1)
+    assert repr(c) == "LRUCache(capacity=4, size=1)"
+    assert repr(make_policy("fifo", 8, ttl_s=2.5)) == "FIFOCache(capacity=8, ttl_s=2.5, size=0)"
+
+
+def test_idle_heap_keeps_expiring_after_it_is_rebuilt():
+    """Touching the same few keys many times grows the lazy heap past 2 x live + 64 entries and rebuilds it;
+    the rebuilt deadlines (last access + ttl) must still expire the keys."""
+    for policy in ("fifo", "s3fifo"):
+        c = make_policy(policy, 10, ttl_s=1.0)
+        for k in range(4):
+            c.insert(k, 0.0)
+        now = 0.0
+        # the heap starts with 4 entries and is rebuilt when a touch makes it 73 (> 2 x 4 + 64): 69 rounds of 4
+        # touches end on a rebuild, so only rebuilt deadlines are left to expire the keys
+        for _ in range(69):
+            now += 0.001
+            for k in range(4):
+                assert c.lookup(k, now)
+        assert sorted(c.expire(now + 1.0)) == [] and sorted(c.expire(now + 1.0 + 1e-6)) == [0, 1, 2, 3]
+        assert len(c) == 0
+
+
+@given(st.integers(1, 25), st.lists(st.tuples(st.booleans(), st.integers(0, 30)), min_size=10, max_size=200))
+@example(2, [(False, 1), (False, 2), (True, 1), (False, 3)])        # freq 1 at the head of S: to the ghost
+# 1 (freq 2) moves from S to M with freq 0, 2 becomes a ghost and returns to M; S is then empty, so the next
+# insert evicts from M: 1 (freq 0) goes, not 2
+@example(2, [(False, 1), (False, 2), (True, 1), (True, 1), (False, 3), (False, 2), (False, 4)])
+@example(20, [(False, k) for k in range(20)] + [(True, k) for k in range(0, 20, 3)] * 2 +
+         [(False, k) for k in range(20, 40)] + [(True, k) for k in range(0, 40, 2)] + [(False, k) for k in range(40, 60)])
+@example(2, [(False, 1), (False, 2), (True, 1), (True, 1), (False, 3), (True, 1), (False, 4), (False, 3),
+             (False, 5), (True, 1), (True, 1), (True, 1), (True, 1), (False, 6), (False, 7), (False, 6),
+             (False, 8)])                                            # M's second chances and the freq cap
+def test_s3fifo_matches_the_reference(cap, seq):
+    c, ref = make_policy("s3fifo", cap), RefS3FIFO(cap)
+    for is_lookup, k in seq:
+        if is_lookup:
+            assert c.lookup(k) == ref.lookup(k)
+        else:
+            assert c.insert(k) == ref.insert(k)
+        assert c.keys() == ref.s + ref.m
+        assert c.contains(k) == (k in ref.s or k in ref.m) and not c.contains(-1)
+
+
+def test_simulate_prefix_expires_idle_keys_before_each_request():
+    """FIFO, 2 slots, TTL 1 s: a@0, b@0.1, a@0.9 (hit; FIFO keeps a oldest), c@1.5 (b idle 1.4 s has expired
+    and frees its slot, so a is not evicted), a@1.6 (hit). Without the expiry pass c would evict a."""
+    from kvbench.sim.policies import simulate_prefix
+    from kvbench.stream.traces import Trace
+    import numpy as np
+
+    keys = np.array([1, 2, 1, 3, 1], dtype=np.uint64)
+    tr = Trace(np.array([0.0, 0.1, 0.9, 1.5, 1.6]), np.full(5, 16), np.ones(5, dtype=np.int64),
+               np.arange(6, dtype=np.int64), keys, 16, "t", "-")
+    s = simulate_prefix([tr], make_policy("fifo", 2, ttl_s=1.0))
+    assert (s.hit_blocks, s.block_refs, s.hit_ratio) == (2, 5, 0.4)
+    empty = Trace(np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64),
+                  np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.uint64), 16, "e", "-")
+    assert simulate_prefix([empty], make_policy("lru", 2)).hit_ratio == 0.0
+
+
+# A reuse gap exactly at the retention time is a hit, just over it a miss: the TTL boundary trace, tests/conftest.py
+
+
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_every_policy_keeps_a_block_idle_exactly_the_ttl(ttl_trace_file, policy):
+    tr = read_trace(ttl_trace_file)
+    s = simulate_prefix([tr], make_policy(policy, 100, ttl_s=TTL_S))
+    assert (s.hit_blocks, s.block_refs) == (TTL_HITS, TTL_REFS)
+    ratios, refs = policy_hit_ratios(tr, policy, [100], ttl_s=TTL_S)
+    assert ratios.tolist() == [TTL_HITS / TTL_REFS] and refs == TTL_REFS
+    c = make_policy(policy, 100, ttl_s=TTL_S)
+    c.insert(7, 1.0)
+    assert c.contains(7, 9.0) and not c.contains(7, 9.0 + 1e-9)
