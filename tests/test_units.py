@@ -4,6 +4,10 @@ import pytest
 
 from kvbench import units
 from kvbench.errors import UnitError
+from kvbench.cli._common import IO_SIZE
+from kvbench.cli._common import SIZE
+from kvbench.units import parse_rate
+from kvbench.units import parse_size
 
 
 @pytest.mark.parametrize("text,value", [
@@ -159,3 +163,19 @@ def test_boundaries_the_mutation_run_found_unpinned():
         units.parse_duration(True)
     assert units.format_bytes(1024) == "1 KiB" and units.format_bytes(1234567) == "1.18 MiB"   # binary, 3 digits
     assert units.format_duration(36000.0, digits=5) == "10 h" and units.format_duration(1.23456) == "1.23 s"
+
+
+@pytest.mark.parametrize("text,capacity,io_size", [
+    ("4KB", 4000, 4096), ("4kB", 4000, 4096), ("1MB", 10**6, 1 << 20), ("2TB", 2 * 10**12, 2 << 40),
+    ("4k", 4096, 4096), ("4K", 4096, 4096), ("4KiB", 4096, 4096), ("64GiB", 64 << 30, 64 << 30), ("512", 512, 512),
+])
+def test_io_sizes_read_kb_1024_based_and_capacities_si(text, capacity, io_size):
+    assert parse_size(text) == capacity and parse_size(text, kb_base=1024) == io_size
+    assert SIZE.convert(text, None, None) == capacity and IO_SIZE.convert(text, None, None) == io_size
+
+
+def test_rates_follow_the_same_rule():
+    assert parse_rate("100MB/s") == 100e6 and parse_rate("100MB/s", kb_base=1024) == 100 * 2**20
+    assert parse_rate("400Gb/s", kb_base=1024) == 50e9            # a link's bits stay decimal
+    with pytest.raises(ValueError):
+        parse_size("4k", kb_base=1001)

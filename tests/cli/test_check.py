@@ -189,3 +189,52 @@ def test_check_loads_the_prefix_bytes_of_a_sliding_window_model(cli):
         assert out["bytes_for_tokens"][str(n)] == expect
         assert out["tiers"]["t"]["load_s"][str(n)] == pytest.approx(expect / 1e9)
     assert out["bytes_per_token"] == 36_864
+
+
+def _json_object(r):
+    assert r.exit_code == 0, r.output
+    return json.loads(r.output[r.output.index("{"):])
+
+
+def test_check_kv_dtype_halves_the_bytes_and_moves_n_star(cli):
+    """llama-3.1-8b KV at fp8 is 65,536 B/token (bf16: 131,072). Recompute 10k tok/s saves 1e-4 s/token; a
+    1 GB/s, 1 ms tier loads fp8 KV at 6.5536e-5 s/token: wins when 1e-4 n > 1e-3 + 6.5536e-5 n, i.e.
+    n > 29.02 -> n* = 30. At bf16 it loads at 1.31e-4 s/token > 1e-4: never."""
+    args = ["check", "--recompute-tokens-per-s", "10000", "--model", "llama-3.1-8b", "--tier", "t=1GB/s,1ms",
+            "--json"]
+    fp8 = _json_object(cli(*args, "--kv-dtype", "fp8"))
+    assert fp8["bytes_per_token"] == 65536 and fp8["kv_dtype"] == "fp8"
+    assert fp8["tiers"]["t"]["break_even_tokens"] == 30
+    bf16 = _json_object(cli(*args))
+    assert bf16["bytes_per_token"] == 131072 and bf16["tiers"]["t"]["break_even_tokens"] is None
+    r = cli(*args, "--kv-dtype", "fp7")
+    assert r.exit_code == 2 and "fp7" in r.output and r.output.count("\n") == 1
+
+
+def test_check_refuses_a_profile_and_a_run_of_different_models(cli, tmp_path):
+    from tests.analysis.test_recompute import REQUESTS, write_run
+
+    root = write_run(tmp_path / "run", requests=REQUESTS)            # a replay of tiny-gqa
+    r = cli("check", "--profile", "llama-3.1-8b-h200-trtllm-fp8", "--run", root)
+    assert r.exit_code == 2 and "replayed tiny-gqa but the check would use llama-3.1-8b" in r.output
+    assert "give a profile of tiny-gqa" in r.output
+    r = cli("check", "--profile", "llama-3.1-8b-h200-trtllm-fp8", "--run", root, "--model", "tiny-gqa", "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["model"] == "tiny-gqa"      # chosen on purpose
+
+
+def _stdout_json(r):
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout[r.stdout.index("{"):])
+
+
+def test_check_json_has_a_top_level_verdict(cli):
+    d = _stdout_json(cli("check", "--recompute-tokens-per-s", "9200", "--model", "deepseek-v3",
+                  "--tier", "fast=13GB/s,80us", "--tier", "slow=0.05GB/s,50ms", "--json"))
+    v = d["verdict"]
+    # fast: 70,272 B/token at 13 GB/s = 5.4 us/token against 109 us/token recompute -> loads from n* on
+    assert v["tiers"] == {"fast": "load", "slow": "recompute"} and v["decision"] == "load"
+    assert v["best_tier"] == "fast" and v["break_even_tokens"] == d["tiers"]["fast"]["break_even_tokens"]
+    assert v["lines"] == [d["tiers"]["fast"]["verdict"], d["tiers"]["slow"]["verdict"]]
+    d = _stdout_json(cli("check", "--recompute-tokens-per-s", "9200", "--model", "deepseek-v3",
+                  "--tier", "slow=0.05GB/s,50ms", "--json"))
+    assert d["verdict"]["decision"] == "recompute" and d["verdict"]["best_tier"] is None

@@ -10,6 +10,9 @@ import click
 
 import kvbench.cli
 from kvbench.cli import COMMANDS, main
+import pytest
+from kvbench.cli._common import IO_SIZE
+from kvbench.cli._common import SIZE
 
 
 def _all_commands(group, prefix=()):
@@ -62,3 +65,30 @@ def test_models_bad_tp_is_one_line(cli):
     r = cli("models", "--tp", "3")
     assert r.exit_code == 2
     assert r.output.count("\n") == 1 and "error" in r.output and "Traceback" not in r.output
+
+
+@pytest.mark.parametrize("cmd", [["mrc", "mooncake-sample"], ["replay", "kv", "mooncake-sample", "--model",
+                                                               "tiny-gqa", "--l2", "1GiB", "--dry-run"]])
+def test_ttl_without_a_unit_is_refused_with_one_line(cli, cmd, tmp_path):
+    r = cli(*cmd, "--ttl", "10", "--results", tmp_path) if cmd[0] == "replay" else cli(*cmd, "--ttl", "10")
+    assert r.exit_code == 2
+    assert "--ttl 10: give a unit, e.g. 10s, 10m or 10h" in r.output and "Traceback" not in r.output
+    ok = cli(*cmd, "--ttl", "10m", "--results", tmp_path) if cmd[0] == "replay" else cli(*cmd, "--ttl", "10m")
+    assert ok.exit_code == 0, ok.output
+
+
+def test_io_options_classified_by_the_rule():
+    """Every size option that is an I/O unit takes IO_SIZE; tiers, drives and regions keep SI."""
+    from kvbench.cli import main
+
+    ctx = __import__("click").Context(main)
+    io_units = {("io", "bs"), ("replay kv", "chunk_bytes"), ("replay kv", "segment_bytes"), ("replay engram", "page"),
+                ("ftl", "page_size"), ("ftl", "io_size"), ("ftl", "erase_block"), ("plan", "erase_block")}
+    for path in io_units:
+        cmd = main
+        for word in path[0].split():
+            cmd = cmd.get_command(ctx, word)
+        p = next(p for p in cmd.params if p.name == path[1])
+        assert p.type is IO_SIZE, path
+    io_cmd = main.get_command(ctx, "io")
+    assert next(p for p in io_cmd.params if p.name == "size").type is SIZE

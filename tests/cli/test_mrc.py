@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 from tests.conftest import TTL_S, TTL_HITS, TTL_REFS
+import pytest
 
 
 # A reuse gap exactly at the retention time is a hit, just over it a miss: the TTL boundary trace, tests/conftest.py
@@ -24,3 +25,36 @@ def test_mrc_and_replay_dry_run_keep_a_block_idle_exactly_the_ttl(cli, ttl_trace
     assert s["hit_blocks"] == TTL_HITS and s["blocks"] == TTL_REFS
     rows = np.loadtxt(s["run_dir"] + "/requests.csv", delimiter=",", skiprows=1, usecols=3, ndmin=1)
     assert rows.tolist() == [0, 2, 0, 1]
+
+
+def _json(r):
+    assert r.exit_code == 0, r.output
+    return json.loads(r.output[r.output.index("{"):])
+
+
+def test_mrc_field_mapping_and_time_unit(cli, tmp_path):
+    """A CSV trace with its own column names and millisecond times. Block 7 is reused after exactly 8,000 ms
+    and block 9 after 9,000 ms: with --ttl 8s the first is a hit, the second a miss (1 hit of 5 references
+    at capacity 10). Read as seconds (the default), both gaps are hours long: no hit."""
+    p = tmp_path / "t.csv"
+    p.write_text("t_ms,blocks,n_in,n_out\n0,7,512,1\n0,9,512,1\n8000,7,512,1\n9000,9,512,1\n9001,11,512,1\n")
+    base = ["mrc", p, "--format", "csv", "--field", "timestamp=t_ms", "--field", "hash_ids=blocks",
+            "--field", "input_length=n_in", "--field", "output_length=n_out", "--block-tokens", "512", "--capacities", "10", "--ttl", "8s",
+            "--json"]
+    ms = _json(cli(*base, "--time-unit", "ms"))
+    assert ms["references"] == 5 and ms["hit_ratio"] == [1 / 5]
+    s = _json(cli(*base, "--time-unit", "s"))
+    assert s["hit_ratio"] == [0.0]
+
+
+def _stdout_json(r):
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout[r.stdout.index("{"):])
+
+
+@pytest.mark.parametrize("policies", ["lru", "fifo", "lru,fifo,s3fifo"])
+def test_mrc_json_always_has_one_curve_per_policy(cli, policies):
+    d = _stdout_json(cli("mrc", "mooncake-sample", "--policy", policies, "--capacities", "100,1000", "--json"))
+    assert [c["policy"] for c in d["curves"]] == policies.split(",")
+    assert d["curves"][0]["hit_ratio"] == d["hit_ratio"]          # the top level is the first policy's curve
+    assert d["refs_per_s"] is None or d["refs_per_s"] > 0

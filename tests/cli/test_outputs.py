@@ -17,6 +17,7 @@ import pytest
 from kvbench.cli import main
 from kvbench.cli._common import OutputParam
 from kvbench.engine import safety
+import json
 
 # (io's --output-format json|json+ is fio's name for a format choice, not a file)
 WRITING_NAME = re.compile(r"^(-o|--output(?!-format$).*|--out|--out-.*|--report.*|--export.*|--save.*|--dump.*|"
@@ -199,3 +200,24 @@ def test_a_prefix_output_refuses_a_foreign_file_at_a_name_it_would_write(key, tm
     r = cli(*[a.format(tmp=tmp_path) for a in argv])
     assert r.exit_code == 2 and "was not written by kvbench" in r.output, r.output
     assert _files(tmp_path) == before
+
+
+def test_outputs_refuse_files_kvbench_did_not_write_unless_forced(cli, tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    r = cli("trace", "gen", "qa", "-n", "5", "-o", notes)
+    assert r.exit_code == 2 and f"{notes} exists and was not written by kvbench" in r.output
+    assert notes.read_text() == "my notes\n"
+    run = json.loads(cli("io", "--target", tmp_path / "t.img", "--size", "4MiB", "--runtime", "0",
+                         "--results", tmp_path / "res", "--json").stdout)["run_dir"]
+    r = cli("report", run, "-o", notes)
+    assert r.exit_code == 2 and "refusing to overwrite" in r.output and notes.read_text() == "my notes\n"
+    r = cli("io", "--target", tmp_path / "t.img", "--runtime", "0", "--export-iolog", notes,
+            "--results", tmp_path / "res2")
+    assert r.exit_code == 2 and notes.read_text() == "my notes\n" and not (tmp_path / "res2").exists()
+    # a file kvbench wrote may be rewritten; --force replaces the user's file
+    mine = tmp_path / "mine.jsonl"
+    assert cli("trace", "gen", "qa", "-n", "5", "-o", mine).exit_code == 0
+    assert cli("trace", "gen", "qa", "-n", "7", "-o", mine).exit_code == 0
+    assert cli("report", run, "-o", notes, "--force").exit_code == 0 and "<html" in notes.read_text()
+    assert cli("report", run, "-o", notes).exit_code == 0           # now kvbench's own file

@@ -11,6 +11,11 @@ from kvbench.cli import main as cli_main
 from kvbench.cli.run import size_tiers
 from kvbench.errors import TargetError
 from tests.report.helpers import assert_report_renders
+import os
+from kvbench.cli.run import _replay_progress
+from kvbench.cli.run import first_byte_notes
+from kvbench.qualify.probe import TierProbe
+from kvbench.replay.kv import LiveProgress
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -184,3 +189,50 @@ def test_the_store_removed_behind_the_job_hands_its_error_to_join(tmp_path, monk
     with pytest.raises(PermissionError, match="Permission denied"):
         th.join()
     th.join()                                     # raised once, then the thread is simply finished
+
+
+def test_run_refuses_a_tmpfs_store_and_zero_duration_before_starting(cli, tmp_path):
+    if not os.path.isdir("/dev/shm") or os.statvfs("/dev/shm").f_bsize == 0:
+        pytest.skip("no /dev/shm")
+    from kvbench.metrics.environment import mount_of
+    if (mount_of("/dev/shm") or {}).get("fstype") != "tmpfs":
+        pytest.skip("/dev/shm is not tmpfs here")
+    r = cli("run", "--l3", "/dev/shm/kvbench-test-l3.bin", "--results", tmp_path / "res")
+    assert r.exit_code == 2 and "--l3 /dev/shm/kvbench-test-l3.bin would be on tmpfs" in r.output
+    assert len(r.output.strip().splitlines()) == 1 and not (tmp_path / "res").exists()
+    r = cli("run", "--duration", "0", "--results", tmp_path / "res")
+    assert r.exit_code == 2 and "--duration 0 s must be > 0" in r.output and not (tmp_path / "res").exists()
+
+
+# --- what the terminal says: kvbench run's replay progress line and first-byte notes
+def test_run_progress_line_reads_the_live_progress_file(tmp_path):
+    job = tmp_path / "run-1"
+    job.mkdir()
+    assert "starting" in _replay_progress(job, 3.0, 60.0)
+    rep = job / "replay-kv-1"
+    rep.mkdir()
+    assert "simulating the first window" in _replay_progress(job, 9.0, 60.0)
+    live = LiveProgress(rep, trace_requests=4000)
+    live.window(1000, 1000, 2000)                    # 1,000 done, a window of 1,000 requests / 2,000 I/Os
+    live.on_second("dev")({"interval_s": 1.0, "iops": 1000.0, "bw_bytes_per_s": 2e9})   # half the window
+    live.write(force=True)
+    d = json.loads((rep / "progress.json").read_text())
+    assert d["requests_done"] == 1500 and d["trace_requests"] == 4000 and d["bytes"]["dev"] == 2e9
+    d["seconds"] = 10.0                               # fix the clock: 1,500 requests in 10 s, 2.5k left
+    (rep / "progress.json").write_text(json.dumps(d))
+    line = _replay_progress(job, 20.0, 60.0)
+    assert "1,500 / 4,000 requests (38%)" in line and "store (L3) 0.20 GB/s" in line
+    assert "ETA 17 s (trace at this rate)" in line                        # 2,500 / 150 per s < 50 s budget
+    assert "ETA 15 s (time budget)" in _replay_progress(job, 20.0, 25.0)
+    assert "time budget used" in _replay_progress(job, 20.0, 10.0)
+    assert "first window" not in line
+
+
+def test_first_byte_difference_between_probe_and_check_is_named():
+    probe = TierProbe("l3", path="/var/tmp/s", first_byte_s=40e-6, bandwidth_bytes_per_s=2e9, io_size=1 << 20, qd=32,
+                      first_byte_lat_us={}, bandwidth_lat_us={})
+    same = {"l3": {"latency_s": 41e-6, "source": "given"}}
+    assert first_byte_notes([probe], same) == []
+    notes = first_byte_notes([probe], {"l3": {"latency_s": 9.11e-3, "source": "fit to l3's load times"}})
+    assert len(notes) == 1
+    assert "probe 40 us" in notes[0] and "QD1" in notes[0] and "9.11 ms" in notes[0] and "queueing" in notes[0]

@@ -399,3 +399,86 @@ def test_criteria_compare_at_the_threshold_and_by_kind():
     assert got.outcome == "not-measured" and got.value is None and "not a result table" in got.reason
     line = CriterionResult("t", "w", "lat_us.p99", "<=", 5000.0, None, "not-measured", "absent").line()
     assert line.startswith("NOT-MEASURED  t: lat_us.p99 = - (need <= ") and line.endswith("; absent")
+
+
+QUAL = """
+name = "tiny-drive"
+[drive]
+rated_iops = 1e12
+[precondition]
+fill_passes = 1
+fill_bs = "128k"
+bs = "4k"
+qd = 8
+round_s = 0.2
+max_rounds = 5
+min_rounds = 5
+[[workload]]
+name = "reads"
+kind = "io"
+rw = "randread"
+bs = "4k"
+qd = 4
+runtime = 0.3
+[[criterion]]
+name = "steady state reached"
+workload = "precondition"
+metric = "steady_state.reached"
+equals = true
+[[criterion]]
+name = "read IOPS at the drive's rating"
+workload = "reads"
+metric = "iops"
+min = "drive.rated_iops"
+"""
+
+
+def test_qualify_drive_override_and_skip_precondition(cli, tmp_path, monkeypatch):
+    """--skip-precondition runs no precondition steps (its criterion is skipped, listed apart); --drive
+    replaces the profile's drive facts that thresholds name (rated_iops 1e12 fails, 1 passes)."""
+    monkeypatch.chdir(tmp_path)
+    prof = tmp_path / "q.toml"
+    prof.write_text(QUAL)
+    args = ["qualify", prof, "--target", tmp_path / "d.img", "--size", "16MiB", "--skip-precondition", "--json",
+            "-o", tmp_path / "q.html"]
+    r = cli(*args, "--drive", "rated_iops=1")
+    assert r.exit_code == 0, r.output                      # a skipped criterion is listed, not failed
+    s = json.loads(r.stdout)
+    assert "precondition" not in s["parts"] and "reads" in s["parts"]
+    q = json.loads((tmp_path / s["run_dir"] / "qualify.json").read_text())
+    verdict = {c["name"]: c for c in q["criteria"]}
+    assert verdict["read IOPS at the drive's rating"]["passed"] is True
+    assert verdict["read IOPS at the drive's rating"]["threshold"] == 1.0
+    assert verdict["steady state reached"]["outcome"] == "skipped" and s["verdict"] == "pass"
+    assert q["drive"]["rated_iops"] == 1.0
+    r = cli(*args)                                          # the profile's own rating (1e12 IOPS): fails too
+    q = json.loads((tmp_path / json.loads(r.stdout)["run_dir"] / "qualify.json").read_text())
+    assert {c["name"]: c["passed"] for c in q["criteria"]}["read IOPS at the drive's rating"] is False
+    r = cli(*args, "--drive", "rated_iops")
+    assert r.exit_code == 2 and "KEY=VALUE" in r.output
+
+
+def test_shipped_profile_dwpd_criterion_follows_drive_override():
+    """kv-cache-offload judges the plan's required DWPD against drive.rated_dwpd (1.0 in the profile): a
+    workload needing 2 DWPD fails as shipped and passes with --drive rated_dwpd=3."""
+    from kvbench.qualify.criteria import evaluate
+    from kvbench.qualify.profile import load_qualify_profile
+
+    p = load_qualify_profile("kv-cache-offload")
+    crit = [c for c in p.criteria if c.threshold == "drive.rated_dwpd"]
+    assert len(crit) == 1 and p.drive["rated_dwpd"] == 1.0
+    results = {crit[0].workload: {"deployment": {"dwpd_rating_equivalent_per_drive": 2.0}}}
+    assert evaluate(crit, results, p.drive)[0].passed is False
+    assert evaluate(crit, results, {**p.drive, "rated_dwpd": 3.0})[0].passed is True
+    assert p.precondition is not None and p.precondition.max_range == 0.2     # what --skip-precondition skips
+
+
+def test_qualify_precondition_block_sizes_are_io_sizes():
+    """A profile's precondition bs/fill_bs follow the I/O-size rule (4KB = 4,096 B); its drive capacity stays SI."""
+    from kvbench.qualify.profile import parse_profile, validate_drive
+
+    prof = parse_profile({"name": "t", "precondition": {"bs": "4KB", "fill_bs": "1MB"},
+                          "workload": [{"name": "w", "kind": "io", "rw": "randread"}],
+                          "criterion": [{"name": "c", "workload": "w", "metric": "iops", "min": 1}]}, "t.toml")
+    assert prof.precondition.bs == 4096 and prof.precondition.fill_bs == 1 << 20
+    assert validate_drive({"capacity": "7.68TB"})["capacity"] == 7_680_000_000_000

@@ -351,3 +351,32 @@ def test_cli_foreign_profile_without_scaling_is_one_line(cli, tmp_path):
             "--compute", "deepseek-v3-h800-production", "--dry-run", "--results", tmp_path / "res")
     assert r.exit_code == 2 and r.output.count("\n") == 1
     assert "not engram preset engram-27b's backbone" in r.output and "--compute-scaling active-params" in r.output
+
+
+def _json(r):
+    assert r.exit_code == 0, r.output
+    return json.loads(r.output[r.output.index("{"):])
+
+
+def test_replay_engram_prefill_mode_steps_chunks(cli, tmp_path):
+    """8,192 tokens over a batch of 4: decode steps one token per sequence (2,048 steps of 4 x 32 = 128 row
+    lookups); prefill --chunk 16 steps 16 tokens per sequence (128 steps of up to 4 x 16 x 32 = 2,048 rows)."""
+    base = ["replay", "engram", "--preset", "engram-27b", "--zipf", "1.0", "--tokenizer", "utf8-bytes",
+            "--tokens", "8192", "--batch", "4", "--seq-len", "64", "--dram", "1MiB", "--dry-run", "--json",
+            "--results", tmp_path]
+    dec = _json(cli(*base))
+    pre = _json(cli(*base, "--mode", "prefill", "--chunk", "16"))
+    assert dec["steps"] == 2048 and pre["steps"] == 128
+    assert dec["rows_per_step"] <= 128 and pre["rows_per_step"] <= 2048
+    assert pre["rows_per_step"] > 15 * dec["rows_per_step"]        # 16x the tokens per step, few repeats
+
+
+def test_engram_windows_and_zipf_source_read_unambiguously(cli, tiny_preset, tmp_path):
+    r = cli("replay", "engram", "--preset", tiny_preset, "--zipf", 1.1, "--tokens", 4096, "--batch", 4,
+            "--seq-len", 256, "--layer-us", 57, "--dram", "8KiB", "--dry-run", "--results", tmp_path)
+    assert r.exit_code == 0, r.output
+    tokens = next(ln for ln in r.output.splitlines() if ln.startswith("tokens"))
+    assert "synthetic Zipf(1.1)" in tokens and " via " not in tokens
+    window = next(ln for ln in r.output.splitlines() if ln.startswith("window"))
+    assert "Engram layer 1:" in window and "Engram layer 2:" in window and ", " not in window.split(":", 1)[1]
+    assert window.count(" us") == 2

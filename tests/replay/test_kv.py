@@ -17,6 +17,13 @@ from kvbench.errors import VerifyError
 from kvbench.replay.kv import ReplayConfig, add_fences, block_tags, replay_kv
 from kvbench.sim.policies import make_policy, simulate_prefix
 from tests.conftest import write_mooncake
+from tests.conftest import REPO
+import signal
+import sys
+import time
+from kvbench.replay.kv import LiveProgress
+from kvbench.replay.kv import coverage_line
+from kvbench.replay.kv import replayed_fraction
 
 BLOCK = 262144          # tiny-gqa: 512 B/token x 512-token Mooncake blocks
 
@@ -389,3 +396,186 @@ def test_a_dry_runs_windows_are_large_and_their_size_changes_nothing(tmp_path, m
     cfg = ReplayConfig(trace="t", model="m", dry_run=True)
     assert kv._Windows(cfg, None, 64, plans=False).block_limit == kv._Windows.SIM_ONLY_BLOCKS == 1 << 14
     assert kv._Windows(cfg, None, 64).block_limit == 262144 // 64
+
+
+# --- --no-promote and Ctrl-C during a replay, expected values by hand in each docstring
+def _json_object(r):
+    assert r.exit_code == 0, r.output
+    return json.loads(r.output[r.output.index("{"):])
+
+
+def test_replay_no_promote_leaves_l3_hits_in_l3(cli, tmp_path):
+    """L2 holds 1 block, L3 4, write-through. [1] [2] [1] [1]: the 3rd request finds block 1 only in L3.
+    Promoting copies it up (1 promote write into L2, the 4th request hits L2); --no-promote leaves it (the
+    4th request reads L3 again)."""
+    tr = write_mooncake(tmp_path / "t.jsonl", [(0, [1]), (1000, [2]), (2000, [1]), (3000, [1])])
+    base = ["replay", "kv", tr, "--model", "tiny-gqa", "--l2", str(BLOCK), "--l3", tmp_path / "s.store",
+            "--l3-capacity", str(4 * BLOCK), "--dry-run", "--json", "--results", tmp_path / "res"]
+    up = _json_object(cli(*base))
+    stay = _json_object(cli(*base, "--no-promote"))
+    assert (up["tiers"]["l2"]["blocks"]["promote_writes"], up["tiers"]["l2"]["hit_blocks"],
+            up["tiers"]["l3"]["hit_blocks"]) == (1, 1, 1)
+    assert (stay["tiers"]["l2"]["blocks"]["promote_writes"], stay["tiers"]["l2"]["hit_blocks"],
+            stay["tiers"]["l3"]["hit_blocks"]) == (0, 0, 2)
+    assert up["hit_blocks"] == stay["hit_blocks"] == 2
+
+
+def test_replay_ctrl_c_writes_results_and_exits_130(tmp_path):
+    """SIGINT during an open-loop replay on a file: exit 130, summary 'interrupted', requests.csv holds the
+    requests that ran and no more."""
+    store = Path("/var/tmp") / f"kvbench-ctrlc-{os.getpid()}"
+    store.mkdir(exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    p = subprocess.Popen([sys.executable, "-m", "kvbench", "replay", "kv", "mooncake-sample", "--model", "tiny-gqa",
+                          "--l3", str(store / "s.store"), "--l3-capacity", "32MiB", "--speed", "1", "--json",
+                          "--results", str(tmp_path / "res")], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        summary = None
+        for _ in range(600):                   # until the replay has started (its first partial summary)
+            found = list((tmp_path / "res").glob("replay-kv-*/summary.json"))
+            if found:
+                summary = found[0]
+                break
+            assert p.poll() is None, p.communicate()
+            time.sleep(0.1)
+        assert summary is not None, "no partial summary appeared"
+        time.sleep(3)                          # let it issue a few requests (at speed 1 the trace lasts 272 s)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+        for f in store.iterdir():
+            f.unlink()
+        store.rmdir()
+    assert p.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+    s = json.loads(summary.read_text())
+    # the summary counts the simulated windows whole (as the tier counters do); requests_not_issued did not run
+    assert s["status"] == "interrupted" and s["requests"] - s.get("requests_not_issued", 0) < 1000
+    csv = summary.parent / "requests.csv"
+    if s["requests"]:
+        assert len(csv.read_text().splitlines()) == s["requests"] + 1
+    else:                                      # stopped before any request: nothing claimed, nothing written
+        assert not csv.exists() or len(csv.read_text().splitlines()) <= 1
+
+
+MiB = 1 << 20
+
+
+def test_replay_kv_json_prints_the_error_object_on_failure(cli, tmp_path):
+    r = cli("replay", "kv", "mooncake-sample", "--model", "llama-3.1-8b", "--l3", tmp_path / "s.img",
+            "--json", "--results", tmp_path / "res")
+    assert r.exit_code == 2
+    obj = json.loads(r.stdout)
+    assert obj["status"] == "failed" and obj["kind"] == "replay-kv"
+    assert "needs --l3-capacity" in obj["error"] and obj["fix"].startswith("give e.g.")
+
+
+def test_replay_summary_counts_what_the_tiers_counted(cli, tmp_path):
+    """A run cut by --duration: the summary's requests and hits agree with the tier counters."""
+    r = cli("replay", "kv", "mooncake-sample", "--model", "llama-3.1-8b", "--l2", "640MiB",
+            "--closed-loop", "--duration", "0.3s", "--verify", "off", "--json", "--results", tmp_path / "res")
+    assert r.exit_code == 0, r.output
+    s = json.loads(r.stdout)
+    l2 = s["tiers"]["l2"]
+    assert s["hit_blocks"] == l2["hit_blocks"] == l2["blocks"]["hit_reads"]
+    blocks = l2["blocks"]["hit_reads"] + l2["blocks"]["create_writes"] + l2["blocks"]["promote_writes"]
+    assert s["blocks"] == blocks                     # every simulated block is a hit read or a created block
+    reqs = (Path(s["run_dir"]) / "requests.csv").read_text().splitlines()
+    assert len(reqs) - 1 == s["requests"] and s["requests_not_issued"] <= s["requests"]
+
+
+def test_replay_capacities_mean_what_they_say(cli, tmp_path):
+    """--l2 2GiB allocated a 6 GiB arena and --l3-capacity 8GiB a 12 GiB file: 64 spare 64 MiB slots. A tier of X
+    bytes caches X bytes; the L3 store's spare slots (reads in flight at QD32 of 1 MiB chunks: ceil(32 x 1 MiB /
+    64 MiB) + 1 = 2) are on top, stated, and in the file; the DRAM arena copies synchronously: none."""
+    r = cli("replay", "kv", "mooncake-sample", "--model", "llama-3.1-8b", "--l2", "512MiB",
+            "--l3", tmp_path / "s.img", "--l3-capacity", "1GiB", "--max-requests", "2", "--verify", "off",
+            "--closed-loop", "--json", "--results", tmp_path / "res")
+    assert r.exit_code == 0, r.output
+    s = json.loads(r.stdout)
+    assert s["tiers"]["l2"]["footprint_bytes"] == 512 * MiB and s["tiers"]["l3"]["footprint_bytes"] == 18 * 64 * MiB
+    assert os.path.getsize(tmp_path / "s.img") == 18 * 64 * MiB
+    assert (s["tiers"]["l2"]["capacity_blocks"], s["tiers"]["l3"]["capacity_blocks"]) == (8, 16)
+    assert "the store adds 2 spare slots (128 MiB) on top" in s["tiers"]["l3"]["store"]
+    assert "no spare slots" in s["tiers"]["l2"]["store"]
+
+
+def test_replay_l2_arena_larger_than_free_memory_is_refused_before_allocation(cli, tmp_path):
+    import psutil
+
+    too_big = (psutil.virtual_memory().available // (64 * MiB) + 64) * 64 * MiB
+    r = cli("replay", "kv", "mooncake-sample", "--model", "llama-3.1-8b", "--l2", str(too_big),
+            "--results", tmp_path / "res")
+    assert r.exit_code == 2 and "memory available" in r.output and not (tmp_path / "res").exists()
+
+
+def test_ctrl_c_during_a_replay_with_l2_is_honoured_promptly(tmp_path):
+    """Ctrl-C was honoured only when --duration ran out when an L2 arena ran beside the device."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    p = subprocess.Popen([sys.executable, "-m", "kvbench", "replay", "kv", "mooncake-sample", "--model",
+                          "llama-3.1-8b", "--l2", "256MiB", "--l3", str(tmp_path / "s.img"), "--l3-capacity",
+                          "512MiB", "--closed-loop", "--duration", "120s", "--json",
+                          "--results", str(tmp_path / "res")], env=env, cwd=tmp_path,
+                         stdout=subprocess.PIPE, stderr=open(tmp_path / "err.txt", "w"), text=True)
+    try:
+        for _ in range(1200):              # wait until the replay runs (targets open, run folder made)
+            if list((tmp_path / "res").glob("*/summary.json")):
+                break
+            time.sleep(0.1)
+        time.sleep(1.0)
+        p.send_signal(signal.SIGINT)
+        out, _ = p.communicate(timeout=110)       # before the fix: only when --duration (120 s) ran out
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 130, (tmp_path / "err.txt").read_text()[-3000:]
+    s = json.loads(out)
+    assert s["status"] == "interrupted" and s["elapsed_s"] < 100
+
+
+def test_replay_whose_device_read_less_than_the_engine_is_not_measured():
+    from kvbench.replay.kv import _counters_disagree
+
+    assert _counters_disagree({"device": "vda", "read_bytes": 10 * MiB}, 10 * MiB) is None
+    assert _counters_disagree({"device": "vda", "read_bytes": 50 * MiB}, 10 * MiB) is None   # others read too
+    assert _counters_disagree(None, 10 * MiB) is None and _counters_disagree({"read_bytes": 0}, 0) is None
+    why = _counters_disagree({"device": "loop3", "read_bytes": 200 * MiB}, 85 * 1024 * MiB)
+    assert why.startswith("the O_DIRECT bypass check failed: /dev/loop3 read 209,715,200 bytes")
+
+
+def test_live_progress_survives_an_unwritable_folder(tmp_path):
+    live = LiveProgress(tmp_path / "gone", trace_requests=10)
+    live.window(0, 10, 10)                            # the folder does not exist: no exception, no file
+    assert not (tmp_path / "gone").exists()
+
+
+# --- coverage that is true: requests issued over the requests in the trace, said as such
+def test_coverage_is_requests_issued_over_requests_in_the_trace():
+    assert coverage_line(1182, 3993, 60) == "1,182 of 3,993 requests replayed (30%) in 60 s"
+    assert replayed_fraction(1182, 3993) == 1182 / 3993
+    assert coverage_line(3, 3993) == "3 of 3,993 requests replayed (<1%)" and replayed_fraction(0, 0) is None
+
+
+def test_a_replay_of_part_of_the_trace_says_how_much(cli, tmp_path):
+    from kvbench.stream.traces import read_trace
+
+    tr = read_trace("mooncake-sample")
+    base = ["replay", "kv", "mooncake-sample", "--model", "tiny-gqa", "--l2", "16MiB", "--l3", tmp_path / "s.img",
+            "--l3-capacity", "64MiB", "--json", "--results", tmp_path]
+    # open loop for 1 s of trace time (an open-loop replay takes it in real time): only the requests arriving in
+    # it (8 of the sample's 1,000) are simulated, the trace has more
+    r = cli(*base, "--duration", "1s")
+    assert r.exit_code == 0, r.output
+    s = json.loads(r.stdout)
+    arrived = int((tr.timestamp_s < 1.0).sum())
+    assert s["trace_requests"] == tr.n_requests > s["requests"] == arrived > 0
+    assert s["requests_issued"] == s["requests"] - s["requests_not_issued"]
+    assert s["replayed_fraction"] == s["requests_issued"] / tr.n_requests < 1       # not simulated / simulated
+    on_disk = json.loads((Path(s["run_dir"]) / "summary.json").read_text())
+    assert on_disk["replayed_fraction"] == s["replayed_fraction"]
+    # --max-requests N: the trace asked for is its first N requests
+    s = json.loads(cli(*base, "--max-requests", "7", "--closed-loop").stdout)
+    assert s["trace_requests"] == 7 and s["replayed_fraction"] == s["requests_issued"] / 7

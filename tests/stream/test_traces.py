@@ -253,3 +253,21 @@ def test_trace_type_sits_outside_the_readers_import_circle():
     for name in ("sampling.py", "synth.py"):
         assert "kvbench.stream.traces" not in kvbench_imports(root / name), name
     assert traces.Trace is tmod.Trace
+
+
+def test_trace_errors_name_the_real_problem(cli, tmp_path):
+    body = b"".join(json.dumps({"timestamp": i, "input_length": 512, "output_length": 1,
+                                "hash_ids": [i]}).encode() + b"\n" for i in range(2000))
+    bad = bytearray(gzip.compress(body))
+    bad[20:60] = b"\x00" * 40                       # valid magic, broken deflate data
+    (tmp_path / "bad.jsonl.gz").write_bytes(bytes(bad))
+    r = cli("trace", "stats", tmp_path / "bad.jsonl.gz")
+    assert r.exit_code == 2 and "corrupt gzip data" in r.output and "internal error" not in r.output
+    assert len(r.output.strip().splitlines()) == 1
+    r = cli("trace", "stats", "/dev/null")
+    assert r.exit_code == 2 and "/dev/null is not a regular file" in r.output and "not found" not in r.output
+    (tmp_path / "o.jsonl").write_text('{"timestamp": 5, "input_length": 512, "output_length": 1, "hash_ids": [1]}\n'
+                                      '{"timestamp": 1, "input_length": 512, "output_length": 1, "hash_ids": [2]}\n')
+    r = cli("trace", "stats", tmp_path / "o.jsonl")
+    assert r.exit_code == 2 and "out-of-order timestamp" in r.output and "--sort" in r.output
+    assert "--order keep" not in r.output

@@ -10,11 +10,10 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.conftest import REPO
 BENCH = REPO / "benchmarks"
 sys.path.insert(0, str(BENCH))
 

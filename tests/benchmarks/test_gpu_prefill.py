@@ -6,13 +6,12 @@ import importlib.util
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from kvbench.compute.profile import load_profile
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.conftest import REPO
 
 
 @pytest.mark.slow
