@@ -502,7 +502,7 @@ def _tradeoff_at(trace, planned_blocks: int, policies=("all",), bb: int = 1000, 
 
 
 def test_admission_answer_holds_the_rate_where_the_planned_tier_does_not_turn_over():
-    """The six requests of tests/analysis/test_residence.py (blocks 1 2 1 1 3 2 at t = 0..5) at a planned 2 blocks:
+    """The six requests of tests/analysis/curves/test_residence.py (blocks 1 2 1 1 3 2 at t = 0..5) at a planned 2 blocks:
     the tier fills at t = 4 and writes 1 block after it (projection 1 block/s), fewer than 2: not turned over. No
     smaller capacity was asked, so 1 block is simulated (2 / 2): it turns over at 0.75 blocks/s (3 misses of the 4
     references after its fill, at 1 reference/s), T 4/3 s, the longest shown; the answer holds it: 750 B/s, DWPD
