@@ -55,7 +55,15 @@ MODULES: dict[str, tuple[str, list[str]]] = {
                      "tests/sim/test_tiers.py::test_single_lru_tier_equals_the_exact_curve",
                      "tests/sim/test_tiers.py::test_tier_simulation_keeps_a_block_idle_exactly_the_ttl",
                      "tests/sim/test_policies.py::test_every_policy_keeps_a_block_idle_exactly_the_ttl",
-                     "tests/cli/test_mrc.py"]),
+                     "tests/cli/test_mrc.py", "tests/analysis/curves/test_residence.py",
+                     "tests/sim/test_rowcache.py::test_stack_distances_hand_computed"]),
+    # the streaming exact LRU stack (owns lru_feed's arrays, grows them when the kernel asks)
+    "curves.stack": ("kvbench/analysis/curves/stack.py",
+                     ["tests/analysis/curves/test_stack.py", "tests/analysis/curves/test_profile.py",
+                      "tests/sim/test_policies.py::test_every_policy_keeps_a_block_idle_exactly_the_ttl"]),
+    # the miniature replay's key sample rate (the store at the exact curve's knee)
+    "curves.miniature": ("kvbench/analysis/curves/miniature.py",
+                         ["tests/stream/test_sampling.py::test_rate_lands_the_store_at_the_knee_of_the_exact_curve"]),
     "ftl": ("kvbench/analysis/ftl.py", ["tests/analysis/test_ftl.py"]),
     "trace_waf": ("kvbench/analysis/trace_waf.py", ["tests/analysis/test_trace_waf.py"]),
     "policies": ("kvbench/sim/policies.py",
