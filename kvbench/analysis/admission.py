@@ -32,7 +32,10 @@ DEFAULT_BUDGET_REFS = 120_000_000     # ~20-40 s of the compiled simulation on a
 
 @dataclass(frozen=True)
 class TierRun:
-    """One tier, one policy, one capacity over a whole trace (counts in blocks, times in trace seconds)."""
+    """One tier, one policy, one capacity over a whole trace (counts in blocks, times in trace seconds).
+
+    A point, not a curve: not a :class:`~kvbench.analysis.curves.protocol.HitRatioCurve` (the admission sweep's
+    curve is its list of runs, one per capacity, each simulated under its policy)."""
 
     admission: str
     capacity_blocks: int

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+from kvbench.analysis.curves.protocol import HitRatioCurve
 from kvbench.analysis.endurance import (Rating, drives_within_rating, dwpd, endurance, bytes_per_day,
                                         rating_equivalent_dwpd, residence_s)
 from kvbench.errors import SpecError
@@ -94,7 +95,7 @@ def parse_deployment(text: str) -> Deployment:
     return Deployment(gpus=count("gpus"), drives=count("drives"), drive_capacity_bytes=float(cap), utilization=util)
 
 
-def scale(dep: Deployment, *, tokens_per_s_per_gpu: float, hit_curve, trace_rate: float, tokens_per_request: float,
+def scale(dep: Deployment, *, tokens_per_s_per_gpu: float, hit_curve: HitRatioCurve, trace_rate: float, tokens_per_request: float,
           blocks_per_request: float, block_tokens: int, block_bytes: int, bytes_per_token: float,
           waf: float, reference_waf: float, store_fill: float = 1.0, sample_rate: float = 1.0) -> dict:
     """The deployment's request rate, hit ratio and per-drive write rate and DWPD (host and rating-equivalent).

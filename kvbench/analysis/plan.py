@@ -24,6 +24,7 @@ import numpy as np
 
 from kvbench.analysis.curves import capacity as cap
 from kvbench.analysis.curves import residence as res
+from kvbench.analysis.curves.protocol import HitRatioCurve
 from kvbench.analysis.endurance import (SECONDS_PER_DAY, bytes_per_day, drive_bill, dwpd, dwpd_at_residence,
                                         endurance_residence_s, residence_s)
 from kvbench.analysis.cost import (Prices, dram_usd_per_day, gpu_usd_per_day, ssd_usd_per_day,
@@ -159,7 +160,7 @@ def steady_at(steady: res.SteadyCurve, capacity_bytes: float, sc: _Scale) -> dic
             "basis": basis}
 
 
-def capacity_curve(steady, hit_curve, capacities_bytes, sc: _Scale) -> list[dict]:
+def capacity_curve(steady, hit_curve: HitRatioCurve, capacities_bytes, sc: _Scale) -> list[dict]:
     """The contract's ``capacity_curve``: hit ratio, steady write rate, DWPD, residence per capacity."""
     rows = []
     for cb in capacities_bytes:
@@ -188,7 +189,7 @@ def default_capacities(steady, sc: _Scale, points: int = 24) -> list[float]:
     return [float(x) for x in np.unique(np.round(np.geomspace(sc.bytes(1), top, points)))]
 
 
-def retention_row(steady, hit_curve, retention_s: float, sc: _Scale) -> dict:
+def retention_row(steady, hit_curve: HitRatioCurve, retention_s: float, sc: _Scale) -> dict:
     """The contract's ``retention``: the smallest tier keeping KV for ``retention_s``, its DWPD and hit ratio."""
     r = res.residence_for(steady, retention_s, time_scale=sc.time_scale, copies=sc.copies)
     cb = r["capacity_bytes"]
@@ -230,7 +231,7 @@ def loading_wins(steady, trace, capacity_blocks: float, inequality, tier, sample
             "requests_with_hits": int(np.count_nonzero(tokens > 0)), "requests_loading_wins": int(wins.sum())}
 
 
-def size_drive_class(cls, *, steady, hit_curve, sc: _Scale, need_bytes: float, need_reason: str, waf: float,
+def size_drive_class(cls, *, steady, hit_curve: HitRatioCurve, sc: _Scale, need_bytes: float, need_reason: str, waf: float,
                      store_fill: float, dram_bytes: float, prices: Prices, tokens_per_day: float,
                      hit_tokens_per_day_at, tokens_per_s: float, wins_at=None) -> dict:
     """One drive class: the capacity that meets the need and the rating, which binds, DWPD, lifetime, the bill."""
@@ -420,7 +421,7 @@ class _Ctx:
 
     trace: object
     steady: res.SteadyCurve
-    hit_curve: cap.HitCurve
+    hit_curve: HitRatioCurve
     sc: _Scale
     opt: PlanOptions
     prices: Prices
@@ -507,7 +508,7 @@ def _profile(trace, warmup):
 
     p = exact_profile(trace, warmup=warmup)
     if p.sample_rate < 1.0:
-        p = replace(p, steps=np.rint(p.steps * p.sample_rate))
+        p = replace(p, steps=np.rint(p.steps * p.sample_rate), capacity_scale=1.0 / p.sample_rate)
     return p
 
 

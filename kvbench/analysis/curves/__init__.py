@@ -2,6 +2,9 @@
 
 Modules (import them by name; this package re-exports nothing, so an import names where a thing lives):
 
+- :mod:`~kvbench.analysis.curves.protocol` -- :class:`HitRatioCurve`, the protocol every hit-ratio curve type
+  declares (hit ratio at capacities in blocks, the infinite-cache ratio, the references, the key sample rate and
+  whose blocks the capacities are), and why each of the types is one of its own.
 - :mod:`~kvbench.analysis.curves.kernels` -- the compiled (numba) sequential kernels: the one per-reference
   stack-distance engine (``stack_distances``), its streaming histogram form (``lru_feed``) and fixed-size SHARDS.
 - :mod:`~kvbench.analysis.curves.stack` -- ``LRUStack``: the exact streaming LRU stack-distance histogram that

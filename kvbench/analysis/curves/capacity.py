@@ -4,7 +4,8 @@
 
 A curve is a non-decreasing step function ``hit(C)`` over capacities in blocks (the exact LRU curve of
 :mod:`kvbench.analysis.curves.profile`, or any arrays ``(capacities, hit_ratio)``): ``hit(C)`` is the value at the
-largest listed capacity <= C, 0 below the first. Targets are fractions of the infinite-cache hit ratio by
+largest listed capacity <= C, 0 below the first. The functions here take any
+:class:`~kvbench.analysis.curves.protocol.HitRatioCurve` (:meth:`HitCurve.of` lists it as one). Targets are fractions of the infinite-cache hit ratio by
 default (0.95 = "95% of what an unbounded cache would hit"), or absolute hit ratios.
 """
 
@@ -15,22 +16,30 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kvbench.analysis.curves.protocol import HitRatioCurve, step_at
 from kvbench.errors import SpecError
 
 
 @dataclass(frozen=True, eq=False)
 class HitCurve:
-    """Hit ratio at ascending capacities (blocks); ``block_bytes`` converts to bytes."""
+    """Hit ratio at ascending capacities (blocks); ``block_bytes`` converts to bytes.
+
+    A :class:`~kvbench.analysis.curves.protocol.HitRatioCurve`, and the one capacity sizing reads: a
+    non-decreasing step function as arrays, every step listed (so a target's capacity is exact to the step). Not
+    merged with :class:`~kvbench.analysis.curves.profile.Curve` (a policy's curve at asked capacities, which may
+    fall) or :class:`~kvbench.analysis.curves.profile.ReuseProfile` (the sample behind an estimate)."""
 
     capacities_blocks: np.ndarray
     hit_ratio: np.ndarray
     infinite_hit_ratio: float
     block_bytes: int
     references: int = 0
+    sample_rate: float = 1.0
+    capacity_scale: float = 1.0
 
     @classmethod
     def from_arrays(cls, capacities_blocks, hit_ratio, *, block_bytes: int, infinite_hit_ratio: float | None = None,
-                    references: int = 0) -> "HitCurve":
+                    references: int = 0, sample_rate: float = 1.0, capacity_scale: float = 1.0) -> "HitCurve":
         c = np.asarray(capacities_blocks, dtype=np.float64)
         h = np.asarray(hit_ratio, dtype=np.float64)
         if c.ndim != 1 or c.shape != h.shape or c.size == 0:
@@ -44,7 +53,7 @@ class HitCurve:
         if block_bytes <= 0:
             raise SpecError("block size must be > 0 bytes", "check the model preset and block_tokens")
         inf = float(h[-1]) if infinite_hit_ratio is None else float(infinite_hit_ratio)
-        return cls(c, h, inf, int(block_bytes), int(references))
+        return cls(c, h, inf, int(block_bytes), int(references), float(sample_rate), float(capacity_scale))
 
     @classmethod
     def from_profile(cls, profile, *, block_bytes: int) -> "HitCurve":
@@ -66,13 +75,31 @@ class HitCurve:
         caps = np.ceil(steps)
         last = np.append(caps[1:] != caps[:-1], True)
         return cls.from_arrays(caps[last], np.maximum.accumulate(hits[last]), block_bytes=block_bytes,
-                               infinite_hit_ratio=profile.infinite_hit_ratio, references=refs)
+                               infinite_hit_ratio=profile.infinite_hit_ratio, references=refs,
+                               sample_rate=getattr(profile, "sample_rate", 1.0),
+                               capacity_scale=getattr(profile, "capacity_scale", 1.0))
+
+    @classmethod
+    def of(cls, curve: HitRatioCurve, *, block_bytes: int | None = None) -> "HitCurve":
+        """Any hit-ratio curve as arrays: itself when it is one, a profile's every step (:meth:`from_profile`),
+        else its value at each listed whole-block capacity. A curve that falls as capacity grows (a simulated
+        FIFO's, a steady one's where a rate is held) is refused: capacity sizing needs an LRU curve."""
+        if isinstance(curve, cls):
+            return curve
+        bb = int(block_bytes or getattr(curve, "block_bytes", None) or 1)
+        if hasattr(curve, "steps") and hasattr(curve, "cum_hits"):
+            return cls.from_profile(curve, block_bytes=bb)
+        caps = np.unique(np.asarray(curve.capacities_blocks, dtype=np.float64))
+        caps = caps[caps >= 1]
+        if caps.size == 0:
+            caps = np.array([1.0])
+        return cls.from_arrays(caps, curve.at(caps), block_bytes=bb, infinite_hit_ratio=curve.infinite_hit_ratio,
+                               references=curve.references, sample_rate=curve.sample_rate,
+                               capacity_scale=curve.capacity_scale)
 
     def at(self, capacity_blocks) -> np.ndarray:
         """Hit ratio at capacities (blocks): the step function."""
-        c = np.asarray(capacity_blocks, dtype=np.float64)
-        i = np.searchsorted(self.capacities_blocks, c, side="right") - 1
-        return np.where(i >= 0, self.hit_ratio[np.maximum(i, 0)], 0.0)
+        return step_at(self.capacities_blocks, self.hit_ratio, capacity_blocks)
 
     @property
     def full_capacity_blocks(self) -> float:
@@ -80,16 +107,17 @@ class HitCurve:
         return float(self.capacities_blocks[np.argmax(self.hit_ratio >= self.hit_ratio[-1] - 1e-15)])
 
 
-def target_hit(curve: HitCurve, target: float, *, relative: bool = True) -> float:
+def target_hit(curve: HitRatioCurve, target: float, *, relative: bool = True) -> float:
     """The absolute hit ratio a target means (a fraction of the infinite-cache ratio when ``relative``)."""
     if not (0 < target <= 1) or not math.isfinite(target):
         raise SpecError(f"target hit ratio {target} is outside (0, 1]", "give e.g. --target-hit 0.95")
     return target * curve.infinite_hit_ratio if relative else target
 
 
-def capacity_for_target(curve: HitCurve, target: float, *, relative: bool = True) -> float | None:
+def capacity_for_target(curve: HitRatioCurve, target: float, *, relative: bool = True) -> float | None:
     """Smallest listed capacity (blocks) whose hit ratio reaches the target; None when the curve never does
     (or when nothing is ever reused: no cache size buys a hit)."""
+    curve = HitCurve.of(curve)
     if curve.hit_ratio[-1] <= 0:
         return None
     want = target_hit(curve, target, relative=relative) - 1e-12
@@ -99,10 +127,11 @@ def capacity_for_target(curve: HitCurve, target: float, *, relative: bool = True
     return float(curve.capacities_blocks[np.argmax(ok)])
 
 
-def knee(curve: HitCurve, points: int = 2048) -> float:
+def knee(curve: HitRatioCurve, points: int = 2048) -> float:
     """Capacity (blocks) where the curve bends: the point farthest above the chord from (0, 0) to the full
     capacity on axes normalised to [0, 1] (Kneedle, Satopaa et al., ICDCS-W 2011). Past it each further block
     gains less than the average block did."""
+    curve = HitCurve.of(curve)
     top = curve.full_capacity_blocks
     if curve.hit_ratio[-1] <= 0 or top <= 1:
         return top
@@ -112,10 +141,11 @@ def knee(curve: HitCurve, points: int = 2048) -> float:
     return float(grid[np.argmax(h - grid / top)])
 
 
-def pays_until(curve: HitCurve, *, value_per_hit_per_day: float, refs_per_day: float,
+def pays_until(curve: HitRatioCurve, *, value_per_hit_per_day: float, refs_per_day: float,
                cost_per_block_per_day: float, points: int = 256) -> float:
     """Largest capacity (blocks) at which one more block still saves more per day (its marginal hits x the
     value of a hit) than it costs per day; slopes over a log-spaced grid (the exact curve is a staircase)."""
+    curve = HitCurve.of(curve)
     top = curve.full_capacity_blocks
     if top <= 1 or cost_per_block_per_day <= 0:
         return top

@@ -64,6 +64,10 @@ class ReuseProfile:
     ``steps`` are ascending distances in blocks (estimated, so possibly fractional, when sampled);
     ``cum_hits[i]`` is the hit weight at capacity ``steps[i]``. ``references`` counts the references measured
     (after warm-up); ``cold`` the first references among them (estimated when sampled).
+
+    A :class:`~kvbench.analysis.curves.protocol.HitRatioCurve` (``at`` = :meth:`hit_ratio`, listed at ``steps``).
+    Not merged with :class:`Curve` or :class:`~kvbench.analysis.curves.capacity.HitCurve`, which are built from
+    it: it alone keeps the sample (weights, SHARDS_adj, sampled references) an estimate needs, at every distance.
     """
 
     steps: np.ndarray
@@ -77,6 +81,15 @@ class ReuseProfile:
     warmup: float = 0.0
     sampled_references: int = 0
     extra: dict = field(default_factory=dict)
+    capacity_scale: float = 1.0          # whole-stream blocks per block of ``steps`` (protocol.HitRatioCurve)
+
+    @property
+    def capacities_blocks(self) -> np.ndarray:
+        return self.steps
+
+    def at(self, capacity_blocks) -> np.ndarray:
+        """Hit ratio at capacities (blocks): :meth:`hit_ratio` (the protocol's name)."""
+        return self.hit_ratio(capacity_blocks)
 
     def hits_at(self, capacities_blocks) -> np.ndarray:
         c = np.asarray(capacities_blocks, dtype=np.float64)
@@ -456,7 +469,14 @@ def policy_hit_ratios(trace: Trace, policy: str, capacities_blocks, *, ttl_s: fl
 # --- the curve a user asks for ------------------------------------------------------------------------
 @dataclass(frozen=True, eq=False)
 class Curve:
-    """Hit ratio at each capacity for one policy; capacities in the unit asked (blocks or bytes)."""
+    """Hit ratio at each capacity for one policy; capacities in the unit asked (blocks or bytes).
+
+    What ``kvbench mrc`` prints: the capacities (in the user's order) and unit asked, the policy and how the curve
+    was made. A :class:`~kvbench.analysis.curves.protocol.HitRatioCurve` (``at``: the step function through the
+    listed capacities). Not merged with :class:`~kvbench.analysis.curves.capacity.HitCurve`: a simulated policy
+    (FIFO, S3-FIFO) is not a stack algorithm, so its curve may fall as capacity grows, which capacity sizing
+    refuses; and an LRU curve here holds only the capacities asked, not every step.
+    """
 
     policy: str
     method: str
@@ -472,6 +492,16 @@ class Curve:
     warmup: float
     sample_rate: float = 1.0
     sampled_references: int = 0
+    capacity_scale: float = 1.0        # whole-stream blocks per block of ``capacities_blocks``
+
+    def at(self, capacity_blocks) -> np.ndarray:
+        """Hit ratio at capacities (blocks): the value at the largest listed capacity <= each, 0 below them all
+        (exact at the listed capacities; between them, for a simulated policy, only the nearest one below)."""
+        from kvbench.analysis.curves.protocol import step_at
+
+        order = np.argsort(self.capacities_blocks, kind="stable")
+        return step_at(np.asarray(self.capacities_blocks, dtype=np.float64)[order], self.hit_ratio[order],
+                       capacity_blocks)
 
     def to_dict(self) -> dict:
         return {"policy": self.policy, "method": self.method, "unit": self.unit,
@@ -521,7 +551,7 @@ def hit_ratio_curve(trace: Trace, *, capacities=None, unit: str = "blocks", bloc
             caps_b = capacity_blocks(caps, unit, block_bytes)
         return Curve("lru", profile.method, unit, caps, caps_b, profile.hit_ratio(caps_b),
                      profile.infinite_hit_ratio, profile.references, float(profile.distinct_blocks), block_bytes,
-                     ttl_s, warmup, profile.sample_rate, profile.sampled_references)
+                     ttl_s, warmup, profile.sample_rate, profile.sampled_references, profile.capacity_scale)
     if capacities is None:
         top = float(np.unique(trace.keys).size)
         caps_b = np.unique(np.round(np.geomspace(1, max(2.0, top), min(points, 16))).astype(np.int64))
@@ -534,5 +564,8 @@ def hit_ratio_curve(trace: Trace, *, capacities=None, unit: str = "blocks", bloc
     ratios, refs = policy_hit_ratios(trace, policy, caps_b, ttl_s=ttl_s, warmup=warmup)
     exact = profile if profile is not None and profile.method == "exact" else \
         exact_profile(trace, ttl_s=ttl_s, warmup=warmup)      # no evictions at infinite size: any policy
+    from kvbench.stream.sampling import key_sample_rate
+
+    keyed = key_sample_rate(trace)      # simulated on the stream as read: a key sample's own blocks
     return Curve(policy, "simulation", unit, caps, caps_b, ratios, exact.infinite_hit_ratio, refs,
-                 float(exact.distinct_blocks), block_bytes, ttl_s, warmup, 1.0, refs)
+                 float(exact.distinct_blocks), block_bytes, ttl_s, warmup, keyed, refs, 1.0 / keyed)

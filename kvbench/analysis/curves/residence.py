@@ -75,7 +75,11 @@ def _misses_after_fill(dist, start, n_keys):
 @dataclass(frozen=True, eq=False)
 class SteadyCurve:
     """Steady-state write rate, residence and DWPD of an LRU tier under write-through, at every capacity of
-    1..``distinct`` blocks, in trace time. Arrays are indexed by capacity in blocks (index 0 unused)."""
+    1..``distinct`` blocks, in trace time. Arrays are indexed by capacity in blocks (index 0 unused).
+
+    Not a :class:`~kvbench.analysis.curves.protocol.HitRatioCurve`: a curve of write rates (its :meth:`at` gives
+    W, T and DWPD); :meth:`hits` is its steady hit-ratio curve. ``sample_rate``: the key sample rate of the trace
+    (a ``gen:...,sample=r`` stream); capacities are its own blocks."""
 
     fill_time_s: np.ndarray          # trace time of the first eviction (NaN: never fills)
     steady_writes: np.ndarray        # blocks missed in requests after the first eviction
@@ -93,6 +97,11 @@ class SteadyCurve:
     distances: np.ndarray | None = None   # LRU stack distance of every reference (touch order; cold = distinct + 1)
     request_of_ref: np.ndarray | None = None
     n_requests: int = 0                       # requests of the trace (trailing ones may hold no reference)
+    sample_rate: float = 1.0                  # the trace's key sample rate (capacities are the sample's blocks)
+
+    def hits(self, demand_blocks_per_s: float | None = None) -> "SteadyHits":
+        """The steady hit ratio 1 - W(C) / demand at every capacity (at the curve's own demand by default)."""
+        return SteadyHits(self, self.demand_blocks_per_s if demand_blocks_per_s is None else demand_blocks_per_s)
 
     def hit_blocks_per_request(self, capacity_blocks: float) -> np.ndarray:
         """Blocks each request finds resident in an LRU tier of ``capacity_blocks`` (a prefix of its blocks)."""
@@ -222,6 +231,7 @@ def mean_demand(times, refs, t0: float | None = None) -> float:
 def steady_curve(trace, *, block_bytes: int) -> SteadyCurve:
     """The steady-state curve of a trace's reference stream (requests by arrival, blocks deepest-first)."""
     from kvbench.analysis.curves.profile import dense_ids, reference_stream
+    from kvbench.stream.sampling import key_sample_rate
 
     if block_bytes <= 0:
         raise SpecError("block size must be > 0 bytes", "check the model preset and block_tokens")
@@ -269,7 +279,8 @@ def steady_curve(trace, *, block_bytes: int) -> SteadyCurve:
                        span_s=t_end - t0, block_bytes=int(block_bytes),
                        new_blocks_per_s=new_rate, distances=dist,
                        request_of_ref=np.repeat(np.arange(trace.n_requests, dtype=np.int64),
-                                                trace.blocks_per_request), n_requests=trace.n_requests)
+                                                trace.blocks_per_request), n_requests=trace.n_requests,
+                       sample_rate=key_sample_rate(trace))
 
 
 def residence_for(curve: SteadyCurve, residence_s: float, *, time_scale: float = 1.0, copies: float = 1.0) -> dict:
@@ -321,10 +332,31 @@ class SteadyHits:
     :func:`residence_for` and ``plan.steady_at`` hold it). The whole-trace hit-ratio curve
     counts the misses of the trace's cold start as well: a short trace's many first references would make a
     deployment's GPUs look busier per request than they are in steady state, and so depend on its length.
-    Same interface as :class:`kvbench.analysis.curves.capacity.HitCurve` for :func:`kvbench.analysis.deployment.scale`."""
+    A :class:`~kvbench.analysis.curves.protocol.HitRatioCurve` (what :func:`kvbench.analysis.deployment.scale`
+    reads), listed at every whole block 1..distinct; the turn-over test compares a tier's writes with its own
+    capacity, so at a fractional capacity ``at`` is that capacity's, not the whole block's below. Not merged with
+    :class:`~kvbench.analysis.curves.capacity.HitCurve`: it is defined by the steady write rate rather than the
+    whole trace's hits, and need not rise with capacity (a rate held beyond the trace can exceed a measured one)."""
 
     curve: SteadyCurve
     demand_blocks_per_s: float
+
+    @property
+    def capacities_blocks(self) -> np.ndarray:
+        return np.arange(1, self.curve.distinct + 1, dtype=np.float64)
+
+    @property
+    def references(self) -> int:
+        return int(self.curve.references)
+
+    @property
+    def sample_rate(self) -> float:
+        return float(self.curve.sample_rate)
+
+    @property
+    def capacity_scale(self) -> float:
+        """Capacities are the trace's own blocks: a key sample's stand for 1 / rate of the whole stream's."""
+        return 1.0 / self.sample_rate
 
     def write_blocks_per_s(self, capacity_blocks) -> np.ndarray:
         return self.curve.answer_write_blocks_per_s(capacity_blocks)
