@@ -372,6 +372,24 @@ def chained_trace(prompts, times=None):
     return block_trace(reqs, times)
 
 
+def make_trace(times, blocks, tokens=None, block_tokens: int = 512):
+    """A kvbench Trace (what the readers return) of requests given as lists of block keys at ``times`` (s; None:
+    one a second from 0): input tokens ``block_tokens`` per block unless ``tokens`` says, no output tokens."""
+    import numpy as np
+
+    from kvbench.stream.traces import Trace
+
+    if times is None:
+        times = np.arange(len(blocks), dtype=np.float64)
+    offs = np.zeros(len(blocks) + 1, dtype=np.int64)
+    offs[1:] = np.cumsum([len(b) for b in blocks])
+    toks = tokens if tokens is not None else [block_tokens * len(b) for b in blocks]
+    return Trace(timestamp_s=np.asarray(times, dtype=np.float64), input_tokens=np.asarray(toks, dtype=np.int64),
+                 output_tokens=np.zeros(len(blocks), dtype=np.int64), offsets=offs,
+                 keys=np.array([k for b in blocks for k in b], dtype=np.uint64), block_tokens=block_tokens,
+                 fmt="test", path="hand")
+
+
 def one_block_requests(keys, gap: float = 1.0):
     """One single-block request per key, ``gap`` seconds apart."""
     return block_trace([[k] for k in keys], gap=gap)
@@ -427,11 +445,28 @@ def ttl_trace_file(tmp_path) -> Path:
 @pytest.fixture
 def traces():
     """The trace builders above: traces.block(...), .chained(...), .one_block(...), .ttl_boundary(...),
-    .multi_tenant(...), .mooncake(path, requests)."""
+    .multi_tenant(...), .mooncake(path, requests), .make(times, blocks) (a kvbench Trace)."""
     from types import SimpleNamespace
 
     return SimpleNamespace(block=block_trace, chained=chained_trace, one_block=one_block_requests,
-                           ttl_boundary=ttl_boundary_trace, multi_tenant=multi_tenant_trace, mooncake=write_mooncake)
+                           ttl_boundary=ttl_boundary_trace, multi_tenant=multi_tenant_trace, mooncake=write_mooncake,
+                           make=make_trace)
+
+
+@pytest.fixture
+def store_dir(tmp_path):
+    """A folder on a device-backed filesystem for O_DIRECT stores (tmp_path unless it is tmpfs)."""
+    import shutil
+    import subprocess
+
+    d = tmp_path
+    if subprocess.run(["stat", "-f", "-c", "%T", str(d)], capture_output=True, text=True).stdout.strip() == "tmpfs":
+        d = Path("/var/tmp") / f"kvbench-test-{os.getpid()}"
+        d.mkdir(exist_ok=True)
+        yield d
+        shutil.rmtree(d, ignore_errors=True)
+    else:
+        yield d
 
 
 @pytest.fixture(scope="session")

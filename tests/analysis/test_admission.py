@@ -16,17 +16,15 @@ from kvbench.errors import SpecError
 from kvbench.sim.admission import ADMISSIONS, TinyLFU, make_admission, parse_admission
 from kvbench.sim.tiers import DEMOTE_WRITE, EV_WRITE, Hierarchy, HierarchySpec, TierSpec
 from tests.conftest import block_trace
-from tests.replay.test_kv import store_dir  # noqa: F401  (fixture: an O_DIRECT-capable folder)
 
 BB = 8192
 
 
-_trace = block_trace                # requests as lists of keys, one a second unless timed (tests/conftest.py)
 
 
 def _l3(requests, cap, admission, times=None, **kw):
     """One L3 tier under ``admission``: (hierarchy, per-request rows, events)."""
-    tr = _trace(requests, times)
+    tr = block_trace(requests, times)
     h = Hierarchy(HierarchySpec((TierSpec("l3", cap * BB, admission=admission),), BB, **kw))
     reqs, ev = h.run(tr.timestamp_s, tr.offsets, tr.keys)
     return h, reqs, ev, tr
@@ -82,7 +80,7 @@ def test_compiled_sweep_equals_the_python_loop(seed, monkeypatch):
     monkeypatch.setattr(A, "BATCH_REQUESTS", 7)
     rng = np.random.default_rng(seed)
     reqs = _random_prefix_requests(rng, 160)
-    tr = _trace(reqs, np.cumsum(rng.exponential(1.0, len(reqs))))
+    tr = block_trace(reqs, np.cumsum(rng.exponential(1.0, len(reqs))))
     distinct = len({k for r in reqs for k in r})
     specs = ["all", "second-access", "tinylfu", "prefix-depth:depth=3", "prefix-depth:beyond_shared=1",
              "threshold:min_blocks=4", "threshold:window=20s"]
@@ -139,7 +137,7 @@ def test_prefix_depth_writes_only_the_leading_blocks():
 
 
 def test_prefix_depth_rejects_deep_demotions_under_write_back():
-    tr = _trace([[1, 2, 3], [4], [5], [6]])
+    tr = block_trace([[1, 2, 3], [4], [5], [6]])
     h = Hierarchy(HierarchySpec((TierSpec("l2", 1 * BB), TierSpec("l3", 10 * BB, admission="prefix-depth:depth=1")),
                                 BB, write_policy="back"))
     _, ev = h.run(tr.timestamp_s, tr.offsets, tr.keys)
@@ -215,7 +213,7 @@ def test_second_access_equals_libcachesim_bloom_filter_admission():
     lcs = pytest.importorskip("libcachesim", reason="libcachesim (test dependency) is not installed")
     rng = np.random.default_rng(3)
     keys = (rng.zipf(1.2, 20000) % 5000 + 1).astype(np.uint64)
-    tr = _trace([[int(k)] for k in keys])
+    tr = block_trace([[int(k)] for k in keys])
     for cap in (50, 500, 2000):
         cache = lcs.LRU(cap, admissioner=lcs.BloomFilterAdmissioner())
         misses = 0
@@ -235,7 +233,7 @@ def test_lru_equals_libcachesim_and_wtinylfu_differs_by_design():
     lcs = pytest.importorskip("libcachesim", reason="libcachesim (test dependency) is not installed")
     rng = np.random.default_rng(4)
     keys = (rng.zipf(1.1, 20000) % 4000 + 1).astype(np.uint64)
-    tr = _trace([[int(k)] for k in keys])
+    tr = block_trace([[int(k)] for k in keys])
 
     def lcs_misses(cache):
         m = 0
@@ -370,7 +368,7 @@ def test_l4_admission_and_the_replay_config_mapping():
     from kvbench.replay.kv import ReplayConfig, hierarchy_spec
 
     # write-back L2 -> L3 -> L4, L4 under second-access: a block evicted from L3 reaches L4 only the second time
-    tr = _trace([[1], [2], [3], [1], [2], [3], [4], [5], [6]])
+    tr = block_trace([[1], [2], [3], [1], [2], [3], [4], [5], [6]])
     h = Hierarchy(HierarchySpec((TierSpec("l2", 1 * BB), TierSpec("l3", 1 * BB),
                                  TierSpec("l4", 10 * BB, admission="second-access:ghost=5")), BB,
                                 write_policy="back"))
@@ -446,17 +444,17 @@ def test_the_sweep_by_hand_at_its_edges():
     request of 3 blocks at t = 5 fills 2 blocks at once: fill time 0 from its own arrival. An empty trace, and
     requests without blocks, run to zeros. Each equals the Python oracle."""
     cases = [
-        (_trace([[1], [2], [3], [1]]), 2, dict(references=4, hit_blocks=0, written=4, rejected=0, fill_time_s=2.0,
+        (block_trace([[1], [2], [3], [1]]), 2, dict(references=4, hit_blocks=0, written=4, rejected=0, fill_time_s=2.0,
                                                 steady_writes=1, steady_window_s=1.0, span_s=3.0)),
-        (_trace([[1], [2], [3]]), 3, dict(written=3, fill_time_s="nan", steady_writes=0, steady_window_s="nan",
+        (block_trace([[1], [2], [3]]), 3, dict(written=3, fill_time_s="nan", steady_writes=0, steady_window_s="nan",
                                           steady_references=0, demand_references=2)),
-        (_trace([[1, 2, 3]], [5.0]), 2, dict(written=3, fill_time_s=0.0, steady_writes=0, steady_window_s=0.0,
+        (block_trace([[1, 2, 3]], [5.0]), 2, dict(written=3, fill_time_s=0.0, steady_writes=0, steady_window_s=0.0,
                                                span_s=0.0)),
-        (_trace([]), 4, dict(references=0, hit_blocks=0, written=0, rejected=0, fill_time_s="nan", span_s=0.0,
+        (block_trace([]), 4, dict(references=0, hit_blocks=0, written=0, rejected=0, fill_time_s="nan", span_s=0.0,
                              demand_references=0)),
-        (_trace([[], []], [1.0, 2.0]), 4, dict(references=0, written=0, rejected=0, fill_time_s="nan", span_s=0.0)),
+        (block_trace([[], []], [1.0, 2.0]), 4, dict(references=0, written=0, rejected=0, fill_time_s="nan", span_s=0.0)),
         # arrivals out of file order: the span runs from the earliest arrival to the last request with blocks
-        (_trace([[1], []], [5.0, 1.0]), 4, dict(references=1, written=1, span_s=4.0)),
+        (block_trace([[1], []], [5.0, 1.0]), 4, dict(references=1, written=1, span_s=4.0)),
     ]
     for tr, cap, want in cases:
         got = simulate_tier(tr, cap, "all")
@@ -467,23 +465,23 @@ def test_the_sweep_by_hand_at_its_edges():
     # 3 s), as residence.py's; the same requests re-timed (three in the first 0.2 s) keep it, where the window's
     # own rate would be 1 block in 2.8 s; and half as many blocks in the window's request, one of two written
     for times in (None, [0.0, 0.1, 0.2, 3.0]):
-        got = simulate_tier(_trace([[1], [2], [3], [1]], times), 2, "all")
+        got = simulate_tier(block_trace([[1], [2], [3], [1]], times), 2, "all")
         assert (got.steady_references, got.demand_references, got.steady_writes) == (1, 3, 1)
         assert got.write_blocks_per_s == pytest.approx(1.0)
-        assert got.write_blocks_per_s == simulate_tier_reference(_trace([[1], [2], [3], [1]], times), 2,
+        assert got.write_blocks_per_s == simulate_tier_reference(block_trace([[1], [2], [3], [1]], times), 2,
                                                                  "all").write_blocks_per_s
     # over 0.3 s: the same window at ten times the demand; a tier rewritten exactly its capacity after filling
     # (1 block, [1] [2] [1]) has turned over; one that fills and then only hits ([1] [2] [2] [2]) has no steady
     # state (no rate, not 0)
-    assert simulate_tier(_trace([[1], [2], [3], [1]], [0.0, 0.1, 0.2, 0.3]), 2, "all").write_blocks_per_s == \
+    assert simulate_tier(block_trace([[1], [2], [3], [1]], [0.0, 0.1, 0.2, 0.3]), 2, "all").write_blocks_per_s == \
         pytest.approx(10.0)
-    exact = simulate_tier(_trace([[1], [2], [1]]), 1, "all")
+    exact = simulate_tier(block_trace([[1], [2], [1]]), 1, "all")
     assert (exact.steady_writes, exact.turned_over) == (1, True)
-    idle = simulate_tier(_trace([[1], [2], [2], [2]]), 1, "all")
+    idle = simulate_tier(block_trace([[1], [2], [2], [2]]), 1, "all")
     assert (idle.steady_writes, idle.steady_references, idle.filled) == (0, 2, False)
     assert math.isnan(idle.write_blocks_per_s)
     # second-access on [1] [1] [1]: the first 1 is only remembered (rejected), the second written, the third hits
-    got = simulate_tier(_trace([[1], [1], [1]]), 2, "second-access")
+    got = simulate_tier(block_trace([[1], [1], [1]]), 2, "second-access")
     assert (got.written, got.rejected, got.hit_blocks) == (1, 1, 1)
 
 
@@ -507,7 +505,7 @@ def test_admission_answer_holds_the_rate_where_the_planned_tier_does_not_turn_ov
     smaller capacity was asked, so 1 block is simulated (2 / 2): it turns over at 0.75 blocks/s (3 misses of the 4
     references after its fill, at 1 reference/s), T 4/3 s, the longest shown; the answer holds it: 750 B/s, DWPD
     86,400 x 0.75 / 2, residence 2 / 0.75 s, the projection kept apart."""
-    from tests.analysis.test_plan import make_trace
+    from tests.conftest import make_trace
 
     tr = make_trace([0, 1, 2, 3, 4, 5], [[1], [2], [1], [1], [3], [2]])
     r = _tradeoff_at(tr, 2)["all"]
@@ -527,7 +525,7 @@ def test_admission_answer_holds_the_rate_where_the_planned_tier_does_not_turn_ov
 def test_admission_answer_without_a_turned_over_tier_has_no_steady_state():
     """[1] [2] at 0, 1 s planned at 1 block: it fills at the last arrival (no window) and nothing smaller exists:
     no rate to hold, no DWPD, the fill-phase mean rate reported apart."""
-    from tests.analysis.test_plan import make_trace
+    from tests.conftest import make_trace
 
     r = _tradeoff_at(make_trace([0, 1], [[1], [2]]), 1)["all"]
     assert r["steady_state"] == "unknown" and r["write_bytes_per_s"] is None and r["dwpd"] is None
@@ -623,7 +621,7 @@ def test_admission_probes_halve_down_and_stop_at_their_bound():
     (turns over, 0.75 blocks/s): the answer holds C = 1's rate. On [1] [2] at 0, 1 s nothing ever turns over: the
     halving stops at 1 block (4, 2, 1), or at ``most`` simulations."""
     from kvbench.analysis.admission import _probe_turned_over, simulate_tier
-    from tests.analysis.test_plan import make_trace
+    from tests.conftest import make_trace
 
     tr = make_trace([0, 1, 2, 3, 4, 5], [[1], [2], [1], [1], [3], [2]])
     r = _tradeoff_at(tr, 4)["all"]
@@ -649,7 +647,7 @@ def test_admission_probes_bisect_only_what_is_unknown():
     does not turn over below the one that does (a policy need not be monotone) is not where the bisection ends:
     from 2 (turned over) to the planned 8, the probes lie between them, on the six requests' own runs."""
     from kvbench.analysis.admission import _probe_turned_over
-    from tests.analysis.test_plan import make_trace
+    from tests.conftest import make_trace
 
     tr = make_trace([0, 1, 2, 3, 4, 5], [[1], [2], [1], [1], [3], [2]])
     assert _run(120, True).turned_over and not _run(132, False).turned_over
@@ -665,7 +663,7 @@ def test_admission_probes_share_the_simulation_budget():
     """The six requests (6 references) planned at 2 blocks: a budget of 12 references is two simulations, the
     planned one and one probe (1 block, which turns over: held at 0.75 blocks/s); a budget of 6 is the planned
     one alone, so nothing turned over is known and the answer has no steady state."""
-    from tests.analysis.test_plan import make_trace
+    from tests.conftest import make_trace
 
     tr = make_trace([0, 1, 2, 3, 4, 5], [[1], [2], [1], [1], [3], [2]])
     two = _tradeoff_at(tr, 2, budget_refs=12)["all"]

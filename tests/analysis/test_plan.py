@@ -18,18 +18,9 @@ from kvbench.analysis.plan import PlanOptions, build_plan
 from kvbench.analysis.curves.residence import residence_for, steady_curve
 from kvbench.errors import SpecError
 from kvbench.stream.traces import Trace
+from tests.conftest import make_trace
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def make_trace(times, blocks, tokens=None, block_tokens=512) -> Trace:
-    offs = np.zeros(len(blocks) + 1, dtype=np.int64)
-    offs[1:] = np.cumsum([len(b) for b in blocks])
-    toks = tokens if tokens is not None else [block_tokens * len(b) for b in blocks]
-    return Trace(timestamp_s=np.asarray(times, dtype=np.float64), input_tokens=np.asarray(toks, dtype=np.int64),
-                 output_tokens=np.zeros(len(blocks), dtype=np.int64), offsets=offs,
-                 keys=np.array([k for b in blocks for k in b], dtype=np.uint64), block_tokens=block_tokens,
-                 fmt="test", path="hand")
 
 
 def brute_steady(trace: Trace, capacity: int):

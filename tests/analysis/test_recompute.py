@@ -8,15 +8,13 @@ import math
 import numpy as np
 import pytest
 
-from kvbench.analysis.recompute import (Inequality, Tier, analyse_run_hits, analyse_tiers, fit_tier_from_requests,
-                                        parse_tier, read_run)
+from kvbench.analysis.recompute import (Inequality, Tier, analyse_run_hits, analyse_tiers, analyse_trace_prefixes,
+                                        curve_tokens, fit_tier_from_requests, overall_verdict, parse_tier, read_run,
+                                        trace_prefixes, verdict)
 from kvbench.compute.fit import QuadraticFit
 from kvbench.compute.profile import ComputeProfile, rate_profile
 from kvbench.errors import SpecError, UsageError
-from kvbench.analysis.recompute import analyse_trace_prefixes
-from kvbench.analysis.recompute import overall_verdict
-from kvbench.analysis.recompute import verdict
-from kvbench.analysis.recompute import curve_tokens, trace_prefixes
+from tests.conftest import write_mooncake
 
 
 def _prof(a=0.0, b=1e-4, c=0.0) -> ComputeProfile:
@@ -376,12 +374,6 @@ def _fit_run(tmp_path, rows, header="input_tokens,hit_blocks_l3,hit_blocks_l2,lo
 PIPED = Inequality(rate_profile(1000), bytes_per_token=1000, layers=2, pipelined=True)
 
 
-def _trace(path, rows):
-    path.write_text("".join(json.dumps({"timestamp": i, "input_length": n, "output_length": 1, "hash_ids": ids})
-                            + "\n" for i, (n, ids) in enumerate(rows)))
-    return path
-
-
 def test_any_positive_bandwidth_and_finite_latency_make_a_tier():
     slow = Tier("slow", 0.5, 0.0)                  # half a byte per second is slow, not invalid
     assert float(Inequality(rate_profile(1), 1, 1).load_exposed(slow, 2)) == pytest.approx(4.0)
@@ -612,8 +604,9 @@ def test_trace_prefixes_pipelined_by_hand(tmp_path):
     Tier tie (1 MB/s, 0.5 ms): r3 exposed 0.5 + 0.5 + 0 = 1 ms = saved: a tie, not a win; r1: l = 512 ms,
       exposed 0.5 + 512 + 474 = 986.5 ms: +37.5 ms; r4: l 512 ms, exposed 0.5 + 512 + 511.5 = 1,024 ms: a tie;
       r6: l 256 ms, hidden: exposed 256.5 ms, +255.5 ms."""
-    f = _trace(tmp_path / "t.jsonl", [(1024, [1, 2]), (1100, [1, 2, 3]), (1, [1]), (2, [1]), (1025, [1, 1, 5]),
-                                      (600, [4, 2]), (1100, [2, 6, 6]), (0, [])])
+    rows = [(1024, [1, 2]), (1100, [1, 2, 3]), (1, [1]), (2, [1]), (1025, [1, 1, 5]), (600, [4, 2]), (1100, [2, 6, 6]),
+            (0, [])]                                # (input tokens, hash ids), one request a millisecond
+    f = write_mooncake(tmp_path / "t.jsonl", [(i, ids, n) for i, (n, ids) in enumerate(rows)])
     pre = trace_prefixes(f, batch_requests=4)
     assert pre.hit_tokens.tolist() == [0, 1024, 0, 1, 1024, 0, 512, 0]
     out = analyse_trace_prefixes(PIPED, [Tier("t", 1e7, 1e-3), Tier("tie", 1e6, 5e-4)], pre)
@@ -626,7 +619,7 @@ def test_trace_prefixes_pipelined_by_hand(tmp_path):
     assert t["ttft_saved_s_if_best_choice"]["p50"] == pytest.approx(np.percentile(np.maximum(m, 0), 50))
     assert tie["wins_fraction"] == pytest.approx(1 / 2)
     assert tie["margin_s"]["p50"] == pytest.approx(np.percentile([37.5e-3, 0.0, 0.0, 255.5e-3], 50))
-    none = trace_prefixes(_trace(tmp_path / "n.jsonl", [(512, [1]), (512, [2])]))
+    none = trace_prefixes(write_mooncake(tmp_path / "n.jsonl", [(0, [1], 512), (1, [2], 512)]))
     out = analyse_trace_prefixes(PIPED, [Tier("t", 1e7, 1e-3)], none)
     assert out["requests_with_prefix"] == 0 and out["tiers"]["t"]["wins_fraction"] is None
     assert out["tiers"]["t"]["margin_s"] == {"p50": None, "p99": None}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from functools import partial
 
 import numpy as np
 import pytest
@@ -14,17 +15,13 @@ from kvbench.analysis import ftl
 from kvbench.analysis.trace_waf import StoreWrites, WafModel, store_waf, store_writes
 from kvbench.errors import SpecError
 from kvbench.stream.traces import Trace, read_trace
+from tests.conftest import make_trace
 
 BLOCK = 1 << 20          # a 1 MiB KV block: 1 MiB slots
 
 
-def _trace(requests, gap=1.0):
-    """A trace of requests given as lists of block keys, one request per ``gap`` seconds."""
-    keys = np.array([k for r in requests for k in r], dtype=np.uint64)
-    offsets = np.concatenate([[0], np.cumsum([len(r) for r in requests])]).astype(np.int64)
-    n = len(requests)
-    toks = np.array([16 * max(1, len(r)) for r in requests], dtype=np.int64)
-    return Trace(np.arange(n) * gap, toks, np.ones(n, np.int64), offsets, keys, 16, "mooncake", "<test>")
+# requests as lists of block keys, one a second, 16-token blocks (the shared builder, tests/conftest.py)
+_trace = partial(make_trace, None, block_tokens=16)
 
 
 # --- the store's stream, by hand ---------------------------------------------------------------------------------

@@ -14,7 +14,6 @@ BLOCK = 262144          # tiny-gqa: 512 B/token x 512-token blocks; slot = block
 TOK_S = 10_000.0        # the default what-if prefill rate (no --profile): T(n) = n / 10,000 s
 
 
-_trace = write_mooncake             # Mooncake lines from (timestamp_ms, hash_ids[, input tokens]) (tests/conftest.py)
 
 
 def _json(result):
@@ -66,14 +65,14 @@ def test_one_node_equals_replay_kv_dry_run(cli, tmp_path, extra):
 # --- routers on hand-built traces ------------------------------------------------------------------------
 def test_round_robin_and_session_placements_and_hit_ratios(cli, tmp_path):
     # two conversations A (1,2..) and B (10,11..), turns interleaved A B A B; 10 blocks in all
-    tr = _trace(tmp_path / "t.jsonl", [(0, [1, 2]), (1000, [10, 11]), (2000, [1, 2, 3]), (3000, [10, 11, 12])])
+    tr = write_mooncake(tmp_path / "t.jsonl", [(0, [1, 2]), (1000, [10, 11]), (2000, [1, 2, 3]), (3000, [10, 11, 12])])
     s = _cluster(cli, tmp_path, tr, "--nodes", "2", "--router", "round-robin", "--l2", "1GiB")
     nodes, _ = _placement(s, tmp_path)
     assert nodes == [0, 1, 0, 1]
     assert s["global"]["hit_ratio"] == pytest.approx(4 / 10)
     assert [n["requests"] for n in s["nodes"]] == [2, 2] and s["imbalance"] == 1.0
     # A A B B: round-robin splits each conversation, nothing hits; session keeps them together
-    tr2 = _trace(tmp_path / "t2.jsonl", [(0, [1, 2]), (1000, [1, 2, 3]), (2000, [10, 11]), (3000, [10, 11, 12])])
+    tr2 = write_mooncake(tmp_path / "t2.jsonl", [(0, [1, 2]), (1000, [1, 2, 3]), (2000, [10, 11]), (3000, [10, 11, 12])])
     s = _cluster(cli, tmp_path, tr2, "--nodes", "2", "--routers", "round-robin,session", "--l2", "1GiB")
     rr, se = s["routers"]["round-robin"], s["routers"]["session"]
     assert rr["global"]["hit_ratio"] == 0.0 and se["global"]["hit_ratio"] == pytest.approx(4 / 10)
@@ -92,7 +91,7 @@ def test_round_robin_and_session_placements_and_hit_ratios(cli, tmp_path):
 
 def test_duplication_counts_copies_across_nodes(cli, tmp_path):
     # round-robin: A1 -> 0 holds {1,2}; A2 -> 1 holds {1,2,3}; B1 -> 0 adds {10}: held 3 + 3 = 6, distinct 4
-    tr = _trace(tmp_path / "t.jsonl", [(0, [1, 2]), (1000, [1, 2, 3]), (2000, [10])])
+    tr = write_mooncake(tmp_path / "t.jsonl", [(0, [1, 2]), (1000, [1, 2, 3]), (2000, [10])])
     s = _cluster(cli, tmp_path, tr, "--nodes", "2", "--router", "round-robin", "--l2", "1GiB")
     assert s["duplication"] == pytest.approx(6 / 4)
     assert s["duplication_detail"]["blocks_held"] == 6 and s["duplication_detail"]["distinct_blocks"] == 4
@@ -108,7 +107,7 @@ def test_session_skips_the_shared_system_prompt(cli, tmp_path):
         for c in convs:
             reqs.append((t, [0, c] + [c + 1] * turn))
             t += 1000
-    tr = _trace(tmp_path / "t.jsonl", reqs)
+    tr = write_mooncake(tmp_path / "t.jsonl", reqs)
     s = _cluster(cli, tmp_path, tr, "--nodes", "4", "--router", "session", "--l2", "1GiB")
     nodes, _ = _placement(s, tmp_path)
     ring = SessionRouter(4)
@@ -124,7 +123,7 @@ def test_session_skips_the_shared_system_prompt(cli, tmp_path):
 def test_prefix_and_least_loaded_placements_and_ttft(cli, tmp_path):
     # R0 (3 blocks, 1536 tokens: 153.6 ms of prefill) at 0; R1 cold at 10 ms while node 0 is busy; R2 extends
     # R1's prefix, R3 extends R0's, both when every node is idle
-    tr = _trace(tmp_path / "t.jsonl", [(0, [1, 2, 3]), (10, [10, 11]), (10000, [10, 11, 12]),
+    tr = write_mooncake(tmp_path / "t.jsonl", [(0, [1, 2, 3]), (10, [10, 11]), (10000, [10, 11, 12]),
                                        (20000, [1, 2, 3, 4])])
     s = _cluster(cli, tmp_path, tr, "--nodes", "2", "--routers", "prefix,least-loaded,round-robin", "--l2", "1GiB")
     px, ll = s["routers"]["prefix"], s["routers"]["least-loaded"]
@@ -142,7 +141,7 @@ def test_prefix_and_least_loaded_placements_and_ttft(cli, tmp_path):
 
 def test_prefix_load_bound_engages(cli, tmp_path):
     # R1 shares R0's prefix but arrives 1 ms later: node 0 has 152.6 ms of work, 2x the mean (76.3 ms)
-    tr = _trace(tmp_path / "t.jsonl", [(0, [1, 2, 3]), (1, [1, 2, 3, 4])])
+    tr = write_mooncake(tmp_path / "t.jsonl", [(0, [1, 2, 3]), (1, [1, 2, 3, 4])])
     s = _cluster(cli, tmp_path, tr, "--nodes", "2", "--router", "prefix", "--l2", "1GiB")
     nodes, df = _placement(s, tmp_path)
     assert nodes == [0, 1] and s["router_stats"]["fallbacks"] == 1 and s["global"]["hit_ratio"] == 0.0
@@ -159,7 +158,7 @@ def test_prefix_load_bound_engages(cli, tmp_path):
 
 
 def test_gpus_per_node_are_parallel_lanes(cli, tmp_path):
-    tr = _trace(tmp_path / "t.jsonl", [(0, [1, 2]), (0, [5, 6]), (0, [7, 8])])
+    tr = write_mooncake(tmp_path / "t.jsonl", [(0, [1, 2]), (0, [5, 6]), (0, [7, 8])])
     s = _cluster(cli, tmp_path, tr, "--nodes", "1", "--router", "round-robin", "--gpus-per-node", "2", "--l2", "1GiB")
     _, df = _placement(s, tmp_path)
     assert df["queue_ms"].tolist() == pytest.approx([0.0, 0.0, 102.4])
@@ -169,7 +168,7 @@ def test_gpus_per_node_are_parallel_lanes(cli, tmp_path):
 def test_pool_contention_stretches_loads_as_computed_by_hand(cli, tmp_path):
     # nodes with only the L4 pool; W0/W1 write 32 blocks each at t=0, L0/L1 load them together at t=100 s
     a, b = list(range(1, 33)), list(range(101, 133))
-    tr = _trace(tmp_path / "t.jsonl", [(0, a), (0, b), (100000, a), (100000, b)])
+    tr = write_mooncake(tmp_path / "t.jsonl", [(0, a), (0, b), (100000, a), (100000, b)])
     common = ["--nodes", "2", "--router", "round-robin", "--l4", str(tmp_path), "--l4-capacity", "1GiB",
               "--l4-link-bw", "8MB/s"]
     nbytes = 32 * BLOCK                                    # 8,388,608 B
@@ -194,7 +193,7 @@ def test_pool_contention_stretches_loads_as_computed_by_hand(cli, tmp_path):
 
 
 def test_pool_is_shared_one_node_writes_another_hits(cli, tmp_path):
-    tr = _trace(tmp_path / "t.jsonl", [(0, [1, 2, 3]), (1000, [1, 2, 3, 4])])
+    tr = write_mooncake(tmp_path / "t.jsonl", [(0, [1, 2, 3]), (1000, [1, 2, 3, 4])])
     common = ["--nodes", "2", "--router", "round-robin", "--l2", "1GiB", "--l4", str(tmp_path),
               "--l4-capacity", "1GiB"]
     s = _cluster(cli, tmp_path, tr, *common)
@@ -217,7 +216,7 @@ def test_pool_is_shared_one_node_writes_another_hits(cli, tmp_path):
     (("--nodes", "2", "--router", "random", "--load-bound", "2", "--l2", "1GiB"), "has an option 'load_bound'"),
 ])
 def test_bad_inputs_one_line(cli, tmp_path, args, needle):
-    tr = _trace(tmp_path / "t.jsonl", [(0, [1, 2])])
+    tr = write_mooncake(tmp_path / "t.jsonl", [(0, [1, 2])])
     r = cli("cluster", tr, "--model", "tiny-gqa", "--dry-run", "--results", tmp_path / "res", *args)
     assert r.exit_code == 2, r.output
     lines = [ln for ln in r.output.splitlines() if ln.strip()]
@@ -238,7 +237,7 @@ def test_report_puts_routers_side_by_side(cli, tmp_path):
 
 def test_prefix_router_sees_retention(cli, tmp_path):
     # R1 puts [1,2,3] on node 1; R2 (100 s later) extends it: to node 1, unless a 10 s TTL dropped the blocks
-    tr = _trace(tmp_path / "t.jsonl", [(0, [10]), (1, [1, 2, 3]), (100000, [1, 2, 3, 4])])
+    tr = write_mooncake(tmp_path / "t.jsonl", [(0, [10]), (1, [1, 2, 3]), (100000, [1, 2, 3, 4])])
     s = _cluster(cli, tmp_path, tr, "--nodes", "2", "--router", "prefix", "--l2", "1GiB")
     assert _placement(s, tmp_path)[0] == [0, 1, 1] and s["router_stats"]["prefix_routed"] == 1
     s = _cluster(cli, tmp_path, tr, "--nodes", "2", "--router", "prefix", "--l2", "1GiB", "--ttl", "10s")

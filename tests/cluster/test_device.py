@@ -15,7 +15,8 @@ import pytest
 from kvbench.cluster.device import DeviceCurve, l3_load, point_from_summary
 from kvbench.cluster.pool import Calendar
 from kvbench.errors import UsageError
-from tests.cluster.test_cluster import BLOCK, _cluster, _trace
+from tests.cluster.test_cluster import BLOCK, _cluster
+from tests.conftest import write_mooncake
 from tests.conftest import REPO
 
 
@@ -99,7 +100,7 @@ def test_ttft_follows_a_throttled_drive(cli, tmp_path, throttled):
     assert bw == pytest.approx(16 << 20, rel=0.1)
     keys = list(range(1, 9))
     other = list(range(101, 109))
-    tr = _trace(tmp_path / "t.jsonl", [(0, keys), (0, other), (60000, keys), (60000, other)])
+    tr = write_mooncake(tmp_path / "t.jsonl", [(0, keys), (0, other), (60000, keys), (60000, other)])
     common = ["--router", "round-robin", "--gpus-per-node", "2", "--l3", str(tmp_path / "l3.store"), "--l3-capacity",
               str(64 * BLOCK)]
     base = _cluster(cli, tmp_path, tr, *common)

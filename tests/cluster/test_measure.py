@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.replay.test_kv import store_dir  # noqa: F401 - fixture: a folder that takes O_DIRECT
 
 BLOCK = 262144
 

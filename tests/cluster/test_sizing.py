@@ -7,7 +7,8 @@ import pytest
 
 from kvbench.cluster.sizing import Targets, grid, pareto, parse_sweep
 from kvbench.errors import UsageError
-from tests.cluster.test_cluster import BLOCK, _cluster, _trace
+from tests.cluster.test_cluster import BLOCK, _cluster
+from tests.conftest import write_mooncake
 
 
 def test_parse_and_grid():
@@ -45,7 +46,7 @@ def test_sweep_prices_each_configuration_and_picks_the_cheapest_that_meets(cli, 
     24 + DRAM (64 MiB L2 per node at $5/GB over 5 years): the cheapest configuration under a 0.25 s TTFT p99
     target is the fewest nodes that meet it, and the sweep lists it first."""
     reqs = [(100 * i, [1000 * i + j for j in range(4)]) for i in range(60)]
-    tr = _trace(tmp_path / "t.jsonl", reqs)
+    tr = write_mooncake(tmp_path / "t.jsonl", reqs)
     s = _cluster(cli, tmp_path, tr, "--router", "round-robin", "--l2", str(256 * BLOCK), "--sweep", "nodes=1,2,4",
                  "--ttft-p99", "250ms")
     sw = s["sweep"]
@@ -64,7 +65,7 @@ def test_sweep_prices_each_configuration_and_picks_the_cheapest_that_meets(cli, 
 
 
 def test_sweep_needs_a_dry_run_and_targets_need_a_sweep(cli, tmp_path):
-    tr = _trace(tmp_path / "t.jsonl", [(0, [1, 2])])
+    tr = write_mooncake(tmp_path / "t.jsonl", [(0, [1, 2])])
     r = cli("cluster", tr, "--model", "tiny-gqa", "--router", "random", "--l2", "1GiB", "--ttft-p99", "2s",
             "--dry-run", "--results", tmp_path / "res")
     assert r.exit_code == 2 and "needs a --sweep" in r.output

@@ -9,7 +9,8 @@ import pytest
 
 from kvbench.cluster.pool import Calendar, utilisation_stats
 from kvbench.cluster.wear import steady_write_rate
-from tests.cluster.test_cluster import BLOCK, _cluster, _trace
+from tests.cluster.test_cluster import BLOCK, _cluster
+from tests.conftest import write_mooncake
 
 
 def test_steady_write_rate_counts_from_the_first_slot_reuse():
@@ -40,7 +41,7 @@ def test_one_node_l3_wear_by_hand(cli, tmp_path):
     """One node, an L3 of 2 blocks, one new block per second (t = 0..5): the store fills at t = 0, 1, first reuses
     a slot at t = 2, and from then writes one slot per second: W = 262,144 B/s, host DWPD = 86,400 x W / (2 x
     262,144) = 43,200, KV kept C / W = 2 s; rating-equivalent = host x WAF / reference WAF of the class."""
-    tr = _trace(tmp_path / "t.jsonl", [(1000 * i, [i + 1]) for i in range(6)])
+    tr = write_mooncake(tmp_path / "t.jsonl", [(1000 * i, [i + 1]) for i in range(6)])
     s = _cluster(cli, tmp_path, tr, "--l3", str(tmp_path / "l3.store"), "--l3-capacity", str(2 * BLOCK),
                  "--ssd-class", "tlc-3dwpd", "--router", "round-robin")
     l3 = s["nodes"][0]["tiers"]["l3"]
@@ -63,7 +64,7 @@ def test_routing_changes_node_wear(cli, tmp_path):
     every block."""
     a, b = [1, 2, 3, 4], [11, 12, 13, 14]
     reqs = [(500 * i, (a if i % 2 == 0 else b)) for i in range(40)]
-    tr = _trace(tmp_path / "t.jsonl", reqs)
+    tr = write_mooncake(tmp_path / "t.jsonl", reqs)
     common = ["--nodes", "2", "--l3", str(tmp_path / "l3.store"), "--l3-capacity", str(4 * BLOCK)]
     rr = _cluster(cli, tmp_path, tr, *common, "--router", "round-robin")
     assert [nd["hit_ratio"] for nd in rr["nodes"]] == [pytest.approx(0.95)] * 2
@@ -86,7 +87,7 @@ def test_link_utilisation_by_hand(cli, tmp_path):
     and loads them again at t = 100 s, each move 1.048576 s alone on an 8 MB/s link: every link is saturated
     2 x 1.048576 s of the 101.048576 s simulated, so the time saturated is 2.075% and p99 is full use."""
     a, b = list(range(1, 33)), list(range(101, 133))
-    tr = _trace(tmp_path / "t.jsonl", [(0, a), (0, b), (100000, a), (100000, b)])
+    tr = write_mooncake(tmp_path / "t.jsonl", [(0, a), (0, b), (100000, a), (100000, b)])
     s = _cluster(cli, tmp_path, tr, "--nodes", "2", "--router", "round-robin", "--l4", str(tmp_path),
                  "--l4-capacity", "1GiB", "--l4-link-bw", "8MB/s")
     move = 32 * BLOCK / 8e6
@@ -105,7 +106,7 @@ def test_terminal_json_and_report_state_the_same_rollup(cli, tmp_path):
     from kvbench.report.rundata import load_run
     from kvbench.report.tables import verdict_rows
 
-    tr = _trace(tmp_path / "t.jsonl", [(1000 * i, [i + 1]) for i in range(6)])
+    tr = write_mooncake(tmp_path / "t.jsonl", [(1000 * i, [i + 1]) for i in range(6)])
     args = ["cluster", tr, "--model", "tiny-gqa", "--dry-run", "--router", "round-robin", "--l3",
             tmp_path / "l3.store", "--l3-capacity", str(2 * BLOCK), "--results", tmp_path / "res"]
     s = _cluster(cli, tmp_path, tr, *args[4:-2])

@@ -57,9 +57,9 @@ def test_replay_engram_folder(cli, tmp_path):
 
 
 def test_cluster_folder(cli, tmp_path):
-    from tests.cluster.test_cluster import _trace
+    from tests.conftest import write_mooncake
 
-    tr = _trace(tmp_path / "t.jsonl", [(0, [1, 2]), (10, [1, 2, 3]), (20, [1, 2, 3, 4])])
+    tr = write_mooncake(tmp_path / "t.jsonl", [(0, [1, 2]), (10, [1, 2, 3]), (20, [1, 2, 3, 4])])
     s = _json(cli("cluster", tr, "--model", "tiny-gqa", "--router", "session", "--l2", "1MiB", "--dry-run",
                   "--json", "--results", tmp_path / "res"))
     f = _assert_stamped(s["run_dir"])

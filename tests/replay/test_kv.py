@@ -28,25 +28,11 @@ from kvbench.replay.kv import replayed_fraction
 BLOCK = 262144          # tiny-gqa: 512 B/token x 512-token Mooncake blocks
 
 
-_write_trace = write_mooncake       # Mooncake lines from (timestamp_ms, hash_ids) (tests/conftest.py)
 
 
 def _json(result):
     assert result.exit_code == 0, result.output
     return json.loads(result.output[result.output.index("{"):])
-
-
-@pytest.fixture
-def store_dir(tmp_path):
-    """A folder on a device-backed filesystem for O_DIRECT stores (tmp_path unless it is tmpfs)."""
-    d = tmp_path
-    if subprocess.run(["stat", "-f", "-c", "%T", str(d)], capture_output=True, text=True).stdout.strip() == "tmpfs":
-        d = Path("/var/tmp") / f"kvbench-test-{os.getpid()}"
-        d.mkdir(exist_ok=True)
-        yield d
-        shutil.rmtree(d, ignore_errors=True)
-    else:
-        yield d
 
 
 def test_dry_run_single_tier_lru_equals_simulation_and_curve(cli, tmp_path):
@@ -169,7 +155,7 @@ def _dram_rows(s):
 
 def test_verify_catches_a_byte_flipped_in_the_store_file(tmp_path, store_dir):
     ids = list(range(64))
-    trace = _write_trace(tmp_path / "t.jsonl", [(0, ids), (1000, ids)])
+    trace = write_mooncake(tmp_path / "t.jsonl", [(0, ids), (1000, ids)])
     store = store_dir / "flip.store"
     flipped = []
 

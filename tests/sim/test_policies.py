@@ -77,7 +77,6 @@ def test_lru_matches_stack_distance(capacity):
     assert _run(make_policy("lru", capacity), seq) == _reference_lru_hits(seq, capacity)
 
 
-_chained_trace = chained_trace      # requests as lists of ids; each key names its whole prefix (tests/conftest.py)
 
 
 def test_simulate_prefix_lru_equals_mattson_on_deepest_first_stream():
@@ -86,7 +85,7 @@ def test_simulate_prefix_lru_equals_mattson_on_deepest_first_stream():
     for _ in range(150):
         base = int(rng.integers(0, 6))
         prompts.append([base] + rng.integers(0, 3, size=int(rng.integers(1, 12))).tolist())
-    tr = _chained_trace(prompts, np.arange(len(prompts), dtype=float))
+    tr = chained_trace(prompts, np.arange(len(prompts), dtype=float))
     stream = []
     for r in range(len(prompts)):
         stream += tr.keys[tr.offsets[r]:tr.offsets[r + 1]][::-1].tolist()
@@ -98,7 +97,7 @@ def test_simulate_prefix_lru_equals_mattson_on_deepest_first_stream():
 
 def test_prefix_hits_are_leading_run_only():
     # request 2 shares block 0 with request 1 and has a different block 1: hit 1 block out of 3
-    tr = _chained_trace([[1, 2], [1, 3, 4]], [0.0, 1.0])
+    tr = chained_trace([[1, 2], [1, 3, 4]], [0.0, 1.0])
     st = simulate_prefix([tr], make_policy("fifo", 100))
     assert (st.hit_blocks, st.block_refs) == (1, 5)
 

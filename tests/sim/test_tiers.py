@@ -735,7 +735,7 @@ chained = st.lists(
     min_size=1, max_size=40)
 
 
-def make_trace(reqs) -> Trace:
+def gap_trace(reqs) -> Trace:
     times = np.cumsum([g for g, _ in reqs]).astype(np.float64)
     counts = np.array([len(k) for _, k in reqs], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
@@ -759,7 +759,7 @@ def brute_lru_hits(trace: Trace, capacity: int, ttl_s=None, count_from: int = 0)
 @given(chained, st.sampled_from(["through", "back"]), st.booleans(), st.integers(1, 6), st.integers(1, 10),
        st.sampled_from(["slot", "log"]), st.booleans())
 def test_tier_simulation_accounting(reqs, write_policy, promote, l2_blocks, l3_blocks, layout, l1):
-    tr = make_trace(reqs)
+    tr = gap_trace(reqs)
     slot = slot_bytes_for(BLOCK)
     tiers = ([TierSpec("l1", 2 * BLOCK)] if l1 else []) + [
         TierSpec("l2", l2_blocks * slot), TierSpec("l3", l3_blocks * slot + (64 << 20) * (layout == "log"),
@@ -804,7 +804,7 @@ def test_tier_simulation_accounting(reqs, write_policy, promote, l2_blocks, l3_b
 def test_single_lru_tier_equals_the_exact_curve(reqs, cap, ttl):
     """Prefix-chained keys touched deepest-first: block hits are prefix hits (DESIGN.md), so one LRU tier's
     hits equal the exact curve at its capacity, with and without retention."""
-    tr = make_trace(reqs)
+    tr = gap_trace(reqs)
     h = Hierarchy(HierarchySpec((TierSpec("l2", cap * slot_bytes_for(BLOCK), ttl_s=ttl),), block_bytes=BLOCK))
     out, _ = h.run(tr.timestamp_s, tr.offsets, tr.keys)
     assert int(out["hit_blocks"].sum()) == round(float(exact_profile(tr, ttl_s=ttl).hits_at([cap])[0]))

@@ -13,19 +13,9 @@ import pytest
 
 from kvbench.stream.returns import DELTA_95, ReturnEvidence, _log_sf, _ncdf, fit_returns, visit_ends
 from kvbench.stream.sessions import recover_sessions
-from kvbench.stream.traces import Trace
+from tests.conftest import make_trace
 
 pytestmark = pytest.mark.timeout(600)
-
-
-def make_trace(times, blocks) -> Trace:
-    offs = np.zeros(len(blocks) + 1, dtype=np.int64)
-    offs[1:] = np.cumsum([len(b) for b in blocks])
-    return Trace(timestamp_s=np.asarray(times, dtype=np.float64),
-                 input_tokens=np.asarray([512 * len(b) for b in blocks], dtype=np.int64),
-                 output_tokens=np.zeros(len(blocks), dtype=np.int64), offsets=offs,
-                 keys=np.array([k for b in blocks for k in b], dtype=np.uint64), block_tokens=512, fmt="test",
-                 path="hand")
 
 
 @pytest.mark.parametrize("z", [-6.0, -2.5, -0.3, 0.0, 0.7, 1.96, 4.0, 12.0, 30.0])

@@ -15,18 +15,9 @@ from kvbench.cli import main
 from kvbench.errors import UsageError
 from kvbench.stream.stationarity import mann_kendall, sen_slope, stationarity, stationary_suffix
 from kvbench.stream.traces import Trace
+from tests.conftest import make_trace
 
 pytestmark = pytest.mark.timeout(300)
-
-
-def make_trace(times, blocks) -> Trace:
-    offs = np.zeros(len(blocks) + 1, dtype=np.int64)
-    offs[1:] = np.cumsum([len(b) for b in blocks])
-    return Trace(timestamp_s=np.asarray(times, dtype=np.float64),
-                 input_tokens=np.asarray([512 * len(b) for b in blocks], dtype=np.int64),
-                 output_tokens=np.zeros(len(blocks), dtype=np.int64), offsets=offs,
-                 keys=np.array([k for b in blocks for k in b], dtype=np.uint64), block_tokens=512, fmt="test",
-                 path="hand")
 
 
 def reference_series(trace: Trace, windows: int):

@@ -513,7 +513,7 @@ requests = st.lists(
     min_size=1, max_size=40)
 
 
-def make_trace(reqs) -> Trace:
+def gap_trace(reqs) -> Trace:
     times = np.cumsum([g for g, _ in reqs]).astype(np.float64)
     counts = np.array([len(k) for _, k in reqs], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
@@ -536,7 +536,7 @@ def brute_lru_hits(trace: Trace, capacity: int, ttl_s=None, count_from: int = 0)
 
 @given(requests, st.sampled_from([None, 0.5, 1.0, 2.5]), st.sampled_from([0.0, 0.3, 0.5]))
 def test_exact_curve_equals_bruteforce_lru_at_every_capacity(reqs, ttl, warmup):
-    tr = make_trace(reqs)
+    tr = gap_trace(reqs)
     caps = list(range(1, 14))
     start = int(tr.offsets[int(np.floor(warmup * tr.n_requests))])     # warm-up: whole requests, then count
     p = exact_profile(tr, ttl_s=ttl, warmup=warmup)

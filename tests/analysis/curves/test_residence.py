@@ -23,7 +23,7 @@ import pytest
 from kvbench.analysis.curves.residence import residence_for, steady_curve, summary
 from kvbench.errors import SpecError
 
-from tests.analysis.test_plan import make_trace
+from tests.conftest import make_trace
 
 BB = 1000
 TIMES = [0, 1, 2, 3, 4, 5]
