@@ -29,6 +29,11 @@ def set_mode(mode: str | None) -> None:
     _mode = None if mode == "auto" else mode
 
 
+def mode() -> str | None:
+    """The mode :func:`set_mode` set (None: the environment's or the terminal test)."""
+    return _mode
+
+
 def active(stream=None) -> bool:
     """Whether a live line is drawn on ``stream`` (default stderr) now."""
     mode = _mode or os.environ.get("KVBENCH_PROGRESS", "auto").strip().lower() or "auto"

@@ -499,14 +499,15 @@ def plan_target(ctx: _Ctx, t: float) -> tuple[dict, list | None, list | None]:
     return entry, plans, rows
 
 
-def _profile(trace, warmup):
+def _profile(trace, warmup, exact=None):
     """The trace's exact curve in its own blocks (the plan's units, see ``_Scale``); a key sample's is the whole
-    stream's SHARDS_adj estimate, its distances brought back to the sample's (integer) blocks."""
+    stream's SHARDS_adj estimate, its distances brought back to the sample's (integer) blocks. ``exact``: the
+    trace's ``exact_profile`` when the caller has it (with no warm-up: the same profile)."""
     from dataclasses import replace
 
     from kvbench.analysis.curves.profile import exact_profile
 
-    p = exact_profile(trace, warmup=warmup)
+    p = exact if exact is not None and not warmup else exact_profile(trace, warmup=warmup)
     if p.sample_rate < 1.0:
         p = replace(p, steps=np.rint(p.steps * p.sample_rate), capacity_scale=1.0 / p.sample_rate)
     return p
@@ -514,13 +515,14 @@ def _profile(trace, warmup):
 
 def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, options: PlanOptions,
                bytes_per_token: float | None = None, compute: dict | None = None, model: str = "",
-               measured: dict | None = None, profile=None, kv=None, step=None) -> dict:
+               measured: dict | None = None, profile=None, kv=None, step=None, exact=None) -> dict:
     """Steady-state capacity, DWPD, residence, drives per class and the bill for one trace. ``step(name)`` is
     told as each stage begins (the curves, then each hit-ratio target): a live line's ``Steps.start``.
 
     ``kv``: the model (its per-layer load bytes for the load-vs-recompute bill); ``measured``: what a replay run
     measured (``waf``, ``waf_source``, ``l3_write_bytes``...), reported beside
-    the steady-state numbers; a run's device WAF replaces the FTL model's."""
+    the steady-state numbers; a run's device WAF replaces the FTL model's. ``exact``: the trace's
+    ``exact_profile`` when the caller computed it already (``kvbench run``'s job): not computed again."""
     from kvbench.stream.sampling import whole
 
     opt = options.validate()
@@ -539,7 +541,7 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
     stat_note = None
     step = step or (lambda name: None)
     step("hit-ratio and steady-state curves")
-    hit_curve = cap.HitCurve.from_profile(_profile(trace, opt.warmup), block_bytes=block_bytes)
+    hit_curve = cap.HitCurve.from_profile(_profile(trace, opt.warmup, exact), block_bytes=block_bytes)
     steady_raw = res.steady_curve(trace, block_bytes=block_bytes)
     # no steady write rate is below the compulsory (never-seen) rate of the window its demand is measured over:
     # on a trace whose new-block share falls, a large tier's window after its first eviction is the trace's last

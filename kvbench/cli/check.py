@@ -66,6 +66,71 @@ def check_cmd(profile_name, rate, run_dir, tier_specs, trace_path, model_name, l
               lengths, max_tokens, as_json):
     """Load vs recompute per tier: T_load(n) = first byte + n*bytes_per_token/BW (optionally pipelined) against
     the prefill profile's T(n); prints the break-even prefix n*, margins, and a verdict per tier."""
+    out, profile, model, run, run_notes = check_result(profile_name, rate, run_dir, tier_specs, trace_path,
+                                                       model_name, link, kv_dtype, pipelined, suffix_tokens,
+                                                       lengths, max_tokens)
+    result_tiers = out["tiers"]
+    from kvbench.units import format_bytes, format_duration
+
+    if as_json:
+        emit_json(out)
+        return
+    click.echo(f"recompute: {profile.describe()}")
+    if profile.kind != "measured":
+        click.echo(f"  ({profile.kind}: {profile.source})")
+    elif profile.fit.rel_rms > 0.10:
+        click.echo(f"  warning: this profile's fit misses its points by {profile.fit.rel_rms:.0%} rms (noisy timings)")
+    kinds = " + ".join(f"{g.count} {g.kind}" + (f" ({g.window})" if g.window else "") for g in model.layer_bytes())
+    click.echo(f"KV: {model.name}, {model.bytes_per_token:,} B/token at long prefixes ({model.dtype}), {model.layers} "
+               f"layers: {kinds}; "
+               f"load {'pipelined layer by layer over ' + str(suffix_tokens) + ' suffix tokens' if pipelined else 'before compute'}")
+    show = [n for n in lengths][:6]
+    click.echo(f"{'tier':<12} {'bandwidth':>11} {'latency':>9} {'n*':>9}  " +
+               " ".join(f"{'@' + str(n):>10}" for n in show) + "   (margin = recompute - load; + loads)")
+    for name, r in result_tiers.items():
+        n_star = f"{r['break_even_tokens']:,}" if r["break_even_tokens"] is not None else "never"
+        margins = " ".join(f"{format_duration(r['margin_s'][str(n)]):>10}" for n in show)
+        click.echo(f"{name:<12} {format_bytes(r['bandwidth_bytes_per_s'], binary=False) + '/s':>11} "
+                   f"{r['first_byte'] if r['latency_resolved'] else 'unresolved':>9} {n_star:>9}  {margins}")
+    for name, r in result_tiers.items():
+        if r["source"] != "given":
+            click.echo(f"  {name}: {r['source']}")
+        if not r["latency_resolved"]:
+            click.echo(f"  {name}: first byte {r['first_byte']} (the fit has no fixed part: 0 is not a measurement)")
+    for r in result_tiers.values():
+        click.echo(r["verdict"])
+    if run is not None:
+        click.echo(f"run: {run.path}")
+        for note in run_notes:
+            click.echo(f"  note: {note}")
+        h = out["run"].get("hits")
+        if h:
+            for name, t in h["tiers"].items():
+                if t["hit_requests"]:
+                    click.echo(f"  {name}: {t['hit_requests']:,} requests hit; hit length p50 "
+                               f"{t['hit_tokens']['p50']:,.0f} tokens; loading wins for {t['wins_fraction']:.1%} "
+                               f"(margin p50 {format_duration(t['margin_s']['p50'])})")
+            if "wins_fraction" in h:
+                click.echo(f"  measured loads: loading won in {h['wins_fraction']:.1%} of {h['requests_with_loaded_hits']:,}"
+                           f" requests with loaded hits; TTFT saved p50 {format_duration(h['ttft_saved_s']['p50'])}, "
+                           f"p99 {format_duration(h['ttft_saved_s']['p99'])}")
+
+    if trace_path:
+        tr = out["trace"]
+        p = tr["prefix_tokens"]
+        click.echo(f"trace {tr['path']}: {tr['requests_with_prefix']:,} of {tr['requests']:,} requests reuse a prefix "
+                   f"(unbounded cache); prefix p50 {p['p50'] or 0:,.0f}, p99 {p['p99'] or 0:,.0f} tokens")
+        for name, t in tr["tiers"].items():
+            if t["wins_fraction"] is not None:
+                click.echo(f"  {name}: loading wins for {t['wins_fraction']:.1%} of them; margin p50 "
+                           f"{format_duration(t['margin_s']['p50'])}, p99 {format_duration(t['margin_s']['p99'])}")
+
+
+def check_result(profile_name=None, rate=None, run_dir=None, tier_specs=(), trace_path=None, model_name=None,
+                 link=None, kv_dtype=None, pipelined=False, suffix_tokens=0, lengths=DEFAULT_LENGTHS,
+                 max_tokens=1 << 20):
+    """``kvbench check --json`` (its options by their parameter names): the result, and the profile, model, run
+    and run notes it used (for the text output)."""
     from kvbench.analysis.recompute import (Inequality, Tier, analyse_run_hits, analyse_tiers,
                                             analyse_trace_prefixes, curve_tokens, overall_verdict, parse_tier,
                                             read_run, trace_prefixes)
@@ -133,58 +198,7 @@ def check_cmd(profile_name, rate, run_dir, tier_specs, trace_path, model_name, l
     if trace_path:
         out["trace"] = analyse_trace_prefixes(ineq, tiers, trace_prefixes(trace_path))
     out = CheckResult(out).to_json()      # check.json's layout version (--json prints the same object)
-    if as_json:
-        emit_json(out)
-        return
-    click.echo(f"recompute: {profile.describe()}")
-    if profile.kind != "measured":
-        click.echo(f"  ({profile.kind}: {profile.source})")
-    elif profile.fit.rel_rms > 0.10:
-        click.echo(f"  warning: this profile's fit misses its points by {profile.fit.rel_rms:.0%} rms (noisy timings)")
-    kinds = " + ".join(f"{g.count} {g.kind}" + (f" ({g.window})" if g.window else "") for g in model.layer_bytes())
-    click.echo(f"KV: {model.name}, {model.bytes_per_token:,} B/token at long prefixes ({model.dtype}), {model.layers} "
-               f"layers: {kinds}; "
-               f"load {'pipelined layer by layer over ' + str(suffix_tokens) + ' suffix tokens' if pipelined else 'before compute'}")
-    show = [n for n in lengths][:6]
-    click.echo(f"{'tier':<12} {'bandwidth':>11} {'latency':>9} {'n*':>9}  " +
-               " ".join(f"{'@' + str(n):>10}" for n in show) + "   (margin = recompute - load; + loads)")
-    for name, r in result_tiers.items():
-        n_star = f"{r['break_even_tokens']:,}" if r["break_even_tokens"] is not None else "never"
-        margins = " ".join(f"{format_duration(r['margin_s'][str(n)]):>10}" for n in show)
-        click.echo(f"{name:<12} {format_bytes(r['bandwidth_bytes_per_s'], binary=False) + '/s':>11} "
-                   f"{r['first_byte'] if r['latency_resolved'] else 'unresolved':>9} {n_star:>9}  {margins}")
-    for name, r in result_tiers.items():
-        if r["source"] != "given":
-            click.echo(f"  {name}: {r['source']}")
-        if not r["latency_resolved"]:
-            click.echo(f"  {name}: first byte {r['first_byte']} (the fit has no fixed part: 0 is not a measurement)")
-    for r in result_tiers.values():
-        click.echo(r["verdict"])
-    if run is not None:
-        click.echo(f"run: {run.path}")
-        for note in run_notes:
-            click.echo(f"  note: {note}")
-        h = out["run"].get("hits")
-        if h:
-            for name, t in h["tiers"].items():
-                if t["hit_requests"]:
-                    click.echo(f"  {name}: {t['hit_requests']:,} requests hit; hit length p50 "
-                               f"{t['hit_tokens']['p50']:,.0f} tokens; loading wins for {t['wins_fraction']:.1%} "
-                               f"(margin p50 {format_duration(t['margin_s']['p50'])})")
-            if "wins_fraction" in h:
-                click.echo(f"  measured loads: loading won in {h['wins_fraction']:.1%} of {h['requests_with_loaded_hits']:,}"
-                           f" requests with loaded hits; TTFT saved p50 {format_duration(h['ttft_saved_s']['p50'])}, "
-                           f"p99 {format_duration(h['ttft_saved_s']['p99'])}")
-
-    if trace_path:
-        tr = out["trace"]
-        p = tr["prefix_tokens"]
-        click.echo(f"trace {tr['path']}: {tr['requests_with_prefix']:,} of {tr['requests']:,} requests reuse a prefix "
-                   f"(unbounded cache); prefix p50 {p['p50'] or 0:,.0f}, p99 {p['p99'] or 0:,.0f} tokens")
-        for name, t in tr["tiers"].items():
-            if t["wins_fraction"] is not None:
-                click.echo(f"  {name}: loading wins for {t['wins_fraction']:.1%} of them; margin p50 "
-                           f"{format_duration(t['margin_s']['p50'])}, p99 {format_duration(t['margin_s']['p99'])}")
+    return out, profile, model, run, run_notes
 
 
 COMMANDS = [check_cmd]

@@ -117,11 +117,37 @@ def mrc_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, ca
             curves.append(hit_ratio_curve(tr, capacities=caps, unit=unit, block_bytes=block_bytes, policy=p,
                                           ttl_s=ttl, warmup=warmup, points=points,
                                           profile=profile if p == "lru" else None))
-    elapsed = time.perf_counter() - t0
+    out = curve_json(curves, meta, spec, profile, streamed=tr is None, read_s=t_read, profile_s=t_prof,
+                     elapsed_s=time.perf_counter() - t0)
     main_curve = curves[0]
+    for w in out["warnings"]:
+        click.echo(f"warning: {w}", err=True)
+    if as_json:
+        emit_json(out)
+        return
+    from kvbench.units import format_bytes
+
+    what = main_curve.method + (f", ttl {ttl:g} s" if ttl else "") + (f", warm-up {warmup:.0%}" if warmup else "")
+    click.echo(f"{meta['path']}: {meta['requests']:,} requests, {main_curve.references:,} block references "
+               f"({what}); infinite-cache hit ratio {main_curve.infinite_hit_ratio:.4f}")
+    head = f"{'capacity':>14}" + (f" {'bytes':>11}" if block_bytes else "") + "".join(f" {c.policy:>8}" for c in curves)
+    click.echo(head)
+    for i, cb in enumerate(main_curve.capacities_blocks):
+        row = f"{int(cb):>14,}" + (f" {format_bytes(int(cb) * block_bytes):>11}" if block_bytes else "")
+        row += "".join(f" {c.hit_ratio[i]:>8.4f}" for c in curves)
+        click.echo(row)
+
+
+def curve_json(curves, meta: dict, spec, profile, *, streamed: bool, read_s: float, profile_s: float,
+               elapsed_s: float) -> dict:
+    """``kvbench mrc --json``: the curves (one per policy, the first the main one) with the trace's facts
+    (``meta``: path, format, block_tokens, requests, references), the model's block size and the timings."""
+    main_curve = curves[0]
+    block_bytes = spec.block_bytes(meta["block_tokens"]) if spec else None
+    t_read, t_prof, elapsed = read_s, profile_s, elapsed_s
     out = main_curve.to_dict() | {
         "trace": meta["path"], "format": meta["format"], "block_tokens": meta["block_tokens"],
-        "requests": meta["requests"], "streamed": tr is None,
+        "requests": meta["requests"], "streamed": streamed,
         "model": spec.name if spec else None, "bytes_per_token": spec.bytes_per_token if spec else None,
         "stored_bytes_per_token": spec.stored_bytes_per_token(meta["block_tokens"]) if spec else None,
         "capacities_bytes": (main_curve.capacities_blocks * block_bytes).tolist() if block_bytes else None,
@@ -139,22 +165,25 @@ def mrc_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, ca
             f"the sample at rate {profile.sample_rate:.3g} holds no reuse ({held}): its curve is 0 at every "
             "capacity and SHARDS_adj has no reuse to correct; raise --sample (or --sample-size) or drop it for the "
             "exact curve")
-    for w in out["warnings"]:
-        click.echo(f"warning: {w}", err=True)
-    if as_json:
-        emit_json(out)
-        return
-    from kvbench.units import format_bytes
+    return out
 
-    what = main_curve.method + (f", ttl {ttl:g} s" if ttl else "") + (f", warm-up {warmup:.0%}" if warmup else "")
-    click.echo(f"{meta['path']}: {meta['requests']:,} requests, {main_curve.references:,} block references "
-               f"({what}); infinite-cache hit ratio {main_curve.infinite_hit_ratio:.4f}")
-    head = f"{'capacity':>14}" + (f" {'bytes':>11}" if block_bytes else "") + "".join(f" {c.policy:>8}" for c in curves)
-    click.echo(head)
-    for i, cb in enumerate(main_curve.capacities_blocks):
-        row = f"{int(cb):>14,}" + (f" {format_bytes(int(cb) * block_bytes):>11}" if block_bytes else "")
-        row += "".join(f" {c.hit_ratio[i]:>8.4f}" for c in curves)
-        click.echo(row)
+
+def lru_curve_json(trace, profile, *, spec, unit: str = "bytes", points: int = 64, read_s: float = 0.0,
+                   profile_s: float = 0.0) -> dict:
+    """``kvbench mrc TRACE --unit UNIT --model M --json`` (exact LRU, a full curve) of a trace already read and
+    its exact profile already computed (``kvbench run``'s job hands both in)."""
+    from kvbench.analysis.curves.profile import hit_ratio_curve
+    from kvbench.stream.sampling import full_references_from, key_sample_rate
+
+    t0 = time.perf_counter()
+    refs = full_references_from(trace, 0) if key_sample_rate(trace) < 1.0 else trace.n_blocks
+    meta = {"path": trace.path, "format": trace.fmt, "block_tokens": trace.block_tokens, "requests": trace.n_requests,
+            "references": refs}
+    block_bytes = spec.block_bytes(trace.block_tokens) if spec else None
+    curve = hit_ratio_curve(trace, capacities=None, unit=unit, block_bytes=block_bytes, policy="lru", points=points,
+                            profile=profile)
+    return curve_json([curve], meta, spec, profile, streamed=False, read_s=read_s, profile_s=profile_s,
+                      elapsed_s=read_s + profile_s + time.perf_counter() - t0)
 
 
 COMMANDS = [mrc_cmd]

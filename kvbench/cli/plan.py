@@ -123,12 +123,38 @@ def plan_cmd(trace_path, model, targets, absolute, retention, capacities, sweep,
     """Plan DRAM and SSD for a trace at steady state: hit ratio, write rate, residence time and DWPD against
     capacity; the tier that keeps KV for a retention; per drive class the capacity that meets the hit target
     and the rating (which binds), lifetime, SSD per GB of DRAM and the cost per day against recomputing."""
+    from kvbench.stream.traces import read_trace
+
+    out = plan_result(lambda: read_trace(trace_path, compact=True), model, targets, absolute, retention, capacities,
+                      sweep, rate, rate_model, deployment, per_gpu_capacity, utilization, admitted, sweep_profiles,
+                      load_tier, run_dir, prices, price_overrides, profile_name, recompute_tokens_per_s, layout,
+                      ssd_op, erase_block, waf, dram_bytes, ssd_class, store_fill, warmup, block_tokens, admission,
+                      placement, streams, fdp)
+    if report_path:
+        out["run_dir"], out["report"] = _write_report(out, report_path, results_root)
+    if as_json:
+        emit_json(out)
+        return
+    _print(out)
+
+
+def plan_result(read, model, targets=(), absolute=False, retention=None, capacities=None, sweep="10m,1h,6h,1d,7d",
+                rate=None, rate_model="compress", deployment=None, per_gpu_capacity=None, utilization=0.5,
+                admitted=1.0, sweep_profiles=False, load_tier=None, run_dir=None, prices="2025-h2",
+                price_overrides=(), profile_name=None, recompute_tokens_per_s=None, layout="slot", ssd_op=0.07,
+                erase_block=256 << 20, waf=None, dram_bytes=None, ssd_class=None, store_fill=1.0, warmup=0.0,
+                block_tokens=None, admission=None, placement=None, streams=2, fdp=None, *, exact=None,
+                step=None) -> dict:
+    """``kvbench plan --json`` (its options by their parameter names) of the trace ``read`` (a ``Trace``, or a
+    function reading it once the options are checked). ``exact``: the trace's exact LRU profile when the caller
+    has it (``kvbench run``'s job), used where the plan would compute the same (no warm-up, no --block-tokens);
+    ``step(name)``: told as each stage begins, in place of the plan's own live line."""
+    from contextlib import nullcontext
     from dataclasses import replace
 
     from kvbench.analysis.cost import load_prices
     from kvbench.analysis.plan import PlanOptions, build_plan
     from kvbench.spec.models import load_model
-    from kvbench.stream.traces import read_trace
     from kvbench.units import parse_duration, parse_size
 
     spec = load_model(model)
@@ -143,7 +169,7 @@ def plan_cmd(trace_path, model, targets, absolute, retention, capacities, sweep,
                               bool(profile_name or recompute_tokens_per_s))
     caps = tuple(float(parse_size(x.strip(), what="--capacities")) for x in (capacities or "").split(",") if x.strip())
     sweep_s = tuple(parse_duration(x.strip(), what="--sweep") for x in (sweep or "").split(",") if x.strip())
-    trace = read_trace(trace_path, compact=True)     # a key-sampled stream keeps only its sampled requests
+    trace = read() if callable(read) else read     # a key-sampled stream keeps only its sampled requests
     if block_tokens:
         trace = replace(trace, block_tokens=int(block_tokens))
     block_bytes = spec.block_bytes(trace.block_tokens)
@@ -197,10 +223,12 @@ def plan_cmd(trace_path, model, targets, absolute, retention, capacities, sweep,
                        fdp=fdp)
     from kvbench.progress import Steps
 
-    with Steps("plan", [None] * (1 + len(opts.targets))) as meter:    # ETA: the mean of the stages done
+    with Steps("plan", [None] * (1 + len(opts.targets))) if step is None else nullcontext() as meter:
+        # ETA: the mean of the stages done
         out = build_plan(trace, block_bytes=block_bytes, prices=price_table, tokens_per_s=tokens_per_s, options=opts,
                          bytes_per_token=spec.stored_bytes_per_token(trace.block_tokens), compute=compute,
-                         model=spec.name, measured=measured, profile=prof, kv=spec, step=meter.start)
+                         model=spec.name, measured=measured, profile=prof, kv=spec,
+                         step=meter.start if step is None else step, exact=exact if not block_tokens else None)
     if dep is not None:
         from kvbench.analysis.fixed_capacity import for_plan
 
@@ -215,12 +243,7 @@ def plan_cmd(trace_path, model, targets, absolute, retention, capacities, sweep,
     from kvbench.metrics.results import PlanResult
 
     out = PlanResult(out).to_json()       # plan.json's layout version (--json prints the same object)
-    if report_path:
-        out["run_dir"], out["report"] = _write_report(out, report_path, results_root)
-    if as_json:
-        emit_json(out)
-        return
-    _print(out)
+    return out
 
 
 def _per_gpu_deployment(dep, per_gpu_capacity, utilization, sweep_profiles, has_rate):

@@ -57,9 +57,34 @@ def atomic_write_text(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+_STEP_ARGV: list | None = None     # the command a step run in-process stands for (kvbench.job)
+
+
+class as_command:
+    """Within it, run folders record ``argv`` (``["kvbench", "mrc", ...]``) as their command: a step that
+    ``kvbench run`` runs in its own process is recorded as the command a user would type to rerun it."""
+
+    def __init__(self, argv):
+        self.argv = [str(a) for a in argv]
+
+    def __enter__(self):
+        global _STEP_ARGV
+        self.prev, _STEP_ARGV = _STEP_ARGV, self.argv
+        return self
+
+    def __exit__(self, *exc):
+        global _STEP_ARGV
+        _STEP_ARGV = self.prev
+
+
+def _argv() -> list:
+    return list(_STEP_ARGV) if _STEP_ARGV is not None else list(sys.argv)
+
+
 def command_line() -> str:
-    """The exact command that started this process (``kvbench ...`` when run as a module)."""
-    argv = list(sys.argv)
+    """The exact command that started this process (``kvbench ...`` when run as a module), or the step's
+    command within :class:`as_command`."""
+    argv = _argv()
     if argv and (argv[0].endswith("__main__.py") or argv[0] == "-m"):
         argv[0] = "kvbench"
     elif argv:
@@ -109,7 +134,7 @@ class RunDir:
             "run_id": run_id,
             "kind": kind,
             "command": command_line(),
-            "argv": list(sys.argv),
+            "argv": _argv(),
             "cwd": os.getcwd(),
             "started_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "config": config,

@@ -357,13 +357,23 @@ def _open_targets(cfg: ReplayConfig, hier: Hierarchy) -> _Targets:
     return out
 
 
-def _load_trace_meta(cfg: ReplayConfig):
+def _batches(cfg: ReplayConfig, trace=None, batch_requests: int = 65536):
+    """The trace as batches: read from ``cfg.trace``, or cut from ``trace`` when the caller has it loaded already
+    (``kvbench run``'s job: the same requests, the same batches, no second read)."""
+    if trace is None:
+        from kvbench.stream.traces import iter_trace
+
+        yield from iter_trace(cfg.trace, cfg.fmt, batch_requests=batch_requests)
+        return
+    for a in range(0, max(trace.n_requests, 1), batch_requests):
+        yield trace.slice(a, a + batch_requests) if trace.n_requests > batch_requests else trace
+
+
+def _load_trace_meta(cfg: ReplayConfig, trace=None):
     """Validate the whole trace (line/field errors before any I/O); return (block_tokens, requests, blocks,
     blocks of the longest request)."""
-    from kvbench.stream.traces import iter_trace
-
     bt, nreq, nblk, most = None, 0, 0, 0
-    for b in iter_trace(cfg.trace, cfg.fmt):
+    for b in _batches(cfg, trace):
         bt = b.block_tokens
         nreq += b.n_requests
         nblk += int(b.offsets[-1] - b.offsets[0])
@@ -383,8 +393,8 @@ class _Windows:
     # simulation CPU time; 16k blocks nothing measurable)
     SIM_ONLY_BLOCKS = 1 << 14
 
-    def __init__(self, cfg: ReplayConfig, hier: Hierarchy, ios_per_block: int, plans: bool = True):
-        self.cfg, self.hier = cfg, hier
+    def __init__(self, cfg: ReplayConfig, hier: Hierarchy, ios_per_block: int, plans: bool = True, trace=None):
+        self.cfg, self.hier, self.trace = cfg, hier, trace
         self.block_limit = max(64, cfg.window_ios // max(1, ios_per_block))
         self.plans = plans              # False: windows yield their events counted (run_counted), not as rows
         if not plans:
@@ -396,11 +406,10 @@ class _Windows:
 
     def __iter__(self):
         from kvbench.stream.sampling import FULL_BLOCKS, sample_keys
-        from kvbench.stream.traces import iter_trace
 
         cfg = self.cfg
         done = 0
-        for b in iter_trace(cfg.trace, cfg.fmt, batch_requests=8192):
+        for b in _batches(cfg, self.trace, batch_requests=8192):
             if cfg.sample_keys is not None:
                 b = sample_keys(b, cfg.sample_keys, seed=cfg.sample_seed)
             ts, offs, keys = b.timestamp_s, b.offsets - b.offsets[0], b.keys
@@ -550,8 +559,9 @@ def keyed_stream(cfg: ReplayConfig) -> ReplayConfig:
     return replace(cfg, sample_keys=rate)
 
 
-def replay_kv(cfg: ReplayConfig, *, progress=None) -> dict:
-    """Run (or with ``dry_run`` only simulate) a KV replay; returns the summary (also in summary.json)."""
+def replay_kv(cfg: ReplayConfig, *, progress=None, trace=None) -> dict:
+    """Run (or with ``dry_run`` only simulate) a KV replay; returns the summary (also in summary.json).
+    ``trace``: ``cfg.trace`` already read whole (a ``Trace``), so it is not read again."""
     from kvbench.spec.models import load_model
 
     cfg = keyed_stream(cfg)
@@ -561,7 +571,7 @@ def replay_kv(cfg: ReplayConfig, *, progress=None) -> dict:
 
         check_iolog_names([p for p in (cfg.l3, cfg.l4 and os.path.join(cfg.l4, L4_FILE)) if p])
     model = load_model(cfg.model, tp=cfg.tp)
-    block_tokens, n_requests, n_blocks, most = _load_trace_meta(cfg)
+    block_tokens, n_requests, n_blocks, most = _load_trace_meta(cfg, trace)
     if cfg.max_requests is not None:       # the requests asked for: coverage is issued / these
         n_requests = min(n_requests, int(cfg.max_requests))
     block_bytes = model.block_bytes(block_tokens)
@@ -591,7 +601,7 @@ def replay_kv(cfg: ReplayConfig, *, progress=None) -> dict:
         if targets.notes:
             rd.update_run(tier_io=targets.notes)
         return _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_bytes, slot_bytes,
-                       ios_per_block, progress)
+                       ios_per_block, progress, trace)
     finally:
         targets.close()
 
@@ -681,7 +691,7 @@ def _full_estimates(reqs, load_ms, full_blocks, rate: float):
 
 
 def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_bytes, slot_bytes,
-            ios_per_block, progress):
+            ios_per_block, progress, trace=None):
     acc = _Accumulator(levels)
     io_levels = [lvl for lvl in levels if lvl > 0]
     # device targets in a fixed order (L3 then L4), the same whether opened (real run) or only planned
@@ -699,7 +709,7 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
     disk0 = diskstats(dev_name) if not cfg.dry_run else None
     # NVMe SMART / OCP counters before and after (device WAF for plan); None where the store is not on NVMe
     watch = DeviceWatch({"l3": cfg.l3}) if cfg.l3 and not cfg.dry_run else None
-    windows = _Windows(cfg, hier, ios_per_block, plans=not cfg.dry_run or iolog is not None)
+    windows = _Windows(cfg, hier, ios_per_block, plans=not cfg.dry_run or iolog is not None, trace=trace)
     fences_total = planned_ios = 0
     planned_bytes = {(lvl, op): 0 for lvl in levels for op in (0, 1, 2)}
     totals = {"requests": 0, "blocks": 0, "hit_blocks": 0, "produced": 0, "not_issued": 0}

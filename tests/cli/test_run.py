@@ -108,6 +108,7 @@ def test_hit_ratios_do_not_depend_on_the_replay_duration(tmp_path, cli, monkeypa
 def test_failing_steps_leave_a_partial_job_with_a_report_and_exit_1(tmp_path, cli, monkeypatch):
     """Every step fails (as a crashed or missing command would): the job still writes its folder, a summary
     marked partial with the reasons, and a report that says so; the exit status is 1."""
+    import kvbench.job as job
     import kvbench.qualify.steps as steps
     from kvbench.qualify.steps import StepResult
 
@@ -118,6 +119,7 @@ def test_failing_steps_leave_a_partial_job_with_a_report_and_exit_1(tmp_path, cl
         return StepResult(name, tuple(argv), 1, 0.01, None, f"{name}: simulated failure")
 
     monkeypatch.setattr(steps, "run_step", failing)
+    monkeypatch.setattr(job, "run_inprocess", failing)            # the steps the job runs in its own process
     monkeypatch.chdir(tmp_path)
     r = cli("run", "--model", "tiny-gqa", "--max-requests", "40", "--retentions", "", "-o", tmp_path / "partial.html")
     assert r.exit_code == 1, r.output[-2000:]
@@ -171,7 +173,7 @@ def test_the_store_removed_behind_the_job_hands_its_error_to_join(tmp_path, monk
     """The scratch store is removed in a thread while plan, check and the report go on; a removal that fails
     raises in the job's thread at join() (one line there), never as a thread's traceback; a store removed this way
     is gone, its kvbench mark too."""
-    from kvbench.cli import run as R
+    from kvbench import job as R
     from kvbench.engine import safety
 
     store = tmp_path / "l3-store.bin"

@@ -38,18 +38,22 @@ def modelled_bytes(device_bytes: int, rate: float, slot_bytes: int) -> int:
     return int(math.ceil((device_bytes // slot_bytes * slot_bytes + slot_bytes / 2) / rate))
 
 
-def choose_sample_rate(trace, *, block_bytes: int, l3_bytes: int, l2_bytes: int) -> SampleChoice:
-    """Rate that lands the store (``l3_bytes`` on the device) at the exact LRU curve's knee of ``trace``."""
+def choose_sample_rate(trace, *, block_bytes: int, l3_bytes: int, l2_bytes: int, profile=None,
+                       distinct: int | None = None) -> SampleChoice:
+    """Rate that lands the store (``l3_bytes`` on the device) at the exact LRU curve's knee of ``trace``.
+    ``profile`` (``exact_profile(trace)``) and ``distinct`` (its distinct blocks): when the caller has them
+    already (``kvbench run``'s job), not computed again."""
     import numpy as np
 
     from kvbench.analysis.curves import capacity as cap
     from kvbench.analysis.curves.profile import exact_profile
     from kvbench.sim.blockstore import slot_bytes_for
 
-    curve = cap.HitCurve.from_profile(exact_profile(trace), block_bytes=block_bytes)
+    curve = cap.HitCurve.from_profile(profile if profile is not None else exact_profile(trace),
+                                      block_bytes=block_bytes)
     knee = float(cap.knee(curve))
     knee_hit = float(curve.at(np.array([knee]))[0])
-    distinct = int(np.unique(trace.keys).size)
+    distinct = int(np.unique(trace.keys).size) if distinct is None else int(distinct)
     slot = slot_bytes_for(block_bytes)
     store = int(l3_bytes // slot)
     if knee <= store or knee <= 0:
