@@ -47,8 +47,8 @@ def job_run(tmp_path_factory):
 
 
 def _job_run(tmp_path, monkeypatch):
-    import kvbench.analysis.curves as curves
-    import kvbench.analysis.residence as residence
+    import kvbench.analysis.curves.profile as curves
+    import kvbench.analysis.curves.residence as residence
     import kvbench.qualify.steps as steps
     import kvbench.stream.traces as traces
     from kvbench.qualify.steps import StepResult
