@@ -454,6 +454,67 @@ POOL_START = 1 << 16     # nodes a compiled tier's pool starts with at most (it 
 _STORE_CODES = {None: 0, "slot": 1, "log": 2}
 
 
+def compiled(spec: HierarchySpec) -> bool:
+    """True when the kernel has a compiled form of every tier's admission policy (else the reference runs)."""
+    return all(is_trivial(t.admission) or ADMISSIONS[parse_admission(t.admission)[0]].kernel_code is not None
+               for t in spec.tiers)
+
+
+def _lay_tier(K, row, z: dict, nn: int, nmax: int, pec: int, size: dict) -> None:
+    """Lay out one tier (``z``: its codes and sizes) with a node pool of ``nn`` nodes (at most ``nmax``) for
+    requests of up to ``pec`` blocks: its row fields (``row``), its regions at the ends of ``size`` (name ->
+    words so far), which grow by them."""
+    hsize = 1 << max(4, int(2 * nn - 1).bit_length())
+    heap = 2 * nn + 70 if z["ttl"] is not None and z["pol"] != 0 else 0
+    row[K.POL], row[K.CAP], row[K.SCAP], row[K.MCAP] = z["pol"], z["cap"], z["scap"], z["mcap"]
+    row[K.HASTTL] = z["ttl"] is not None
+    row[K.STORE], row[K.TRIMF], row[K.LEVEL] = z["store"], z["trim"], z["level"]
+    row[K.NB], row[K.NN], row[K.HB], row[K.HM] = size["NFREE"], nn, size["HT"], hsize - 1
+    row[K.NNMAX] = nmax
+    row[K.HPB], row[K.HPC], row[K.PEB], row[K.PEC] = size["HD"], heap, size["PEXP"], pec
+    row[K.SLOTB], row[K.NSLOTS], row[K.SFB] = size["SFREE"], z["n_slots"], size["SFREE"]
+    row[K.SEGS], row[K.NSEG], row[K.SEGB], row[K.DRB] = z["segs"], z["nseg"], size["SEGL"], size["DROP"]
+    for q in range(3):
+        row[K.QH0 + q] = row[K.QT0 + q] = -1
+    row[K.SLH] = row[K.SLT] = -1
+    for n in ("NFREQ", "NFREE"):
+        size[n] += nn
+    size["NODE"] += K.NW * nn          # node records
+    size["HT"] += 2 * hsize            # (node + 1, key) pairs
+    size["HD"] += heap
+    size["HK"] += heap
+    size["PEXP"] += pec
+    for n in ("SFREE", "SKEY", "SLIVE", "SWR"):
+        size[n] += z["n_slots"]
+    for n in ("SEGL", "SPREV", "SNEXT", "SEALED", "FSEGS"):
+        size[n] += z["nseg"]
+    size["DROP"] += z["segs"]
+
+
+def _init_tier(K, row, z: dict, arrs: dict) -> None:
+    """A new tier's free lists: every node of its pool, every slot (slot store) or segment but the open one (log)."""
+    nb, nn, sb, gb = row[K.NB], row[K.NN], row[K.SLOTB], row[K.SEGB]
+    arrs["NFREE"][nb:nb + nn] = np.arange(nn - 1, -1, -1)
+    row[K.FTOP] = nn
+    if z["store"] == 1:
+        arrs["SFREE"][sb:sb + z["n_slots"]] = np.arange(z["n_slots"])
+        row[K.SFN] = z["n_slots"]
+    elif z["store"] == 2:
+        arrs["FSEGS"][gb:gb + z["nseg"] - 1] = np.arange(1, z["nseg"])
+        row[K.FSN] = z["nseg"] - 1
+
+
+def _region_spans(K, size: dict, base: int) -> tuple[dict, int]:
+    """Each array region's (start, words) from ``base`` on, node records on cache-line boundaries; and the end."""
+    spans = {}
+    for n in K.INT_ARRAYS + K.FLOAT_ARRAYS:
+        if n == "NODE":                    # records on cache-line boundaries (A's data is 64-byte aligned)
+            base = -(-base // K.NW) * K.NW
+        spans[n] = (base, size[n])
+        base += size[n]
+    return spans, base
+
+
 
 
 class _StoreView:
@@ -472,6 +533,7 @@ class _StoreView:
     def _i(self, f):
         from kvbench.sim import tiers_kernel as K
 
+        self._h._sync()
         return int(self._h._I[self._t, getattr(K, f)])
 
     used = property(lambda self: self._i("USED"))
@@ -535,6 +597,7 @@ class _TierView:
         """key -> (slot, version) of the blocks this tier holds (built on each call: for inspection)."""
         from kvbench.sim.tiers_kernel import tier_keys
 
+        self._h._sync()
         keys, slots, vers = tier_keys(self._h._A, self._t, True)
         return dict(zip(keys.view(np.uint64).tolist(), zip(slots.tolist(), vers.tolist())))
 
@@ -548,8 +611,7 @@ class Hierarchy(_Inspect):
 
     def __new__(cls, spec: HierarchySpec, max_request_blocks: int | None = None):
         # an admission policy the kernel has no compiled form of runs in the reference (same results)
-        if any(not is_trivial(t.admission) and ADMISSIONS[parse_admission(t.admission)[0]].kernel_code is None
-               for t in spec.tiers):
+        if not compiled(spec):
             return ReferenceHierarchy(spec)
         return super().__new__(cls)
 
@@ -561,6 +623,25 @@ class Hierarchy(_Inspect):
     def __init__(self, spec: HierarchySpec, max_request_blocks: int | None = None):
         """``max_request_blocks``: the longest request to come, when known (a trace's), so that the state is
         laid out for it at once rather than grown during the first requests (results are the same either way)."""
+        self._describe(spec)
+        K = self._K
+        self._pec = 0
+        self._A = None
+        most = max(0, int(max_request_blocks or 0))
+        pec = max(256, most + 16)
+        need = 8 * most + 256 + 4 * max(self._segs)           # free nodes the kernel asks of a pool per request
+        self._evcap = max(1024, 2 * self._ev_need(most))
+        # a pool up to POOL_START nodes is laid out whole at once (its pages are touched only as it fills); a
+        # larger one starts there and doubles as its tier fills (a relayout between requests, counted in the run)
+        self._pools = [min(self._pool_max(z, pec), max(POOL_START, need)) for z in self._sizes]
+        self._build(pec)
+        self._set_globals(self._G)
+        self._req = 0
+        self._load_kernel()
+
+    def _describe(self, spec: HierarchySpec) -> None:
+        """The tiers as the kernel sees them (``_sizes``: codes and sizes per tier; ``_adm``: the admission
+        arrays' layout) and their inspection views (``tiers``), before any state is laid out."""
         from kvbench.sim import tiers_kernel as K
 
         spec.validate()
@@ -601,34 +682,32 @@ class Hierarchy(_Inspect):
         self.exclusive = spec.inclusion == "exclusive"
         self.demote = spec.write_policy == "back" or self.exclusive
         if self.exclusive:
-            create_at = [0]
+            self._create_at = [0]
         elif spec.write_policy == "through":
-            create_at = list(range(len(self.tiers)))
+            self._create_at = list(range(len(self.tiers)))
         else:
-            create_at = [i for i, t in enumerate(self.tiers) if t.level <= 1] or [0]
-        self._pec = 0
-        self._A = None
-        most = max(0, int(max_request_blocks or 0))
-        pec = max(256, most + 16)
-        need = 8 * most + 256 + 4 * max(self._segs)           # free nodes the kernel asks of a pool per request
-        self._evcap = max(1024, 2 * self._ev_need(most))
-        # a pool up to POOL_START nodes is laid out whole at once (its pages are touched only as it fills); a
-        # larger one starts there and doubles as its tier fills (a relayout between requests, counted in the run)
-        self._pools = [min(self._pool_max(z, pec), max(POOL_START, need)) for z in sizes]
-        self._build(pec)
-        G = self._G
+            self._create_at = [i for i, t in enumerate(self.tiers) if t.level <= 1] or [0]
+
+    def _set_globals(self, G) -> None:
+        """The hierarchy's rules in a new state's globals: tiers, demotion, inclusion, promotion, creation tiers."""
+        K = self._K
         G[K.G_NT] = len(self.tiers)
         G[K.G_DEMOTE], G[K.G_EXCL] = int(self.demote), int(self.exclusive)
-        G[K.G_PROMOTE], G[K.G_TOPL1] = int(spec.promote), int(self.tiers[0].level == 0)
-        G[K.G_NCREATE] = len(create_at)
-        G[K.G_CREATE0:K.G_CREATE0 + len(create_at)] = create_at
-        self._req = 0
-        # load the compiled kernel now (an empty batch), so that timing a run times the simulation
+        G[K.G_PROMOTE], G[K.G_TOPL1] = int(self.spec.promote), int(self.tiers[0].level == 0)
+        G[K.G_NCREATE] = len(self._create_at)
+        G[K.G_CREATE0:K.G_CREATE0 + len(self._create_at)] = self._create_at
+
+    def _load_kernel(self) -> None:
+        """Load the compiled kernel now (an empty batch), so that timing a run times the simulation."""
+        K = self._K
         z, z1 = np.zeros(0, np.int64), np.zeros(1, np.int64)
         K.run_requests(self._A, np.zeros(0), z1, z, 0, np.zeros((0, 8), np.int64), self._xbuf, z1, z1.copy(),
                        np.zeros(4, np.int64))
         K.fill_requests(np.zeros((0, 8), np.int64), np.zeros(0), np.zeros(0, REQUEST_DTYPE))
         K.fill_events(self._A, np.zeros(0, EVENT_DTYPE))
+
+    def _sync(self) -> None:
+        """Bring the state's shared parts up to date before it is inspected (a pool member's: SharedPool)."""
 
     # --- state ---------------------------------------------------------------------------------------------
     def _adm_layout(self) -> dict:
@@ -701,41 +780,8 @@ class Hierarchy(_Inspect):
         size.update(self._adm["size"])
         for t, z in enumerate(self._sizes):
             nmax = self._pool_max(z, pec)
-            nn = min(nmax, self._pools[t])
-            hsize = 1 << max(4, int(2 * nn - 1).bit_length())
-            heap = 2 * nn + 70 if z["ttl"] is not None and z["pol"] != 0 else 0
-            row = rows[t]
-            row[K.POL], row[K.CAP], row[K.SCAP], row[K.MCAP] = z["pol"], z["cap"], z["scap"], z["mcap"]
-            row[K.HASTTL] = z["ttl"] is not None
-            row[K.STORE], row[K.TRIMF], row[K.LEVEL] = z["store"], z["trim"], z["level"]
-            row[K.NB], row[K.NN], row[K.HB], row[K.HM] = size["NFREE"], nn, size["HT"], hsize - 1
-            row[K.NNMAX] = nmax
-            row[K.HPB], row[K.HPC], row[K.PEB], row[K.PEC] = size["HD"], heap, size["PEXP"], pec
-            row[K.SLOTB], row[K.NSLOTS], row[K.SFB] = size["SFREE"], z["n_slots"], size["SFREE"]
-            row[K.SEGS], row[K.NSEG], row[K.SEGB], row[K.DRB] = z["segs"], z["nseg"], size["SEGL"], size["DROP"]
-            for q in range(3):
-                row[K.QH0 + q] = row[K.QT0 + q] = -1
-            row[K.SLH] = row[K.SLT] = -1
-            for n in ("NFREQ", "NFREE"):
-                size[n] += nn
-            size["NODE"] += K.NW * nn          # node records
-            size["HT"] += 2 * hsize            # (node + 1, key) pairs
-            size["HD"] += heap
-            size["HK"] += heap
-            size["PEXP"] += pec
-            for n in ("SFREE", "SKEY", "SLIVE", "SWR"):
-                size[n] += z["n_slots"]
-            for n in ("SEGL", "SPREV", "SNEXT", "SEALED", "FSEGS"):
-                size[n] += z["nseg"]
-            size["DROP"] += z["segs"]
-        base = K.GB + K.NG
-        spans = {}
-        for n in K.INT_ARRAYS + K.FLOAT_ARRAYS:
-            if n == "NODE":                    # records on cache-line boundaries (A's data is 64-byte aligned)
-                base = -(-base // K.NW) * K.NW
-            spans[n] = (base, size[n])
-            base += size[n]
-        ev_base = base
+            _lay_tier(K, rows[t], z, min(nmax, self._pools[t]), nmax, pec, size)
+        spans, ev_base = _region_spans(K, size, K.GB + K.NG)
         if old is not None:
             self._evcap = max(self._evcap, int(self._G[K.G_EVCAP]))
         A = _aligned_zeros(ev_base + 8 * self._evcap)
@@ -748,16 +794,7 @@ class Hierarchy(_Inspect):
         if old is None:
             I[:] = rows
             for t, z in enumerate(self._sizes):
-                row = I[t]
-                nb, nn, sb, gb = row[K.NB], row[K.NN], row[K.SLOTB], row[K.SEGB]
-                arrs["NFREE"][nb:nb + nn] = np.arange(nn - 1, -1, -1)
-                row[K.FTOP] = nn
-                if z["store"] == 1:
-                    arrs["SFREE"][sb:sb + z["n_slots"]] = np.arange(z["n_slots"])
-                    row[K.SFN] = z["n_slots"]
-                elif z["store"] == 2:
-                    arrs["FSEGS"][gb:gb + z["nseg"] - 1] = np.arange(1, z["nseg"])
-                    row[K.FSN] = z["nseg"] - 1
+                _init_tier(K, I[t], z, arrs)
             self._adm_init(I, arrs)
         else:
             keep_g = list(range(K.G_CREATE0 + 4))            # globals and the creation tiers
@@ -894,3 +931,146 @@ class Hierarchy(_Inspect):
         reqs, _ = self.run(np.array([now]), np.array([0, k.size]), k, first_request=r)
         row = reqs[0]
         return int(row["hit_blocks"]), [int(row[f"hit_l{i}"]) for i in range(1, 5)], int(row["produced"])
+
+
+# --- N hierarchies sharing their last tier ---------------------------------------------------------------------
+class SharedPool:
+    """``n_nodes`` compiled hierarchies of one spec whose last tier (a cluster's L4) is one pool, in one state.
+
+    The compiled form of the reference's sharing (:func:`kvbench.cluster.nodes.share_tier`: every node's last
+    tier is the first node's policy, store and residency map; its counters and its admission policy stay the
+    node's own). One int64 buffer holds a header per node (its tier rows and globals, as a Hierarchy's state
+    begins) and then the regions of every tier instance (each node's own tiers, the pool once) and of each node's
+    admission arrays; member i's state is the buffer from its header on (a view), its globals point at the same
+    regions, its rows at its own tiers and, for the last tier, at the pool's. So the kernel runs a member as it
+    runs a Hierarchy, unchanged.
+
+    A tier row mixes the pool's state (lists, free lists, store positions) with the node's counters and
+    admission fields (``NODE_FIELDS``): the pool's part is current in the row of the member that ran last
+    (``owner``), and :meth:`activate` copies it (and the request mark, which must never repeat across nodes: a
+    slot's mark says a request wrote it) into the next member's row before that member runs or is inspected.
+    Nodes are laid out whole at once (the largest pool a tier can need; pages are touched as they fill), for
+    requests of up to ``max_request_blocks`` blocks: a longer request is an error, not a relayout.
+    """
+
+    def __init__(self, spec: HierarchySpec, n_nodes: int, max_request_blocks: int | None = None):
+        from kvbench.sim import tiers_kernel as K
+
+        if n_nodes < 1:
+            raise SpecError("a shared pool needs at least one node", "give --nodes 1 or more")
+        self.spec, self.n = spec, int(n_nodes)
+        members = [_PoolMember(self, i) for i in range(self.n)]
+        m0 = members[0]
+        T = len(m0._sizes)
+        self.shared = T - 1                    # the pool: the last tier
+        if T > 4:
+            raise SpecError("more than four tiers", "give at most l1..l4")
+        pec = max(256, max(0, int(max_request_blocks or 0)) + 16)
+        self.most = most = pec - 16            # the longest request the layout takes
+        self.hdr = hdr = -(-(K.GB + K.NG) // K.NW) * K.NW          # a header per node, on cache lines
+        size = {n: 0 for n in K.INT_ARRAYS + K.FLOAT_ARRAYS}
+        size["TTL"] = 4
+        inst = [(i, t) for i in range(self.n) for t in range(self.shared)] + [(-1, self.shared)]
+        rows = np.zeros((len(inst), K.NFIELDS), dtype=np.int64)
+        for k, (_, t) in enumerate(inst):
+            nmax = Hierarchy._pool_max(m0._sizes[t], pec)
+            _lay_tier(K, rows[k], m0._sizes[t], nmax, nmax, pec, size)
+        adm = m0._adm["size"]                  # each node's own admission arrays, side by side
+        for n in K.FIXED_ARRAYS:
+            size[n] = self.n * adm[n]
+        spans, ev_base = _region_spans(K, size, self.n * hdr)
+        evcap = max(1024, 2 * m0._ev_need(most))
+        buf = _aligned_zeros(ev_base + 8 * evcap)
+        arrs = {n: (buf[b:b + w].view(np.float64) if n in K.FLOAT_ARRAYS else buf[b:b + w])
+                for n, (b, w) in spans.items()}
+        arrs["TTL"][:T] = [z["ttl"] or 0.0 for z in m0._sizes]
+        for k, (_, t) in enumerate(inst):
+            _init_tier(K, rows[k], m0._sizes[t], arrs)
+        xlen = int(rows[:, K.NN].max()) + pec + 16
+        for i, m in enumerate(members):
+            off = i * hdr
+            A = buf[off:]
+            I, G = A[:K.GB].reshape(4, K.NFIELDS), A[K.GB:K.GB + K.NG]
+            own = {}
+            for n, (b, w) in spans.items():
+                if n in K.FIXED_ARRAYS:
+                    b += i * adm[n]
+                    own[n] = arrs[n][i * adm[n]:(i + 1) * adm[n]]
+                G[getattr(K, "B_" + n)] = b - off
+            G[K.B_EV], G[K.G_EVCAP] = ev_base - off, evcap
+            G[K.G_SUMSEGS], G[K.G_MAXSEGS] = sum(m0._segs), max(m0._segs)
+            I[:self.shared] = rows[i * self.shared:(i + 1) * self.shared]
+            I[self.shared] = rows[-1]
+            m._adm_init(I, own)
+            m._set_globals(G)
+            m._attach(A, I[:T], G, pec, np.zeros(xlen, np.int64))
+        self.buf, self.members = buf, members
+        keep = set(range(K.NFIELDS)) - set(self.node_fields(K))
+        self._pool_fields = np.array(sorted(keep), np.int64) + self.shared * K.NFIELDS
+        self.owner = 0
+        self._mark = K.GB + K.G_MARK
+        self._K = K
+        m0._load_kernel()
+
+    @staticmethod
+    def node_fields(K) -> tuple:
+        """A tier row's fields that stay each node's own in the pool's row: its counters and its admission
+        policy's (the reference keeps ``c`` and ``admission`` per node; its admission arrays are its own)."""
+        return (K.C_HIT_BLOCKS, K.C_HIT_READS, K.C_CREATE, K.C_PROMOTE, K.C_DEMOTE_READS, K.C_DEMOTE_WRITES,
+                K.C_TRIMS, K.C_EVICT, K.C_EXPIRE, K.C_RECLAIM, K.C_PEAK, K.C_REJECT,
+                K.ADM, K.ADMG0, K.ADMG1, K.ADEPTH, K.ABEYOND, K.ALIMIT, K.AMINB, K.AWIN, K.SKB, K.SKW, K.SKSH,
+                K.SKSAMP, K.SKINC, K.SKRES, K.GAPK, K.GAPSET)
+
+    def activate(self, i: int) -> None:
+        """Make member i's copy of the pool's row (and the request mark) current, before it runs or is read."""
+        o = self.owner
+        if i != o:
+            src, dst = o * self.hdr, i * self.hdr
+            self.buf[dst + self._pool_fields] = self.buf[src + self._pool_fields]
+            self.buf[dst + self._mark] = self.buf[src + self._mark]
+            self.owner = i
+
+    def cached_prefix(self, keys, now: float, names=TIER_NAMES) -> list[int]:
+        """Every member's :meth:`Hierarchy.cached_prefix` of ``keys`` over its tiers in ``names``, in one call."""
+        m = self.members[0]
+        if self.spec.tiers[self.shared].name in names:
+            return [mb.cached_prefix(keys, now, names) for mb in self.members]
+        k = np.asarray(keys, dtype=np.uint64).view(np.int64)
+        out = np.zeros(self.n, np.int64)
+        self._K.cached_prefix_nodes(self.buf, self.hdr, np.array(m._present(names), np.int64), k, float(now), out)
+        return out.tolist()
+
+
+class _PoolMember(Hierarchy):
+    """One node of a :class:`SharedPool`: a compiled Hierarchy whose state is its view of the pool's buffer."""
+
+    def __new__(cls, *args, **kwargs):
+        return object.__new__(cls)
+
+    def __init__(self, pool: SharedPool, index: int):
+        self._pool, self.index = pool, index
+        self._describe(pool.spec)
+
+    def _attach(self, A, I, G, pec: int, xbuf) -> None:
+        self._A, self._I, self._G, self._pec, self._xbuf = A, I, G, pec, xbuf
+        self._evcap = int(G[self._K.G_EVCAP])
+        self._req = 0
+
+    def _sync(self) -> None:
+        self._pool.activate(self.index)
+
+    def _build(self, pec: int) -> None:
+        raise RuntimeError(f"shared pool: a request of more than {self._pool.most} blocks (laid out for "
+                           f"{self._pool.most}; give SharedPool the trace's longest request)")
+
+    def _grow_events(self) -> None:            # laid out for the longest request: cannot happen
+        raise RuntimeError("shared pool: the event rows ran out")
+
+    def run(self, timestamps, offsets, keys, first_request: int = 0):
+        self._pool.activate(self.index)
+        return super().run(timestamps, offsets, keys, first_request)
+
+    def cached_prefix(self, keys, now: float, names=TIER_NAMES) -> int:
+        if self.spec.tiers[self._pool.shared].name in names:
+            self._pool.activate(self.index)
+        return super().cached_prefix(keys, now, names)
