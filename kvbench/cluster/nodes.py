@@ -3,12 +3,14 @@
 The tier hierarchy is the one ``replay kv`` simulates, built from the same spec, so one node is exactly a
 ``replay kv --dry-run``:
 
-* :func:`share_tier`: every node's L4 is *the same* tier (one policy, store and residency map), so a block one
-  node wrote into the pool is a hit for every node, its capacity is the pool's, and evictions are global. The
-  per-node counters stay per node (who read and wrote what). Sharing reaches into the tier records
-  (``Hierarchy.tier(name)``: ``policy``, ``store``, ``meta``), which only the Python
-  :class:`~kvbench.sim.tiers.ReferenceHierarchy` keeps as objects: nodes with an L4 pool run it; nodes without
-  one run the compiled :class:`~kvbench.sim.tiers.Hierarchy` (identical results: tests/cluster/test_nodes.py).
+* :func:`node_hierarchies`: every node's L4 is *the same* tier (one policy, store and residency map), so a
+  block one node wrote into the pool is a hit for every node, its capacity is the pool's, and evictions are
+  global. The per-node counters and admission policies stay per node (who read and wrote what). Compiled, the
+  nodes are the members of one :class:`~kvbench.sim.tiers.SharedPool` (one state; identical results:
+  tests/cluster/test_shared_pool_compiled.py); where some tier's admission policy has no compiled form, they are
+  Python :class:`~kvbench.sim.tiers.ReferenceHierarchy` objects whose L4 records are the first node's
+  (:func:`share_tier`). Nodes without an L4 pool are separate compiled
+  :class:`~kvbench.sim.tiers.Hierarchy` objects (tests/cluster/test_nodes.py).
 * :meth:`Node.cached_prefix`: the leading blocks of a request a node holds in its own tiers (L1-L3), asked of
   each tier's policy with ``contains`` (no recency change): what a cache-aware router's index knows.
 
@@ -18,7 +20,7 @@ that frees first, loads its hits, then prefills its uncached suffix.
 
 from __future__ import annotations
 
-from kvbench.sim.tiers import Hierarchy, HierarchySpec, ReferenceHierarchy
+from kvbench.sim.tiers import Hierarchy, HierarchySpec, ReferenceHierarchy, SharedPool, compiled
 
 LOCAL_TIERS = ("l1", "l2", "l3")
 SHARED_TIERS = ("l4",)                  # one pool for every node (share_tier)
@@ -46,11 +48,9 @@ class Lanes:
 class Node:
     """One serving node: its tier hierarchy, its prefill lanes and its L4 link calendar."""
 
-    def __init__(self, index: int, spec: HierarchySpec, lanes: int, link):
+    def __init__(self, index: int, spec: HierarchySpec, lanes: int, link, hier=None):
         self.index = index
-        # a shared tier is shared as Python objects (share_tier); the compiled Hierarchy keeps its tiers in arrays
-        shared = any(t.name in SHARED_TIERS for t in spec.tiers)
-        self.hier = ReferenceHierarchy(spec) if shared else Hierarchy(spec)
+        self.hier = hier if hier is not None else node_hierarchies(spec, 1)[0]
         self.lanes = Lanes(lanes)
         self.link = link
         self.store_log: list = []       # its L3/L4 write and trim events, per request: kvbench.cluster.wear
@@ -73,14 +73,34 @@ class Node:
         return out
 
 
-def share_tier(nodes: list[Node], name: str = "l4") -> None:
-    """Make tier ``name`` of every node the first node's: one pool, one capacity, one residency map."""
-    if not nodes:
+def pool_compiled(spec: HierarchySpec) -> bool:
+    """Whether nodes sharing an L4 pool run compiled (a SharedPool): every tier's admission policy has a
+    compiled form. Otherwise they run the reference (same results, Python speed)."""
+    return compiled(spec)
+
+
+def node_hierarchies(spec: HierarchySpec, n_nodes: int, max_request_blocks: int | None = None) -> list:
+    """The tier hierarchies of ``n_nodes`` nodes of ``spec`` (``max_request_blocks``: the trace's longest request),
+    the dispatch in one place: without a shared tier, a compiled Hierarchy each; with the L4 pool, the members of
+    one compiled SharedPool, or (:func:`pool_compiled` false) reference hierarchies sharing it as objects."""
+    if not any(t.name in SHARED_TIERS for t in spec.tiers):
+        return [Hierarchy(spec) for _ in range(n_nodes)]
+    if pool_compiled(spec):
+        return SharedPool(spec, n_nodes, max_request_blocks).members
+    hiers = [ReferenceHierarchy(spec) for _ in range(n_nodes)]
+    share_tier(hiers, SHARED_TIERS[0])
+    return hiers
+
+
+def share_tier(hiers: list, name: str = "l4") -> None:
+    """Make tier ``name`` of every (reference) hierarchy the first one's: one pool, one capacity, one residency
+    map (each keeps its counters and admission policy)."""
+    if not hiers:
         return
     try:
-        pool = nodes[0].hier.tier(name)
+        pool = hiers[0].tier(name)
     except KeyError:
         return
-    for node in nodes[1:]:
-        t = node.hier.tier(name)
+    for h in hiers[1:]:
+        t = h.tier(name)
         t.policy, t.store, t.meta = pool.policy, pool.store, pool.meta

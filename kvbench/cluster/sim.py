@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kvbench.cluster.nodes import LOCAL_TIERS, Node, share_tier
+from kvbench.cluster.nodes import LOCAL_TIERS, Node, node_hierarchies
 from kvbench.cluster.pool import Calendar, transfer
 from kvbench.sim.tiers import EV_READ, EV_WRITE, TIER_NAMES
 
@@ -49,6 +49,7 @@ class ClusterView:
         self.nodes = nodes
         self.now = 0.0
         self.timing, self.block_tokens = timing, int(block_tokens)
+        self.pool = getattr(nodes[0].hier, "pool", None) if nodes else None      # a compiled SharedPool's members
 
     def prefill_s(self, input_tokens: int, cached_blocks):
         """Prefill time of a request of ``input_tokens`` with its first ``cached_blocks`` blocks cached (a number, or
@@ -60,6 +61,8 @@ class ClusterView:
         return [n.load(self.now) for n in self.nodes]
 
     def cached_prefix(self, keys) -> list[int]:
+        if self.pool is not None:            # the members of one compiled SharedPool: every node in one call
+            return self.pool.cached_prefix(keys, self.now, LOCAL_TIERS)
         return [n.cached_prefix(keys, self.now) for n in self.nodes]
 
 
@@ -91,12 +94,13 @@ def simulate_router(trace, spec, n_nodes: int, lanes: int, router, timing: Timin
     from kvbench.progress import Line
 
     nodes = []
+    most = int(np.diff(trace.offsets).max()) if trace.n_requests else 0
     with Line(f"cluster {router.name}: nodes", n_nodes, "nodes") as line:
+        hiers = node_hierarchies(spec, n_nodes, most)
         for i in range(n_nodes):
-            nodes.append(Node(i, spec, lanes, Calendar(timing.l4_link_bw)))
+            nodes.append(Node(i, spec, lanes, Calendar(timing.l4_link_bw), hiers[i]))
             if not i & 1023:
                 line.update(i + 1)
-    share_tier(nodes, "l4")
     pool = Calendar(timing.l4_pool_bw)
     if timing.l3_device is not None:
         from kvbench.cluster.device import l3_load

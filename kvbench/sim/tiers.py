@@ -1048,7 +1048,7 @@ class _PoolMember(Hierarchy):
         return object.__new__(cls)
 
     def __init__(self, pool: SharedPool, index: int):
-        self._pool, self.index = pool, index
+        self.pool, self.index = pool, index
         self._describe(pool.spec)
 
     def _attach(self, A, I, G, pec: int, xbuf) -> None:
@@ -1057,20 +1057,20 @@ class _PoolMember(Hierarchy):
         self._req = 0
 
     def _sync(self) -> None:
-        self._pool.activate(self.index)
+        self.pool.activate(self.index)
 
     def _build(self, pec: int) -> None:
-        raise RuntimeError(f"shared pool: a request of more than {self._pool.most} blocks (laid out for "
-                           f"{self._pool.most}; give SharedPool the trace's longest request)")
+        raise RuntimeError(f"shared pool: a request of more than {self.pool.most} blocks (laid out for "
+                           f"{self.pool.most}; give SharedPool the trace's longest request)")
 
     def _grow_events(self) -> None:            # laid out for the longest request: cannot happen
         raise RuntimeError("shared pool: the event rows ran out")
 
     def run(self, timestamps, offsets, keys, first_request: int = 0):
-        self._pool.activate(self.index)
+        self.pool.activate(self.index)
         return super().run(timestamps, offsets, keys, first_request)
 
     def cached_prefix(self, keys, now: float, names=TIER_NAMES) -> int:
-        if self.spec.tiers[self._pool.shared].name in names:
-            self._pool.activate(self.index)
+        if self.spec.tiers[self.pool.shared].name in names:
+            self.pool.activate(self.index)
         return super().cached_prefix(keys, now, names)
