@@ -1,6 +1,6 @@
 """Cluster nodes without a shared L4 run the compiled Hierarchy: every router's per-request table, per-node
 summary and residency equal those of nodes running the Python ReferenceHierarchy on the same trace; nodes with
-the shared L4 pool keep the reference (its tier is shared as Python objects)."""
+the shared L4 pool run one compiled SharedPool (tests/cluster/test_shared_pool_compiled.py)."""
 
 from __future__ import annotations
 
@@ -73,7 +73,8 @@ def test_cached_prefix_is_contains_without_recency(monkeypatch):
     assert seen > 0
 
 
-def test_nodes_with_the_shared_pool_keep_the_reference():
+def test_nodes_with_the_shared_pool_run_compiled():
     spec = HierarchySpec((TierSpec("l2", 10 * BB), TierSpec("l4", 50 * BB)), BB)
-    assert isinstance(Node(0, spec, 1, None).hier, ReferenceHierarchy)
-    assert isinstance(Node(0, SPECS[0], 1, None).hier, Hierarchy)
+    hier = Node(0, spec, 1, None).hier
+    assert isinstance(hier, Hierarchy) and hier.pool is not None
+    assert type(Node(0, SPECS[0], 1, None).hier) is Hierarchy
