@@ -1066,9 +1066,9 @@ class _PoolMember(Hierarchy):
     def _grow_events(self) -> None:            # laid out for the longest request: cannot happen
         raise RuntimeError("shared pool: the event rows ran out")
 
-    def run(self, timestamps, offsets, keys, first_request: int = 0):
+    def _simulate(self, timestamps, offsets, keys, first_request: int) -> np.ndarray:
         self.pool.activate(self.index)
-        return super().run(timestamps, offsets, keys, first_request)
+        return super()._simulate(timestamps, offsets, keys, first_request)
 
     def cached_prefix(self, keys, now: float, names=TIER_NAMES) -> int:
         if self.spec.tiers[self.pool.shared].name in names:
