@@ -46,7 +46,8 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "units": ("kvbench/units.py", ["tests/test_units.py"]),
     "histogram": ("kvbench/metrics/histogram.py", ["tests/metrics/test_histogram.py"]),
     "curves.profile": ("kvbench/analysis/curves/profile.py",
-               ["tests/analysis/curves/test_profile.py", "tests/sim/test_tiers.py::test_single_lru_tier_equals_the_exact_curve",
+               ["tests/analysis/curves/test_profile.py", "tests/analysis/curves/test_protocol.py",
+                "tests/sim/test_tiers.py::test_single_lru_tier_equals_the_exact_curve",
                 "tests/sim/test_policies.py::test_every_policy_keeps_a_block_idle_exactly_the_ttl", "tests/cli/test_mrc.py",
                 "tests/analysis/curves/test_stack.py"]),
     "curves.kernels": ("kvbench/analysis/curves/kernels.py",
@@ -74,7 +75,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
                   ["tests/analysis/test_recompute.py", "tests/cli/test_check.py"]),
     # the steady-state answers (issue 12): their fast unit tests, not the plan CLI's
     "curves.residence": ("kvbench/analysis/curves/residence.py",
-                  ["tests/analysis/curves/test_residence.py",
+                  ["tests/analysis/curves/test_residence.py", "tests/analysis/curves/test_protocol.py",
                    "tests/analysis/test_plan.py::test_one_new_block_per_second_is_written_at_one_block_per_second",
                    "tests/analysis/test_plan.py::test_lru_thrash_and_a_tier_that_never_fills",
                    "tests/analysis/test_plan.py::test_steady_curve_equals_a_brute_force_lru_at_every_capacity",
@@ -95,7 +96,11 @@ MODULES: dict[str, tuple[str, list[str]]] = {
                   ["tests/analysis/test_endurance.py",
                    "tests/analysis/test_plan.py::test_endurance_capacity_from_residence_and_the_waf_reaching_lifetime_and_cost",
                    "tests/analysis/test_plan.py::test_hit_bound_tier_waf_changes_lifetime_and_cost_not_host_dwpd"]),
-    "curves.capacity": ("kvbench/analysis/curves/capacity.py", ["tests/analysis/curves/test_capacity.py"]),
+    "curves.capacity": ("kvbench/analysis/curves/capacity.py",
+                        ["tests/analysis/curves/test_capacity.py", "tests/analysis/curves/test_protocol.py"]),
+    # the hit-ratio curve protocol and its step function
+    "curves.protocol": ("kvbench/analysis/curves/protocol.py",
+                        ["tests/analysis/curves/test_protocol.py", "tests/analysis/curves/test_capacity.py"]),
     # the admission trade-off's sweep (compiled) and its Python oracle
     "admission": ("kvbench/analysis/admission.py", ["tests/analysis/test_admission.py"]),
     "cost": ("kvbench/analysis/cost.py", ["tests/analysis/test_cost.py", "tests/qualify/test_job.py::test_the_class_nearest_a_rating"]),
