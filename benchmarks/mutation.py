@@ -64,7 +64,8 @@ MODULES: dict[str, tuple[str, list[str]]] = {
                       "tests/sim/test_policies.py::test_every_policy_keeps_a_block_idle_exactly_the_ttl"]),
     # the miniature replay's key sample rate (the store at the exact curve's knee)
     "curves.miniature": ("kvbench/analysis/curves/miniature.py",
-                         ["tests/stream/test_sampling.py::test_rate_lands_the_store_at_the_knee_of_the_exact_curve"]),
+                         ["tests/analysis/curves/test_miniature.py",
+                          "tests/stream/test_sampling.py::test_rate_lands_the_store_at_the_knee_of_the_exact_curve"]),
     "ftl": ("kvbench/analysis/ftl.py", ["tests/analysis/test_ftl.py"]),
     "trace_waf": ("kvbench/analysis/trace_waf.py", ["tests/analysis/test_trace_waf.py"]),
     "policies": ("kvbench/sim/policies.py",
@@ -292,7 +293,7 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ("if curve.hit_ratio[-1] <= 0 or top <= 1:", "*"):
             "knee's shortcuts: a zero curve's full capacity is its first (1 block) and a one-block or zero curve "
             "gives that block either way (0/0 picks the first grid point)",
-        ("def knee(curve: HitCurve, points: int = 2048) -> float:", "2048 -> 2049"):
+        ("def knee(curve: HitRatioCurve, points: int = 2048) -> float:", "2048 -> 2049"):
             "h(c) - c/top peaks at the left end of a step, a listed capacity, which the grid always holds",
         ("grid = np.unique(np.concatenate((np.linspace(1.0, top, points), curve.capacities_blocks[", "1.0 -> 2.0"):
             "as the grid's points: the listed capacities are in it, and the maximum is at one of them",
@@ -528,6 +529,11 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "a popped entry has deadline t + ttl < now: now - t > ttl holds strictly, >= changes nothing",
     },
     "curves.kernels": {
+        ("eslot[victim] = -1", "1 -> 2"):
+            "an evicted entry's slot is never read again (hits and compaction read only entries still in the "
+            "sample; a key dropped from it never re-enters, its hash being above the falling threshold)",
+        ("if bend - (blk + 1) <= blk - (grp << 6) + 1:", "- -> +"):
+            "chooses which side of the group to count (the shorter); both branches count the same marks",
         ("if c + 1 < size and hashes[heap[c + 1]] > hashes[heap[c]]:", "> -> >="):
             "only decides between two children of equal hash: distinct keys have distinct 64-bit hashes",
         ("new_owner[s] = -1", "1 -> 2"): "any negative owner means an empty slot (o >= 0 tests)",

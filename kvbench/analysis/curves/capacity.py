@@ -87,7 +87,9 @@ class HitCurve:
         if isinstance(curve, cls):
             return curve
         bb = int(block_bytes or getattr(curve, "block_bytes", None) or 1)
-        if hasattr(curve, "steps") and hasattr(curve, "cum_hits"):
+        from kvbench.analysis.curves.profile import ReuseProfile
+
+        if isinstance(curve, ReuseProfile):
             return cls.from_profile(curve, block_bytes=bb)
         caps = np.unique(np.asarray(curve.capacities_blocks, dtype=np.float64))
         caps = caps[caps >= 1]

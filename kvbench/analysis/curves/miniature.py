@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from kvbench.errors import SpecError
+
 MIN_SAMPLED_KEYS = 200          # below this many sampled distinct blocks the estimates get noisy: say so
 
 
@@ -56,7 +58,10 @@ def choose_sample_rate(trace, *, block_bytes: int, l3_bytes: int, l2_bytes: int,
     distinct = int(np.unique(trace.keys).size) if distinct is None else int(distinct)
     slot = slot_bytes_for(block_bytes)
     store = int(l3_bytes // slot)
-    if knee <= store or knee <= 0:
+    if store < 1:
+        raise SpecError(f"the L3 store ({l3_bytes:,} B) holds no {slot:,}-byte block slot: no sample rate fits it",
+                        "give an --l3-capacity of at least one block slot")
+    if knee <= store:
         rate = 1.0
         reason = (f"no key sampling: the curve's knee ({knee:,.0f} blocks, hit ratio {knee_hit:.3f}) fits the "
                   f"{store:,}-block store")

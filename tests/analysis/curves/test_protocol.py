@@ -102,7 +102,7 @@ def test_whole_trace_forms_give_the_hit_ratios_by_hand(whole_trace_curves, form)
 def test_steady_hits_by_hand_and_from_the_reference_lru(trace):
     steady = steady_curve(trace, block_bytes=10)
     hits = steady.hits()
-    assert hits == hits and hits.demand_blocks_per_s == steady.demand_blocks_per_s == 1.0
+    assert hits.curve is steady and hits.demand_blocks_per_s == steady.demand_blocks_per_s == 1.0
     h1, n1 = lru_hits(KEYS, 1, counted={2, 3, 4, 5})                # the requests after C = 1's first eviction
     np.testing.assert_allclose(hits.at(np.array([1, 2, 3])), [h1 / n1, 0.25, 0.25])
     assert h1 / n1 == 0.25 and hits.infinite_hit_ratio == pytest.approx(0.25)
@@ -145,3 +145,21 @@ def test_a_key_sampled_curve_states_its_scale():
     assert HitCurve.from_profile(own, block_bytes=1).capacity_scale == 4.0
     hits = steady_curve(t, block_bytes=1).hits()
     assert hits.sample_rate == 0.25 and hits.capacity_scale == 4.0
+
+
+def test_one_listed_capacity_and_none():
+    """A curve of one point is a step from 0 to its ratio there; an empty listing is 0 everywhere; a profile
+    that states no scale (any object with steps and cum_hits) is a whole stream's, every key."""
+    from types import SimpleNamespace
+
+    from kvbench.analysis.curves.protocol import step_at
+
+    one = Curve("lru", "exact", "blocks", np.array([5]), np.array([5]), np.array([0.4]), 0.5, 6, 3.0, None, None, 0.0)
+    listed = HitCurve.of(one)
+    assert listed.capacities_blocks.tolist() == [5.0] and listed.hit_ratio.tolist() == [0.4]
+    np.testing.assert_allclose(listed.at(np.array([4, 5, 9])), [0.0, 0.4, 0.4])
+    np.testing.assert_allclose(step_at(np.array([5.0]), np.array([0.4]), [4, 5]), [0.0, 0.4])
+    np.testing.assert_array_equal(step_at(np.array([]), np.array([]), [1, 3]), [0.0, 0.0])
+    bare = SimpleNamespace(steps=np.array([2.0]), cum_hits=np.array([3.0]), references=6, infinite_hit_ratio=0.5)
+    c = HitCurve.from_profile(bare, block_bytes=1)
+    assert (c.sample_rate, c.capacity_scale) == (1.0, 1.0) and c.at(np.array([2]))[0] == 0.5
