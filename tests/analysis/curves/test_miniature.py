@@ -14,7 +14,7 @@ import pytest
 from kvbench.analysis.curves.miniature import choose_sample_rate, modelled_bytes
 from kvbench.errors import SpecError
 
-from tests.analysis.test_plan import make_trace
+from tests.conftest import make_trace
 
 SLOT = 4096
 

@@ -29,7 +29,7 @@ from kvbench.analysis.curves.protocol import HitRatioCurve
 from kvbench.analysis.curves.residence import SteadyCurve, SteadyHits, steady_curve
 from kvbench.errors import SpecError
 
-from tests.analysis.test_plan import make_trace
+from tests.conftest import make_trace
 
 KEYS = [1, 2, 1, 1, 3, 2]
 BY_HAND = {0.5: 0.0, 1: 1 / 6, 2: 2 / 6, 2.5: 2 / 6, 3: 3 / 6, 4: 3 / 6, 100: 3 / 6}
