@@ -7,7 +7,7 @@ The tier hierarchy is the one ``replay kv`` simulates, built from the same spec,
   block one node wrote into the pool is a hit for every node, its capacity is the pool's, and evictions are
   global. The per-node counters and admission policies stay per node (who read and wrote what). Compiled, the
   nodes are the members of one :class:`~kvbench.sim.tiers.SharedPool` (one state; identical results:
-  tests/cluster/test_shared_pool_compiled.py); where some tier's admission policy has no compiled form, they are
+  tests/cluster/test_nodes.py); where some tier's admission policy has no compiled form, they are
   Python :class:`~kvbench.sim.tiers.ReferenceHierarchy` objects whose L4 records are the first node's
   (:func:`share_tier`). Nodes without an L4 pool are separate compiled
   :class:`~kvbench.sim.tiers.Hierarchy` objects (tests/cluster/test_nodes.py).
