@@ -492,7 +492,7 @@ def run_job(o: JobOptions) -> JobResult:
     spec = load_model(o.model)
     compute_profile, profile_note = _pick_profile(o.compute_profile, spec.name)
     if profile_note:
-        click.echo(f"note: {profile_note}", err=True)
+        prog.echo(f"note: {profile_note}")
     t = prog.step(f"sizing tiers for {Path(trace_path).name} with {spec.name} ({spec.bytes_per_token:,} B/token)")
     data = TraceData(trace_path, o.max_requests)          # the trace, read once for every step but the replay
     block_tokens = int(data.trace.block_tokens)
@@ -513,7 +513,7 @@ def run_job(o: JobOptions) -> JobResult:
     rd = RunDir.create("run", config, root=o.results_root)
     store = o.l3_path or str(rd.path / "l3-store.bin")
     prog.done(t, f"L2 DRAM {l2_bytes / 2**30:.3g} GiB, L3 {l3_bytes / 2**30:.3g} GiB on {store}; {sizes.reason}")
-    click.echo(f"        {sampling.reason}", err=True)
+    prog.echo(f"        {sampling.reason}")     # above the live line, not into it
     parts: dict = {}
     steps: list = []
     notes: list = []
@@ -621,7 +621,7 @@ def run_job(o: JobOptions) -> JobResult:
         rd.write_json("load_paths.json", paths.to_json())
         notes.extend(probe_notes)
         for note in probe_notes:
-            click.echo(f"        note: {note}", err=True)
+            prog.echo(f"        note: {note}")
         prog.done(t, "; ".join(f"{p.name}: {p.bandwidth_bytes_per_s / 1e9:.3g} GB/s at {p.io_size >> 10} KiB QD{p.qd}, "
                                f"first byte {p.first_byte_s * 1e6:.0f} us (one small read at QD1, idle)"
                                for p in probes) or "no tier to probe")
@@ -680,7 +680,7 @@ def run_job(o: JobOptions) -> JobResult:
             prog.done(t, "; ".join(str(v) for v in verdicts) if st.ok else f"FAILED: {st.error}")
             notes.extend(first_byte_notes(probes, ctiers))
             for note in notes:
-                click.echo(f"        note: {note}", err=True)
+                prog.echo(f"        note: {note}")
         else:
             steps.append({"name": "check", "ok": False, "error": "no tier measurements to check"})
             prog.done(t, "skipped: no tier was measured")
