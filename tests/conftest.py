@@ -155,6 +155,7 @@ SLOW_TESTS = {
     "test_plan_marks_what_comes_from_the_fitted_trace_and_what_from_the_extension",    # 2.7 s (plan, extended trace)
     "test_plan_sizes_each_class_with_the_waf_of_its_own_store",                 # 2.0 s (plan, each class's store)
     "test_cpu_prefill_tiny_gqa_end_to_end",                     # 1.2-4.3 s (a measured CPU prefill, 3 lengths x 3)
+    "test_cpu_prefill_tiny_mla_moe",                            # 3.3-5.2 s (a measured CPU prefill of the MLA/MoE preset)
     "test_compiled_sweep_equals_the_python_loop",               # 3.3 s over 4 cases (randomized sweep)
     "test_large_slot_space_cross_checked",                      # 1.4-1.6 s (600k references, 3 profiles)
     "test_io_poisson_arrivals_are_exponential_not_uniform",     # 1.2 s (two open-loop runs of 0.5 s)
