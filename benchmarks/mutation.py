@@ -321,6 +321,17 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
          "20 -> 21"): "a subprocess timeout: only a hung wipefs sees it, and both values end it",
     },
     "curves.residence": {
+        ("n_requests: int = 0                       # requests of the trace (trailing ones may hold no reference)",
+         "0 -> 1"): "the dataclass default is never used: steady_curve always passes n_requests",
+        ("n_req = max(self.n_requests, int(self.request_of_ref[-1]) + 1 if self.request_of_ref.size else 0)",
+         "0 -> 1"): "a curve has at least one reference (steady_curve refuses an empty trace), so the else never runs",
+        ("return np.where(ok, a[j], np.nan) if n > 1 else np.full(i.shape, np.nan)", "> -> >="):
+            "n = distinct + 1 >= 2 for every curve (steady_curve refuses an empty trace): the else never runs",
+        ("steady = np.where(ok, self.steady_writes[np.minimum(j, n - 1)], 0.0) if n > 1 else np.zeros(i.shape)",
+         "> -> >="): "n = distinct + 1 >= 2 for every curve (steady_curve refuses an empty trace): the else never runs",
+        ('"dwpd": np.where(filled, dwpd_at_residence(np.where(filled, t, 1.0)), np.nan),', "1.0 -> 2.0"):
+            "the placeholder residence of an unfilled tier, only there to keep the division finite: the outer "
+            "where replaces its DWPD with NaN",
         ("w = np.where(seen > 0, steady / seen * demand, np.nan)", "> -> >="):
             "a window without references has no misses either: 0 / 0 is NaN, as the guard gives",
         ("demand = np.count_nonzero(times > t0) / span if span > 0 else np.nan", "> -> >="):
@@ -519,6 +530,26 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "a popped entry has deadline t + ttl < now, so now - t > ttl (and now + t > ttl) already hold",
         ("if t is not None and t + self.ttl_s == deadline and now - t > self.ttl_s:", "> -> >="):
             "a popped entry has deadline t + ttl < now: now - t > ttl holds strictly, >= changes nothing",
+    },
+    "curves.stack": {
+        # the first sizes of the stack's arrays: the kernel returns a code when one is full and feed() grows it,
+        # so any first size (or growth step that still fits the need) gives the same distances
+        ("bits = max(10, int(math.ceil(math.log2(max(2, 2 * expected_keys)))))", "*"):
+            "the key table's first size: the kernel asks for a larger one when it fills (code 1)",
+        ("self._alloc_slots(max(1 << 12, 2 * expected_keys))", "*"):
+            "the first slot width: the kernel asks for more slots when they run out (code 2)",
+        ("self.hist = np.zeros(max(1024, expected_keys + 2), dtype=np.int64)", "*"):
+            "the histogram's first length: the kernel asks for a longer one before a distance past it (code 3)",
+        ("def __init__(self, ttl_s: float | None = None, count_from: int = 0, expected_keys: int = 1 << 16):",
+         "16 -> 17"): "the default expected keys only sizes the first arrays, which grow as needed",
+        ("self.owner = np.full(width, -1, dtype=np.int64)", "1 -> 2"):
+            "any negative owner means an empty slot (the kernels test o >= 0)",
+        ("self.c3 = np.zeros(-(-width // 262144), dtype=np.int64)", "262144 -> 262145"):
+            "one group count fewer only when the width passes 262,144 x 262,145 slots (2^36: 550 GB of owners)",
+        ("self._alloc_slots(max(2 * width, 2 * need))", "* -> /"):
+            "a grown width of 2 x need instead of twice the old: still room for the request, grown again later",
+        ("grown = np.zeros(max(2 * self.hist.shape[0], need + 2), dtype=np.int64)", "* -> /"):
+            "a grown histogram of need + 2 instead of twice the old: still room for the request's distances",
     },
     "curves.kernels": {
         ("eslot[victim] = -1", "1 -> 2"):
