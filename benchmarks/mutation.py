@@ -450,6 +450,11 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
                      "or return None for a case no workload with a miss reaches",
     },
     "curves.profile": {
+        ("self._alloc(max(1024, 2 * max(live, int(self.st[0])) + 2))", "2 -> 3"):
+            "the compacted arrays' room: three times the live keys instead of twice, grown again when full",
+        ("stack.feed(sampled_trace(b, r0, salt)[0] if rate is not None and (r0 < keyed or salt) else b)",
+         "and -> or"): "without a rate r0 is 1.0, and a sample at rate 1.0 keeps every reference (sampled_indices' "
+                       "early return), salted or not: the same trace either way",
         ("width = max(2 * min(self.size, 1 << 15) + 2, 1024)", "*"):
             "the Fenwick tree's first width: _make_room doubles tree and owner whenever the slots run out",
         ("self.heap = np.empty(min(self.size, 1 << 15) + 2, np.int64)", "*"):

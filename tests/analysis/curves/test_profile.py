@@ -750,3 +750,22 @@ def test_fixed_size_shards_streamed_in_batches_equals_whole(tmp_path):
     full = np.array([1, 10, 1000, 30_000, 69_000, 70_000])
     assert np.allclose(big.hit_ratio(full), exact_profile(u).hit_ratio(full), rtol=0, atol=1e-12)
     assert big.sample_rate == 1.0
+
+
+def test_a_fixed_size_sample_as_large_as_the_key_set_fed_in_batches_is_exact():
+    """Trace T's 3 keys all seen in the first batch (1 2 1 3), a sample of exactly 3 keys: the second batch's
+    pre-filter has 3 hashes, none to bound by; the curve is T's (0, 2/6, 3/6 at 1, 2, 3 blocks)."""
+    t = trace([[1], [2], [1], [3], [1], [2]])
+    p, meta = stream_profile([t.slice(0, 4), t.slice(4, 6)], size=3)
+    np.testing.assert_allclose(p.hit_ratio([1, 2, 3]), [0.0, 2 / 6, 3 / 6])
+    assert p.sample_rate == 1.0 and meta["references"] == 6
+    one, _ = stream_profile([t], size=1)                     # the smallest sample: one key
+    assert one.method == "shards-fixed-size" and one.sample_rate < 1.0 and one.references == 6
+
+
+def test_shards_of_a_key_sampled_stream_salted_or_not():
+    """gen:...,sample=0.25 sampled again at 0.5: unsalted, the same hash keeps the keys under the smaller rate
+    (0.25); salted, the two samples are independent: 0.25 x 0.5."""
+    t = read_trace("gen:chat,duration=20m,rate=2,seed=3,sample=0.25")
+    assert shards_profile(t, rate=0.5).sample_rate == 0.25
+    assert shards_profile(t, rate=0.5, salt=7).sample_rate == 0.125

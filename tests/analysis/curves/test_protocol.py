@@ -163,3 +163,11 @@ def test_one_listed_capacity_and_none():
     bare = SimpleNamespace(steps=np.array([2.0]), cum_hits=np.array([3.0]), references=6, infinite_hit_ratio=0.5)
     c = HitCurve.from_profile(bare, block_bytes=1)
     assert (c.sample_rate, c.capacity_scale) == (1.0, 1.0) and c.at(np.array([2]))[0] == 0.5
+
+
+def test_a_simulated_policy_on_a_key_sample_is_in_the_samples_blocks():
+    from kvbench.stream.traces import read_trace
+
+    t = read_trace("gen:chat,duration=20m,rate=2,seed=3,sample=0.25")
+    c = hit_ratio_curve(t, policy="fifo", capacities=[10, 100])
+    assert (c.method, c.sample_rate, c.capacity_scale) == ("simulation", 0.25, 4.0)
