@@ -536,6 +536,9 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ("if t is not None and t + self.ttl_s == deadline and now - t > self.ttl_s:", "> -> >="):
             "a popped entry has deadline t + ttl < now: now - t > ttl holds strictly, >= changes nothing",
     },
+    "curves.miniature": {
+        ("store = int(l3_bytes // slot)", "// -> /"): "int() of a positive quotient floors it as // does",
+    },
     "curves.stack": {
         # the first sizes of the stack's arrays: the kernel returns a code when one is full and feed() grows it,
         # so any first size (or growth step that still fits the need) gives the same distances

@@ -57,3 +57,8 @@ def test_a_sample_of_fewer_than_200_blocks_says_it_is_noisy(two_passes):
 def test_a_store_without_a_slot_is_refused(two_passes):
     with pytest.raises(SpecError, match="holds no 4,096-byte block slot"):
         choose_sample_rate(two_passes, block_bytes=SLOT, l3_bytes=SLOT - 1, l2_bytes=0)
+
+
+def test_a_store_of_one_slot_is_a_store(two_passes):
+    c = choose_sample_rate(two_passes, block_bytes=SLOT, l3_bytes=SLOT, l2_bytes=0)
+    assert c.store_blocks == 1 and 0 < c.rate <= 1 / 400 and "noisy" in c.reason
