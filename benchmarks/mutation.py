@@ -114,6 +114,8 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "tiers": ("kvbench/sim/tiers.py",
               ["tests/sim/test_tiers.py", "tests/sim/test_tiers_kernel.py",
                "tests/cluster/test_nodes.py::test_cached_prefix_is_contains_without_recency"]),
+    # the cluster's shared L4 pool compiled: its members held to reference nodes sharing one L4 object
+    "shared_pool": ("kvbench/sim/shared_pool.py", ["tests/cluster/test_nodes.py"]),
     # numba recompiles the whole kernel per mutant (about a minute on a loaded 2-core machine): run with --every
     "tiers_kernel": ("kvbench/sim/tiers_kernel.py",
                      ["tests/sim/test_tiers_kernel.py", "tests/sim/test_tiers.py",

@@ -6,7 +6,7 @@ The tier hierarchy is the one ``replay kv`` simulates, built from the same spec,
 * :func:`node_hierarchies`: every node's L4 is *the same* tier (one policy, store and residency map), so a
   block one node wrote into the pool is a hit for every node, its capacity is the pool's, and evictions are
   global. The per-node counters and admission policies stay per node (who read and wrote what). Compiled, the
-  nodes are the members of one :class:`~kvbench.sim.tiers.SharedPool` (one state; identical results:
+  nodes are the members of one :class:`~kvbench.sim.shared_pool.SharedPool` (one state; identical results:
   tests/cluster/test_nodes.py); where some tier's admission policy has no compiled form, they are
   Python :class:`~kvbench.sim.tiers.ReferenceHierarchy` objects whose L4 records are the first node's
   (:func:`share_tier`). Nodes without an L4 pool are separate compiled
@@ -20,7 +20,8 @@ that frees first, loads its hits, then prefills its uncached suffix.
 
 from __future__ import annotations
 
-from kvbench.sim.tiers import Hierarchy, HierarchySpec, ReferenceHierarchy, SharedPool, compiled
+from kvbench.sim.shared_pool import SharedPool
+from kvbench.sim.tiers import Hierarchy, HierarchySpec, ReferenceHierarchy, compiled
 
 LOCAL_TIERS = ("l1", "l2", "l3")
 SHARED_TIERS = ("l4",)                  # one pool for every node (share_tier)
@@ -34,7 +35,11 @@ class Lanes:
 
     def load(self, now: float) -> float:
         """Outstanding prefill work (s): what the lanes still have queued or running at ``now``."""
-        return sum(f - now for f in self.free if f > now)
+        s = 0                           # as sum(): an idle node's load is 0
+        for f in self.free:
+            if f > now:
+                s += f - now
+        return s
 
     def start(self, now: float) -> tuple[int, float]:
         """The lane a request arriving at ``now`` takes and when it starts there."""

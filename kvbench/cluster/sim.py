@@ -58,7 +58,8 @@ class ClusterView:
         return self.timing.prefill_s(n, np.minimum(np.asarray(cached_blocks) * self.block_tokens, n))
 
     def load(self) -> list[float]:
-        return [n.load(self.now) for n in self.nodes]
+        now = self.now
+        return [n.lanes.load(now) for n in self.nodes]
 
     def cached_prefix(self, keys) -> list[int]:
         if self.pool is not None:            # the members of one compiled SharedPool: every node in one call
@@ -82,7 +83,7 @@ class TimingModel:
 
     def prefill_s(self, n: int, p):
         """T(n) - T(p) + a: the uncached suffix of an n-token prompt of which p are cached (p: a number or array)."""
-        p = np.minimum(p, n)
+        p = min(p, n) if isinstance(p, int) else np.minimum(p, n)
         return self.fit_a + self.fit_b * (n - p) + self.fit_c * (n * n - p * p)
 
 
@@ -118,6 +119,8 @@ def simulate_router(trace, spec, n_nodes: int, lanes: int, router, timing: Timin
     inp = trace.input_tokens.tolist()
     n = trace.n_requests
     cols = {c: np.zeros(n, dtype=np.float64 if c.endswith(("_s", "_ms")) else np.int64) for c in REQ_COLUMNS}
+    col_list = [cols[c] for c in REQ_COLUMNS]
+    row = [0] * len(REQ_COLUMNS)
     line = Line(f"cluster {router.name}", n, "requests")
     for i in range(n):
         if not i & 255:
@@ -131,13 +134,15 @@ def simulate_router(trace, spec, n_nodes: int, lanes: int, router, timing: Timin
             raise RuntimeError(f"router {router.name} returned node {node_i} of {n_nodes}")
         node = nodes[node_i]
         node.link.prune(now)
-        reqs, ev = node.hier.run(ts[i:i + 1], np.array([0, b - a]), keys[a:b], first_request=i)
-        stored = ev[(ev["tier"] >= 2) & (ev["op"] != EV_READ)]     # the drives' writes and trims (L3, L4)
-        if stored.size:
-            node.store_log.append(stored)
-        r = reqs[0]
-        hits = [int(r["hit_l1"]), int(r["hit_l2"]), int(r["hit_l3"]), int(r["hit_l4"])]
-        cached = min(int(r["hit_blocks"]) * block_tokens, inp[i])
+        (hit, *hits), ev = node.hier.run_one(now, keys[a:b], i)
+        wrote = 0
+        if ev.size:
+            tier, op = ev["tier"], ev["op"]
+            stored = ev[(tier >= 2) & (op != EV_READ)]     # the drives' writes and trims (L3, L4)
+            if stored.size:
+                node.store_log.append(stored)
+                wrote = int(np.count_nonzero((stored["tier"] == 3) & (stored["op"] == EV_WRITE))) * slot
+        cached = min(hit * block_tokens, inp[i])
         lane, start = node.lanes.start(now)
         if timing.l3_device is not None and hits[2]:      # the node's measured drive: queue, then its latency
             node.device.prune(now)
@@ -151,15 +156,12 @@ def simulate_router(trace, spec, n_nodes: int, lanes: int, router, timing: Timin
         prefill = timing.prefill_s(inp[i], cached)
         done = start + load + prefill
         node.lanes.finish(lane, done)
-        wrote = int(((ev["tier"] == 3) & (ev["op"] == EV_WRITE)).sum()) * slot
         if wrote:
             transfer(done, wrote, node.link, pool)
-        for c, v in (("request", i), ("arrival_s", now), ("node", node_i), ("blocks", b - a),
-                     ("input_tokens", inp[i]), ("hit_blocks", int(r["hit_blocks"])), ("hit_l1", hits[0]),
-                     ("hit_l2", hits[1]), ("hit_l3", hits[2]), ("hit_l4", hits[3]), ("cached_tokens", cached),
-                     ("queue_ms", (start - now) * 1e3), ("load_ms", load * 1e3), ("prefill_ms", prefill * 1e3),
-                     ("ttft_ms", (done - now) * 1e3), ("l4_write_bytes", wrote)):
-            cols[c][i] = v
+        row[:] = (i, now, node_i, b - a, inp[i], hit, *hits, cached, (start - now) * 1e3, load * 1e3,
+                  prefill * 1e3, (done - now) * 1e3, wrote)
+        for col, v in zip(col_list, row):
+            col[i] = v
     line.close()
     return cols, nodes, pool
 

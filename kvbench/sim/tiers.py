@@ -215,6 +215,14 @@ class _Inspect:
     def _present(self, names) -> list:
         return [i for i, t in enumerate(self.tiers) if t.spec.name in names]
 
+    def run_one(self, now: float, keys, request: int) -> tuple[list, np.ndarray]:
+        """One request (``keys``: its uint64 block keys) as request number ``request``: ([hit blocks, hits in
+        l1, l2, l3, l4], its events), what :meth:`run` gives for a batch of one (a cluster runs requests one at
+        a time, routed in between)."""
+        reqs, ev = self.run(np.array([now], np.float64), np.array([0, len(keys)]), keys, first_request=request)
+        r = reqs[0]
+        return [int(r["hit_blocks"]), int(r["hit_l1"]), int(r["hit_l2"]), int(r["hit_l3"]), int(r["hit_l4"])], ev
+
 
 class ReferenceHierarchy(_Inspect):
     """The tier simulation in plain Python: the readable definition of its semantics.
@@ -625,6 +633,7 @@ class Hierarchy(_Inspect):
         laid out for it at once rather than grown during the first requests (results are the same either way)."""
         self._describe(spec)
         K = self._K
+        self._one = None                # run_one's buffers
         self._pec = 0
         self._A = None
         most = max(0, int(max_request_blocks or 0))
@@ -877,6 +886,7 @@ class Hierarchy(_Inspect):
     def _simulate(self, timestamps, offsets, keys, first_request: int) -> np.ndarray:
         """Run the kernel over a batch; returns the request rows (the events stay in the state until the next)."""
         K = self._K
+        self._sync()
         times = np.ascontiguousarray(timestamps, dtype=np.float64)
         offs = np.ascontiguousarray(offsets, dtype=np.int64)
         keys = np.ascontiguousarray(keys, dtype=np.uint64).view(np.int64)
@@ -911,13 +921,44 @@ class Hierarchy(_Inspect):
                 self._build(self._pec)
             G = self._G
         if G[K.G_ERR]:
-            what = {K.ERR_NODES: "a tier's node pool ran out", K.ERR_META: "a hit block has no slot",
-                    K.ERR_EVENTS: "a request wrote more events than its bound"}
-            raise RuntimeError(f"tier simulation: {what.get(int(G[K.G_ERR]), 'failed')} at request "
-                               f"{first_request + done}; the state is lost (rerun with ReferenceHierarchy)")
+            self._failed(first_request + done)
         reqs = np.empty(n, REQUEST_DTYPE)
         K.fill_requests(rows, times, reqs)
         return reqs
+
+    def _failed(self, request: int) -> None:
+        K = self._K
+        what = {K.ERR_NODES: "a tier's node pool ran out", K.ERR_META: "a hit block has no slot",
+                K.ERR_EVENTS: "a request wrote more events than its bound"}
+        raise RuntimeError(f"tier simulation: {what.get(int(self._G[K.G_ERR]), 'failed')} at request "
+                           f"{request}; the state is lost (rerun with ReferenceHierarchy)")
+
+    def run_one(self, now: float, keys, request: int) -> tuple[list, np.ndarray]:
+        """As :meth:`_Inspect.run_one`, without a batch's set-up: buffers kept from one request to the next
+        (``keys``: a contiguous uint64 array). A state that must grow first takes :meth:`run`'s path."""
+        K = self._K
+        n = keys.shape[0]
+        if n + 16 > self._pec or self._one is None or self._one[3].shape[0] < self._pec:
+            if n + 16 > self._pec:
+                self._build(max(2 * self._pec, n + 16))
+            self._one = (np.zeros(1), np.zeros(2, np.int64), np.zeros((1, 8), np.int64),
+                         np.zeros(self._pec, np.int64), np.zeros(self._pec, np.int64), np.zeros(4, np.int64))
+        t1, o2, rows, found, versions, hitrow = self._one
+        t1[0], o2[1] = now, n
+        self._sync()
+        G = self._G
+        G[K.G_NEV] = 0
+        K.run_requests(self._A, t1, o2, keys.view(np.int64), request, rows, self._xbuf, found, versions, hitrow)
+        if G[K.G_ERR]:
+            if G[K.G_ERR] != K.NEED_GROW:
+                self._failed(request)
+            G[K.G_ERR] = 0              # the kernel stopped before the request: run's path grows the state
+            return super().run_one(now, keys, request)
+        self._req = request + 1
+        ev = np.empty(int(G[K.G_NEV]), EVENT_DTYPE)
+        if ev.shape[0]:
+            K.fill_events(self._A, ev)
+        return rows[0, 2:7].tolist(), ev
 
     def cached_prefix(self, keys, now: float, names=TIER_NAMES) -> int:
         """As :meth:`ReferenceHierarchy.cached_prefix`, compiled."""
@@ -932,145 +973,3 @@ class Hierarchy(_Inspect):
         row = reqs[0]
         return int(row["hit_blocks"]), [int(row[f"hit_l{i}"]) for i in range(1, 5)], int(row["produced"])
 
-
-# --- N hierarchies sharing their last tier ---------------------------------------------------------------------
-class SharedPool:
-    """``n_nodes`` compiled hierarchies of one spec whose last tier (a cluster's L4) is one pool, in one state.
-
-    The compiled form of the reference's sharing (:func:`kvbench.cluster.nodes.share_tier`: every node's last
-    tier is the first node's policy, store and residency map; its counters and its admission policy stay the
-    node's own). One int64 buffer holds a header per node (its tier rows and globals, as a Hierarchy's state
-    begins) and then the regions of every tier instance (each node's own tiers, the pool once) and of each node's
-    admission arrays; member i's state is the buffer from its header on (a view), its globals point at the same
-    regions, its rows at its own tiers and, for the last tier, at the pool's. So the kernel runs a member as it
-    runs a Hierarchy, unchanged.
-
-    A tier row mixes the pool's state (lists, free lists, store positions) with the node's counters and
-    admission fields (``NODE_FIELDS``): the pool's part is current in the row of the member that ran last
-    (``owner``), and :meth:`activate` copies it (and the request mark, which must never repeat across nodes: a
-    slot's mark says a request wrote it) into the next member's row before that member runs or is inspected.
-    Nodes are laid out whole at once (the largest pool a tier can need; pages are touched as they fill), for
-    requests of up to ``max_request_blocks`` blocks: a longer request is an error, not a relayout.
-    """
-
-    def __init__(self, spec: HierarchySpec, n_nodes: int, max_request_blocks: int | None = None):
-        from kvbench.sim import tiers_kernel as K
-
-        if n_nodes < 1:
-            raise SpecError("a shared pool needs at least one node", "give --nodes 1 or more")
-        self.spec, self.n = spec, int(n_nodes)
-        members = [_PoolMember(self, i) for i in range(self.n)]
-        m0 = members[0]
-        T = len(m0._sizes)
-        self.shared = T - 1                    # the pool: the last tier
-        if T > 4:
-            raise SpecError("more than four tiers", "give at most l1..l4")
-        pec = max(256, max(0, int(max_request_blocks or 0)) + 16)
-        self.most = most = pec - 16            # the longest request the layout takes
-        self.hdr = hdr = -(-(K.GB + K.NG) // K.NW) * K.NW          # a header per node, on cache lines
-        size = {n: 0 for n in K.INT_ARRAYS + K.FLOAT_ARRAYS}
-        size["TTL"] = 4
-        inst = [(i, t) for i in range(self.n) for t in range(self.shared)] + [(-1, self.shared)]
-        rows = np.zeros((len(inst), K.NFIELDS), dtype=np.int64)
-        for k, (_, t) in enumerate(inst):
-            nmax = Hierarchy._pool_max(m0._sizes[t], pec)
-            _lay_tier(K, rows[k], m0._sizes[t], nmax, nmax, pec, size)
-        adm = m0._adm["size"]                  # each node's own admission arrays, side by side
-        for n in K.FIXED_ARRAYS:
-            size[n] = self.n * adm[n]
-        spans, ev_base = _region_spans(K, size, self.n * hdr)
-        evcap = max(1024, 2 * m0._ev_need(most))
-        buf = _aligned_zeros(ev_base + 8 * evcap)
-        arrs = {n: (buf[b:b + w].view(np.float64) if n in K.FLOAT_ARRAYS else buf[b:b + w])
-                for n, (b, w) in spans.items()}
-        arrs["TTL"][:T] = [z["ttl"] or 0.0 for z in m0._sizes]
-        for k, (_, t) in enumerate(inst):
-            _init_tier(K, rows[k], m0._sizes[t], arrs)
-        xlen = int(rows[:, K.NN].max()) + pec + 16
-        for i, m in enumerate(members):
-            off = i * hdr
-            A = buf[off:]
-            I, G = A[:K.GB].reshape(4, K.NFIELDS), A[K.GB:K.GB + K.NG]
-            own = {}
-            for n, (b, w) in spans.items():
-                if n in K.FIXED_ARRAYS:
-                    b += i * adm[n]
-                    own[n] = arrs[n][i * adm[n]:(i + 1) * adm[n]]
-                G[getattr(K, "B_" + n)] = b - off
-            G[K.B_EV], G[K.G_EVCAP] = ev_base - off, evcap
-            G[K.G_SUMSEGS], G[K.G_MAXSEGS] = sum(m0._segs), max(m0._segs)
-            I[:self.shared] = rows[i * self.shared:(i + 1) * self.shared]
-            I[self.shared] = rows[-1]
-            m._adm_init(I, own)
-            m._set_globals(G)
-            m._attach(A, I[:T], G, pec, np.zeros(xlen, np.int64))
-        self.buf, self.members = buf, members
-        keep = set(range(K.NFIELDS)) - set(self.node_fields(K))
-        self._pool_fields = np.array(sorted(keep), np.int64) + self.shared * K.NFIELDS
-        self.owner = 0
-        self._mark = K.GB + K.G_MARK
-        self._K = K
-        m0._load_kernel()
-
-    @staticmethod
-    def node_fields(K) -> tuple:
-        """A tier row's fields that stay each node's own in the pool's row: its counters and its admission
-        policy's (the reference keeps ``c`` and ``admission`` per node; its admission arrays are its own)."""
-        return (K.C_HIT_BLOCKS, K.C_HIT_READS, K.C_CREATE, K.C_PROMOTE, K.C_DEMOTE_READS, K.C_DEMOTE_WRITES,
-                K.C_TRIMS, K.C_EVICT, K.C_EXPIRE, K.C_RECLAIM, K.C_PEAK, K.C_REJECT,
-                K.ADM, K.ADMG0, K.ADMG1, K.ADEPTH, K.ABEYOND, K.ALIMIT, K.AMINB, K.AWIN, K.SKB, K.SKW, K.SKSH,
-                K.SKSAMP, K.SKINC, K.SKRES, K.GAPK, K.GAPSET)
-
-    def activate(self, i: int) -> None:
-        """Make member i's copy of the pool's row (and the request mark) current, before it runs or is read."""
-        o = self.owner
-        if i != o:
-            src, dst = o * self.hdr, i * self.hdr
-            self.buf[dst + self._pool_fields] = self.buf[src + self._pool_fields]
-            self.buf[dst + self._mark] = self.buf[src + self._mark]
-            self.owner = i
-
-    def cached_prefix(self, keys, now: float, names=TIER_NAMES) -> list[int]:
-        """Every member's :meth:`Hierarchy.cached_prefix` of ``keys`` over its tiers in ``names``, in one call."""
-        m = self.members[0]
-        if self.spec.tiers[self.shared].name in names:
-            return [mb.cached_prefix(keys, now, names) for mb in self.members]
-        k = np.asarray(keys, dtype=np.uint64).view(np.int64)
-        out = np.zeros(self.n, np.int64)
-        self._K.cached_prefix_nodes(self.buf, self.hdr, np.array(m._present(names), np.int64), k, float(now), out)
-        return out.tolist()
-
-
-class _PoolMember(Hierarchy):
-    """One node of a :class:`SharedPool`: a compiled Hierarchy whose state is its view of the pool's buffer."""
-
-    def __new__(cls, *args, **kwargs):
-        return object.__new__(cls)
-
-    def __init__(self, pool: SharedPool, index: int):
-        self.pool, self.index = pool, index
-        self._describe(pool.spec)
-
-    def _attach(self, A, I, G, pec: int, xbuf) -> None:
-        self._A, self._I, self._G, self._pec, self._xbuf = A, I, G, pec, xbuf
-        self._evcap = int(G[self._K.G_EVCAP])
-        self._req = 0
-
-    def _sync(self) -> None:
-        self.pool.activate(self.index)
-
-    def _build(self, pec: int) -> None:
-        raise RuntimeError(f"shared pool: a request of more than {self.pool.most} blocks (laid out for "
-                           f"{self.pool.most}; give SharedPool the trace's longest request)")
-
-    def _grow_events(self) -> None:            # laid out for the longest request: cannot happen
-        raise RuntimeError("shared pool: the event rows ran out")
-
-    def _simulate(self, timestamps, offsets, keys, first_request: int) -> np.ndarray:
-        self.pool.activate(self.index)
-        return super()._simulate(timestamps, offsets, keys, first_request)
-
-    def cached_prefix(self, keys, now: float, names=TIER_NAMES) -> int:
-        if self.spec.tiers[self.pool.shared].name in names:
-            self.pool.activate(self.index)
-        return super().cached_prefix(keys, now, names)

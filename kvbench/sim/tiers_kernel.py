@@ -1381,6 +1381,6 @@ def cached_prefix(A, tiers, keys, now):
 @njit(cache=True)
 def cached_prefix_nodes(A, hdr, tiers, keys, now, out):
     """:func:`cached_prefix` of every node of a shared pool's buffer (node j's state is A from j * hdr on:
-    :class:`kvbench.sim.tiers.SharedPool`), into ``out[j]``: one call for a router's question to all nodes."""
+    :class:`kvbench.sim.shared_pool.SharedPool`), into ``out[j]``: one call for a router's question to all nodes."""
     for j in range(out.shape[0]):
         out[j] = cached_prefix(A[j * hdr:], tiers, keys, now)

@@ -16,7 +16,7 @@ from kvbench.stream.traces import read_trace
 from kvbench.cluster.nodes import LOCAL_TIERS
 from kvbench.cluster.nodes import node_hierarchies
 from kvbench.cluster.nodes import share_tier
-from kvbench.sim.tiers import SharedPool
+from kvbench.sim.shared_pool import SharedPool
 import itertools
 
 BB = 262144
@@ -85,7 +85,7 @@ def test_nodes_with_the_shared_pool_run_compiled():
     assert type(Node(0, SPECS[0], 1, None).hier) is Hierarchy
 
 
-# --- Cluster nodes sharing an L4 pool run compiled (one :class:`~kvbench.sim.tiers.SharedPool`) with the results of
+# --- Cluster nodes sharing an L4 pool run compiled (one kvbench.sim.shared_pool.SharedPool) with the results of
 # Python :class:`~kvbench.sim.tiers.ReferenceHierarchy` nodes whose L4 is one object (``share_tier``): per request
 # hits per tier, every block event in order, per-node counters (promotions, admissions, evictions, writes),
 # residency, production; the router's ``cached_prefix``; and every router's table and summary end to end.
@@ -163,7 +163,8 @@ def _same(spec, seed, n_nodes=3):
             k = keys[a:b].tolist()
             want = [r.cached_prefix(k, times[i], LOCAL_TIERS) for r in ref]
             assert pool.cached_prefix(keys[a:b], times[i], LOCAL_TIERS) == want
-            assert jit[(j + 1) % n_nodes].cached_prefix(k, times[i]) == ref[(j + 1) % n_nodes].cached_prefix(k, times[i])
+            other = (j + 1) % n_nodes          # with the pool too (its row made current first)
+            assert jit[other].cached_prefix(k, times[i]) == ref[other].cached_prefix(k, times[i])
         args = (times[i:i + 1], np.array([0, b - a]), keys[a:b])
         r_req, r_ev = ref[j].run(*args, first_request=i)
         j_req, j_ev = jit[j].run(*args, first_request=i)

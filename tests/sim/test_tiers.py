@@ -810,3 +810,31 @@ def test_single_lru_tier_equals_the_exact_curve(reqs, cap, ttl):
     assert int(out["hit_blocks"].sum()) == round(float(exact_profile(tr, ttl_s=ttl).hits_at([cap])[0]))
     assert int(out["hit_blocks"].sum()) == brute_lru_hits(tr, cap, ttl)
     assert (out["produced"] == out["blocks"] - out["hit_blocks"]).all()
+
+
+def test_run_one_equals_a_batch_through_growth():
+    """Hierarchy.run_one (a cluster's one request at a time, buffers kept) gives what run gives for the same
+    requests in one batch, while its pools grow past their first layout (more keys than POOL_START) and a longer
+    request than any before arrives (the state laid out again)."""
+    from kvbench.sim.tiers import POOL_START
+
+    rng = np.random.default_rng(5)
+    lens = rng.integers(1, 40, 4600)
+    lens[2000] = 700
+    offsets = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+    keys = rng.integers(1, 2**64 - 1, int(offsets[-1]), dtype=np.uint64)
+    keys[offsets[1500]:offsets[1500] + 30] = keys[:30]          # some hits
+    times = np.arange(lens.size, dtype=np.float64)
+    spec = HierarchySpec((TierSpec("l2", 64 * 8192), TierSpec("l3", (POOL_START + 20000) * 8192)), 8192)
+    assert int(offsets[-1]) > POOL_START + 20000
+    want, want_ev = Hierarchy(spec).run(times, offsets, keys)
+    one = Hierarchy(spec)
+    got, events = [], []
+    for i in range(lens.size):
+        hits, ev = one.run_one(float(times[i]), keys[offsets[i]:offsets[i + 1]], i)
+        got.append(hits)
+        events.append(ev)
+    cols = ("hit_blocks", "hit_l1", "hit_l2", "hit_l3", "hit_l4")
+    assert got == [[int(r[c]) for c in cols] for r in want]
+    assert np.array_equal(np.concatenate(events), want_ev)
+    assert sum(g[0] for g in got) >= 30 and one.produced == int(want["produced"].sum())
