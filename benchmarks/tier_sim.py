@@ -31,8 +31,21 @@ against the tree before, load 4.6-6.1: LRU 2.35M per CPU second (2.21M before), 
 0.83M / 0.91M (the process had about a third of a core). The shipped trace's whole process stays ~0.12M/s, both
 trees: its simulation is ~0.035 s of a ~0.9 s process.
 
+Part 3 (``--cluster``, issue 33 part 5): ``kvbench cluster``'s shared-L4 path, 16 nodes routed by ``prefix``, L2
+16 GiB and L3 256 GiB each, one 2 TiB L4 pool, on ``gen:mooncake-synthetic-fit`` (13,931 requests an hour). In
+process, ``simulate_router`` with the nodes of one compiled SharedPool against reference nodes sharing the L4
+object (``pool_compiled`` false; the first ``--reference-span`` only) on the same trace: per-request tables
+identical, requests and blocks per CPU second and per wall second with the load average, and the time a week
+(24 x 7 x the hour's requests) takes at that rate; then the command as a whole process on the hour, this tree and
+``--against``'s in turn. ``--compile`` times the tier kernel's first-run compilation (a child process, an empty
+numba cache) in this tree and ``--against``'s.
+
+Measured 2026-12-05 (shared 2-core VM, see the README's cluster section for the figures).
+
     .venv/bin/python benchmarks/tier_sim.py [--trace mooncake-synthetic] [--repeat 5] [--runs 3] [--big]
                                             [--command-only] [--against DIR]
+    .venv/bin/python benchmarks/tier_sim.py --cluster [--cluster-span 1d] [--reference-span 1h] [--compile]
+                                            [--against DIR]
 """
 
 from __future__ import annotations
@@ -183,6 +196,109 @@ def command(trace: str, runs: int, tmp: str, against: Path | None) -> None:
                   f"{statistics.median(x[1] for x in v) / 1e6:5.2f}M blocks per CPU second")
 
 
+CLUSTER_TRACE = "gen:mooncake-synthetic-fit,duration={}"
+CLUSTER_NODES = 16
+
+
+def cluster_config(span: str):
+    from kvbench.cluster.config import ClusterConfig
+    from kvbench.replay.kv import ReplayConfig
+
+    g = 1 << 30
+    return ClusterConfig(ReplayConfig(trace=CLUSTER_TRACE.format(span), model="llama-3.1-8b", l2=16 * g,
+                                      l3="/var/tmp/kv.store", l3_capacity=256 * g, l4="/var/tmp/pool",
+                                      l4_capacity=2048 * g, dry_run=True), nodes=CLUSTER_NODES, routers=("prefix",))
+
+
+def cluster_run(span: str, reference: bool):
+    """simulate_router on ``span`` of the workload: (columns, requests, blocks, CPU s, wall s, load before)."""
+    import kvbench.cluster.nodes as nodes_mod
+    from kvbench.cluster.job import _timing, prepare
+    from kvbench.cluster.routers import make_router
+    from kvbench.cluster.sim import simulate_router
+
+    cfg = cluster_config(span)
+    _, trace, spec, profile = prepare(cfg)
+    timing = _timing(cfg, profile)
+    keep = nodes_mod.pool_compiled
+    if reference:
+        nodes_mod.pool_compiled = lambda s: False
+    try:
+        load = os.getloadavg()[0]
+        c, w = time.process_time(), time.perf_counter()
+        cols, _, _ = simulate_router(trace, spec, CLUSTER_NODES, 1, make_router("prefix", CLUSTER_NODES), timing,
+                                     trace.block_tokens)
+        cpu_s, wall = time.process_time() - c, time.perf_counter() - w
+    finally:
+        nodes_mod.pool_compiled = keep
+    return cols, trace.n_requests, trace.n_blocks, cpu_s, wall, load
+
+
+def cluster_command(repo: Path, tmp: str) -> tuple[float, float, float, dict]:
+    """The hour as ``kvbench cluster --dry-run`` in a child of ``repo``: wall, CPU (user + sys), load, JSON."""
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+    cmd = [sys.executable, "-m", "kvbench", "cluster", CLUSTER_TRACE.format("1h"), "--model", "llama-3.1-8b",
+           "--nodes", str(CLUSTER_NODES), "--router", "prefix", "--l2", "16GiB", "--l3", os.path.join(tmp, "kv.store"),
+           "--l3-capacity", "256GiB", "--l4", os.path.join(tmp, "pool"), "--l4-capacity", "2TiB", "--dry-run",
+           "--json", "--results", os.path.join(tmp, "results")]
+    load = os.getloadavg()[0]
+    r0, w0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env, cwd=repo).stdout
+    wall, r1 = time.perf_counter() - w0, resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime), load, json.loads(out)
+
+
+COMPILE = """
+import time
+c, w = time.process_time(), time.perf_counter()
+from kvbench.sim.tiers import Hierarchy, HierarchySpec, TierSpec
+h = Hierarchy(HierarchySpec((TierSpec("l2", 16 << 30), TierSpec("l3", 256 << 30), TierSpec("l4", 2 << 40)), 1 << 26))
+h.cached_prefix([1, 2, 3], 0.0, ("l2", "l3"))
+print(time.process_time() - c, time.perf_counter() - w)
+"""
+
+
+def compile_seconds(repo: Path) -> tuple[float, float, float]:
+    """(CPU s, wall s, load) of the tier kernel's first load in a fresh child with an empty numba cache."""
+    with tempfile.TemporaryDirectory(dir="/var/tmp") as cache:
+        env = {**os.environ, "PYTHONPATH": str(repo), "KVBENCH_NUMBA_CACHE_DIR": cache}
+        load = os.getloadavg()[0]
+        out = subprocess.run([sys.executable, "-c", COMPILE], capture_output=True, text=True, check=True,
+                             env=env, cwd=repo).stdout.split()
+    return float(out[0]), float(out[1]), load
+
+
+def cluster(a) -> None:
+    """Part 3: the shared-pool cluster's rate, compiled against the reference, and the command before and after."""
+    hour = 13_931
+    print(f"kvbench cluster, {CLUSTER_NODES} nodes (prefix; L2 16 GiB, L3 256 GiB each; L4 2 TiB shared), "
+          f"{CLUSTER_TRACE.format('SPAN')}:")
+    cluster_run("10m", False)                                  # kernels loaded, caches warm
+    ref = cluster_run(a.reference_span, True)
+    new = cluster_run(a.reference_span, False)
+    same = all(np.array_equal(ref[0][c], new[0][c]) for c in ref[0])
+    runs = [("reference", a.reference_span, ref), ("compiled", a.reference_span, new)]
+    if a.cluster_span != a.reference_span:
+        runs.append(("compiled", a.cluster_span, cluster_run(a.cluster_span, False)))
+    for name, span, (_, nreq, nb, cpu_s, wall, load) in runs:
+        week = 24 * 7 * hour / (nreq / cpu_s)
+        print(f"  {name:<9} {span:>3}: {nreq:,} requests, {nb:,} blocks: {cpu_s:6.2f} s CPU {nreq / cpu_s:8,.0f} "
+              f"requests/s {nb / cpu_s / 1e6:5.2f}M blocks/s; {wall:6.2f} s wall {nreq / wall:8,.0f} requests/s "
+              f"(load {load:.2f}); a week ({24 * 7 * hour / 1e6:.2f}M requests) {week / 60:5.1f} CPU minutes")
+    print(f"  per-request tables of reference and compiled identical on {a.reference_span}: {same}")
+    with tempfile.TemporaryDirectory(dir="/var/tmp") as tmp:
+        trees = [("this", REPO)] + ([("against", a.against)] if a.against else [])
+        for _ in range(a.runs):
+            for name, repo in trees:
+                wall, cpu_s, load, d = cluster_command(repo, tmp)
+                print(f"  command, {name:<7}: {wall:5.2f} s wall, {cpu_s:5.2f} s CPU (load {load:.2f}); "
+                      f"{d['requests']:,} requests, hit ratio {d['global']['hit_ratio']:.6f}")
+    if a.compile:
+        for name, repo in [("this", REPO)] + ([("against", a.against)] if a.against else []):
+            c, w, load = compile_seconds(repo)
+            print(f"  tier kernel first-run compile, {name:<7}: {c:5.1f} s CPU, {w:5.1f} s wall (load {load:.2f})")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trace", default="mooncake-synthetic")
@@ -191,7 +307,16 @@ def main() -> None:
     ap.add_argument("--big", action="store_true", help="part 2 on the 10.7M-reference agent trace too")
     ap.add_argument("--command-only", action="store_true", help="part 2 only")
     ap.add_argument("--against", type=Path, default=None, help="another checkout whose command runs in turn")
+    ap.add_argument("--cluster", action="store_true", help="part 3 only: the shared-L4 cluster simulation")
+    ap.add_argument("--cluster-span", default="1d", help="--cluster: the compiled run's span of the workload")
+    ap.add_argument("--reference-span", default="1h", help="--cluster: the span both paths run (and compare)")
+    ap.add_argument("--compile", action="store_true", help="--cluster: time the kernel's first-run compilation")
     a = ap.parse_args()
+    if a.cluster:
+        print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        cluster(a)
+        print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        return
     t = read_trace(a.trace)
     most = int(np.diff(t.offsets).max())
     Hierarchy(next(iter(SPECS.values()))).run(t.timestamp_s[:50], t.offsets[:51], t.keys[:t.offsets[50]])  # JIT

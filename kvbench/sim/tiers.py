@@ -32,6 +32,8 @@ sketches are compiled state: each registered policy carries its kernel code and 
 ``kernel_code``/``kernel_params()`` in :mod:`kvbench.sim.policies` and :mod:`kvbench.sim.admission`);
 :class:`ReferenceHierarchy` is the same simulation in Python, the reference it is tested against. A policy
 registered without a compiled form would make ``Hierarchy(spec)`` the reference (same results, Python speed).
+A cluster's nodes that share an L4 pool are the members of one :class:`kvbench.sim.shared_pool.SharedPool`: the
+same kernel over one state whose last tier is the pool (the layout functions here are shared with it).
 
 The output is a stream of block events (``EVENT_DTYPE``): one row per block read/write/trim on L2..L4, in an
 order that is safe to issue (each request: its hit reads first, then writes, demotions, trims in simulation
