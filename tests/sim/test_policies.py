@@ -388,3 +388,47 @@ def test_every_policy_keeps_a_block_idle_exactly_the_ttl(ttl_trace_file, policy)
     c = make_policy(policy, 100, ttl_s=TTL_S)
     c.insert(7, 1.0)
     assert c.contains(7, 9.0) and not c.contains(7, 9.0 + 1e-9)
+# --- mutation survivors (issue 34 part 4): S3-FIFO's victim and M's second chance, the kernel codes ----------
+
+
+def test_each_policy_names_the_kernels_code_for_it():
+    """The compiled tier simulation picks its policy by ``kernel_code``: a FIFO tier that said POL_S3 would be
+    simulated as S3-FIFO by the kernel and as FIFO by the Python reference."""
+    from kvbench.sim import tiers_kernel
+
+    assert {n: POLICIES[n].kernel_code for n in ("lru", "fifo", "s3fifo")} == {
+        "lru": tiers_kernel.POL_LRU, "fifo": tiers_kernel.POL_FIFO, "s3fifo": tiers_kernel.POL_S3}
+    assert (tiers_kernel.POL_LRU, tiers_kernel.POL_FIFO, tiers_kernel.POL_S3) == (0, 1, 2)
+
+
+def test_s3fifo_victim_is_the_head_of_s_at_its_share_else_the_head_of_m():
+    """Capacity 2: S's share is 1 block, M's 1, the ghost holds 1. By hand:
+    insert 2, 0 -> S=[2,0]; insert 1 -> S at 2 >= 1: 2 (freq 0) leaves S for the ghost, S=[0,1];
+    insert 2 (a ghost) -> 0 leaves S for the ghost, 2 enters M: S=[1], M=[2].
+    S holds exactly its share, so the next eviction (and victim()) is S's head 1, not M's head 2."""
+    c = make_policy("s3fifo", 2)
+    assert c.victim() is None                      # empty: S and M both empty
+    assert c.insert(2) == [] and c.insert(0) == []
+    assert c.victim() == 2
+    assert c.insert(1) == [2]
+    assert c.insert(2) == [0]
+    assert c.keys() == [1, 2]
+    assert c.victim() == 1
+    assert c.insert(3) == [1]                      # what victim() named is what goes
+    for policy in ("lru", "fifo"):
+        assert make_policy(policy, 3).victim() is None
+
+
+def test_s3fifo_main_queue_evicts_the_first_key_of_freq_zero():
+    """Capacity 2 (S 1, M 1, ghost 1). By hand:
+    insert 2, 1 -> S=[2,1]; insert 3 -> 2 to the ghost, S=[1,3]; insert 2 (ghost) -> 1 to the ghost, M=[2];
+    insert 1 (ghost) -> 3 to the ghost, S=[], M=[2,1]; insert 3 (ghost) -> S is empty: M's head 2 has freq 0
+    and goes; M=[1,3]; lookup 1 -> freq 1; insert 2 (not a ghost: it left M, not S) -> M's head 1 has freq 1:
+    reinserted with freq 0, then 3 (freq 0) goes. A key with freq 0 earns no second chance."""
+    c = make_policy("s3fifo", 2)
+    assert [c.insert(k) for k in (2, 1, 3, 2, 1)] == [[], [], [2], [1], [3]]
+    assert c.keys() == [2, 1]
+    assert c.insert(3) == [2]
+    assert c.lookup(1)
+    assert c.insert(2) == [3]
+    assert c.keys() == [2, 1]
