@@ -372,3 +372,106 @@ def test_another_device_does_not_confirm_this_one(loop_devices, tmp_path):
         with pytest.raises(SafetyError, match=f"--destroy-data {confirm} does not name the target device {a}"):
             safety.check_block_write(a, confirm)
     safety.check_block_write(a, _up_to_root(tmp_path) + a)          # the same device through '..': confirmed
+# --- mutation survivors (issue 34 part 4): the output guard's temporary file, the disk/holder refusals on a ----
+# --- modelled /sys (a partitioned disk and a device-mapper holder need hardware or privileges the VM lacks) ----
+
+
+def test_pending_output_commits_with_mode_644_once_and_discards_what_was_not_committed(tmp_path):
+    out = tmp_path / "trace.jsonl"
+    p = safety.PendingOutput(out)                  # no stale temporary file: nothing to remove, no error
+    assert p.tmp.parent == tmp_path and p.tmp.name == f".kvbench-tmp-{os.getpid()}-trace.jsonl"
+    p.tmp.write_text("rows\n")
+    os.chmod(p.tmp, 0o600)
+    assert p.commit() == out and out.read_text() == "rows\n"
+    assert oct(out.stat().st_mode & 0o777) == oct(0o644)
+    assert not p.tmp.exists() and safety.is_owned(str(out))
+    assert p.commit() == out                       # a second commit is a no-op (the temporary file is gone)
+    p.discard()                                    # after a commit, discard keeps the output
+    assert out.read_text() == "rows\n"
+
+    gone = tmp_path / "gone.txt"
+    q = safety.PendingOutput(gone)
+    q.tmp.write_text("half")
+    q.discard()
+    assert not q.tmp.exists() and not gone.exists()
+    q.discard()                                    # twice: nothing left to remove, no error
+    assert q.commit() == gone and not gone.exists()     # a discarded output is never committed
+
+    r = safety.PendingOutput(tmp_path / "never.txt")
+    r.discard()                                    # nothing was written: nothing to remove, no error
+    assert not (tmp_path / "never.txt").exists()
+
+
+def test_pending_output_removes_a_stale_temporary_file_of_the_same_name(tmp_path):
+    out = tmp_path / "o.txt"
+    stale = tmp_path / f".kvbench-tmp-{os.getpid()}-o.txt"
+    stale.write_text("left by a killed run")
+    p = safety.PendingOutput(out)
+    assert p.tmp == stale and not stale.exists()
+
+
+def test_pending_and_atomic_output_refuse_a_foreign_file_unless_forced(tmp_path):
+    foreign = tmp_path / "notes.txt"
+    foreign.write_text("someone's")
+    with pytest.raises(SafetyError, match="was not written by kvbench"):
+        safety.PendingOutput(foreign)
+    with pytest.raises(SafetyError, match="was not written by kvbench"):
+        with safety.atomic_output(foreign) as tmp:
+            tmp.write_text("mine")
+    assert foreign.read_text() == "someone's"
+    with safety.atomic_output(foreign, force=True) as tmp:
+        tmp.write_text("mine")
+    assert foreign.read_text() == "mine"
+    with pytest.raises(RuntimeError):
+        with safety.atomic_output(tmp_path / "failed.txt") as tmp:
+            tmp.write_text("half")
+            raise RuntimeError("the writer failed")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+@pytest.fixture
+def fake_sys(monkeypatch):
+    """A modelled /sys for block_write_refusal: ``devs`` name -> dict(devno, disk, parts, holders, mounted_on); no
+    loop backing, no signature, neither / nor swap on them; /dev/null's device number stands for "target"."""
+    devs: dict = {}
+    monkeypatch.setattr(safety, "devno_name", lambda rdev: "target")     # the device node stands for "target"
+    monkeypatch.setattr(safety, "whole_disk", lambda n: devs[n].get("disk", n))
+    monkeypatch.setattr(safety, "_root_and_swap_disks", lambda: {})
+    monkeypatch.setattr(safety, "_mounted_devnos",
+                        lambda: {d["devno"]: d["mounted_on"] for d in devs.values() if d.get("mounted_on")})
+    monkeypatch.setattr(safety, "_devno", lambda n: devs[n]["devno"] if n in devs else None)
+    monkeypatch.setattr(safety, "_partitions", lambda n: sorted(devs.get(n, {}).get("parts", [])))
+    monkeypatch.setattr(safety, "_holders", lambda n: sorted(devs.get(n, {}).get("holders", [])))
+    monkeypatch.setattr(safety, "_loop_backing", lambda n: None)
+    monkeypatch.setattr(safety, "_signature", lambda p: None)
+    return devs
+
+
+def test_a_disk_whose_partitions_holder_is_mounted_is_refused_naming_the_holder(fake_sys):
+    fake_sys.update(target=dict(devno=(8, 0), parts=["target1", "target2"]),
+                    target1=dict(devno=(8, 1), disk="target"),
+                    target2=dict(devno=(8, 2), disk="target", holders=["dm-7"]),
+                    **{"dm-7": dict(devno=(253, 7), mounted_on="/data")})
+    assert safety.block_write_refusal("/dev/null") == "its holder dm-7 is mounted on /data"
+    fake_sys["dm-7"]["mounted_on"] = None
+    assert safety.block_write_refusal("/dev/null") == "it holds partitions (target1, target2)"
+
+
+def test_a_partition_is_refused_when_its_disk_is_mounted_and_writable_when_not(fake_sys):
+    fake_sys.update(target=dict(devno=(8, 3), disk="sdq"), sdq=dict(devno=(8, 0), mounted_on="/"))
+    assert safety.block_write_refusal("/dev/null") == "its disk sdq is mounted"
+    fake_sys["sdq"]["mounted_on"] = None
+    assert safety.block_write_refusal("/dev/null") is None
+    fake_sys.clear()
+    fake_sys.update(target=dict(devno=(8, 16)))    # a whole disk, nothing mounted, nothing on it
+    assert safety.block_write_refusal("/dev/null") is None
+
+
+def test_the_root_device_counts_only_when_sys_knows_it(monkeypatch):
+    """devno_name of an overlay or tmpfs root (device 0:N) is a name /sys/class/block does not hold: not a disk
+    to protect, and a name of None is skipped, not an error."""
+    monkeypatch.setattr(safety, "_swap_devices", lambda: [])
+    monkeypatch.setattr(safety, "devno_name", lambda dev: "0:4242")
+    assert safety._root_and_swap_disks() == {}
+    monkeypatch.setattr(safety, "devno_name", lambda dev: None)
+    assert safety._root_and_swap_disks() == {}
