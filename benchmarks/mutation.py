@@ -127,6 +127,11 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     # qualification's judge: outcomes, samples, verdict (its unit tests, not the qualification runs)
     "criteria": ("kvbench/qualify/criteria.py", ["tests/qualify/test_criteria.py"]),
     # the workload model's block keys (compiled) against their array form; the engine choice by declared kinds
+    # the cluster's routers (issue 34 part 4): each router's unit tests on a stub view (tests/cluster/routers/)
+    **{name: (f"kvbench/cluster/routers/{mod}.py", ["tests/cluster/routers"])
+       for name, mod in (("routers", "__init__"), ("router_cost", "cost"), ("router_prefix", "prefix"),
+                         ("router_session", "session"), ("router_random", "random_router"),
+                         ("router_round_robin", "round_robin"))},
     "synth_kernel": ("kvbench/stream/synth_kernel.py",
                      ["tests/stream/test_generators.py::test_compiled_block_keys_equal_the_array_form"]),
     "engines": ("kvbench/engine/engines/__init__.py",
@@ -163,6 +168,11 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
     "criteria": {
         ('if res is not None and isinstance(res, dict):', 'and -> or'):
             'a result that is not a table is refused by the next branch (not a result table) whatever dig read',
+    },
+    "router_session": {
+        ("while parent_of.get(c, -1) >= 0 and parent_of[c] in parent_of and seen < len(parent_of):", "1 -> 2"):
+            "get's default is never read: c starts as a chat id of the trace and moves only to a parent that is one "
+            "(`parent_of[c] in parent_of`), so c is always a key of parent_of",
     },
     "synth_kernel": {
         ('offsets[j + 1] = offsets[j] + (np.int64(prompt[j]) + bt - 1) // bt', '// -> /'):
