@@ -333,6 +333,12 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
          "20 -> 21"): "a subprocess timeout: only a hung wipefs sees it, and both values end it",
     },
     "curves.residence": {
+        ("n_req = max(self.n_requests, int(self.request_of_ref[-1]) + 1 if self.request_of_ref.size else 0)",
+         "1 -> 2"): "steady_curve always passes n_requests, at least the last reference's request + 1 (the [-2]nd's "
+                    "+ 1 is smaller still)",
+        ("steady = np.where(ok, self.steady_writes[np.minimum(j, n - 1)], 0.0) if n > 1 else np.zeros(i.shape)",
+         "0.0 -> 1.0"): "outside 1..distinct W is NaN, so the tier is not filled and turned_over is False whatever "
+                        "its steady writes",
         ("n_requests: int = 0                       # requests of the trace (trailing ones may hold no reference)",
          "0 -> 1"): "the dataclass default is never used: steady_curve always passes n_requests",
         ("n_req = max(self.n_requests, int(self.request_of_ref[-1]) + 1 if self.request_of_ref.size else 0)",
@@ -462,6 +468,22 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
                      "or return None for a case no workload with a miss reaches",
     },
     "curves.profile": {
+        # FixedSizeShards' room: the sizes it allocates and grows to, and when; the kernel asks for room when it
+        # runs out, so none of these changes a distance or a weight
+        ("bits = max(10, int(np.ceil(np.log2(2 * n))))", "2 -> 3"): "a larger key table: where keys sit, not which",
+        ("grown = np.empty(min(2 * self.heap.shape[0], self.size + 2), np.int64)", "2 -> 3"):
+            "the heap grows by 3x instead of 2x, capped at the sample size + 2 either way",
+        ("if slot == width and 2 * live + 2 > width:", "> -> >="):
+            "at exactly half full the slots grow instead of being compacted in place: the same order and distances",
+        ("live = int(self.st[2])", "2 -> 3"):
+            "the heap's size instead of the live keys: both are at most the entries in use, which the max takes",
+        ("chunk = max(1 << 16, 4 * self.size)", "1 -> 2"):
+            "the pre-filter's chunk of references: results are chunk-invariant (test_fixed_size_shards_streamed_in_"
+            "batches_equals_whole feeds 97-request batches)",
+        ("tms = np.ascontiguousarray(times if self.want else times[:0], dtype=np.float64)", "0 -> 1"):
+            "without a TTL the kernel never reads the times (want_gaps False)",
+        ("if self._npend > max(1 << 16, self.est.size):      # merged when the pending part outgrows the merged",
+         "16 -> 17"): "when the pending distances are merged: the merge is exact whenever it runs",
         ("self._alloc(max(1024, 2 * max(live, int(self.st[0])) + 2))", "2 -> 3"):
             "the compacted arrays' room: three times the live keys instead of twice, grown again when full",
         ("stack.feed(sampled_trace(b, r0, salt)[0] if rate is not None and (r0 < keyed or salt) else b)",

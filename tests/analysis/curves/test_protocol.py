@@ -171,3 +171,20 @@ def test_a_simulated_policy_on_a_key_sample_is_in_the_samples_blocks():
     t = read_trace("gen:chat,duration=20m,rate=2,seed=3,sample=0.25")
     c = hit_ratio_curve(t, policy="fifo", capacities=[10, 100])
     assert (c.method, c.sample_rate, c.capacity_scale) == ("simulation", 0.25, 4.0)
+
+
+def test_curves_built_from_their_fields_state_a_whole_stream():
+    """A curve made from arrays or fields (no sample stated) is every key's, in whole-stream blocks; a curve
+    without a block size is listed at 1 byte a block; a curve listed only below one block is 0 from one block."""
+    arrays = HitCurve.from_arrays([1, 2], [0.1, 0.2], block_bytes=8)
+    direct = HitCurve(np.array([1.0]), np.array([0.3]), 0.3, 8)
+    fields = Curve("lru", "exact", "blocks", np.array([2]), np.array([2]), np.array([0.2]), 0.5, 6, 3.0, None, None,
+                   0.0)
+    for c in (arrays, direct, fields):
+        assert (c.sample_rate, c.capacity_scale) == (1.0, 1.0), type(c).__name__
+    assert HitCurve.of(fields).block_bytes == 1 and HitCurve.of(fields, block_bytes=64).block_bytes == 64
+    below = Curve("lru", "exact", "bytes", np.array([100]), np.array([0]), np.array([0.0]), 0.5, 6, 3.0, 512, None,
+                  0.0)
+    listed = HitCurve.of(below)
+    assert listed.capacities_blocks.tolist() == [1.0] and listed.hit_ratio.tolist() == [0.0]
+    assert listed.block_bytes == 512

@@ -293,3 +293,14 @@ def test_demand_basis_by_hand():
     assert demand_basis([1, 2], [0, 0]) == (0, 0.0) and math.isnan(mean_demand([1, 2], [0, 0]))
     assert demand_basis([], []) == (0, 0.0)
     assert math.isnan(mean_demand([3, 3], [1, 1]))                  # one instant: no span
+
+
+def test_a_tier_that_writes_nothing_after_its_fill_shows_no_residence():
+    """Blocks 1 2 3 3 3 3, one a second: a 2-block tier first evicts at t = 2 (block 3 arrives) and then only
+    re-touches block 3: W(2) = 0 writes/s. Nothing is written after the fill, so nothing turned over and no
+    residence or DWPD is shown (not an infinite residence: the window saw no turnover at all)."""
+    c = steady_curve(make_trace([0, 1, 2, 3, 4, 5], [[1], [2], [3], [3], [3], [3]]), block_bytes=BB)
+    a = c.at(2)
+    assert float(a["write_blocks_per_s"]) == 0.0 and not a["filled"] and not a["turned_over"]
+    assert math.isnan(float(a["residence_s"])) and math.isnan(float(a["dwpd"]))
+    assert c.filled.tolist()[2] is False
