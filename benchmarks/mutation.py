@@ -590,8 +590,14 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "one group count fewer only when the width passes 262,144 x 262,145 slots (2^36: 550 GB of owners)",
         ("self._alloc_slots(max(2 * width, 2 * need))", "* -> /"):
             "a grown width of 2 x need instead of twice the old: still room for the request, grown again later",
-        ("grown = np.zeros(max(2 * self.hist.shape[0], need + 2), dtype=np.int64)", "* -> /"):
-            "a grown histogram of need + 2 instead of twice the old: still room for the request's distances",
+        ("grown = np.zeros(max(2 * self.hist.shape[0], need + 2), dtype=np.int64)", "*"):
+            "the grown histogram's length: too short, the kernel asks again (code 3) before a distance past it",
+        ("size = 1 << bits", "1 -> 2"):
+            "a key table twice as large (still a power of two; hashes land in its lower half, probing wraps)",
+        ("need = int(self.state[0]) + nb", "0 -> 1"):
+            "the next slot instead of the entries: at least as large, so only more room is asked for",
+        ("while 2 * need > self.tab.shape[0] // 2:", "*"):
+            "how far the key table grows before the kernel is called again: it asks again when full (code 1)",
     },
     "curves.kernels": {
         ("eslot[victim] = -1", "1 -> 2"):

@@ -133,3 +133,16 @@ def test_stack_counts_the_expired_references(ttl_trace_file):
     s = LRUStack(ttl_s=TTL_S)
     s.feed(read_trace(ttl_trace_file))
     assert (s.references, s.cold, s.expired) == (TTL_REFS, 2, 2)
+
+
+def test_counts_end_at_the_largest_distance_seen():
+    """Blocks 1 2 1 1, one a request: reuses at distance 2 (1, with 2 between) and 1 (1 again): hist [0, 1, 1],
+    trimmed there (no trailing zero); a stream without reuse counts one zero."""
+    from tests.conftest import make_trace
+
+    s = LRUStack()
+    s.feed(make_trace([0, 1, 2, 3], [[1], [2], [1], [1]]))
+    assert s.counts().tolist() == [0, 1, 1] and (s.references, s.cold, s.distinct) == (4, 2, 2)
+    none = LRUStack()
+    none.feed(make_trace([0, 1], [[1], [2]]))
+    assert none.counts().tolist() == [0]
