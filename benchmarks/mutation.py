@@ -132,6 +132,10 @@ MODULES: dict[str, tuple[str, list[str]]] = {
        for name, mod in (("routers", "__init__"), ("router_cost", "cost"), ("router_prefix", "prefix"),
                          ("router_session", "session"), ("router_random", "random_router"),
                          ("router_round_robin", "round_robin"))},
+    # the workload model's fit and generator (issue 34 part 4): their test files' fast lane (see LANES)
+    "fit": ("kvbench/stream/fit.py",
+            ["tests/stream/test_fit.py", "tests/stream/test_returns.py", "tests/stream/test_workload.py"]),
+    "synth": ("kvbench/stream/synth.py", ["tests/stream/test_generators.py", "tests/stream/test_workload.py"]),
     "synth_kernel": ("kvbench/stream/synth_kernel.py",
                      ["tests/stream/test_generators.py::test_compiled_block_keys_equal_the_array_form"]),
     "engines": ("kvbench/engine/engines/__init__.py",
@@ -161,6 +165,10 @@ MODULES: dict[str, tuple[str, list[str]]] = {
                   "tests/stream/test_sampling.py::test_replay_of_a_key_sampled_stream_is_a_miniature_with_full_size_estimates"]),
 }
 
+# modules whose test files hold slow or integration tests beside their unit tests: the mutants run against the
+# fast lane only (pytest -m), so that a module takes minutes
+LANES: dict[str, str] = {"fit": "not integration and not slow", "synth": "not integration and not slow"}
+
 # Mutants that cannot change behaviour, keyed by module, then (stripped source line, change) -> reason; the
 # change "*" covers every mutant of a line (a prefetch hint, say).
 # A survivor is listed here only with the argument why no input can tell it apart from the original.
@@ -173,6 +181,15 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ("while parent_of.get(c, -1) >= 0 and parent_of[c] in parent_of and seen < len(parent_of):", "1 -> 2"):
             "get's default is never read: c starts as a chat id of the trace and moves only to a parent that is one "
             "(`parent_of[c] in parent_of`), so c is always a key of parent_of",
+    },
+    "fit": {
+        ("ret_p = float(back.size / visits) if visits else 0.0", "0.0 -> 1.0"):
+            "visits = sessions + returns, and a trace fit_model accepts (>= 2 requests) has at least one session",
+        ("arrivals = replace(arrivals, rate=n / max(1e-9, float(window[1] - window[0])))", "- -> +"):
+            "window[0] is the operational time of 0, which is cum[0] = 0 at grid[0] = 0",
+        ("cum = np.concatenate([[0.0], np.cumsum((m[1:] + m[:-1]) * 30.0)])", "0.0 -> 1.0"):
+            "operational times are used only through differences (gaps between starts, the window's length): a "
+            "constant offset cancels",
     },
     "synth_kernel": {
         ('offsets[j + 1] = offsets[j] + (np.int64(prompt[j]) + bt - 1) // bt', '// -> /'):
@@ -1172,6 +1189,8 @@ def run_module(name: str, jobs: int, timeout_s: float, only_lines: set[int] | No
                every: int = 1, survivors_only: bool = False, offset: int = 0, changes: str | None = None) -> dict:
     rel, tests = MODULES[name]
     tests = [t for t in tests if (REPO / t.split("::")[0]).exists()]       # paths or pytest node ids
+    if name in LANES:
+        tests = ["-m", LANES[name], *tests]
     source = (REPO / rel).read_text()
     sites = mutants(source)
     lines = source.splitlines()

@@ -152,3 +152,92 @@ def test_cli_no_calibrate_keeps_the_structural_fit(cli, tmp_path):
     assert r.exit_code == 0, r.output
     assert "calibrated" not in r.output and "[calibration]" not in out.read_text()
     assert "fit DWPD" in r.output
+
+
+# --- mutation survivors (issue 34 part 4): fit_model's estimates on hand-built traces, its helpers -----------
+from types import SimpleNamespace  # noqa: E402
+
+from kvbench.errors import SpecError  # noqa: E402
+from kvbench.stream import fit as fit_mod  # noqa: E402
+from tests.conftest import make_trace  # noqa: E402
+
+
+def _sessions_trace(sessions):
+    """sessions: (start s, [follow-up gaps s]) -> a trace where session i's requests are [1000 i + 1], then
+    [1000 i + 1, 1000 i + 2], ... (each turn extends the previous prompt by one block), in time order."""
+    rows = []
+    for i, (t0, gaps) in enumerate(sessions):
+        t = t0
+        rows.append((t, [1000 * i + 1]))
+        for j, g in enumerate(gaps):
+            t += g
+            rows.append((t, [1000 * i + 1 + b for b in range(j + 2)]))
+    rows.sort(key=lambda r: r[0])
+    return make_trace([r[0] for r in rows], [r[1] for r in rows])
+
+
+def _warned(res, param):
+    return any(w.startswith(param + ":") for w in res.warnings)
+
+
+def test_ten_follow_ups_are_enough_to_fit_think_time_and_user_tokens():
+    """10 sessions 3,000 s apart, each with one follow-up 2^k s later (k = 0..9): exactly MIN_SAMPLES think
+    times. Median think time = the geometric mean 2^4.5 = 22.63 s, sigma = ln 2 x std(0..9) = 0.6931 x 2.8723;
+    each follow-up adds one 512-token block: user tokens 512, appended. No shared prefix: no system prompt."""
+    res = fit_mod.fit_model(_sessions_trace([(3000.0 * k, [2.0 ** k]) for k in range(10)]))
+    s, p = res.model.sessions, res.model.prompts
+    assert res.observed["follow_ups"] == 10 and res.observed["returns"] == 0
+    assert s.think_time_s == pytest.approx(2 ** 4.5) and s.think_sigma == pytest.approx(np.log(2) * np.sqrt(99 / 12))
+    assert not _warned(res, "sessions.think_time_s")
+    assert p.user_tokens == 512.0 and p.append_output and not _warned(res, "prompts.user_tokens")
+    assert p.system_tokens == 0.0 and res.observed["system_prompts_seen"] == 0
+    assert res.model.name == "fit-hand"                        # the trace's file stem (path "hand")
+    assert fit_mod.fit_model(_sessions_trace([(3000.0 * k, [2.0 ** k]) for k in range(10)]),
+                             name="mine").model.name == "mine"
+
+
+def test_a_turn_more_than_half_an_hour_later_is_a_return():
+    res = fit_mod.fit_model(_sessions_trace([(0.0, [1700.0]), (100.0, [2000.0])]))
+    assert res.observed["follow_ups"] == 2 and res.observed["returns"] == 1 and res.observed["visits"] == 3
+
+
+def test_a_first_block_three_sessions_share_is_a_system_prompt():
+    """Sessions [7, 1], [7, 2], [7, 3] (prefix-chained): block 7 is shared by 3 sessions (>= max(3, 2% of 3)):
+    one system prompt of depth 1, written as (1 + 0.5) x 512 = 768 tokens."""
+    from tests.conftest import chained_trace
+
+    c = chained_trace([[7, 1], [7, 2], [7, 3]])
+    t = make_trace([0.0, 10.0, 20.0], [list(map(int, c.keys[c.offsets[i]:c.offsets[i + 1]])) for i in range(3)])
+    res = fit_mod.fit_model(t)
+    assert res.observed["system_prompts_seen"] == 1
+    assert res.model.prompts.system_prompt_tokens == (768.0,) and res.model.prompts.system_prompts == 1
+    two = make_trace([0.0, 10.0], [list(map(int, c.keys[c.offsets[i]:c.offsets[i + 1]])) for i in range(2)])
+    assert fit_mod.fit_model(two).observed["system_prompts_seen"] == 0      # 2 sessions: a document, not a system
+
+
+def test_requests_all_at_one_instant_cannot_be_fitted():
+    with pytest.raises(SpecError, match="at least two requests at different times"):
+        fit_mod.fit_model(make_trace([5.0, 5.0, 5.0], [[1], [2], [3]]))
+
+
+def test_burstiness_of_evenly_spaced_starts_half_a_second_apart_is_the_floor():
+    """12 sessions 0.5 s apart: the gaps' CV is ~0 (mean below 1 s), so burstiness is its floor 0.2, fitted."""
+    res = fit_mod.fit_model(make_trace(0.5 * np.arange(12), [[k + 1] for k in range(12)]))
+    assert res.model.arrivals.burstiness == 0.2 and not _warned(res, "arrivals.burstiness")
+
+
+def test_lognormal_fit_of_two_samples_and_quantiles_to_a_tenth():
+    mean, sigma = fit_mod._lognormal_fit(np.array([1.0, np.e ** 2]))
+    assert mean == pytest.approx((1 + np.e ** 2) / 2) and sigma == pytest.approx(1.0)   # logs 0 and 2: std 1
+    assert fit_mod._lognormal_fit(np.array([3.0])) == (3.0, 0.0)
+    x = 0.123 * np.arange(21)                  # 21 samples: the 21 quantiles are the samples themselves
+    # the last: the top segment's two samples average 19.5 x 0.123, so its end is 2 x 2.3985 - 2.337 = 2.46
+    assert fit_mod._quantiles(x) == tuple(round(0.123 * k, 1) for k in range(21))
+    assert fit_mod._quantiles(x[:9]) == ()
+
+
+def test_days_covered_counts_ten_minute_steps_from_the_first_request():
+    """1970-01-04 (day 3, a Sunday) 23:59:59.5: the 600 s trace's one step lies on the weekend."""
+    tr = SimpleNamespace(t0=4 * 86_400.0 - 0.5, duration_s=600.0)
+    assert fit_mod._days_covered(tr, weekend=True) == 600.0 / 86_400.0
+    assert fit_mod._days_covered(tr, weekend=False) == 0.0
