@@ -241,3 +241,42 @@ def test_days_covered_counts_ten_minute_steps_from_the_first_request():
     tr = SimpleNamespace(t0=4 * 86_400.0 - 0.5, duration_s=600.0)
     assert fit_mod._days_covered(tr, weekend=True) == 600.0 / 86_400.0
     assert fit_mod._days_covered(tr, weekend=False) == 0.0
+
+
+def _hourly_starts(per_hour, span_s):
+    """Session starts: per_hour(h) starts spread evenly over each hour h of day the span covers (start 00:00)."""
+    out = []
+    for h0 in range(int(np.ceil(span_s / 3600.0))):
+        n = per_hour(h0 % 24)
+        out.extend(h0 * 3600.0 + (np.arange(n) + 0.5) * 3600.0 / n)
+    return np.array(out)
+
+
+def test_diurnal_amplitude_and_peak_of_a_cosine_day_seen_one_and_a_half_times():
+    """Rate 1 + 0.5 cos(theta_h - 2 pi 15 / 24) per hour h (theta_h = 2 pi (h + 0.5) / 24): the first harmonic is
+    0.5 e^(-i 2 pi 15 / 24), so amplitude 0.5, peak 15:00. Over 36 h hours 0-11 are seen twice: the counts are
+    divided by each hour's exposure (otherwise those hours would look twice as busy)."""
+    def per_hour(h):
+        return int(round(1000 * (1 + 0.5 * np.cos(2 * np.pi * (h + 0.5) / 24 - 2 * np.pi * 15 / 24))))
+
+    amp, peak = fit_mod._diurnal(_hourly_starts(per_hour, 36 * 3600.0), 36 * 3600.0, 0.0)
+    assert amp == pytest.approx(0.5, abs=2e-3) and peak == pytest.approx(15.0, abs=0.02)
+
+
+def test_flat_arrivals_have_no_daily_cycle_even_where_an_hour_is_unseen():
+    """22 h from 00:00: hours 22 and 23 are never exposed; a flat rate over the other 22 hours has amplitude 0."""
+    amp, _ = fit_mod._diurnal(_hourly_starts(lambda h: 100, 22 * 3600.0), 22 * 3600.0, 0.0)
+    assert amp == pytest.approx(0.0, abs=1e-9)
+
+
+def test_starts_cold_looks_at_the_first_twenty_requests():
+    """37 sessions starting 1 s apart, 3 follow-ups (the first is request 21, index 20): 3 of 40 requests continue
+    (0.075); none of the first 20 do, under half of 0.075: the trace starts cold. Had it looked at 21 requests
+    it would see 1/21 = 0.048, above 0.0375."""
+    tr = _sessions_trace([(float(i), [19.5] if i == 0 else [29.2] if i == 1 else [31.3] if i == 2 else [])
+                          for i in range(37)])
+    assert tr.n_requests == 40
+    from kvbench.stream.sessions import recover_sessions
+
+    assert np.flatnonzero(~recover_sessions(tr).first).tolist() == [20, 32, 36]
+    assert starts_cold(tr)
