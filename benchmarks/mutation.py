@@ -135,7 +135,8 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     # the workload model's fit and generator (issue 34 part 4): their test files' fast lane (see LANES)
     "fit": ("kvbench/stream/fit.py",
             ["tests/stream/test_fit.py", "tests/stream/test_returns.py", "tests/stream/test_workload.py"]),
-    "synth": ("kvbench/stream/synth.py", ["tests/stream/test_generators.py", "tests/stream/test_workload.py"]),
+    "synth": ("kvbench/stream/synth.py",
+              ["tests/stream/test_synth.py", "tests/stream/test_generators.py", "tests/stream/test_workload.py"]),
     "synth_kernel": ("kvbench/stream/synth_kernel.py",
                      ["tests/stream/test_generators.py::test_compiled_block_keys_equal_the_array_form"]),
     "engines": ("kvbench/engine/engines/__init__.py",
@@ -190,6 +191,11 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ("cum = np.concatenate([[0.0], np.cumsum((m[1:] + m[:-1]) * 30.0)])", "0.0 -> 1.0"):
             "operational times are used only through differences (gaps between starts, the window's length): a "
             "constant offset cancels",
+    },
+    "synth": {
+        ("has = rng.random(n) < p.document_probability", "< -> <="):
+            "a uniform double in [0, 1) equal to the probability: a document probability is a fitted or given "
+            "fraction, and a draw landing exactly on it has probability 2^-53 per draw",
     },
     "synth_kernel": {
         ('offsets[j + 1] = offsets[j] + (np.int64(prompt[j]) + bt - 1) // bt', '// -> /'):
