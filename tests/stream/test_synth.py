@@ -60,3 +60,16 @@ def test_degenerate_samplers_return_the_value_without_a_draw():
     assert synth._lognormal_median(rng, 5.0, 0.0, 3).tolist() == [5.0, 5.0, 5.0]
     assert synth._geometric(rng, 1.0, 3).tolist() == [1, 1, 1]
     assert rng.random() == first
+
+
+def test_one_window_emits_every_request_its_sessions_make():
+    """120 s at 5 requests/s is one window: the stream is the sessions drawn for it, expanded, in time order -
+    none left out (the first included) and none added."""
+    g = _gen(seed=2)
+    rng = np.random.default_rng([2, 3])                       # the stream's generator, as batches() seeds it
+    starts = g._session_starts(rng, {"carry": np.zeros(0), "last": 0.0}, g.duration_s)
+    rows = g._expand(rng, starts, np.arange(starts.size, dtype=np.int64), int(round(g.duration_s * 1000.0)))
+    want_ms = np.sort(rows.t_ms, kind="stable")
+    for size in (1, 7, synth.WINDOW_REQUESTS):
+        _, t, _ = _cat(_gen(seed=2).batches(batch_requests=size))
+        assert np.array_equal(np.rint(t * 1000.0).astype(np.int64), want_ms)
