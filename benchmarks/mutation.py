@@ -825,6 +825,13 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "a wider bracket (grid[hi_i - 2] also wins) bisects to the same first losing length",
     },
     "tiers": {
+        ("self._evcap = max(2 * int(G[K.G_EVCAP]), int(G[K.G_NEV] + 2 * G[K.G_EVNEED]))", "max -> min"):
+            "how far the event buffer grows: a size still short of the kernel's bound returns NEED_GROW again and "
+            "the loop grows it again (_build keeps the state), so only the number of rounds changes",
+        ("if n + 16 > self._pec or self._one is None or self._one[3].shape[0] < self._pec:", "> -> >="):
+            "rebuilds the per-request buffers one request size earlier: _build keeps what the old state holds",
+        ("self._build(max(2 * self._pec, n + 16))", "* -> /"):
+            "the new size is still at least n + 16, what the request needs; _build keeps the state",
         ("self._now = 0.0", "0.0 -> 1.0"): "request() sets _now before anything reads it",
         ("def _insert(self, ti: int, key, version: int, kind: int, depth: int = -1) -> None:", "1 -> 2"):
             "a demotion's depth: every admission policy tests only depth < 0 / >= 0",
