@@ -28,7 +28,8 @@ load 2.5-4.0): the 10.7M-block agent trace, whole process, L1-L4 LRU 1.62M block
 against 0.98M / 1.16M before (x1.5-1.65); with TinyLFU 2.99M / 3.01M against 1.94M / 1.93M (x1.55); at load ~2.6
 the LRU run reached 1.85M wall and 2.61M per CPU second. After dry-run windows counted their events in place (``run_counted``),
 against the tree before, load 4.6-6.1: LRU 2.35M per CPU second (2.21M before), TinyLFU 2.64M (2.58M); wall
-0.83M / 0.91M (the process had about a third of a core). The shipped trace's whole process stays ~0.12M/s, both
+0.83M / 0.91M (the process had about a third of a core). With a core free (load 0.15-0.30), the LRU command
+alone, three runs: 3.79-4.27 s wall, 2.50-2.81M blocks/s. The shipped trace's whole process stays ~0.12M/s, both
 trees: its simulation is ~0.035 s of a ~0.9 s process.
 
 Part 3 (``--cluster``, issue 33 part 5): ``kvbench cluster``'s shared-L4 path, 16 nodes routed by ``prefix``, L2
