@@ -12,44 +12,10 @@ import numpy as np
 import pytest
 
 from kvbench.analysis.admission import simulate_tier, simulate_tier_reference
-from kvbench.sim.tiers import EV_WRITE, Hierarchy, HierarchySpec, TierSpec
+from kvbench.sim.tiers import Hierarchy, HierarchySpec, TierSpec
 from tests.conftest import block_trace
+from tests.sim.test_admission import BB, _cached_blocks, _check_sweep_agrees, _counts, _fields, _l3  # noqa: F401
 
-BB = 8192
-
-
-def _l3(requests, cap, admission, times=None, **kw):
-    """One L3 tier under ``admission``: (hierarchy, per-request rows, events)."""
-    tr = block_trace(requests, times)
-    h = Hierarchy(HierarchySpec((TierSpec("l3", cap * BB, admission=admission),), BB, **kw))
-    reqs, ev = h.run(tr.timestamp_s, tr.offsets, tr.keys)
-    return h, reqs, ev, tr
-
-
-def _counts(h, reqs, ev):
-    c = h.tier("l3").c
-    return int(reqs["hit_blocks"].sum()), int((ev["op"] == EV_WRITE).sum()), c.admission_rejects
-
-
-def _cached_blocks(h, name="l3"):
-    """Blocks a tier caches: its capacity in slots (a store's spare slots are on top)."""
-    t = next(x for x in h.spec.tiers if x.name == name)
-    return h.spec.capacity_blocks(t)
-
-
-def _check_sweep_agrees(tr, cap, spec, h, reqs):
-    """The Python loop (the oracle) agrees with the tier simulation with its spare slots; the compiled sweep
-    equals the Python loop (``test_compiled_sweep_equals_the_python_loop``)."""
-    run = simulate_tier_reference(tr, _cached_blocks(h), spec)
-    c = h.tier("l3").c
-    assert (run.hit_blocks, run.written, run.rejected) == (int(reqs["hit_blocks"].sum()), c.writes,
-                                                          c.admission_rejects)
-    assert _fields(simulate_tier(tr, _cached_blocks(h), spec)) == _fields(run)
-
-
-def _fields(run):
-    """A TierRun as a tuple whose NaNs compare equal (never-filled runs)."""
-    return tuple("nan" if isinstance(v, float) and v != v else v for v in vars(run).values())
 
 
 def _random_prefix_requests(rng, n):

@@ -11,36 +11,9 @@ import pytest
 
 from kvbench.analysis.curves.profile import exact_profile, reference_stream, shards_profile
 from kvbench.analysis.curves.stack import LRUStack
-from kvbench.stream.generators import GenSpec, generate, write_trace
 from kvbench.stream.traces import Trace, read_trace
+from tests.analysis.curves.test_profile import _gen, brute_lru  # noqa: F401  (the OrderedDict oracle)
 from tests.conftest import TTL_REFS, TTL_S
-
-
-def brute_lru(trace: Trace, capacities, ttl_s=None, warmup_refs=0):
-    """Reference: an OrderedDict LRU per capacity over keys in touch order; hits counted per reference."""
-    keys, times = reference_stream(trace)
-    keys, times = keys.tolist(), times.tolist()
-    out = []
-    for c in capacities:
-        od: OrderedDict = OrderedDict()
-        hits = 0
-        for i, (k, t) in enumerate(zip(keys, times)):
-            last = od.get(k)
-            hit = last is not None and (ttl_s is None or t - last <= ttl_s)
-            if last is not None:
-                del od[k]
-            od[k] = t
-            if len(od) > c:
-                od.popitem(last=False)
-            if hit and i >= warmup_refs:
-                hits += 1
-        out.append(hits / (len(keys) - warmup_refs))
-    return np.array(out)
-
-
-def _gen(tmp_path, kind, n=300, seed=5, **kw):
-    p = write_trace(generate(GenSpec(kind, requests=n, rate=2.0, seed=seed, **kw)), tmp_path / f"{kind}.jsonl")
-    return read_trace(p)
 
 
 def _stack_distances(keys, times, ttl_s, count_from):
