@@ -25,7 +25,6 @@ from kvbench.sim.tiers import TierCounters
 from collections import OrderedDict
 from hypothesis import given
 from hypothesis import strategies as st
-from kvbench.analysis.curves.profile import reference_stream
 from kvbench.sim.tiers import EV_READ
 from kvbench.sim.tiers import EV_TRIM
 from kvbench.sim.tiers import EV_WRITE
@@ -34,6 +33,7 @@ from kvbench.sim.tiers import slot_bytes_for
 from kvbench.stream.traces import Trace, read_trace
 from kvbench.analysis.curves.profile import exact_profile
 from tests.conftest import TTL_S
+from tests.analysis.curves.test_profile import brute_lru_hits, gap_trace  # the OrderedDict oracle and the gap-trace builder
 
 BB = 8192          # block bytes (already 4 KiB aligned: slot == block)
 
@@ -733,27 +733,6 @@ chained = st.lists(
     st.tuples(st.sampled_from([0.0, 0.5, 1.0, 2.0, 3.5]),
               st.builds(lambda c, n: [100 * c + i for i in range(1, n + 1)], st.integers(0, 3), st.integers(1, 5))),
     min_size=1, max_size=40)
-
-
-def gap_trace(reqs) -> Trace:
-    times = np.cumsum([g for g, _ in reqs]).astype(np.float64)
-    counts = np.array([len(k) for _, k in reqs], dtype=np.int64)
-    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    keys = np.array([k for _, ks in reqs for k in ks], dtype=np.uint64)
-    return Trace(times, counts * 16, counts, offsets, keys, 16, "prop", "-")
-
-
-def brute_lru_hits(trace: Trace, capacity: int, ttl_s=None, count_from: int = 0) -> int:
-    keys, times = reference_stream(trace)
-    od: OrderedDict = OrderedDict()
-    hits = 0
-    for i, (k, t) in enumerate(zip(keys.tolist(), times.tolist())):
-        last = od.pop(k, None)
-        hits += i >= count_from and last is not None and (ttl_s is None or t - last <= ttl_s)
-        od[k] = t
-        if len(od) > capacity:
-            od.popitem(last=False)
-    return hits
 
 
 @given(chained, st.sampled_from(["through", "back"]), st.booleans(), st.integers(1, 6), st.integers(1, 10),
