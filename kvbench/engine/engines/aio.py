@@ -60,6 +60,14 @@ def _load():
     return _lib
 
 
+def _warm_iocbs():
+    """An iocb array whose field views have the layout the engine's have: a field of a structured array of two or
+    more records is strided ('A' to numba), of one record contiguous ('C'). Warming the kernels on a one-record
+    array compiled the 'C' specialisation, and the engine's own call then compiled the 'A' one inside the timed
+    window: on a fresh machine a 0.6 s run completed 4 I/Os."""
+    return np.zeros(2, dtype=IOCB_DTYPE)
+
+
 def submit_each_kernel():
     """The compiled one-iocb-per-call submission loop (see aio_kernel); compiled once, then cached on disk."""
     global _submit_each
@@ -68,7 +76,7 @@ def submit_each_kernel():
 
         from kvbench.engine.engines.aio_kernel import fill_submit, submit_each
         submit_each(0, 0, 0, _np.zeros(2, _np.int64), _np.zeros(1, _np.int64), _np.zeros(1, _np.int64))
-        iocbs = _np.zeros(1, dtype=IOCB_DTYPE)
+        iocbs = _warm_iocbs()
         z = _np.zeros(0, _np.int64)
         fill_submit(0, z, _np.zeros(0, _np.uint8), z, _np.zeros(0, _np.uint64), z, _np.zeros(1, _np.int32),
                     iocbs["opcode"], iocbs["fildes"], iocbs["nbytes"], iocbs["offset"], 0,
@@ -84,7 +92,7 @@ def closed_loop_kernel():
     if _closed_loop is None:
         from kvbench.engine.engines.aio_kernel import closed_loop
         i64, u8 = np.int64, np.uint64
-        iocbs, events = np.zeros(1, dtype=IOCB_DTYPE), np.zeros(1, dtype=EVENT_DTYPE)
+        iocbs, events = _warm_iocbs(), np.zeros(2, dtype=EVENT_DTYPE)
         z = np.zeros(1, i64)
         closed_loop(0, np.zeros(6, i64), 0, 0, 0, True, 512, np.zeros(1, np.uint8), z, np.zeros(1, u8), z,
                     np.zeros(1, u8), np.zeros(1, np.int32), iocbs["opcode"], iocbs["fildes"], iocbs["nbytes"],
@@ -153,11 +161,15 @@ class LibaioEngine(Engine):
         if r < 0:
             raise EngineError(f"io_setup({qd}) failed: {errno.errorcode.get(-r, r)}",
                               "lower --qd or raise /proc/sys/fs/aio-max-nr")
-        self.iocbs = np.zeros(qd, dtype=IOCB_DTYPE)
-        self.iocbs["data"] = np.arange(qd)
-        self.iocbs["buf"] = buf_addr + np.arange(qd, dtype=np.uint64) * np.uint64(self.slot_bytes)
+        # at least two records, so that the field views are strided at every depth, as in the warm-up
+        # (_warm_iocbs): at --qd 1 one record gave contiguous views and a second compile on the first submit.
+        # io_setup and io_getevents are told qd; the spare record is never submitted.
+        nrec = max(qd, 2)
+        self.iocbs = np.zeros(nrec, dtype=IOCB_DTYPE)
+        self.iocbs["data"] = np.arange(nrec)
+        self.iocbs["buf"] = buf_addr + np.arange(nrec, dtype=np.uint64) * np.uint64(self.slot_bytes)
         self._iocb_base = np.uint64(self.iocbs.ctypes.data)
-        self.events = np.zeros(qd, dtype=EVENT_DTYPE)
+        self.events = np.zeros(nrec, dtype=EVENT_DTYPE)
         self._ev_ptr = self.events.ctypes.data
         self._ptrs = np.zeros(qd, dtype=np.uint64)
         self._ptrs_addr = self._ptrs.ctypes.data
