@@ -108,6 +108,10 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     # drive classes (issue 28): OP from raw NAND, the JESD219A reference WAF, the P/E check; FDP; nvme-cli readers
     "drive_class": ("kvbench/analysis/drive_class.py", ["tests/analysis/test_drive_class.py"]),
     "fdp": ("kvbench/analysis/fdp.py", ["tests/analysis/test_fdp.py"]),
+    # write amplification's three layers, the fixed-capacity answer, stream placement (issue 34 part 4)
+    "waf": ("kvbench/analysis/waf.py", ["tests/analysis/test_waf.py"]),
+    "fixed_capacity": ("kvbench/analysis/fixed_capacity.py", ["tests/analysis/test_fixed_capacity.py"]),
+    "placement": ("kvbench/analysis/placement.py", ["tests/analysis/test_placement.py"]),
     "smart": ("kvbench/metrics/smart.py", ["tests/metrics/test_smart.py"]),
     # the tier simulation: the hand-built traces first, then the compiled kernel held to the Python reference
     # on randomized traces (which also catches a mutant of the reference), then the property tests
