@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from pathlib import Path
@@ -172,7 +173,44 @@ SLOW_TESTS = {
     # one case of a parametrized test, by its id (the other cases stay in the fast lane)
     "test_an_output_is_written_through_the_guard[plan --report]",              # 1.5-2.5 s (a plan and its report)
     "test_compiled_id_parse_equals_the_json_parse[1]",          # 1.9-3.7 s (the 3,993-request trace in batches of 1)
+    # 2026-12-05 evening, CPU seconds per call (time.process_time, the fast lane at 50.4 CPU s of tests):
+    "test_run_replays_the_whole_synthetic_trace_key_sampled_at_the_knee",      # 2.05 CPU s (a whole-trace replay)
+    "test_partial_stack_is_scaled_and_says_so",                 # 1.67 CPU s (a measured torch prefill of a stack)
 }
+
+
+@functools.lru_cache(maxsize=1)
+def package_asts() -> tuple:
+    """(path, ast.Module) of every kvbench source file, parsed once per session for the tests that walk the
+    package's code (a parse of the package is ~1 CPU s; two walkers parsed it each)."""
+    import ast
+
+    root = REPO / "kvbench"
+    return tuple((p, ast.parse(p.read_text())) for p in sorted(root.rglob("*.py")))
+
+
+def pairwise_lanes(*factors) -> list:
+    """The cases of ``itertools.product(*factors)`` as ``pytest.param``s: an all-pairs cover of them (every value
+    of every factor beside every value of every other factor, in some case) stays in the fast lane, the rest are
+    marked slow. A randomized compiled-vs-reference sweep over policies x options x layouts keeps every
+    two-factor interaction in the fast lane (9 of 72 cases for 3 x 2 x 3 x 2 x 2) and the full product in the
+    whole suite. Greedy (each next case covers the most pairs not yet covered; the first such in product order):
+    deterministic, so the lanes do not change between runs."""
+    import itertools
+
+    cases = list(itertools.product(*factors))
+    k = len(factors)
+
+    def pairs(case):            # one factor: each value is its own "pair", so that all its cases stay fast
+        return {(i, case[i], j, case[j]) for i in range(k) for j in range(i + 1, k)} or {(0, case[0])}
+
+    todo = set().union(*map(pairs, cases)) if cases else set()
+    cover = set()
+    while todo:
+        best = max(range(len(cases)), key=lambda c: (len(pairs(cases[c]) & todo), -c))
+        cover.add(best)
+        todo -= pairs(cases[best])
+    return [pytest.param(*c, marks=() if i in cover else pytest.mark.slow) for i, c in enumerate(cases)]
 
 
 # What the scan cannot see, by function name as SLOW_TESTS (a file edited by others need not change): tests that run

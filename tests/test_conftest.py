@@ -146,3 +146,24 @@ def test_the_run_folder_is_a_dry_replay(run_dir):
     assert (run_dir / "requests.csv").exists()
     # request t holds 1 + t % 12 blocks of its document and 2 new ones: 40 * 3 + 3 * 66 + (0 + 1 + 2 + 3) = 324
     assert (s["status"], s["dry_run"], s["requests"], s["blocks"]) == ("complete", True, 40, 324)
+
+
+def test_pairwise_lanes_keep_every_pair_fast_and_every_case_in_the_suite():
+    from itertools import combinations, product
+
+    from tests.conftest import pairwise_lanes
+    factors = [("lru", "fifo", "s3fifo"), (None, 3.0), ("a", "b", "c"), (True, False), ("slot", "log")]
+    params = pairwise_lanes(*factors)
+    cases = [p.values for p in params]
+    assert cases == list(product(*factors))                     # every case once, in product order
+    fast = [p.values for p in params if not any(m.name == "slow" for m in p.marks)]
+    slow = [p for p in params if any(m.name == "slow" for m in p.marks)]
+    assert len(fast) + len(slow) == 72
+    for i, j in combinations(range(len(factors)), 2):           # every value pair of every two factors is fast
+        for a, b in product(factors[i], factors[j]):
+            assert any(c[i] == a and c[j] == b for c in fast), (i, j, a, b)
+    assert len(fast) == 9            # two 3-valued factors need 3 x 3 cases at least; the greedy cover meets it
+    assert [p.values for p in pairwise_lanes(*factors)] == cases and \
+        [p.marks for p in pairwise_lanes(*factors)] == [p.marks for p in params]      # the same lanes every run
+    one = pairwise_lanes(("x", "y"))                             # one factor: every value is its own pair
+    assert [p.values for p in one] == [("x",), ("y",)] and not any(p.marks for p in one)

@@ -164,19 +164,22 @@ def test_no_cached_kernel_closes_over_a_variable():
     kvbench.kernels.u) compiles again in every process and grows its cache index without bound."""
     import ast
 
+    from tests.conftest import package_asts
     bad = []
-    for path in sorted(Path(kvbench.__file__).parent.rglob("*.py")):
-        tree = ast.parse(path.read_text())
-        for outer in ast.walk(tree):
-            if not isinstance(outer, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                continue
-            for inner in ast.walk(outer):
-                if inner is outer or not isinstance(inner, ast.FunctionDef):
-                    continue
-                jitted = any("jit" in ast.unparse(d) for d in inner.decorator_list)
-                names = _closure_names(outer, inner) if jitted else set()
-                if names:
-                    bad.append(f"{path.name}:{inner.lineno} {inner.name} closes over {sorted(names)}")
+
+    def visit(node, outers, path):
+        for child in ast.iter_child_nodes(node):
+            if outers and isinstance(child, ast.FunctionDef) and \
+                    any("jit" in ast.unparse(d) for d in child.decorator_list):
+                for outer in outers:
+                    names = _closure_names(outer, child)
+                    if names:
+                        bad.append(f"{path.name}:{child.lineno} {child.name} closes over {sorted(names)}")
+            inner = isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
+            visit(child, outers + [child] if inner else outers, path)
+
+    for path, tree in package_asts():
+        visit(tree, [], path)
     assert not bad, bad
 
 

@@ -6,7 +6,7 @@ identical: :class:`Hierarchy` is a transcription of :class:`ReferenceHierarchy`,
 
 from __future__ import annotations
 
-import itertools
+from tests.conftest import pairwise_lanes
 
 import numpy as np
 import pytest
@@ -86,8 +86,7 @@ WP_INCL = [("through", "inclusive"), ("back", "inclusive"), ("back", "exclusive"
 
 
 @pytest.mark.parametrize("policy,ttl,wp_incl,promote,layout",
-                         list(itertools.product(("lru", "fifo", "s3fifo"), (None, 3.0), WP_INCL, (True, False),
-                                                ("slot", "log"))))
+                         pairwise_lanes(("lru", "fifo", "s3fifo"), (None, 3.0), WP_INCL, (True, False), ("slot", "log")))
 def test_compiled_equals_reference(policy, ttl, wp_incl, promote, layout):
     hits = events = 0
     for seed in range(3):
@@ -143,8 +142,7 @@ def _admission_spec(seed, admission, policy, wp_incl):
                          promote=spec.promote, segment_bytes=seg, spare_slots=spec.spare_slots)
 
 
-@pytest.mark.parametrize("admission,policy,wp_incl",
-                         list(itertools.product(ADMISSIONS, ("lru", "fifo", "s3fifo"), WP_INCL)))
+@pytest.mark.parametrize("admission,policy,wp_incl", pairwise_lanes(ADMISSIONS, ("lru", "fifo", "s3fifo"), WP_INCL))
 def test_compiled_admission_equals_reference(admission, policy, wp_incl):
     hits = 0
     for seed, variant in enumerate(ADMISSIONS[admission]):
