@@ -72,8 +72,8 @@ MODULES: dict[str, tuple[str, list[str]]] = {
                  ["tests/sim/test_policies.py", "tests/sim/test_tiers.py::test_tier_simulation_keeps_a_block_idle_exactly_the_ttl",
                   "tests/cli/test_mrc.py"]),
     "safety": ("kvbench/engine/safety.py", ["tests/engine/test_safety.py", "tests/engine/test_targets.py"]),
-    "recompute": ("kvbench/analysis/recompute.py",
-                  ["tests/analysis/test_recompute.py", "tests/cli/test_check.py"]),
+    # the inequality: its own unit tests (what only tests/cli/test_check.py caught has a unit test here now)
+    "recompute": ("kvbench/analysis/recompute.py", ["tests/analysis/test_recompute.py"]),
     # the steady-state answers (issue 12): their fast unit tests, not the plan CLI's
     "curves.residence": ("kvbench/analysis/curves/residence.py",
                   ["tests/analysis/curves/test_residence.py", "tests/analysis/curves/test_protocol.py",
@@ -97,6 +97,11 @@ MODULES: dict[str, tuple[str, list[str]]] = {
                   ["tests/analysis/test_endurance.py",
                    "tests/analysis/test_plan.py::test_endurance_capacity_from_residence_and_the_waf_reaching_lifetime_and_cost",
                    "tests/analysis/test_plan.py::test_hit_bound_tier_waf_changes_lifetime_and_cost_not_host_dwpd"]),
+    # the load paths (L2 -> GPU link or measured copy, guarded probes): the unit tests (the probe-stall and run
+    # tests are integration, left out by LANES)
+    "loadpath": ("kvbench/analysis/loadpath.py", ["tests/analysis/test_loadpath.py"]),
+    # the buyer's one answer: figures, verdicts and the statements that name them, computed by hand
+    "answer": ("kvbench/analysis/answer.py", ["tests/analysis/test_answer.py"]),
     "curves.capacity": ("kvbench/analysis/curves/capacity.py",
                         ["tests/analysis/curves/test_capacity.py", "tests/analysis/curves/test_protocol.py"]),
     # the hit-ratio curve protocol and its step function
@@ -172,7 +177,8 @@ MODULES: dict[str, tuple[str, list[str]]] = {
 
 # modules whose test files hold slow or integration tests beside their unit tests: the mutants run against the
 # fast lane only (pytest -m), so that a module takes minutes
-LANES: dict[str, str] = {"fit": "not integration and not slow", "synth": "not integration and not slow"}
+LANES: dict[str, str] = {"fit": "not integration and not slow", "synth": "not integration and not slow",
+                        "loadpath": "not integration and not slow"}
 
 # Mutants that cannot change behaviour, keyed by module, then (stripped source line, change) -> reason; the
 # change "*" covers every mutant of a line (a prefetch hint, say).
@@ -432,8 +438,12 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "inverse differ by ~1e-16, which rounding to 12 or 13 digits both erase",
     },
     "endurance": {
-        ("if not (waf >= 1.0 or math.isclose(waf, 1.0, rel_tol=1e-9)) or not math.isfinite(waf):", "1e-09 -> 2e-09"):
-            "the float-noise tolerance of WAF >= 1: a WAF within 2e-9 but not 1e-9 below 1 comes from no measurement",
+        ("return capacity_bytes / write_bytes_per_s if write_bytes_per_s and write_bytes_per_s > 0 else None",
+         "> -> >="): "a rate of 0 is falsy and stops at `write_bytes_per_s and`; NaN fails both",
+        ("if not drive_capacity_bytes > 0:", "> -> >="):
+            "a drive capacity of 0 returned None the line before (`if not drive_capacity_bytes`); NaN fails both",
+        ("if not (waf >= 1.0 or math.isclose(waf, 1.0, rel_tol=1e-9)) or not math.isfinite(waf):", ">= -> >"):
+            "a WAF of exactly 1.0 passes isclose(1.0, 1.0) as well: the same WAFs pass",
     },
     "admission": {
         ("below = [x for x in runs if x.turned_over and x.capacity_blocks < cap]", "< -> <="):

@@ -154,3 +154,76 @@ def test_drive_bill_by_hand():
                    recomputed_tokens_per_day=0, tokens_per_s=36_000, prices=prices)
     assert n.dwpd_host is None and n.lifetime_years is None
     assert n.usd_per_day["ssd"] == pytest.approx(1536 / (5 * 365))
+
+
+# mutation survivors
+def test_capacities_below_one_byte_are_capacities_and_only_positive_writes_give_a_residence():
+    """The guards refuse capacities <= 0, not small ones: half a byte is a capacity (never rounded to 1)."""
+    from kvbench.analysis.endurance import drives_for, residence_s
+
+    assert residence_s(0.5, 1.0) == 0.5                      # 0.5 B / 1 B/s
+    assert residence_s(1.0, 0.5) == 2.0                      # written at half a byte a second: 2 s
+    with pytest.raises(SpecError):
+        residence_s(0.0, 1e9)                                # no store has no residence, it is refused
+    assert residence_s(TB, -1.0) is None                     # a negative rate writes nothing: no residence
+    assert required_dwpd(1.0, 0.5) == 2.0                    # 1 B a day on 0.5 B
+    assert drives_for(1.0, 0.5) == 2                         # 1 B on drives of 0.5 B
+    assert endurance_residence_s(0.5, waf=1.0, reference_waf=1.0) == 172_800.0   # a 0.5-DWPD rating: 2 days
+    assert rating_equivalent_dwpd(1.0, 0.5, 0.5) == 1.0      # any positive WAFs are accepted here
+
+
+def test_drive_counts_at_the_edges_by_hand():
+    from kvbench.analysis.endurance import drives_for, drives_within_rating
+
+    assert drives_for(0.0, 7.68 * TB) == 0                   # nothing to hold: no drive
+    assert drives_for(0.5, 7.68 * TB) == 1                   # half a byte still needs a drive
+    # the ceil forgives 1e-9 of a drive (float noise), not 1.5e-9: 2 + 1.5e-9 drives' worth is 3 drives
+    assert drives_for(2 * TB + 1500.0, TB) == 3
+    assert drives_for(2 * TB + 500.0, TB) == 2
+    # drives_within_rating forgives 1e-12 of the need, not 1.5e-12
+    assert drives_within_rating(1, 3.0 * (1 + 1.5e-12), 3.0) == 2
+    assert drives_within_rating(1, 3.0 * (1 + 0.5e-12), 3.0) == 1
+    assert drives_within_rating(1, 1.0, 0.5) == 2            # a 0.5-DWPD rating is a rating
+
+
+def test_a_waf_between_1_and_2_is_a_waf_and_just_below_1_is_noise():
+    e = endurance(TB, TB, waf=1.5)
+    assert e.nand_bytes_per_day == 1.5 * TB
+    assert endurance(TB, TB, waf=1 - 5e-10).waf == 1 - 5e-10          # within 1e-9 of 1: float noise, accepted
+    for below in (1 - 1.5e-9, 1 - 1e-6):                              # beyond the 1e-9 tolerance: refused
+        with pytest.raises(SpecError):
+            endurance(TB, TB, waf=below)
+
+
+def test_a_drive_bill_with_nothing_recomputed_pays_no_gpu():
+    from kvbench.analysis.cost import Prices, SsdClass
+    from kvbench.analysis.endurance import drive_bill
+
+    cls = SsdClass("tlc", usd_per_gb=0.10, dwpd=1.0, warranty_years=5.0, reference_waf=2.0,
+                   drive_capacity_bytes=7.68 * TB)
+    prices = Prices("p", "2025", "assumption", dram_usd_per_gb=3.65, dram_service_years=5.0, ssd={"tlc": cls},
+                    gpu_usd_per_hour=3.6)
+    for tokens in (0.0, -5.0):                                 # a negative count is clamped to none
+        b = drive_bill(cls, ssd_bytes=7.68 * TB, write_bytes_per_s=None, waf=1.0, dram_bytes=0,
+                       recomputed_tokens_per_day=tokens, tokens_per_s=1.0, prices=prices)
+        assert b.usd_per_day["gpu"] == 0.0
+
+
+def test_a_rating_of_zero_is_refused_and_a_small_one_is_a_rating():
+    for r in (Rating(dwpd=0.0), Rating(tbw_bytes=0.0), Rating(dwpd=1.0, reference_waf=0.0)):
+        with pytest.raises(SpecError):
+            r.validate()
+    r = Rating(dwpd=0.5, reference_waf=0.5)
+    assert r.validate() is r
+
+
+def test_defaults_and_half_a_nand_byte_a_day_by_hand():
+    # the default WAF is 1: NAND bytes are host bytes
+    e = endurance(TB, TB)
+    assert (e.waf, e.nand_bytes_per_day, e.lifetime_years, e.lifetime_basis) == (1.0, TB, None, "no rating given")
+    # the default store fill is 1: a 1-DWPD rating at WAF = reference keeps KV a day
+    assert endurance_residence_s(1.0, waf=2.0, reference_waf=2.0) == 86_400.0
+    # 0.5 NAND bytes a day against a 1 TB, 1-DWPD, 5-year rating at reference WAF 1: a finite
+    # 1e12 x 365 x 5 / (0.5 x 365) = 1e13 years, not forever
+    r = Rating(dwpd=1.0, reference_waf=1.0)
+    assert endurance(0.5, 1e12, rating=r).lifetime_years == pytest.approx(1e13)
