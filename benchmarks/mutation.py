@@ -67,6 +67,8 @@ MODULES: dict[str, tuple[str, list[str]]] = {
                          ["tests/analysis/curves/test_miniature.py",
                           "tests/stream/test_sampling.py::test_rate_lands_the_store_at_the_knee_of_the_exact_curve"]),
     "ftl": ("kvbench/analysis/ftl.py", ["tests/analysis/test_ftl.py"]),
+    # the FTL's compiled kernel: numba recompiles it per mutant, run a sample (--changes / --every)
+    "ftl_kernel": ("kvbench/analysis/ftl_kernel.py", ["tests/analysis/test_ftl.py"]),
     "trace_waf": ("kvbench/analysis/trace_waf.py", ["tests/analysis/test_trace_waf.py"]),
     "policies": ("kvbench/sim/policies.py",
                  ["tests/sim/test_policies.py", "tests/sim/test_tiers.py::test_tier_simulation_keeps_a_block_idle_exactly_the_ttl",
@@ -130,6 +132,8 @@ MODULES: dict[str, tuple[str, list[str]]] = {
                      ["tests/sim/test_tiers_kernel.py", "tests/sim/test_tiers.py",
                       "tests/cluster/test_nodes.py::test_cached_prefix_is_contains_without_recency"]),
     "models": ("kvbench/spec/models.py", ["tests/spec/test_models.py"]),
+    # finding, reading and writing TOML presets
+    "presets": ("kvbench/spec/presets.py", ["tests/spec/test_presets.py"]),
     # the SNIA PTS rule: the hand-made boundary series first
     "steady_state": ("kvbench/analysis/steady_state.py",
                      ["tests/analysis/test_steady_state.py"]),
@@ -673,17 +677,6 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
     "ftl": {
         ("if self.page_size <= 0 or self.page_size % 512:", "0 -> 1"):
             "a page size of 1 fails the multiple-of-512 test on the same line",
-        ("p2l[u(old)] = -1", "1 -> 2"): "any negative p2l is an unmapped physical page (every test is p2l < 0)",
-        ("vs = 0", "0 -> 1"): "read only once a victim is picked, which sets it from the victim's stream first",
-        ("valid[u(victim)] -= 1", "-= -> +="): "a victim being cleaned (state 3) is out of the buckets and its "
-                                            "count is not read again before its erase resets it to 0",
-        ("for v in range(bp + 1):", "1 -> 2"): "scans one bucket past the fullest only when every bucket is empty, "
-                                               "which validate() rules out (spare blocks >= min_free + 2)",
-        ("elif r_count > 0:", "> -> >="): "an empty FIFO ring with free blocks below min_free is ruled out by "
-                                          "validate() (spare blocks >= min_free + 2)",
-        ("vi = 0", "0 -> 1"): "the scan position is reset when a victim is picked, before it is read",
-        ("err = 1  # out of free blocks: validate() makes this impossible", "1 -> 2"):
-            "unreachable: validate() keeps enough spare blocks",
         ("w = math.log1p(x) if x > -0.3 else -1.0 + math.sqrt(max(0.0, 2.0 * (1.0 + math.e * x)))", "> -> >="):
             "the starting guess at exactly x = -0.3: Halley's iteration converges to the same root",
         ("for _ in range(100):", "100 -> 101"): "an iteration cap never reached (convergence takes < 10 steps)",
@@ -695,14 +688,9 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
                                                                 "less than the result's precision",
         ("def _extent_chunks(ops, starts, counts, total: int, chunk: int = 1 << 20, streams=None):", "20 -> 21"):
             "kernel batch size: the stream is the same",
-        ("err = 2", "2 -> 3"): "unreachable: validate() guarantees a victim (no test can reach an empty-victim error)",
         ('"head": np.full(bp + 1, -1, dtype=np.int32),', "1 -> 2"): "one spare bucket head, never indexed",
         ("np.int64(2), np.int64(0), np.int64(2), np.int64(0))", "*"):
             "the compile warm-up's arguments: it applies no extents, its result is discarded",
-        ("r_count += 1", "1 -> 2"):
-            "the FIFO ring's count only gates `r_count > 0`; GC never needs a victim while the ring is truly empty "
-            "(validate() keeps spare blocks >= min_free + 2), so an overcount is never acted on",
-        ("page = -1", "1 -> 2"): "any negative value means 'no page to copy yet' (`while page < 0`)",
         ("if abs(step) < 1e-15 * (1.0 + abs(w)):", "* -> /"):
             "a tighter stop: Halley's iteration reaches the same double within the 100-step cap",
         ("if len(ops) < chunk // 2:   # a short stream: tile it so each kernel call gets a large batch", "// -> /"):
@@ -713,13 +701,38 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "an extra cut point only splits a batch of extents into two kernel calls: the same model state",
         ("if len(files) > 1 and target is None and largest:", "> -> >="):
             "with one file, picking the largest picks that file",
-        ("p2l[u(q)] = -1", "1 -> 2"): "any negative value marks an invalid physical page (every reader tests < 0 / >= 0)",
-        ("prv[u(nxt[u(victim)])] = -1", "1 -> 2"): "any negative value marks a bucket's head (readers test prv >= 0)",
         ("step = f / (ew * (w + 1.0) - (w + 2.0) * f / (2.0 * w + 2.0)) if w != -1.0 else 0.0", "+ -> -"):
             "a different Halley denominator keeps f = 0 the fixed point and still converges (tests check w e^w = x "
             "to 1e-9 and W(e) = 1 to 1e-14)",
         ("def _uniform_chunks(user_pages: int, total: int, seed: int, io_pages: int = 1, chunk: int = 1 << 20):",
          "1 -> 2"): "the only caller (simulate) passes io_pages",
+        ("points = list(range(next_mark, int(cum[-1]) + 1, win))", "1 -> 2"):
+            "a window mark past the chunk's last write cuts at len + 1, which slices the same extents as len (the "
+            "appended len cut is then skipped); snapshots are taken by the host-page count, not by the cuts",
+        ("if cut <= prev:", "<= -> <"):
+            "a cut equal to the last one applies no extent (apply_pages returns on an empty batch) and leaves the "
+            "host count, the warm-up snapshot and the window snapshots as the previous cut left them",
+    },
+    # the kernel of ftl.py, now a module of its own (ftl_kernel.py): its entries moved with it
+    "ftl_kernel": {
+        ("p2l[u(old)] = -1", "1 -> 2"): "any negative p2l is an unmapped physical page (every test is p2l < 0)",
+        ("vs = 0", "0 -> 1"): "read only once a victim is picked, which sets it from the victim's stream first",
+        ("valid[u(victim)] -= 1", "-= -> +="): "a victim being cleaned (state 3) is out of the buckets and its "
+                                            "count is not read again before its erase resets it to 0",
+        ("for v in range(bp + 1):", "1 -> 2"): "scans one bucket past the fullest only when every bucket is empty, "
+                                               "which validate() rules out (spare blocks >= min_free + 2)",
+        ("elif r_count > 0:", "> -> >="): "an empty FIFO ring with free blocks below min_free is ruled out by "
+                                          "validate() (spare blocks >= min_free + 2)",
+        ("vi = 0", "0 -> 1"): "the scan position is reset when a victim is picked, before it is read",
+        ("err = 1  # out of free blocks: validate() makes this impossible", "1 -> 2"):
+            "unreachable: validate() keeps enough spare blocks",
+        ("err = 2", "2 -> 3"): "unreachable: validate() guarantees a victim (no test can reach an empty-victim error)",
+        ("r_count += 1", "1 -> 2"):
+            "the FIFO ring's count only gates `r_count > 0`; GC never needs a victim while the ring is truly empty "
+            "(validate() keeps spare blocks >= min_free + 2), so an overcount is never acted on",
+        ("page = -1", "1 -> 2"): "any negative value means 'no page to copy yet' (`while page < 0`)",
+        ("p2l[u(q)] = -1", "1 -> 2"): "any negative value marks an invalid physical page (every reader tests < 0 / >= 0)",
+        ("prv[u(nxt[u(victim)])] = -1", "1 -> 2"): "any negative value marks a bucket's head (readers test prv >= 0)",
     },
     "trace_waf": {
         # _hierarchy's sizing loop: fit_store caches capacity // slot blocks on both layouts (the store's overhead

@@ -511,3 +511,133 @@ def test_erase_block_zero_as_the_gc_victim_is_erased_and_accounted(gc):
     assert (c.host_pages, c.nand_pages, c.gc_pages, c.erases) == (25, 25, 0, 1)
     m.check()
     assert m._arrays["state"][0] == 0          # block 0 is the one erased (back in the free ring)
+
+
+# mutation survivors (issue 34 part 4): edges of the analytic reference, the result's dict, the pattern generators
+def test_lambert_w0_accepts_exactly_the_tolerance_below_the_branch_point():
+    """The domain check refuses x < -1/e - 1e-15: x equal to that bound (the same double) is still accepted."""
+    x = -1.0 / math.e - 1e-15
+    assert lambert_w0(x) == pytest.approx(-1.0, abs=1e-6)
+
+
+@pytest.mark.parametrize("w", [-0.99, -0.9, -0.5, -0.1, 0.5, 1.0, 3.0, 10.0])
+def test_lambert_w0_inverts_w_exp_w(w):
+    """W(w e^w) = w for w >= -1 (the definition, no library): to 1e-12 away from the branch point, where a wrong
+    derivative in the iteration leaves errors of 1e-7..1e-5 near w = -1."""
+    assert lambert_w0(w * math.exp(w)) == pytest.approx(w, rel=1e-12)
+
+
+def test_result_dict_fields_by_hand():
+    """512 user pages of 4 KiB, 8-page blocks, op 0.1: 70 blocks; sequential rewrites copy nothing, so the
+    measured part (3 passes after a quarter of warm-up: 1,152 pages) is 1,152 host and 1,152 NAND pages."""
+    cfg = FtlConfig(user_bytes=512 * 4096, op=0.1, block_pages=8)
+    d = simulate(cfg, pattern="sequential", writes=3, warmup=0.25).to_dict()
+    assert (d["capacity_bytes"], d["page_size"], d["op"], d["block_pages"], d["blocks"]) == \
+        (512 * 4096, 4096, 0.1, 8, 70)
+    assert (d["streams"], d["gc_stream"], d["gc"], d["pattern"]) == (1, "same", "greedy", "sequential")
+    assert d["host_bytes"] == 1152 * 4096 and d["nand_bytes"] == 1152 * 4096
+    assert d["effective_op"] == 560 / 512 - 1
+    assert d["analytic_uniform_waf"] == analytic_waf_uniform(560 / 512 - 1)
+    assert d["measured"]["host_pages"] == 1152 and d["total"]["host_pages"] == 512 + 1536
+
+
+def test_uniform_chunks_reach_every_aligned_slot_and_stop_at_the_total():
+    """10 user pages in 3-page writes: slots 0, 3, 6 (the last page is never written); 300 pages are 100 writes,
+    in chunks of at most 40."""
+    from kvbench.analysis.ftl import _uniform_chunks
+
+    chunks = list(_uniform_chunks(10, 300, 1, io_pages=3, chunk=40))
+    assert [len(c[0]) for c in chunks] == [40, 40, 20]
+    starts = np.concatenate([c[1] for c in chunks])
+    assert set(starts.tolist()) == {0, 3, 6}
+    assert all((c[2] == 3).all() and (c[0] == OP_WRITE).all() and (c[3] == 0).all() for c in chunks)
+
+
+def test_a_stream_without_writes_is_refused():
+    cfg = FtlConfig(user_bytes=64 * 4096, op=1.0, block_pages=8)
+    trims = (np.array([OP_TRIM, 0], np.uint8), np.array([0, 1]), np.array([4, 1]))
+    with pytest.raises(SpecError, match="contains no writes"):
+        simulate(cfg, extents=trims, writes=1)
+
+
+def test_progress_is_called_before_each_batch_of_a_tiled_stream():
+    """A 3-extent stream (one page each) over 4,096 pages, 300 passes (1,228,800 host pages): a short stream is
+    tiled to fill a kernel batch of 2^20 extents, 2^20 // 3 = 349,525 copies (1,048,575 pages), so progress is
+    called at 0 and at 1,048,575 pages, each time with the total to write."""
+    cfg = FtlConfig(user_bytes=4096 * 4096, op=0.2, block_pages=64)
+    three = (np.array([OP_WRITE] * 3, np.uint8), np.array([0, 1, 2]), np.array([1, 1, 1]))
+    calls = []
+    simulate(cfg, extents=three, writes=300, progress=lambda done, total: calls.append((done, total)))
+    assert calls == [(0, 1_228_800), (1_048_575, 1_228_800)]
+
+
+def test_jesd219_pattern_draws_enough_extents_not_to_loop():
+    """The jesd219 pattern draws n = int(total / mean pages x 1.05) + 1 extents, mean pages 1.97 by hand (0.77 x 1
+    + 0.10 x 2 + 0.07 x 4 + 0.03 x 8 + 0.03 x 16): 4,096 pages x 2 = 8,192 to write, n = int(4,366.2) + 1 = 4,367.
+    Oracle: the same extents fed as an extent stream give the same counters."""
+    from kvbench.analysis.ftl import jesd219_extents
+
+    cfg = FtlConfig(user_bytes=4096 * 4096, op=0.2, block_pages=16)
+    a = simulate(cfg, pattern="jesd219", writes=2, seed=4)
+    b = simulate(cfg, extents=jesd219_extents(4096, 4367, 4, 4096), writes=2)
+    assert a.total == b.total and a.measured == b.measured and a.window_waf == b.window_waf
+    assert a.pattern == "jesd219" and b.pattern == "extents"
+
+
+def test_jesd219_last_region_is_uniform_over_the_last_80_percent():
+    """20% of the accesses spread evenly over LBAs 20%..100%: 10% land in 20%..60%, 10% in 60%..100%."""
+    from kvbench.analysis.ftl import jesd219_extents
+
+    U = 1 << 16
+    _, first, _ = jesd219_extents(U, 200_000, seed=5)
+    frac = first / U
+    assert ((frac >= 0.2) & (frac < 0.6)).mean() == pytest.approx(0.10, abs=0.004)
+    assert (frac >= 0.6).mean() == pytest.approx(0.10, abs=0.004)
+
+
+def test_jesd219_page_bytes_per_host_byte_by_hand():
+    """Host bytes per transfer (JESD219A's shares): 512 x 0.04 + (1 + 1.5 + 2 + 2.5 + 3 + 3.5) KiB x 0.01 + 4 KiB x
+    0.67 + 8 KiB x 0.10 + 16 KiB x 0.07 + 32 KiB x 0.03 + 64 KiB x 0.03 = 7,818.24 B. 4 KiB pages: 1.97 pages =
+    8,069.12 B; 16 KiB pages: every transfer up to 16 KiB is one page (0.94), 32 KiB two, 64 KiB four: 1.12
+    pages = 18,350.08 B; 512 B pages: every transfer is whole pages, a ratio of 1."""
+    from kvbench.analysis.ftl import JESD219_PAGES, jesd219_page_bytes_per_host_byte, jesd219_pages
+
+    assert JESD219_PAGES == ((1, 0.77), (2, 0.10), (4, 0.07), (8, 0.03), (16, 0.03))
+    assert [p for p, _ in jesd219_pages(16384)] == [1, 2, 4]
+    assert [q for _, q in jesd219_pages(16384)] == pytest.approx([0.94, 0.03, 0.03])
+    assert jesd219_page_bytes_per_host_byte(4096) == pytest.approx(8069.12 / 7818.24, rel=1e-12)
+    assert jesd219_page_bytes_per_host_byte(16384) == pytest.approx(18350.08 / 7818.24, rel=1e-12)
+    assert jesd219_page_bytes_per_host_byte(512) == pytest.approx(1.0, rel=1e-12)
+
+
+def test_read_iolog_largest_counts_written_bytes_only(tmp_path):
+    """f1 writes 4,096 B and reads ten times, f2 writes 4,100 B: the file written most is f2 (reads and trims
+    weigh nothing); without `largest` the two files are refused."""
+    log = tmp_path / "two.log"
+    log.write_text("fio version 3 iolog\n0 f1 add\n0 f2 add\n1 f1 write 0 4096\n"
+                   + "".join(f"{2 + i} f1 read 0 4096\n" for i in range(10)) + "20 f1 trim 0 4096\n"
+                   "21 f2 write 8192 4100\n")
+    ops, off, ln = read_iolog(log, largest=True)
+    assert ops.tolist() == [OP_WRITE] and off.tolist() == [8192] and ln.tolist() == [4100]
+    with pytest.raises(TraceError, match="writes 2 files"):
+        read_iolog(log)
+
+
+def test_read_iolog_takes_zero_lengths_and_refuses_negative_numbers(tmp_path):
+    ok = tmp_path / "z.log"
+    ok.write_text("fio version 2 iolog\nf add\nf write 0 0\nf write 4096 4096\n")
+    ops, off, ln = read_iolog(ok)
+    assert off.tolist() == [0, 4096] and ln.tolist() == [0, 4096]
+    for line, field in (("f write -4096 4096", "offset"), ("f write 0 -1", "length")):
+        bad = tmp_path / "n.log"
+        bad.write_text(f"fio version 2 iolog\nf add\nf write 0 4096\n{line}\n")
+        with pytest.raises(TraceError, match=rf"n\.log:4: field '{field}'"):
+            read_iolog(bad)
+
+
+def test_layout_waf_default_seed_is_one():
+    from kvbench.analysis.ftl import layout_waf
+
+    kw = dict(erase_block_bytes=8 * (16 << 10), min_blocks=64, writes=1.0)
+    assert layout_waf("slot", 16 << 10, **kw)[0] == layout_waf("slot", 16 << 10, seed=1, **kw)[0] != \
+        layout_waf("slot", 16 << 10, seed=2, **kw)[0]
