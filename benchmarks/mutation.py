@@ -449,6 +449,16 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ("if not (waf >= 1.0 or math.isclose(waf, 1.0, rel_tol=1e-9)) or not math.isfinite(waf):", ">= -> >"):
             "a WAF of exactly 1.0 passes isclose(1.0, 1.0) as well: the same WAFs pass",
     },
+    "loadpath": {
+        ("if replay_bw > 0 and bw < PROBE_BW_FLOOR * replay_bw:", "> -> >="):
+            "at a replay rate of 0 the mutant asks bw < 0: a probe's bandwidth is bytes read / seconds (or a missing "
+            "one read as 0.0), never negative",
+        ('if getattr(probe, "timed_out", False):', "False -> True"):
+            "getattr's default is never read: every probe is a TierProbe, which has the timed_out field",
+        ('io_s = max(float(probe.first_byte_s), float((probe.bandwidth_lat_us or {}).get("p50") or 0.0) * 1e-6)',
+         "0.0 -> 1.0"): "a missing p50 read as 1 us instead of 0: io_s then differs only below 1 us, and it is only "
+                        "compared with (and printed above) 1 s",
+    },
     "admission": {
         ("below = [x for x in runs if x.turned_over and x.capacity_blocks < cap]", "< -> <="):
             "runs are the grid's capacities without the planned one",

@@ -205,3 +205,115 @@ def test_a_replay_folder_that_cannot_be_read_is_said_not_swallowed(tmp_path):
     assert lp.tiers["l3"].bandwidth_bytes_per_s == 2e9 and "tier probe" in lp.tiers["l3"].source
     assert len(lp.notes) == 1 and "replay's own loads were not used" in lp.notes[0]
     assert "no-such-replay" in lp.notes[0]
+
+
+# mutation survivors
+def test_guard_probes_reruns_a_probe_below_drams_first_byte_and_keeps_or_excludes_it_by_hand():
+    """The DRAM rule in guard_probes: the L2 probe is the reference (wherever it sits in the list), the L3 probe
+    below it is rerun once; a rerun that is still below DRAM is excluded with both reasons, one at or above it is
+    used (the rerun, not the first try)."""
+    dram, fast = _probe("l2", bw=8e9, first=64e-6), _probe(first=38e-6)
+    reruns = []
+
+    def again(first):
+        def rerun(p):
+            reruns.append(p.name)
+            return _probe(first=first)
+        return rerun
+
+    kept, notes, excluded = guard_probes([fast, dram], {}, again(30e-6))      # L3 listed before L2
+    assert reruns == ["l3"] and [p.name for p in kept] == ["l2"] and len(excluded) == 1
+    assert "below DRAM's (64 us)" in excluded[0]["suspect"][0]
+    assert "below DRAM's (64 us)" in excluded[0]["rerun"]["suspect"][0] and excluded[0]["rerun"]["first_byte_s"] == 30e-6
+    assert notes == [f"l3 probe suspect, excluded: {excluded[0]['rerun']['suspect'][0]} (and on the first try: "
+                     f"{excluded[0]['suspect'][0]}); no load path uses it"]
+    kept, notes, excluded = guard_probes([dram, fast], {}, again(70e-6))
+    assert [(p.name, p.first_byte_s) for p in kept] == [("l2", 64e-6), ("l3", 70e-6)] and excluded == []
+    assert notes[0].startswith("l3 probe was suspect (its first byte 38 us is below DRAM's (64 us)); rerun once, "
+                               "it agreed with the replay: the rerun is used")
+
+
+def test_probe_rules_at_small_and_missing_figures_by_hand():
+    none = _probe(bw=0.0)
+    assert probe_suspicions(none, None) == []                                 # no replay: nothing to compare with
+    assert probe_suspicions(none, {"read_bw_bytes_per_s": 10e9})[0].startswith("bandwidth 0 B/s is below 1/5")
+    assert probe_suspicions(replace(none, bandwidth_bytes_per_s=None), {"read_bw_bytes_per_s": 5.0}) != []
+    # a replay that read at 1 B/s still judges a probe at 0.1 B/s (any replay rate > 0 counts)
+    assert probe_suspicions(_probe(bw=0.1), {"read_bw_bytes_per_s": 1.0})[0].startswith("bandwidth 0.1 B/s")
+    assert probe_suspicions(_probe(bw=0.3), {"read_bw_bytes_per_s": 1.0}) == []
+    # without a loaded-latency figure the first byte alone decides: 1.2 s is a stall
+    slow = replace(_probe(first=1.2), bandwidth_lat_us=None)
+    assert "a median I/O took 1.2 s" in probe_suspicions(slow, None)[0]
+
+
+def _link(tmp_path, **fields):
+    body = {"generation": 5, "lanes": 16, "theoretical_bytes_per_s": 63e9, "practical_bytes_per_s": 50e9,
+            "latency_s": 17e-6, "sources": ["s"], **fields}
+    toml = lambda v: str(v).lower() if isinstance(v, bool) else repr(v).replace("'", '"')  # noqa: E731
+    text = "".join(f"{k} = {toml(v)}\n" for k, v in body.items())
+    p = tmp_path / "my-link.toml"
+    p.write_text(text)
+    return str(p)
+
+
+def test_a_link_file_of_small_figures_loads_and_its_name_is_its_own(tmp_path):
+    """Only numbers <= 0 are refused (0 allowed for the latency): a Gen1 x1 link of 0.5 B/s with no fixed part is a
+    link; equal practical and theoretical rates are allowed; the name is the file's own, else its stem."""
+    ln = load_link(_link(tmp_path, generation=1, lanes=1, theoretical_bytes_per_s=0.5, practical_bytes_per_s=0.5,
+                         latency_s=0.0))
+    assert (ln.generation, ln.lanes, ln.theoretical_bytes_per_s, ln.practical_bytes_per_s, ln.latency_s) == \
+        (1, 1, 0.5, 0.5, 0.0)
+    assert ln.name == "my-link" and ln.sources == ("s",)
+    assert load_link(_link(tmp_path, name="gen5-lab")).name == "gen5-lab"
+    for bad in ([""], [1]):                                      # every source is a non-empty string
+        with pytest.raises(SpecError, match="'sources'"):
+            load_link(_link(tmp_path, sources=bad))
+    with pytest.raises(SpecError, match="'latency_s'"):
+        load_link(_link(tmp_path, latency_s=-1e-6))
+    with pytest.raises(SpecError, match="'generation'"):
+        load_link(_link(tmp_path, generation=True))           # a boolean is not a number
+
+
+def test_a_stated_zero_first_byte_travels_as_zero_and_a_fitted_one_as_a_time():
+    from kvbench.analysis.loadpath import LoadPaths
+
+    paths = LoadPaths({"l2": Tier("l2", 1e9, 0.0), "l3": Tier("l3", 2e9, 38e-6, fitted=True)})
+    assert paths.tier_arg("l2") == "l2=1e+09B/s,0us" and paths.tier_arg("l3") == "l3=2e+09B/s,38us"
+
+
+def test_the_l3_path_is_the_first_l3_probe_with_a_bandwidth():
+    """No L3 loads in the replay: the L3 path is the first probe named l3 with a bandwidth > 0 (any, however small),
+    never the L2 probe; a zero-bandwidth probe is no path."""
+    prof = load_profile("llama-3.1-8b-h200-trtllm-fp8")
+    dram, zero, tiny = _probe("l2", bw=8e9), _probe(bw=0.0), _probe(bw=1.0, first=90e-6)
+    paths = choose_load_paths([], [dram, zero, tiny], has_l2=False, profile=prof, link=None)
+    assert list(paths.tiers) == ["l3"] and paths.tiers["l3"].bandwidth_bytes_per_s == 1.0
+    assert paths.tiers["l3"].latency_s == 90e-6 and "reads of 1024 KiB at QD32" in paths.tiers["l3"].source
+    assert choose_load_paths([], [dram, zero], has_l2=False, profile=prof, link=None).tiers == {}
+    # the replay's own L3 wins over any probe; has_l2 adds the L2 -> GPU path (the default link here)
+    own = Tier("l3", 3e9, 1e-4)
+    paths = choose_load_paths([own], [tiny], has_l2=True, profile=prof, link=None)
+    assert paths.tiers["l3"] is own and paths.tiers["l2"].bandwidth_bytes_per_s == 50e9
+
+
+def test_run_tiers_fit_the_requests_load_times_else_keep_the_run_average():
+    """A run whose requests.csv holds l3's own load times of 8 requests of 1 and 2 blocks (16,000 B each,
+    80 us + bytes / 2 GB/s): the tier is the fit; without per-request hits it is the run average, with a note."""
+    from types import SimpleNamespace
+
+    from kvbench.analysis.loadpath import run_tiers
+    from kvbench.analysis.recompute import RunHits
+
+    import numpy as np
+
+    blocks = np.array([1, 2] * 4)
+    hits = RunHits({"l3": blocks}, None, None, tier_load_s={"l3": 80e-6 + blocks * 16_000 / 2e9})
+    model = SimpleNamespace(block_bytes=lambda bt: bt * 1000)
+    avg = Tier("l3", 1e9, 5e-4, source="summary.json: run-average bandwidth")
+    tiers, notes = run_tiers(SimpleNamespace(block_tokens=16, tiers=[avg], hits=hits), model)
+    assert tiers[0].bandwidth_bytes_per_s == pytest.approx(2e9, rel=1e-9) and tiers[0].fitted and notes == []
+    for run in (SimpleNamespace(block_tokens=16, tiers=[avg], hits=None),
+                SimpleNamespace(block_tokens=None, tiers=[avg], hits=hits)):
+        tiers, notes = run_tiers(run, model)
+        assert tiers == [avg] and notes == ["tier l3: bandwidth is the run average (bytes / wall time), a lower "
+                                            "bound on what the tier delivers per request"]
