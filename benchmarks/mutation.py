@@ -102,7 +102,8 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     # the load paths (L2 -> GPU link or measured copy, guarded probes): the unit tests (the probe-stall and run
     # tests are integration, left out by LANES)
     "loadpath": ("kvbench/analysis/loadpath.py", ["tests/analysis/test_loadpath.py"]),
-    # the buyer's one answer: figures, verdicts and the statements that name them, computed by hand
+    # the buyer's one answer: figures, verdicts and the statements that name them, computed by hand (the report
+    # test, which renders in Chromium, is integration: LANES)
     "answer": ("kvbench/analysis/answer.py", ["tests/analysis/test_answer.py"]),
     "curves.capacity": ("kvbench/analysis/curves/capacity.py",
                         ["tests/analysis/curves/test_capacity.py", "tests/analysis/curves/test_protocol.py"]),
@@ -182,7 +183,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
 # modules whose test files hold slow or integration tests beside their unit tests: the mutants run against the
 # fast lane only (pytest -m), so that a module takes minutes
 LANES: dict[str, str] = {"fit": "not integration and not slow", "synth": "not integration and not slow",
-                        "loadpath": "not integration and not slow"}
+                        "loadpath": "not integration and not slow", "answer": "not integration and not slow"}
 
 # Mutants that cannot change behaviour, keyed by module, then (stripped source line, change) -> reason; the
 # change "*" covers every mutant of a line (a prefetch hint, say).

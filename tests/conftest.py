@@ -99,9 +99,20 @@ def _code_objects(code):
             yield from _code_objects(c)
 
 
-def _drives_the_system(fn, module_globals: dict, seen: set) -> bool:
+def _test_module(name: str):
+    """The tests' own module ``name`` (``tests.report.helpers``), imported if need be; None if it is not one."""
+    import importlib
     import sys
 
+    if name not in sys.modules:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            return None
+    return sys.modules[name]
+
+
+def _drives_the_system(fn, module_globals: dict, seen: set) -> bool:
     code = getattr(getattr(fn, "__wrapped__", fn), "__code__", None)
     if code is None or code in seen:
         return False
@@ -114,8 +125,9 @@ def _drives_the_system(fn, module_globals: dict, seen: set) -> bool:
         # module-level helpers of the tests (not kvbench's code): the module's own names, and those a function
         # imports from another test module (``from tests.report.helpers import assert_report_renders``);
         # a helper is read in its own module's names
-        spaces = [module_globals] + [vars(sys.modules[n]) for n in c.co_names
-                                     if n.startswith("tests.") and n in sys.modules]
+        # (imported here when no test module collected so far has: a file run alone sees it too)
+        mods = [_test_module(n) for n in c.co_names if n.startswith("tests.")]
+        spaces = [module_globals] + [vars(m) for m in mods if m is not None]
         for name in c.co_names:
             for space in spaces:
                 f = space.get(name)
