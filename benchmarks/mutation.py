@@ -89,12 +89,8 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     # the plan's steady answer at one capacity (run with --lines: the module is the whole plan)
     "plan": ("kvbench/analysis/plan.py",
              ["tests/analysis/curves/test_residence.py", "tests/cli/test_plan.py", "tests/analysis/test_plan.py"]),
-    "deployment": ("kvbench/analysis/deployment.py",
-                   ["tests/analysis/test_plan.py::test_bad_deployment_names_the_field", "tests/analysis/test_plan.py::test_deployment_dwpd_is_first_principles_whatever_the_hit_ratio",
-                    "tests/analysis/test_plan.py::test_deployment_fixed_point_where_the_hit_ratio_depends_on_the_share_of_drives",
-                    "tests/analysis/test_plan.py::test_deployment_of_a_key_sampled_curve_reads_the_sample_share_of_the_store",
-                    "tests/analysis/test_plan.py::test_a_one_byte_drive_is_refused_and_a_prefill_rate_must_be_positive",
-                    "tests/analysis/test_plan.py::test_against_rating_by_hand"]),
+    # deployment scale: --deployment's fields, the rate / hit-ratio fixed point, the rating (its own unit tests)
+    "deployment": ("kvbench/analysis/deployment.py", ["tests/analysis/test_deployment.py"]),
     "endurance": ("kvbench/analysis/endurance.py",
                   ["tests/analysis/test_endurance.py",
                    "tests/analysis/test_plan.py::test_endurance_capacity_from_residence_and_the_waf_reaching_lifetime_and_cost",

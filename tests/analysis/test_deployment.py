@@ -1,0 +1,123 @@
+"""Deployment scale (kvbench.analysis.deployment): parsing --deployment (every field, its bounds), the fixed point
+of request rate and hit ratio at a server's prefill work, the per-drive writes and DWPD by hand, and the drives a
+rating allows. The plan's use of it (build_plan with a deployment) is in test_plan.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kvbench.analysis.curves.capacity import HitCurve
+from kvbench.analysis.deployment import against_rating, parse_deployment, scale
+from kvbench.errors import SpecError
+from tests.analysis.test_plan import random_prefix_trace
+
+
+@pytest.mark.parametrize("spec,match", [
+    ("gpus=8,drives=8,drive_capacity=7.68TB", "missing utilization"),
+    ("gpus=8,drives=8,drive_capacity=7.68TB,utilization=1.5", "above 1"),
+    ("gpus=0,drives=8,drive_capacity=7.68TB,utilization=0.5", "must be > 0"),
+    ("gpus=8,drives=8,drive_capacity=lots,utilization=0.5", "drive_capacity"),
+    ("gpus=8,disks=8,drive_capacity=7.68TB,utilization=0.5", "unknown or malformed field 'disks=8'"),
+    ("gpus=8,drives=8,drive_capacity=0,utilization=0.5", "drive_capacity must be > 0"),
+])
+def test_bad_deployment_names_the_field(spec, match):
+    with pytest.raises(SpecError, match=match):
+        parse_deployment(spec)
+
+
+def test_a_one_byte_drive_is_refused_and_a_prefill_rate_must_be_positive():
+    for cap in ("1", "1B", "999999", "1001TB"):            # issue 30: a drive holds 1 MB to 1 PB
+        with pytest.raises(SpecError, match="is not a drive's size"):
+            parse_deployment(f"gpus=1,drives=1,drive_capacity={cap},utilization=0.5")
+    assert parse_deployment("gpus=1,drives=1,drive_capacity=1MB,utilization=0.5").drive_capacity_bytes == 1e6
+    curve = HitCurve.from_arrays([1.0, 10.0], [0.1, 0.5], block_bytes=1000)
+    dep = parse_deployment("gpus=1,drives=2,drive_capacity=1GB,utilization=0.5")
+    kw = dict(hit_curve=curve, trace_rate=2.0, tokens_per_request=100.0, blocks_per_request=1.0, block_tokens=100,
+              block_bytes=1000, bytes_per_token=10.0, waf=1.0, reference_waf=1.0)
+    with pytest.raises(SpecError, match="needs a prefill rate"):
+        scale(dep, tokens_per_s_per_gpu=0.0, **kw)
+    # 0.5 token/s per GPU is a (slow) rate: 0.25 missed tokens/s; the drives (2 x 1 GB) hold every block, so
+    # h = 0.5 and the rate is 0.25 / (100 x 0.5) = 0.005 requests/s, 1/400 of the trace's users
+    out = scale(dep, tokens_per_s_per_gpu=0.5, **kw)
+    assert out["hit_ratio"] == 0.5 and out["requests_per_s"] == pytest.approx(0.005)
+    assert out["trace_copies"] == pytest.approx(0.0025)
+    # writes 0.005 x 0.5 x 1 block x 1000 B = 2.5 B/s over 2 GB: residence 8e8 s; DWPD far below 1, still a ratio
+    assert out["write_bytes_per_s"] == pytest.approx(2.5) and out["residence_s"] == pytest.approx(2e9 / 2.5)
+    assert out["dwpd_first_principles"] == pytest.approx(0.25 * 10 * 86400 / 2e9)
+    assert out["slot_rounding"] == pytest.approx(1.0)
+
+
+def test_against_rating_by_hand():
+    """Life = warranty x rated / rating-equivalent; drives = ceil(D x rating-equivalent / rated), exact at an
+    integer, at least one."""
+    base = {"drives": 2.0, "drive_capacity_bytes": 1e12, "workload_waf": 2.0, "reference_waf": 4.0}
+    # 3 host DWPD at WAF 2 against a reference WAF 4: 1.5 rating-equivalent on 3-DWPD drives, 5 years
+    out = against_rating({**base, "write_bytes_per_s_per_drive": 3e12 / 86400, "dwpd_rating_equivalent_per_drive": 1.5},
+                         rated_dwpd=3.0, warranty_years=5.0)
+    assert out["lifetime_years"] == pytest.approx(10.0) and out["within_rating"]
+    assert out["drives_within_rating"] == 1          # 2 x 1.5 / 3 = 1 exactly
+    # 12 host DWPD: 6 rating-equivalent; 2 x 6 / 3 = 4 drives exactly, life 5 x 3 / 6 = 2.5 years
+    out = against_rating({**base, "write_bytes_per_s_per_drive": 12e12 / 86400, "dwpd_rating_equivalent_per_drive": 6.0},
+                         rated_dwpd=3.0, warranty_years=5.0)
+    assert out["lifetime_years"] == pytest.approx(2.5) and not out["within_rating"]
+    assert out["drives_within_rating"] == 4
+    # exactly at the rating: within it; far below: still one drive
+    at = against_rating({**base, "write_bytes_per_s_per_drive": 6e12 / 86400, "dwpd_rating_equivalent_per_drive": 3.0},
+                        rated_dwpd=3.0, warranty_years=5.0)
+    assert at["within_rating"] and at["drives_within_rating"] == 2 and at["lifetime_years"] == pytest.approx(5.0)
+    low = against_rating({**base, "write_bytes_per_s_per_drive": 0.03e12 / 86400,
+                          "dwpd_rating_equivalent_per_drive": 0.015}, rated_dwpd=3.0, warranty_years=5.0)
+    assert low["drives_within_rating"] == 1 and low["lifetime_years"] == pytest.approx(1000.0)
+
+
+def test_deployment_of_a_key_sampled_curve_reads_the_sample_share_of_the_store():
+    """A key sample at rate r holds r of the workload's blocks, so its curve is read at r x the store's blocks
+    per copy. A curve linear up to 1,000 blocks: 100 GB of 1 MB blocks = 100,000 blocks, r = 0.004 -> 400 sampled
+    blocks, per copy; checked against the curve read by hand at the solved rate."""
+    caps = np.arange(1, 1001, dtype=np.float64)
+    curve = HitCurve.from_arrays(caps, 0.8 * caps / 1000, block_bytes=10**6)
+    dep = parse_deployment("gpus=1,drives=1,drive_capacity=100GB,utilization=1")
+    kw = dict(tokens_per_s_per_gpu=10_000.0, hit_curve=curve, trace_rate=1.0, tokens_per_request=1000.0,
+              blocks_per_request=2.0, block_tokens=512, block_bytes=10**6, bytes_per_token=2000.0, waf=1.0,
+              reference_waf=1.0)
+    for r in (1.0, 0.004):
+        out = scale(dep, sample_rate=r, **kw)
+        copies = out["requests_per_s"] / 1.0
+        assert out["hit_ratio"] == pytest.approx(float(curve.at(100e9 / 10**6 * r / copies)), rel=1e-12)
+        assert out["requests_per_s"] * 1000.0 * (1 - out["hit_ratio"]) == pytest.approx(10_000.0, rel=1e-9)
+    assert scale(dep, sample_rate=0.004, **kw)["hit_ratio"] < scale(dep, sample_rate=1.0, **kw)["hit_ratio"]
+
+
+def test_deployment_fixed_point_where_the_hit_ratio_depends_on_the_share_of_drives():
+    """Drives small enough that each copy of the users gets a share the curve still climbs on: the rate, hit
+    ratio, writes and residence recomputed by hand from the exact curve."""
+    from kvbench.analysis.curves.profile import exact_profile
+
+    tr = random_prefix_trace(7, n=400)
+    bb, bpt = 512 * 1000, 1000
+    curve = HitCurve.from_profile(exact_profile(tr), block_bytes=bb)
+    dep = parse_deployment("gpus=2,drives=1,drive_capacity=100MB,utilization=1")       # utilization 1 is allowed
+    n, refs = tr.n_requests, tr.n_blocks
+    trace_rate = n / tr.duration_s
+    tok, bpr = float(tr.input_tokens.mean()), refs / n
+    out = scale(dep, tokens_per_s_per_gpu=5_000.0, hit_curve=curve, trace_rate=trace_rate, tokens_per_request=tok,
+                blocks_per_request=bpr, block_tokens=512, block_bytes=bb, bytes_per_token=bpt, waf=2.0,
+                reference_waf=4.0)
+    rate, h = out["requests_per_s"], out["hit_ratio"]
+    copies = rate / trace_rate
+    assert h == float(curve.at(100e6 / bb / copies))                 # each copy's share of the drive
+    assert 0 < h < curve.infinite_hit_ratio                          # the share matters here
+    assert rate * tok * (1 - h) == pytest.approx(2 * 5_000.0, rel=1e-9)
+    wb = rate * (1 - h) * bpr * bb
+    assert out["write_bytes_per_s"] == pytest.approx(wb)
+    assert out["residence_s"] == pytest.approx(100e6 / wb)
+    assert out["trace_copies"] == pytest.approx(rate / trace_rate) and trace_rate != 1
+    assert out["dwpd_rating_equivalent_per_drive"] == pytest.approx(out["dwpd_host_per_drive"] / 2)
+    assert out["slot_rounding"] == pytest.approx(out["dwpd_host_per_drive"] / (2 * 5_000.0 * bpt * 86400 / 100e6))
+    # a 200 MB drive the store fills to half holds what the 100 MB drive held: the same rate and hit ratio
+    half = scale(parse_deployment("gpus=2,drives=1,drive_capacity=200MB,utilization=1"), tokens_per_s_per_gpu=5_000.0,
+                 hit_curve=curve, trace_rate=trace_rate, tokens_per_request=tok, blocks_per_request=bpr,
+                 block_tokens=512, block_bytes=bb, bytes_per_token=bpt, waf=2.0, reference_waf=4.0, store_fill=0.5)
+    assert (half["requests_per_s"], half["hit_ratio"]) == pytest.approx((rate, h))
+    assert half["residence_s"] == pytest.approx(200e6 * 0.5 / wb)
