@@ -108,7 +108,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
                         ["tests/analysis/curves/test_protocol.py", "tests/analysis/curves/test_capacity.py"]),
     # the admission trade-off's sweep (compiled) and its Python oracle
     "admission": ("kvbench/analysis/admission.py", ["tests/analysis/test_admission.py"]),
-    "cost": ("kvbench/analysis/cost.py", ["tests/analysis/test_cost.py", "tests/qualify/test_job.py::test_the_class_nearest_a_rating"]),
+    "cost": ("kvbench/analysis/cost.py", ["tests/analysis/test_cost.py"]),
     # drive classes (issue 28): OP from raw NAND, the JESD219A reference WAF, the P/E check; FDP; nvme-cli readers
     "drive_class": ("kvbench/analysis/drive_class.py", ["tests/analysis/test_drive_class.py"]),
     "fdp": ("kvbench/analysis/fdp.py", ["tests/analysis/test_fdp.py"]),

@@ -297,3 +297,16 @@ def test_a_plans_price_object_reads_back_every_field():
             if f.name != "source":                        # to_dict does not carry a class's source line
                 assert getattr(back.ssd[k], f.name) == getattr(c, f.name), (k, f.name)
     assert back.ssd["tlc-1dwpd"].usd_per_gb == 0.09 and back.ssd["tlc-1dwpd"].raw_nand_bytes == 8 * 2 ** 40
+
+
+# --- the class nearest a rating ----------------------------------------------------------------------
+def test_the_class_nearest_a_rating():
+    from kvbench.analysis.cost import class_for_rating
+
+    p = load_prices()          # tlc-1dwpd (1 DWPD, reference WAF 4.83), tlc-3dwpd (3, 2.60), qlc (0.3, 4.83)
+    assert [class_for_rating(p, r) for r in (1, 3, 0.5, 0.3, 10, 1.5, 2.5)] == \
+        ["tlc-1dwpd", "tlc-3dwpd", "qlc", "qlc", "tlc-3dwpd", "tlc-1dwpd", "tlc-3dwpd"]
+    assert class_for_rating(p, 3 ** 0.5) == "tlc-3dwpd"        # equally near 1 and 3: the lower reference WAF
+    assert class_for_rating(p, 0.3 ** 0.5) == "qlc"            # equally near 0.3 and 1, same WAF: by name
+    with pytest.raises(SpecError, match="rating of 0 DWPD"):
+        class_for_rating(p, 0)

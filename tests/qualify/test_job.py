@@ -218,16 +218,3 @@ def test_the_plan_is_judged_against_the_drive_under_tests_rating(tmp_path, cli):
     assert (dep["reference_class"], dep["rated_dwpd"], dep["reference_waf"]) == ("tlc-3dwpd", 3.0, ref)
     assert dep["dwpd_rating_equivalent_per_drive"] == pytest.approx(dep["dwpd_host_per_drive"] * dep["workload_waf"] / ref)
     assert dep["lifetime_years"] == pytest.approx(5 * 3.0 / dep["dwpd_rating_equivalent_per_drive"])
-
-
-def test_the_class_nearest_a_rating():
-    from kvbench.analysis.cost import class_for_rating, load_prices
-    from kvbench.errors import SpecError
-
-    p = load_prices()          # tlc-1dwpd (1 DWPD, reference WAF 4.83), tlc-3dwpd (3, 2.60), qlc (0.3, 4.83)
-    assert [class_for_rating(p, r) for r in (1, 3, 0.5, 0.3, 10, 1.5, 2.5)] == \
-        ["tlc-1dwpd", "tlc-3dwpd", "qlc", "qlc", "tlc-3dwpd", "tlc-1dwpd", "tlc-3dwpd"]
-    assert class_for_rating(p, 3 ** 0.5) == "tlc-3dwpd"        # equally near 1 and 3: the lower reference WAF
-    assert class_for_rating(p, 0.3 ** 0.5) == "qlc"            # equally near 0.3 and 1, same WAF: by name
-    with pytest.raises(SpecError, match="rating of 0 DWPD"):
-        class_for_rating(p, 0)
