@@ -493,27 +493,12 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "own defaults",
     },
     "deployment": {
-        ("return max(tokens_per_request * (1.0 - h), 1e-9 * tokens_per_request)", "* -> /"):
-            "the second *: a floor of 1e-9 / tokens instead of 1e-9 x tokens; both only keep the bracket finite at "
-            "h = 1 (the first * is killed by the fixed-point tests)",
-        ("hi = work / missed(hit_curve.infinite_hit_ratio)     # the best hit ratio the trace allows", "/ -> *"):
-            "the bisection's upper bracket: work x m >= work / m (the true upper bound) whenever a request misses "
-            ">= 1 token, and 100 halvings reach the root from either",
-        ("for _ in range(100):", "100 -> 101"): "one more halving of a bracket already narrower than a float's ulp",
-        ("if mid * missed(hit(mid)) < work:", "< -> <="): "differs only when the product equals the work exactly, "
-                                                          "where either half holds the root",
-        ('"residence_s": (dep.drives * dep.drive_capacity_bytes * store_fill / write_bps) if write_bps > 0 else None,',
-         "0 -> 1"): "a write rate between 0 and 1 B/s: no workload with a missed block writes that little "
-                    "(a block is kilobytes to megabytes)",
+        ("for _ in range(100):", "100 -> 101"):
+            "one more halving of a bracket already narrower than a float's ulp: the bracket starts at [work / tokens, "
+            "work / (tokens x max(1 - h_inf, 1e-9))], at most 1e9 wide in ratio, and 100 halvings take its width "
+            "below 1e9 / 2^100 of its low end, far under an ulp: the 101st midpoint is one of its ends",
         ('"slot_rounding": dwpd_host / first_principles if first_principles > 0 else None,', "> -> >="):
             "first_principles = U P G b 86400 / (D CAP) > 0: every factor is validated > 0",
-        ('"drives_within_rating": max(1, math.ceil(need * (1 - 1e-12)))}', "1e-12 -> 2e-12"):
-            "the float-noise guard of the ceil: either relative width absorbs rounding of an integer need",
-        ("return max(tokens_per_request * (1.0 - h), 1e-9 * tokens_per_request)", "1e-09 -> 2e-09"):
-            "the floor only keeps the bisection's bracket finite when the hit ratio is 1; either tiny value does",
-        ('"residence_s": (dep.drives * dep.drive_capacity_bytes * store_fill / write_bps) if write_bps > 0 else None,',
-         "> -> >="): "write_bps is a positive rate whenever any request misses; at 0 both forms divide by zero "
-                     "or return None for a case no workload with a miss reaches",
     },
     "curves.profile": {
         # FixedSizeShards' room: the sizes it allocates and grows to, and when; the kernel asks for room when it

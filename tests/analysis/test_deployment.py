@@ -4,11 +4,13 @@ rating allows. The plan's use of it (build_plan with a deployment) is in test_pl
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
 from kvbench.analysis.curves.capacity import HitCurve
-from kvbench.analysis.deployment import against_rating, parse_deployment, scale
+from kvbench.analysis.deployment import MAX_COUNT, against_rating, parse_deployment, scale
 from kvbench.errors import SpecError
 from tests.analysis.test_plan import random_prefix_trace
 
@@ -121,3 +123,111 @@ def test_deployment_fixed_point_where_the_hit_ratio_depends_on_the_share_of_driv
                  block_tokens=512, block_bytes=bb, bytes_per_token=bpt, waf=2.0, reference_waf=4.0, store_fill=0.5)
     assert (half["requests_per_s"], half["hit_ratio"]) == pytest.approx((rate, h))
     assert half["residence_s"] == pytest.approx(200e6 * 0.5 / wb)
+
+# mutation survivors ------------------------------------------------------------------------------------------
+def test_parse_accepts_every_bound_and_spacing():
+    d = parse_deployment(" gpus = 8 , drives=4,, drive-capacity=1PB, utilization=1 ,")   # blanks, an empty field
+    assert (d.gpus, d.drives, d.drive_capacity_bytes, d.utilization) == (8, 4, 1e15, 1.0)
+    assert d.to_dict() == {"gpus": 8, "drives": 4, "drive_capacity_bytes": 1e15, "utilization": 1.0}
+    # the largest counts: a million GPUs and drives; the smallest drive, 1 MB
+    d = parse_deployment(f"gpus={MAX_COUNT},drives={MAX_COUNT},drive_capacity=1MB,utilization=0.5")
+    assert (d.gpus, d.drives, d.drive_capacity_bytes) == (10**6, 10**6, 10**6)
+
+
+@pytest.mark.parametrize("spec,match", [
+    ("", "is empty"), ("  ", "is empty"),
+    ("gpus,drives=8,drive_capacity=7.68TB,utilization=0.5", "malformed field 'gpus'"),
+    ("gpus=8,gpus=8,drives=8,drive_capacity=7.68TB,utilization=0.5", "'gpus' given twice"),
+    ("drives=8,utilization=0.5", "missing gpus, drive_capacity"),
+    ("gpus=eight,drives=8,drive_capacity=7.68TB,utilization=0.5", "gpus='eight' is not a number"),
+    ("gpus=8,drives=8,drive_capacity=7.68TB,utilization=nan", "utilization=nan must be > 0"),
+    ("gpus=inf,drives=8,drive_capacity=7.68TB,utilization=0.5", "gpus=inf must be > 0"),
+    ("gpus=8,drives=-1,drive_capacity=7.68TB,utilization=0.5", "drives=-1 must be > 0"),
+    ("gpus=1.5,drives=8,drive_capacity=7.68TB,utilization=0.5", "gpus=1.5 must be a whole number"),
+    ("gpus=8,drives=1000001,drive_capacity=7.68TB,utilization=0.5", "drives=1000001 must be a whole number"),
+    ("gpus=8,drives=8,drive_capacity=1000000000000001,utilization=0.5", "is not a drive's size"),
+])
+def test_each_bad_field_is_named(spec, match):
+    with pytest.raises(SpecError, match=match):
+        parse_deployment(spec)
+
+
+def test_scale_by_hand_with_partial_blocks():
+    # 2 GPUs x 1,000 tok/s x 0.5 = 1,000 missed tokens/s; 100 tokens a request, h = 0.5 (4 x 1 GB of 1,000 B
+    # blocks per copy is far past the curve's top) -> 20 requests/s, 10 copies of a 2 req/s trace. Writes: 20 x 0.5
+    # x 1.5 blocks (a partial block is a whole slot) x 1,000 B = 15,000 B/s, 3,750 per drive: 0.324 DWPD; first
+    # principles 1,000 tok/s x 10 B x 86,400 / 4e9 = 0.216, so the slots round up by 1.5
+    curve = HitCurve.from_arrays([1.0, 10.0], [0.1, 0.5], block_bytes=1000)
+    dep = parse_deployment("gpus=2,drives=4,drive_capacity=1GB,utilization=0.5")
+    out = scale(dep, tokens_per_s_per_gpu=1000.0, hit_curve=curve, trace_rate=2.0, tokens_per_request=100.0,
+                blocks_per_request=1.5, block_tokens=100, block_bytes=1000, bytes_per_token=10.0, waf=2.0,
+                reference_waf=4.0)
+    assert out["prefill_tokens_per_s"] == 1000.0 and out["prefill_tokens_per_s_per_gpu"] == 1000.0
+    assert out["requests_per_s"] == pytest.approx(20.0, rel=1e-12) and out["hit_ratio"] == 0.5
+    assert out["trace_copies"] == pytest.approx(10.0, rel=1e-12)
+    assert out["write_bytes_per_s"] == pytest.approx(15_000.0, rel=1e-12)
+    assert out["write_bytes_per_s_per_drive"] == pytest.approx(3_750.0, rel=1e-12)
+    assert out["dwpd_host_per_drive"] == pytest.approx(0.324, rel=1e-12)
+    assert out["dwpd_first_principles"] == pytest.approx(0.216, rel=1e-12)
+    assert out["slot_rounding"] == pytest.approx(1.5, rel=1e-12)
+    assert out["dwpd_rating_equivalent_per_drive"] == pytest.approx(0.162, rel=1e-12)      # x 2 / 4
+    assert (out["workload_waf"], out["reference_waf"]) == (2.0, 4.0)
+    assert out["residence_s"] == pytest.approx(4e9 / 15_000.0, rel=1e-12)
+    assert (out["gpus"], out["drives"], out["drive_capacity_bytes"], out["utilization"]) == (2, 4, 1e9, 0.5)
+    assert "= 0.5 x 1,000 x 2 x 10 x 86400 / (4 x 0.001 TB) = 0.216; " in out["formula"]
+    assert out["formula"].endswith(": 0.324")
+
+
+def test_the_fixed_point_on_a_climbing_step_curve_by_hand():
+    # h(c) = floor(c) / 1000 for c blocks per copy, up to 0.9 at 900; a trace of 1 req/s, 100 tokens a request,
+    # 1,000 missed tokens/s: the rate L solves L x 100 x (1 - h(S / L)) = 1000 for a store of S blocks
+    caps = np.arange(1, 901, dtype=np.float64)
+    curve = HitCurve.from_arrays(caps, caps / 1000, block_bytes=1000)
+    kw = dict(tokens_per_s_per_gpu=1000.0, hit_curve=curve, trace_rate=1.0, tokens_per_request=100.0,
+              blocks_per_request=1.0, block_tokens=100, block_bytes=1000, bytes_per_token=10.0, waf=1.0,
+              reference_waf=1.0)
+    # 1 GB = 1e6 blocks: at the top (h 0.9) L = 100, where each copy holds 10,000 blocks >= 900
+    out = scale(parse_deployment("gpus=1,drives=1,drive_capacity=1GB,utilization=1"), **kw)
+    assert out["hit_ratio"] == pytest.approx(0.9) and out["requests_per_s"] == pytest.approx(100.0, rel=1e-9)
+    # 50 MB = 50,000 blocks: L (1 - floor(5e4 / L) / 1000) rises with L and first reaches 10 where the step falls
+    # from 834 to 833 blocks, L = 5e4 / 834 = 59.95 (59.95 x 0.167 = 10.01 >= 10; just below it, x 0.166 = 9.95):
+    # the rate is that jump and the hit ratio the step above it, 0.833
+    out = scale(parse_deployment("gpus=1,drives=1,drive_capacity=50MB,utilization=1"), **kw)
+    assert out["requests_per_s"] == pytest.approx(5e4 / 834, rel=1e-12) and out["hit_ratio"] == pytest.approx(0.833)
+    assert out["trace_copies"] == pytest.approx(5e4 / 834, rel=1e-12)
+    assert out["write_bytes_per_s"] == pytest.approx(5e4 / 834 * 0.167 * 1000, rel=1e-9)
+
+
+def test_a_root_the_bisection_lands_on_is_returned_exactly():
+    # h = 0.6 on shares of 1-99 blocks, 0.75 from 100: a 1,000-block store of a 1 req/s trace, 1,000 missed
+    # tokens/s of 100-token requests. The bracket is [1000 / 100, 1000 / 25] = [10, 40]; its first midpoint, 25
+    # requests/s (40 blocks a copy, h = 0.6), misses exactly 25 x 40 = 1,000 tokens/s: the root, returned as is
+    curve = HitCurve.from_arrays([1.0, 100.0], [0.6, 0.75], block_bytes=1000)
+    out = scale(parse_deployment("gpus=1,drives=1,drive_capacity=1MB,utilization=1"), tokens_per_s_per_gpu=1000.0,
+                hit_curve=curve, trace_rate=1.0, tokens_per_request=100.0, blocks_per_request=1.0, block_tokens=100,
+                block_bytes=1000, bytes_per_token=10.0, waf=1.0, reference_waf=1.0)
+    assert out["requests_per_s"] == 25.0 and out["hit_ratio"] == 0.6
+
+
+def test_a_curve_that_hits_every_token_stops_at_the_brackets_top():
+    # a curve at 1.0 from one block: while each copy keeps a block, no token is missed, and the missed tokens a
+    # request are floored at 1e-9 of its tokens so that the bracket's top stays finite: work / (1e-9 x tokens) =
+    # 0.5 / 1e-7 = 5e6 requests/s, where each copy still holds 1e7 / 5e6 = 2 blocks: that top is the answer
+    curve = HitCurve.from_arrays([1.0], [1.0], block_bytes=1000)
+    out = scale(parse_deployment("gpus=1,drives=1,drive_capacity=10GB,utilization=0.5"), tokens_per_s_per_gpu=1.0,
+                hit_curve=curve, trace_rate=1.0, tokens_per_request=100.0, blocks_per_request=1.0, block_tokens=100,
+                block_bytes=1000, bytes_per_token=10.0, waf=1.0, reference_waf=1.0)
+    assert out["requests_per_s"] == pytest.approx(5e6, rel=1e-12) and out["hit_ratio"] == 1.0
+    assert out["write_bytes_per_s"] == 0.0 and out["residence_s"] is None and out["dwpd_host_per_drive"] == 0.0
+
+
+def test_a_curve_that_hits_everything_runs_to_one_block_per_copy():
+    # every reference hits in a one-block share: the work is met where the copies outgrow the store (1e6 blocks:
+    # 1e6 copies of a 1 req/s trace), the jump from h = 1 (hardly a token missed) to h = 0; the bracket's top,
+    # work / (1e-9 x tokens) = 1e10 requests/s, stays finite and above it
+    curve = HitCurve.from_arrays([1.0], [1.0], block_bytes=1000)
+    dep = parse_deployment("gpus=1,drives=1,drive_capacity=1GB,utilization=1")
+    out = scale(dep, tokens_per_s_per_gpu=1000.0, hit_curve=curve, trace_rate=1.0, tokens_per_request=100.0,
+                blocks_per_request=1.0, block_tokens=100, block_bytes=1000, bytes_per_token=10.0, waf=1.0,
+                reference_waf=1.0)
+    assert out["requests_per_s"] == pytest.approx(1e6, rel=1e-12) and out["hit_ratio"] == 0.0
