@@ -161,3 +161,83 @@ def test_measured_fdp_from_a_replays_counters():
     none = measured_fdp({"device_counters": {"l3": CounterDelta("/dev/nvme0n1", 10, None, 0, 0).to_dict()}})
     assert none["waf"] is None and "reports no FDP statistics" in none["note"]
     assert "not on an NVMe drive" in measured_fdp({"device_counters": {"l3": None}})["note"]
+
+
+# mutation survivors ------------------------------------------------------------------------------------------
+def test_fdp_for_plan_by_hand(monkeypatch):
+    """The plan's FDP answer around store_fdp (stubbed here: its WAFs are tested above): the store it models holds
+    round(blocks) slots of the trace (at least one), and NAND bytes per day and rating-equivalent DWPD follow from
+    each WAF by hand."""
+    from kvbench.analysis import fdp, trace_waf
+    from kvbench.sim.blockstore import slot_bytes_for
+
+    calls = []
+    monkeypatch.setattr(trace_waf, "store_writes", lambda tr, **kw: calls.append(kw) or "sw")
+    monkeypatch.setattr(fdp, "store_fdp", lambda sw, spec, *, op, gc: {"waf_without": 3.0, "waf_with": 1.5,
+                                                                        "seen": (sw, spec.handles, op, gc)})
+    spec = FdpSpec(handles=2, ru_bytes=1 << 20)
+    pick = {"class": "c", "store_bytes": 5e6, "dwpd_host": 2.0, "reference_waf": 4.0, "write_bytes_per_s": 1000.0}
+    out = fdp.fdp_for_plan("trace", spec, pick=pick, blocks=63.6, block_bytes=65536, layout="log", op=0.28,
+                           gc="fifo", measured={"device_counters": {"l3": {"fdp_waf": 1.1}}})
+    assert calls == [{"block_bytes": 65536, "capacity_bytes": 64 * slot_bytes_for(65536), "layout": "log"}]
+    assert out["seen"] == ("sw", 2, 0.28, "fifo") and out["trace_blocks"] == 64
+    # 1,000 B/s = 86.4 MB a day, x WAF 3 and 1.5; rating-equivalent 2 x 3 / 4 = 1.5 and 2 x 1.5 / 4 = 0.75
+    assert out["nand_bytes_per_day_without"] == pytest.approx(259.2e6, rel=1e-12)
+    assert out["nand_bytes_per_day_with"] == pytest.approx(129.6e6, rel=1e-12)
+    assert out["dwpd_rating_equivalent_without"] == pytest.approx(1.5, rel=1e-12)
+    assert out["dwpd_rating_equivalent_with"] == pytest.approx(0.75, rel=1e-12)
+    assert (out["class"], out["store_bytes"], out["dwpd_host"], out["reference_waf"]) == ("c", 5e6, 2.0, 4.0)
+    assert (out["op"], out["layout"], out["measured"]["waf"]) == (0.28, "log", 1.1)
+    # no host DWPD or write rate: those answers are None; a fraction of a block is still one block
+    calls.clear()
+    bare = fdp.fdp_for_plan("trace", spec, pick={"class": "c", "store_bytes": 1.0, "reference_waf": 4.0},
+                            blocks=0.3, block_bytes=65536, layout="slot", op=0.28, gc="greedy")
+    assert bare["trace_blocks"] == 1 and calls[0]["capacity_bytes"] == slot_bytes_for(65536)
+    assert bare["dwpd_host"] is None and bare["measured"]["waf"] is None
+    for key in ("without", "with"):
+        assert bare[f"nand_bytes_per_day_{key}"] is None and bare[f"dwpd_rating_equivalent_{key}"] is None
+
+
+def test_the_age_rule_on_the_store():
+    sw = _two_lifetimes()
+    out = store_fdp(sw, FdpSpec(handles=2, ru_bytes=64 << 20, rule="age"), op=0.28)
+    assert out["rule"] == "age" and out["statement"].startswith("host writes to stream 0")
+    assert "an oracle" not in out["source"] and out["source"].startswith("FTL model, 2 handles vs one stream: ")
+    assert out["waf_reduction"] == pytest.approx(1 - out["waf_with"] / out["waf_without"], rel=1e-12)
+    # age: every host write on handle 0
+    from kvbench.analysis.fdp import handle_of
+
+    assert not handle_of(sw, FdpSpec(handles=2, ru_bytes=64 << 20, rule="age")).any()
+
+
+def test_lifetime_handles_of_a_stream_with_trims():
+    from kvbench.analysis.fdp import handle_of
+
+    # write s0, write s1, write s0, trim s1, write s2, write s0 (lifetimes 2, 2, 3, -, never, never): the median
+    # of the finite ones is 2, so the writes living 2 events are handle 0, the rest (and never) handle 1; trims 0
+    sw = StoreWrites(ops=np.array([ftl.OP_WRITE, ftl.OP_WRITE, ftl.OP_WRITE, ftl.OP_TRIM, ftl.OP_WRITE,
+                                   ftl.OP_WRITE], np.uint8), slots=np.array([0, 1, 0, 1, 2, 0], np.int64),
+                     nslots=np.ones(6, np.int64), request=np.arange(6), slot_bytes=4096, capacity_blocks=3,
+                     n_slots=3, sample_rate=1.0, layout="slot", policy="lru", trim=True, origin="hand", note="",
+                     warm_writes=1)
+    assert handle_of(sw, FdpSpec(handles=2, ru_bytes=1 << 20)).tolist() == [0, 0, 1, 0, 1, 1]
+
+
+def test_parse_fdp_malformed_and_missing_fields():
+    for text, match in (("handles,ru=1GiB", "malformed field 'handles'"), ("ru=1GiB", "handles and ru are required"),
+                        ("handles=4,ru=1GiB,rule=none", "rule=none does not separate"),
+                        ("handles=4,ru=1GiB,ru=2GiB", "repeated")):
+        with pytest.raises(SpecError, match=match):
+            parse_fdp(text)
+    assert parse_fdp(" handles=3 , ru= 2MiB ,rule=AGE ") == FdpSpec(3, 2 << 20, "AGE")    # values and parts trimmed
+
+
+def test_measured_fdp_without_a_run_or_counters():
+    from kvbench.analysis.fdp import measured_fdp
+
+    for m in (None, {}):
+        assert measured_fdp(m) == {"waf": None, "note": "no replay run given (--run): nothing measured on a drive"}
+    for m in ({"device_counters": None}, {"device_counters": {}}, {"kind": "replay-kv"}):
+        assert "not on an NVMe drive" in measured_fdp(m)["note"]
+    out = measured_fdp({"device_counters": {"l3": {"fdp_waf": 1.2, "fdp_note": "measured here"}}})
+    assert out == {"waf": 1.2, "host_bytes": None, "media_bytes": None, "note": "measured here"}
