@@ -284,3 +284,324 @@ def test_a_first_byte_the_fit_did_not_resolve_is_said_so_never_0_ns():
     assert f"first byte {NOT_RESOLVED}" in text
     resolved = text_table(build_answer(_plan(), _check()))
     assert NOT_RESOLVED not in resolved and "first byte 100 us" in resolved
+
+
+# mutation survivors
+def test_every_figure_is_formatted_by_hand():
+    assert fmt("usd_per_day", 1234.5) == "$1,234.50/day" and fmt("usd_per_day_saved", 0.0) == "$0.00/day"
+    assert fmt("dram_to_ssd", 25.6) == "1:25.6"
+    assert fmt("write_bytes_per_s", 2e9) == "2 GB/s"
+    # SSD sizes in decimal units (drives are sold so), DRAM in binary
+    assert fmt("ssd_bytes", 23.04e12) == "23 TB" and fmt("drive_capacity_bytes", 7.68e12) == "7.68 TB"
+    assert fmt("hit_ssd_bytes", 1.3e12) == "1.3 TB"
+    assert fmt("dram_bytes", 2.0**40) == "1 TiB" and fmt("tier_dram_bytes", 2.0**30) == "1 GiB"
+    assert fmt("residence_s", 10_750.0) == "2.99 h" and fmt("residence_s", 0.0) == "0 s"
+    assert fmt("ttft_saved_s", 0.2) == "200 ms"
+    assert (fmt("drives", 1234), fmt("requests", 4000.0), fmt("requests_issued", 7)) == ("1,234", "4,000", "7")
+    assert fmt("replayed_fraction", 0.25) == "25%"
+    assert fmt("lifetime_years", 5.4) == "5.4 years" and fmt("warranty_years", 5.0) == "5 years"
+    assert fmt("hit_ratio", 0.6412) == "0.641" and fmt("drive_class", "tlc") == "tlc"
+    assert fmt("lifetime_years", None) == "n/a"
+
+
+def _table_plan():
+    p = _plan()
+    p["load_tier"]["latency_s"] = 1e-4
+    return p
+
+
+def test_the_whole_terminal_table_by_hand():
+    """Every line of the default answer. SSD: 23,040 GB x $0.1 over the 5-year warranty (the 5.4-year life is
+    longer) = $1.2625/day; the tier's GPU line counts only winning hits: 120 - 47 + 47 = $120; $/day = 2.5 +
+    1.2625 + 120 = $123.76 against $135 recomputing, saving $11.24. DRAM 0.9 TB = 838 GiB; writes 2 GB/s / 3 =
+    667 MB/s per drive; 10,750 s = 2.99 h."""
+    a = build_answer(_table_plan(), _check(), trace_requests=4000, requests_issued=1000,
+                     sources=Sources(extra_notes=("a note",)))
+    counted = "only hits whose load beats recompute: 10% of hit tokens at l3's speed (6 GB/s, first byte 100 us)"
+    assert a.statement == ("load from a KV tier: $123.76/day against $135.00/day recomputing, saving $11.24/day "
+                           f"({counted})")
+    lines = [
+        ("answer", a.statement, "assumed"),
+        ("DRAM", "838 GiB", "modelled"),
+        ("SSD", "3 x 7.68 TB tlc = 23 TB (DRAM:SSD 1:25.6)", "modelled"),
+        ("sized by", "endurance: 1.3 TB for hits, 20.2 TB more so the drives last (1-DWPD rating)", "modelled"),
+        ("writes", "2 GB/s to the store, 667 MB/s per drive", "modelled"),
+        ("DWPD per drive", "7.5 host, 0.926 rating-equivalent (WAF 1 vs the rating's 8.1; rated 1)", "modelled"),
+        ("lifetime", "5.4 years (warranty 5 years)", "modelled"),
+        ("KV kept", "2.99 h before it is rewritten (hit ratio 0.64)", "modelled"),
+        ("load from l2", "RECOMPUTE: loading never wins (2 GB/s, first byte 80 us)", "measured"),
+        ("load from l3", "LOAD from 4,096 tokens (6 GB/s, first byte 100 us); saves 200 ms at 16,384 tokens",
+         "measured"),
+        ("TTFT saved", "200 ms at 16,384 tokens, loading from l3", "modelled"),
+        ("cost", "$123.76/day against $135.00/day recomputing: saves $11.24/day", "assumed"),
+        ("replayed", "1,000 of 4,000 requests (25%)", "measured"),
+    ]
+    assert rows(a) == lines
+    assert text_table(a) == "\n".join([f"{label:<14}  {text}  [{kind}]" for label, text, kind in lines]
+                                      + ["note            a note"])
+    assert a.value("usd_per_day") == pytest.approx(2.5 + 2304 / 1825 + 120.0)
+    assert a.value("usd_per_day_ssd_tier") == a.value("usd_per_day") and a.value("usd_per_day_dram_only") is None
+    assert a.value("tier_dram_bytes") == a.value("dram_bytes") == 0.9 * TB
+    assert a.value("hit_ratio") == 0.64 and a.value("store_bytes") == 21.5 * TB and a.value("write_bytes_per_s") == 2e9
+    assert (a.value("workload_waf"), a.value("reference_waf"), a.value("rated_dwpd"), a.value("warranty_years")) == \
+        (1.0, 8.1, 1.0, 5.0)
+    assert a.value("drive_class") == "tlc" and a.value("drive_capacity_bytes") == 7.68 * TB
+    assert a["usd_per_day"].source == f"{counted}; prices test (prices.toml, assumption)"
+    assert a["ttft_saved_s"].source == "l3 at 16,384 tokens: recompute (p) - load (check.json)"
+    assert a["drives"].source == "ceil(SSD / drive capacity)"
+    assert a["hit_ssd_bytes"].source == "capacity for hit-ratio target 0.9 / store fill 1; plan.json"
+    assert a["drive_class"].source == "TLC 1 DWPD; prices test (prices.toml, assumption)"
+    assert a["requests"].source == "requests in the trace (simulate summary.json)"
+    assert a["requests_issued"].source == "requests whose I/O the replay issued (replay summary.json)"
+    assert (a.decision, a.choice, a.notes) == ("load", "dram+ssd", ("a note",))
+
+
+def test_dram_only_and_recompute_answers_say_if_built_by_hand():
+    """DRAM-only at $60 (L2 wins from the first token): all KV in 1.3 TB = 1.18 TiB of DRAM, saving 135 - 60 = $75;
+    the SSD lines say "(if built)" and name the DRAM in front of the tier. A tier whose winning hits cost
+    2.5 + 1.2625 + 134 = $137.76 > $135: recompute, no TTFT saved."""
+    p = _table_plan()
+    p["block_tokens"] = 512
+    p["plans"]["0.9"].append({"name": "dram-only", "dram_bytes": 1.3 * TB, "usd_per_day": {"total": 60.0}})
+    c = _check(l2="load")
+    c["tiers"]["l2"].update(break_even_tokens=1, margin_at_reference_s=0.5)
+    a = build_answer(p, c)
+    counted = "only hits whose load beats recompute: 10% of hit tokens at l3's speed (6 GB/s, first byte 100 us)"
+    assert a.statement == ("load from DRAM: all KV in 1.18 TiB of DRAM, $60.00/day against $135.00/day recomputing, "
+                           f"saving $75.00/day; an SSD tier (counting {counted}) would cost $123.76/day")
+    r = {label: text for label, text, _ in rows(a)}
+    assert r["DRAM"] == "1.18 TiB"
+    assert r["SSD (if built)"] == "3 x 7.68 TB tlc = 23 TB (DRAM:SSD 1:25.6 with 838 GiB of DRAM in front)"
+    assert [label for label in r if label.endswith("(if built)")] == [
+        "SSD (if built)", "sized by (if built)", "writes (if built)", "DWPD per drive (if built)",
+        "lifetime (if built)", "KV kept (if built)"]
+    assert r["load from l2"] == "LOAD from the first token (2 GB/s, first byte 80 us); saves 500 ms at 16,384 tokens"
+    assert r["TTFT saved"] == "500 ms at 16,384 tokens, loading from l2"
+    assert r["cost"] == "$60.00/day against $135.00/day recomputing: saves $75.00/day"
+    assert a["usd_per_day"].source.startswith("every hit, loaded from DRAM (its load wins from the first block); ")
+    assert a["dram_bytes"].source == "all KV in DRAM: the hit target's need; plan.json"
+    assert a.value("usd_per_day_dram_only") == 60.0 and a.value("tier_dram_bytes") == 0.9 * TB
+    # L2 winning from exactly one block (512 tokens) still wins for every hit: DRAM-only is offered
+    c["tiers"]["l2"]["break_even_tokens"] = 512
+    assert build_answer(p, c).choice == "dram-only"
+    c["tiers"]["l2"]["break_even_tokens"] = 513
+    assert build_answer(p, c).choice == "dram+ssd"
+    b = build_answer(_plan(gpu_wins=134.0), _check())
+    assert b.statement == (f"{RECOMPUTE_STATEMENT}: counting only hits whose load beats recompute: 10% of hit tokens "
+                           "at l3's speed (6 GB/s, first byte 0 ns), the tier would cost $137.76/day against "
+                           "$135.00/day recomputing")
+    rb = {label: text for label, text, _ in rows(b)}
+    assert rb["TTFT saved"] == "0 s" and rb["cost"] == "$135.00/day against $135.00/day recomputing: saves $0.00/day"
+    assert b["usd_per_day"].source.startswith("recompute; ") and b.value("usd_per_day_ssd_tier") == \
+        pytest.approx(2.5 + 2304 / 1825 + 134.0)
+    n = build_answer(_table_plan(), _check(l3="recompute"))
+    assert n.statement == (f"{RECOMPUTE_STATEMENT} (no tier's load beats recompute at p); cost $135.00/day")
+
+
+def test_each_tiers_decision_line_by_hand():
+    c = _check()
+    c["tiers"]["l4"] = {"bandwidth_bytes_per_s": 1e9, "latency_s": 2e-4, "reference_tokens": 16384,
+                        "break_even_tokens": None, "margin_at_reference_s": 0.1}
+    c["tiers"]["l5"] = {"latency_s": 2e-4, "break_even_tokens": 2, "margin_at_reference_s": None}
+    c["tiers"]["l6"] = "not a tier"                                   # skipped
+    c["verdict"]["tiers"].update(l4="mixed", l5="load")
+    a = build_answer(_table_plan(), c)
+    r = {label: (text, kind) for label, text, kind in rows(a)}
+    assert "load from l6" not in r
+    assert r["load from l4"] == ("MIXED: loading wins only in some ranges (1 GB/s, first byte 200 us); saves 100 ms "
+                                 "at 16,384 tokens", "measured")
+    assert r["load from l5"] == ("LOAD from 2 tokens (speed n/a)", "measured")
+    l5 = next(d for d in a.load_or_recompute if d.tier == "l5")
+    assert (l5.ttft_saved_at_reference_s, l5.reference_tokens, l5.bandwidth_bytes_per_s) == (0.0, None, None)
+    assert l5.source == "check.json tiers.l5: given" and l5.first_byte_resolved
+    # a tier with no verdict recomputes; a suspect tier says so with its speed and is not used
+    c = _check(suspect="a stall")
+    c["verdict"]["tiers"].pop("l2")
+    a = build_answer(_table_plan(), c)
+    r = {label: (text, kind) for label, text, kind in rows(a)}
+    assert r["load from l2"] == ("RECOMPUTE: loading never wins (2 GB/s, first byte 80 us)", "measured")
+    assert r["load from l3"] == ("suspect, not used (6 GB/s, first byte 100 us)", "suspect")
+    l3 = next(d for d in a.load_or_recompute if d.tier == "l3")
+    assert l3.source == "check.json tiers.l3: fit; suspect: a stall"
+    assert a.notes == ("l3: suspect, not used (check.json tiers.l3: fit; suspect: a stall)",)
+    assert a.value("ttft_saved_s") == 0.0 and r["TTFT saved"] == ("0 s", "modelled")
+
+
+def test_figures_and_their_json_by_hand():
+    from kvbench.analysis.answer import Figure
+
+    with pytest.raises(ValueError, match="guessed"):
+        Figure(1, "guessed", "x")
+    assert Figure.from_json(3.5) == Figure(3.5, "modelled", "")                 # a bare value: modelled, unsourced
+    assert Figure.from_json({"value": 2}) == Figure(2, "modelled", "")
+    assert Figure.from_json({"value": 2, "provenance": "measured", "source": "s"}).to_json() == \
+        {"value": 2, "provenance": "measured", "source": "s"}
+    a = build_answer(_plan(), _check())
+    assert a.value("no such figure") is None and a["drives"].value == 3
+    j = a.to_json()
+    assert (j["decision"], j["choice"], j["binding"]) == ("load", "dram+ssd", "endurance")
+    assert j["load_or_recompute"]["l3"]["break_even_tokens"] == 4096 and "tier" not in j["load_or_recompute"]["l3"]
+    assert Answer.from_json({"decision": "load", "schema": 1}) == Answer("load", "", "", "", {}, (), (), 1, "", ())
+    with pytest.raises(UsageError, match="schema 0"):
+        Answer.from_json({"decision": "load"})                                   # no schema: written before it
+
+
+def test_a_plan_without_winning_loads_counts_every_hit_and_hit_target_binds():
+    """No loading-wins count (no load tier measured): the bill counts every hit at the plan's GPU line ($47:
+    2.5 + 1.2625 + 47 = $50.76/day); the hit target sizes the SSD when the row is not endurance-bound, and without
+    a load tier bandwidth never binds."""
+    p = _plan(gpu_wins=None, bound="hit target")
+    a = build_answer(p, _check())
+    assert a.value("usd_per_day") == pytest.approx(2.5 + 2304 / 1825 + 47.0)
+    counted = "every hit counted as saved prefill (no load tier measured)"
+    assert a.statement == f"load from a KV tier: $50.76/day against $135.00/day recomputing, saving $84.24/day ({counted})"
+    assert a.binding == "hit target"
+    assert a.binding_statement == "the hit target sizes the SSD (1.3 TB); the 1-DWPD rating holds there"
+    assert a["store_bytes"].source == "the KV store the plan sizes (hit target binds); plan.json"
+
+
+def test_the_load_tier_named_in_the_bill_by_hand():
+    """The bill names the plan's load tier and its speed, or says "the load tier" and no speed when the plan does
+    not say; its first byte in the plan's own words, else the latency; a 0% share of winning hits buys no tier."""
+    p = _plan()
+    p["load_tier"] = {"bandwidth_bytes_per_s": 6e9, "latency_s": 1e-4}
+    a = build_answer(p, _check())
+    assert a.statement.endswith("(only hits whose load beats recompute: 10% of hit tokens at the load tier's speed "
+                                "(6 GB/s, first byte 100 us))")
+    assert a.value("drives") == 3 and a.binding == "endurance"    # no l3 probe named: no bandwidth binding
+    p["load_tier"] = {"name": "l3", "first_byte": "not resolved by the fit"}
+    assert build_answer(p, _check()).statement.endswith("at l3's speed)")
+    z = _plan(fraction=0.0)
+    b = build_answer(z, _check())
+    assert b.decision == "recompute" and "loading wins only from l3 for prefixes >= 4,096 tokens at p, too little " \
+                                           "for a tier to pay" in b.statement
+    z["drives"][0]["loading_wins"]["fraction"] = None           # no share stated: the tier is an option
+    assert build_answer(z, _check()).choice == "dram+ssd"
+    m = _check(l3="mixed")
+    m["tiers"]["l3"]["margin_at_reference_s"] = -1.0
+    assert "loading wins only from l3 in some ranges at p" in build_answer(_plan(fraction=0.0), m).statement
+
+
+def test_coverage_unreachable_target_and_excluded_probes_by_hand():
+    a = build_answer(_plan(), _check(), trace_requests=4000, requests_issued=None)
+    assert a.value("replayed_fraction") is None and ("replayed", "n/a of 4,000 requests (n/a)", "measured") in rows(a)
+    assert build_answer(_plan(), _check(), trace_requests=0, requests_issued=0).value("replayed_fraction") is None
+    assert not any(label == "replayed" for label, _, _ in rows(build_answer(_plan(), _check())))
+    p = copy.deepcopy(_plan())
+    p["per_target"]["0.9"]["need_bytes"] = 0
+    p["infinite_hit_ratio"] = 0.4
+    u = build_answer(p, _check(), trace_requests=10, requests_issued=5)
+    assert u.statement == f"{RECOMPUTE_STATEMENT}: the hit-ratio target 0.9 is unreachable on this trace " \
+                          "(infinite-cache hit ratio 0.400)"
+    assert (u.decision, u.binding, u.binding_statement, u.choice) == ("recompute", "hit target", "unreachable",
+                                                                      "recompute")
+    assert rows(u) == [("answer", u.statement, ""), ("replayed", "5 of 10 requests (50%)", "measured")]
+    x = build_answer(_plan(), _check(), excluded=[{"name": "l2", "bandwidth_bytes_per_s": "fast"}])
+    assert x.suspect[0].value is None
+    assert x.suspect[0].source == "l2 probe bandwidth: failed a check (probes.json; excluded)"
+    assert build_answer(_plan(), _check(), excluded=[]).suspect == ()
+
+
+def test_the_headline_target_and_the_ssd_reads_by_hand():
+    from kvbench.analysis.answer import _ssd_read_bytes_per_s, head_target, plan_l2
+
+    p = _plan()
+    assert head_target(p) == "0.9" and plan_l2(p) == 0.9 * TB
+    del p["answer"]
+    p["targets"] = [0.9, 0.5]
+    assert head_target(p) == "0.9"                                      # the first asked, as %g
+    assert plan_l2({"targets": [0.5]}) == 0.0
+    # one curve point: no DRAM share to take off, the SSD reads every hit: 1e4 x 4 x 131,072 = 5.243 GB/s
+    row = p["drives"][0]
+    one = {**p, "capacity_curve": p["capacity_curve"][:1]}
+    assert _ssd_read_bytes_per_s(one, row) == pytest.approx(1e4 * 4 * 131072)
+    # a store hit ratio of 0: the share is 1 as well; DRAM serving more than the store: 0 (never negative)
+    assert _ssd_read_bytes_per_s(p, {**row, "hit_ratio": 0.0}) == pytest.approx(1e4 * 4 * 131072)
+    assert _ssd_read_bytes_per_s(p, {**row, "hit_ratio": 0.3}) == 0.0
+    # DRAM below the curve's first point reads its first hit ratio (0.2): 1 - 0.2 / 0.64 of the hits
+    low = copy.deepcopy(p)
+    low["per_target"]["0.9"]["l2_bytes"] = 0.0
+    assert _ssd_read_bytes_per_s(low, row) == pytest.approx(1e4 * 4 * 131072 * (1 - 0.2 / 0.64))
+    for bad in ({"requests": 0}, {"rate": None}, {"bytes_per_token": "x"}):
+        assert _ssd_read_bytes_per_s({**p, **bad}, row) is None
+    assert _ssd_read_bytes_per_s(p, {**row, "loading_wins": None}) is None
+
+
+def test_a_store_filled_to_80_percent_by_hand():
+    """Capacity 25 TB at a store fill of 0.8 (20 TB of KV): ceil(25 / 7.68) = 4 drives = 30.72 TB (1:34.1 of
+    0.9 TB DRAM); the hit target's 1.3 TB of KV needs 1.3 / 0.8 = 1.625 TB of drives, the rest (23.375 TB) is for
+    endurance; 2 GB/s / 4 = 500 MB/s per drive = 86,400 x 5e8 / 7.68e12 = 5.625 host DWPD, / 8.1 = 0.694
+    rating-equivalent, 5 / 0.694 = 7.2 years; KV kept 20e12 / 2e9 = 10,000 s = 2.78 h; SSD 30,720 GB x $0.1 /
+    1,825 days = $1.6833/day, total 2.5 + 1.6833 + 120 = $124.18/day."""
+    p = _table_plan()
+    p["drives"][0].update(capacity_bytes=25 * TB, store_bytes=20 * TB)
+    a = build_answer(p, _check())
+    r = {label: text for label, text, _ in rows(a)}
+    assert r["SSD"] == "4 x 7.68 TB tlc = 30.7 TB (DRAM:SSD 1:34.1)"
+    assert r["sized by"] == "endurance: 1.62 TB for hits, 23.4 TB more so the drives last (1-DWPD rating)"
+    assert r["writes"] == "2 GB/s to the store, 500 MB/s per drive"
+    assert r["DWPD per drive"] == "5.62 host, 0.694 rating-equivalent (WAF 1 vs the rating's 8.1; rated 1)"
+    assert r["lifetime"] == "7.2 years (warranty 5 years)" and r["KV kept"].startswith("2.78 h before")
+    assert a.value("hit_ssd_bytes") == pytest.approx(1.625 * TB)
+    assert a.value("endurance_ssd_bytes") == pytest.approx(23.375 * TB)
+    assert a.value("residence_s") == pytest.approx(10_000.0) and a.value("lifetime_years") == pytest.approx(7.2)
+    assert a["hit_ssd_bytes"].source == "capacity for hit-ratio target 0.9 / store fill 0.8; plan.json"
+    assert a.value("usd_per_day") == pytest.approx(2.5 + 3072 / 1825 + 120.0)
+
+
+def test_no_steady_state_and_a_class_without_a_drive_size_by_hand():
+    """No steady write rate: per-drive writes, DWPD, lifetime and residence are unknown (n/a) and the SSD is paid
+    over its warranty; a class with no drive size buys the store as one drive of its capacity."""
+    p = _table_plan()
+    p["drives"][0]["write_bytes_per_s"] = None
+    a = build_answer(p, _check())
+    for k in ("write_bytes_per_s", "drive_write_bytes_per_s", "dwpd_host_per_drive",
+              "dwpd_rating_equivalent_per_drive", "lifetime_years", "residence_s"):
+        assert a.value(k) is None, k
+    r = {label: text for label, text, _ in rows(a)}
+    assert r["writes"] == "n/a to the store, n/a per drive" and r["lifetime"] == "n/a (warranty 5 years)"
+    assert r["DWPD per drive"] == "n/a host, n/a rating-equivalent (WAF 1 vs the rating's 8.1; rated 1)"
+    assert a.value("usd_per_day") == pytest.approx(2.5 + 2304 / 1825 + 120.0)
+    q = _table_plan()
+    del q["prices"]["ssd"]["tlc"]["drive_capacity_bytes"]
+    b = build_answer(q, _check())
+    assert (b.value("drives"), b.value("ssd_bytes"), b.value("drive_capacity_bytes")) == (1, 21.5 * TB, 21.5 * TB)
+    assert b["ssd_bytes"].source == "1 whole drives of 21.5 TB"
+
+
+def test_ties_and_boundaries_of_the_choice_by_hand():
+    from kvbench.analysis.answer import head_target
+
+    # the answer's own target wins over the first one asked
+    assert head_target({"answer": {"target": "0.5"}, "targets": [0.9, 0.5]}) == "0.5"
+    # bandwidth binds only when it needs MORE drives than capacity: 2.458 GB/s of SSD reads at 1 GB/s a drive is
+    # ceil(2.458) = 3 drives, as many as capacity needs (endurance still binds)
+    assert build_answer(_plan(probe_bw=1e9), _check()).binding == "endurance"
+    # no request rate: no read demand, so no bandwidth sizing (with a probe of 6 GB/s)
+    assert build_answer({**_plan(), "rate": None}, _check()).value("drives") == 3
+    # a tier costing exactly recompute's $/day does not pay: recompute
+    tier = build_answer(_plan(), _check()).value("usd_per_day_ssd_tier")
+    p = _plan()
+    p["plans"]["0.9"][0]["usd_per_day"]["total"] = tier
+    assert build_answer(p, _check()).decision == "recompute"
+    p["plans"]["0.9"][0]["usd_per_day"]["total"] = tier + 0.01
+    assert build_answer(p, _check()).decision == "load"
+    # the check's profile names the GPU the verdict is at, before the plan's
+    c = _check(l3="recompute")
+    c["profile"] = {"name": "h200-fp8"}
+    assert build_answer(_plan(), c).statement == \
+        f"{RECOMPUTE_STATEMENT} (no tier's load beats recompute at h200-fp8); cost $135.00/day"
+    # the hit target alone sizes the store: no capacity for endurance
+    h = build_answer(_plan(bound="hit target", hit=21.5 * TB), _check())
+    assert h.value("endurance_ssd_bytes") == 0.0 and h.value("hit_ssd_bytes") == 21.5 * TB
+
+
+def test_dram_only_needs_the_plans_block_size():
+    """L2 wins from the first token, but the plan states no block size: whether every hit's load wins is unknown,
+    so DRAM-only is not offered."""
+    p = _table_plan()
+    p["plans"]["0.9"].append({"name": "dram-only", "dram_bytes": 1.3 * TB, "usd_per_day": {"total": 60.0}})
+    c = _check(l2="load")
+    c["tiers"]["l2"].update(break_even_tokens=1, margin_at_reference_s=0.5)
+    a = build_answer(p, c)
+    assert a.choice == "dram+ssd" and a.value("usd_per_day_dram_only") is None
