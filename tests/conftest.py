@@ -179,7 +179,7 @@ SLOW_TESTS = {
     "test_short_trace_warns_and_names_the_default",             # 7.4-13.1 s
     "test_trace_fit_prints_the_dwpd_error",                     # 3.2-6.3 s
     "test_cli_prints_the_calibration",                          # 2.1-6.3 s
-    "test_calibrated_model_reproduces_dwpd_and_hit_ratio",      # 3.0 s + 5.8 s of its module fixture (sample_fit)
+    "test_calibrated_model_reproduces_dwpd_and_hit_ratio",      # 18.4 s (2 x 64k-request LRU oracle) + 12 s fixture
     "test_calibration_recorded_in_the_model_file",              # the fixture's other user (it would pay the 5.8 s)
     "test_an_output_is_written_through_the_guard[trace fit --output]",         # 7.8 s (a fit of the sample)
     # one case of a parametrized test, by its id (the other cases stay in the fast lane)

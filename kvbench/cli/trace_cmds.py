@@ -126,7 +126,8 @@ def _echo_stationarity(st: dict) -> None:
               help="A workload model (TOML written by 'trace fit', or a preset of workloads/classes: "
                    "chat, qa, coding-agent, document-analysis, tool-agent) instead of KIND.")
 @click.option("--duration", type=DURATION, default=None,
-              help="With --model-file: the span to generate, e.g. 7d (default 1d).")
+              help="With --model-file: the span to generate, e.g. 7d (default 1d; for a model trace fit "
+                   "calibrated, the duration its gen check measured, [calibration] gen_duration_s).")
 @click.option("--requests", "-n", type=int, default=None, help="KIND: number of requests (default 1000).")
 @click.option("--rate", type=float, default=None,
               help="Mean arrival rate, requests/s (KIND: default 1; --model-file: default the model's).")
@@ -171,7 +172,10 @@ def _gen_model(model_file, output, duration, rate, seed, block_tokens, as_json):
     model = load_model_file(model_file)
     if block_tokens is not None:
         model = replace(model, block_tokens=int(block_tokens))
-    duration = 86_400.0 if duration is None else duration
+    checked = model.calibration.gen_duration_s if model.calibration is not None else None
+    if duration is None:
+        # a fitted model: the duration its fit checked (DWPD within the stated error of the trace's), else a day
+        duration = checked if checked else 86_400.0
     t = time.perf_counter()
     gen = Generator(model, duration_s=duration, rate=rate, seed=seed)
     from kvbench.engine.safety import check_free_space
@@ -194,6 +198,12 @@ def _gen_model(model_file, output, duration, rate, seed, block_tokens, as_json):
                f"{written['block_references']:,} block references of {gen.model.block_tokens} tokens"
                + ("" if gen.model.block_tokens == 512 else
                   f" (read it with --block-tokens {gen.model.block_tokens}: Mooncake's default is 512)"))
+    if checked and rate is None and abs(duration - checked) > 1e-6 * checked:
+        click.echo(f"note: trace fit checked this model's DWPD on {_dur_s(checked)} (its default here); "
+                   + ("a shorter trace's steady write rate is noisier (one trace of the source's length strays "
+                      "up to " + (f"{model.calibration.source_noise_max:.0%}" if model.calibration.source_noise_max
+                                  is not None else "n/a") + ")" if duration < checked else
+                      "a longer one carries the model's long run beyond what the check measured"))
 
 
 def _gen_kind(kind, output, requests, rate, arrival, burstiness, seed, block_tokens, overrides, as_json):
@@ -324,6 +334,8 @@ def fit_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, ou
                    "the goal is within 5%")
     if m.calibration is not None:
         click.echo(f"calibrated {_calibration_line(m.calibration)}")
+    if good.get("gen_check") is not None:
+        click.echo(f"gen check  {_gen_line(good['gen_check'], good.get('source_noise'), out)}")
     for w in res.warnings:
         click.echo(f"warning: {w}")
     click.echo(f"wrote {out}")
@@ -331,11 +343,40 @@ def fit_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, ou
 
 def _dwpd_line(good: dict) -> str:
     line = (f"mean error {good['dwpd_error_mean']:.1%}, max {good['dwpd_error_max']:.1%} (signed mean "
-            f"{good['dwpd_signed_mean']:+.1%}) per generated trace")
+            f"{good['dwpd_signed_mean']:+.1%}) per generated trace as long as the trace")
     sm = good.get("dwpd_error_of_seed_mean")
     if sm:
         line += f"; their mean write rate: mean error {sm['mean']:.1%}, max {sm['max']:.1%}"
     return line
+
+
+def _gen_line(g: dict, noise: dict | None, out) -> str:
+    """One line: what trace gen of the fitted model writes by default, against TRACE (``fit.gen_check``)."""
+    from kvbench.stream.fit import DWPD_GOAL
+
+    def pct(v):
+        return "n/a" if v is None else f"{v:.1%}"
+    sm = g.get("dwpd_error_of_seed_mean")
+    n = g["seeds"]
+    seeds = f"--seed {g['first_seed']}" + (f"..{g['first_seed'] + n - 1}" if n > 1 else "")
+    met = g["dwpd_error_worst"] is not None and g["dwpd_error_worst"] <= DWPD_GOAL and g["curve_mae"] <= 0.02
+    line = (f"kvbench trace gen --model-file {out} (default duration {_dur_s(g['duration_s'])}), {seeds}: DWPD "
+            f"error per trace mean {pct(g['dwpd_error_mean'])}, max {pct(g['dwpd_error_max'])} (worst trace "
+            f"{pct(g['dwpd_error_worst'])}), hit-ratio curve MAE {g['curve_mae']:.4f}"
+            + (f"; their mean write rate max {pct(sm['max'])}" if sm else "")
+            + ("; within the goal (5%, 0.02)" if met else "; NOT within the goal (5%, 0.02)"))
+    if noise is not None:
+        line += (f". The source's own sampling noise: a trace of its length drawn from the model strays up to "
+                 f"{pct(noise['max_error_median'])} from the model's W(C) (median of {noise['seeds']} draws; "
+                 f"90th percentile {pct(noise['max_error_p90'])})")
+    return line
+
+
+def _dur_s(s: float) -> str:
+    for unit, size in (("d", 86_400.0), ("h", 3_600.0), ("min", 60.0)):
+        if s >= size:
+            return f"{s / size:.4g} {unit}"
+    return f"{s:.4g} s"
 
 
 def _calibration_line(c) -> str:

@@ -18,6 +18,14 @@ the rate and the sessions' own text lengths (``calibrate_demand``); the miss rat
 how much of a context comes back and when, by searching the turns per visit and the think time that a window
 censors (``calibrate_reuse``). Both are scored on generated traces whose seeds are apart from the ones the
 reported goodness uses; the model records the factors and the errors before and after (``Calibration``).
+
+What the user gets (``gen_check``): ``trace gen`` of the model file writes one trace, by default over
+``gen_duration`` (whole spans of the trace, ~64,000 requests: a steady write rate is a rate, and one trace as
+short as a 1,000-request source strays ~5-10% from its model); the fit checks that duration's traces, from the
+user's seeds, against the trace, and records the duration as the model's default. A trace that starts cold gets
+its long run's rate centred there (``long_run``), or keeps its span when no rate can (the Mooncake synthetic
+trace: its conversations build up all through the window). ``source_noise``: how far a trace as long as the
+source, drawn from the model, strays from the model's own W(C): the source is one such draw.
 """
 
 from __future__ import annotations
@@ -788,6 +796,168 @@ def calibrate_reuse(trace: Trace, model: WorkloadModel, seed: int = 0, cold: boo
                                           "first_seed": seed + REUSE_SEED_OFFSET}
 
 
+GEN_REQUESTS = 64_000           # the duration trace gen defaults to for a fitted model holds about this many requests
+GEN_SPANS = (1, 256)            # in whole spans of the trace, within these
+GEN_SEED_OFFSET = 3000          # seeds of the long-run rate's check (apart from the scored and calibration ones)
+GEN_RATE_SEEDS = 3
+NOISE_SEEDS = 16                # traces of the source's length drawn to measure its own sampling noise
+NOISE_SEED_OFFSET = 4000
+
+
+def gen_duration(trace: Trace, rate: float | None = None) -> float:
+    """The duration ``trace fit`` checks and ``trace gen`` defaults to for the model: whole spans of the trace,
+    enough for about GEN_REQUESTS requests (at the model's long-run ``rate`` when given, else the trace's). A
+    steady write rate is a rate: one generated trace's noise (arrivals, heavy-tailed prompts) falls about as
+    1/sqrt(duration), and a trace as short as a 1,000-request source varies ~5-10% from seed to seed."""
+    lo, hi = GEN_SPANS
+    per_span = rate * float(trace.duration_s) if rate is not None else float(trace.n_requests)
+    k = int(np.clip(math.ceil(GEN_REQUESTS / max(1.0, per_span)), lo, hi))
+    return k * float(trace.duration_s)
+
+
+def generate(model: WorkloadModel, duration_s: float, seed: int = 0) -> Trace:
+    """The requests ``kvbench trace gen --model-file MODEL --duration D --seed S`` writes (before its timestamps
+    are rounded to milliseconds): the model's generator from t = 0, its own probe."""
+    from kvbench.stream.synth import Generator
+
+    return Trace.concat(list(Generator(model, duration_s=duration_s, seed=seed).batches()))
+
+
+def _source_curve(trace: Trace):
+    from kvbench.analysis.curves.residence import steady_curve
+
+    so = steady_curve(trace, block_bytes=1)
+    caps = np.unique(np.round(np.geomspace(1.0, max(2.0, so.distinct), CURVE_POINTS)))
+    ao = so.at(caps)
+    d = np.sort(so.distances)
+    return caps, ao, np.searchsorted(d, caps, side="right") / max(1, d.size), so.demand_blocks_per_s
+
+
+def gen_check(trace: Trace, model: WorkloadModel, duration_s: float, seeds: int = 3, seed: int = 0,
+              traces=None) -> dict:
+    """What a user of the fitted model gets, against the trace: ``seeds`` traces as ``trace gen`` writes them
+    (``generate``, seeds ``seed``..) over ``duration_s``; for each, the relative error of its steady write rate
+    W(C) (hence DWPD) at the trace's capacity grid where both turned over (its mean and max over capacities) and
+    its hit-ratio curve MAE; then their means, the worst trace's max, the error of the traces' mean W(C) (the
+    model's own at that duration, where every trace turned over) and the generated demand over the trace's.
+    ``traces``: the generated traces instead (the same seeds)."""
+    from kvbench.analysis.curves.residence import steady_curve
+
+    caps, ao, hit_o, demand_o = _source_curve(trace)
+    ok_o = ao["turned_over"] & (ao["write_blocks_per_s"] > 0)
+    per, w, oks, demand = [], [], [], []
+    for i in range(max(1, seeds)):
+        g = traces[i] if traces is not None else generate(model, duration_s, seed + i)
+        sg = steady_curve(g, block_bytes=1)
+        a = sg.at(caps)
+        ok = ok_o & a["turned_over"]
+        rel = np.abs(a["write_blocks_per_s"][ok] / ao["write_blocks_per_s"][ok] - 1.0)
+        d = np.sort(sg.distances)
+        mae = float(np.abs(np.searchsorted(d, caps, side="right") / max(1, d.size) - hit_o).mean())
+        per.append({"seed": seed + i, "requests": g.n_requests, "points": int(ok.sum()),
+                    "dwpd_error_mean": float(rel.mean()) if rel.size else None,
+                    "dwpd_error_max": float(rel.max()) if rel.size else None, "curve_mae": mae})
+        w.append(a["write_blocks_per_s"])
+        oks.append(ok)
+        demand.append(sg.demand_blocks_per_s)
+    both = np.all(oks, axis=0)
+    mrel = np.mean(w, axis=0)[both] / ao["write_blocks_per_s"][both] - 1.0
+    vals = [p for p in per if p["dwpd_error_max"] is not None]
+    return {"duration_s": float(duration_s), "seeds": max(1, seeds), "first_seed": seed,
+            "dwpd_error_mean": float(np.mean([p["dwpd_error_mean"] for p in vals])) if vals else None,
+            "dwpd_error_max": float(np.mean([p["dwpd_error_max"] for p in vals])) if vals else None,
+            "dwpd_error_worst": float(max(p["dwpd_error_max"] for p in vals)) if vals else None,
+            "curve_mae": float(np.mean([p["curve_mae"] for p in per])),
+            "dwpd_error_of_seed_mean": {"mean": float(np.abs(mrel).mean()), "max": float(np.abs(mrel).max()),
+                                        "signed_mean": float(mrel.mean()), "points": int(mrel.size)}
+            if mrel.size else None,
+            "demand_ratio": float(np.mean(demand) / demand_o) if demand_o > 0 else None,
+            "capacities_blocks": caps[both].tolist(),
+            "signed_error_of_seed_mean": mrel.tolist(),
+            "per_trace": per}
+
+
+def source_noise(trace: Trace, model: WorkloadModel, seeds: int = NOISE_SEEDS, seed: int = 0,
+                 cold: bool | None = None) -> dict | None:
+    """The source's own sampling uncertainty (a parametric bootstrap): ``seeds`` traces of the source's length
+    drawn from the model as the calibration draws them (``generate_like``); each one's W(C) against their mean
+    (the model's own), at the capacities where all turned over: how far a trace as long as the source, drawn
+    from a model that fits it exactly, strays from that model. The source is one such draw: a fit cannot be
+    shown closer to it than this. Median and 90th percentile of the per-trace max error, and the median over
+    capacities of the per-capacity 95% half-width (1.96 sd)."""
+    from kvbench.analysis.curves.residence import steady_curve
+
+    cold = starts_cold(trace) if cold is None else cold
+    caps, ao, _, _ = _source_curve(trace)
+    ok = ao["turned_over"].copy()
+    w = []
+    for g in _generate_many(model, trace, range(seed, seed + max(2, seeds)), cold):
+        if g is None:
+            return None
+        a = steady_curve(g, block_bytes=1).at(caps)
+        ok &= a["turned_over"] & (a["write_blocks_per_s"] > 0)
+        w.append(a["write_blocks_per_s"])
+    if not ok.any():
+        return None
+    w = np.asarray(w)[:, ok]
+    rel = w / w.mean(axis=0) - 1.0
+    mx = np.abs(rel).max(axis=1)
+    return {"seeds": int(w.shape[0]), "first_seed": seed, "max_error_median": float(np.median(mx)),
+            "max_error_p90": float(np.quantile(mx, 0.9)),
+            "band95_median": float(np.median(1.96 * rel.std(axis=0, ddof=1)))}
+
+
+def long_run(trace: Trace, model: WorkloadModel, seed: int = 0, cold: bool | None = None
+             ) -> tuple[WorkloadModel, float, float | None, dict | None]:
+    """The duration a user of the model generates by default and the model for it: (model, duration, rate
+    factor, the rate check's figures). The calibration matched traces as long as the source; a duration of
+    whole spans holding ~GEN_REQUESTS requests (``gen_duration``) carries the model's long run. A window of a
+    running service was calibrated on windows of the model's steady state already (``generate_like`` cuts a
+    warm-up): its long run is that of the windows, and it is returned as it is. A trace that starts cold
+    (``starts_cold``) can differ (a cold-started window holds fewer follow-up turns than the sessions' steady
+    state): the errors of the mean W(C) of ``GEN_RATE_SEEDS`` such traces (seeds from ``seed +
+    GEN_SEED_OFFSET``) at the trace's capacities are centred by one factor on the rate (W(C) is proportional to
+    the demand). Where their spread is wider than the goal's (no rate centres them within 5%), or the check
+    after the rate still misses by more than 5% (conversations building up all through the window: the window
+    does not show the long run), the source's span and the model as calibrated."""
+    cold = starts_cold(trace) if cold is None else cold
+    span = float(trace.duration_s)
+    dur = gen_duration(trace, model.arrivals.rate)
+    if dur <= span * 1.000001 or not cold:
+        # a window of a running service was calibrated on stationary windows (``generate_like``'s warm-up): its
+        # long run is the same process
+        return model, dur, None, None
+    first = seed + GEN_SEED_OFFSET
+    chk = gen_check(trace, model, dur, seeds=GEN_RATE_SEEDS, seed=first)
+    e = np.asarray(chk["signed_error_of_seed_mean"])
+    if e.size == 0:
+        return model, dur, None, chk
+    # W(C) = m(C) x demand: one factor on the rate moves every capacity's error alike; centre them (the worst
+    # over- and under-estimate equal)
+    r = (2.0 + float(e.max()) + float(e.min())) / 2.0
+    if not r > 0 or (1.0 + float(e.max())) > (1.0 + float(e.min())) * (1.0 + DWPD_GOAL) / (1.0 - DWPD_GOAL):
+        # no rate centres them within the goal (their spread is wider): the span, the model as calibrated
+        return model, span, None, {"before": chk}
+    scaled = replace(model, arrivals=replace(model.arrivals, rate=model.arrivals.rate / r))
+    if not cold:
+        return scaled, dur, 1.0 / r, {"before": chk}
+    after = gen_check(trace, scaled, dur, seeds=GEN_RATE_SEEDS, seed=first)
+    chk = {"before": chk, "after": after}
+    sm = after["dwpd_error_of_seed_mean"]
+    if sm is None or sm["max"] > DWPD_GOAL:
+        return model, span, None, chk
+    return scaled, dur, 1.0 / r, chk
+
+
+def _as_written(model: WorkloadModel) -> WorkloadModel:
+    """The model as its TOML file reads back (values rounded to 6 decimals): the generator draws from these."""
+    import tomllib
+
+    from kvbench.stream.workload import model_from_dict, to_toml
+
+    return model_from_dict(tomllib.loads(to_toml(model)), "fitted model")
+
+
 def fit_and_score(trace: Trace, defaults: WorkloadModel | None = None, name: str | None = None, seeds: int = 3,
                   seed: int = 0, progress=None, calibrate: bool = True,
                   returns_prior: "ReturnEvidence | None" = None) -> tuple[FitResult, dict]:
@@ -813,7 +983,7 @@ def fit_and_score(trace: Trace, defaults: WorkloadModel | None = None, name: str
     if empirical != lognormal:
         kinds.append((lognormal, "lognormal"))
     per = max(1, seeds) + (CALIBRATION_STEPS if calibrate else 0)
-    total = per * len(kinds) + ((2 + REUSE_PASSES * (REUSE_POINTS + 3) + CALIBRATION_STEPS + max(1, seeds))
+    total = per * len(kinds) + ((2 + REUSE_PASSES * (REUSE_POINTS + 3) + CALIBRATION_STEPS + 2 * max(1, seeds) + 2)
                                 if calibrate else 0)
     done = [0]
 
@@ -837,15 +1007,42 @@ def fit_and_score(trace: Trace, defaults: WorkloadModel | None = None, name: str
     if calibrate:
         reuse_model, reuse = calibrate_reuse(trace, model, seed=seed, cold=cold, tick=tick_or_none)
         model, info = calibrate_demand(trace, reuse_model, seed=seed, cold=cold, tick=tick_or_none)
+        # the duration the user generates by default, the rate for its long run (``long_run``)
+        model, gdur, grf, rate_check = long_run(trace, model, seed=seed, cold=cold)
+        model = _as_written(model)      # what trace gen reads back (values rounded in the TOML)
+        if tick_or_none is not None:
+            tick()
         good = goodness_over_seeds(trace, model, seeds=seeds, seed=seed, tick=tick_or_none)
+        # what the user gets: trace gen's traces over that duration, from --seed (the check trace fit prints)
+        gen = gen_check(trace, model, gdur, seeds=seeds, seed=seed)
+        for _ in range(max(1, seeds)):
+            if tick_or_none is not None:
+                tick()
+        noise = source_noise(trace, model, seed=seed + NOISE_SEED_OFFSET, cold=cold)
+        if tick_or_none is not None:
+            tick()
         model = replace(model, calibration=Calibration(
-            rate_factor=info["rate_factor"], length_factor=info["length_factor"],
+            rate_factor=info["rate_factor"] * (grf or 1.0), length_factor=info["length_factor"],
             turns_factor=reuse["turns_factor"], think_factor=reuse["think_factor"], seeds=info["seeds"],
             first_seed=info["first_seed"], dwpd_error_mean_before=before["dwpd_error_mean"],
             dwpd_error_max_before=before["dwpd_error_max"], dwpd_error_mean_after=good["dwpd_error_mean"],
             dwpd_error_max_after=good["dwpd_error_max"], curve_mae_before=before["curve_mae"],
-            curve_mae_after=good["curve_mae"]))
-        res.observed["calibration"] = info | {"reuse_search": reuse}
+            curve_mae_after=good["curve_mae"], gen_duration_s=gdur, gen_rate_factor=grf, gen_seeds=gen["seeds"],
+            first_gen_seed=seed, gen_dwpd_error_mean=gen["dwpd_error_mean"],
+            gen_dwpd_error_max=gen["dwpd_error_max"], gen_dwpd_error_worst=gen["dwpd_error_worst"],
+            gen_curve_mae=gen["curve_mae"],
+            source_noise_max=noise["max_error_median"] if noise is not None else None))
+        res.observed["calibration"] = info | {"reuse_search": reuse, "long_run": rate_check}
+        good["gen_check"] = gen
+        good["source_noise"] = noise
+        if cold and gdur == float(trace.duration_s) and rate_check is not None:
+            e = np.asarray(rate_check["before"]["signed_error_of_seed_mean"])
+            res.warnings.append(
+                f"trace gen defaults to the trace's span ({_dur(gdur)}) for this model: the trace starts cold "
+                "(conversations building up all through it) and the model's long run, over "
+                f"{_dur(rate_check['before']['duration_s'])}, writes {e.min():+.0%} to {e.max():+.0%} of the "
+                "trace's W(C) across its capacities, which no one rate brings within 5%: a longer generated trace "
+                "carries the sessions' steady state, which the window does not show")
         good["before_calibration"] = {k: before[k] for k in ("curve_mae", "curve_max_error", "dwpd_error_mean",
                                                               "dwpd_error_max", "dwpd_signed_mean",
                                                               "dwpd_error_of_seed_mean")}

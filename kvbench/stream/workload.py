@@ -32,7 +32,8 @@ rests on the model's extension (returns hours later, daily and weekly cycles) an
 ``[calibration]`` (written by ``trace fit``, read back, not used by the generator): a fitted model whose
 demand was calibrated against generated traces (:func:`kvbench.stream.fit.calibrate_demand`) says so, with the
 factors already applied to ``arrivals.rate`` and to the session's own text lengths, and the steady write rate
-(DWPD) and hit-ratio errors of the regenerated traces before and after.
+(DWPD) and hit-ratio errors of the regenerated traces before and after; ``gen_duration_s`` is the duration
+``trace gen`` of the model defaults to, and ``gen_*`` the errors of that duration's traces against the trace.
 
 Unknown parameters are an error naming them; every value is validated with its fix.
 """
@@ -117,6 +118,18 @@ class Calibration:
     dwpd_error_max_after: float | None = None
     curve_mae_before: float | None = None
     curve_mae_after: float | None = None
+    # the generation check: what ``trace gen --model-file M --seed S`` writes over gen_duration_s (its default
+    # duration for this model), against the trace (:func:`kvbench.stream.fit.gen_check`)
+    gen_duration_s: float | None = None
+    gen_rate_factor: float | None = None     # the rate scaled again so the generated duration's demand is the trace's
+    gen_seeds: int | None = None             # traces the check generated (seeds from first_gen_seed)
+    first_gen_seed: int | None = None
+    gen_dwpd_error_mean: float | None = None     # per generated trace: its mean error over the capacities ...
+    gen_dwpd_error_max: float | None = None      # ... and its max, averaged over the traces
+    gen_dwpd_error_worst: float | None = None    # the worst trace's max
+    gen_curve_mae: float | None = None
+    source_noise_max: float | None = None        # the max error a trace of the source's length drawn from the
+    #                                              model shows against the model's own W(C) (median over draws)
 
     def to_dict(self) -> dict:
         return {k: v for k, v in asdict(self).items() if v is not None}
