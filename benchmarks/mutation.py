@@ -202,6 +202,54 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ("cum = np.concatenate([[0.0], np.cumsum((m[1:] + m[:-1]) * 30.0)])", "0.0 -> 1.0"):
             "operational times are used only through differences (gaps between starts, the window's length): a "
             "constant offset cancels",
+        ("day = ((trace.t0 + starts) // 86_400 + 3) % 7", "// -> /"):
+            "a fractional day number x keeps its integer part through + 3 and % 7 (floor((x + 3) % 7) = "
+            "(floor(x) + 3) % 7 for x >= 0), and day < 5, day >= 5 compare only that integer part",
+        # steady_curve's block size scales only its byte figures (dwpd, bytes per second): W in blocks per second,
+        # turned_over, distinct and the stack distances, all that these callers read, do not depend on it
+        ("ao, ag = (steady_curve(t, block_bytes=1).at(caps) for t in (original, generated))", "1 -> 2"):
+            "dwpd_error reads turned_over and write_blocks_per_s (blocks), which the block size does not change",
+        ("a = steady_curve(g, block_bytes=1).at(common_caps)", "1 -> 2"):
+            "goodness reads turned_over and write_blocks_per_s (blocks), which the block size does not change",
+        ("so = steady_curve(trace, block_bytes=1)", "1 -> 2"):
+            "goodness_over_seeds and _Scorer read distinct, the stack distances, turned_over and "
+            "write_blocks_per_s (blocks), which the block size does not change",
+        ("sg = steady_curve(g, block_bytes=1)", "1 -> 2"):
+            "_Scorer reads the stack distances, distinct, turned_over and write_blocks_per_s (blocks), which the "
+            "block size does not change",
+        # turned_over is filled & ..., and filled is W finite and > 0: the W > 0 term is implied
+        ('ok = ao["turned_over"] & (ao["write_blocks_per_s"] > 0)', "> -> >="):
+            "turned_over implies W > 0 (SteadyCurve.at: turned_over = filled & ..., filled = W > 0)",
+        ('ok = ao["turned_over"] & ag["turned_over"] & (ao["write_blocks_per_s"] > 0)', "> -> >="):
+            "turned_over implies W > 0 (SteadyCurve.at: turned_over = filled & ..., filled = W > 0)",
+        ('ok = self.orig["turned_over"] & (self.orig["write_blocks_per_s"] > 0)', "> -> >="):
+            "turned_over implies W > 0 (SteadyCurve.at: turned_over = filled & ..., filled = W > 0)",
+        ("start_weekday = int(((trace.t0 // 86_400) + 3) % 7) if absolute else a.start_weekday   # 1970-01-01: Thursday",
+         "// -> /"):
+            "int() truncates the non-negative (t0 / 86400 + 3) % 7 to (floor(t0 / 86400) + 3) % 7: the same weekday",
+        ("arrivals = Arrivals(rate=1.0, burstiness=burst, diurnal_amplitude=amp, peak_hour=peak,", "1.0 -> 2.0"):
+            "a placeholder: the window's operational time reads only the cycles (intensity has no rate), and the "
+            "next line replaces the rate",
+        ("return bool(cont.mean() > 0 and cont[:k].mean() < 0.5 * cont.mean())", "> -> >="):
+            "a trace without continuations has cont[:k].mean() = 0, which is not < 0.5 x 0: False either way",
+        # |r - 1| == 0.01 exactly never happens: for r in [0.5, 2], r - 1 is exact and a multiple of 2^-53, while
+        # the double 0.01 is 5764607523034235 x 2^-59 (odd mantissa); outside [0.5, 2], |r - 1| >= 0.5
+        ("if bad <= CALIBRATION_TOL:", "<= -> <"):
+            "bad = max |r - 1| is never exactly the double 0.01 (see the comment above)",
+        ("if abs(r_n - 1.0) > CALIBRATION_TOL:", "> -> >="):
+            "|r_n - 1| is never exactly the double 0.01 (see the comment above)",
+        ("if abs(r_b - 1.0) > CALIBRATION_TOL:", "> -> >="):
+            "|r_b - 1| is never exactly the double 0.01 (see the comment above)",
+        ("rate_br[0 if r_n < 1.0 else 1] = rf", "< -> <="):
+            "runs only when |r_n - 1| > 0.01, so r_n is never 1 there",
+        ("len_br[0 if r_b < 1.0 else 1] = lf", "< -> <="):
+            "runs only when |r_b - 1| > 0.01, so r_b is never 1 there",
+        ("t1, t2 = (bounds[:, 0] - x) / d, (bounds[:, 1] - x) / d", "/ -> *"):
+            "the directions' components are 0 or 1: / 1 = * 1, and a 0 component's t (inf, nan or 0) is dropped "
+            "by `live`",
+        ("if not b > a:", "> -> >="):
+            "the segment is never a point: pass 0 runs along (1, 1) from x = 0 (a = ln 0.5, b = ln 8), passes 1 "
+            "and 2 along one axis, where b - a = ln 8 - ln 0.5 wherever x is (x stays inside the bounds)",
     },
     "synth": {
         ("has = rng.random(n) < p.document_probability", "< -> <="):

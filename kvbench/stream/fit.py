@@ -682,8 +682,10 @@ class _Scorer:
         self.hit = self._hits(so)
 
     def _hits(self, curve) -> np.ndarray:
-        d = np.sort(curve.distances)
-        return np.searchsorted(d, self.caps, side="right") / max(1, d.size)
+        # exact LRU hit ratios: a cold reference (distance distinct + 1) is a miss at every capacity, also at
+        # the capacities above a generated trace's distinct blocks (the grid is the original's)
+        d = np.sort(curve.distances[curve.distances <= curve.distinct])
+        return np.searchsorted(d, self.caps, side="right") / max(1, curve.distances.size)
 
     def __call__(self, model: WorkloadModel) -> float:
         return self.both(model)[0]

@@ -456,3 +456,608 @@ def test_trace_gen_of_a_fitted_model_defaults_to_its_checked_duration(cli, tmp_p
     q = _calibrated_model_file(tmp_path, rate_factor=1.0)
     r = cli("trace", "gen", "--model-file", q, "-o", tmp_path / "e.jsonl", "--json")
     assert json.loads(r.output)["duration_s"] == 86_400.0
+
+
+# --- mutation survivors (issue 34 part 4, second pass): the weekly fit on two weeks of Unix-clock trace -------
+MONDAY = 1_704_067_200.0        # 2024-01-01 00:00 UTC, a Monday: 19,723 days after Thursday 1970-01-01
+DAY = 86_400.0
+
+
+def _unix_sessions(starts, end, t0=MONDAY):
+    """One-request sessions at ``starts`` (s from t0); the first session comes back at ``end`` (a return, not a
+    session start), so the trace spans exactly ``end`` seconds."""
+    sess = [(s, []) for s in starts]
+    sess[0] = (starts[0], [end - starts[0]])
+    return replace(_sessions_trace(sess), t0=float(t0))
+
+
+def test_weekend_factor_of_two_unix_weeks_by_hand():
+    """Two weeks from Monday 00:00: a session at every weekday's midnight (10 in 10 weekdays: 1.0 a day), one on
+    Saturday noon of week 1 and one on Sunday noon of week 2 (2 in 4 weekend days: 0.5 a day). The 10-min grid
+    over [0, 14 d) puts 1,440 steps on weekdays and 576 on weekends: 10.0 and 4.0 days. Weekend factor
+    0.5 / 1.0 = 0.5; the trace starts Monday 00:00, weekday 0, hour 0."""
+    starts = [d * DAY for d in range(14) if d % 7 < 5] + [5 * DAY + 43_200.0, 13 * DAY + 43_200.0]
+    tr = _unix_sessions(sorted(starts), 14 * DAY)
+    assert tr.duration_s == 14 * DAY
+    assert fit_mod._days_covered(tr, weekend=False) == 10.0 and fit_mod._days_covered(tr, weekend=True) == 4.0
+    res = fit_mod.fit_model(tr)
+    a = res.model.arrivals
+    assert res.observed["sessions"] == 12 and res.observed["absolute_clock"]
+    assert a.weekend_factor == 0.5 and not _warned(res, "arrivals.weekend_factor")
+    assert a.start_weekday == 0 and a.start_hour == 0.0
+
+
+def test_weekly_fit_starts_at_thirteen_days_and_a_weekday_only_trace_keeps_factor_one():
+    """Weekday sessions only (Mon-Fri midnights of two weeks), spanning exactly 13 days (to Sunday 00:00 of week
+    2): the weekly fit runs (13 days is enough) and finds no weekend session; a factor of 0 is no answer, so the
+    default 1 stays (without a warning: the span was enough)."""
+    starts = [d * DAY for d in range(13) if d % 7 < 5]
+    tr = _unix_sessions(starts, 13 * DAY)
+    res = fit_mod.fit_model(tr)
+    assert tr.duration_s == 13 * DAY and res.observed["sessions"] == 10
+    assert res.model.arrivals.weekend_factor == 1.0 and not _warned(res, "arrivals.weekend_factor")
+    # a few seconds short of 13 days: not fitted, the default kept with a warning
+    short = _unix_sessions(starts, 13 * DAY - 5.0)
+    assert _warned(fit_mod.fit_model(short), "arrivals.weekend_factor")
+
+
+def test_a_weekend_only_trace_keeps_factor_one():
+    """Sessions on the Saturdays and Sundays of three weekends from Saturday 2023-12-30 00:00 (weekday 5): no
+    weekday session, so no weekday rate to divide by; the default 1 stays."""
+    starts = [d * DAY for d in (0, 1, 7, 8, 14)]
+    res = fit_mod.fit_model(_unix_sessions(starts, 15 * DAY, t0=MONDAY - 2 * DAY))
+    assert res.model.arrivals.start_weekday == 5
+    assert res.model.arrivals.weekend_factor == 1.0 and not _warned(res, "arrivals.weekend_factor")
+
+
+def test_weekly_fit_needs_unix_time_stamps_and_two_weeks():
+    """The hand-computed two weeks above on a relative clock (t0 = 0): no weekday is known, the default stays
+    with a warning naming the relative clock; a single Unix-clock day is too short."""
+    starts = [d * DAY for d in range(14) if d % 7 < 5] + [5 * DAY + 43_200.0, 13 * DAY + 43_200.0]
+    res = fit_mod.fit_model(_unix_sessions(sorted(starts), 14 * DAY, t0=0.0))
+    assert res.model.arrivals.weekend_factor == 1.0
+    assert any(w.startswith("arrivals.weekend_factor:") and "on a relative clock" in w for w in res.warnings)
+    day = fit_mod.fit_model(_unix_sessions([0.0, 3600.0, 7200.0], DAY, t0=MONDAY + 13.5 * 3600.0))
+    assert _warned(day, "arrivals.weekend_factor") and day.model.arrivals.weekend_factor == 1.0
+    assert day.model.arrivals.start_hour == 13.5 and day.model.arrivals.start_weekday == 0     # Monday 13:30
+
+
+# --- generate_like's warm-up: a window of a running service is generated after a warm-up cut from the stream --
+def _warm_model(weekday=5, **sessions):
+    return WorkloadModel(block_tokens=64,
+                         arrivals=Arrivals(rate=0.05, diurnal_amplitude=0.8, peak_hour=23.0, weekend_factor=0.2,
+                                           start_hour=0.0, start_weekday=weekday),
+                         sessions=Sessions(**sessions),
+                         prompts=Prompts(system_probability=0.0, first_user_tokens=100.0, user_tokens=50.0))
+
+
+def _cut(model, warm, span, seed, probe):
+    """The oracle: the model's stream over warm + span seconds, its first ``warm`` seconds dropped."""
+    g = Trace.concat(list(Generator(model, duration_s=warm + span + 1e-3, seed=seed, probe=probe).batches()))
+    t = g.t0 + g.timestamp_s
+    keep = np.flatnonzero(t >= warm)
+    return t[keep] - warm, g.take(keep)
+
+
+def test_generate_like_warms_up_and_turns_the_clock_back_by_the_warm_up():
+    """Warm-up = turns x think time x e^(2 think sigma) + return time x e^(return sigma) = 2 x 10 e + 100 e^0.5
+    = 219.24 s; the model starts Saturday 00:00, so the generator starts 219.24 s earlier: Friday (4),
+    23.939 h. The window is that stream from 219.24 s on, re-based to 0."""
+    import math
+
+    m = _warm_model(turns_mean=2.0, think_time_s=10.0, think_sigma=0.5, return_probability=0.5,
+                    return_time_s=100.0, return_sigma=0.5)
+    warm = 20.0 * math.e + 100.0 * math.exp(0.5)
+    shifted = replace(m, arrivals=replace(m.arrivals, start_hour=24.0 - warm / 3600.0, start_weekday=4))
+    probe = (2.0, 3.0)
+    tr = make_trace([0.0, 7200.0], [[1], [2]])
+    want_t, want = _cut(shifted, warm, 7200.0, 7, probe)
+    g = fit_mod.generate_like(m, tr, seed=7, cold=False, probe=probe)
+    assert g.n_requests == want.n_requests > 100 and g.t0 == 0.0 and g.meta["cold"] is False
+    assert np.array_equal(g.timestamp_s, want_t) and np.array_equal(g.keys, want.keys)
+    assert g.path == f"generated from {m.name} (seed 7)"
+
+
+def test_generate_like_warm_up_is_capped_at_two_days_and_a_cold_trace_has_none():
+    """A return time of 10^6 s makes the warm-up 2 days exactly: the same hour, two weekdays back (Thursday).
+    Without returns the warm-up is turns x think x e^(2 sigma) = 3 x 40 x e^0 = 120 s. cold=True: no warm-up,
+    the model's own stream."""
+    probe = (2.0, 3.0)
+    tr = make_trace([0.0, 3600.0], [[1], [2]])
+    m = _warm_model(turns_mean=2.0, think_time_s=10.0, think_sigma=0.0, return_probability=0.5,
+                    return_time_s=1e6, return_sigma=0.0)
+    want_t, want = _cut(replace(m, arrivals=replace(m.arrivals, start_weekday=3)), 2 * DAY, 3600.0, 2, probe)
+    g = fit_mod.generate_like(m, tr, seed=2, cold=False, probe=probe)
+    assert g.n_requests == want.n_requests > 50 and np.array_equal(g.timestamp_s, want_t)
+    m2 = _warm_model(turns_mean=3.0, think_time_s=40.0, think_sigma=0.0)
+    shifted = replace(m2, arrivals=replace(m2.arrivals, start_hour=24.0 - 120.0 / 3600.0, start_weekday=4))
+    want_t, _ = _cut(shifted, 120.0, 3600.0, 2, probe)
+    assert np.array_equal(fit_mod.generate_like(m2, tr, seed=2, cold=False, probe=probe).timestamp_s, want_t)
+    want_t, _ = _cut(m2, 0.0, 3600.0, 2, probe)
+    g = fit_mod.generate_like(m2, tr, seed=2, cold=True, probe=probe)
+    assert np.array_equal(g.timestamp_s, want_t) and g.meta["cold"] is True
+
+
+def test_model_probe_is_the_seed_zero_generators_probe():
+    m = WorkloadModel()
+    assert fit_mod.model_probe(m) == Generator(m, duration_s=1.0, seed=0).probe
+    assert fit_mod.model_probe(m) != Generator(m, duration_s=1.0, seed=1).probe
+
+
+# --- the calibration searches on a stand-in generator (fast; the real ones: the slow tests above) -------------
+def _stand_in(monkeypatch, calls, true_rate=2.0, true_length=300.0, per_seed=0.1):
+    """Generated 'traces' whose request count is 10 x rate / ``true_rate`` (seeds spread +-``per_seed`` around
+    their mean) and whose blocks per request are 4 sqrt(first-message tokens / ``true_length``); demand is the
+    references / 100 s. The trace: 10 requests of 4 blocks. So the requests ratio is rate factor / 2 and the
+    blocks-per-request ratio sqrt(length factor x 100 / 300) for a model of 100 first-message tokens."""
+    def many(model, trace, seeds, cold):
+        seeds = list(seeds)
+        calls.append((model.arrivals.rate, model.prompts.first_user_tokens, seeds, cold))
+        mid = (seeds[0] + seeds[-1]) / 2
+        for s in seeds:
+            n = 10 * model.arrivals.rate / true_rate * (1 + per_seed * (s - mid))
+            b = 4.0 * math.sqrt(model.prompts.first_user_tokens / true_length)
+            yield SimpleNamespace(n_requests=n, timestamp_s=None, blocks_per_request=np.array([n * b]))
+    from kvbench.analysis.curves import residence
+
+    monkeypatch.setattr(residence, "mean_demand", lambda times, refs: float(np.sum(refs)) / 100.0)
+    monkeypatch.setattr(fit_mod, "_generate_many", many)
+    return make_trace(np.arange(10.0), [[1, 2, 3, 4]] * 10)
+
+
+import math  # noqa: E402
+
+
+def test_calibrate_demand_fixed_point_on_the_rate_and_secant_on_the_length(monkeypatch):
+    """By hand from (1, 1): requests ratio 0.5, blocks ratio sqrt(1/3) = 0.5774. The rate's fixed point gives
+    rate x 2 (then exact); the length's first step is 1 / 0.5774 = sqrt 3 (ratio (sqrt 3 / 3)^0.5 = 0.7598),
+    then secant steps through (1, 4 x 0.5774) and (sqrt 3, 4 x 0.7598) toward 4 blocks per request: 2.6955,
+    then 2.9625, whose ratio 0.99372 is within 1%: four steps, the last kept."""
+    calls = []
+    tr = _stand_in(monkeypatch, calls)
+    m = WorkloadModel(arrivals=Arrivals(rate=1.0), prompts=Prompts(first_user_tokens=100.0))
+    out, info = fit_mod.calibrate_demand(tr, m, seeds=8, cold=False)
+    st = info["steps"]
+    assert [s["rate_factor"] for s in st] == [1.0, 2.0, 2.0, 2.0]
+    assert [s["requests_ratio"] for s in st] == [0.5, 1.0, 1.0, 1.0]
+    r0, r1 = math.sqrt(1 / 3), (math.sqrt(3) / 3) ** 0.5
+    assert st[0]["length_factor"] == 1.0 and st[0]["demand_per_request_ratio"] == pytest.approx(r0, rel=1e-12)
+    assert st[1]["length_factor"] == pytest.approx(math.sqrt(3), rel=1e-12)
+    assert st[1]["demand_per_request_ratio"] == pytest.approx(r1, rel=1e-12)
+    l2 = math.sqrt(3) + (4 - 4 * r1) * (math.sqrt(3) - 1) / (4 * r1 - 4 * r0)
+    assert st[2]["length_factor"] == pytest.approx(l2, rel=1e-12) == pytest.approx(2.69548385, rel=1e-8)
+    r2 = math.sqrt(l2 / 3)
+    l3 = l2 + (4 - 4 * r2) * (l2 - math.sqrt(3)) / (4 * r2 - 4 * r1)
+    assert st[3]["length_factor"] == pytest.approx(l3, rel=1e-12) == pytest.approx(2.9624548, rel=1e-7)
+    assert info["rate_factor"] == 2.0 and info["length_factor"] == st[3]["length_factor"]
+    assert info["demand_per_request_ratio"] == pytest.approx(math.sqrt(l3 / 3), rel=1e-12)
+    assert info["seeds"] == 8 and info["first_seed"] == 1000
+    assert all(c[2] == list(range(1000, 1008)) and c[3] is False for c in calls) and len(calls) == 4
+    assert out.arrivals.rate == 2.0 and out.prompts.first_user_tokens == pytest.approx(100.0 * l3, rel=1e-12)
+
+
+def test_calibrate_demand_brackets_from_above_and_clips_the_start(monkeypatch):
+    """Start (4, 20): the length factor is clipped to 8. Requests ratio 2 and blocks ratio sqrt(8 / 3) > 1: both
+    factors are upper brackets; rate 4 / 2 = 2, length 8 / sqrt(8/3) = sqrt 24; then a secant step between
+    (8, 4 sqrt(8/3)) and (sqrt 24, 4 (sqrt 24 / 3)^0.5). Seeds default to calibration_seeds: 64 for a
+    10-request trace (64,000 / 10, at most 64), from seed + 1000."""
+    calls = []
+    tr = _stand_in(monkeypatch, calls)
+    m = WorkloadModel(arrivals=Arrivals(rate=1.0), prompts=Prompts(first_user_tokens=100.0))
+    _, info = fit_mod.calibrate_demand(tr, m, seed=5, cold=True, start=(4.0, 20.0))
+    st = info["steps"]
+    assert (st[0]["rate_factor"], st[0]["length_factor"], st[0]["requests_ratio"]) == (4.0, 8.0, 2.0)
+    assert (st[1]["rate_factor"], st[1]["requests_ratio"]) == (2.0, 1.0)
+    assert st[1]["length_factor"] == pytest.approx(math.sqrt(24.0), rel=1e-12)
+    b0, b1 = 4 * math.sqrt(8 / 3), 4 * (math.sqrt(24.0) / 3) ** 0.5
+    l2 = math.sqrt(24.0) + (4 - b1) * (math.sqrt(24.0) - 8) / (b1 - b0)
+    assert st[2]["length_factor"] == pytest.approx(l2, rel=1e-12)
+    assert info["seeds"] == 64 and info["first_seed"] == 1005
+    assert calls[0][2] == list(range(1005, 1069)) and calls[0][3] is True
+
+
+def test_calibrate_demand_keeps_the_first_of_equally_bad_steps(monkeypatch):
+    """Blocks per request that no length factor changes (2 against the trace's 4): the ratio stays 0.5, the
+    secant has no slope, so each step is the fixed point inside the bracket: 2, 4, then 8 is the bracket's end,
+    so the geometric midpoints sqrt(4 x 8), sqrt(sqrt 32 x 8), ... All 8 steps are equally bad (0.5): the first,
+    (1, 1), is kept. (8 requests, demand = references / 64 s: every ratio is exact in binary.)"""
+    from kvbench.analysis.curves import residence
+
+    monkeypatch.setattr(residence, "mean_demand", lambda times, refs: float(np.sum(refs)) / 64.0)
+    monkeypatch.setattr(fit_mod, "_generate_many", lambda model, trace, seeds, cold: (
+        SimpleNamespace(n_requests=8 * model.arrivals.rate / 2.0, timestamp_s=None,
+                        blocks_per_request=np.array([2.0 * 8 * model.arrivals.rate / 2.0])) for _ in seeds))
+    tr = make_trace(np.arange(8.0), [[1, 2, 3, 4]] * 8)
+    m = WorkloadModel(arrivals=Arrivals(rate=1.0), prompts=Prompts(first_user_tokens=100.0))
+    out, info = fit_mod.calibrate_demand(tr, m, seeds=4, cold=False)
+    lengths = [s["length_factor"] for s in info["steps"]]
+    s32 = math.sqrt(32.0)
+    assert len(lengths) == 8 and lengths[:3] == [1.0, 2.0, 4.0]
+    assert lengths[3] == pytest.approx(s32, rel=1e-12) and lengths[4] == pytest.approx(math.sqrt(s32 * 8), rel=1e-12)
+    assert all(s["demand_per_request_ratio"] == 0.5 for s in info["steps"])
+    assert (info["rate_factor"], info["length_factor"], info["requests_ratio"]) == (1.0, 1.0, 0.5)
+    assert out == m
+
+
+def test_calibrate_demand_counts_a_seed_without_requests_and_a_nan_demand_as_nothing(monkeypatch):
+    """Two seeds: the first yields no trace (None), or a trace whose demand is NaN; the second 5 requests
+    (rate 1, true rate 2) of 4 sqrt(1/3) blocks. Requests ratio: (0 + 5) / 2 / 10 = 0.25, or (5 + 5) / 2 / 10 =
+    0.5; blocks ratio: demand (0 + 5 b / 100) / 2 / 0.4 over the requests ratio."""
+    calls = []
+    tr = _stand_in(monkeypatch, calls)
+    b = 4 * math.sqrt(1 / 3)
+    m = WorkloadModel(arrivals=Arrivals(rate=1.0), prompts=Prompts(first_user_tokens=100.0))
+    for first, r_n in ((None, 0.25), (SimpleNamespace(n_requests=5.0, timestamp_s=None,
+                                                       blocks_per_request=np.array([np.nan])), 0.5)):
+        monkeypatch.setattr(fit_mod, "_generate_many", lambda model, trace, seeds, cold, first=first: iter([
+            first, SimpleNamespace(n_requests=5.0, timestamp_s=None, blocks_per_request=np.array([5.0 * b]))]))
+        _, info = fit_mod.calibrate_demand(tr, m, seeds=2, cold=False)
+        s = info["steps"][0]
+        assert s["requests_ratio"] == r_n
+        assert s["demand_per_request_ratio"] == pytest.approx(5 * b / 100 / 2 / 0.4 / r_n, rel=1e-12)
+    # no seed generates a request: both ratios are floored at 0.001 (the next rate factor is then x 1000)
+    monkeypatch.setattr(fit_mod, "_generate_many", lambda model, trace, seeds, cold: iter([None, None]))
+    _, info = fit_mod.calibrate_demand(tr, m, seeds=2, cold=False)
+    assert info["steps"][0]["requests_ratio"] == 0.001 and info["steps"][0]["demand_per_request_ratio"] == 0.001
+    assert info["steps"][1]["rate_factor"] == 1000.0
+
+
+def test_calibrate_demand_of_a_trace_without_blocks_scales_the_rate_only(monkeypatch):
+    calls = []
+    _stand_in(monkeypatch, calls)
+    tr = make_trace(np.arange(10.0), [[]] * 10)
+    m = WorkloadModel(arrivals=Arrivals(rate=1.0), prompts=Prompts(first_user_tokens=100.0))
+    _, info = fit_mod.calibrate_demand(tr, m, seeds=1, cold=False)
+    assert [s["demand_per_request_ratio"] for s in info["steps"]] == [1.0, 1.0]
+    assert info["rate_factor"] == 2.0 and info["length_factor"] == 1.0 and info["seeds"] == 1
+
+
+def test_inside_a_bracket_or_its_midpoint():
+    assert fit_mod._inside(3.0, [1.0, 5.0]) == 3.0
+    assert fit_mod._inside(1.0, [1.0, 4.0]) == 2.0 and fit_mod._inside(4.0, [1.0, 4.0]) == 2.0   # ends: sqrt(1 x 4)
+    assert fit_mod._inside(2.0, [3.0, math.inf]) == 6.0                                        # open above: x 2
+    assert fit_mod._inside(-1.0, [0.0, 6.0]) == 3.0                                            # from 0: / 2
+
+
+def _reuse_stand_ins(monkeypatch, objective):
+    """calibrate_reuse with calibrate_demand replaced by the identity (factors: the model's turns and think time,
+    so each call's start shows the previous call's point) and the scorer by ``objective(turns, think)``."""
+    demand_calls, scorer = [], {}
+
+    def demand(trace, model, seed=0, seeds=None, cold=None, tick=None, start=(1.0, 1.0)):
+        demand_calls.append((model.sessions.turns_mean, model.sessions.think_time_s, seed, seeds, cold, start))
+        return model, {"rate_factor": model.sessions.turns_mean, "length_factor": model.sessions.think_time_s}
+
+    class Scorer:
+        def __init__(self, trace, seeds, seed, cold):
+            scorer.update(seeds=seeds, seed=seed, cold=cold)
+
+        def __call__(self, m):
+            return objective(m.sessions.turns_mean, m.sessions.think_time_s)
+    monkeypatch.setattr(fit_mod, "calibrate_demand", demand)
+    monkeypatch.setattr(fit_mod, "_Scorer", Scorer)
+    return demand_calls, scorer
+
+
+def test_calibrate_reuse_golden_section_along_both_then_turns_alone(monkeypatch):
+    """Objective 1.5 + 4 (ln tf - ln 2)^2 + 3 (ln kf - ln 3)^2 on the factors tf, kf of turns 2 and think 10 s.
+    Pass 1, along (1, 1) in log factors within [ln 0.5, ln 8]: the golden points c = ln 8 - g ln 16 (x1.44179)
+    and e = ln 0.5 + g ln 16 (x2.77432), g = (sqrt 5 - 1) / 2; f(c) > f(e), so the bracket keeps [c, ln 8] and
+    adds x4.15753; then [c, 4.15753] adds x2.16064, then x1.85131; the best, x2.16064 on both (objective 1.847 from
+    7.043 at the start), is taken. Pass 2, along turns alone from there: the same two golden points x1.44179 and
+    x2.77432 (the bracket is the turns range again), then x0.96211 and x1.85131 (the fifth point, x2.16064, is
+    pass 1's: not evaluated again); nothing better, so the gain (>= 1) ends the search: 10 evaluations. Each
+    calibrate_demand starts from the previous one's factors; 16 seeds for 4,000 requests, the scorer's from
+    seed + 2000."""
+    calls, scorer = _reuse_stand_ins(monkeypatch, lambda turns, think: 1.5 + 4 * math.log(turns / 4.0) ** 2
+                                     + 3 * math.log(think / 30.0) ** 2)
+    m = WorkloadModel(sessions=Sessions(turns_mean=2.0, think_time_s=10.0))
+    out, info = fit_mod.calibrate_reuse(SimpleNamespace(n_requests=4000), m, seed=3, cold=False)
+    tf = [c[0] / 2.0 for c in calls]
+    kf = [c[1] / 10.0 for c in calls]
+    assert tf == pytest.approx([1.0, 1.44179, 2.77432, 4.15753, 2.16064, 1.85131, 1.44179, 2.77432, 0.96211,
+                                1.85131], abs=1e-5)
+    assert kf == pytest.approx([1.0, 1.44179, 2.77432, 4.15753, 2.16064, 1.85131] + [2.16064] * 4, abs=1e-5)
+    g = (math.sqrt(5.0) - 1.0) / 2.0
+    assert tf[1] == pytest.approx(8.0 / 16.0 ** g, rel=1e-12) and tf[2] == pytest.approx(0.5 * 16.0 ** g, rel=1e-12)
+    assert [c[5] for c in calls] == [(1.0, 1.0)] + [(c[0], c[1]) for c in calls[:-1]]
+    assert {(c[2], c[3], c[4]) for c in calls} == {(3, 16, False)} and scorer == {"seeds": 16, "seed": 2003,
+                                                                                   "cold": False}
+    assert info["turns_factor"] == info["think_factor"] == 2.160636            # rounded to 6 decimals
+    assert info["evaluations"] == 10 and info["objective"] == pytest.approx(
+        1.5 + 4 * math.log(2.160636 / 2) ** 2 + 3 * math.log(2.160636 / 3) ** 2, rel=1e-5)
+    assert info["objective_start"] == pytest.approx(1.5 + 4 * math.log(2) ** 2 + 3 * math.log(3) ** 2, rel=1e-12)
+    assert info["seeds"] == 16 and info["first_seed"] == 2003
+    assert out.sessions.turns_mean == pytest.approx(4.321272) and out.sessions.think_time_s == pytest.approx(21.60636)
+
+
+def test_calibrate_reuse_stops_at_the_goal_and_when_a_line_search_gains_nothing(monkeypatch):
+    """An objective of 1 (the goals met) at the measured point: one evaluation. A flat 1.5: the first line search
+    (two golden points and three more) finds nothing better, gain 1 > 0.9: 6 evaluations, the measured point
+    kept (the first of equals)."""
+    calls, _ = _reuse_stand_ins(monkeypatch, lambda turns, think: 1.0)
+    m = WorkloadModel(sessions=Sessions(turns_mean=2.0, think_time_s=10.0))
+    out, info = fit_mod.calibrate_reuse(SimpleNamespace(n_requests=4000), m, cold=False)
+    assert info["evaluations"] == 1 and len(calls) == 1 and out == m
+    calls, _ = _reuse_stand_ins(monkeypatch, lambda turns, think: 1.5)
+    out, info = fit_mod.calibrate_reuse(SimpleNamespace(n_requests=4000), m, cold=False)
+    assert info["evaluations"] == 6 and (info["turns_factor"], info["think_factor"]) == (1.0, 1.0) and out == m
+    assert info["first_seed"] == 2000
+
+
+def test_search_seeds_are_64000_requests_within_8_and_32():
+    assert [fit_mod._search_seeds(SimpleNamespace(n_requests=n)) for n in (4000, 1000, 10_000, 0)] == [16, 32, 8, 32]
+
+
+def test_with_sessions_scales_turns_and_think_time_turns_at_least_one():
+    m = WorkloadModel(sessions=Sessions(turns_mean=1.5, think_time_s=10.0))
+    assert (fit_mod.with_sessions(m, 0.5, 3.0).sessions.turns_mean, fit_mod.with_sessions(m, 0.5, 3.0).sessions.think_time_s) == (1.0, 30.0)
+    assert fit_mod.with_sessions(m, 2.0, 0.5).sessions.turns_mean == 3.0
+
+
+def _score_stand_ins(monkeypatch, ticks_each=1, curve=None):
+    """fit_and_score with its scoring and calibrations replaced: goodness_over_seeds ticks ``seeds`` x
+    ``ticks_each`` times and reports a curve MAE (``curve(model)``), each calibration ticks once, and the scorer
+    rates a model with length quantiles 3, without 2 (so the lognormal lengths are kept)."""
+    seen = {"goodness": [], "demand": [], "reuse": []}
+
+    def goodness(trace, model, seeds=3, seed=0, tick=None):
+        seen["goodness"].append((seeds, seed, bool(model.prompts.first_user_quantiles)))
+        for _ in range(max(1, seeds) * ticks_each):
+            if tick is not None:
+                tick()
+        mae = curve(model) if curve is not None else 0.01
+        return {"curve_mae": mae, "curve_max_error": 0.03, "dwpd_error_mean": 0.01, "dwpd_error_max": 0.02,
+                "dwpd_signed_mean": -0.1, "dwpd_error_of_seed_mean": None}
+
+    def demand(trace, model, seed=0, seeds=None, cold=None, tick=None, start=(1.0, 1.0)):
+        seen["demand"].append((seed, seeds))
+        if tick is not None:
+            tick()
+        return model, {"rate_factor": 1.25, "length_factor": 0.75, "seeds": 64, "first_seed": 1000 + seed}
+
+    def reuse(trace, model, seed=0, cold=None, tick=None):
+        seen["reuse"].append(seed)
+        if tick is not None:
+            tick()
+        return model, {"turns_factor": 2.0, "think_factor": 3.0}
+
+    class Scorer:
+        def __init__(self, trace, seeds, seed, cold):
+            pass
+
+        def both(self, m):
+            return 0.0, 3.0 if m.prompts.first_user_quantiles else 2.0
+    gen = {"seeds": 3, "dwpd_error_mean": 0.01, "dwpd_error_max": 0.02, "dwpd_error_worst": 0.03, "curve_mae": 0.01}
+    for name, f in (("goodness_over_seeds", goodness), ("calibrate_demand", demand), ("calibrate_reuse", reuse),
+                    ("_Scorer", Scorer), ("long_run", lambda trace, model, seed=0, cold=None: (model, 7200.0, None,
+                                                                                                None)),
+                    ("gen_check", lambda trace, model, duration, seeds=3, seed=0: gen),
+                    ("source_noise", lambda trace, model, seed=0, cold=None: None)):
+        monkeypatch.setattr(fit_mod, name, f)
+    return seen
+
+
+def _ten_follow_ups():
+    return _sessions_trace([(3000.0 * k, [2.0 ** k]) for k in range(10)])
+
+
+def test_fit_and_score_progress_counts_to_its_announced_total(monkeypatch):
+    """Two length representations (10 follow-ups: measured quantiles, and lognormals), 3 seeds (the default),
+    calibrated (the default): each representation is scored on 3 traces and calibrated in up to 8 steps (11 x 2),
+    then the reuse search's 2 + 3 passes x (3 + 3) evaluations, 8 demand steps, 3 traces scored, 3 gen-check
+    traces and 2 more steps (the long run, the source's noise): 22 + 36 = 58. The stand-ins tick 3 + 1 per
+    representation, then 1 (reuse) + 1 (demand) + 3 (scores), fit_and_score itself 1 + 3 + 1: 18; the bar is then
+    filled to 58."""
+    seen = _score_stand_ins(monkeypatch)
+    calls = []
+    res, good = fit_mod.fit_and_score(_ten_follow_ups(), progress=lambda d, t: calls.append((d, t)))
+    assert calls[0] == (0, 58) and calls[1:-1] == [(k, 58) for k in range(1, 19)] and calls[-1] == (58, 58)
+    assert seen["goodness"] == [(3, 0, True), (3, 0, False), (3, 0, False)]     # both, then the kept lognormal
+    assert seen["demand"] == [(0, 32), (0, 32), (0, None)] and seen["reuse"] == [0]
+    assert res.observed["length_distributions"] == "lognormal"
+    assert res.observed["score_by_lengths"] == {"empirical": 3.0, "lognormal": 2.0}
+    c = res.model.calibration
+    assert (c.rate_factor, c.length_factor, c.turns_factor, c.think_factor, c.seeds, c.first_seed) == \
+        (1.25, 0.75, 2.0, 3.0, 64, 1000)
+    assert res.observed["calibration"]["reuse_search"] == {"turns_factor": 2.0, "think_factor": 3.0}
+    assert good["before_calibration"]["dwpd_error_max"] == 0.02 and good["before_calibration"]["curve_mae"] == 0.01
+
+
+def test_fit_and_score_progress_without_calibration_and_past_its_total(monkeypatch):
+    """calibrate=False, seeds 2, seed 5: 2 traces per representation, total 4, reached by the ticks (no extra
+    fill); the representation with the lower score (curve MAE / 0.02 here, above DWPD error 0.02 / 0.05: 0.5 lognormal, 1.5 measured) kept.
+    Stand-ins ticking 3 times a trace overrun the total: the total shown grows with the count."""
+    _score_stand_ins(monkeypatch, curve=lambda m: 0.03 if m.prompts.first_user_quantiles else 0.01)
+    calls = []
+    res, good = fit_mod.fit_and_score(_ten_follow_ups(), seeds=2, seed=5, calibrate=False,
+                                      progress=lambda d, t: calls.append((d, t)))
+    assert calls == [(0, 4), (1, 4), (2, 4), (3, 4), (4, 4)]
+    assert res.model.calibration is None and res.observed["length_distributions"] == "lognormal"
+    assert res.observed["score_by_lengths"] == {"empirical": pytest.approx(1.5), "lognormal": pytest.approx(0.5)}
+    _score_stand_ins(monkeypatch, ticks_each=3)
+    calls = []
+    fit_mod.fit_and_score(_ten_follow_ups(), seeds=1, calibrate=False, progress=lambda d, t: calls.append((d, t)))
+    assert calls == [(0, 2), (1, 2), (2, 2), (3, 3), (4, 4), (5, 5), (6, 6)]
+
+
+def test_dwpd_error_where_both_tiers_turn_over_by_hand():
+    """Original: keys 1..10 in a loop, one a second: an LRU of C < 10 blocks misses every reference (W = 1
+    block/s) and one of 10 or more never evicts. Generated: 1, 2, 1, 3, 1, 4, 1, 5 in a loop: C = 1 misses all
+    (W = 1), C = 2..4 hit every other reference (key 1: W = 0.5), C >= 5 never evict. Both turn over at C = 1..4:
+    relative errors 0, 0.5, 0.5, 0.5 (the generated writes half); mean 0.375, max 0.5, signed mean -0.375."""
+    o = make_trace(np.arange(100.0), [[1 + i % 10] for i in range(100)])
+    pat = [1, 2, 1, 3, 1, 4, 1, 5]
+    g = make_trace(np.arange(160.0), [[pat[i % 8]] for i in range(160)])
+    caps = np.arange(1.0, 13.0)
+    assert fit_mod.dwpd_error(o, g, caps) == {"dwpd_error_mean": 0.375, "dwpd_error_max": 0.5, "dwpd_points": 4,
+                                              "dwpd_signed_mean": -0.375}
+    assert fit_mod.dwpd_error(g, o, caps) == {"dwpd_error_mean": 0.75, "dwpd_error_max": 1.0, "dwpd_points": 4,
+                                              "dwpd_signed_mean": 0.75}
+    assert fit_mod.dwpd_error(o, o, np.array([20.0, 30.0])) == {"dwpd_error_mean": None, "dwpd_error_max": None,
+                                                                "dwpd_points": 0, "dwpd_signed_mean": None}
+
+
+def test_goodness_over_seeds_means_worsts_and_the_seed_mean_write_rate(monkeypatch):
+    """The trace: keys 1..10 in a loop (W = 1 block/s at C = 1..9, which turn over; capacities 1..10). Two seeds'
+    goodness (stand-ins): curve MAE 0.01 and 0.03 (mean 0.02, worst 0.03); the DWPD errors and the KS distance
+    of the second seed are None (not counted); their write rates 1.5 and 0.7 (0.9 at C = 1), the second not
+    turned over at C = 9: the seeds' mean W is 1.1 (1.2 at C = 1) at C = 1..8, errors 0.2 and 7 x 0.1."""
+    o = make_trace(np.arange(100.0), [[1 + i % 10] for i in range(100)])
+    caps = np.arange(1.0, 11.0)
+    seen = []
+
+    def goodness(trace, model, seed=0, cold=None, common_caps=None):
+        seen.append((seed, cold, common_caps.tolist()))
+        first = seed == 7
+        w = np.full(10, 1.5) if first else np.r_[0.9, np.full(9, 0.7)]
+        turned = np.ones(10, bool) if first else np.r_[np.ones(8, bool), False, True]
+        return {"curve_mae": 0.01 if first else 0.03, "curve_max_error": 0.05 if first else 0.07,
+                "dwpd_error_mean": 0.1 if first else None, "dwpd_error_max": 0.2 if first else None,
+                "dwpd_signed_mean": -0.1 if first else None, "reuse_time_ks": 0.3 if first else None,
+                "capacity_range_blocks": [1.0, 10.0 + seed], "curve": {"seed": seed}, "seed": seed,
+                "common": {"write_blocks_per_s": w, "turned_over": turned}}
+    monkeypatch.setattr(fit_mod, "goodness", goodness)
+    ticks = []
+    out = fit_mod.goodness_over_seeds(o, WorkloadModel(), seeds=2, seed=7, tick=lambda: ticks.append(1))
+    assert [s[0] for s in seen] == [7, 8] and all(s[2] == caps.tolist() for s in seen) and len(ticks) == 2
+    assert out["curve_mae"] == pytest.approx(0.02) and out["curve_max_error"] == pytest.approx(0.06)
+    assert (out["dwpd_error_mean"], out["dwpd_error_max"], out["dwpd_signed_mean"]) == (0.1, 0.2, -0.1)
+    assert out["reuse_time_ks"] == 0.3 and out["worst"] == {"curve_mae": 0.03, "curve_max_error": 0.07,
+                                                            "reuse_time_ks": 0.3}
+    e = out["dwpd_error_of_seed_mean"]
+    assert e["points"] == 8 and e["max"] == pytest.approx(0.2) and e["mean"] == pytest.approx(0.9 / 8)
+    assert e["signed_mean"] == pytest.approx(0.9 / 8)
+    assert out["capacity_range_blocks"] == [1.0, 17.0] and out["curve"] == {"seed": 7}
+    assert [s["seed"] for s in out["seeds"]] == [7, 8] and "curve" not in out["seeds"][0]
+    assert out["cold_start"] is False and all(s[1] is False for s in seen)
+    # every seed None: None; no capacity turned over in every trace: no seed-mean error
+    monkeypatch.setattr(fit_mod, "goodness", lambda trace, model, seed=0, cold=None, common_caps=None: {
+        **goodness(trace, model, 8, cold, common_caps), "common": {"write_blocks_per_s": np.ones(10),
+                                                                   "turned_over": np.zeros(10, bool)}})
+    out = fit_mod.goodness_over_seeds(o, WorkloadModel(), seeds=0)
+    assert out["dwpd_error_mean"] is None and out["reuse_time_ks"] is None and out["worst"]["reuse_time_ks"] is None
+    assert out["dwpd_error_of_seed_mean"] is None and len(out["seeds"]) == 1
+
+
+def _loop(n, gap, k=10):
+    """n one-block requests ``gap`` s apart cycling over keys 1..k."""
+    return make_trace(gap * np.arange(float(n)), [[1 + i % k] for i in range(n)])
+
+
+def test_scorer_on_the_seeds_mean_write_rate_and_on_each_traces_own(monkeypatch):
+    """The trace: 100 requests over keys 1..10 a second apart (W = 1 at C = 1..9; LRU hit ratio 0 below 10
+    blocks, 90/100 at 10). Generated: the same at 0.5 s and 2 s (W = 2 and 0.5, the same hit ratios), and its
+    first 15 requests (W = 1; after the first eviction at reference C + 1, 14 - C misses: turned over for
+    C <= 7; hit ratio 5/15 at 10 blocks). Capacities where all turned over: 1..7. The seeds' mean W is 7/6: error
+    1/6, / 5% = 3.33; each trace's own worst errors 1, 0.5, 0: mean 0.5, / 5% = 10. The curve MAE (0.0567 / 3,
+    / 0.02 = 0.94) is below both."""
+    gs = [_loop(100, 0.5), _loop(100, 2.0), _loop(15, 1.0)]
+    seen = []
+
+    def many(model, trace, seeds, cold):
+        seen.append((list(seeds), cold))
+        return iter(gs)
+    monkeypatch.setattr(fit_mod, "_generate_many", many)
+    s = fit_mod._Scorer(_loop(100, 1.0), 3, 2005, False)
+    assert s.caps.tolist() == list(range(1, 11)) and s.hit.tolist() == [0.0] * 9 + [0.9]
+    both = s.both(WorkloadModel())
+    assert both == (pytest.approx(10 / 3), pytest.approx(10.0)) and s(WorkloadModel()) == both[0]
+    assert seen == [([2005, 2006, 2007], False)] * 2
+    # no capacity turned over in all (one block 20 times never evicts): the curve alone, hit ratio 19/20 at every
+    # capacity (its cold reference is a miss also above its one distinct block) against 0 (x 9) and 0.9: MAE
+    # (9 x 0.95 + 0.05) / 10 = 0.86, / 0.02 = 43
+    gs[:] = [make_trace(np.arange(20.0), [[1]] * 20)]
+    assert s.both(WorkloadModel()) == (pytest.approx(43.0), pytest.approx(43.0))
+    # a seed with no request: infinitely bad
+    gs[:] = [None]
+    assert s.both(WorkloadModel()) == (math.inf, math.inf)
+
+
+def test_scorer_hit_ratios_of_a_one_reference_trace():
+    """A cold reference is a miss at every capacity, also above the trace's distinct blocks (the capacity grid
+    reaches 2 blocks for one): one block read twice hits 1/2 at 1 and 2 blocks (not 2/2 at 2: the bug this found,
+    the cold reference's stack distance distinct + 1 = 2 counted as a hit); a lone reference never hits."""
+    s = fit_mod._Scorer(make_trace([0.0], [[1]]), 1, 0, True)
+    assert s.caps.tolist() == [1.0, 2.0] and s.hit.tolist() == [0.0, 0.0]
+    s = fit_mod._Scorer(make_trace([0.0, 1.0], [[1], [1]]), 1, 0, True)
+    assert s.hit.tolist() == [0.5, 0.5]
+
+
+def test_generate_like_turns_monday_back_to_sunday_and_refuses_an_empty_window():
+    """A 120 s warm-up before Monday 00:00 starts the generator on Sunday (6) at 23:58; a model whose rate puts no
+    request in the window is refused."""
+    probe = (2.0, 3.0)
+    tr = make_trace([0.0, 3600.0], [[1], [2]])
+    m = _warm_model(weekday=0, turns_mean=3.0, think_time_s=40.0, think_sigma=0.0)
+    shifted = replace(m, arrivals=replace(m.arrivals, start_hour=24.0 - 120.0 / 3600.0, start_weekday=6))
+    want_t, _ = _cut(shifted, 120.0, 3600.0, 4, probe)
+    assert np.array_equal(fit_mod.generate_like(m, tr, seed=4, cold=False, probe=probe).timestamp_s, want_t)
+    none = replace(m, arrivals=replace(m.arrivals, rate=1e-9))
+    with pytest.raises(SpecError, match="generated no requests"):
+        fit_mod.generate_like(none, tr, seed=4, cold=True, probe=probe)
+
+
+def test_operational_time_by_hand():
+    """Weekends at 0.5 of weekdays, from Monday 00:00: intensity 7/6 on weekdays and 7/12 on weekends (mean 1 over
+    the week). Integrated by trapezoids on a 60 s grid: 5 days of 7/6 less half a step at Saturday 00:00 (the grid
+    point there is the weekend's: (7/6 - 7/12) x 60 / 2 = 17.5 s), then a day of 7/12."""
+    m = WorkloadModel(arrivals=Arrivals(weekend_factor=0.5))
+    got = fit_mod._operational_time(m, np.array([0.0, 5 * DAY, 6 * DAY]))
+    assert got.tolist() == pytest.approx([0.0, 5 * DAY * 7 / 6 - 17.5, 5 * DAY * 7 / 6 - 17.5 + DAY * 7 / 12],
+                                         rel=1e-12)
+    assert fit_mod._operational_time(m, np.zeros(0)).size == 0
+
+
+def test_a_day_with_100_sessions_fits_a_daily_cycle_99_do_not():
+    starts = np.arange(100) * (DAY / 99)
+    res = fit_mod.fit_model(make_trace(starts, [[k + 1] for k in range(100)]))
+    assert not _warned(res, "arrivals.diurnal_amplitude") and res.observed["sessions"] == 100
+    res = fit_mod.fit_model(make_trace(starts[:99] * 99 / 98, [[k + 1] for k in range(99)]))
+    assert any(w.startswith("arrivals.diurnal_amplitude:") and "99 sessions recovered" in w for w in res.warnings)
+
+
+def test_a_turn_exactly_half_an_hour_later_is_a_think_time():
+    res = fit_mod.fit_model(_sessions_trace([(0.0, [1800.0]), (100.0, [1800.5])]))
+    assert res.observed["returns"] == 1 and res.observed["visits"] == 3
+
+
+def test_system_prompt_share_and_no_documents_by_hand():
+    """Sessions [7, 1], [7, 2], [7, 3] and [9, 4]: block 7 is a system prompt of 3 of 4 sessions (probability
+    0.75); no session goes deeper than it, so no document (probability 0, 0 tokens)."""
+    from tests.conftest import chained_trace
+
+    c = chained_trace([[7, 1], [7, 2], [7, 3], [9, 4]])
+    t = make_trace([0.0, 10.0, 20.0, 30.0], [list(map(int, c.keys[c.offsets[i]:c.offsets[i + 1]])) for i in range(4)])
+    res = fit_mod.fit_model(t)
+    p = res.model.prompts
+    assert res.observed["system_prompts_seen"] == 1 and p.system_probability == 0.75
+    assert res.observed["documents_seen"] == 0 and p.documents == 0
+    assert p.document_probability == 0.0 and p.document_tokens == 0.0
+
+
+def test_follow_ups_that_add_nothing_have_zero_user_tokens():
+    """10 sessions whose one follow-up re-sends the same one-block prompt: growth 0, user tokens 0."""
+    rows = []
+    for k in range(10):
+        rows += [(3000.0 * k, [k + 1]), (3000.0 * k + 5.0, [k + 1])]
+    res = fit_mod.fit_model(make_trace([r[0] for r in rows], [r[1] for r in rows]))
+    assert res.observed["follow_ups"] == 10 and res.model.prompts.user_tokens == 0.0
+
+
+def test_calibration_seeds_are_64000_requests_within_8_and_64():
+    assert [fit_mod.calibration_seeds(SimpleNamespace(n_requests=n)) for n in (4000, 100_000, 10, 0)] == \
+        [16, 8, 64, 64]
+
+
+def test_goodness_over_seeds_defaults_to_three_seeds_from_zero(monkeypatch):
+    seen = []
+
+    def goodness(trace, model, seed=0, cold=None, common_caps=None):
+        seen.append(seed)
+        return {"curve_mae": 0.0, "curve_max_error": 0.0, "dwpd_error_mean": None, "dwpd_error_max": None,
+                "dwpd_signed_mean": None, "reuse_time_ks": None, "capacity_range_blocks": [1.0, 2.0], "curve": {},
+                "common": {"write_blocks_per_s": np.ones(10), "turned_over": np.ones(10, bool)}}
+    monkeypatch.setattr(fit_mod, "goodness", goodness)
+    fit_mod.goodness_over_seeds(_loop(100, 1.0), WorkloadModel())
+    assert seen == [0, 1, 2]
