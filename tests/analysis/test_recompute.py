@@ -623,3 +623,25 @@ def test_trace_prefixes_pipelined_by_hand(tmp_path):
     out = analyse_trace_prefixes(PIPED, [Tier("t", 1e7, 1e-3)], none)
     assert out["requests_with_prefix"] == 0 and out["tiers"]["t"]["wins_fraction"] is None
     assert out["tiers"]["t"]["margin_s"] == {"p50": None, "p99": None}
+
+
+# mutation survivors
+def test_analyse_tiers_says_whether_the_first_byte_was_resolved():
+    """A fitted tier with no fixed part has an unresolved first byte; a stated 0 and a fitted 80 us are resolved."""
+    ineq = Inequality(rate_profile(10_000), bytes_per_token=1000, layers=10)
+    out = analyse_tiers(ineq, [Tier("fit0", 1e9, 0.0, fitted=True), Tier("zero", 1e9, 0.0),
+                               Tier("fit80", 1e9, 80e-6, fitted=True)], lengths=[100])
+    assert [out[k]["latency_resolved"] for k in ("fit0", "zero", "fit80")] == [False, True, True]
+    assert [out[k]["first_byte"] for k in ("fit0", "zero", "fit80")] == ["not resolved by the fit", "0 ns", "80 us"]
+
+
+def test_check_run_on_a_job_folder_says_it_is_not_a_replay_whatever_its_steps_hold(tmp_path):
+    """read_run reads the folder alone: a job (kvbench run) is refused as not a replay kv run, without reading the
+    step folders it lists (here one that is not a run folder at all)."""
+    job = tmp_path / "job"
+    (job / "replay").mkdir(parents=True)
+    (job / "summary.json").write_text(json.dumps({"kind": "run", "status": "complete", "run_dir": str(job),
+                                                  "parts": {"replay": "replay"}}))
+    (job / "run.json").write_text(json.dumps({"config": {}}))
+    with pytest.raises(UsageError, match="a 'run' run, not a replay kv run"):
+        read_run(job)
