@@ -1061,3 +1061,27 @@ def test_goodness_over_seeds_defaults_to_three_seeds_from_zero(monkeypatch):
     monkeypatch.setattr(fit_mod, "goodness", goodness)
     fit_mod.goodness_over_seeds(_loop(100, 1.0), WorkloadModel())
     assert seen == [0, 1, 2]
+
+
+def test_source_noise_of_two_draws_a_trace_and_it_at_half_speed(monkeypatch):
+    """The model 'draws' the trace itself and the trace at half speed: W and W / 2, mean 0.75 W, so each draw is
+    1/3 off their mean at every capacity (+1/3, -1/3): median and 90th percentile of the max errors 1/3, the 95%
+    half-width 1.96 x sd(+1/3, -1/3; ddof 1) = 1.96 x sqrt(2) / 3. The draws are the calibration's kind
+    (``generate_like`` over the trace's span, seeds from the one given)."""
+    tr = _random_trace(seed=3)
+    slow = replace(tr, timestamp_s=tr.timestamp_s * 2.0)
+    seen = []
+
+    def fake(model, trace, seeds, cold):
+        seen.extend(seeds)
+        yield from (tr, slow)
+    monkeypatch.setattr(fit_mod, "_generate_many", fake)
+    n = fit_mod.source_noise(tr, None, seeds=2, seed=4000, cold=True)
+    assert seen == [4000, 4001] and n["seeds"] == 2 and n["first_seed"] == 4000
+    assert n["max_error_median"] == pytest.approx(1 / 3) and n["max_error_p90"] == pytest.approx(1 / 3)
+    assert n["band95_median"] == pytest.approx(1.96 * np.sqrt(2) / 3)
+
+    def none(model, trace, seeds, cold):
+        yield None
+    monkeypatch.setattr(fit_mod, "_generate_many", none)
+    assert fit_mod.source_noise(tr, None, seeds=2, cold=True) is None      # a model generating no request
