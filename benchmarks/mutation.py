@@ -179,7 +179,8 @@ MODULES: dict[str, tuple[str, list[str]]] = {
 # modules whose test files hold slow or integration tests beside their unit tests: the mutants run against the
 # fast lane only (pytest -m), so that a module takes minutes
 LANES: dict[str, str] = {"fit": "not integration and not slow", "synth": "not integration and not slow",
-                        "loadpath": "not integration and not slow", "answer": "not integration and not slow"}
+                        "loadpath": "not integration and not slow", "answer": "not integration and not slow",
+                        "placement": "not integration and not slow"}
 
 # Mutants that cannot change behaviour, keyed by module, then (stripped source line, change) -> reason; the
 # change "*" covers every mutant of a line (a prefetch hint, say).

@@ -117,3 +117,111 @@ def test_report_draws_dwpd_per_profile_with_drive_classes_as_lines():
     assert sorted(s.y0 for s in fig.layout.shapes) == rated
     assert ("DWPD at a fixed capacity per GPU", dwpd_at_capacity_per_gpu) in FIGURES
     assert dwpd_at_capacity_per_gpu([RunData(path=Path("y"), run={}, summary={}, analyses={"plan": {}})]) is None
+
+
+# mutation survivors ------------------------------------------------------------------------------------------
+def test_bounds_of_each_input():
+    args = dict(bytes_per_token=131_072, tokens_per_s_per_gpu=39_000, utilization=0.5, capacity_per_gpu_bytes=16e12)
+    # a fraction of a byte per token is still a positive rate; every fraction may be exactly 1
+    r = at_capacity(**{**args, "bytes_per_token": 0.5})
+    assert r.write_bytes_per_s_per_gpu == 0.5 * 39_000 * 0.5
+    r = at_capacity(**{**args, "utilization": 1.0, "admission": 1.0, "store_fill": 1.0})
+    assert r.dwpd == pytest.approx(39_000 * 131_072 * 86_400 / 16e12, rel=1e-12)
+    for kw, msg in (({"tokens_per_s_per_gpu": float("inf")}, "prefill tokens/s per GPU = inf"),
+                    ({"capacity_per_gpu_bytes": -1.0}, "capacity per GPU = -1"),
+                    ({"store_fill": 0.0}, "store fill = 0 must be in"), ({"store_fill": 1.01}, "store fill"),
+                    ({"admission": 1.5}, "admitted share = 1.5")):
+        with pytest.raises(SpecError, match=msg):
+            at_capacity(**{**args, **kw})
+
+
+def test_defaults_are_everything_admitted_into_a_full_store():
+    r = at_capacity(bytes_per_token=100.0, tokens_per_s_per_gpu=1_000.0, utilization=0.5, capacity_per_gpu_bytes=1e9)
+    # 0.5 x 1,000 x 100 = 50,000 B/s: 4.32 DWPD on 1 GB, kept 1e9 / 50,000 = 20,000 s
+    assert (r.admission, r.store_fill, r.kind, r.profile, r.model, r.device) == (1.0, 1.0, "given", "", "", "")
+    assert r.dwpd == pytest.approx(4.32, rel=1e-12) and r.residence_s == pytest.approx(20_000.0, rel=1e-12)
+    assert r.to_dict()["write_bytes_per_s_per_gpu"] == 50_000.0 and r.to_dict()["capacity_per_gpu_bytes"] == 1e9
+
+
+def _qwen_profile(tmp_path):
+    """The 8B profile's rate on Qwen3-Next, whose stored bytes per token depend on the block size (its linear-
+    attention layers keep one state per block): 101,760 B at 512 tokens a block, 642,048 B at 64."""
+    from tests.conftest import REPO
+
+    text = (REPO / "workloads" / "compute" / "llama-3.1-8b-h200-trtllm-fp8.toml").read_text()
+    path = tmp_path / "qwen-next.toml"
+    path.write_text(text.replace('model = "llama-3.1-8b"', 'model = "qwen3-next-80b-a3b"')
+                    .replace('name = "llama-3.1-8b-h200-trtllm-fp8"', 'name = "qwen-next"'))
+    return str(path)
+
+
+def test_the_sweep_takes_block_tokens_fill_and_admission(tmp_path):
+    from kvbench.spec.models import load_model
+
+    name = "llama-3.1-8b-h200-trtllm-fp8"           # 39,000 computed tokens/s; 131,072 stored B/token
+    (row,) = sweep_profiles([name], capacity_per_gpu_bytes=16e12, utilization=0.5)
+    assert (row.admission, row.store_fill, row.profile, row.model) == (1.0, 1.0, name, "llama-3.1-8b")
+    assert row.residence_s == pytest.approx(16e12 / (0.5 * 39_000 * 131_072), rel=1e-12)
+    assert row.device == "NVIDIA H200 (1 GPU)" and row.kind == "published"
+    qwen = _qwen_profile(tmp_path)
+    assert load_model("qwen3-next-80b-a3b").stored_bytes_per_token(512) == 101_760.0     # the default block
+    (row,) = sweep_profiles([qwen], capacity_per_gpu_bytes=16e12, utilization=0.5)
+    assert row.bytes_per_token == 101_760.0 and row.model == "qwen3-next-80b-a3b"
+    (row,) = sweep_profiles([qwen], capacity_per_gpu_bytes=16e12, utilization=0.5, admission=0.5, store_fill=0.25,
+                            block_tokens=64)
+    assert row.bytes_per_token == 642_048.0
+    assert row.dwpd == pytest.approx(0.25 * 39_000 * 642_048 * 86_400 / 16e12, rel=1e-12)
+    assert row.residence_s == pytest.approx(0.25 * 16e12 / (0.25 * 39_000 * 642_048), rel=1e-12)
+
+
+def test_for_plans_sweep_is_every_shipped_profile_at_512_token_blocks(tmp_path, monkeypatch):
+    from kvbench.analysis.fixed_capacity import for_plan, table_lines
+    from kvbench.compute import profile
+
+    monkeypatch.setattr(profile, "profile_names", lambda: [_qwen_profile(tmp_path), "llama-3.1-8b-h200-trtllm-fp8"])
+    fc = for_plan({"bytes_per_token": 131_072.0}, capacity_per_gpu_bytes=16e12, utilization=0.5,
+                  tokens_per_s_per_gpu=39_000.0, compute={}, sweep=True)
+    # lowest DWPD first: Qwen3-Next's 101,760 B/token before the 8B model's 131,072, both at 39,000 tokens/s
+    assert [(r["profile"], r["bytes_per_token"]) for r in fc["sweep"]] == [("qwen-next", 101_760.0),
+                                                                            ("llama-3.1-8b-h200-trtllm-fp8", 131_072.0)]
+    assert len(table_lines(fc)) == 4
+
+
+def test_for_plan_by_hand_and_its_sentence():
+    from kvbench.analysis.fixed_capacity import FORMULA, for_plan, table_lines
+
+    # 0.5 x 39,000 x 131,072 x 86,400 / 16e12 = 13.8018816 DWPD; KV kept 86,400 / 13.8018816 = 6,260 s = 104 min
+    plan = {"bytes_per_token": 131_072.0, "model": "llama-3.1-8b", "deployment": {"hit_ratio": 0.8123}}
+    fc = for_plan(plan, capacity_per_gpu_bytes=16e12, utilization=0.5, tokens_per_s_per_gpu=39_000.0,
+                  compute={"profile": "p", "device": "H200", "kind": "measured"})
+    at = fc["at"]
+    assert (at["profile"], at["model"], at["device"], at["kind"]) == ("p", "llama-3.1-8b", "H200", "measured")
+    assert (at["admission"], at["store_fill"]) == (1.0, 1.0) and at["dwpd"] == pytest.approx(13.8018816, rel=1e-12)
+    assert at["residence_s"] == pytest.approx(16e12 / (0.5 * 39_000 * 131_072), rel=1e-12)
+    assert fc["hit_ratio"] == 0.8123 and fc["sweep"] == [] and fc["formula"] == FORMULA
+    assert fc["sentence"] == ("At 16 TB per GPU (llama-3.1-8b, 131,072 B/token; 39,000 computed prefill tokens/s per "
+                              "GPU at utilization 0.5): the drives see 13.8 host DWPD (1 x 0.5 x 39,000 x 131,072 x "
+                              "86400 / 1.6e+13), KV is kept 104 min, which buys a steady hit ratio of 0.812 on this "
+                              "trace.")
+    assert table_lines(fc) == []
+    # no model, profile or deployment; a quarter admitted into a half-full store: 3.45 DWPD, kept 2 x 6,260 s
+    fc = for_plan({"bytes_per_token": 131_072.0}, capacity_per_gpu_bytes=16e12, utilization=0.5,
+                  tokens_per_s_per_gpu=39_000.0, compute={}, admission=0.25, store_fill=0.5)
+    at = fc["at"]
+    assert (at["profile"], at["model"], at["device"], at["kind"]) == ("", "", "", "given")
+    assert at["dwpd"] == pytest.approx(13.8018816 / 4, rel=1e-12) and fc["hit_ratio"] is None
+    assert at["residence_s"] == pytest.approx(0.5 * 16e12 / (0.25 * 0.5 * 39_000 * 131_072), rel=1e-12)
+    assert fc["sentence"] == ("At 16 TB per GPU (the model, 131,072 B/token; 39,000 computed prefill tokens/s per GPU "
+                              "at utilization 0.5, 0.25 of blocks admitted): the drives see 3.45 host DWPD (0.25 x 0.5 "
+                              "x 39,000 x 131,072 x 86400 / 1.6e+13), KV is kept 3.48 h.")
+
+
+def test_table_lines_one_per_profile_then_the_formula():
+    from kvbench.analysis.fixed_capacity import FORMULA, table_lines
+
+    row = {"profile": "p", "model": "m", "bytes_per_token": 131_072.0, "tokens_per_s_per_gpu": 39_000.0,
+           "dwpd": 13.8018816, "residence_s": 6_260.0}
+    lines = table_lines({"sweep": [row, {**row, "profile": "q", "dwpd": 27.6}], "formula": FORMULA})
+    assert len(lines) == 4 and lines[0].split() == ["profile", "model", "B/token", "tok/s/GPU", "DWPD", "KV", "kept"]
+    assert lines[1].split() == ["p", "m", "131,072", "39,000", "13.8", "104", "min"]
+    assert lines[2].split()[:5] == ["q", "m", "131,072", "39,000", "27.6"] and lines[3] == FORMULA
