@@ -310,3 +310,61 @@ def test_the_class_nearest_a_rating():
     assert class_for_rating(p, 0.3 ** 0.5) == "qlc"            # equally near 0.3 and 1, same WAF: by name
     with pytest.raises(SpecError, match="rating of 0 DWPD"):
         class_for_rating(p, 0)
+
+
+# mutation survivors ------------------------------------------------------------------------------------------
+def test_a_price_object_with_only_the_required_fields_reads_back_with_the_defaults():
+    from kvbench.analysis.cost import Prices
+
+    p = Prices.from_dict({"dram_usd_per_gb": 3, "gpu_usd_per_hour": 2,
+                          "ssd": {"a": {"usd_per_gb": 0.1, "dwpd": 1}}})
+    assert (p.name, p.date, p.status, p.path, p.sources, p.overrides) == ("", "", "assumption", "", {}, ())
+    assert (p.dram_usd_per_gb, p.dram_service_years, p.gpu_usd_per_hour) == (3.0, 5.0, 2.0)
+    a = p.ssd["a"]
+    assert (a.name, a.usd_per_gb, a.dwpd, a.warranty_years, a.reference_waf, a.label) == ("a", 0.1, 1.0, 5.0, None, "")
+    assert (a.drive_capacity_bytes, a.over_provisioning, a.raw_nand_bytes, a.pe_cycles, a.reference_waf_source) == \
+        (None, None, None, None, "")
+    assert Prices.from_dict({"dram_usd_per_gb": 3, "gpu_usd_per_hour": 2}).ssd == {}
+    # every field given, none the default
+    q = Prices.from_dict({"name": "n", "date": "d", "status": "quoted", "path": "p.toml", "dram_usd_per_gb": 3,
+                          "dram_service_years": 4, "gpu_usd_per_hour": 2, "sources": {"dram": "s"},
+                          "overrides": ["dram=3"],
+                          "ssd": {"b": {"usd_per_gb": 0.2, "dwpd": 3, "warranty_years": 3, "reference_waf": 2.5,
+                                        "label": "L", "drive_capacity_bytes": 1e12, "over_provisioning": 0.2,
+                                        "raw_nand_bytes": 1.2e12, "pe_cycles": 7000, "reference_waf_source": "v"}}})
+    assert (q.name, q.date, q.status, q.path, q.sources, q.overrides, q.dram_service_years) == \
+        ("n", "d", "quoted", "p.toml", {"dram": "s"}, ("dram=3",), 4.0)
+    b = q.ssd["b"]
+    assert (b.warranty_years, b.reference_waf, b.label, b.drive_capacity_bytes, b.over_provisioning,
+            b.raw_nand_bytes, b.pe_cycles, b.reference_waf_source) == (3.0, 2.5, "L", 1e12, 0.2, 1.2e12, 7000.0, "v")
+
+
+def test_raw_nand_needs_a_smaller_drive_capacity_and_no_stated_op():
+    def ssd(**c):
+        return table(ssd={"c": {"usd_per_gb": 0.1, "dwpd": 1, "reference_waf": 2.0, "reference_waf_source": "v",
+                                "pe_cycles": 1e5, **c}})
+
+    # 1.25 TB of flash under 1 TB: OP 0.25 follows
+    assert prices_from_dict(ssd(drive_capacity="1TB", raw_nand_capacity="1.25TB")).ssd["c"].over_provisioning == \
+        pytest.approx(0.25, rel=1e-12)
+    for c in ({"drive_capacity": "1TB", "raw_nand_capacity": "1TB"},               # no spare: not below it
+              {"raw_nand_capacity": "1.25TB"},                                     # no drive capacity
+              {"drive_capacity": "1TB", "raw_nand_capacity": "1.25TB", "over_provisioning": 0.25}):
+        with pytest.raises(SpecError, match="raw_nand_capacity needs drive_capacity below it"):
+            prices_from_dict(ssd(**c), where="my.toml")
+    # a vendor reference WAF beside raw NAND must say where it comes from; without raw NAND it is "given in" the file
+    with pytest.raises(SpecError, match=r"my.toml: \[ssd.c\]: reference_waf without reference_waf_source"):
+        prices_from_dict(ssd(drive_capacity="1TB", raw_nand_capacity="1.25TB", reference_waf_source=None),
+                         where="my.toml")
+    c = prices_from_dict(table(ssd={"c": {"usd_per_gb": 0.1, "dwpd": 1, "reference_waf": 2.0}}), where="my.toml")
+    assert c.ssd["c"].reference_waf_source == "given in my.toml"
+
+
+def test_an_overridden_reference_waf_says_so_and_other_overrides_keep_the_source():
+    p0 = prices_from_dict(table(), where="t.toml")
+    assert p0.ssd["fast"].reference_waf_source == "given in t.toml"
+    p = apply_overrides(p0, ["ssd.fast.reference_waf=1.5", "ssd.big.dwpd=0.3"])
+    assert (p.ssd["fast"].reference_waf, p.ssd["fast"].reference_waf_source) == (1.5, "given (--price "
+                                                                                      "ssd.fast.reference_waf=1.5)")
+    assert p.ssd["big"].reference_waf_source == p0.ssd["big"].reference_waf_source
+    assert apply_overrides(p0, ["ssd.fast.dwpd=2"]).ssd["fast"].reference_waf_source == "given in t.toml"
