@@ -88,7 +88,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
                    "tests/analysis/test_plan.py::test_deployment_writes_are_the_steady_write_rate_of_its_store"]),
     # the plan's steady answer at one capacity (run with --lines: the module is the whole plan)
     "plan": ("kvbench/analysis/plan.py",
-             ["tests/analysis/curves/test_residence.py", "tests/cli/test_plan.py", "tests/analysis/test_plan.py"]),
+             ["tests/analysis/test_plan.py", "tests/analysis/curves/test_residence.py", "tests/cli/test_plan.py"]),
     # deployment scale: --deployment's fields, the rate / hit-ratio fixed point, the rating (its own unit tests)
     "deployment": ("kvbench/analysis/deployment.py", ["tests/analysis/test_deployment.py"]),
     "endurance": ("kvbench/analysis/endurance.py",
@@ -179,8 +179,10 @@ MODULES: dict[str, tuple[str, list[str]]] = {
 # modules whose test files hold slow or integration tests beside their unit tests: the mutants run against the
 # fast lane only (pytest -m), so that a module takes minutes
 LANES: dict[str, str] = {"fit": "not integration and not slow", "synth": "not integration and not slow",
-                        "loadpath": "not integration and not slow", "answer": "not integration and not slow",
-                        "placement": "not integration and not slow"}
+                         "loadpath": "not integration and not slow", "answer": "not integration and not slow",
+                         "placement": "not integration and not slow",
+                         # plan CLI runs with an admission sweep take minutes a mutant (issue 34 part 4)
+                         "plan": "not integration and not slow", "admission": "not integration and not slow"}
 
 # Mutants that cannot change behaviour, keyed by module, then (stripped source line, change) -> reason; the
 # change "*" covers every mutant of a line (a prefetch hint, say).
@@ -352,6 +354,18 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ("if not (math.isfinite(w) and w > 0):", "and -> or"):
             "the answer's W is NaN or positive: a turned-over tier wrote at least C >= 1 blocks after its fill, and "
             "the held rate is one of those",
+        ("if trace.n_blocks > max_refs:        # the per-block simulation runs on a key sample (miniature) of large "
+         "traces", "> -> >="):
+            "at exactly max_refs the sample rate is 1.0, where sampled_indices keeps every reference (its early "
+            "return): the same trace, the same tiers (round(x * 1.0) = x, max(1, .) as below) and / 1.0",
+        ("if p.sample_rate < 1.0:", "1.0 -> 2.0"):
+            "a profile's rate is at most 1; at 1.0 (the exact profile) its steps are integer distances, so "
+            "rint(steps * 1.0) is steps and capacity_scale 1 / 1.0 is the default 1.0: the same profile",
+        ("floor if math.isfinite(floor) else 0.0))", "0.0 -> 1.0"):
+            "the floor is non-finite only when the demand is NaN (a zero span; the stationarity ceiling is finite "
+            "for a trace with references), and then every W = miss ratio x demand is NaN, which np.maximum keeps",
+        ('deployment["hit_ratio_capped"] = deployment["hit_ratio"] >= stat.steady_ceiling - 1e-6', ">= -> >"):
+            "differs only for a bisected hit ratio exactly equal to the ceiling - 1e-6",
     },
     "iolog": {
         ('t = (plan["issue_ns"] if times_ns is None else np.maximum(times_ns, 0)) // 1_000_000', '0 -> 1'):

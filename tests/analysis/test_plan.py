@@ -448,6 +448,13 @@ def test_a_key_sampled_stream_plans_at_full_scale():
     assert out["source"]["generated_from"] == "chat"
     assert out["answer"]["sentences"][0].startswith("From the workload model chat (generated")
     assert any("key sample at rate 0.2" in w for w in out["warnings"])
+    # where one more GB stops paying: the miniature's marginal hits are the whole stream's (its references per
+    # day per copy of the sample, its cost per sampled block), so the full stream's plan finds about the same
+    whole = build_plan(full, block_bytes=1 << 20, prices=load_prices(), tokens_per_s=1e4,
+                       options=PlanOptions(targets=(0.5,), waf=1.0, sweep=(), write_policies=False))
+    for tier in ("dram", "ssd"):
+        assert out["per_target"]["0.5"]["pays_until_bytes"][tier] == \
+            pytest.approx(whole["per_target"]["0.5"]["pays_until_bytes"][tier], rel=0.25), tier
 
 
 def test_plan_run_warns_on_a_replay_that_did_not_run_every_request(cli, tmp_path):
@@ -515,3 +522,539 @@ def test_write_policy_rate_by_hand():
     assert steady_curve(tail, block_bytes=bb).demand_blocks_per_s == pytest.approx(0.5)
     roomy = simulate_write_policies(tr, l2_blocks=0, l3_blocks=50, **kw)["through"]
     assert roomy["write_bytes_per_s"] is None and "never evicts" in roomy["note"]
+
+
+# --- mutation survivors (issue 34 part 4) ------------------------------------------------------------------
+def test_plan_options_defaults_are_the_cli_defaults():
+    """A plan built from the library (PlanOptions()) assumes what `kvbench plan` assumes when no option is given:
+    the retention sweep 10 min .. 7 d, 7% over-provisioning, 256 MiB erase units, the slot layout, a full store,
+    no warm-up, two streams, compressed time."""
+    from kvbench.cli.plan import plan_cmd
+
+    cli = {p.name: p.default for p in plan_cmd.params}
+    o = PlanOptions()
+    assert cli["sweep"] == "10m,1h,6h,1d,7d"
+    assert o.sweep == (600.0, 3600.0, 21_600.0, 86_400.0, 604_800.0)
+    assert (o.ssd_op, cli["ssd_op"]) == (0.07, 0.07)
+    assert cli["erase_block"] == "256MiB" and o.erase_block_bytes == 256 * 2**20
+    assert (o.layout, o.store_fill, o.warmup, o.streams, o.rate_model) == \
+        (cli["layout"], cli["store_fill"], cli["warmup"], cli["streams"], cli["rate_model"])
+    assert (o.targets, o.relative, o.gc) == ((0.9, 0.95, 0.99), True, "greedy")
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(targets=()), "no target hit ratio"),
+    (dict(targets=(0.0,)), r"target hit ratio 0.0 is outside \(0, 1\]"),
+    (dict(targets=(0.9, 1.01)), "1.01 is outside"),
+    (dict(rate_model="warp"), "unknown rate model 'warp'"),
+    (dict(rate=0.0), "--rate 0.0 must be > 0"),
+    (dict(rate=1.0, deployment=parse_deployment("gpus=1,drives=1,drive_capacity=1TB,utilization=0.5")),
+     "--rate and --deployment"),
+    (dict(retention_s=0.0), "retention 0.0 s must be > 0"),
+    (dict(retention_s=-5.0), "retention -5.0 s must be > 0"),
+    (dict(store_fill=0.0), r"store fill 0.0 is outside \(0, 1\]"),
+    (dict(store_fill=1.5), "store fill 1.5 is outside"),
+    (dict(waf=0.99), "--waf 0.99 is below 1"),
+    (dict(waf=float("inf")), "--waf inf"),
+    (dict(capacities=(1e9, 0.0)), "capacity 0.0 B in --capacities must be > 0"),
+    (dict(admission=("nope",)), "nope"),
+    (dict(placement="nope"), "unknown placement rule 'nope'"),
+    (dict(placement="tier", streams=0), "--streams 0 is outside 1..64"),
+    (dict(placement="tier", streams=65), "--streams 65 is outside 1..64"),
+])
+def test_plan_options_refuse_each_field_by_name(kw, match):
+    with pytest.raises(SpecError, match=match):
+        PlanOptions(**kw).validate()
+
+
+def test_plan_options_accept_their_bounds():
+    """The closed ends of each range pass: a target of 1, a full store, a WAF of exactly 1, 1 and 64 streams; the
+    stream count is only checked with a placement rule."""
+    for kw in (dict(targets=(1.0,)), dict(store_fill=1.0), dict(waf=1.0), dict(retention_s=1e-3), dict(rate=1e-3),
+               dict(placement="tier", streams=1), dict(placement="lifetime", streams=64), dict(streams=0),
+               dict(capacities=(1.0,)), dict(admission=("all", "tinylfu"))):
+        o = PlanOptions(**kw)
+        assert o.validate() is o
+
+
+def test_capacity_curve_rows_by_hand():
+    """One new block a second for 20 s (W = 1 block/s, the (C+1)-th block arrives at t = C): capacity_curve in
+    planned units at twice the trace's rate (compress) and 3 copies of 1,000-B blocks. C = 4 blocks per copy
+    (12,000 B): fills at 4 s of trace, 2 s of wall time, written at 2 blocks/s x 3 copies x 1,000 B, residence
+    12,000 / 6,000 = 2 s; 5 blocks (4 + 1) were written before the window. 30 blocks per copy never fill."""
+    from kvbench.analysis.curves.capacity import HitCurve
+    from kvbench.analysis.curves.profile import exact_profile
+    from kvbench.analysis.plan import _Scale, capacity_curve
+
+    tr = make_trace(range(20), [[i + 1] for i in range(20)])
+    steady = steady_curve(tr, block_bytes=1000)
+    hit = HitCurve.from_profile(exact_profile(tr), block_bytes=1000)
+    rows = capacity_curve(steady, hit, [12_000.0, 90_000.0], _Scale(time_scale=2.0, copies=3.0, block_bytes=1000))
+    a, b = rows
+    assert (a["capacity_bytes"], a["hit_ratio"], a["filled"], a["turned_over"]) == (12_000.0, 0.0, True, True)
+    assert a["write_bytes_per_s"] == pytest.approx(6000.0) and a["residence_s"] == pytest.approx(2.0)
+    assert a["dwpd"] == pytest.approx(86_400 / 2.0) and a["fill_time_s"] == pytest.approx(2.0)
+    assert a["warmup_write_bytes"] == pytest.approx(5 * 3 * 1000) and "reason" not in a
+    assert (b["filled"], b["turned_over"], b["write_bytes_per_s"], b["dwpd"], b["residence_s"], b["fill_time_s"]) == \
+        (False, False, None, None, None, None)
+    assert "touches 60,000 B of distinct blocks" in b["reason"] and "warmup_write_bytes" not in b
+
+
+def test_none_keeps_finite_numbers_only():
+    from kvbench.analysis.plan import _none
+
+    assert _none(None) is None and _none(float("nan")) is None and _none(float("inf")) is None
+    assert _none(2) == 2.0 and isinstance(_none(np.int64(2)), float) and _none(-0.5) == -0.5
+
+
+def test_default_capacities_run_from_one_block_to_a_quarter_past_the_footprint():
+    """24 log-spaced capacities (rounded to bytes) from one block to 1.25 x the distinct blocks, in planned bytes
+    (copies x block bytes); a one-block footprint still spans 1 .. 2.5 blocks."""
+    from types import SimpleNamespace
+
+    from kvbench.analysis.plan import _Scale, default_capacities
+
+    sc = _Scale(time_scale=5.0, copies=2.0, block_bytes=1000)
+    caps = default_capacities(SimpleNamespace(distinct=1000), sc)
+    assert len(caps) == 24 and caps[0] == 2000.0 and caps[-1] == 1000 * 1.25 * 2000.0
+    ratios = np.diff(np.log(caps))
+    assert ratios == pytest.approx(np.full(23, np.log(1250.0) / 23), rel=1e-3)
+    tiny = default_capacities(SimpleNamespace(distinct=1), sc, points=4)
+    assert tiny[0] == 2000.0 and tiny[-1] == 2.5 * 2000.0 and len(tiny) == 4
+
+
+def test_flat_retention_note_by_hand():
+    """The first row from which the last row's hit ratio is within 0.001 and its capacity at least twice: rows
+    without a hit ratio or a capacity are skipped; a row as high as the last but not half its capacity is not it."""
+    from kvbench.analysis.plan import flat_retention_note
+
+    def row(ret, h, c):
+        return {"retention_s": ret, "hit_ratio": h, "capacity_bytes": c}
+
+    rows = [row(60, 0.40, 1e9), row(600, 0.5, 2e9), row(3600, 0.5004, 3e9), row(7200, None, 5e9),
+            row(86400, 0.5009, 4e9)]
+    note = flat_retention_note(rows)
+    assert note.startswith("Keeping KV longer than 10 min buys no hits here: the hit ratio stays 0.500 up to 24 h")
+    assert "1.86 GiB -> 3.73 GiB" in note
+    # 0.0011 apart: not flat; the capacity not doubled from 600 s: the 3600-s row is only 1.33x
+    assert flat_retention_note([row(600, 0.5, 2e9), row(86400, 0.5011, 4e9)]) is None
+    assert flat_retention_note([row(600, 0.5, 2.1e9), row(86400, 0.5, 4e9)]) is None
+    assert flat_retention_note([row(600, 0.5, 2e9), row(86400, 0.5, 4e9)]) is not None
+    assert flat_retention_note([row(600, 0.5, 2e9)]) is None and flat_retention_note([]) is None
+
+
+def _linear(n: int = 1000):
+    """One new block a second, no reuse (linear_plan's trace)."""
+    return make_trace(range(n), [[i + 1] for i in range(n)])
+
+
+def test_the_conservative_bill_replaces_the_gpu_line_by_hand():
+    """size_drive_class with a load tier: the conservative total is DRAM + SSD + the GPU time of the tokens not
+    served by a winning hit. 10^6 prompt tokens a day, hits worth 4 x 10^5, a quarter of them loading faster:
+    9 x 10^5 tokens recomputed at 10^4 tok/s on a $3/h GPU = $0.075/day (every hit counted: 6 x 10^5, $0.05)."""
+    from kvbench.analysis.curves.capacity import HitCurve
+    from kvbench.analysis.curves.profile import exact_profile
+    from kvbench.analysis.plan import _Scale, size_drive_class
+
+    tr = _linear()
+    big = dict(ONE_CLASS, ssd={"d": dict(ONE_CLASS["ssd"]["d"], dwpd=1000.0)})
+    prices = prices_from_dict(big)
+    asked = []
+
+    def wins_at(c):
+        asked.append(c)
+        return {"fraction": 0.25}
+
+    row = size_drive_class(prices.ssd["d"], steady=steady_curve(tr, block_bytes=1_000_000),
+                           hit_curve=HitCurve.from_profile(exact_profile(tr), block_bytes=1_000_000),
+                           sc=_Scale(1.0, 1.0, 1_000_000), need_bytes=200e6, need_reason="r", waf=1.0, store_fill=1.0,
+                           dram_bytes=0.0, prices=prices, tokens_per_day=1e6, hit_tokens_per_day_at=lambda h: 4e5,
+                           tokens_per_s=1e4, wins_at=wins_at)
+    usd = row["usd_per_day"]
+    assert row["bound"] == "hit" and asked == [200.0] and row["loading_wins"] == {"fraction": 0.25}
+    assert usd["gpu"] == pytest.approx(6e5 / 1e4 / 3600 * 3.0)
+    assert usd["total_loading_wins"] == pytest.approx(usd["dram"] + usd["ssd"] + 9e5 / 1e4 / 3600 * 3.0)
+    assert usd["total"] == pytest.approx(usd["dram"] + usd["ssd"] + usd["gpu"])
+    assert row["ssd_per_dram_reason"] == "r binds; the rating holds there"
+    half = size_drive_class(prices.ssd["d"], steady=steady_curve(tr, block_bytes=1_000_000),
+                            hit_curve=HitCurve.from_profile(exact_profile(tr), block_bytes=1_000_000),
+                            sc=_Scale(1.0, 1.0, 1_000_000), need_bytes=200e6, need_reason="r", waf=1.0,
+                            store_fill=0.5, dram_bytes=0.0, prices=prices, tokens_per_day=1e6,
+                            hit_tokens_per_day_at=lambda h: 4e5, tokens_per_s=1e4)
+    assert half["ssd_per_dram_reason"] == "r binds; the rating holds there; fill factor 0.5 adds 1/0.5"
+    assert half["loading_wins"] is None and "total_loading_wins" not in half["usd_per_day"]
+    assert half["capacity_bytes"] == pytest.approx(400e6) and half["ssd_per_dram"] == pytest.approx(2.0)
+
+
+def test_write_policies_on_a_key_sample_scale_back_by_its_rate():
+    """A trace larger than max_refs runs on its key sample at q = max_refs / references, the tiers shrunk by q:
+    the write rate and capacity are the sample's / q, so the DWPD is the sample's; at exactly max_refs the trace
+    runs whole."""
+    from kvbench.analysis.curves.profile import sampled_trace
+    from kvbench.analysis.plan import _Scale, simulate_write_policies
+
+    tr = random_prefix_trace(4, n=400)
+    kw = dict(block_bytes=1 << 20, layout="slot", sc=_Scale(time_scale=1.0, copies=1.0, block_bytes=1 << 20),
+              ftl_op=0.07, erase_block_bytes=1 << 24, gc="greedy", model_ftl=False, policies=("through",))
+    max_refs = tr.n_blocks // 2
+    q = max_refs / tr.n_blocks
+    got = simulate_write_policies(tr, l2_blocks=8, l3_blocks=40, max_refs=max_refs, **kw)["through"]
+    sub, _ = sampled_trace(tr, q)
+    want = simulate_write_policies(sub, l2_blocks=round(8 * q), l3_blocks=round(40 * q), **kw)["through"]
+    assert got["key_sample_rate"] == q and want["write_bytes_per_s"] is not None
+    assert got["write_bytes_per_s"] == pytest.approx(want["write_bytes_per_s"] / q, rel=1e-12)
+    assert got["dwpd"] == pytest.approx(want["dwpd"], rel=1e-12)
+    assert got["l3_write_blocks"] == want["l3_write_blocks"]
+    whole = simulate_write_policies(tr, l2_blocks=8, l3_blocks=40, max_refs=tr.n_blocks, **kw)["through"]
+    assert whole["key_sample_rate"] == 1.0
+    assert whole == simulate_write_policies(tr, l2_blocks=8, l3_blocks=40, **kw)["through"]
+
+
+def test_provenance_by_hand():
+    from kvbench.analysis.plan import provenance
+
+    fitted = {"source": "generated", "fitted_span_s": 3600.0}
+    assert provenance({"source": "trace"}, 10.0) == "trace" and provenance(None, None) == "trace"
+    assert provenance({"source": "generated"}, 10.0) == "model"
+    assert provenance({"source": "generated", "fitted_span_s": 0}, None) == "model"
+    assert provenance(fitted, 3600.0) == "fitted-span" and provenance(fitted, 3600.5) == "extension"
+    assert provenance(fitted, None) is None and provenance(fitted, float("inf")) is None
+
+
+def test_answer_of_a_generated_stream_says_where_its_residence_comes_from():
+    """The linear trace stated as a generated stream of 0.5 days: a preset's stream says so (no key sample at
+    rate 1); a fitted one says whether the planned tier's 24 h residence is within the span the model was fitted
+    on. Endurance binds at store fill 0.5: 43.2 GB of store on 86.4 GB of SSD, of which 2 x 100 MB for hits."""
+    from dataclasses import replace
+
+    def plan(meta, **kw):
+        return build_plan(replace(_linear(), meta=meta), block_bytes=1_000_000, prices=prices_from_dict(ONE_CLASS),
+                          tokens_per_s=1e4, options=PlanOptions(targets=(1.0,), retention_s=100.0, waf=2.0, sweep=(),
+                                                                write_policies=False, **kw))
+
+    gen = {"source": "generated", "generated_from": "chat", "span_s": 43_200.0}
+    out = plan({**gen, "sample_rate": 1.0}, store_fill=0.5)
+    s = out["answer"]["sentences"]
+    assert s[0] == "From the workload model chat (generated, 0.5 days; not a measured trace):"
+    assert out["from"] == "model" and not any("fitted on" in x for x in s)
+    assert "DRAM:SSD bought 1:8.64e+04; 200 MB of SSD for hits, 86.2 GB more so the drives last (endurance:" in \
+        " ".join(s)
+    d = out["drives"][0]
+    assert (d["store_bytes"], d["capacity_bytes"], d["hit_capacity_bytes"]) == pytest.approx((43.2e9, 86.4e9, 100e6))
+    for span, where, text in ((500.0, "extension", "beyond the 8.33 min of trace the model was fitted on: this "
+                                                   "answer rests on the model's extension"),
+                              (1e6, "fitted-span", "within the 11.6 d of trace the model was fitted on: what that "
+                                                   "trace showed, reproduced by the fit.")):
+        out = plan({**gen, "fitted_span_s": span})
+        assert out["from"] == where and out["residence_s"] == pytest.approx(86_400.0)
+        assert out["answer"]["sentences"][1] == "The planned tier keeps KV 24 h, " + text + \
+            ("" if where == "fitted-span" else " (returns hours later, daily and weekly cycles), not on what the "
+                                              "trace showed.")
+        assert out["retention"]["from"] == "fitted-span"           # 100 s of residence
+
+
+def _fake_waf(monkeypatch):
+    """DeviceWaf.at as a known function of the capacity and layout asked (the FTL model stands aside): what the
+    plan asks it, and where each answer goes, is then checked by hand."""
+    from kvbench.analysis import plan as plan_mod
+
+    def at(self, capacity_bytes, cls=None, layout=None):
+        return 1.0 + capacity_bytes / 1e13 + (0.25 if layout == "log" else 0.0), f"fake at {capacity_bytes:.6g} {layout}"
+
+    monkeypatch.setattr(plan_mod.DeviceWaf, "at", at)
+
+
+def test_deployment_and_layouts_take_the_waf_of_their_own_store(monkeypatch):
+    """Without --waf: the deployment's WAF is its store's (4 drives x 3.84 TB x fill 0.5 = 7.68 TB: WAF 1.768), and
+    each layout's is the picked class's store's, whose NAND bytes a day are the host bytes x that WAF, per byte of
+    SSD bought."""
+    _fake_waf(monkeypatch)
+    tr = random_prefix_trace(5, n=400)
+    bpt = 100_000
+    out = build_plan(tr, block_bytes=512 * bpt, prices=load_prices(), tokens_per_s=20_000.0, bytes_per_token=bpt,
+                     options=PlanOptions(targets=(0.9,), sweep=(), write_policies=False, store_fill=0.5,
+                                         deployment=parse_deployment("gpus=8,drives=4,drive_capacity=3.84TB,"
+                                                                     "utilization=0.5")))
+    dep = out["deployment"]
+    assert dep["workload_waf"] == pytest.approx(1.768) and dep["workload_waf_source"] == "fake at 7.68e+12 None"
+    pick = [r for r in out["drives"] if r["class"] == out["ssd_class"]][0]
+    assert pick["write_bytes_per_s"] > 0 and set(out["layouts"]) == {"slot", "log"}
+    for name, extra in (("slot", 0.0), ("log", 0.25)):
+        lay = out["layouts"][name]
+        w = 1.0 + pick["store_bytes"] / 1e13 + extra
+        assert lay["waf"] == pytest.approx(w) and lay["model"] == f"fake at {pick['store_bytes']:.6g} {name}"
+        assert lay["nand_bytes_per_day"] == pytest.approx(pick["write_bytes_per_s"] * 86_400 * w)
+        assert lay["nand_writes_per_day"] == pytest.approx(pick["write_bytes_per_s"] * 86_400 * w /
+                                                           pick["capacity_bytes"])
+    assert (out["waf"], out["waf_source"]) == (pick["workload_waf"], pick["workload_waf_source"])
+
+
+def test_fdp_is_asked_at_the_picked_store_capped_at_the_footprint_and_one(monkeypatch):
+    """FDP is modelled at the picked class's store in the trace's blocks, at most the distinct blocks + 1 (a
+    larger store holds them all), on that class's over-provisioning, the plan's layout and GC."""
+    import kvbench.analysis.fdp as fdp_mod
+
+    asked = []
+    monkeypatch.setattr(fdp_mod, "fdp_for_plan", lambda trace, spec, **kw: asked.append((spec, kw)) or {"ok": 1})
+    spec = object()
+    out = linear_plan(waf=2.0, retention_s=100.0, fdp=spec, layout="log", gc="fifo")
+    assert out["fdp"] == {"ok": 1} and out["drives"][0]["store_bytes"] == pytest.approx(86_400e6)
+    (s, kw), = asked
+    assert s is spec and kw["blocks"] == 1001 and kw["block_bytes"] == 1_000_000
+    assert (kw["layout"], kw["gc"], kw["op"], kw["measured"]) == ("log", "fifo", 0.07, None)
+    assert kw["pick"] is out["drives"][0]
+    asked.clear()
+    big = dict(ONE_CLASS, ssd={"d": dict(ONE_CLASS["ssd"]["d"], dwpd=1000.0)})
+    build_plan(_linear(), block_bytes=1_000_000, prices=prices_from_dict(big), tokens_per_s=1e4,
+               options=PlanOptions(targets=(1.0,), retention_s=200.0, waf=1.0, sweep=(), write_policies=False,
+                                   fdp=spec, ssd_op=0.2))
+    assert asked[0][1]["blocks"] == pytest.approx(200.0) and asked[0][1]["op"] == 0.2
+
+
+def test_retention_row_reads_the_hit_ratio_at_its_capacity_and_marks_an_extrapolated_one():
+    """On the 100-s linear trace of 10-B blocks (T(C) = C s): 30 s is 30 blocks, shown by the trace; 1,000 s is
+    beyond it (held at 1 block/s: 1,000 blocks), its hit ratio read at the footprint and noted as a lower bound."""
+    from kvbench.analysis.curves.capacity import HitCurve
+    from kvbench.analysis.curves.profile import exact_profile
+    from kvbench.analysis.plan import _Scale, retention_row
+
+    tr = make_trace(range(100), [[i % 40 + 1] for i in range(100)])     # 40 blocks in a cycle: LRU hits at >= 40
+    steady, hit = steady_curve(tr, block_bytes=10), HitCurve.from_profile(exact_profile(tr), block_bytes=10)
+    sc = _Scale(1.0, 1.0, 10)
+    shown = retention_row(steady, hit, 30.0, sc)
+    assert (shown["capacity_bytes"], shown["extrapolated"], shown["hit_ratio"]) == (300, False, 0.0)
+    assert "hit_ratio_note" not in shown
+    far = retention_row(steady, hit, 1000.0, sc)
+    assert far["extrapolated"] and far["capacity_bytes"] == pytest.approx(10_000)
+    assert far["hit_ratio"] == pytest.approx(0.6)           # the last 60 of 100 references hit a 40-block tier
+    assert far["hit_ratio_note"].startswith("at least this")
+
+
+def test_loading_wins_counts_a_request_with_one_hit_token():
+    """One-token blocks: [1] then [1, 2] (touched 2 then 1): the second request finds block 1, one token, which
+    loads faster than it recomputes at these speeds."""
+    from kvbench.analysis.plan import loading_wins
+    from kvbench.analysis.recompute import Inequality, Tier
+    from kvbench.compute.profile import rate_profile
+
+    tr = make_trace([0, 1], [[1], [1, 2]], block_tokens=1)
+    c = steady_curve(tr, block_bytes=1000)
+    w = loading_wins(c, tr, 10, Inequality(rate_profile(1.0), bytes_per_token=1000, layers=1), Tier("l3", 1e9, 0.0))
+    assert (w["hit_tokens"], w["winning_tokens"], w["fraction"]) == (1.0, 1.0, 1.0)
+    assert (w["requests_with_hits"], w["requests_loading_wins"]) == (1, 1)
+    none = loading_wins(c, tr, 10, Inequality(rate_profile(1.0), bytes_per_token=1000, layers=1),
+                        Tier("l3", 1e9, 0.0), sample_rate=1.0)
+    assert none == w
+
+
+def test_size_at_own_waf_iterates_until_the_waf_holds_within_one_percent():
+    """The WAF is asked at the need, then at each row's store until two answers are within 1% (the last answer's
+    source is kept); a WAF that keeps moving is given up on after 4 re-sizings."""
+    from types import SimpleNamespace
+
+    from kvbench.analysis.plan import size_at_own_waf
+
+    def run(wafs_by_call):
+        calls, sized = [], []
+
+        def at(capacity, cls):
+            calls.append(capacity)
+            w = wafs_by_call[min(len(calls), len(wafs_by_call)) - 1]
+            return w, f"waf {w} at {capacity:g}"
+
+        def size(waf):
+            sized.append(waf)
+            return {"store_bytes": 100.0 * len(sized)}
+
+        row = size_at_own_waf("cls", SimpleNamespace(at=at), 50.0, size)
+        return row, calls, sized
+
+    row, calls, sized = run([2.0, 2.019])           # within 1%: no second sizing, the second source kept
+    assert calls == [50.0, 100.0] and sized == [2.0] and row["workload_waf_source"] == "waf 2.019 at 100"
+    row, calls, sized = run([2.0, 2.03, 2.03])      # 1.5% off: sized again at 2.03, which then holds
+    assert calls == [50.0, 100.0, 200.0] and sized == [2.0, 2.03] and row["store_bytes"] == 200.0
+    assert row["workload_waf_source"] == "waf 2.03 at 200"
+    row, calls, sized = run([1.0, 2.0, 1.0, 2.0, 1.0, 2.0, 1.0, 2.0])     # never settles
+    assert sized == [1.0, 2.0, 1.0, 2.0, 1.0] and len(calls) == 5 and row["workload_waf_source"] == "waf 1.0 at 400"
+
+
+def test_the_recompute_and_dram_only_plans_by_hand():
+    """Beside each class's plan: recompute everything (no DRAM, no SSD, every prompt token on the GPU: 512,000
+    tokens a request at 1000/999 requests/s, at 10^4 tok/s and $3/h) and DRAM alone of the need (100 blocks of 1 MB at $5/GB over its
+    service years), hit ratio 0 on a trace without reuse."""
+    out = linear_plan(waf=2.0, retention_s=100.0)
+    rec, dram = out["plans"]["1"][:2]
+    day = 512 * 1000 / 999 * 86_400 / 1e4 / 3600 * 3.0     # 512 tokens a request, 1,000 requests in 999 s
+    assert rec == {"name": "recompute", "dram_bytes": 0, "ssd_bytes": 0, "hit_ratio": 0.0,
+                   "usd_per_day": {"dram": 0.0, "ssd": 0.0, "gpu": pytest.approx(day), "total": pytest.approx(day)},
+                   "gpu_hours_per_day": pytest.approx(day / 3.0)}
+    prices = prices_from_dict(ONE_CLASS)
+    assert (dram["name"], dram["dram_bytes"], dram["ssd_bytes"], dram["hit_ratio"]) == ("dram-only", 100e6, 0, 0.0)
+    assert dram["usd_per_day"]["dram"] == pytest.approx(0.1 * 5.0 / (prices.dram_service_years * 365))
+    assert dram["usd_per_day"]["total"] == pytest.approx(dram["usd_per_day"]["dram"] + day)
+
+
+def test_two_requests_at_two_instants_are_a_trace_to_plan():
+    one = make_trace([0.0], [[1]])
+    with pytest.raises(SpecError, match="spans 0 s over 1 request"):
+        build_plan(one, block_bytes=1000, prices=prices_from_dict(ONE_CLASS), tokens_per_s=1e4,
+                   options=PlanOptions(waf=1.0, sweep=(), write_policies=False))
+    with pytest.raises(SpecError, match="spans 0 s over 2 request"):
+        build_plan(make_trace([3.0, 3.0], [[1], [2]]), block_bytes=1000, prices=prices_from_dict(ONE_CLASS),
+                   tokens_per_s=1e4, options=PlanOptions(waf=1.0, sweep=(), write_policies=False))
+    out = build_plan(make_trace([0.0, 1.0], [[1], [2]]), block_bytes=1000, prices=prices_from_dict(ONE_CLASS),
+                     tokens_per_s=1e4, options=PlanOptions(targets=(0.9,), waf=1.0, sweep=(), write_policies=False))
+    assert (out["requests"], out["span_s"], out["trace_rate"]) == (2, 1.0, 2.0)
+    assert out["per_target"]["0.9"]["reachable"] is False
+
+
+def test_write_policies_of_a_one_block_need_run_a_one_slot_l3():
+    """Retention 1 s on the linear trace needs one block: the write-policy comparison runs a 1-slot L3, written
+    every second (1 slot/s after its first reuse: 86,400 DWPD of that slot)."""
+    out = linear_plan(waf=1.0, retention_s=1.0, write_policies=True)
+    assert out["per_target"]["1"]["need_bytes"] == pytest.approx(1e6)
+    through = out["write_policies"]["through"]
+    assert (through["l3_write_blocks"], through["l3_trim_slots"]) == (1000, 999)
+    assert through["dwpd"] == pytest.approx(86_400.0) and through["key_sample_rate"] == 1.0
+
+
+def test_plan_warnings_for_a_held_planned_tier_and_a_partial_replay():
+    """The planned tier held beyond the trace is named in the warnings (with its basis), a measured one is not; a
+    replay run that did not cover every request, or did not finish, is named with what it covered."""
+    held = linear_plan(waf=2.0, retention_s=100.0)
+    d = held["drives"][0]
+    assert d["steady_state"] == "extrapolated"
+    assert f"the planned tier (80.5 GiB): {d['basis']}" in held["warnings"]
+    big = dict(ONE_CLASS, ssd={"d": dict(ONE_CLASS["ssd"]["d"], dwpd=1000.0)})
+    tr = _linear()
+
+    def plan(measured, prices=big):
+        return build_plan(tr, block_bytes=1_000_000, prices=prices_from_dict(prices), tokens_per_s=1e4,
+                          measured=measured, options=PlanOptions(targets=(1.0,), retention_s=200.0, waf=1.0,
+                                                                 sweep=(), write_policies=False))
+
+    shown = plan(None)
+    assert shown["drives"][0]["steady_state"] == "measured" and shown["warnings"] == []
+    assert plan({"requests_replayed": 1000, "run_status": "done"})["warnings"] == []
+    assert plan({"requests_replayed": 999})["warnings"] == [
+        "the replay run (status unknown) covered 999 of 1,000 requests: its measured WAF is from that part; hit "
+        "ratios and write rates here are from the whole trace"]
+    for status in ("interrupted", "failed", "running"):
+        w = plan({"requests_replayed": 1000, "run_status": status})["warnings"]
+        assert w == [f"the replay run ({status}) covered 1,000 of 1,000 requests: its measured WAF is from that "
+                     "part; hit ratios and write rates here are from the whole trace"]
+
+
+def test_mark_provenance_marks_every_row():
+    from kvbench.analysis.plan import mark_provenance
+
+    out = {"source": {"source": "generated", "fitted_span_s": 100.0}, "residence_s": 50.0,
+           "capacity_curve": [{"residence_s": 10.0}, {"residence_s": None}], "retention_sweep": [{"residence_s": 200.0}],
+           "drives": [{"residence_s": 100.0}], "retention": {"residence_s": 1e9}}
+    mark_provenance(out)
+    assert [r["from"] for r in out["capacity_curve"]] == ["fitted-span", None]
+    assert out["retention_sweep"][0]["from"] == "extension" and out["drives"][0]["from"] == "fitted-span"
+    assert out["retention"]["from"] == "extension" and out["from"] == "fitted-span"
+    bare = {"residence_s": None}
+    mark_provenance(bare)
+    assert bare == {"residence_s": None, "from": "trace"}
+
+
+def test_the_cost_sentence_with_a_load_tier_names_the_share_that_loads_faster():
+    """With --load-tier the cost line counts only hits whose load beats recompute. Random prefix requests of
+    512-token blocks of 100 kB/token (51.2 MB a block): at 1 kB/s every hit loads slower (0%: the tier costs more
+    than recomputing); at 1 PB/s with no first byte every hit loads faster (100%), whatever the size."""
+    from kvbench.analysis.recompute import Tier
+
+    tr = random_prefix_trace(5, n=200)
+    bpt = 100_000
+
+    def plan(tier):
+        return build_plan(tr, block_bytes=512 * bpt, prices=prices_from_dict(ONE_CLASS), tokens_per_s=20_000.0,
+                          bytes_per_token=bpt, options=PlanOptions(targets=(0.9,), waf=2.0, sweep=(),
+                                                                   write_policies=False, load_tier=tier))
+
+    slow, fast = plan(Tier("disk", 1e3, 1e-3)), plan(Tier("hbm", 1e15, 0.0))
+    assert slow["load_tier"] == {"name": "disk", "bandwidth_bytes_per_s": 1e3, "latency_s": 1e-3, "first_byte": "1 ms"}
+    assert slow["drives"][0]["loading_wins"]["fraction"] == 0.0 and fast["drives"][0]["loading_wins"]["fraction"] == 1.0
+    cost = {k: [s for s in p["answer"]["sentences"] if s.startswith("Cost: ")][0] for k, p in (("slow", slow),
+                                                                                          ("fast", fast))}
+    assert "0% of hit tokens load faster at disk's measured speed" in cost["slow"]
+    assert cost["slow"].endswith(": recompute; a KV tier on this device does not pay at this model/GPU.")
+    assert "100% of hit tokens load faster at hbm's measured speed" in cost["fast"]
+    assert f"${fast['usd_per_day_loading_wins']:,.2f}/day" in cost["fast"]
+
+
+def test_write_policies_feed_the_ftl_model_each_l3_slot_at_its_own_address():
+    """model_ftl: the FTL model sees the L3 store's writes and trims at their slots' byte addresses. Slots of a
+    whole erase unit (1 MiB blocks, 1 MiB units) are written and trimmed in whole units: WAF 1 exactly. Half-unit
+    slots (512 KiB) under slot reuse leave units half live, which GC copies: the model fed that stream, rebuilt
+    here from the tier simulation's events, gives the same WAF, above 1."""
+    from kvbench.analysis import ftl
+    from kvbench.analysis.placement import store_ftl_config
+    from kvbench.analysis.plan import _Scale, simulate_write_policies
+    from kvbench.sim.tiers import EV_TRIM, EV_WRITE, Hierarchy, HierarchySpec, TierSpec
+
+    tr = random_prefix_trace(4, n=200)
+
+    def run(bb, l3):
+        return simulate_write_policies(tr, block_bytes=bb, l2_blocks=0, l3_blocks=l3, layout="slot",
+                                       sc=_Scale(1.0, 1.0, bb), ftl_op=0.07, erase_block_bytes=1 << 20, gc="greedy",
+                                       policies=("through",))["through"]
+
+    whole = run(1 << 20, 64)
+    assert whole["waf"] == 1.0
+    assert whole["waf_source"] == ("FTL model fed this policy's L3 writes and trims (slot store), op 0.07, "
+                                   "1 MiB erase units")
+    half = run(1 << 19, 128)
+    h = Hierarchy(HierarchySpec(tiers=(TierSpec("l3", 128 * (1 << 19), layout="slot", trim=True),),
+                                block_bytes=1 << 19, write_policy="through"))
+    _, ev = h.run(tr.timestamp_s, tr.offsets, tr.keys)
+    ev = ev[(ev["op"] == EV_WRITE) | (ev["op"] == EV_TRIM)]
+    slot = h.spec.slot_bytes
+    cfg = store_ftl_config(int((ev["slot"] + ev["nslots"]).max()) * slot, slot, op=0.07, erase_block_bytes=1 << 20,
+                           gc="greedy")
+    ops = np.where(ev["op"] == EV_WRITE, ftl.OP_WRITE, ftl.OP_TRIM).astype(np.uint8)
+    want = ftl.simulate(cfg, extents=ftl.bytes_to_pages(ops, ev["slot"].astype(np.int64) * slot,
+                                                        ev["nslots"].astype(np.int64) * slot, cfg.page_size),
+                        writes=3.0, warmup=0.5).waf
+    assert half["waf"] == want and want > 1.2
+
+
+def test_write_policies_sample_a_trace_of_more_than_a_million_references(monkeypatch):
+    """The per-block simulation is bounded by default at 2^20 references: a trace of 2^20 + 1 runs on its key
+    sample at q = 2^20 / (2^20 + 1) (the sampler stands in: a 2-request trace, so nothing large is simulated);
+    one of 2^20 runs whole."""
+    import kvbench.analysis.curves.profile as profile
+    from kvbench.analysis.plan import _Scale, simulate_write_policies
+    from kvbench.stream.traces import Trace
+
+    def big(n):
+        return Trace(timestamp_s=np.array([0.0, 1.0]), input_tokens=np.array([512 * (n - 1), 512]),
+                     output_tokens=np.zeros(2, np.int64), offsets=np.array([0, n - 1, n], dtype=np.int64),
+                     keys=np.arange(1, n + 1, dtype=np.uint64), block_tokens=512, fmt="test", path="hand")
+
+    asked = []
+    monkeypatch.setattr(profile, "sampled_trace",
+                        lambda trace, rate: asked.append(rate) or (make_trace([0.0, 1.0], [[1], [2]]), 2))
+    kw = dict(block_bytes=4096, l2_blocks=0, l3_blocks=1, layout="slot", sc=_Scale(1.0, 1.0, 4096), ftl_op=0.07,
+              erase_block_bytes=1 << 20, gc="greedy", model_ftl=False, policies=("through",))
+    r = simulate_write_policies(big((1 << 20) + 1), **kw)["through"]
+    assert asked == [2**20 / (2**20 + 1)] and r["key_sample_rate"] == asked[0] and r["l3_write_blocks"] == 2
+    small = make_trace([0.0, 1.0], [[1], [2]])
+    assert simulate_write_policies(small, max_refs=2, **kw)["through"]["key_sample_rate"] == 1.0 and len(asked) == 1
+
+
+def test_a_trace_with_full_block_counts_but_no_stated_rate_plans_on_the_references_it_holds():
+    """Blocks per request (the bill's references a day) are the references the curves count unless the trace
+    states a key-sample rate: a sampled trace whose meta says nothing plans as the same references would."""
+    from dataclasses import replace
+
+    from kvbench.stream.sampling import FULL_BLOCKS, sample_keys
+
+    tr = sample_keys(random_prefix_trace(5, n=300), 0.5)
+    plain = replace(tr, extras={k: v for k, v in tr.extras.items() if k != FULL_BLOCKS})
+    kw = dict(block_bytes=1000, prices=prices_from_dict(ONE_CLASS), tokens_per_s=1e4,
+              options=PlanOptions(targets=(0.5,), waf=1.0, sweep=(), write_policies=False))
+    a, b = build_plan(tr, **kw), build_plan(plain, **kw)
+    assert a["plans"] == b["plans"] and a["plans"]["0.5"][1]["hit_ratio"] > 0
