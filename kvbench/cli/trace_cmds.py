@@ -302,6 +302,8 @@ def fit_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, ou
               + (f"Steady write rate (DWPD) at the capacities both turn over: {_dwpd_line(good)}.\n"
                  if good.get("dwpd_error_mean") is not None else "")
               + (f"{'Calibrated: ' + _calibration_line(res.model.calibration)}.\n" if res.model.calibration else "")
+              + (f"Gen check: {_gen_line(good['gen_check'], good.get('source_noise'), out)}.\n"
+                 if good.get("gen_check") is not None else "")
               + "".join(f"warning: {w}\n" for w in res.warnings))
     with atomic_output(out) as tmp:
         tmp.write_text(to_toml(res.model, header=header.rstrip("\n")))

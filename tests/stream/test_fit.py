@@ -173,6 +173,7 @@ def test_cli_prints_the_calibration(cli, tmp_path):
     assert "The source's own sampling noise" in r.output
     text = out.read_text()
     assert "[calibration]" in text and "calibrated = true" in text and "dwpd_error_max_before" in text
+    assert "# Gen check: kvbench trace gen --model-file" in text and "gen_duration_s = " in text
 
 
 def test_generator_probe_passed_equals_its_own():
