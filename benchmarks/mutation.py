@@ -788,6 +788,19 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ("page = -1", "1 -> 2"): "any negative value means 'no page to copy yet' (`while page < 0`)",
         ("p2l[u(q)] = -1", "1 -> 2"): "any negative value marks an invalid physical page (every reader tests < 0 / >= 0)",
         ("prv[u(nxt[u(victim)])] = -1", "1 -> 2"): "any negative value marks a bucket's head (readers test prv >= 0)",
+        ("l2p[u(lpn)] = -1", "1 -> 2"):
+            "any negative l2p is an unmapped user page: the kernel tests `old >= 0`, FtlModel.check `l2p >= 0`, and "
+            "nothing else reads l2p",
+        ("state[u(victim)] = 3  # being cleaned: invalidations no longer move it between buckets", "3 -> 4"):
+            "the mark is only ever compared as `== 2` in the kernel (any other value keeps the victim out of the "
+            "buckets) and the victim is erased (state 0) before the host page's write ends, so FtlModel.check's "
+            "`state == 3` never sees either value between calls (an out-of-blocks error raises first)",
+        ("while page < 0:", "< -> <="):
+            "the condition is re-tested only after a pass that found no page (page is still -1: a victim picked, or "
+            "an emptied victim erased); every pass that finds a page, page 0 included, leaves by `break`",
+        ("while vi < bp and p2l[u(victim * bp + vi)] < 0:", "< -> <="):
+            "the first `<`: the scan may step to vi = bp + 1 past an invalid slot after the block's last, but "
+            "`if vi < bp` then erases the victim as at vi = bp; the slot read at vi = bp decides nothing",
     },
     "trace_waf": {
         # _hierarchy's sizing loop: fit_store caches capacity // slot blocks on both layouts (the store's overhead

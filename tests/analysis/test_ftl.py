@@ -641,3 +641,38 @@ def test_layout_waf_default_seed_is_one():
     kw = dict(erase_block_bytes=8 * (16 << 10), min_blocks=64, writes=1.0)
     assert layout_waf("slot", 16 << 10, **kw)[0] == layout_waf("slot", 16 << 10, seed=1, **kw)[0] != \
         layout_waf("slot", 16 << 10, seed=2, **kw)[0]
+
+
+@pytest.mark.parametrize("gc", ["greedy", "fifo"])
+def test_same_stream_gc_keeps_every_page_in_its_streams_erase_blocks(gc):
+    """Two streams, gc_stream="same" (FDP's isolated reclaim units): pages 0-127 always go to stream 0, 128-255 to
+    stream 1, rewritten at random until GC has cleaned every erase block many times over. A victim's valid
+    pages are copied into the victim's own stream, whichever stream the host write that triggered the clean
+    was on: every mapped page lies in an erase block of its own stream."""
+    m = FtlModel(FtlConfig(user_bytes=256 * 4096, op=0.5, block_pages=8, gc=gc, streams=2))
+    pages = np.arange(256)
+    m.apply_pages(np.full(256, OP_WRITE, np.uint8), pages, np.ones(256, np.int64), (pages >= 128).astype(np.int64))
+    rng = np.random.default_rng(9)
+    w = rng.integers(0, 256, 6000)
+    m.apply_pages(np.full(len(w), OP_WRITE, np.uint8), w, np.ones(len(w), np.int64), (w >= 128).astype(np.int64))
+    m.check()
+    c = m.counters
+    assert c.gc_pages > 0 and c.erases > 48
+    l2p, bstream = m._arrays["l2p"], m._arrays["bstream"]
+    assert (bstream[l2p // 8] == (pages >= 128)).all()
+
+
+def test_fifo_gc_copies_user_page_zero_out_of_the_oldest_block():
+    """16 user pages in 4-page erase blocks, 8 blocks (op 1.0), FIFO, GC below 2 free blocks. The fill puts pages
+    0-15 in blocks 0-3 (closed in that order; block 3 open and full); rewriting pages 4-11 closes block 3 and
+    fills blocks 4 and 5; page 12's rewrite closes block 5 and opens block 6, leaving one free block, so GC
+    cleans the oldest block, 0, whose four pages are all valid: pages 0, 1, 2 go to block 6 after page 12
+    (slots 1-3), page 3 opens block 7; block 0 is erased, then block 1 (pages 4-7 rewritten, nothing to copy):
+    2 free blocks. 25 host pages, 4 GC copies, 2 erases; user page 0 (physical page 0 before) now at 6 x 4 + 1."""
+    m = FtlModel(FtlConfig(user_bytes=16 * 4096, op=1.0, block_pages=4, gc="fifo"))
+    m.fill_sequential()
+    m.apply_pages(np.array([OP_WRITE], np.uint8), np.array([4]), np.array([9]))
+    c = m.counters
+    assert (c.host_pages, c.gc_pages, c.nand_pages, c.erases) == (25, 4, 29, 2)
+    assert m._arrays["l2p"][[0, 1, 2, 3, 12]].tolist() == [25, 26, 27, 28, 24]
+    m.check()
