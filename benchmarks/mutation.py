@@ -555,6 +555,16 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "an empty trace's t0 is never read: no fill and no request with blocks, so fill and span take their "
             "own defaults",
     },
+    "placement": {
+        ("while erase // page < 2 and page > 4096:", "4096 -> 4097"):
+            "the erase unit is >= 1 MiB, so the loop's first test (erase // page < 2) holds only for a page above "
+            "512 KiB, where page > 4096 and page > 4097 are both true: the guard never binds",
+        ("if classes <= 1 or w.size == 0:", "<= -> <"):
+            "classes = 1 then takes the quantile path with no cut points (np.arange(1, 1) is empty), and "
+            "searchsorted into no cuts puts every write in class 0, as the early return does",
+        ('probe = HierarchySpec(tiers=(TierSpec("l3", 1),), block_bytes=block_bytes)', "1 -> 2"):
+            "the probe spec only reads the slot size, which a tier's capacity does not change",
+    },
     "deployment": {
         ("for _ in range(100):", "100 -> 101"):
             "one more halving of a bracket already narrower than a float's ulp: the bracket starts at [work / tokens, "

@@ -142,3 +142,151 @@ def test_plan_placement_reports_waf_with_and_without_streams(cli):
     bad = cli("plan", "--trace", "mooncake-sample", "--model", "tiny-gqa", "--capacities", "512MiB",
               "--placement", "tier")
     assert bad.exit_code != 0 and "placement by tier needs several stores" in bad.output
+
+
+# mutation survivors ------------------------------------------------------------------------------------------
+def _cfg(top, slot, op, erase, streams=1, gc_stream="same", gc="greedy"):
+    from kvbench.analysis.placement import store_ftl_config
+
+    c = store_ftl_config(top, slot, op=op, erase_block_bytes=erase, gc=gc, streams=streams, gc_stream=gc_stream)
+    return c.page_size, c.block_pages, c.user_bytes // (c.block_pages * c.page_size), c.user_bytes
+
+
+KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
+
+
+def test_store_ftl_config_by_hand():
+    # 256 MiB of 192 KiB slots: erase unit min(64 MiB, 256 MiB / 64 = 4 MiB); page gcd(192 KiB, 4 MiB) = 64 KiB,
+    # 64 to a unit; 4096 pages in 64 units (>= 64, >= 4 / 0.28 + 1)
+    assert _cfg(256 * MIB, 192 * KIB, 0.28, 64 * MIB) == (64 * KIB, 64, 64, 256 * MIB)
+    # 64 MiB of 3 MiB slots: erase unit 1 MiB (the floor); gcd 1 MiB is a whole unit, halved to two 512 KiB pages
+    assert _cfg(64 * MIB, 3 * MIB, 0.28, 256 * MIB) == (512 * KIB, 2, 64, 64 * MIB)
+    # 128 GiB of 96 KiB slots, 1 MiB units: 32 KiB pages would be 4 Mi x 1.07 > 2^22 pages, so 64 KiB (2 Mi pages,
+    # 16 to a unit, 131,072 units)
+    assert _cfg(128 * GIB, 96 * KIB, 0.07, 1 * MIB) == (64 * KIB, 16, 131_072, 128 * GIB)
+    # a small store at op 1/16 with 4 streams: the spare must hold the GC reserve and an open unit per stream,
+    # (3 + 4) / 0.0625 + 1 = 113 units of 16 x 64 KiB, though the data fill 16 and the floor is 64
+    assert _cfg(16 * MIB, 64 * KIB, 0.0625, 256 * MIB, streams=4) == (64 * KIB, 16, 113, 113 * MIB)
+    assert _cfg(16 * MIB, 64 * KIB, 0.0625, 256 * MIB, streams=1) == (64 * KIB, 16, 65, 65 * MIB)   # 4 / 0.0625 + 1
+    # a slot of 4 KiB or less: 4 KiB pages; a top past a page boundary rounds the data up; what it passes through
+    assert _cfg(64 * MIB + 1, 2 * KIB, 0.5, 1 * MIB) == (4 * KIB, 256, 65, 65 * MIB)      # 16,385 pages: 65 units
+    # the page count's bound, 2^22 x (1 + op), at op 1: 16 GiB of 24 KiB slots in 8 KiB pages is 2^21 pages,
+    # exactly 2^22 with the spare: not above it, so 8 KiB stays
+    assert _cfg(16 * GIB, 24 * KIB, 1.0, 1 * MIB) == (8 * KIB, 128, 16_384, 16 * GIB)
+    # ... and the bound counts whole pages: 2,796,202.5 pages of 8 KiB at op 0.5 are 2,796,203 x 1.5 = 4,194,304.5,
+    # above 2^22, so 16 KiB pages: 1,398,102 of them, 64 to a unit, 21,846 units
+    assert _cfg(2_796_202 * 8 * KIB + 4 * KIB, 24 * KIB, 0.5, 1 * MIB) == (16 * KIB, 64, 21_846, 21_846 * MIB)
+    # a page never grows past the slot: 512 GiB of 64 KiB slots keeps 64 KiB pages (8 Mi of them, over the bound)
+    assert _cfg(512 * GIB, 64 * KIB, 0.07, 1 * MIB) == (64 * KIB, 16, 524_288, 512 * GIB)
+    # nor past the erase unit: 4 TiB of 2 MiB slots in 1 MiB units doubles 512 KiB pages to 1 MiB, two to a unit
+    assert _cfg(4 << 40, 2 * MIB, 0.07, 1 * MIB) == (1 * MIB, 2, 2 * MIB, 4 << 40)
+    from kvbench.analysis.placement import store_ftl_config
+
+    for top, slot in ((256 * MIB, 192 * KIB), (64 * MIB, 3 * MIB)):     # whole numbers of bytes and pages
+        c = store_ftl_config(top, slot, op=0.28, erase_block_bytes=256 * MIB, gc="greedy")
+        assert all(isinstance(x, int) for x in (c.page_size, c.block_pages, c.user_bytes))
+    c = store_ftl_config(64 * MIB, 64 * KIB, op=0.5, erase_block_bytes=MIB, gc="fifo", streams=2, gc_stream="age")
+    assert (c.op, c.gc, c.streams, c.gc_stream) == (0.5, "fifo", 2, "age")
+    c = store_ftl_config(64 * MIB, 64 * KIB, op=0.5, erase_block_bytes=MIB, gc="greedy")
+    assert (c.streams, c.gc_stream) == (1, "same")                      # one stream by default
+
+
+def test_a_one_stream_drive_needs_no_labels():
+    # every rule puts every write in stream 0 of a one-stream drive, labels or not
+    for name in PLACEMENTS:
+        assert get_placement(name).streams({}, 3, 1).tolist() == [0, 0, 0]
+    assert get_placement("LifeTime").name == "lifetime"
+    with pytest.raises(SpecError, match=r"placement 'lifetime' needs lifetime labels, which the KV store does not "
+                                        r"carry \(it has: tier\)"):
+        get_placement("lifetime").streams({"tier": [0]}, 1, 2, source="the KV store")
+
+
+def _lru_misses(keys, capacity):
+    from collections import OrderedDict
+
+    lru, misses = OrderedDict(), 0
+    for k in keys:
+        if k in lru:
+            lru.move_to_end(k)
+            continue
+        misses += 1
+        if len(lru) == capacity:
+            lru.popitem(last=False)
+        lru[k] = True
+    return misses
+
+
+def test_kv_store_waf_of_the_tier_simulations_store():
+    from kvbench.analysis.placement import kv_store_waf
+    from tests.conftest import make_trace
+
+    kw = dict(block_bytes=65536, l3_blocks=1100, layout="slot", streams=2, op=0.28, erase_block_bytes=MIB,
+              gc="greedy")
+    # 1,101 keys in a cycle through 1,100 blocks of LRU: every request misses and overwrites the oldest slot, in
+    # slot order: no page is ever copied, with or without streams
+    cyc = make_trace(None, [[k % 1101 + 1] for k in range(4 * 1101)])
+    r = kv_store_waf(cyc, rule="lifetime", **kw)
+    assert (r["waf"], r["waf_one_stream"], r["waf_reduction"], r["store_writes"]) == (1.0, 1.0, 0.0, 4 * 1101)
+    assert (r["rule"], r["streams"]) == ("lifetime", 2) and r["statement"] == PLACEMENTS["lifetime"].rule
+    assert r["source"] == ("FTL model fed the tier simulation's L3 writes and trims (slot store, 1,100 blocks), op "
+                           "0.28, 1 MiB erase units; lifetime classes from the lifetimes the simulation measured "
+                           "(an oracle: the most a predictor can buy)")
+    # hot keys (70%) among cold ones: the lifetime streams copy less than one stream, the drive's age rule does not
+    rng = np.random.default_rng(3)
+    keys = np.where(rng.random(6000) < 0.7, rng.integers(1, 300, 6000), rng.integers(1000, 4000, 6000)).tolist()
+    tr = make_trace(None, [[k] for k in keys])
+    # 1,090 blocks: the writes reach slot 1,089, so the modelled drive needs ceil(1,090 / 16) = 69 erase units of
+    # 16 slots (the top counted to the end of the last slot written)
+    kw["l3_blocks"] = 1090
+    life, age = kv_store_waf(tr, rule="lifetime", **kw), kv_store_waf(tr, rule="age", **kw)
+    assert life["store_writes"] == age["store_writes"] == _lru_misses(keys, 1090)
+    assert life["waf_one_stream"] == age["waf_one_stream"] > 1.05          # the same one-stream drive
+    assert 1.0 <= life["waf"] < life["waf_one_stream"]
+    assert life["waf_reduction"] == pytest.approx(1 - life["waf"] / life["waf_one_stream"], rel=1e-12)
+    assert age["rule"] == "age" and "oracle" not in age["source"] and age["source"].endswith("1 MiB erase units")
+    with pytest.raises(SpecError, match="placement by tier needs several stores"):
+        kv_store_waf(tr, rule="tier", **kw)
+
+
+def test_lifetime_classes_count_events_forward_and_never_is_the_longest():
+    from kvbench.analysis.placement import lifetime_classes
+
+    # s0 at 0, s1 at 1, s1 again at 2, s0 again at 3: lifetimes 3, 1, never, never; the median of the finite ones
+    # (1, 3) is 2, so the write living 3 events is the longer class, the one living 1 the shorter
+    one = np.ones(4, np.int64)
+    assert lifetime_classes(np.array([0, 1, 1, 0]), one, np.ones(4, bool), 2).tolist() == [1, 0, 1, 1]
+    # no slot rewritten: every write's lifetime is never, the last class of however many
+    for k in (2, 4):
+        assert lifetime_classes(np.array([0, 1, 2]), one[:3], np.ones(3, bool), k).tolist() == [k - 1] * 3
+
+
+def test_kv_store_waf_is_the_ftl_fed_the_trim_on_stores_writes_and_trims():
+    """Requests of 1-8 blocks: an eviction's trims come before the request's writes, so the lifetimes (events to
+    the next write or trim of a slot) and the lifetime streams' WAF depend on the trims being there. Built from
+    its parts, each tested above: the tier simulation with trim on, the writes and trims, their lifetime classes,
+    the drive store_ftl_config sizes."""
+    from kvbench.analysis import ftl
+    from kvbench.analysis.placement import kv_store_waf, lifetime_classes, store_ftl_config
+    from kvbench.sim.tiers import EV_TRIM, EV_WRITE, Hierarchy, HierarchySpec, TierSpec
+    from tests.conftest import make_trace
+
+    rng = np.random.default_rng(0)
+    tr = make_trace(None, [[int(x) for x in rng.integers(1, 3000, int(rng.integers(1, 9)))] for _ in range(3000)])
+    slot = HierarchySpec(tiers=(TierSpec("l3", 1),), block_bytes=65536).slot_bytes
+    h = Hierarchy(HierarchySpec((TierSpec("l3", 1090 * slot, layout="slot", trim=True),), 65536))
+    _, ev = h.run(tr.timestamp_s, tr.offsets, tr.keys)
+    ev = ev[(ev["op"] == EV_WRITE) | (ev["op"] == EV_TRIM)]
+    w = ev["op"] == EV_WRITE
+    assert (~w).sum() > 0                                    # the trims are there
+    s, n = ev["slot"].astype(np.int64), ev["nslots"].astype(np.int64)
+    top = int((s + n).max()) * slot
+    one_cfg = store_ftl_config(top, slot, op=0.28, erase_block_bytes=MIB, gc="greedy")
+    two_cfg = store_ftl_config(top, slot, op=0.28, erase_block_bytes=MIB, gc="greedy", streams=2)
+    ext = ftl.bytes_to_pages(np.where(w, ftl.OP_WRITE, ftl.OP_TRIM).astype(np.uint8), s * slot, n * slot,
+                             one_cfg.page_size)
+    classes = np.minimum(lifetime_classes(s, n, w, 2), 1)
+    one = ftl.simulate(one_cfg, extents=ext, writes=3.0, warmup=0.5).waf
+    two = ftl.simulate(two_cfg, extents=(*ext, classes), writes=3.0, warmup=0.5).waf
+    out = kv_store_waf(tr, block_bytes=65536, l3_blocks=1090, layout="slot", rule="lifetime", streams=2, op=0.28,
+                       erase_block_bytes=MIB, gc="greedy")
+    assert (out["waf_one_stream"], out["waf"], out["store_writes"]) == (one, two, int(w.sum()))
