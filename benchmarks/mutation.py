@@ -250,6 +250,9 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ("t1, t2 = (bounds[:, 0] - x) / d, (bounds[:, 1] - x) / d", "/ -> *"):
             "the directions' components are 0 or 1: / 1 = * 1, and a 0 component's t (inf, nan or 0) is dropped "
             "by `live`",
+        ('return np.searchsorted(d, self.caps, side="right") / max(1, curve.distances.size)', "1 -> 2"):
+            "a trace's first reference is cold: with one reference the numerator is 0 whatever the divisor, and "
+            "from two on max(1, n) = max(2, n)",
         ("if not b > a:", "> -> >="):
             "the segment is never a point: pass 0 runs along (1, 1) from x = 0 (a = ln 0.5, b = ln 8), passes 1 "
             "and 2 along one axis, where b - a = ln 8 - ln 0.5 wherever x is (x stays inside the bounds)",

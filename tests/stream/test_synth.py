@@ -73,3 +73,107 @@ def test_one_window_emits_every_request_its_sessions_make():
     for size in (1, 7, synth.WINDOW_REQUESTS):
         _, t, _ = _cat(_gen(seed=2).batches(batch_requests=size))
         assert np.array_equal(np.rint(t * 1000.0).astype(np.int64), want_ms)
+
+
+# --- mutation survivors (issue 34 part 4, second pass) ----------------------------------------------------------
+import math  # noqa: E402
+
+from kvbench.stream.workload import Arrivals, Prompts, Sessions  # noqa: E402
+
+
+def _one_turn(**prompts):
+    """Sessions of one request, fixed lengths (sigma 0: no draws), no returns; 64-token blocks."""
+    return WorkloadModel(block_tokens=64, sessions=Sessions(turns_mean=1.0, think_sigma=0.0),
+                         prompts=Prompts(**{"system_probability": 0.0, "first_user_tokens": 100.0,
+                                            "first_user_sigma": 0.0, "user_sigma": 0.0, "output_tokens": 10.0,
+                                            "output_sigma": 0.0, **prompts}))
+
+
+def test_a_batch_holds_65536_requests_by_default():
+    """40 s at 2,000 requests/s is one window of ~80,000 requests (a window is 65,536 / rate, at least 60 s):
+    the default batch holds 65,536 of them."""
+    g = Generator(_one_turn(), duration_s=40.0, rate=2000.0, seed=1, probe=(1.0, 2.0))
+    b = next(g.batches())
+    assert b.n_requests == 65_536 == synth.WINDOW_REQUESTS
+
+
+def test_session_ids_run_on_across_windows(monkeypatch):
+    """Windows of 8 requests (8 / 2 per s = 4 s, raised to the 60 s floor) over 600 s: 10 windows; the sessions
+    of each are numbered on from the last window's, 0, 1, 2, ... (their keys: own blocks, never another's)."""
+    monkeypatch.setattr(synth, "WINDOW_REQUESTS", 8)
+    uids = []
+    expand = Generator._expand
+
+    def spy(self, rng, start_s, uid, horizon_ms):
+        uids.append(uid.copy())
+        return expand(self, rng, start_s, uid, horizon_ms)
+    monkeypatch.setattr(Generator, "_expand", spy)
+    g = Generator(_one_turn(), duration_s=600.0, rate=2.0, seed=3, probe=(1.0, 2.0))
+    bs = list(g.batches())
+    assert len(uids) == 10 and min(u.size for u in uids) > 0
+    allu = np.concatenate(uids)
+    assert allu.tolist() == list(range(allu.size))
+    keys = np.concatenate([b.keys for b in bs])
+    assert np.unique(keys).size == keys.size == 2 * sum(b.n_requests for b in bs)   # 100 tokens: 2 own blocks
+
+
+def test_a_certain_system_prompt_and_no_returns_draw_nothing_but_the_prompt_choice():
+    """One system prompt taken with probability 1, no returns, one turn, fixed lengths: expanding 10 sessions
+    draws exactly 10 numbers (which system prompt), so the 11th draw is the generator's next."""
+    m = _one_turn(system_probability=1.0, system_prompts=1, system_tokens=128.0, system_sigma=0.0)
+    g = Generator(m, duration_s=60.0, seed=0, probe=(1.0, 2.0))
+    rng = np.random.default_rng(9)
+    rows = g._expand(rng, np.zeros(10), np.arange(10, dtype=np.int64), None)
+    assert rows.system.tolist() == [0] * 10 and rows.prompt.tolist() == [228] * 10
+    assert rng.random() == np.random.default_rng(9).random(11)[10]
+
+
+def test_a_key_sample_of_rate_one_is_the_whole_stream(tmp_path):
+    """gen:...,sample=1 streams the unsampled requests as they are (not marked key-sampled)."""
+    from kvbench.stream.workload import to_toml
+
+    p = tmp_path / "m.toml"
+    p.write_text(to_toml(_one_turn()))
+    whole = list(synth.iter_generated(f"gen:{p},duration=60,rate=2"))
+    one = list(synth.iter_generated(f"gen:{p},duration=60,rate=2,sample=1"))
+    assert len(one) == len(whole) == 1 and one[0].extras == whole[0].extras == {}
+    assert np.array_equal(one[0].keys, whole[0].keys) and one[0].n_requests > 60
+
+
+@pytest.mark.parametrize("cv", [1.0, 2.0])
+def test_session_starts_are_the_running_sums_of_the_gaps_across_calls(cv):
+    """A flat rate of 4 sessions a second (one request each): operational time is 4 x t, and the session starts
+    are the running sums of the generator's unit-mean gaps (exponential, or lognormal of CV 2: sigma^2 =
+    ln 5, mu = -sigma^2 / 2), however the draws are cut: drawn to 50 s, then on to 100 s (the state carries the
+    drawn starts past 50 s and the last sum), they are the sums below 400, / 4."""
+    m = WorkloadModel(arrivals=Arrivals(rate=4.0, burstiness=cv))
+    g = Generator(m, duration_s=100.0, seed=0, probe=(1.0, 2.0))
+    rng = np.random.default_rng(11)
+    state = {"carry": np.zeros(0), "last": 0.0}
+    got = np.concatenate([g._session_starts(rng, state, 50.0), g._session_starts(rng, state, 100.0)])
+    oracle = np.random.default_rng(11)
+    s2 = math.log(1.0 + cv * cv)
+    gaps = oracle.exponential(1.0, 2000) if cv == 1.0 else oracle.lognormal(-s2 / 2.0, math.sqrt(s2), 2000)
+    ops = np.cumsum(gaps)
+    want = ops[ops < 400.0] / 4.0
+    assert got.size == want.size > 100 and np.allclose(got, want, rtol=0, atol=1e-9)
+
+
+def test_sessions_start_up_to_the_end_of_a_span_that_is_not_whole_minutes():
+    """100 s at 10 sessions a second: the intensity grid (a point a minute) reaches past 100 s, so sessions start
+    in the last 40 s too (about 400 of them; the last within a second of the end)."""
+    g = Generator(WorkloadModel(arrivals=Arrivals(rate=10.0)), duration_s=100.0, seed=1, probe=(1.0, 2.0))
+    starts = g._session_starts(np.random.default_rng(1), {"carry": np.zeros(0), "last": 0.0}, 100.0)
+    assert starts.max() > 99.0 and np.count_nonzero(starts >= 60.0) > 300
+
+
+def test_a_sessions_shared_prefix_is_its_system_prompt_and_its_own_document():
+    """Two documents of different drawn lengths, every session attaching one, one system prompt of 128 tokens
+    taken by every session: each session's shared prefix is 128 + the length of its own document."""
+    m = _one_turn(system_probability=1.0, system_prompts=1, system_tokens=128.0, system_sigma=0.0,
+                  document_probability=1.0, documents=2, document_tokens=500.0, document_sigma=1.0)
+    g = Generator(m, duration_s=60.0, seed=3, probe=(1.0, 2.0))
+    assert g.doc_len.size == 2 and g.doc_len[0] != g.doc_len[1]
+    rows = g._expand(np.random.default_rng(4), np.zeros(200), np.arange(200, dtype=np.int64), None)
+    assert set(rows.doc.tolist()) == {0, 1}
+    assert rows.shared_len.tolist() == (128 + g.doc_len[rows.doc]).tolist()
