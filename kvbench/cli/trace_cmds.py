@@ -166,16 +166,14 @@ def _gen_model(model_file, output, duration, rate, seed, block_tokens, as_json):
     import time
     from dataclasses import replace
 
-    from kvbench.stream.synth import Generator, gen_meta, parse_gen, write_stream
+    from kvbench.stream.synth import Generator, gen_duration, gen_meta, parse_gen, write_stream
     from kvbench.stream.workload import load_model_file
 
     model = load_model_file(model_file)
     if block_tokens is not None:
         model = replace(model, block_tokens=int(block_tokens))
     checked = model.calibration.gen_duration_s if model.calibration is not None else None
-    if duration is None:
-        # a fitted model: the duration its fit checked (DWPD within the stated error of the trace's), else a day
-        duration = checked if checked else 86_400.0
+    duration = gen_duration(duration, model)
     t = time.perf_counter()
     gen = Generator(model, duration_s=duration, rate=rate, seed=seed)
     from kvbench.engine.safety import check_free_space

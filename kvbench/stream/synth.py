@@ -308,13 +308,28 @@ class GenSource:
     """``gen:MODEL[,duration=7d][,rate=R][,seed=S][,sample=F]``: a model's stream in place of a trace file."""
 
     model: str
-    duration_s: float = 86_400.0
+    duration_s: float | None = None    # unstated: the model's checked duration (:func:`gen_duration`)
     rate: float | None = None
     seed: int = 0
     sample: float | None = None
     text: str = ""
 
     OPTIONS = ("duration", "rate", "seed", "sample")
+
+
+DEFAULT_GEN_DURATION_S = 86_400.0   # a model that states no checked duration generates a day
+
+
+def gen_duration(stated: float | None, model: WorkloadModel) -> float:
+    """The duration a model's stream is generated for: the one stated (``duration=``, ``--duration``), else the
+    one its fit checked (``[calibration] gen_duration_s``: DWPD within the stated error of the trace's), else a
+    day. Every command that generates from a model file (``trace gen --model-file``, a ``gen:`` trace argument)
+    takes its duration from here."""
+    if stated is not None:
+        return float(stated)
+    cal = model.calibration
+    checked = cal.gen_duration_s if cal is not None else None
+    return float(checked) if checked else DEFAULT_GEN_DURATION_S
 
 
 def is_gen(text) -> bool:
@@ -357,7 +372,8 @@ def parse_gen(text: str) -> GenSource:
 def gen_meta(src: GenSource, model: WorkloadModel) -> dict:
     """What a generated trace says about itself (``Trace.meta``): where it came from and what it spans."""
     return {"source": "generated", "generated_from": src.model, "model": model.name, "seed": src.seed,
-            "rate": model.arrivals.rate if src.rate is None else src.rate, "span_s": src.duration_s,
+            "rate": model.arrivals.rate if src.rate is None else src.rate,
+            "span_s": gen_duration(src.duration_s, model),
             "sample_rate": src.sample or 1.0, "spec": src.text,
             **({"fitted_span_s": model.fitted_span_s} if model.fitted_span_s else {})}
 
@@ -371,6 +387,7 @@ def iter_generated(text: str, batch_requests: int = WINDOW_REQUESTS, limit: int 
     model = load_model_file(src.model)
     if block_tokens is not None and block_tokens != model.block_tokens:
         model = replace(model, block_tokens=int(block_tokens))
+    src = replace(src, duration_s=gen_duration(src.duration_s, model))
     gen = Generator(model, duration_s=src.duration_s, rate=src.rate, seed=src.seed)
     meta = gen_meta(src, gen.model)
     for b in gen.batches(batch_requests, limit=limit, path=text, meta=meta):

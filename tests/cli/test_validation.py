@@ -8,6 +8,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import threading
+from dataclasses import replace
 
 import click
 import pytest
@@ -158,3 +159,70 @@ def test_run_sizes_l3_to_the_device_it_is_given(loop_device, tmp_path, cli):
             "--l3-capacity", "64MiB", "--results", tmp_path / "res")
     assert r.exit_code == 2 and "is larger than" in r.output and r.output.count("kvbench: error") == 1, r.output
     assert not (tmp_path / "res").exists()
+
+
+# --- a gen: source's duration: one default for every command (kvbench.stream.synth.gen_duration) -----------------
+# How each command that takes a trace is called with TRACE; a command not listed is called as `<command> TRACE`
+# (an argument) or `<command> --<option> TRACE`, so a new command taking a trace is walked without an entry.
+GEN_ARGV = {
+    "run": ["--results", "{tmp}/results"],
+    "replay kv": ["--model", "llama-3.1-8b", "--dry-run"],
+    "plan": ["--model", "llama-3.1-8b"],
+    "check": ["--profile", "llama-3.1-8b-h200-trtllm-fp8", "--tier", "l3=6.5GB/s,90us"],
+    "ftl": ["--capacity", "4GiB", "--model", "llama-3.1-8b"],
+    "cluster": ["--model", "llama-3.1-8b", "--router", "random", "--l2", "1GiB"],
+    "trace convert": ["-o", "{tmp}/t.kvbt"],
+    "trace fit": ["-o", "{tmp}/fit.toml"],
+}
+
+
+def _trace_params(cmd):
+    return [p for p in cmd.params if "trace" in p.name and not isinstance(p.type, click.types.BoolParamType)]
+
+
+def test_every_command_generates_a_model_file_for_its_checked_duration(tmp_path, monkeypatch):
+    """A fitted model file states the duration its DWPD was checked on ([calibration] gen_duration_s); every
+    command taking a trace generates `gen:MODEL` (no duration=) for exactly that long, `trace gen --model-file`
+    too, and a stated duration= wins. The Generator is stopped at its construction: nothing is generated."""
+    from click.testing import CliRunner
+
+    from kvbench.stream import synth
+    from kvbench.stream.workload import Calibration, WorkloadModel, to_toml
+
+    model = tmp_path / "m.toml"
+    model.write_text(to_toml(replace(WorkloadModel(), calibration=Calibration(gen_duration_s=1234.0))))
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    class Recorder(synth.Generator):
+        def __init__(self, m, duration_s, *a, **kw):
+            seen.append(float(duration_s))
+            raise Stop
+
+    monkeypatch.setattr(synth, "Generator", Recorder)
+
+    def durations(argv):
+        seen.clear()
+        r = CliRunner().invoke(main, argv, catch_exceptions=True)
+        return list(seen), r
+
+    walked, refused = [], []
+    for path, cmd in _commands():
+        for p in _trace_params(cmd):
+            argv = path.split() + [a.format(tmp=tmp_path) for a in GEN_ARGV.get(path, [])]
+            for spec, want in ((f"gen:{model}", 1234.0), (f"gen:{model},duration=2h", 7200.0)):
+                given = [spec] if p.param_type_name == "argument" else [p.opts[0], spec]
+                got, r = durations(argv + given)
+                if not got and r.exit_code == 2 and "is a generated stream, not a file" in r.output:
+                    refused.append(path)        # a command that cannot take a gen: stream says so, generating nothing
+                    break
+                assert got[:1] == [want], f"{path} {given}: generated {got}: {r.output[-300:]}"
+            else:
+                walked.append(path)
+    assert refused == ["trace convert"]
+    assert {"mrc", "plan", "run", "replay kv", "trace stats", "trace fit", "ftl", "cluster", "check"} <= set(walked)
+    out = str(tmp_path / "g.jsonl")
+    assert durations(["trace", "gen", "--model-file", str(model), "-o", out])[0] == [1234.0]
+    assert durations(["trace", "gen", "--model-file", str(model), "--duration", "60s", "-o", out])[0] == [60.0]

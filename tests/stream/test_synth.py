@@ -4,6 +4,8 @@ degenerate distribution. (The model's statistics: tests/stream/test_workload.py.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -73,6 +75,18 @@ def test_one_window_emits_every_request_its_sessions_make():
     for size in (1, 7, synth.WINDOW_REQUESTS):
         _, t, _ = _cat(_gen(seed=2).batches(batch_requests=size))
         assert np.array_equal(np.rint(t * 1000.0).astype(np.int64), want_ms)
+
+
+def test_gen_duration_is_the_stated_one_else_the_checked_one_else_a_day():
+    from kvbench.stream.synth import gen_duration, parse_gen
+    from kvbench.stream.workload import Calibration
+
+    checked = replace(WorkloadModel(), calibration=Calibration(gen_duration_s=1234.0))
+    assert parse_gen("gen:m.toml").duration_s is None                 # unstated until a model is read
+    assert gen_duration(None, checked) == 1234.0
+    assert gen_duration(60.0, checked) == 60.0
+    assert gen_duration(None, WorkloadModel()) == 86_400.0             # no calibration
+    assert gen_duration(None, replace(WorkloadModel(), calibration=Calibration())) == 86_400.0   # none checked
 
 
 # --- mutation survivors (issue 34 part 4, second pass) ----------------------------------------------------------
