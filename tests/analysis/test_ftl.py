@@ -676,3 +676,61 @@ def test_fifo_gc_copies_user_page_zero_out_of_the_oldest_block():
     assert (c.host_pages, c.gc_pages, c.nand_pages, c.erases) == (25, 4, 29, 2)
     assert m._arrays["l2p"][[0, 1, 2, 3, 12]].tolist() == [25, 26, 27, 28, 24]
     m.check()
+
+
+def test_config_defaults():
+    """A drive given only its capacity: 4 KiB pages, 7% over-provisioning, 256-page erase blocks, greedy GC
+    below 2 free blocks, one stream. 1 GiB: 262,144 pages x 1.07 = 280,494 -> 1,095 blocks of 256."""
+    cfg = FtlConfig(user_bytes=1 << 30)
+    assert (cfg.page_size, cfg.op, cfg.block_pages, cfg.gc, cfg.min_free_blocks, cfg.streams, cfg.gc_stream) == \
+        (4096, 0.07, 256, "greedy", 2, 1, "same")
+    assert (cfg.user_pages, cfg.blocks, cfg.physical_pages) == (262_144, 1095, 1095 * 256)
+
+
+def test_simulate_default_seed_is_one():
+    cfg = FtlConfig(user_bytes=64 * 4096, op=1.0, block_pages=8)
+    a, b, c = (simulate(cfg, writes=2, **kw) for kw in ({}, {"seed": 1}, {"seed": 2}))
+    assert a.total == b.total and a.window_waf == b.window_waf and a.window_waf != c.window_waf
+
+
+def test_one_extent_stream_is_tiled_to_a_whole_batch():
+    """A one-page stream over 64 pages, 16,384 passes: 2^20 host pages, tiled into one kernel batch of 2^20
+    copies (progress called once, at 0). Windows longer than the run: no per-window cuts."""
+    cfg = FtlConfig(user_bytes=64 * 4096, op=1.0, block_pages=8)
+    calls = []
+    r = simulate(cfg, extents=(np.array([OP_WRITE], np.uint8), np.array([5]), np.array([1])), writes=16384, window=1e5,
+                 progress=lambda done, total: calls.append((done, total)))
+    assert calls == [(0, 1 << 20)] and r.total.host_pages == 64 + (1 << 20) and r.waf == 1.0
+
+
+def test_extents_carry_their_write_streams():
+    """Two streams: pages 0-31 rewritten in order on stream 0, pages 32-63 on stream 1, each extent naming its
+    stream (the fourth array): the streams' blocks never mix and the rewrites cost no copies. A stream the drive
+    lacks is refused; the pattern name is ignored when extents are given."""
+    cfg = FtlConfig(user_bytes=64 * 4096, op=1.0, block_pages=8, streams=2)
+    pages = np.arange(64)
+    ext = (np.full(64, OP_WRITE, np.uint8), pages, np.ones(64, np.int64), (pages >= 32).astype(np.int64))
+    r = simulate(cfg, extents=ext, writes=3, pattern="not-a-pattern")
+    assert r.pattern == "extents" and r.waf == 1.0 and r.total.host_pages == 64 + 192
+    with pytest.raises(SpecError, match="write stream 2 outside"):
+        simulate(cfg, extents=ext[:3] + (2 * ext[3],), writes=1)
+
+
+def test_layout_waf_default_erase_block_is_256_mib():
+    """256 MiB segments (one per 256 MiB erase block): 256 units; pages double from 16 KiB until 256 x (256 MiB /
+    page) x 1.07 <= 4,096 pages: 32 MiB pages, 8 per unit and per erase block; 256 x 256 MiB of user space."""
+    from kvbench.analysis.ftl import layout_waf
+
+    _, p = layout_waf("log", 1 << 20, segment_bytes=256 << 20, min_blocks=256, max_pages=1 << 12, writes=1e-9)
+    assert (p["erase_block_bytes"], p["page_bytes"], p["unit_bytes"], p["model_capacity_bytes"]) == \
+        (256 << 20, 32 << 20, 256 << 20, 256 * (256 << 20))
+
+
+def test_layout_waf_default_page_budget_is_2_to_the_22():
+    """200,000 32 KiB segments (100,000 blocks of 64 KiB, two segments each) at op 10: 16 KiB pages give
+    200,000 x 2 x 11 = 4.4 M pages > 2^22 (4,194,304), so pages double to 32 KiB (2.2 M), where they stop."""
+    from kvbench.analysis.ftl import layout_waf
+
+    _, p = layout_waf("log", 1 << 20, segment_bytes=32 << 10, erase_block_bytes=64 << 10, min_blocks=100_000,
+                      op=10.0, writes=1e-9)
+    assert (p["page_bytes"], p["unit_bytes"], p["model_capacity_bytes"]) == (32 << 10, 32 << 10, 200_000 * (32 << 10))
