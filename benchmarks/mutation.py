@@ -122,6 +122,10 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "tiers": ("kvbench/sim/tiers.py",
               ["tests/sim/test_tiers.py", "tests/sim/test_tiers_kernel.py",
                "tests/cluster/test_nodes.py::test_cached_prefix_is_contains_without_recency"]),
+    # the tier simulation's Python admission policies, slot/log stores and the row-cache (Engram) kernels
+    "sim.admission": ("kvbench/sim/admission.py", ["tests/sim/test_admission.py"]),
+    "blockstore": ("kvbench/sim/blockstore.py", ["tests/sim/test_blockstore.py"]),
+    "rowcache": ("kvbench/sim/rowcache.py", ["tests/sim/test_rowcache.py"]),
     # the cluster's shared L4 pool compiled: its members held to reference nodes sharing one L4 object
     "shared_pool": ("kvbench/sim/shared_pool.py", ["tests/cluster/test_nodes.py"]),
     # numba recompiles the whole kernel per mutant (about a minute on a loaded 2-core machine): run with --every
@@ -182,12 +186,18 @@ LANES: dict[str, str] = {"fit": "not integration and not slow", "synth": "not in
                          "loadpath": "not integration and not slow", "answer": "not integration and not slow",
                          "placement": "not integration and not slow",
                          # plan CLI runs with an admission sweep take minutes a mutant (issue 34 part 4)
-                         "plan": "not integration and not slow", "admission": "not integration and not slow"}
+                         "plan": "not integration and not slow", "admission": "not integration and not slow",
+                         # the node-vs-reference sweeps of test_nodes.py are slow; its fast lane has the pool's own
+                         "shared_pool": "not integration and not slow"}
 
 # Mutants that cannot change behaviour, keyed by module, then (stripped source line, change) -> reason; the
 # change "*" covers every mutant of a line (a prefetch hint, say).
 # A survivor is listed here only with the argument why no input can tell it apart from the original.
 EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
+    "blockstore": {
+        ("if qd <= 0:", "<= -> <"):
+            "qd = 0 then reaches int(min(qd, ...)) = min(0, a count >= 1) = 0, what the early return gives",
+    },
     "criteria": {
         ('if res is not None and isinstance(res, dict):', 'and -> or'):
             'a result that is not a table is refused by the next branch (not a result table) whatever dig read',

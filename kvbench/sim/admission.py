@@ -158,6 +158,7 @@ _MASK64 = (1 << 64) - 1
 # odd 64-bit multipliers (multiply-shift hashing), one per sketch row
 _SKETCH_SEEDS = (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0xD6E8FEB86659FD93)
 _S0, _S1, _S2, _S3 = _SKETCH_SEEDS
+_NO_KEY = object()                   # equals no key (None included): a fresh sketch hashes every key it is asked
 
 
 class TinyLFU(Admission):
@@ -182,7 +183,7 @@ class TinyLFU(Admission):
         self.rows = [bytearray(self.width) for _ in _SKETCH_SEEDS]
         self.increments = 0
         self.resets = 0
-        self._last = (None, (0, 0, 0, 0))
+        self._last = (_NO_KEY, None)     # (key, its slots) of the latest lookup: none yet, so no key matches
 
     def _slots(self, key):
         k = hash(key) & _MASK64

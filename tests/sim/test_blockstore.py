@@ -105,3 +105,121 @@ def test_a_region_with_key_sampling_is_refused():
 
     with pytest.raises(UsageError, match="--l3-region with --sample-keys"):
         ReplayConfig(trace="t", model="m", l3="x", l3_region=1 << 30, sample_keys=0.1).validate()
+
+
+# mutation survivors: the stores' bookkeeping by hand (the replay tests above see it only through a whole run)
+
+def test_slot_bytes_round_up_to_the_alignment():
+    from kvbench.sim.blockstore import slot_bytes_for
+
+    assert [slot_bytes_for(b) for b in (1, 4095, 4096, 4097, 8192)] == [4096, 4096, 4096, 8192, 8192]
+    assert slot_bytes_for(513, align=512) == 1024 and slot_bytes_for(512, align=512) == 512
+
+
+def test_slot_store_hands_out_slots_in_fifo_order_and_trims_freed_ones():
+    from kvbench.errors import SpecError
+    from kvbench.sim.blockstore import SlotStore, describe
+
+    with pytest.raises(SpecError, match="capacity below one block"):
+        SlotStore(0, 4096)
+    assert SlotStore(3, 4096, spare_slots=-2).n_slots == 3                # a negative spare counts as none
+    st = make_store("slot", 3, 4096, spare_slots=2)
+    assert (st.capacity_blocks, st.n_slots, st.footprint_bytes, st.used) == (3, 5, 5 * 4096, 0)
+    assert describe(st) == "slot store: 5 slots of 4 KiB, footprint 20 KiB"
+    assert [st.alloc(k) for k in range(10, 15)] == [(s, [], []) for s in range(5)]
+    assert st.used == 5
+    with pytest.raises(RuntimeError, match="slot store full"):
+        st.alloc(99)
+    assert st.free(2) == [] and st.free(0) == [] and st.used == 3         # no trim: nothing to trim
+    assert st.alloc(20)[0] == 2 and st.alloc(21)[0] == 0                  # freed slots come back in FIFO order
+    assert st.used == 5
+    tr = make_store("slot", 1, 4096, trim=True)
+    assert tr.alloc(1) == (0, [], []) and tr.free(0) == [(0, 1)] and tr.used == 0
+
+
+def test_log_store_appends_seals_reclaims_the_oldest_and_frees_dead_segments():
+    from kvbench.errors import SpecError
+    from kvbench.sim.blockstore import LogStore, describe
+
+    with pytest.raises(SpecError, match="capacity below one block"):
+        LogStore(0, 4096)
+    # 5 blocks in segments of 2 slots: ceil(5/2) = 3 segments + 1 spare = 4 segments, 8 slots
+    st = make_store("log", 5, 4096, segment_bytes=2 * 4096, spare_segments=1, trim=True)
+    assert (st.segment_slots, st.n_segments, st.n_slots, st.footprint_bytes) == (2, 4, 8, 8 * 4096)
+    assert describe(st) == "log store: 8 slots of 4 KiB, footprint 32 KiB"
+    assert LogStore(5, 4096, segment_bytes=2 * 4096, spare_segments=0).n_segments == 4   # one spare at least
+    assert LogStore(3, 4096, segment_bytes=100).segment_slots == 1                      # a segment of one slot
+    # keys 10..17 fill segments 0, 1, 2, 3 in order (0, 1, 2 sealed as the head moves on)
+    assert [st.alloc(k) for k in range(10, 18)] == [(s, [], []) for s in range(8)]
+    assert st.used == 8 and st.seg_live.tolist() == [2, 2, 2, 2] and list(st._sealed) == [0, 1, 2]
+    # no free segment: the oldest sealed one (0) is reclaimed, its live keys dropped, its range trimmed
+    assert st.alloc(18) == (0, [10, 11], [(0, 2)])
+    assert (st.used, st.reclaimed_segments, st.dropped_blocks) == (7, 1, 2)
+    assert st.seg_live.tolist() == [1, 2, 2, 2] and list(st._sealed) == [1, 2, 3]
+    assert st.slot_live.tolist() == [True, False] + [True] * 6
+    # segment 1 (sealed) dies block by block: trimmed and free once its last block dies
+    assert st.free(2) == [] and st.used == 6 and st.seg_live[1] == 1
+    assert st.free(2) == [] and st.used == 6                          # a dead slot again: nothing
+    assert st.free(3) == [(2, 2)] and st.used == 5 and list(st._sealed) == [2, 3]
+    assert st.alloc(19) == (1, [], [])                                # the head (0) has room left
+    assert st.alloc(20) == (2, [], [])                                # head full: the free segment 1 next
+    assert list(st._sealed) == [2, 3, 0] and st.seg_live.tolist() == [2, 1, 2, 2]
+    # the head's blocks all die while it is the head: no trim yet, then free (and trimmed) when it moves on
+    assert st.free(2) == [] and st.seg_live[1] == 0 and list(st._sealed) == [2, 3, 0]
+    assert st.alloc(21) == (3, [], []) and st.free(3) == [] and st.seg_live[1] == 0
+    assert st.alloc(22) == (2, [], [(2, 2)])                          # segment 1 freed, trimmed, taken again
+    assert st.reclaimed_segments == 1 and st.used == 7 and list(st._sealed) == [2, 3, 0]
+    # without trim the same reclaim gives no ranges
+    nt = make_store("log", 1, 4096, segment_bytes=4096)              # 1 segment of 1 slot + 1 spare
+    assert [nt.alloc(k) for k in (1, 2, 3)] == [(0, [], []), (1, [], []), (0, [1], [])]
+    assert nt.free(1) == [] and nt.used == 1 and nt.dropped_blocks == 1
+
+
+def test_fit_store_notes_and_unknown_layouts():
+    from kvbench.errors import SpecError
+
+    _, kw, note = fit_store("slot", 10 * 8192, 8192)
+    assert kw == {"spare_slots": 0} and note == ("the cache holds 10 blocks (80 KiB); no spare slots (no read is in "
+                                                 "flight when a slot is reused)")
+    assert fit_store("slot", 10 * 8192, 8192, spare_slots=-4)[1] == {"spare_slots": 0}
+    _, kw, note = fit_store("slot", 10 * 8192, 8192, spare_slots=1)
+    assert note == ("the cache holds 10 blocks (80 KiB); the store adds 1 spare slot (8 KiB) on top for reads in "
+                    "flight: footprint 88 KiB")
+    blocks, kw, note = fit_store("log", 5 * 8192, 8192, segment_bytes=2 * 8192)
+    assert (blocks, kw) == (5, {"segment_bytes": 2 * 8192, "spare_segments": 1})
+    assert note == ("the cache holds 5 blocks (40 KiB); the log store adds 24 KiB on top (whole segments of 16 KiB, "
+                    "1 spare): footprint 64 KiB")
+    assert fit_store("log", 4 * 8192, 8192, segment_bytes=100)[1] == {"segment_bytes": 8192, "spare_segments": 1}
+    with pytest.raises(SpecError, match="unknown block-store layout 'ring'"):
+        make_store("ring", 4, 4096)
+
+
+def test_capacity_within_by_hand():
+    # slot: 10 slots less 3 spare; log: 10 slots in segments of 4 = 2 whole segments, 1 spare: 1 segment cached
+    assert capacity_within("slot", 10 * 4096 + 5, 4096, spare_slots=3) == 7 * 4096
+    assert capacity_within("slot", 10 * 4096, 4096, spare_slots=-3) == 10 * 4096
+    assert capacity_within("slot", 2 * 4096, 4096, spare_slots=3) == 0
+    assert capacity_within("log", 10 * 4096, 4096, segment_bytes=4 * 4096) == 4 * 4096
+    assert capacity_within("log", 3 * 4096, 4096, segment_bytes=100) == 2 * 4096   # segments of one slot
+    assert capacity_within("log", 3 * 4096, 4096, segment_bytes=4 * 4096) == 0
+    assert capacity_within("log", 64 << 20, 4096) == 0 and capacity_within("log", 128 << 20, 4096) == 64 << 20
+
+
+def test_spare_slots_edges():
+    assert spare_slots_for(-1, MiB, MiB) == 0
+    assert spare_slots_for(1, MiB, 64 * MiB) == 1                 # ceil(1/64) + 1 = 2, capped at the depth 1
+    assert spare_slots_for(2, 4 * MiB, MiB) == 2                  # an I/O larger than a slot counts as one slot
+    assert spare_slots_for(64, MiB, 64 * MiB) == 2                # ceil(64/64) + 1 exactly
+
+
+def test_store_defaults():
+    from kvbench.sim.blockstore import LogStore, SlotStore
+
+    assert not SlotStore(1, 4096).trim_enabled and SlotStore(1, 4096).n_slots == 1
+    d = LogStore(3, 4096)                                   # 64 MiB segments, one spare, no trim
+    assert (d.segment_slots, d.n_segments, d.trim_enabled) == (16384, 2, False)
+    assert fit_store("log", 1 << 30, 4096)[1] == {"segment_bytes": 64 << 20, "spare_segments": 1}
+    assert not make_store("log", 3, 4096).trim_enabled
+    # a segment that is not a whole number of slots holds the whole slots it can: 6000 B = 1 slot of 4 KiB
+    assert capacity_within("log", 10 * 4096, 4096, segment_bytes=6000) == 9 * 4096
+    assert LogStore(3, 4096, segment_bytes=9000).segment_slots == 2
