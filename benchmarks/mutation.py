@@ -567,6 +567,14 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ("t0 = float(t.min()) if nreq else 0.0", "0.0 -> 1.0"):
             "an empty trace's t0 is never read: no fill and no request with blocks, so fill and span take their "
             "own defaults",
+        ("refs = int(np.asarray(trace.offsets)[-1] - np.asarray(trace.offsets)[0])", "- -> +"):
+            "a trace's offsets start at 0 (every reader, slice, take, concat and sample builds them from 0), so "
+            "the references are offsets[-1] either way",
+        ("first = -1", "1 -> 2"):
+            "the Python oracle's 'no eviction yet' marker: it is only tested `< 0` (set at the first eviction) and "
+            "`>= 0` (in _tier_run), so -2 means the same as -1",
+        ("demand_references: int = 0   # block references in requests after the first arrival: the mean demand's",
+         "0 -> 1"): "the dataclass default is never used: _tier_run, the only constructor, always passes it",
     },
     "placement": {
         ("while erase // page < 2 and page > 4096:", "4096 -> 4097"):

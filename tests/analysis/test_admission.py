@@ -492,3 +492,192 @@ def test_admission_probes_share_the_simulation_budget():
     assert len(two["curve"]) == 2
     one = _tradeoff_at(tr, 2, budget_refs=6)["all"]
     assert one["steady_state"] == "unknown" and one["write_bytes_per_s"] is None and len(one["curve"]) == 1
+
+
+# --- mutation survivors (issue 34 part 4) ------------------------------------------------------------------
+SIX = ([0, 1, 2, 3, 4, 5], [[1], [2], [1], [1], [3], [2]])     # the six requests above (blocks 1 2 1 1 3 2)
+
+
+def test_a_run_without_a_steady_window_is_not_filled():
+    """filled: a finite, positive window after the first eviction with writes in it. A window of 0 s (the last
+    request with blocks arrives at the fill, as out-of-order arrivals allow) or without writes has no steady
+    state; turned over needs at least the capacity written after the fill."""
+    from kvbench.analysis.admission import TierRun
+
+    def run(window, writes, cap=2):
+        return TierRun(admission="all", capacity_blocks=cap, references=10, hit_blocks=0, written=10, rejected=0,
+                       fill_time_s=1.0, steady_writes=writes, steady_window_s=window, span_s=5.0,
+                       steady_references=4, demand_references=8)
+
+    assert run(3.0, 2).filled and run(3.0, 2).turned_over and not run(3.0, 1).turned_over
+    assert run(3.0, 1).write_blocks_per_s == pytest.approx(1 / 4 * 8 / 5.0)
+    for window, writes in ((0.0, 2), (3.0, 0), (float("nan"), 2), (float("inf"), 2)):
+        r = run(window, writes)
+        assert not r.filled and not r.turned_over and math.isnan(r.write_blocks_per_s), (window, writes)
+
+
+def test_the_frontier_grid_by_hand():
+    """8 log-spaced capacities from 1/64 of the footprint (at least 1 block) to one block below it, rounded and
+    de-duplicated: 1,000 distinct blocks -> 15 .. 999 (ratio (999/15)^(1/7) = 1.822); tiny footprints -> 1, 2."""
+    from kvbench.analysis.admission import _grid
+
+    assert _grid(1000, 8) == [15, 27, 50, 91, 165, 301, 548, 999]
+    assert _grid(100, 8) == [1, 2, 4, 7, 14, 27, 51, 99]
+    assert _grid(3, 8) == _grid(2, 8) == _grid(1, 8) == [1, 2]
+    assert _grid(1000, 2) == [15, 999]
+
+
+def test_the_tradeoff_curve_runs_on_the_grid_unless_capacities_are_given():
+    """Without capacities the curve is the footprint's 8-point grid plus the planned capacity (planned 4 of the
+    six requests' 3 distinct blocks: the grid of 3 is 1, 2); with a budget of k simulations per policy the grid
+    given is thinned evenly to k - 1 (the planned one is the k-th) and says so."""
+    from kvbench.analysis.admission import tradeoff
+    from kvbench.analysis.cost import load_prices
+    from kvbench.analysis.plan import _Scale
+    from tests.conftest import make_trace
+
+    prices = load_prices()
+    tr = make_trace(*SIX)
+    kw = dict(policies=("all",), block_bytes=1000, scale=_Scale(1.0, 1.0, 1000), waf=1.0,
+              ssd_class=prices.ssd["tlc-1dwpd"], store_fill=1.0, dram_bytes=0.0, prices=prices, tokens_per_day=0.0,
+              refs_per_day=0.0, block_tokens=1, tokens_per_s=1.0, distinct=3)
+    r = tradeoff(tr, planned_bytes=4000, **kw)["all"]
+    assert [c["capacity_bytes"] for c in r["curve"]] == [1000.0, 2000.0, 4000.0]
+    assert r["curve_capacities"] == "a log grid over the trace's footprint"
+    # 8 capacities asked beside the planned 9 blocks; 6 references: a budget of 24 is 4 simulations, so 3 of the 8
+    # (indices 0, 3.5 -> 4, 7 of linspace(0, 7, 3)) and the planned one
+    asked = [c * 1000 for c in (1, 2, 3, 4, 5, 6, 7, 8)]
+    t = tradeoff(tr, planned_bytes=9000, curve_bytes=asked + [9000], budget_refs=24, **kw)["all"]
+    assert [c["capacity_bytes"] for c in t["curve"]] == [1000.0, 5000.0, 8000.0, 9000.0]
+    assert t["curve_capacities"] == ("the --capacities given; thinned to 3 of 8 capacities (budget 24 references)")
+    # a budget of exactly 8 simulations (48 references) is one short of the 8 asked and the planned: 7 of them
+    # (linspace(0, 7, 7) rounds to 0 1 2 4 5 6 7); 9 simulations run them all
+    seven = tradeoff(tr, planned_bytes=9000, curve_bytes=asked, budget_refs=48, **kw)["all"]
+    assert [c["capacity_bytes"] // 1000 for c in seven["curve"]] == [1, 2, 3, 5, 6, 7, 8, 9]
+    assert "thinned to 7 of 8 capacities (budget 48 references)" in seven["curve_capacities"]
+    nine = tradeoff(tr, planned_bytes=9000, curve_bytes=asked, budget_refs=54, **kw)["all"]
+    assert len(nine["curve"]) == 9 and nine["curve_capacities"] == "the --capacities given"
+    one = tradeoff(tr, planned_bytes=9000, curve_bytes=asked, budget_refs=6, **kw)["all"]
+    assert [c["capacity_bytes"] for c in one["curve"]] == [9000.0] and "thinned to 0 of 8" in one["curve_capacities"]
+
+
+def test_the_tradeoff_in_planned_units_per_policy_against_admit_all():
+    """Two copies of the users at twice the trace's speed: the six requests' 1-block tier (0.75 blocks/s in trace
+    time) is 2,000 B written at 0.75 x 2 x 2 x 1,000 = 3,000 B/s. [1] [1] [1] at 2 blocks: admit-all hits 2 of 3,
+    second-access 1 of 3 (the first touch only remembered): 1/3 below admit-all; neither tier fills, so each
+    says so and reports its fill-phase mean write rate (written blocks over the 2-s span, in planned units)."""
+    from kvbench.analysis.admission import tradeoff
+    from kvbench.analysis.cost import load_prices
+    from kvbench.analysis.plan import _Scale
+    from tests.conftest import make_trace
+
+    prices = load_prices()
+
+    def at(tr, planned, policies, sc):
+        return tradeoff(tr, policies=policies, block_bytes=1000, scale=sc, planned_bytes=planned * 2000,
+                        curve_bytes=[planned * 2000], waf=1.0, ssd_class=prices.ssd["tlc-1dwpd"], store_fill=1.0,
+                        dram_bytes=0.0, prices=prices, tokens_per_day=0.0, refs_per_day=0.0, block_tokens=1,
+                        tokens_per_s=1.0, distinct=10)
+
+    sc = _Scale(time_scale=2.0, copies=2.0, block_bytes=1000)
+    r = at(make_trace(*SIX), 1, ("all",), sc)["all"]
+    assert r["capacity_bytes"] == 2000.0 and r["write_bytes_per_s"] == pytest.approx(3000.0)
+    assert r["dwpd"] == pytest.approx(86_400 * 3000 / 2000) and r["writes_vs_all"] == 1.0
+    assert r["hit_ratio_vs_all"] == 0.0 and "note" not in r
+    both = at(block_trace([[1], [1], [1]]), 2, ("all", "second-access"), sc)
+    assert both["all"]["hit_ratio"] == pytest.approx(2 / 3) and both["all"]["hit_ratio_vs_all"] == 0.0
+    assert both["second-access"]["hit_ratio_vs_all"] == pytest.approx(-1 / 3)
+    for p, written in (("all", 1), ("second-access", 1)):
+        assert both[p]["note"].startswith("the tier never evicts under this policy within the trace")
+        assert both[p]["mean_write_bytes_per_s"] == pytest.approx(written * 2 * 2 * 1000 / 2.0)
+        assert "writes_vs_all" not in both[p]
+    # one request: a span of 0 s has no mean rate
+    flat = at(block_trace([[1, 2, 3]], [5.0]), 2, ("all",), sc)["all"]
+    assert flat["mean_write_bytes_per_s"] is None and not flat["filled"] and flat["dwpd"] is None
+
+
+def test_admission_for_plan_without_dram_bills_none():
+    """The plan's call: no L2 in the primary answer bills no DRAM (not a byte of it); the SSD class is the
+    answer's, else the cheapest per GB."""
+    from kvbench.analysis.admission import admission_for_plan
+    from kvbench.analysis.cost import load_prices
+    from kvbench.analysis.plan import PlanOptions, _Scale
+    from tests.conftest import make_trace
+
+    prices = load_prices()
+    out = admission_for_plan(make_trace(*SIX), PlanOptions(admission=("all",), capacities=(1000.0,)),
+                             primary={"l2_bytes": None}, prices=prices, sc=_Scale(1.0, 1.0, 1000), block_bytes=1000,
+                             waf=1.0, tokens_per_day=0.0, refs_per_day=0.0, tokens_per_s=1.0, distinct=3)["all"]
+    cheapest = min(prices.ssd, key=lambda k: prices.ssd[k].usd_per_gb)
+    assert out["usd_per_day"]["dram"] == 0.0 and out["ssd_class"] == cheapest
+    assert out["capacity_bytes"] == 1000.0
+
+
+def test_placement_for_plan_caps_the_store_at_the_footprint_and_one(monkeypatch):
+    """The placement model's L3 is the planned capacity in the trace's blocks, at most the distinct blocks + 1,
+    at least 1, for each store layout and each admission policy asked (admit-all when none)."""
+    import kvbench.analysis.placement as placement
+    from kvbench.analysis.admission import placement_for_plan
+    from kvbench.analysis.plan import PlanOptions, _Scale
+    from kvbench.sim.blockstore import STORES
+    from tests.conftest import make_trace
+
+    asked = []
+    monkeypatch.setattr(placement, "kv_store_waf", lambda trace, **kw: asked.append(kw) or {"l3": kw["l3_blocks"]})
+    tr = make_trace(*SIX)
+    for planned, blocks, copies in ((2000.0, 2, 1.0), (40_000.0, 4, 1.0), (10.0, 1, 1.0), (6000.0, 3, 2.0)):
+        asked.clear()
+        out = placement_for_plan(tr, PlanOptions(placement="tier", capacities=(planned,)), primary={},
+                                 sc=_Scale(1.0, copies, 1000), block_bytes=1000, distinct=3)
+        assert {kw["l3_blocks"] for kw in asked} == {blocks} and out["capacity_bytes"] == blocks * 1000 * copies
+        assert len(asked) == len(STORES) and {kw["admission"] for kw in asked} == {"all"}
+    assert out["rule"] == "tier" and out["streams"] == 2 and out["policies"] == {"all": {"l3": 3}}
+
+
+def test_compiled_sweep_equals_the_python_loop_in_the_fast_lane(monkeypatch):
+    """A small case of the randomized comparison above (which is slow): 60 prefix requests, every admission
+    policy in front of LRU (TinyLFU also in front of S3-FIFO, whose victim it weighs), a tier that turns over
+    without warm-up and one that holds most of the footprint with a quarter warm-up, in batches of 7 requests."""
+    import kvbench.analysis.admission as A
+
+    monkeypatch.setattr(A, "BATCH_REQUESTS", 7)
+    rng = np.random.default_rng(11)
+    reqs = _random_prefix_requests(rng, 60)
+    tr = block_trace(reqs, np.cumsum(rng.exponential(1.0, len(reqs))))
+    distinct = len({k for r in reqs for k in r})
+    cases = [(spec, "lru") for spec in ("all", "second-access", "tinylfu", "prefix-depth:depth=3",
+                                        "prefix-depth:beyond_shared=1", "threshold:min_blocks=4",
+                                        "threshold:window=20s")] + [("tinylfu", "s3fifo")]
+    turned = 0
+    for spec, policy in cases:
+        for cap, warm in ((5, 0.0), (distinct - 3, 0.25)):
+            got = simulate_tier(tr, cap, spec, policy, warmup=warm)
+            assert _fields(got) == _fields(simulate_tier_reference(tr, cap, spec, policy, warmup=warm)), \
+                (spec, policy, cap, warm)
+            turned += got.turned_over
+            assert got.references == tr.offsets[-1] - (tr.offsets[15] if warm else 0)     # 15 of 60
+    assert turned >= 4
+
+
+def test_the_probes_stop_at_twelve_simulations():
+    """[1] [2] at 0, 1 s never turns over at any capacity: planned at 8,192 blocks, the halving probes 4,096 ..
+    2 and stops there, at 12 simulations, under any budget that leaves them room."""
+    from tests.conftest import make_trace
+
+    r = _tradeoff_at(make_trace([0, 1], [[1], [2]]), 8192)["all"]
+    assert sorted(int(c["capacity_bytes"] // 1000) for c in r["curve"]) == [2 ** k for k in range(1, 14)]
+    assert "plus 12 below the planned capacity" in r["curve_capacities"] and r["steady_state"] == "unknown"
+
+
+def test_admission_and_placement_need_a_planned_capacity():
+    """The planned capacity is the first of --capacities, else the headline target's need; without either (an
+    unreachable target) the trade-off is refused with what to give."""
+    from kvbench.analysis.admission import _planned_bytes
+    from kvbench.analysis.plan import PlanOptions
+    from kvbench.errors import SpecError
+
+    assert _planned_bytes(PlanOptions(capacities=(5e9, 1e9)), {"need_bytes": 7e9}) == 5e9
+    assert _planned_bytes(PlanOptions(), {"need_bytes": 7e9}) == 7e9
+    for primary in ({}, {"need_bytes": None}, {"need_bytes": 0.0}):
+        with pytest.raises(SpecError, match="need a planned capacity"):
+            _planned_bytes(PlanOptions(), primary)
