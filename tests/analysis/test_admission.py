@@ -544,6 +544,9 @@ def test_the_tradeoff_curve_runs_on_the_grid_unless_capacities_are_given():
     r = tradeoff(tr, planned_bytes=4000, **kw)["all"]
     assert [c["capacity_bytes"] for c in r["curve"]] == [1000.0, 2000.0, 4000.0]
     assert r["curve_capacities"] == "a log grid over the trace's footprint"
+    # a footprint of 100 blocks (as the plan states it): the grid 1 2 4 7 14 27 51 99, the planned 4 among them
+    wide = tradeoff(tr, planned_bytes=4000, **{**kw, "distinct": 100})["all"]
+    assert [c["capacity_bytes"] // 1000 for c in wide["curve"]] == [1, 2, 4, 7, 14, 27, 51, 99]
     # 8 capacities asked beside the planned 9 blocks; 6 references: a budget of 24 is 4 simulations, so 3 of the 8
     # (indices 0, 3.5 -> 4, 7 of linspace(0, 7, 3)) and the planned one
     asked = [c * 1000 for c in (1, 2, 3, 4, 5, 6, 7, 8)]
