@@ -580,9 +580,16 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ("while erase // page < 2 and page > 4096:", "4096 -> 4097"):
             "the erase unit is >= 1 MiB, so the loop's first test (erase // page < 2) holds only for a page above "
             "512 KiB, where page > 4096 and page > 4097 are both true: the guard never binds",
+        ("while erase // page < 2 and page > 4096:", "> -> >="):
+            "as `4096 -> 4097`: the loop's first test holds only for a page above 512 KiB, so the guard never binds",
+        ("while erase // page < 2 and page > 4096:", "// -> /"):
+            "for positive integers floor(e / p) < 2 exactly when e / p < 2",
         ("if classes <= 1 or w.size == 0:", "<= -> <"):
             "classes = 1 then takes the quantile path with no cut points (np.arange(1, 1) is empty), and "
             "searchsorted into no cuts puts every write in class 0, as the early return does",
+        ("if classes <= 1 or w.size == 0:", "or -> and"):
+            "the early return gives zeros, and so does the path it skips: with one class there are no cuts (class "
+            "0 for all), without writes `out[w] = ...` assigns nothing",
         ('probe = HierarchySpec(tiers=(TierSpec("l3", 1),), block_bytes=block_bytes)', "1 -> 2"):
             "the probe spec only reads the slot size, which a tier's capacity does not change",
     },

@@ -290,3 +290,16 @@ def test_kv_store_waf_is_the_ftl_fed_the_trim_on_stores_writes_and_trims():
     out = kv_store_waf(tr, block_bytes=65536, l3_blocks=1090, layout="slot", rule="lifetime", streams=2, op=0.28,
                        erase_block_bytes=MIB, gc="greedy")
     assert (out["waf_one_stream"], out["waf"], out["store_writes"]) == (one, two, int(w.sum()))
+
+
+def test_one_write_never_rewritten_is_the_longest_class_and_a_store_holds_a_block_at_least():
+    from kvbench.analysis.placement import kv_store_waf, lifetime_classes
+    from tests.conftest import make_trace
+
+    assert lifetime_classes(np.array([0]), np.array([1]), np.array([True]), 2).tolist() == [1]
+    # two keys in turn: a one-block store misses every request, and a store of 0 blocks is taken as one block
+    tr = make_trace(None, [[1 + i % 2] for i in range(400)])
+    kw = dict(block_bytes=65536, layout="slot", rule="lifetime", streams=2, op=0.28, erase_block_bytes=MIB,
+              gc="greedy")
+    assert kv_store_waf(tr, l3_blocks=1, **kw)["store_writes"] == 400
+    assert kv_store_waf(tr, l3_blocks=0, **kw)["store_writes"] == 400
