@@ -1086,3 +1086,61 @@ def test_source_noise_of_two_draws_a_trace_and_it_at_half_speed(monkeypatch):
         yield None
     monkeypatch.setattr(fit_mod, "_generate_many", none)
     assert fit_mod.source_noise(tr, None, seeds=2, cold=True) is None      # a model generating no request
+
+
+def test_lognormal_and_median_fits_drop_non_positive_samples():
+    assert fit_mod._lognormal_fit(np.array([0.0, -1.0, 2.0])) == (2.0, 0.0)
+    assert fit_mod._lognormal_fit(np.zeros(3)) == (0.0, 0.0)
+    med, sigma = fit_mod._median_fit(np.array([1.0, np.e ** 2, 0.0]))      # logs 0 and 2: median e, std 1
+    assert med == pytest.approx(np.e) and sigma == pytest.approx(1.0)
+    assert fit_mod._median_fit(np.array([5.0])) == (pytest.approx(5.0), 0.0)
+
+
+def test_zipf_exponent_by_hand():
+    """counts 1000 / r^1.5 (r = 1..5): exponent 1.5; 1000, 10, 1 falls faster than r^-4: clipped to 4; fewer than
+    3 items or all equal: the default."""
+    assert fit_mod._zipf_exponent(1000.0 / np.arange(1, 6) ** 1.5, 0.7) == pytest.approx(1.5)
+    assert fit_mod._zipf_exponent(np.array([1.0, 10.0, 1000.0]), 0.7) == 4.0
+    assert fit_mod._zipf_exponent(np.array([5.0, 2.0]), 0.7) == 0.7
+    assert fit_mod._zipf_exponent(np.array([3.0, 3.0, 3.0]), 0.7) == 0.7
+    assert fit_mod._zipf_exponent(np.array([1.0, 2.0, 3.0, 3.0]), 0.7) == pytest.approx(
+        -np.polyfit(np.log([1, 2, 3, 4]), np.log([3.0, 3.0, 2.0, 1.0]), 1)[0])
+    # the largest two equal, the smallest not: fitted (ln 3 at ranks 1, 2 and ln 1 at rank 3: least-squares slope
+    # Sxy / Sxx = -0.5508 / 0.6173)
+    assert fit_mod._zipf_exponent(np.array([1.0, 3.0, 3.0]), 0.7) == pytest.approx(
+        -np.polyfit(np.log([1, 2, 3]), np.log([3.0, 3.0, 1.0]), 1)[0]) == pytest.approx(0.8923, abs=1e-4)
+
+
+def test_goodness_capacities_run_from_one_block():
+    """The curve is compared at log-spaced capacities from 1 block to the larger working set (here 10 blocks:
+    1..10 at 64 points, rounded and deduplicated)."""
+    m = WorkloadModel(block_tokens=512, arrivals=Arrivals(rate=1.0),
+                      prompts=Prompts(system_probability=0.0, first_user_tokens=400.0, first_user_sigma=0.0,
+                                      output_tokens=1.0, output_sigma=0.0))
+    g = fit_mod.goodness(_loop(100, 1.0), m, seed=0, cold=True)
+    caps = g["curve"]["capacities_blocks"]
+    assert caps[0] == 1.0 and caps == sorted(set(caps)) and g["capacity_range_blocks"][0] == 1.0
+
+
+def test_context_limit_is_the_longest_prompt_rounded_up_to_a_power_of_two_at_least_8192():
+    def fit(tokens, bt=512):
+        return fit_mod.fit_model(make_trace([0.0, 1.0], [[1], [2]], tokens=tokens, block_tokens=bt)).model
+    assert fit([20_000, 100]).sessions.max_context_tokens == 32_768
+    assert fit([1000, 100]).sessions.max_context_tokens == 8192
+    assert fit([100, 100], bt=16_384).sessions.max_context_tokens == 16_384
+
+
+def test_document_probability_is_at_most_one_when_documents_nest():
+    """66 groups of three sessions [g, 1, 9], [g, 1, 2, 8], [g, 1, 2, 3] (ids chained by prefix; 198 first
+    requests: a group of 3 is under the 2% system share): the second session shares the first's first two blocks
+    (a document), the third the second's first three (another). Each document counts its sessions and the one
+    that showed it first: (2 + 2) per 3 sessions = 1.33, read as probability 1."""
+    from tests.conftest import chained_trace
+
+    prompts = [p for g in range(66) for p in ([1000 + g, 1, 9], [1000 + g, 1, 2, 8], [1000 + g, 1, 2, 3])]
+    c = chained_trace(prompts)
+    t = make_trace(np.arange(198.0) * 10.0, [list(map(int, c.keys[c.offsets[i]:c.offsets[i + 1]]))
+                                             for i in range(198)])
+    res = fit_mod.fit_model(t)
+    assert res.observed["system_prompts_seen"] == 0 and res.observed["documents_seen"] == 132
+    assert res.model.prompts.document_probability == 1.0
