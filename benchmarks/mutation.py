@@ -263,6 +263,9 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ('return np.searchsorted(d, self.caps, side="right") / max(1, curve.distances.size)', "1 -> 2"):
             "a trace's first reference is cold: with one reference the numerator is 0 whatever the divisor, and "
             "from two on max(1, n) = max(2, n)",
+        ("bpr_o = trace.n_blocks / max(1, n_o)", "*"):
+            "bpr_o enters only as the secant's target and its history bpr = bpr_o x r_b: a positive factor on it "
+            "cancels in (bpr_o - b2) (l2 - l1) / (b2 - b1) and leaves hist[-1] != hist[-2] as it was (0 stays 0)",
         ("if not b > a:", "> -> >="):
             "the segment is never a point: pass 0 runs along (1, 1) from x = 0 (a = ln 0.5, b = ln 8), passes 1 "
             "and 2 along one axis, where b - a = ln 8 - ln 0.5 wherever x is (x stays inside the bounds)",
