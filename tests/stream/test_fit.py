@@ -970,6 +970,14 @@ def test_scorer_on_the_seeds_mean_write_rate_and_on_each_traces_own(monkeypatch)
     # (9 x 0.95 + 0.05) / 10 = 0.86, / 0.02 = 43
     gs[:] = [make_trace(np.arange(20.0), [[1]] * 20)]
     assert s.both(WorkloadModel()) == (pytest.approx(43.0), pytest.approx(43.0))
+    # capacities the generated traces turn over and the trace does not are not compared: the trace 1, 2, 1, 3,
+    # 1, 4, 1, 5 in a loop (160 requests a second apart) turns over at C = 1..4 only (W 1, 0.5, 0.5, 0.5); the
+    # generated loop of 10 keys at 0.5 s (W = 2) at 1..9: errors 1, 3, 3, 3, / 5% = 60, above the curve MAE
+    # (capacities 1..5, its 5 blocks: hit ratios 0, 79/160 x 3 and 155/160 against 0: 0.49, / 0.02 = 24.5)
+    pat = [1, 2, 1, 3, 1, 4, 1, 5]
+    s2 = fit_mod._Scorer(make_trace(np.arange(160.0), [[pat[i % 8]] for i in range(160)]), 1, 0, False)
+    gs[:] = [_loop(100, 0.5)]
+    assert s2.both(WorkloadModel()) == (pytest.approx(60.0), pytest.approx(60.0))
     # a seed with no request: infinitely bad
     gs[:] = [None]
     assert s.both(WorkloadModel()) == (math.inf, math.inf)
