@@ -948,7 +948,8 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
          "1e-12 -> 2e-12"):
             "total is a sum of hit counts (>= 0): below 1e-12 it is 0, where total > full_blocks is false and the "
             "guarded quotient is never selected",
-        ("if bw and lat is not None and bw > 0:", "> -> >="): "bw == 0 is already rejected by `bw and`",
+        ("if t.read_bw_bytes_per_s and t.read_lat_p50_s is not None and t.read_bw_bytes_per_s > 0:", "> -> >="):
+            "a bandwidth of 0 is already rejected by `t.read_bw_bytes_per_s and`",
         ("was_seen = np.isin(keys, seen, assume_unique=False) | earlier_in_batch", "False -> True"):
             "numpy 2's isin answers the same with repeated keys whatever assume_unique says (np.isin([6, 6, 1], "
             "[1, 9], assume_unique=True) is [False, False, True]): a speed hint; test_trace_prefixes_pipelined_by_hand "

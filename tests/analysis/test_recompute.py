@@ -645,3 +645,17 @@ def test_check_run_on_a_job_folder_says_it_is_not_a_replay_whatever_its_steps_ho
     (job / "run.json").write_text(json.dumps({"config": {}}))
     with pytest.raises(UsageError, match="a 'run' run, not a replay kv run"):
         read_run(job)
+
+
+def test_an_unresolved_latency_is_a_fit_with_no_fixed_part():
+    t = parse_tier("l3=2.36GB/s, Unresolved")
+    assert (t.bandwidth_bytes_per_s, t.latency_s, t.fitted) == (2.36e9, 0.0, True)
+    g = parse_tier("l3=2.36GB/s,0us")                             # a stated 0 is a stated 0
+    assert (g.latency_s, g.fitted) == (0.0, False)
+
+
+def test_a_fitted_tier_says_it_was_fitted_and_a_fallback_does_not(tmp_path):
+    fit = _fit_run(tmp_path / "a", [f"100,{b},0,{80 + 8 * b}" for b in (1, 2) * 4])
+    assert fit_tier_from_requests("l3", fit, block_bytes=16_000).fitted is True
+    few = _fit_run(tmp_path / "b", ["100,1,0,88", "100,2,0,96"])
+    assert fit_tier_from_requests("l3", few, block_bytes=16_000, latency_s=5e-5).fitted is False
