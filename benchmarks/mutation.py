@@ -829,9 +829,6 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ("elif r_count > 0:", "> -> >="): "an empty FIFO ring with free blocks below min_free is ruled out by "
                                           "validate() (spare blocks >= min_free + 2)",
         ("vi = 0", "0 -> 1"): "the scan position is reset when a victim is picked, before it is read",
-        ("err = 1  # out of free blocks: validate() makes this impossible", "1 -> 2"):
-            "unreachable: validate() keeps enough spare blocks",
-        ("err = 2", "2 -> 3"): "unreachable: validate() guarantees a victim (no test can reach an empty-victim error)",
         ("r_count += 1", "1 -> 2"):
             "the FIFO ring's count only gates `r_count > 0`; GC never needs a victim while the ring is truly empty "
             "(validate() keeps spare blocks >= min_free + 2), so an overcount is never acted on",

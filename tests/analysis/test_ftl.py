@@ -734,3 +734,20 @@ def test_layout_waf_default_page_budget_is_2_to_the_22():
     _, p = layout_waf("log", 1 << 20, segment_bytes=32 << 10, erase_block_bytes=64 << 10, min_blocks=100_000,
                       op=10.0, writes=1e-9)
     assert (p["page_bytes"], p["unit_bytes"], p["model_capacity_bytes"]) == (32 << 10, 32 << 10, 200_000 * (32 << 10))
+
+
+@pytest.mark.parametrize("gc", ["greedy", "fifo"])
+def test_kernel_errors_surface_as_spec_errors(gc):
+    """validate() keeps enough spare blocks for neither kernel error to happen, so the state is forced by hand:
+    after a fill (64 pages, 8 full blocks, the last one open) with the free count set to 0, the next page closes
+    block 7 and finds no block to open (code 1); on a fresh drive with the free count set to 1 (below
+    min_free_blocks 2) and no closed block yet, GC finds no victim after the first page (code 2). Either way
+    apply_pages raises instead of returning a half-applied batch as a success."""
+    cfg = FtlConfig(user_bytes=64 * 4096, op=1.0, block_pages=8, gc=gc)
+    for fill, free, code in ((True, 0, 1), (False, 1, 2)):
+        m = FtlModel(cfg)
+        if fill:
+            m.fill_sequential()
+        m._arrays["fmeta"][2] = free
+        with pytest.raises(SpecError, match=rf"ran out of free blocks \(code {code}\)"):
+            m.apply_pages(np.array([OP_WRITE], np.uint8), np.array([0]), np.array([1]))
