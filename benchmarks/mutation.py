@@ -194,6 +194,30 @@ LANES: dict[str, str] = {"fit": "not integration and not slow", "synth": "not in
 # change "*" covers every mutant of a line (a prefetch hint, say).
 # A survivor is listed here only with the argument why no input can tell it apart from the original.
 EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
+    "shared_pool": {
+        ("pec = max(256, max(0, int(max_request_blocks or 0)) + 16)", "0 -> 1"):
+            "max(0, m) and max(1, m) differ only for m <= 0, where both + 16 stay below the 256 floor",
+        ('size["TTL"] = 4', "4 -> 5"):
+            "the per-tier TTL region is read at tier indices < T <= 4 (more tiers are refused): a fifth word is "
+            "never read",
+        ("evcap = max(1024, 2 * m0._ev_need(most))", "2 -> 3"):
+            "more event rows than the longest request can write (the `max -> min` variant, fewer, is killed)",
+        ("xlen = int(rows[:, K.NN].max()) + pec + 16", "16 -> 17"):
+            "a longer scratch buffer than the kernel's bound (the largest pool plus a request): the tail is unused",
+    },
+    "rowcache": {
+        ("return engine(ids, int(n_ids if n_ids is not None else ids.max() + 1))", "1 -> 2"):
+            "n_ids only sizes the engine's last-reference table (ids < n_ids): one id more is never referenced",
+        ("count[x] += 1", "1 -> 2"):
+            "counts are only compared with each other (heap order, ties by time): 1 + 2h orders rows as 1 + h does",
+        ("if d < size and (heap_c[d] < heap_c[c] or (heap_c[d] == heap_c[c] and heap_t[d] < heap_t[c])):",
+         "< -> <="): "d = size reads the entry just popped's stale copy, which equals the element sifting down (at "
+                     "j): chosen, it is not below j's and the sift stops as it would; the time's < -> <=: an "
+                     "entry's time is its access's, unique, so d and c never tie",
+        ("if heap_c[j] < heap_c[p] or (heap_c[j] == heap_c[p] and heap_t[j] < heap_t[p]):", "< -> <="):
+            "the time's comparison (the count's < -> <= is killed): every entry's time is its own access's, so two "
+            "entries never tie on it",
+    },
     "blockstore": {
         ("if qd <= 0:", "<= -> <"):
             "qd = 0 then reaches int(min(qd, ...)) = min(0, a count >= 1) = 0, what the early return gives",

@@ -73,14 +73,19 @@ def profile_ranks(ids: np.ndarray, profile: np.ndarray, n_ids: int) -> np.ndarra
 
 @numba.njit(cache=True)
 def _lfu_hits(ids, n_ids, capacity):
-    """In-cache LFU (ties: least recently used first) with a lazy min-heap keyed by (count, last time)."""
+    """In-cache LFU (ties: least recently used first) with a lazy min-heap ordered by (count, last time).
+
+    The heap holds one entry per access (its row, the row's count then, the access's time); an entry is live while
+    its time is the row's latest push. Count and time are two words, not one packed key: a packed
+    ``count << 40 | t`` overflowed int64 once a row had 2^23 hits, and the most frequent row went first."""
     n = ids.size
     hits = np.zeros(n, dtype=np.bool_)
     count = np.zeros(n_ids, dtype=np.int64)
     cached = np.zeros(n_ids, dtype=np.bool_)
-    key_of = np.zeros(n_ids, dtype=np.int64)
-    heap_k = np.empty(n + 1, dtype=np.int64)
-    heap_v = np.empty(n + 1, dtype=np.int64)
+    pushed = np.zeros(n_ids, dtype=np.int64)          # time of each row's latest heap entry
+    heap_c = np.empty(n, dtype=np.int64)             # one push per access: never more than n entries
+    heap_t = np.empty(n, dtype=np.int64)
+    heap_v = np.empty(n, dtype=np.int64)
     size = 0
     used = 0
     for t in range(n):
@@ -91,23 +96,25 @@ def _lfu_hits(ids, n_ids, capacity):
         else:
             if used >= capacity:
                 while True:             # pop until a live entry: that is the victim
-                    k, v = heap_k[0], heap_v[0]
+                    pt, v = heap_t[0], heap_v[0]
                     size -= 1
-                    heap_k[0], heap_v[0] = heap_k[size], heap_v[size]
+                    heap_c[0], heap_t[0], heap_v[0] = heap_c[size], heap_t[size], heap_v[size]
                     j = 0
                     while True:
                         c = 2 * j + 1
                         if c >= size:
                             break
-                        if c + 1 < size and heap_k[c + 1] < heap_k[c]:
-                            c += 1
-                        if heap_k[c] < heap_k[j]:
-                            heap_k[c], heap_k[j] = heap_k[j], heap_k[c]
+                        d = c + 1
+                        if d < size and (heap_c[d] < heap_c[c] or (heap_c[d] == heap_c[c] and heap_t[d] < heap_t[c])):
+                            c = d
+                        if heap_c[c] < heap_c[j] or (heap_c[c] == heap_c[j] and heap_t[c] < heap_t[j]):
+                            heap_c[c], heap_c[j] = heap_c[j], heap_c[c]
+                            heap_t[c], heap_t[j] = heap_t[j], heap_t[c]
                             heap_v[c], heap_v[j] = heap_v[j], heap_v[c]
                             j = c
                         else:
                             break
-                    if cached[v] and key_of[v] == k:
+                    if cached[v] and pushed[v] == pt:
                         cached[v] = False
                         count[v] = 0
                         used -= 1
@@ -115,15 +122,16 @@ def _lfu_hits(ids, n_ids, capacity):
             cached[x] = True
             count[x] = 1
             used += 1
-        k = (count[x] << 40) | t
-        key_of[x] = k
-        heap_k[size], heap_v[size] = k, x
+        cx = count[x]
+        pushed[x] = t
+        heap_c[size], heap_t[size], heap_v[size] = cx, t, x
         j = size
         size += 1
         while j > 0:
             p = (j - 1) // 2
-            if heap_k[j] < heap_k[p]:
-                heap_k[j], heap_k[p] = heap_k[p], heap_k[j]
+            if heap_c[j] < heap_c[p] or (heap_c[j] == heap_c[p] and heap_t[j] < heap_t[p]):
+                heap_c[j], heap_c[p] = heap_c[p], heap_c[j]
+                heap_t[j], heap_t[p] = heap_t[p], heap_t[j]
                 heap_v[j], heap_v[p] = heap_v[p], heap_v[j]
                 j = p
             else:
@@ -135,8 +143,6 @@ def lfu_hits(ids: np.ndarray, capacity: int, n_ids: int | None = None) -> np.nda
     ids = np.asarray(ids, dtype=np.int64)
     if capacity <= 0 or ids.size == 0:
         return np.zeros(ids.size, dtype=bool)
-    if ids.size >= (1 << 40):
-        raise UsageError("stream too long for the LFU kernel (2^40 accesses)", "use fewer tokens")
     return _lfu_hits(ids, int(n_ids if n_ids is not None else ids.max() + 1), int(capacity))
 
 
