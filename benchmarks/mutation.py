@@ -559,6 +559,13 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
          "0.0 -> 1.0"): "a missing p50 read as 1 us instead of 0: io_s then differs only below 1 us, and it is only "
                         "compared with (and printed above) 1 s",
     },
+    "answer": {
+        ("share = min(1.0, max(0.0, 1.0 - h_dram / h_ssd)) if h_ssd > 0 else 1.0", "1.0 -> 2.0"):
+            "the min's cap (the other two 1.0s are killed): 1 - h(DRAM) / h(store) with hit ratios >= 0 and h(store) "
+            "> 0 never exceeds 1, so a cap of 1 or 2 never binds",
+        ('what = {"load": (f"LOAD from {d.break_even_tokens:,} tokens" if (d.break_even_tokens or 0) > 1 else',
+         "0 -> 1"): "a missing break-even read as 1 instead of 0: both are not > 1, the first token either way",
+    },
     "admission": {
         ("below = [x for x in runs if x.turned_over and x.capacity_blocks < cap]", "< -> <="):
             "runs are the grid's capacities without the planned one",

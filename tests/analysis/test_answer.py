@@ -605,3 +605,36 @@ def test_dram_only_needs_the_plans_block_size():
     c["tiers"]["l2"].update(break_even_tokens=1, margin_at_reference_s=0.5)
     a = build_answer(p, c)
     assert a.choice == "dram+ssd" and a.value("usd_per_day_dram_only") is None
+
+
+def test_an_answer_file_without_the_first_byte_flag_reads_as_resolved():
+    j = build_answer(_plan(), _check()).to_json()
+    for t in j["load_or_recompute"].values():
+        del t["first_byte_resolved"]
+    b = Answer.from_json(json.loads(json.dumps(j)))
+    assert all(d.first_byte_resolved for d in b.load_or_recompute)
+    assert dict((label, text) for label, text, _ in rows(b))["load from l3"].startswith(
+        "LOAD from 4,096 tokens (6 GB/s, first byte 100 us)")
+
+
+def test_the_waf_source_and_the_curve_points_the_reads_use_by_hand():
+    from kvbench.analysis.answer import _ssd_read_bytes_per_s
+
+    a = build_answer(_plan(), _check())
+    assert a["workload_waf"].source == "given"
+    p = _plan()
+    del p["drives"][0]["workload_waf_source"]
+    p["waf_source"] = "FTL model"
+    assert build_answer(p, _check())["workload_waf"].source == "FTL model"
+    # curve points without a capacity or a hit ratio are not read: the two good points give the hand value of
+    # test_bandwidth_binds_when_the_reads_need_more_drives (2.458 GB/s)
+    h_dram = 0.2 + 0.44 * math.log(9) / math.log(1000)
+    p = _plan()
+    p["capacity_curve"] += [{"capacity_bytes": None, "hit_ratio": 0.5}, {"capacity_bytes": 1e12, "hit_ratio": None},
+                            {"capacity_bytes": 0, "hit_ratio": 0.1}]
+    assert _ssd_read_bytes_per_s(p, p["drives"][0]) == pytest.approx(1e4 * 4 * 131072 * (1 - h_dram / 0.64))
+    # no DRAM reads the curve at 1 byte: on a curve from (1 B, 0.1) to (100 TB, 0.64), h(DRAM) = 0.1
+    q = _plan()
+    q["per_target"]["0.9"]["l2_bytes"] = 0.0
+    q["capacity_curve"] = [{"capacity_bytes": 1.0, "hit_ratio": 0.1}, {"capacity_bytes": 100 * TB, "hit_ratio": 0.64}]
+    assert _ssd_read_bytes_per_s(q, q["drives"][0]) == pytest.approx(1e4 * 4 * 131072 * (1 - 0.1 / 0.64))
