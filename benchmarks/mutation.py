@@ -44,6 +44,7 @@ REPO = Path(__file__).resolve().parents[1]
 # could catch is a missing unit test.
 MODULES: dict[str, tuple[str, list[str]]] = {
     "units": ("kvbench/units.py", ["tests/test_units.py"]),
+    "fields": ("kvbench/spec/fields.py", ["tests/spec/test_fields.py"]),
     "histogram": ("kvbench/metrics/histogram.py", ["tests/metrics/test_histogram.py"]),
     "curves.profile": ("kvbench/analysis/curves/profile.py",
                ["tests/analysis/curves/test_profile.py", "tests/analysis/curves/test_protocol.py",

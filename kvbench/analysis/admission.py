@@ -184,13 +184,13 @@ def simulate_tier_reference(trace, capacity_blocks: int, admission: str = "all",
     return _tier_run(admission, cap, offs, times, writes, hits, rejected, first, last_with_blocks, n_warm)
 
 
-def parse_policies(text) -> tuple:
+def parse_policies(text, option: str = "--admission") -> tuple:
     """``a,b:k=v,c`` (or a sequence) -> validated, de-duplicated policy specs in the order given."""
     items = [x.strip() for x in (text.split(",") if isinstance(text, str) else text) if str(x).strip()]
     if not items:
         raise SpecError("--admission lists no policy", "give e.g. --admission all,second-access,tinylfu")
     for x in items:
-        parse_admission(x)
+        parse_admission(x, option)
     return tuple(dict.fromkeys(items))
 
 

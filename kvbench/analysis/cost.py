@@ -148,35 +148,63 @@ def load_prices(name_or_path: str = DEFAULT_PRICES, overrides: list[str] | tuple
     return apply_overrides(p, overrides)
 
 
-def apply_overrides(p: Prices, overrides) -> Prices:
-    applied = []
-    for item in overrides or ():
-        key, sep, value = str(item).partition("=")
+SSD_FIELDS = ("usd_per_gb", "dwpd", "warranty_years", "reference_waf", "pe_cycles")
+PRICE_FIX = "e.g. --price dram=6 or --price ssd.qlc=0.05"
+
+
+def price_key(p: Prices | None = None):
+    """The ``--price`` key lookup for :func:`kvbench.spec.fields.parse_fields`: ``dram``, ``gpu``,
+    ``ssd.<class>[.<field>]`` (classes of ``p``, or any class without a table), ``-``/``_`` alike."""
+    def lookup(key: str):
+        if key in ("dram", "gpu"):
+            return key
+        if not key.startswith("ssd."):
+            return None
+        name, _, attr = key[4:].partition(".")
+        if attr and attr not in SSD_FIELDS:
+            return None
+        if p is None:
+            return key if name else None
+        match = [c for c in p.ssd if c.replace("-", "_") == name]
+        return None if not match else f"ssd.{match[0]}" + (f".{attr}" if attr else "")
+    return lookup
+
+
+def parse_price_overrides(overrides, p: Prices | None = None) -> dict[str, float]:
+    """``("dram=6", "ssd.qlc.dwpd=0.3")`` -> {key: number > 0}; one-line SpecError naming the option and key."""
+    from kvbench.spec.fields import parse_fields
+
+    classes = f"classes: {', '.join(p.ssd)}; " if p is not None else ""
+    fields = parse_fields(overrides, option="--price", known=price_key(p), noun="key", fix=PRICE_FIX,
+                          known_text=f"dram, gpu, ssd.<class>[.<field>] ({classes}fields: {', '.join(SSD_FIELDS)})",
+                          error=SpecError)
+    out = {}
+    for key, value in fields.items():
         try:
             v = float(value)
         except ValueError:
             v = float("nan")
-        if not sep or not (v > 0 and math.isfinite(v)):
-            raise SpecError(f"--price {item!r}: expected KEY=NUMBER > 0", "e.g. --price dram=6 or --price ssd.qlc=0.05")
-        key = key.strip()
+        if not (v > 0 and math.isfinite(v)):
+            raise SpecError(f"--price {key}={value}: expected KEY=NUMBER > 0", PRICE_FIX)
+        out[key] = v
+    return out
+
+
+def apply_overrides(p: Prices, overrides) -> Prices:
+    applied = []
+    for key, v in parse_price_overrides(overrides, p).items():
         if key == "dram":
             p = replace(p, dram_usd_per_gb=v)
         elif key == "gpu":
             p = replace(p, gpu_usd_per_hour=v)
-        elif key.startswith("ssd."):
+        else:
             name, _, attr = key[4:].partition(".")
             attr = attr or "usd_per_gb"
-            if name not in p.ssd or attr not in ("usd_per_gb", "dwpd", "warranty_years", "reference_waf", "pe_cycles"):
-                raise SpecError(f"--price {item!r}: unknown SSD class or field",
-                                f"classes: {', '.join(p.ssd)}; fields: usd_per_gb, dwpd, warranty_years, "
-                                "reference_waf, pe_cycles")
             from kvbench.analysis.drive_class import settle
 
             extra = {"reference_waf_source": f"given (--price {key}={v:g})"} if attr == "reference_waf" else {}
-            cls = settle(replace(p.ssd[name], **{attr: v}, **extra), f"--price {item}")
+            cls = settle(replace(p.ssd[name], **{attr: v}, **extra), f"--price {key}={v:g}")
             p = replace(p, ssd={**p.ssd, name: cls})
-        else:
-            raise SpecError(f"--price {item!r}: unknown key {key!r}", "use dram, gpu or ssd.<class>[.<field>]")
         applied.append(f"{key}={v:g}")
     return replace(p, overrides=tuple(applied)) if applied else p
 

@@ -46,20 +46,9 @@ def parse_deployment(text: str) -> Deployment:
           "drive_capacity=7.68TB,utilization=0.5)"
     if not str(text).strip():
         raise SpecError("--deployment is empty", fix)
-    vals: dict = {}
-    for part in str(text).split(","):
-        if not part.strip():
-            continue
-        key, sep, value = part.partition("=")
-        key = key.strip().replace("-", "_")
-        if not sep or key not in FIELDS:
-            raise SpecError(f"--deployment: unknown or malformed field {part.strip()!r}", fix)
-        if key in vals:
-            raise SpecError(f"--deployment: field {key!r} given twice", fix)
-        vals[key] = value.strip()
-    missing = [k for k in FIELDS if k not in vals]
-    if missing:
-        raise SpecError(f"--deployment: missing {', '.join(missing)}", fix)
+    from kvbench.spec.fields import parse_fields
+
+    vals = parse_fields(text, option="--deployment", known=FIELDS, required=FIELDS, fix=fix, error=SpecError)
 
     def number(key):
         try:

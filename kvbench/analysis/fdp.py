@@ -51,15 +51,11 @@ def parse_fdp(text: str) -> FdpSpec:
     """``handles=N,ru=SIZE[,rule=lifetime|age]`` -> :class:`FdpSpec` (validated)."""
     from kvbench.units import parse_size
 
-    fields: dict[str, str] = {}
-    for part in str(text).split(","):
-        key, sep, value = part.strip().partition("=")
-        if not sep or key not in ("handles", "ru", "rule") or key in fields:
-            raise SpecError(f"--fdp {text!r}: unknown, repeated or malformed field {part.strip()!r}",
-                            "give --fdp handles=N,ru=SIZE[,rule=lifetime|age], e.g. handles=4,ru=1GiB")
-        fields[key] = value.strip()
-    if "handles" not in fields or "ru" not in fields:
-        raise SpecError(f"--fdp {text!r}: handles and ru are required", "give e.g. --fdp handles=4,ru=1GiB")
+    from kvbench.spec.fields import parse_fields
+
+    fields = parse_fields(text, option="--fdp", known=("handles", "ru", "rule"), required=("handles", "ru"),
+                          fix="give --fdp handles=N,ru=SIZE[,rule=lifetime|age], e.g. handles=4,ru=1GiB",
+                          error=SpecError)
     try:
         handles = int(fields["handles"])
     except ValueError:

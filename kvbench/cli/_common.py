@@ -288,23 +288,72 @@ def replay_config(**opts):
     return ReplayConfig(inclusion="exclusive" if exclusive else "inclusive", **kw)
 
 
-def key_value_callback(example: str, numeric: bool = False):
-    """A click callback turning repeated ``KEY=VALUE`` options into a dict (numbers as float)."""
-    def convert(ctx, param, values):
+class FieldsOption(click.Option):
+    """An option whose value is ``key=value`` fields (kvbench.spec.fields): parsed when the option is read,
+    before any work, by ``fields_parse`` (the site's parser, which goes through
+    :func:`kvbench.spec.fields.parse_fields`). ``fields_example`` is a valid value (one pair per value of a
+    repeatable option), ``fields_sep`` the separator between pairs in one value (``,``; ``:`` for an admission
+    spec), ``fields_open`` says why unknown keys are only refused later (None: they are refused here).
+    tests/cli/test_validation.py walks every command's FieldsOptions with these."""
+
+    def __init__(self, *args, fields_parse, fields_example, fields_sep: str = ",", fields_open: str | None = None,
+                 fields_convert: bool = False, **kw):
+        def callback(ctx, param, value):
+            if value is None or (isinstance(value, tuple) and not value):
+                return value
+            out = fields_parse(value)
+            return out if fields_convert else value
+
+        super().__init__(*args, callback=callback, **kw)
+        self.fields_parse, self.fields_example, self.fields_sep = fields_parse, fields_example, fields_sep
+        self.fields_open = fields_open
+
+
+def fields_option(*decls, parse, example, sep: str = ",", open_keys: str | None = None, convert: bool = False,
+                  **kw):
+    """``click.option`` of a :class:`FieldsOption` (see there)."""
+    return click.option(*decls, cls=FieldsOption, fields_parse=parse, fields_example=example, fields_sep=sep,
+                        fields_open=open_keys, fields_convert=convert, **kw)
+
+
+def lazy_parser(module: str, name: str):
+    """``module.name`` as a FieldsOption parser, imported when an option is read (the CLI starts light)."""
+    def parse(value):
+        import importlib
+
+        return getattr(importlib.import_module(module), name)(value)
+    return parse
+
+
+def parse_admissions(option: str):
+    """A parser of an admission spec (``--admission tinylfu:width=0.5``) or a list of them (plan's ``a,b:k=v``)."""
+    def parse(value) -> tuple:
+        from kvbench.analysis.admission import parse_policies
+        from kvbench.sim.admission import parse_admission
+
+        return tuple(parse_admission(x, option) for x in parse_policies(value, option))
+    return parse
+
+
+def key_values(option: str, known=None, numeric: bool = False):
+    """A parser of a repeatable ``KEY=VALUE`` option into a dict (values numbers when they read as finite
+    numbers; all must when ``numeric``); ``known``: a function giving the keys taken (None: any)."""
+    def convert(values):
+        from kvbench.errors import UsageError
+        from kvbench.spec.fields import parse_fields
+
         out = {}
-        for v in values:
-            k, sep, val = v.partition("=")
-            if not sep or not k:
-                raise click.BadParameter(f"{v!r}: write KEY=VALUE, e.g. {example}")
+        for k, val in parse_fields(values, option=option, known=known() if known else None, noun="key",
+                                   error=UsageError).items():
             try:
                 num = float(val)
             except ValueError:
                 if numeric:
-                    raise click.BadParameter(f"{v!r}: the value must be a number") from None
+                    raise UsageError(f"{option} {k}={val}: the value must be a number", f"e.g. {k}=1") from None
                 out[k] = val
                 continue
             if not math.isfinite(num):
-                raise click.BadParameter(f"{v!r}: the value must be a finite number")
-            out[k.replace("-", "_") if numeric else k] = num
+                raise UsageError(f"{option} {k}={val}: the value must be a finite number", f"e.g. {k}=1")
+            out[k] = num
         return out
     return convert

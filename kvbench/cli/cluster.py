@@ -4,9 +4,22 @@ from __future__ import annotations
 
 import click
 
-from kvbench.cli._common import (RATE, emit_json, json_option, key_value_callback, ray_timeout_option, replay_config,
-                                 replay_io_options, tier_options)
+from kvbench.cli._common import (RATE, emit_json, fields_option, json_option, key_values, ray_timeout_option,
+                                 replay_config, replay_io_options, tier_options)
 
+
+
+def _router_options() -> list[str]:
+    """Every option some router takes (--router-opt; check_routers then holds each to the routers given)."""
+    from kvbench.cluster.routers import ROUTERS, router_class
+
+    return sorted({k for n in ROUTERS for k in router_class(n).options})
+
+
+def _parse_sweep(items):
+    from kvbench.cluster.sizing import parse_sweep
+
+    return parse_sweep(items)
 
 @click.command("cluster")
 @click.argument("trace")
@@ -17,7 +30,8 @@ from kvbench.cli._common import (RATE, emit_json, json_option, key_value_callbac
 @click.option("--router", "router", default=None, help="Router: random, round-robin, least-loaded, session, prefix, cost.")
 @click.option("--routers", "routers", default=None, metavar="A,B,C",
               help="Compare several routers on the same trace in one run (the first is the headline).")
-@click.option("--router-opt", "router_opts", multiple=True, callback=key_value_callback("shared_fraction=0.9", numeric=True), metavar="KEY=VALUE",
+@fields_option("--router-opt", "router_opts", multiple=True, convert=True, example="shared_fraction=0.9",
+               parse=key_values("--router-opt", known=lambda: _router_options(), numeric=True), metavar="KEY=VALUE",
               help="A router's knob, e.g. shared_fraction=0.9 (session), vnodes=128 (repeatable).")
 @click.option("--load-bound", type=float, default=None,
               help="prefix router: fall back to the least-loaded node when the chosen one has more than this x the "
@@ -48,7 +62,8 @@ from kvbench.cli._common import (RATE, emit_json, json_option, key_value_callbac
 @click.option("--l3-device", "l3_device", default=None, metavar="RUN[,RUN]",
               help="kvbench io run folders measured on the L3 drive (random reads at a few --qd): each node's L3 loads "
                    "queue at that drive and pay its measured latency under load (instead of --l3-bw).")
-@click.option("--sweep", "sweep", multiple=True, metavar="KEY=V1,V2",
+@fields_option("--sweep", "sweep", multiple=True, metavar="KEY=V1,V2", example="nodes=2,4",
+               parse=lambda items: _parse_sweep(items),
               help="Sizing sweep (with --dry-run): simulate every combination of these values under every router and "
                    "price it; keys nodes, gpus_per_node, l2, l3_capacity, l4_capacity (0: no pool), l4_link_bw, "
                    "l4_pool_bw (repeatable).")

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from kvbench.cli._common import DURATION, IO_SIZE, SIZE, OutputParam, emit_json, force_option, json_option
+from kvbench.cli._common import (DURATION, IO_SIZE, SIZE, OutputParam, emit_json, fields_option, force_option,
+                                 json_option, lazy_parser, parse_admissions)
 from kvbench.errors import UsageError
 from kvbench.units import format_bytes
 
@@ -61,7 +62,9 @@ def _run_iolog_waf(run_dir: str, capacity: float | None, op: float, erase_block:
 @click.option("--rate", type=float, default=None, help="Requests per second to plan for (default: the trace's).")
 @click.option("--rate-model", type=click.Choice(["compress", "replicate"]), default="compress", show_default=True,
               help="compress: the same requests arrive faster; replicate: independent copies of the users.")
-@click.option("--deployment", default=None, metavar="SPEC",
+@fields_option("--deployment", default=None, metavar="SPEC",
+               example="gpus=8,drives=8,drive_capacity=7.68TB,utilization=0.5",
+               parse=lazy_parser("kvbench.analysis.deployment", "parse_deployment"),
               help="Scale the workload to a server: gpus=G,drives=D,drive_capacity=CAP,utilization=U (with "
                    "--profile): the GPUs compute U x the profile's prefill tokens/s of missed tokens.")
 @click.option("--per-gpu-capacity", type=SIZE, default=None,
@@ -80,7 +83,8 @@ def _run_iolog_waf(run_dir: str, capacity: float | None, op: float, erase_block:
 @click.option("--run", "run_dir", type=click.Path(file_okay=False), default=None,
               help="A replay run folder: its measured device WAF (SMART/OCP or its I/O through the FTL model).")
 @click.option("--prices", default="2025-h2", show_default=True, help="Price preset name or TOML path.")
-@click.option("--price", "price_overrides", multiple=True,
+@fields_option("--price", "price_overrides", multiple=True, metavar="KEY=VALUE", example="dram=6",
+               parse=lazy_parser("kvbench.analysis.cost", "parse_price_overrides"),
               help="Override a price: dram=6, gpu=2.5, ssd.qlc=0.05, ssd.qlc.reference_waf=4.")
 @click.option("--profile", "profile_name", default=None, help="Compute profile (prefill rate) name or path.")
 @click.option("--recompute-tokens-per-s", type=float, default=None, help="Prefill rate when no profile is given.")
@@ -101,7 +105,8 @@ def _run_iolog_waf(run_dir: str, capacity: float | None, op: float, erase_block:
               help="Also write the plan as a run folder under --results and a self-contained HTML report "
                    "(default reports/<run>.html) whose first section states the answer.")
 @click.option("--results", "results_root", default="results", show_default=True, help="Folder for the run folder.")
-@click.option("--admission", default=None, metavar="LIST",
+@fields_option("--admission", default=None, metavar="LIST", parse=parse_admissions("--admission"),
+               example="tinylfu:width=0.5", sep=":",
               help="Admission policies to trade off at the planned capacity (the first of --capacities, else the "
                    "headline target's), e.g. all,second-access,tinylfu,prefix-depth:depth=8,threshold:min_blocks=4: "
                    "hit ratio, steady write rate, DWPD and cost per day for each.")
@@ -109,8 +114,8 @@ def _run_iolog_waf(run_dir: str, capacity: float | None, op: float, erase_block:
               help="Device WAF of the L3 store's simulated writes with write streams (FDP) under a placement rule "
                    "(lifetime, age) against one stream, at the planned capacity.")
 @click.option("--streams", type=int, default=2, show_default=True, help="Write streams for --placement.")
-@click.option("--fdp", "fdp", default=None, metavar="handles=N,ru=SIZE[,rule=R]",
-              callback=lambda ctx, param, value: _fdp_spec(value),
+@fields_option("--fdp", "fdp", default=None, metavar="handles=N,ru=SIZE[,rule=R]", convert=True,
+               parse=lambda value: _fdp_spec(value), example="handles=4,ru=1GiB",
               help="NVMe FDP: device WAF, NAND writes and rating-equivalent DWPD of the picked class's store with N "
                    "placement handles (reclaim units of SIZE; rule lifetime or age) and without; with --run, the "
                    "WAF the drive's FDP statistics measured beside them.")

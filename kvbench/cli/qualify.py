@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from kvbench.cli._common import (OUTPUT, SIZE, emit_json, fan_out_cmd, force_option, json_option,
-                                 key_value_callback, ray_options)
+                                 fields_option, key_values, ray_options)
 
 
 @click.command("qualify")
@@ -14,7 +14,9 @@ from kvbench.cli._common import (OUTPUT, SIZE, emit_json, fan_out_cmd, force_opt
 @click.option("--size", type=SIZE, default=None, help="Bytes of the target to use (required for a new file).")
 @click.option("--destroy-data", default=None, metavar="DEV",
               help="Allow writing to this raw block device (must name --target): its data is destroyed.")
-@click.option("--drive", "drive", multiple=True, callback=key_value_callback("rated_dwpd=3"), metavar="KEY=VALUE",
+@fields_option("--drive", "drive", multiple=True, convert=True, example="rated_dwpd=3", parse=key_values("--drive"),
+               open_keys="a profile may name its own drive facts: validate_drive refuses the rest once it is read",
+               metavar="KEY=VALUE",
               help="Override the profile's [drive] facts, e.g. --drive rated_dwpd=3 (repeatable).")
 @click.option("--skip-precondition", is_flag=True,
               help="Skip the steady-state rounds (drive already conditioned); the region is still written once "

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from kvbench.cli._common import (OUTPUT, SIZE, emit_json, force_option, json_option, replay_config,
+from kvbench.cli._common import (OUTPUT, SIZE, emit_json, fields_option, force_option, json_option, parse_admissions,
+                                 replay_config,
                                  replay_io_options, tier_options)
 
 GROUP = "replay"
@@ -29,10 +30,12 @@ GROUP = "replay"
               help="Miniature simulation: replay only block keys hashing under RATE (e.g. 0.01) with every tier at "
                    "capacity x RATE (give the full-size capacities to model); hit ratios estimate the full cache.")
 @click.option("--sample-seed", type=int, default=0, show_default=True, help="Hash salt of --sample-keys.")
-@click.option("--admission", default="all", show_default=True, metavar="POLICY",
+@fields_option("--admission", default="all", show_default=True, metavar="POLICY", parse=parse_admissions("--admission"),
+               example="tinylfu:width=0.5", sep=":",
               help="Admission policy of L3 and L4: all, second-access[:ghost=G], tinylfu[:width=W:sample=S], "
                    "prefix-depth:depth=N, threshold[:min_blocks=B][:window=T]. Rejected blocks are not written.")
-@click.option("--l4-admission", default=None, metavar="POLICY", help="L4's admission policy (default: --admission).")
+@fields_option("--l4-admission", default=None, metavar="POLICY", parse=parse_admissions("--l4-admission"),
+               example="tinylfu:width=0.5", sep=":", help="L4's admission policy (default: --admission).")
 @click.option("--results", default="results", show_default=True, help="Results folder.")
 @force_option
 @json_option

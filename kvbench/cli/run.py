@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import click
 
-from kvbench.cli._common import DURATION, OUTPUT, SIZE, emit_json, force_option, json_option
+from kvbench.cli._common import DURATION, OUTPUT, SIZE, emit_json, fields_option, force_option, json_option, lazy_parser
 # the job's names, where the command's users and tests have found them
 from kvbench.job import (DEFAULT_DEPLOYMENT, DEFAULT_MODEL, DEFAULT_PROFILE, DEFAULT_TRACE, RETENTIONS,  # noqa: F401
                          TierSizes, _l3_room, _pick_profile, _remove_store_behind, _replay_progress, _trace_path,
@@ -44,7 +44,9 @@ from kvbench.job import (DEFAULT_DEPLOYMENT, DEFAULT_MODEL, DEFAULT_PROFILE, DEF
 @click.option("--sample-keys", default="auto", show_default=True, metavar="auto|RATE",
               help="Key sampling of the replay: auto puts the store at the hit-ratio curve's knee (rate = store / "
                    "knee); a fraction in (0, 1] fixes it (1: none). L2/L3 sizes stay what goes on the device.")
-@click.option("--deployment", default=DEFAULT_DEPLOYMENT, show_default=True, metavar="SPEC",
+@fields_option("--deployment", default=DEFAULT_DEPLOYMENT, show_default=True, metavar="SPEC",
+               example="gpus=8,drives=8,drive_capacity=7.68TB,utilization=0.5",
+               parse=lazy_parser("kvbench.analysis.deployment", "parse_deployment"),
               help="The server the answer is scaled to (kvbench plan --deployment): gpus=G,drives=D,"
                    "drive_capacity=CAP,utilization=U.")
 @click.option("--retentions", default=RETENTIONS, show_default=True,

@@ -10,7 +10,7 @@ import functools
 
 import click
 
-from kvbench.cli._common import DURATION, OUTPUT, emit_json, force_option, json_option
+from kvbench.cli._common import DURATION, OUTPUT, emit_json, fields_option, force_option, json_option, lazy_parser
 from kvbench.stream.traces import DEFAULT_TRACE
 
 
@@ -23,7 +23,8 @@ def trace_options(f):
     @click.option("--block-tokens", type=int, default=None,
                   help="Tokens per KV block (default: the format's; needed for generic jsonl/csv).")
     @click.option("--time-unit", default=None, help="Unit of the timestamp field: ns, us, ms or s (generic formats).")
-    @click.option("--field", "field_map", multiple=True, metavar="NAME=FIELD",
+    @fields_option("--field", "field_map", multiple=True, metavar="NAME=FIELD", example="timestamp=ts",
+                   parse=lazy_parser("kvbench.stream.traces", "parse_field_mapping"),
                   help="Map timestamp/input_length/output_length/hash_ids to the file's field names.")
     @click.option("--sort", "sort_time", is_flag=True, help="Sort requests by arrival (default: out-of-order is an error).")
     @click.option("--limit", type=int, default=None, help="Read only the first N requests.")
@@ -136,7 +137,8 @@ def _echo_stationarity(st: dict) -> None:
               help="Bursty arrivals: coefficient of variation of session inter-arrival times.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--block-tokens", type=int, default=None, help="Tokens per KV block (default 512, or the model's).")
-@click.option("--set", "overrides", multiple=True, metavar="PARAM=VALUE",
+@fields_option("--set", "overrides", multiple=True, metavar="PARAM=VALUE", example="turns_mean=10",
+               parse=lambda items: parse_set(items),
               help="Override a kind parameter, e.g. --set turns_mean=10 --set system_tokens=4000.")
 @force_option
 @json_option
@@ -204,25 +206,32 @@ def _gen_model(model_file, output, duration, rate, seed, block_tokens, as_json):
                       "a longer one carries the model's long run beyond what the check measured"))
 
 
-def _gen_kind(kind, output, requests, rate, arrival, burstiness, seed, block_tokens, overrides, as_json):
+def parse_set(overrides) -> dict:
+    """``--set PARAM=VALUE`` (repeatable) -> {param: number}: a generator kind's parameters (KindParams)."""
     from dataclasses import fields
 
     from kvbench.errors import UsageError
-    from kvbench.stream.generators import GenSpec, KindParams, generate, override_params, spec_dict, write_trace
-    from kvbench.stream.stats import trace_stats
-    from kvbench.stream.traces import read_trace
+    from kvbench.spec.fields import parse_fields
+    from kvbench.stream.generators import KindParams
 
     types = {f.name: f.type for f in fields(KindParams)}
     kw = {}
-    for item in overrides:
-        name, sep, value = item.partition("=")
-        if not sep:
-            raise UsageError(f"bad --set {item!r}", "write PARAM=VALUE, e.g. --set turns_mean=10")
+    for name, value in parse_fields(overrides, option="--set", known=types, noun="parameter", error=UsageError,
+                                    fix="write PARAM=VALUE, e.g. --set turns_mean=10").items():
         conv = float if types.get(name) in ("float", float) else int
         try:
             kw[name] = conv(value)
         except ValueError:
             raise UsageError(f"--set {name}: {value!r} is not a number", "give a number") from None
+    return kw
+
+
+def _gen_kind(kind, output, requests, rate, arrival, burstiness, seed, block_tokens, overrides, as_json):
+    from kvbench.stream.generators import GenSpec, generate, override_params, spec_dict, write_trace
+    from kvbench.stream.stats import trace_stats
+    from kvbench.stream.traces import read_trace
+
+    kw = parse_set(overrides)
     spec = GenSpec(kind, requests=requests, rate=rate, arrival=arrival, burstiness=burstiness, seed=seed,
                    block_tokens=block_tokens, params=override_params(kind, **kw) if kw else None)
     path = write_trace(generate(spec), output)

@@ -55,17 +55,13 @@ class Targets:
 
 def parse_sweep(items) -> dict:
     """``("nodes=4,8", "l4_capacity=16TB,64TB")`` -> {key: [values]}; one-line errors name the key or value."""
+    from kvbench.spec.fields import parse_fields
     from kvbench.units import parse_rate, parse_size
 
+    fields = parse_fields(items or (), option="--sweep", known=KEYS, noun="key", error=UsageError,
+                          fix="e.g. --sweep nodes=4,8,16 (list all of a key's values once)")
     out: dict = {}
-    for item in items or ():
-        key, sep, values = str(item).partition("=")
-        key = key.strip().replace("-", "_")
-        if not sep or key not in KEYS:
-            raise UsageError(f"--sweep {item!r}: unknown key {key!r}", f"sweep one of: {', '.join(KEYS)} "
-                             "(e.g. --sweep nodes=4,8,16)")
-        if key in out:
-            raise UsageError(f"--sweep {key} given twice", "list all its values once: --sweep nodes=4,8,16")
+    for key, values in fields.items():
         kind = KEYS[key][2]
         vals = []
         for v in (x.strip() for x in values.split(",")):

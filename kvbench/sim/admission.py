@@ -335,8 +335,17 @@ ADMISSIONS: dict[str, Callable[..., Admission]] = {
 }
 
 
-def parse_admission(spec: str) -> tuple[str, dict]:
-    """``name[:k=v[:k=v]]`` -> (name, params); values are numbers or durations (10m, 1h). SpecError if bad."""
+def _parameters(name: str) -> list[str]:
+    """The parameters admission policy ``name`` takes (its constructor's, past the tier's capacity)."""
+    import inspect
+
+    return [p for p in inspect.signature(ADMISSIONS[name].__init__).parameters if p not in ("self", "capacity_blocks")]
+
+
+def parse_admission(spec: str, option: str = "admission") -> tuple[str, dict]:
+    """``name[:k=v[:k=v]]`` -> (name, params); values are numbers or durations (10m, 1h). SpecError if bad, its
+    message led by ``option`` (the option or field the spec came from)."""
+    from kvbench.spec.fields import parse_fields
     from kvbench.units import parse_duration
 
     text = str(spec).strip()
@@ -344,17 +353,18 @@ def parse_admission(spec: str) -> tuple[str, dict]:
     name = name.strip().lower()
     if name not in ADMISSIONS:
         raise SpecError(f"unknown admission policy {name!r}", f"use one of {', '.join(ADMISSIONS)}")
+
+    allowed = _parameters(name)
+    fields = parse_fields(parts, option=f"{option} {text!r}", known=allowed, known_text="", noun="parameter",
+                          fix=f"{name} takes {', '.join(allowed) or 'no parameters'}",
+                          error=SpecError)
     params = {}
-    for p in parts:
-        k, eq, v = p.partition("=")
-        k = k.strip().replace("-", "_")
-        if not eq or not k or not v.strip():
-            raise SpecError(f"admission {text!r}: {p!r} is not param=value", "give e.g. second-access:ghost=2")
+    for k, v in fields.items():
         try:
             params[k] = float(v)
         except ValueError:
             try:
-                params[k] = float(parse_duration(v.strip(), what=f"admission {k}"))
+                params[k] = float(parse_duration(v, what=f"admission {k}"))
             except Exception:
                 raise SpecError(f"admission {text!r}: {k}={v!r} is not a number or duration",
                                 "give e.g. threshold:window=10m") from None
@@ -367,10 +377,7 @@ def make_admission(spec: str, capacity_blocks: int) -> Admission:
     try:
         return ADMISSIONS[name](capacity_blocks, **params)
     except TypeError:
-        import inspect
-
-        allowed = [p for p in inspect.signature(ADMISSIONS[name].__init__).parameters if p not in ("self",
-                                                                                                 "capacity_blocks")]
+        allowed = _parameters(name)
         raise SpecError(f"admission {spec!r}: unknown parameter(s) {', '.join(params)}",
                         f"{name} takes {', '.join(allowed) or 'no parameters'}") from None
 

@@ -345,12 +345,11 @@ def parse_gen(text: str) -> GenSource:
     if not name:
         raise UsageError(f"{text!r} names no model", "write gen:MODEL.toml,duration=7d (or a preset: gen:chat)")
     src = GenSource(model=name, text=text)
-    for o in opts:
-        k, sep, v = o.partition("=")
-        k = k.strip()
-        if not sep or k not in GenSource.OPTIONS:
-            raise UsageError(f"{text!r}: unknown option {o!r}",
-                             f"options are {', '.join(x + '=' for x in GenSource.OPTIONS)} e.g. gen:chat,duration=7d")
+    from kvbench.spec.fields import parse_fields
+
+    fields = parse_fields(opts, option=repr(text), known=GenSource.OPTIONS, noun="option", error=UsageError,
+                          fix="e.g. gen:chat,duration=7d")
+    for k, v in fields.items():
         try:
             if k == "duration":
                 src = replace(src, duration_s=parse_duration(v, what="gen: duration"))

@@ -767,11 +767,10 @@ def read_trace(path: str | Path, fmt: str = "auto", *, compact: bool = False, **
 
 
 def parse_field_mapping(pairs: list[str] | tuple[str, ...]) -> dict[str, str | None]:
-    """``["timestamp=ts", "hash_ids=blocks"]`` -> mapping; a bad pair is a one-line usage error."""
-    out = {}
-    for pair in pairs:
-        name, sep, col = pair.partition("=")
-        if not sep or not name.strip():
-            raise UsageError(f"bad field mapping {pair!r}", "write NAME=FIELD, e.g. --field timestamp=ts")
-        out[name.strip()] = col.strip() or None
-    return out
+    """``["timestamp=ts", "hash_ids=blocks"]`` -> mapping (an empty FIELD unmaps a field); a bad pair is a one-line
+    usage error naming --field and the name."""
+    from kvbench.spec.fields import parse_fields
+
+    fields = parse_fields(pairs, option="--field", known=CANONICAL, allow_empty=True, error=UsageError,
+                          fix="write NAME=FIELD, e.g. --field timestamp=ts")
+    return {k: v or None for k, v in fields.items()}

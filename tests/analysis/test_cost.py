@@ -177,8 +177,10 @@ def test_each_override_replaces_one_price_and_is_recorded():
     # the original is untouched, and fields not overridden carry over
     assert (p0.dram_usd_per_gb, p0.ssd["big"].usd_per_gb) == (4.0, 0.05)
     assert (p.name, p.dram_service_years, p.ssd["fast"].drive_capacity_bytes) == ("t", 4.0, 6.4e12)
-    # the later of two overrides of one price wins
-    assert apply_overrides(p0, ["dram=8", "dram=9"]).dram_usd_per_gb == 9.0
+    # two overrides of one price are refused (kvbench.spec.fields: a repeated key), whichever spelling
+    for twice in (["dram=8", "dram=9"], ["ssd.big=0.04", " ssd.big = 0.05"]):
+        with pytest.raises(SpecError, match=r"^--price: key '(dram|ssd\.big)' given twice"):
+            apply_overrides(p0, twice)
 
 
 def test_no_overrides_is_the_same_table():
@@ -186,16 +188,24 @@ def test_no_overrides_is_the_same_table():
     assert apply_overrides(p0, []) is p0 and apply_overrides(p0, None) is p0 and apply_overrides(p0, ()) is p0
 
 
-@pytest.mark.parametrize("item", ["dram", "dram=", "dram=cheap", "dram=0", "dram=-1", "dram=inf", "dram=nan",
+@pytest.mark.parametrize("item, match", [("dram", r"--price: malformed key 'dram' \(not KEY=VALUE\)"),
+                                         ("dram=", r"--price: key 'dram' has no value")])
+def test_an_override_that_is_not_a_pair(item, match):
+    with pytest.raises(SpecError, match=match):
+        apply_overrides(prices_from_dict(table()), [item])
+
+
+@pytest.mark.parametrize("item", ["dram=cheap", "dram=0", "dram=-1", "dram=inf", "dram=nan",
                                   "gpu=-0.5"])
 def test_an_override_that_is_not_a_positive_number(item):
     with pytest.raises(SpecError, match=r"--price .*: expected KEY=NUMBER > 0"):
         apply_overrides(prices_from_dict(table()), [item])
 
 
-@pytest.mark.parametrize("item, match", [("ssd.nope=1", "unknown SSD class or field"),
-                                         ("ssd.big.label=1", "unknown SSD class or field"),
-                                         ("ssd.big.drive_capacity=1", "unknown SSD class or field"),
+@pytest.mark.parametrize("item, match", [("ssd.nope=1",
+                                          r"unknown key 'ssd.nope' \(fix: known keys: .*classes: fast, big;"),
+                                         ("ssd.big.label=1", "unknown key 'ssd.big.label'"),
+                                         ("ssd.big.drive_capacity=1", "unknown key 'ssd.big.drive_capacity'"),
                                          ("hbm=1", "unknown key 'hbm'"),
                                          ("ssd=1", "unknown key 'ssd'")])
 def test_an_override_of_an_unknown_price(item, match):

@@ -20,7 +20,8 @@ from tests.analysis.test_plan import random_prefix_trace
     ("gpus=8,drives=8,drive_capacity=7.68TB,utilization=1.5", "above 1"),
     ("gpus=0,drives=8,drive_capacity=7.68TB,utilization=0.5", "must be > 0"),
     ("gpus=8,drives=8,drive_capacity=lots,utilization=0.5", "drive_capacity"),
-    ("gpus=8,disks=8,drive_capacity=7.68TB,utilization=0.5", "unknown or malformed field 'disks=8'"),
+    ("gpus=8,disks=8,drive_capacity=7.68TB,utilization=0.5",
+     "--deployment: unknown field 'disks' \\(fix: known fields: gpus, drives, drive_capacity, utilization;"),
     ("gpus=8,drives=8,drive_capacity=0,utilization=0.5", "drive_capacity must be > 0"),
 ])
 def test_bad_deployment_names_the_field(spec, match):

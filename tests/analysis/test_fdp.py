@@ -108,15 +108,16 @@ def test_the_smallest_reclaim_unit_is_1_mib():
 
 
 @pytest.mark.parametrize("text,match", [
-    ("handles=4", "handles and ru are required"),
+    ("handles=4", "--fdp: missing ru"),
     ("handles=four,ru=1GiB", "not a whole number"),
     ("handles=1,ru=1GiB", "outside 2..64"),
     ("handles=65,ru=1GiB", "outside 2..64"),
     ("handles=4,ru=4KiB", "below 1 MiB"),
     ("handles=4,ru=1GiB,rule=tier", "does not separate one store's writes"),
     ("handles=4,ru=1GiB,rule=hot", "unknown placement rule"),
-    ("handles=4,ru=1GiB,streams=2", "unknown, repeated or malformed field"),
-    ("handles=4,handles=2,ru=1GiB", "unknown, repeated or malformed field"),
+    ("handles=4,ru=1GiB,streams=2", r"--fdp: unknown field 'streams' \(fix: known fields: handles, ru, rule;"),
+    ("handles=4,handles=2,ru=1GiB", "--fdp: field 'handles' given twice"),
+    ("handles=4,ru=", "--fdp: field 'ru' has no value"),
 ])
 def test_bad_fdp_specs_are_one_line_errors(text, match):
     with pytest.raises(SpecError, match=match):
@@ -224,12 +225,13 @@ def test_lifetime_handles_of_a_stream_with_trims():
 
 
 def test_parse_fdp_malformed_and_missing_fields():
-    for text, match in (("handles,ru=1GiB", "malformed field 'handles'"), ("ru=1GiB", "handles and ru are required"),
+    for text, match in (("handles,ru=1GiB", "malformed field 'handles'"), ("ru=1GiB", "missing handles"),
                         ("handles=4,ru=1GiB,rule=none", "rule=none does not separate"),
-                        ("handles=4,ru=1GiB,ru=2GiB", "repeated")):
+                        ("handles=4,ru=1GiB,ru=2GiB", "'ru' given twice")):
         with pytest.raises(SpecError, match=match):
             parse_fdp(text)
     assert parse_fdp(" handles=3 , ru= 2MiB ,rule=AGE ") == FdpSpec(3, 2 << 20, "AGE")    # values and parts trimmed
+    assert parse_fdp("handles =4, ru = 1GiB") == FdpSpec(4, 1 << 30)                      # and keys (was refused)
 
 
 def test_measured_fdp_without_a_run_or_counters():

@@ -103,7 +103,7 @@ def test_trace_gen_roundtrip(cli, tmp_path):
     assert d["requests"] == 80 and d["spec"]["params"]["turns_mean"] == 10 and out.exists()
     assert read_trace(out).n_requests == 80
     r = cli("trace", "gen", "chat", "-o", tmp_path / "x.jsonl", "--set", "turns=3")
-    assert r.exit_code == 2 and "unknown generator parameter" in r.output
+    assert r.exit_code == 2 and "--set: unknown parameter 'turns'" in r.output
 
 
 def test_subprocess_entry(tmp_path):

@@ -5,6 +5,7 @@ The bad inputs themselves are rows of tests/bad_inputs/table.toml."""
 
 from __future__ import annotations
 
+import re
 import socket
 import subprocess
 import threading
@@ -226,3 +227,82 @@ def test_every_command_generates_a_model_file_for_its_checked_duration(tmp_path,
     out = str(tmp_path / "g.jsonl")
     assert durations(["trace", "gen", "--model-file", str(model), "-o", out])[0] == [1234.0]
     assert durations(["trace", "gen", "--model-file", str(model), "--duration", "60s", "-o", out])[0] == [60.0]
+
+
+# --- key=value fields: every option taking them goes through kvbench.spec.fields ------------------------------
+# An option whose metavar or help shows KEY=VALUE is either a FieldsOption (kvbench.cli._common: parsed by the
+# shared parser when the option is read) or listed here with why it is not key=value fields.
+NOT_FIELDS = {
+    ("check", "--tier"): "one NAME=BW,LATENCY pair: a free tier name and a value list (recompute.parse_tier)",
+    ("plan", "--load-tier"): "one NAME=BW,LAT pair, as check --tier",
+    ("io", "--inject-fault"): "a fault list of KIND@N and KIND-every=N items, not key=value fields (engine.faults)",
+    ("run", "--probe-fault"): "the hidden fault hook of the probe: io --inject-fault's grammar",
+    ("run", "--trace"): "a trace: a gen: source's options go through parse_gen (tests/stream/test_synth.py)",
+}
+_PAIR = re.compile(r"[A-Za-z_][\w.-]*=[^\s=]")
+
+
+def _field_options():
+    from kvbench.cli._common import FieldsOption
+
+    return [(path, p) for path, cmd in _commands() for p in cmd.params if isinstance(p, FieldsOption)]
+
+
+def test_every_option_showing_key_value_goes_through_the_shared_parser():
+    from kvbench.cli._common import FieldsOption
+
+    found = {(path, p.opts[0]) for path, cmd in _commands() for p in cmd.params
+             if isinstance(p, click.Option) and not isinstance(p, FieldsOption)
+             and _PAIR.search(f"{p.metavar or ''} {p.help or ''}")}
+    assert found <= set(NOT_FIELDS), f"route these through kvbench.cli._common.fields_option: {found - set(NOT_FIELDS)}"
+    assert set(NOT_FIELDS) <= found, f"stale NOT_FIELDS entries: {set(NOT_FIELDS) - found}"
+    walked = {(path, p.opts[0]) for path, p in _field_options()}
+    assert {("plan", "--deployment"), ("run", "--deployment"), ("plan", "--fdp"), ("plan", "--price"),
+            ("plan", "--admission"), ("replay kv", "--admission"), ("replay kv", "--l4-admission"),
+            ("cluster", "--sweep"), ("cluster", "--router-opt"), ("qualify", "--drive"), ("trace gen", "--set"),
+            ("trace stats", "--field"), ("mrc", "--field")} <= walked
+
+
+def _spaced(text: str) -> str:
+    return re.sub(r"\s*([=,:])\s*", r" \1 ", f" {text} ")
+
+
+def _bad(p, extra: str):
+    """The option's example with one more part ``extra`` (as argv values)."""
+    if p.multiple:
+        return [p.fields_example, extra]
+    return [p.fields_example + p.fields_sep + extra]
+
+
+def _pair(p) -> str:
+    return next(x for x in p.fields_example.split(p.fields_sep) if "=" in x)
+
+
+@pytest.mark.parametrize("path, p", _field_options(), ids=lambda x: x if isinstance(x, str) else x.opts[0])
+def test_field_option_reads_spaces_alike_and_refuses_bad_fields_in_one_line(path, p, cli):
+    value = (p.fields_example,) if p.multiple else p.fields_example
+    spaced = (_spaced(p.fields_example),) if p.multiple else _spaced(p.fields_example)
+    assert p.fields_parse(spaced) == p.fields_parse(value)
+    key = _pair(p).partition("=")[0]
+    cases = [("zz_bogus", _bad(p, "zz_bogus")), (key, _bad(p, _pair(p)))]
+    if p.fields_open is None:
+        cases.append(("zz_bogus", _bad(p, "zz_bogus=1")))
+    opt = p.opts[0]
+    for name, values in cases:
+        argv = [*path.split(), *(x for v in values for x in (opt, v))]
+        r = cli(*argv)
+        lines = [line for line in r.output.splitlines() if line.strip()]
+        assert r.exit_code == 2, (argv, r.output)
+        assert "Traceback" not in r.output and len(lines) == 1 and lines[0].startswith("kvbench: error:"), r.output
+        assert opt in lines[0] and repr(name) in lines[0], (argv, lines[0])
+
+
+def test_a_gen_source_reads_spaces_alike_and_refuses_bad_options_in_one_line(cli):
+    from kvbench.stream.synth import parse_gen
+
+    spaced, plain = parse_gen("gen:chat , duration = 1h , seed = 3"), parse_gen("gen:chat,duration=1h,seed=3")
+    assert replace(spaced, text="") == replace(plain, text="") and plain.seed == 3 and plain.duration_s == 3600
+    for extra, name in (("zz_bogus=1", "zz_bogus"), ("seed=4", "seed"), ("zz_bogus", "zz_bogus")):
+        r = cli("trace", "stats", f"gen:chat,duration=1h,seed=3,{extra}")
+        lines = [line for line in r.output.splitlines() if line.strip()]
+        assert r.exit_code == 2 and len(lines) == 1 and repr(name) in lines[0], r.output

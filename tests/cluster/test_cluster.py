@@ -212,7 +212,8 @@ def test_pool_is_shared_one_node_writes_another_hits(cli, tmp_path):
     (("--nodes", "2", "--router", "random", "--l2", "100KiB"), "per node: --l2 100 KiB cannot hold one KV block"),
     (("--nodes", "2", "--routers", "random,random", "--l2", "1GiB"), "router listed twice"),
     (("--nodes", "2", "--router", "random", "--l2", "1GiB", "--l4-pool-bw", "1GB/s"), "--l4-pool-bw without an L4"),
-    (("--nodes", "2", "--router", "session", "--router-opt", "bogus=1", "--l2", "1GiB"), "has an option 'bogus'"),
+    (("--nodes", "2", "--router", "session", "--router-opt", "bogus=1", "--l2", "1GiB"),
+     "--router-opt: unknown key 'bogus'"),
     (("--nodes", "2", "--router", "random", "--load-bound", "2", "--l2", "1GiB"), "has an option 'load_bound'"),
 ])
 def test_bad_inputs_one_line(cli, tmp_path, args, needle):

@@ -12,6 +12,7 @@ from tests.conftest import write_mooncake
 
 
 def test_parse_and_grid():
+    assert parse_sweep([" nodes = 2 , 4 ", "l4-pool-bw=100GB/s"]) == {"nodes": [2, 4], "l4_pool_bw": [100e9]}
     sw = parse_sweep(["nodes=2,4", "l4_capacity=0,16TB", "l4_pool_bw=100GB/s"])
     assert sw == {"nodes": [2, 4], "l4_capacity": [0, 16_000_000_000_000], "l4_pool_bw": [100e9]}
     g = grid(sw)
@@ -21,7 +22,9 @@ def test_parse_and_grid():
 
 @pytest.mark.parametrize("items, needle", [
     (["racks=2"], "unknown key 'racks'"), (["nodes=0"], "not a valid count"), (["nodes=two"], "not a valid count"),
-    (["nodes=2", "nodes=4"], "given twice"), (["l4_pool_bw=-1GB/s"], "l4_pool_bw"),
+    (["nodes=2", "nodes=4"], "given twice"), (["nodes=2", " nodes = 4"], "--sweep: key 'nodes' given twice"),
+    (["nodes"], "--sweep: malformed key 'nodes'"),
+    (["nodes="], "--sweep: key 'nodes' has no value"), (["l4_pool_bw=-1GB/s"], "l4_pool_bw"),
     ([f"nodes={','.join(str(i) for i in range(1, 20))}", f"l2={','.join(f'{i}GiB' for i in range(1, 16))}"],
      "at most 256"),
 ])

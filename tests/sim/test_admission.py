@@ -139,7 +139,7 @@ def test_admit_all_equals_todays_results_exactly():
 def test_bad_specs_are_one_line_errors():
     with pytest.raises(SpecError, match="unknown admission policy 'lfu'"):
         parse_admission("lfu")
-    with pytest.raises(SpecError, match="not param=value"):
+    with pytest.raises(SpecError, match="malformed parameter 'ghost'"):
         parse_admission("second-access:ghost")
     with pytest.raises(SpecError, match="unknown parameter"):
         make_admission("tinylfu:depth=3", 10)
@@ -400,9 +400,14 @@ def test_parse_admission_by_hand():
                                                                            {"window": 600.0, "min_blocks": 2.0})
     assert parse_admission("prefix-depth:beyond-shared=1") == ("prefix-depth", {"beyond_shared": 1.0})
     assert parse_admission("threshold:window=1h") == ("threshold", {"window": 3600.0})
-    for bad in ("second-access:=2", "second-access:ghost=", "second-access:ghost= "):
-        with pytest.raises(SpecError, match="is not param=value"):
+    for bad, match in (("second-access:=2", "malformed parameter '=2'"), ("second-access:ghost=", "has no value"),
+                       ("second-access:ghost= ", "'ghost' has no value"), ("tinylfu:width=1:width=2", "given twice"),
+                       ("tinylfu:depth=3", r"unknown parameter 'depth' \(fix: tinylfu takes width, sample\)")):
+        with pytest.raises(SpecError, match=match):
             parse_admission(bad)
+    assert parse_admission("tinylfu:width=1", "--l4-admission") == ("tinylfu", {"width": 1.0})
+    with pytest.raises(SpecError, match=r"^--l4-admission 'all:x=1': unknown parameter 'x' \(fix: all takes no"):
+        parse_admission("all:x=1", "--l4-admission")
     with pytest.raises(SpecError, match="window='abc' is not a number or duration"):
         parse_admission("threshold:window=abc")
     with pytest.raises(SpecError, match="all takes no parameters"):

@@ -198,8 +198,13 @@ def test_usage_errors(tmp_path):
         read_trace(tmp_path / "nope.jsonl")
     with pytest.raises(UsageError, match="unknown trace field"):
         read_trace(SAMPLE, fields={"when": "t"})
-    with pytest.raises(UsageError, match="bad field mapping"):
+    with pytest.raises(UsageError, match=r"--field: malformed field 'timestamp' \(not KEY=VALUE\)"):
         parse_field_mapping(["timestamp"])
+    with pytest.raises(UsageError, match="--field: unknown field 'when'"):
+        parse_field_mapping(["when=t"])
+    with pytest.raises(UsageError, match="--field: field 'timestamp' given twice"):
+        parse_field_mapping(["timestamp=t", "timestamp=u"])
+    assert parse_field_mapping([" timestamp = t ", "output-length="]) == {"timestamp": "t", "output_length": None}
     with pytest.raises(UsageError, match="block_tokens must be > 0"):
         read_trace(SAMPLE, block_tokens=0)
 

@@ -193,7 +193,9 @@ def test_gen_sample_keeps_only_sampled_keys(tmp_path):
 
 @pytest.mark.parametrize("text, match", [
     ("gen:", "names no model"),
-    ("gen:chat,duraton=1h", "unknown option 'duraton=1h'"),
+    ("gen:chat,duraton=1h", "unknown option 'duraton' \\(fix: known options: duration, rate, seed, sample"),
+    ("gen:chat,seed=1,seed=2", "option 'seed' given twice"),
+    ("gen:chat,seed", "malformed option 'seed'"),
     ("gen:chat,rate=x", "rate='x' is not a number"),
     ("gen:chat,rate=0", "rate must be > 0"),
     ("gen:chat,sample=2", "outside"),
