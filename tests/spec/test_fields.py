@@ -81,3 +81,10 @@ def test_allow_empty_and_a_lookup_function():
     with pytest.raises(UsageError) as e:
         parse_fields("no=2", option="--x", known=lookup, known_text="ok<anything>")
     assert e.value.problem == "--x: unknown field 'no'" and e.value.fix == "known fields: ok<anything>"
+
+
+# mutation survivors
+def test_allow_empty_false_refuses_every_empty_value():
+    with pytest.raises(UsageError, match="'a' has no value"):
+        parse_fields("a=", option="--x", allow_empty=False)
+    assert parse_fields("a=1", option="--x", allow_empty=False) == {"a": "1"}
