@@ -32,7 +32,9 @@ from kvbench.errors import SpecError, UnitError
 from kvbench.units import format_duration, format_rate, parse_duration, parse_rate
 
 DEFAULT_MAX_TOKENS = 1 << 20
-_TIER_RE = re.compile(r"^([A-Za-z0-9_.\-]+)=([^,]+),([^,]+)$")
+# spaces around '=' and ',' read alike, as in every key=value option (kvbench.spec.fields; the name is free and
+# the value a list, so this one pair keeps its own pattern)
+_TIER_RE = re.compile(r"^\s*([A-Za-z0-9_.\-]+)\s*=\s*([^,]+?)\s*,\s*([^,]+?)\s*$")
 
 
 @dataclass(frozen=True)

@@ -102,6 +102,7 @@ def test_bad_tier_specs(text):
 def test_parse_tier_units():
     t = parse_tier("l3=6.5GB/s,90us")
     assert (t.name, t.bandwidth_bytes_per_s, t.latency_s) == ("l3", 6.5e9, pytest.approx(90e-6))
+    assert parse_tier(" l3 = 6.5GB/s , 90us ") == t                # spaces around '=' and ',' read alike
 
 
 # --- replay runs ------------------------------------------------------------------------------------------

@@ -233,7 +233,8 @@ def test_every_command_generates_a_model_file_for_its_checked_duration(tmp_path,
 # An option whose metavar or help shows KEY=VALUE is either a FieldsOption (kvbench.cli._common: parsed by the
 # shared parser when the option is read) or listed here with why it is not key=value fields.
 NOT_FIELDS = {
-    ("check", "--tier"): "one NAME=BW,LATENCY pair: a free tier name and a value list (recompute.parse_tier)",
+    ("check", "--tier"): "one NAME=BW,LATENCY pair: a free tier name and a value list (recompute.parse_tier, "
+                         "spaces around '=' and ',' read alike: tests/analysis/test_recompute.py)",
     ("plan", "--load-tier"): "one NAME=BW,LAT pair, as check --tier",
     ("io", "--inject-fault"): "a fault list of KIND@N and KIND-every=N items, not key=value fields (engine.faults)",
     ("run", "--probe-fault"): "the hidden fault hook of the probe: io --inject-fault's grammar",
