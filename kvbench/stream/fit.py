@@ -51,7 +51,6 @@ WEEKLY_SPAN_S = 13 * 86_400     # a weekly cycle needs about two weeks
 RETURNS_SPAN_S = 6 * 3_600      # returns hours later need hours of trace
 CURVE_POINTS = 64
 QUANTILES = 21                  # length distributions are written as this many quantiles (0, 5, .., 100 %)
-SYSTEM_SHARE = 0.02           # a first block shared by this fraction of sessions is a system prompt
 
 
 @dataclass
@@ -270,33 +269,38 @@ def _fit_prompts(trace: Trace, S, d: Prompts, res: FitResult) -> tuple[Prompts, 
     system_prompts, system_tokens, system_sigma, system_zipf = 1, 0.0, 0.0, d.system_zipf
     system_probability = 0.0
     system_list, weight_list = (), ()
+    prompt_of = np.full(trace.n_requests, -1, dtype=np.int64)   # first requests: their system prompt (by rank)
     doc_rows = np.zeros(0, dtype=np.int64)
     if fs.size:
-        # group sessions by their first block: a group many sessions share is a system prompt (its depth is the
-        # depth most of its sessions show; deeper ones attach a document); a group few share is a document
+        # group sessions by their first block: each group is a system prompt, however few sessions share it (its
+        # depth is the depth most of its sessions show, its weight its sessions; deeper ones attach a document).
+        # Rare groups are not documents: documents are drawn apart from the system prompt and keyed under it, so
+        # LMBench/GMI's 54 groups under 2% of its sessions (310 of 1,897 sessions), fitted as 95 documents, were
+        # shared ~5x less in the generated traces, which then hit 5-9% more at 160-870 blocks
         groups, inv = np.unique(S.system_key[fs], return_inverse=True)
         counts = np.bincount(inv) + 1                      # + the session that first showed it
-        is_sys = counts >= max(3, SYSTEM_SHARE * n_first)
-        depth = np.zeros(groups.size, dtype=np.int64)
-        for k in np.flatnonzero(is_sys):
-            depth[k] = np.bincount(sh[fs][inv == k]).argmax()
+        depth = np.array([np.bincount(sh[fs][inv == k]).argmax() for k in range(groups.size)], dtype=np.int64)
         sys_depth = depth[inv]
-        in_sys = is_sys[inv]
-        system_len[fs[in_sys]] = (sys_depth[in_sys] + 0.5) * bt
+        system_len[fs] = (sys_depth + 0.5) * bt
         deeper = sh[fs] > sys_depth
         doc_rows = fs[deeper]
         doc_len[doc_rows] = (sh[doc_rows] - sys_depth[deeper]) * bt + 0.5 * bt
-        if is_sys.any():
-            system_prompts = int(is_sys.sum())
-            system_probability = float(min(1.0, counts[is_sys].sum() / max(1, n_first)))
-            system_tokens, system_sigma = _lognormal_fit((depth[is_sys] + 0.5) * bt)
-            system_zipf = _zipf_exponent(counts[is_sys], d.system_zipf)
-            rank = np.argsort(-counts[is_sys], kind="stable")
-            system_list = tuple(float(x) for x in ((depth[is_sys] + 0.5) * bt)[rank])
-            weight_list = tuple(float(x) for x in counts[is_sys][rank])
-        obs.update(system_prompts_seen=int(is_sys.sum()))
-    else:
-        obs.update(system_prompts_seen=0)
+        system_prompts = int(groups.size)
+        system_probability = float(min(1.0, counts.sum() / max(1, n_first)))
+        system_tokens, system_sigma = _lognormal_fit((depth + 0.5) * bt)
+        system_zipf = _zipf_exponent(counts, d.system_zipf)
+        rank = np.argsort(-counts, kind="stable")
+        system_list = tuple(float(x) for x in ((depth + 0.5) * bt)[rank])
+        weight_list = tuple(float(x) for x in counts[rank])
+        prompt_of[fs] = np.argsort(rank, kind="stable")[inv]
+        # each prompt's founder (the session that first showed it, sharing nothing yet) uses it too
+        lead = np.flatnonzero(first & (sh == 0) & (trace.blocks_per_request > 0))
+        g = np.searchsorted(groups, trace.keys[trace.offsets[lead]]).clip(0, groups.size - 1)
+        found = groups[g] == trace.keys[trace.offsets[lead]]
+        lead, g = lead[found], g[found]
+        system_len[lead] = (depth[g] + 0.5) * bt
+        prompt_of[lead] = np.argsort(rank, kind="stable")[g]
+    obs.update(system_prompts_seen=system_prompts if fs.size else 0)
     docs, doc_counts = np.unique(S.prefix_key[doc_rows], return_counts=True)
     obs.update(documents_seen=int(docs.size))
     if docs.size:
@@ -307,7 +311,20 @@ def _fit_prompts(trace: Trace, S, d: Prompts, res: FitResult) -> tuple[Prompts, 
     else:
         documents, document_probability, document_tokens, document_sigma, document_zipf = 0, 0.0, 0.0, \
             d.document_sigma, d.document_zipf
-    own = np.maximum(1.0, inp[first] - system_len[first] - doc_len[first])
+    own_all = np.maximum(1.0, inp - system_len - doc_len)
+    # a prompt whose sessions (MIN_SAMPLES or more) write their own first messages keeps their lengths; the
+    # pooled first_user_* are the rest's (an application's template beside free chat: GMI's two main prompts'
+    # sessions add ~10 blocks, its sessions without a shared prefix ~42)
+    system_user, system_user_sigma = [0.0] * len(system_list), [0.0] * len(system_list)
+    pooled = first.copy()
+    for j in range(len(system_list)):
+        rows = np.flatnonzero(prompt_of == j)
+        if rows.size >= MIN_SAMPLES:
+            system_user[j], system_user_sigma[j] = _lognormal_fit(own_all[rows])
+            pooled[rows] = False
+    if not any(system_user):
+        system_user, system_user_sigma = [], []
+    own = own_all[pooled] if pooled.sum() >= MIN_SAMPLES else own_all[first]
     first_user, first_sigma = _lognormal_fit(own)
     cont = np.flatnonzero(~first)
     par = S.parent[cont]
@@ -327,7 +344,8 @@ def _fit_prompts(trace: Trace, S, d: Prompts, res: FitResult) -> tuple[Prompts, 
              "user_quantiles": _quantiles(np.maximum(g, 0)) if cont.size >= MIN_SAMPLES else ()}
     p = Prompts(system_probability=system_probability, system_prompts=system_prompts, system_tokens=system_tokens, system_sigma=system_sigma,
                 system_zipf=system_zipf, system_prompt_tokens=system_list,
-                system_prompt_weights=weight_list, document_probability=document_probability, documents=documents,
+                system_prompt_weights=weight_list, system_user_tokens=tuple(system_user),
+                system_user_sigma=tuple(system_user_sigma), document_probability=document_probability, documents=documents,
                 document_tokens=document_tokens, document_sigma=document_sigma, document_zipf=document_zipf,
                 first_user_tokens=first_user, first_user_sigma=first_sigma, user_tokens=user, user_sigma=user_sigma,
                 output_tokens=output, output_sigma=output_sigma, append_output=append, **quant)
@@ -542,8 +560,9 @@ DWPD_GOAL, CURVE_MAE_GOAL = 0.05, 0.02
 
 
 def scale_model(model: WorkloadModel, rate_factor: float, length_factor: float) -> WorkloadModel:
-    """``model`` with its request rate and its sessions' own text lengths (first message and each later
-    message: ``prompts.first_user_*``, ``prompts.user_*``) scaled; shared prompts and documents keep the lengths
+    """``model`` with its request rate and its sessions' own text lengths (first message, each system prompt's
+    sessions' first message and each later message: ``prompts.first_user_*``, ``prompts.system_user_tokens``,
+    ``prompts.user_*``) scaled; shared prompts and documents keep the lengths
     the trace's shared blocks measured, outputs the lengths the trace states."""
     a, p = model.arrivals, model.prompts
 
@@ -552,6 +571,7 @@ def scale_model(model: WorkloadModel, rate_factor: float, length_factor: float) 
     return replace(model, arrivals=replace(a, rate=a.rate * rate_factor),
                    prompts=replace(p, first_user_tokens=max(1.0, p.first_user_tokens * length_factor),
                                    first_user_quantiles=q(p.first_user_quantiles),
+                                   system_user_tokens=q(p.system_user_tokens),
                                    user_tokens=p.user_tokens * length_factor, user_quantiles=q(p.user_quantiles)))
 
 

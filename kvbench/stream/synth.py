@@ -138,6 +138,9 @@ class Generator:
         if p.system_prompt_weights:
             w = np.cumsum(np.asarray(p.system_prompt_weights, dtype=np.float64))
             self.system_cdf = w / w[-1]
+        # each prompt's own first-message lengths (a mean of 0: the pooled distribution)
+        self.system_user = (np.asarray(p.system_user_tokens, dtype=np.float64),
+                            np.asarray(p.system_user_sigma, dtype=np.float64)) if p.system_user_tokens else None
         n_docs = p.documents if p.document_probability > 0 else 0
         self.doc_len = _lengths(rng, p.document_tokens, p.document_sigma, p.document_quantiles, n_docs, lo=1)
         self.doc_cdf = _zipf_cdf(n_docs, p.document_zipf) if n_docs else None
@@ -228,6 +231,13 @@ class Generator:
         user = np.where(first_of_session,
                         _lengths(rng, p.first_user_tokens, p.first_user_sigma, p.first_user_quantiles, R, lo=1),
                         _lengths(rng, p.user_tokens, p.user_sigma, p.user_quantiles, R))
+        if self.system_user is not None:
+            mean, sig = self.system_user
+            k = system[r_session]
+            own = first_of_session & (k >= 0)
+            own[own] = mean[k[own]] > 0
+            mu, sg = mean[k[own]], sig[k[own]]
+            user[own] = np.maximum(1, np.rint(rng.lognormal(np.log(mu) - sg * sg / 2.0, sg)))
         output = _lengths(rng, p.output_tokens, p.output_sigma, p.output_quantiles, R)
         growth = user + (output if p.append_output else 0)
         cg = np.cumsum(growth)

@@ -80,6 +80,10 @@ class Prompts:
     system_zipf: float = 1.0           # popularity exponent of system prompts
     system_prompt_tokens: tuple[float, ...] = ()   # optional: each prompt's length (instead of lognormal draws)
     system_prompt_weights: tuple[float, ...] = ()  # optional: each prompt's relative popularity (instead of Zipf)
+    # optional: the first message of a session using each prompt (lognormal mean and shape; a mean of 0: the
+    # pooled first_user_* below), where a prompt's sessions write their own lengths (an application's template)
+    system_user_tokens: tuple[float, ...] = ()
+    system_user_sigma: tuple[float, ...] = ()
     document_probability: float = 0.0  # chance a session attaches a shared document
     documents: int = 0                 # distinct shared documents
     document_tokens: float = 0.0
@@ -192,13 +196,15 @@ class WorkloadModel:
             (p.user_tokens >= 0, "prompts.user_tokens", p.user_tokens, "tokens >= 0"),
             (p.output_tokens >= 0, "prompts.output_tokens", p.output_tokens, "tokens >= 0"),
         ]
-        for name in ("system_prompt_tokens", "system_prompt_weights"):
+        for name in ("system_prompt_tokens", "system_prompt_weights", "system_user_tokens", "system_user_sigma"):
             v = getattr(p, name)
             checks.append((not v or len(v) == p.system_prompts, f"prompts.{name}", len(v),
                            f"one value per system prompt ({p.system_prompts}), or none"))
             checks.append((all(x >= 0 and math.isfinite(x) for x in v) and (name != "system_prompt_weights"
                                                                                or not v or sum(v) > 0),
                            f"prompts.{name}", v, "values >= 0 (weights not all 0)"))
+        checks.append((len(p.system_user_sigma) == len(p.system_user_tokens), "prompts.system_user_sigma",
+                       len(p.system_user_sigma), f"one shape per system_user_tokens value ({len(p.system_user_tokens)})"))
         for name in ("first_user_quantiles", "user_quantiles", "output_quantiles", "document_quantiles"):
             q = getattr(p, name)
             checks.append((not q or (len(q) >= 2 and all(math.isfinite(x) and x >= 0 for x in q)

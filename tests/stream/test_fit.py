@@ -242,9 +242,9 @@ def test_a_turn_more_than_half_an_hour_later_is_a_return():
     assert res.observed["follow_ups"] == 2 and res.observed["returns"] == 1 and res.observed["visits"] == 3
 
 
-def test_a_first_block_three_sessions_share_is_a_system_prompt():
-    """Sessions [7, 1], [7, 2], [7, 3] (prefix-chained): block 7 is shared by 3 sessions (>= max(3, 2% of 3)):
-    one system prompt of depth 1, written as (1 + 0.5) x 512 = 768 tokens."""
+def test_a_first_block_sessions_share_is_a_system_prompt():
+    """Sessions [7, 1], [7, 2], [7, 3] (prefix-chained): block 7 is shared by 3 sessions: one system prompt of
+    depth 1, written as (1 + 0.5) x 512 = 768 tokens. Two sessions sharing it are one too (weight 2)."""
     from tests.conftest import chained_trace
 
     c = chained_trace([[7, 1], [7, 2], [7, 3]])
@@ -253,7 +253,55 @@ def test_a_first_block_three_sessions_share_is_a_system_prompt():
     assert res.observed["system_prompts_seen"] == 1
     assert res.model.prompts.system_prompt_tokens == (768.0,) and res.model.prompts.system_prompts == 1
     two = make_trace([0.0, 10.0], [list(map(int, c.keys[c.offsets[i]:c.offsets[i + 1]])) for i in range(2)])
-    assert fit_mod.fit_model(two).observed["system_prompts_seen"] == 0      # 2 sessions: a document, not a system
+    two_fit = fit_mod.fit_model(two)
+    assert two_fit.observed["system_prompts_seen"] == 1 and two_fit.model.prompts.system_prompt_weights == (2.0,)
+    assert two_fit.observed["documents_seen"] == 0
+
+
+def test_every_shared_first_block_is_a_system_prompt_and_only_what_lies_deeper_a_document():
+    """P = [7, 8, 9] starts 2 of 7 sessions (depth 3: 3.5 x 512 = 1,792 tokens); Q = [5] starts 4 (the founder
+    [5, 1], then [5, 2] and [5, 3, 4, 10] share 1 block, [5, 3, 4, 11] shares 3: Q's depth is 1, 768 tokens, and
+    [5, 3, 4, 11] attaches a document of 2 blocks + half a block = 1,280 tokens, seen by 2 sessions); [20, 21]
+    shares nothing. Two system prompts by weight (Q 4, P 2), probability 6/7; one document, probability 2/7 (the
+    rule before took groups under max(3, 2% of the sessions) for documents: P was one)."""
+    from tests.conftest import chained_trace
+
+    rows = [[7, 8, 9, 1], [5, 1], [7, 8, 9, 2], [5, 2], [5, 3, 4, 10], [5, 3, 4, 11], [20, 21]]
+    c = chained_trace(rows)
+    t = make_trace([100.0 * i for i in range(len(rows))],
+                   [list(map(int, c.keys[c.offsets[i]:c.offsets[i + 1]])) for i in range(len(rows))])
+    res = fit_mod.fit_model(t)
+    p = res.model.prompts
+    assert res.observed["sessions_sharing_a_prefix"] == 4
+    assert res.observed["system_prompts_seen"] == 2 and p.system_prompts == 2
+    assert p.system_prompt_tokens == (768.0, 1792.0) and p.system_prompt_weights == (4.0, 2.0)
+    assert p.system_probability == pytest.approx(6 / 7)
+    assert res.observed["documents_seen"] == 1 and p.documents == 1
+    assert p.document_probability == pytest.approx(2 / 7) and p.document_tokens == 1280.0
+
+
+def test_a_prompt_with_ten_sessions_keeps_their_first_messages():
+    """P = [7] starts 11 sessions (its founder [7, 1] and 10 that share it), Q = [5] 2, and 10 sessions share
+    nothing; every request holds 1,024 input tokens. P's and Q's sessions, founders included, write 1,024 - 1.5 x
+    512 = 256 own tokens: P (10 or more sessions) keeps them (sigma 0); Q (under MIN_SAMPLES) draws the pooled
+    first message, fitted on the rest: Q's 2 x 256 and 10 x 1,024, mean 896, sigma ln 4 x std(2 x 0, 10 x 1) =
+    1.3863 x sqrt(10/12 x 2/12). With 9 of P's sessions only, no prompt keeps its own."""
+    from tests.conftest import chained_trace
+
+    rows = [[7, 1], [5, 1], [5, 2]] + [[200 + k, 1] for k in range(10)] + [[7, 100 + k] for k in range(10)]
+    c = chained_trace(rows)
+    t = make_trace([100.0 * i for i in range(len(rows))],
+                   [list(map(int, c.keys[c.offsets[i]:c.offsets[i + 1]])) for i in range(len(rows))],
+                   tokens=[1024] * len(rows))
+    m = fit_mod.fit_model(t).model
+    p = m.prompts
+    assert p.system_prompt_tokens == (768.0, 768.0) and p.system_prompt_weights == (11.0, 2.0)
+    assert p.system_user_tokens == (256.0, 0.0) and p.system_user_sigma == (0.0, 0.0)
+    assert p.first_user_tokens == pytest.approx(896.0)
+    assert p.first_user_sigma == pytest.approx(np.log(4) * np.sqrt(10 / 12 * 2 / 12))
+    scaled = fit_mod.scale_model(m, 1.0, 0.5).prompts
+    assert scaled.system_user_tokens == (128.0, 0.0) and scaled.system_user_sigma == (0.0, 0.0)
+    assert fit_mod.fit_model(t.take(np.arange(len(rows) - 2))).model.prompts.system_user_tokens == ()
 
 
 def test_requests_all_at_one_instant_cannot_be_fitted():

@@ -103,6 +103,22 @@ def _one_turn(**prompts):
                                             "output_sigma": 0.0, **prompts}))
 
 
+def test_a_system_prompt_with_its_own_first_messages_draws_them():
+    """Two prompts (64 and 128 tokens, equal weights), every session using one: prompt 0's sessions write their
+    own first message (300 tokens, sigma 0), prompt 1's the pooled one (100): prompts of 364 and 228 tokens."""
+    m = _one_turn(system_probability=1.0, system_prompts=2, system_prompt_tokens=(64.0, 128.0),
+                  system_prompt_weights=(1.0, 1.0), system_user_tokens=(300.0, 0.0), system_user_sigma=(0.0, 0.0))
+    g = Generator(m, duration_s=60.0, seed=0, probe=(1.0, 2.0))
+    rows = g._expand(np.random.default_rng(4), np.zeros(40), np.arange(40, dtype=np.int64), None)
+    assert set(rows.system.tolist()) == {0, 1}
+    assert rows.prompt[rows.system == 0].tolist() == [364] * int(np.sum(rows.system == 0))
+    assert rows.prompt[rows.system == 1].tolist() == [228] * int(np.sum(rows.system == 1))
+    both = replace(m, prompts=replace(m.prompts, system_user_tokens=(300.0, 50.0), system_user_sigma=(0.0, 0.0)))
+    rows = Generator(both, duration_s=60.0, seed=0, probe=(1.0, 2.0))._expand(
+        np.random.default_rng(4), np.zeros(40), np.arange(40, dtype=np.int64), None)
+    assert sorted(set(rows.prompt.tolist())) == [178, 364]
+
+
 def test_a_batch_holds_65536_requests_by_default():
     """40 s at 2,000 requests/s is one window of ~80,000 requests (a window is 65,536 / rate, at least 60 s):
     the default batch holds 65,536 of them."""

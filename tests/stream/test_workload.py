@@ -61,6 +61,10 @@ def test_model_file_round_trip(tmp_path):
     ({"sessions": {"return_probability": 1.0}}, r"sessions\.return_probability"),
     ({"prompts": {"document_probability": 0.5}}, r"prompts\.document_probability"),
     ({"prompts": {"system_prompts": 2, "system_prompt_tokens": [1.0]}}, r"prompts\.system_prompt_tokens"),
+    ({"prompts": {"system_prompts": 2, "system_user_tokens": [1.0], "system_user_sigma": [0.5]}},
+     r"prompts\.system_user_tokens = 1 is invalid"),
+    ({"prompts": {"system_user_tokens": [10.0], "system_user_sigma": []}}, r"prompts\.system_user_sigma = 0 is invalid"),
+    ({"prompts": {"system_user_tokens": [-1.0], "system_user_sigma": [0.0]}}, r"prompts\.system_user_tokens"),
     ({"workload": {"fitted_span_s": -1}}, r"workload\.fitted_span_s = -1\.0 is invalid"),
     ({"workload": {"fitted_span_s": "1h"}}, r"workload\.fitted_span_s = '1h' is not a number"),
 ])
@@ -357,10 +361,12 @@ def test_fit_on_the_shipped_synthetic_trace(cli, tmp_path):
     # its late, reuse-heavy capacities (follow-ups climb from 2% to 85% of requests) were off by up to 50%; the
     # calibration lengthens sessions (turns and think time x3.6) and scales the rate: measured after, per
     # generated trace 2.3% mean (3 seeds; 3.7% mean / 10.2% max over 12), the seeds' mean W within 11.9% at every
-    # capacity (3 seeds; 4.1% over 12: the largest capacities' short steady windows are the noisy ones)
+    # capacity (3 seeds; 4.1% over 12: the largest capacities' short steady windows are the noisy ones). Its
+    # shared prefixes are system prompts with their measured lengths and shares (documents with a lognormal length
+    # before): uncalibrated, 21.9% max (it was 50%)
     c = out["model"]["calibration"]
     assert c["calibrated"] and c["turns_factor"] > 1.5 and c["think_factor"] > 1.5
-    assert fit["before_calibration"]["dwpd_error_max"] > 0.3
+    assert fit["before_calibration"]["dwpd_error_max"] > 0.2
     assert fit["dwpd_error_mean"] <= 0.05 and fit["dwpd_error_of_seed_mean"]["max"] <= 0.15
 
 
