@@ -454,7 +454,8 @@ def test_a_plan_without_winning_loads_counts_every_hit_and_hit_target_binds():
     a = build_answer(p, _check())
     assert a.value("usd_per_day") == pytest.approx(2.5 + 2304 / 1825 + 47.0)
     counted = "every hit counted as saved prefill (no load tier measured)"
-    assert a.statement == f"load from a KV tier: $50.76/day against $135.00/day recomputing, saving $84.24/day ({counted})"
+    assert a.statement == ("load from a KV tier: $50.76/day against $135.00/day recomputing, saving $84.24/day "
+                           f"({counted})")
     assert a.binding == "hit target"
     assert a.binding_statement == "the hit target sizes the SSD (1.3 TB); the 1-DWPD rating holds there"
     assert a["store_bytes"].source == "the KV store the plan sizes (hit target binds); plan.json"
@@ -638,3 +639,10 @@ def test_the_waf_source_and_the_curve_points_the_reads_use_by_hand():
     q["per_target"]["0.9"]["l2_bytes"] = 0.0
     q["capacity_curve"] = [{"capacity_bytes": 1.0, "hit_ratio": 0.1}, {"capacity_bytes": 100 * TB, "hit_ratio": 0.64}]
     assert _ssd_read_bytes_per_s(q, q["drives"][0]) == pytest.approx(1e4 * 4 * 131072 * (1 - 0.1 / 0.64))
+
+
+def test_the_recompute_answer_in_the_buyers_words():
+    """The sentence a buyer reads when no tier pays, written out (the other tests compare with the constant)."""
+    a = build_answer(_plan(), _check(l3="recompute"))
+    assert a.statement == ("recompute; a KV tier on this device does not pay at this model/GPU (no tier's load beats "
+                           "recompute at p); cost $135.00/day")

@@ -227,3 +227,14 @@ def test_defaults_and_half_a_nand_byte_a_day_by_hand():
     # 1e12 x 365 x 5 / (0.5 x 365) = 1e13 years, not forever
     r = Rating(dwpd=1.0, reference_waf=1.0)
     assert endurance(0.5, 1e12, rating=r).lifetime_years == pytest.approx(1e13)
+
+
+def test_the_lifetime_basis_in_words():
+    r = Rating(tbw_bytes=14_000 * TB, reference_waf=2.0)
+    assert endurance(10 * TB, 7.68 * TB, waf=4.0, rating=r).lifetime_basis == \
+        "NAND budget: TBW x reference WAF 2, spent at WAF 4"
+    assert endurance(10 * TB, 7.68 * TB, waf=1.234, rating=Rating(dwpd=1.0)).lifetime_basis == \
+        "host TBW (rating taken at this workload's WAF)"
+    e = endurance(10 * TB, 7.68 * TB, waf=1.2345, rating=Rating(dwpd=1.0, reference_waf=2.5))
+    assert e.lifetime_basis == "NAND budget: TBW x reference WAF 2.5, spent at WAF 1.23"
+    assert e.rated_tbw_bytes == pytest.approx(7.68 * TB * 365 * 5) and e.rated_dwpd == pytest.approx(1.0)

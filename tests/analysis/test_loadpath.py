@@ -224,7 +224,8 @@ def test_guard_probes_reruns_a_probe_below_drams_first_byte_and_keeps_or_exclude
     kept, notes, excluded = guard_probes([fast, dram], {}, again(30e-6))      # L3 listed before L2
     assert reruns == ["l3"] and [p.name for p in kept] == ["l2"] and len(excluded) == 1
     assert "below DRAM's (64 us)" in excluded[0]["suspect"][0]
-    assert "below DRAM's (64 us)" in excluded[0]["rerun"]["suspect"][0] and excluded[0]["rerun"]["first_byte_s"] == 30e-6
+    rerun = excluded[0]["rerun"]
+    assert "below DRAM's (64 us)" in rerun["suspect"][0] and rerun["first_byte_s"] == 30e-6
     assert notes == [f"l3 probe suspect, excluded: {excluded[0]['rerun']['suspect'][0]} (and on the first try: "
                      f"{excluded[0]['suspect'][0]}); no load path uses it"]
     kept, notes, excluded = guard_probes([dram, fast], {}, again(70e-6))
@@ -317,3 +318,12 @@ def test_run_tiers_fit_the_requests_load_times_else_keep_the_run_average():
         tiers, notes = run_tiers(run, model)
         assert tiers == [avg] and notes == ["tier l3: bandwidth is the run average (bytes / wall time), a lower "
                                             "bound on what the tier delivers per request"]
+
+
+def test_the_l2_note_names_the_replays_memcpy_and_the_link_that_replaces_it():
+    from kvbench.analysis.loadpath import load_path_tiers
+
+    out, notes = load_path_tiers([Tier("l2", 8e9, 1e-6)], load_profile("llama-3.1-8b-h200-trtllm-fp8"), None)
+    assert notes == ["l2: the replay's DRAM arena copy (8 GB/s, a host memcpy) is not a load path; L2 -> GPU is the "
+                     "PCIe Gen5 x16 link model (pcie-gen5-x16: 50 GB/s practical of 63 GB/s per direction, 17 us; "
+                     "stated, not measured) (the default: give --link); pcie-gen5-x16.toml"]

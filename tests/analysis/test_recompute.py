@@ -660,3 +660,23 @@ def test_a_fitted_tier_says_it_was_fitted_and_a_fallback_does_not(tmp_path):
     assert fit_tier_from_requests("l3", fit, block_bytes=16_000).fitted is True
     few = _fit_run(tmp_path / "b", ["100,1,0,88", "100,2,0,96"])
     assert fit_tier_from_requests("l3", few, block_bytes=16_000, latency_s=5e-5).fitted is False
+
+
+def test_each_verdict_in_words_by_hand():
+    """The verdict line of each kind, written out: the tier's speed, where loading wins, the margin at the
+    reference length and, where it does not win, what it would take."""
+    t = Tier("l3", 6.5e9, 90e-6)
+    assert verdict(t, 4096, [(4096, 1 << 20)], 16384, 0.2, None) == (
+        "l3 (6.5 GB/s, 90 us): LOAD for prefixes >= 4,096 tokens, recompute below; at 16,384 tokens loading saves "
+        "200 ms")
+    assert verdict(t, None, [(12, 300), (5000, 9000)], 16384, -0.05, 8e9) == (
+        "l3 (6.5 GB/s, 90 us): MIXED: loading wins only for 12-300, 5,000-9,000 tokens; at 16,384 tokens recomputing "
+        "is faster by 50 ms; it would need > 8 GB/s to win at 16,384 tokens")
+    assert verdict(t, None, [], 16384, -0.05, None) == (
+        "l3 (6.5 GB/s, 90 us): RECOMPUTE: loading never wins up to 1,048,576 tokens; at 16,384 tokens recomputing is "
+        "faster by 50 ms; its latency alone exceeds recomputing 16,384 tokens")
+    fit0 = Tier("l3", 6.5e9, 0.0, fitted=True)
+    assert verdict(fit0, None, [], 1000, -0.05, 8e9, max_tokens=5000, how=", pipelined over 512 suffix tokens") == (
+        "l3 (6.5 GB/s, first byte not resolved by the fit, pipelined over 512 suffix tokens): RECOMPUTE: loading never "
+        "wins up to 5,000 tokens; at 1,000 tokens recomputing is faster by 50 ms; it would need > 8 GB/s to win at "
+        "1,000 tokens")
