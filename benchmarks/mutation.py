@@ -291,6 +291,13 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
         ("bpr_o = trace.n_blocks / max(1, n_o)", "*"):
             "bpr_o enters only as the secant's target and its history bpr = bpr_o x r_b: a positive factor on it "
             "cancels in (bpr_o - b2) (l2 - l1) / (b2 - b1) and leaves hist[-1] != hist[-2] as it was (0 stays 0)",
+        ("REUSE_DIRECTIONS = ((1, 1), (1, 0), (0, 1))   # in log factors: turns and think together "
+         "(a longer session), each", "1 -> 2"):
+            "a killed (1, 1) aside, these scale the single-axis directions (2, 0), (0, 2): the line search runs on "
+            "u in [a, b] / 2 and moves x by u d, so every golden point x + u d is the same double (halving and "
+            "doubling are exact)",
+        ('ok_o = ao["turned_over"] & (ao["write_blocks_per_s"] > 0)', "> -> >="):
+            "turned_over implies W > 0 (SteadyCurve.at: turned_over = filled & ..., filled = W > 0)",
         ("if not b > a:", "> -> >="):
             "the segment is never a point: pass 0 runs along (1, 1) from x = 0 (a = ln 0.5, b = ln 8), passes 1 "
             "and 2 along one axis, where b - a = ln 8 - ln 0.5 wherever x is (x stays inside the bounds)",

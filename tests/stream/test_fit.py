@@ -1203,3 +1203,69 @@ def test_document_probability_is_at_most_one_when_documents_nest():
     assert res.observed["system_prompts_seen"] == 2 and res.observed["documents_seen"] == 6
     assert res.model.prompts.system_prompt_tokens == (768.0, 768.0)
     assert res.model.prompts.document_probability == 1.0
+
+
+def test_fit_and_score_progress_with_one_seed_and_the_cold_trace_warning(monkeypatch):
+    """seeds = 1, calibrated: (1 + 8) x 2 + 2 + 18 + 8 + 2 x 1 + 2 = 50; the stand-ins and fit_and_score tick
+    1 + 1 twice, then 1 + 1 + 1 (long run) + 1 + 1 (one gen-check trace) + 1 (noise): 10, then the fill. A trace
+    that starts cold, for which the long run keeps the trace's span: the warning names the long run's errors."""
+    _score_stand_ins(monkeypatch)
+    calls = []
+    fit_mod.fit_and_score(_ten_follow_ups(), seeds=1, progress=lambda d, t: calls.append((d, t)))
+    assert calls == [(k, 50) for k in range(11)] + [(50, 50)]
+    monkeypatch.setattr(fit_mod, "starts_cold", lambda trace: True)
+    check = {"before": {"signed_error_of_seed_mean": [0.82, 1.4], "duration_s": 86_400.0}}
+    for gdur, warned in ((None, True), (7200.0, False)):
+        monkeypatch.setattr(fit_mod, "long_run", lambda trace, model, seed=0, cold=None, gdur=gdur: (
+            model, float(trace.duration_s) if gdur is None else gdur, None, check))
+        res, _ = fit_mod.fit_and_score(_ten_follow_ups(), seeds=1)
+        w = [x for x in res.warnings if x.startswith("trace gen defaults to the trace's span")]
+        assert bool(w) == warned
+        assert not w or "writes +82% to +140% of the trace's W(C)" in w[0]
+
+
+def test_long_run_centres_one_capacity_and_gives_up_at_a_zero_rate(monkeypatch):
+    """A cold trace whose default duration is longer than its span: the long run's check at one capacity errs
+    +10%: the rate is divided by (2 + 0.1 + 0.1) / 2 = 1.1 and, the check after it within 5%, kept. An error of
+    -100% (nothing written) has no rate to centre it: the span and the model as they were. A spread of exactly
+    the goal's is centred."""
+    checks = []
+
+    def gen_check(trace, model, duration, seeds=3, seed=0):
+        checks.append((model.arrivals.rate, duration, seeds, seed))
+        return {"signed_error_of_seed_mean": err, "dwpd_error_of_seed_mean": {"max": 0.01}}
+    monkeypatch.setattr(fit_mod, "gen_check", gen_check)
+    tr = _loop(100, 1.0)                  # 99 s at 1 request/s: 647 spans would hold 64,000; 256 at most
+    m = WorkloadModel(arrivals=Arrivals(rate=1.0))
+    err = [0.1]
+    out, dur, factor, chk = fit_mod.long_run(tr, m, seed=2, cold=True)
+    assert dur == 256 * 99.0 and factor == pytest.approx(1 / 1.1) and out.arrivals.rate == pytest.approx(1 / 1.1)
+    assert checks == [(1.0, dur, 3, 3002), (pytest.approx(1 / 1.1), dur, 3, 3002)] and set(chk) == {"before", "after"}
+    err = [-1.0]
+    out, dur, factor, chk = fit_mod.long_run(tr, m, seed=2, cold=True)
+    assert (out, dur, factor) == (m, 99.0, None) and set(chk) == {"before"}
+    # a spread exactly the goal's (1 + max = (1 + min) x 1.05 / 0.95) is still centred: rate / ((1 + 1.0526) / 2)
+    g = fit_mod.DWPD_GOAL
+    err = [0.0, (1.0 + 0.0) * (1.0 + g) / (1.0 - g) - 1.0]
+    out, dur, factor, chk = fit_mod.long_run(tr, m, seed=2, cold=True)
+    assert dur == 256 * 99.0 and factor == pytest.approx(2.0 / (2.0 + err[1])) and set(chk) == {"before", "after"}
+
+
+def test_source_noise_by_hand_with_the_cold_start_given(monkeypatch):
+    """Two drawn traces of the source's loop at 0.5 s and 2 s (W 2 and 0.5 at C = 1..9): their mean 1.25, errors
+    +0.6 and -0.6 at every capacity: max error median and 90th percentile 0.6, 95% band 1.96 x 0.8485 (the sd of
+    +-0.6 with ddof 1). The cold start given (True) is the one the draws use, though the trace does not start
+    cold."""
+    seen = []
+
+    def many(model, trace, seeds, cold):
+        seen.append((list(seeds), cold))
+        return iter([_loop(100, 0.5), _loop(100, 2.0)])
+    monkeypatch.setattr(fit_mod, "_generate_many", many)
+    tr = _loop(100, 1.0)
+    assert not starts_cold(tr)
+    out = fit_mod.source_noise(tr, WorkloadModel(), seeds=2, seed=7, cold=True)
+    assert seen == [([7, 8], True)]
+    assert out["seeds"] == 2 and out["first_seed"] == 7
+    assert out["max_error_median"] == pytest.approx(0.6) and out["max_error_p90"] == pytest.approx(0.6)
+    assert out["band95_median"] == pytest.approx(1.96 * 0.6 * math.sqrt(2))
