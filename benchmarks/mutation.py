@@ -205,6 +205,22 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "more event rows than the longest request can write (the `max -> min` variant, fewer, is killed)",
         ("xlen = int(rows[:, K.NN].max()) + pec + 16", "16 -> 17"):
             "a longer scratch buffer than the kernel's bound (the largest pool plus a request): the tail is unused",
+        ("cuts = [j + 1 for j in range(len(keep) - 1) if keep[j + 1] != keep[j] + 1]", "1 -> 2"):
+            "the two variants that survive: `len(keep) - 2` skips the last pair of kept fields, EN..EFREED's "
+            "(92, 93), which is consecutive, so no cut is missed; `keep[j] + 2` cuts between every two fields, so "
+            "the runs are one field each: the same fields copied (the `j + 2` and `keep[j + 2]` variants are killed)",
+        ("self._pool_runs = [(self.shared * K.NFIELDS + r[0], self.shared * K.NFIELDS + r[-1] + 1)", "0 -> 1"):
+            "r[0] -> r[1]: each run's first field is not copied: POL and DRB are layout constants, the same in every "
+            "member's copy of the pool's row, and FK opens _cascade's insert frame, written before it is read in "
+            "each request (a pool never suspends mid-request: _build and _grow_events raise)",
+        ("if self.shared in tiers:", "in -> not in"):
+            "both paths give every member's answer: a lookup (_find, _contains) reads only the pool row's layout "
+            "fields (HB, HM, NB, HASTTL), the same in every member's copy, and the shared regions; only the "
+            "per-member path also activates the row, which no lookup needs",
+        ("if self.spec.tiers[self.pool.shared].name in names:", "in -> not in"):
+            "activating the pool's row before a lookup changes no answer (a lookup reads only the row's layout "
+            "fields, the same in every member's copy; see `self.shared in tiers`), and activating it when the "
+            "pool is not asked changes nothing either",
     },
     "rowcache": {
         ("return engine(ids, int(n_ids if n_ids is not None else ids.max() + 1))", "1 -> 2"):

@@ -17,6 +17,7 @@ from kvbench.cluster.nodes import LOCAL_TIERS
 from kvbench.cluster.nodes import node_hierarchies
 from kvbench.cluster.nodes import share_tier
 from kvbench.sim.shared_pool import SharedPool
+from kvbench.errors import SpecError
 import itertools
 
 BB = 262144
@@ -149,10 +150,10 @@ def _reference(spec, n):
     return hiers
 
 
-def _same(spec, seed, n_nodes=3):
+def _same(spec, seed, n_nodes=3, n_req=200):
     """Route a random trace over ``n_nodes`` at random (a conversation visits several nodes: the pool serves
     them all); the compiled pool's members and the reference nodes agree at every step."""
-    times, offsets, keys = _random_trace(seed)
+    times, offsets, keys = _random_trace(seed, n_req)
     route = np.random.default_rng(seed + 1).integers(0, n_nodes, times.size)
     pool = SharedPool(spec, n_nodes, int(np.diff(offsets).max()))
     jit, ref = pool.members, _reference(spec, n_nodes)
@@ -163,6 +164,8 @@ def _same(spec, seed, n_nodes=3):
             k = keys[a:b].tolist()
             want = [r.cached_prefix(k, times[i], LOCAL_TIERS) for r in ref]
             assert pool.cached_prefix(keys[a:b], times[i], LOCAL_TIERS) == want
+            # every tier, the pool's too: each member's own answer (the pool's row made current for each)
+            assert pool.cached_prefix(keys[a:b], times[i]) == [r.cached_prefix(k, times[i]) for r in ref]
             other = (j + 1) % n_nodes          # with the pool too (its row made current first)
             assert jit[other].cached_prefix(k, times[i]) == ref[other].cached_prefix(k, times[i])
         args = (times[i:i + 1], np.array([0, b - a]), keys[a:b])
@@ -178,6 +181,9 @@ def _same(spec, seed, n_nodes=3):
             assert rt.meta == jt.meta, rt.spec.name
             if rt.store is not None:
                 assert rt.store.used == jt.store.used
+                if rt.store.layout == "log":
+                    assert (rt.store.reclaimed_segments, rt.store.dropped_blocks) == (
+                        jt.store.reclaimed_segments, jt.store.dropped_blocks)
             hits[4] += rt.c.admission_rejects
     return hits
 
@@ -299,3 +305,57 @@ def test_request_longer_than_the_layout_is_refused():
     keys = np.arange(1, 400, dtype=np.uint64)
     with pytest.raises(RuntimeError, match="more than 300 blocks"):
         pool.members[1].run(np.array([0.0]), np.array([0, keys.size]), keys)
+
+
+# mutation survivors: the pool's own fast checks (the slow lane above sweeps every policy and layout)
+
+def test_pool_equals_shared_reference_on_a_few_specs():
+    """A fast cut of the slow sweeps above: LRU/FIFO/S3-FIFO, TTL, both write policies, exclusive, the log store,
+    and each admission policy in front of the pool, 120 requests each over 2-3 nodes."""
+    cases = [("lru", None, WP_INCL[0], True, "slot", "all"),
+             ("s3fifo", 3.0, WP_INCL[2], False, "log", "tinylfu:width=0.5:sample=2"),
+             ("fifo", 3.0, WP_INCL[1], True, "slot", "prefix-depth:beyond_shared=1:ghost=0.5"),
+             ("lru", None, WP_INCL[2], False, "slot", "second-access:ghost=0.5"),
+             ("s3fifo", None, WP_INCL[1], True, "log", "threshold:min_blocks=3")]
+    hits = np.zeros(5, np.int64)
+    for seed, (policy, ttl, wp_incl, promote, layout, adm) in enumerate(cases):
+        hits += _same(_spec(seed * 31 + 5, policy, ttl, wp_incl, promote, layout, admission=adm), seed + 5,
+                      n_nodes=2 + seed % 2, n_req=120)
+    assert hits[3] > 0 and hits[4] > 0                  # the pool served hits; admission refused some blocks
+
+
+def test_pool_layout_bounds():
+    spec = HierarchySpec((TierSpec("l2", 2 * POOL_BB), TierSpec("l4", 4 * POOL_BB)), POOL_BB)
+    with pytest.raises(SpecError, match="at least one node"):
+        SharedPool(spec, 0)
+    assert SharedPool(spec, 1).most == 240 and SharedPool(spec, 2, 10).most == 240     # at least 256 - 16
+    assert SharedPool(spec, 1, 241).most == 241 and SharedPool(spec, 1, -5).most == 240
+    pool = SharedPool(spec, 2)
+    keys = np.arange(1, 241, dtype=np.uint64)          # the longest request the layout takes runs
+    r, _ = pool.members[1].run(np.array([0.0]), np.array([0, keys.size]), keys)
+    assert int(r[0]["hit_blocks"]) == 0 and pool.owner == 1
+    with pytest.raises(RuntimeError, match="more than 240 blocks"):
+        pool.members[0].run(np.array([1.0]), np.array([0, 241]), np.arange(1, 242, dtype=np.uint64))
+
+
+def test_pool_regions_hold_every_members_nodes_and_events():
+    """The layout by hand: every tier instance's node records and free lists lie inside their regions (the pool's
+    once, each node's own tiers side by side), and every member's event rows are the one region at the buffer's
+    end, laid out for the longest request."""
+    from kvbench.sim import tiers_kernel as K
+
+    spec = HierarchySpec((TierSpec("l1", 3 * POOL_BB), TierSpec("l2", 5 * POOL_BB), TierSpec("l4", 9 * POOL_BB)),
+                         POOL_BB)
+    pool = SharedPool(spec, 3, 50)
+    for i, m in enumerate(pool.members):
+        off = i * pool.hdr
+        G = m._G
+        assert G[K.B_EV] + off + 8 * G[K.G_EVCAP] == pool.buf.size
+        assert G[K.G_EVCAP] >= m._ev_need(pool.most)
+        for t in range(3):
+            row = m._I[t]
+            assert G[K.B_NODE] + K.NW * (row[K.NB] + row[K.NN]) <= G[K.B_NFREQ]
+            assert G[K.B_NFREQ] + row[K.NB] + row[K.NN] <= G[K.B_NFREE]
+    rows = [m._I[t] for m in pool.members for t in range(2)] + [pool.members[0]._I[2]]
+    spans = sorted((int(r[K.NB]), int(r[K.NN])) for r in rows)
+    assert spans[0][0] == 0 and all(a + n == b for (a, n), (b, _) in zip(spans, spans[1:]))    # side by side
