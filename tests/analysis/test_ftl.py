@@ -734,6 +734,9 @@ def test_layout_waf_default_page_budget_is_2_to_the_22():
     _, p = layout_waf("log", 1 << 20, segment_bytes=32 << 10, erase_block_bytes=64 << 10, min_blocks=100_000,
                       op=10.0, writes=1e-9)
     assert (p["page_bytes"], p["unit_bytes"], p["model_capacity_bytes"]) == (32 << 10, 32 << 10, 200_000 * (32 << 10))
+    # well under the budget (256 64 KiB segments: 256 x 4 x 1.07 = 1,096 pages of 16 KiB) pages stay 16 KiB
+    _, p = layout_waf("log", 1 << 20, segment_bytes=64 << 10, erase_block_bytes=64 << 10, min_blocks=1, writes=1e-9)
+    assert (p["page_bytes"], p["unit_bytes"]) == (16 << 10, 64 << 10)
 
 
 @pytest.mark.parametrize("gc", ["greedy", "fifo"])
@@ -751,3 +754,51 @@ def test_kernel_errors_surface_as_spec_errors(gc):
         m._arrays["fmeta"][2] = free
         with pytest.raises(SpecError, match=rf"ran out of free blocks \(code {code}\)"):
             m.apply_pages(np.array([OP_WRITE], np.uint8), np.array([0]), np.array([1]))
+
+
+def test_rate_needs_a_positive_time_and_seconds_are_the_runs_own():
+    """pages_per_s is NaN only for a run of no measurable time: half a second gives twice the pages. A run's
+    seconds lie within the wall time around the call (measured by the caller: a consistency check, not a
+    speed bound)."""
+    import time
+
+    from kvbench.analysis.ftl import FtlResult
+
+    cfg = FtlConfig(user_bytes=64 * 4096, op=1.0, block_pages=8)
+    c = FtlCounters(64, 64, 0, 0, 0)
+    assert FtlResult(cfg, "uniform", 1.0, 1.0, c, c, [], [], 0.5, 0.5).pages_per_s == 128.0
+    t0 = time.perf_counter()
+    r = simulate(cfg, writes=1)
+    assert 0.0 < r.seconds <= time.perf_counter() - t0
+
+
+def test_model_repr_leaves_the_arrays_out():
+    m = FtlModel(FtlConfig(user_bytes=64 * 4096, op=1.0, block_pages=8))
+    assert "_arrays" not in repr(m) and "block_pages=8" in repr(m)
+
+
+def test_layout_waf_page_budget_is_inclusive():
+    """256 32 KiB segments (128 blocks of 64 KiB: 256 units, the least) at op 1.0 take 256 x 2 x 2 = 1,024 pages of
+    16 KiB: exactly a budget of 1,024, which keeps the 16 KiB pages; a budget of 1,023 doubles them."""
+    from kvbench.analysis.ftl import layout_waf
+
+    kw = dict(segment_bytes=32 << 10, erase_block_bytes=64 << 10, min_blocks=128, op=1.0, writes=1e-9)
+    assert layout_waf("log", 1 << 20, max_pages=1024, **kw)[1]["page_bytes"] == 16 << 10
+    assert layout_waf("log", 1 << 20, max_pages=1023, **kw)[1]["page_bytes"] == 32 << 10
+
+
+def test_streams_from_1_to_64():
+    """64 user pages at op 10 (88 blocks of 8: 80 spare) have room for 64 open blocks plus the GC's reserve."""
+    kw = dict(user_bytes=64 * 4096, op=10.0, block_pages=8)
+    assert FtlConfig(streams=64, **kw).validate().streams == 64
+    for bad in (0, 65):
+        with pytest.raises(SpecError, match=f"--streams {bad} is outside 1..64"):
+            FtlConfig(streams=bad, **kw).validate()
+
+
+def test_classes_chunks_end_with_a_partial_chunk():
+    """250,000 one-page writes in chunks of 100,000: 100,000, 100,000, then the 50,000 left."""
+    from kvbench.analysis.ftl import _classes_chunks
+
+    chunks = list(_classes_chunks(192, 250_000, 3, 1, 0.25, 0.8, lambda c: c, chunk=100_000))
+    assert [len(c[0]) for c in chunks] == [100_000, 100_000, 50_000]
