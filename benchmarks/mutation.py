@@ -314,6 +314,18 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "doubling are exact)",
         ('ok_o = ao["turned_over"] & (ao["write_blocks_per_s"] > 0)', "> -> >="):
             "turned_over implies W > 0 (SteadyCurve.at: turned_over = filled & ..., filled = W > 0)",
+        ("document_probability = float(min(1.0, (doc_counts.sum() + docs.size) / max(1, n_first)))", "1 -> 2"):
+            "a document is a prefix two first requests share: n_first >= 2 wherever this runs, max(1, n) = max(2, n)",
+        ("system_probability = float(min(1.0, counts.sum() / max(1, n_first)))", "1 -> 2"):
+            "a system prompt is a first block two first requests share: n_first >= 2, max(1, n) = max(2, n)",
+        ("return float(x.mean()), float(np.log(x).std()) if x.size > 1 else 0.0", "> -> >="):
+            "one sample: the std of one log is 0.0, the else value (no samples returned earlier)",
+        ("return float(np.exp(lx.mean())), float(lx.std()) if x.size > 1 else 0.0", "> -> >="):
+            "one sample: the std of one log is 0.0, the else value; none: the else value either way",
+        ("hours = (start_hour + starts / 3600.0) % 24.0", "24.0 -> 48.0"):
+            "the hours are binned as int(hours) % 24, and floor(x % 48) % 24 = floor(x) % 24 for x >= 0 (24 divides 48)",
+        ("grid = (start_hour + np.arange(0.0, span, 60.0) / 3600.0) % 24.0", "24.0 -> 48.0"):
+            "the hours are binned as int(grid) % 24, and floor(x % 48) % 24 = floor(x) % 24 for x >= 0 (24 divides 48)",
         ("if not b > a:", "> -> >="):
             "the segment is never a point: pass 0 runs along (1, 1) from x = 0 (a = ln 0.5, b = ln 8), passes 1 "
             "and 2 along one axis, where b - a = ln 8 - ln 0.5 wherever x is (x stays inside the bounds)",

@@ -1100,6 +1100,7 @@ def test_follow_ups_that_add_nothing_have_zero_user_tokens():
         rows += [(3000.0 * k, [k + 1]), (3000.0 * k + 5.0, [k + 1])]
     res = fit_mod.fit_model(make_trace([r[0] for r in rows], [r[1] for r in rows]))
     assert res.observed["follow_ups"] == 10 and res.model.prompts.user_tokens == 0.0
+    assert res.model.prompts.append_output           # growth - the previous output: median 0, >= 0: appended
 
 
 def test_calibration_seeds_are_64000_requests_within_8_and_64():
@@ -1269,3 +1270,30 @@ def test_source_noise_by_hand_with_the_cold_start_given(monkeypatch):
     assert out["seeds"] == 2 and out["first_seed"] == 7
     assert out["max_error_median"] == pytest.approx(0.6) and out["max_error_p90"] == pytest.approx(0.6)
     assert out["band95_median"] == pytest.approx(1.96 * 0.6 * math.sqrt(2))
+
+
+def test_sessions_all_starting_at_one_instant_keep_the_default_burstiness():
+    """11 sessions at t = 0 (10 gaps of 0 s; the first comes back 10 s later so the trace has a span): no CV to
+    measure, the default kept with a warning."""
+    res = fit_mod.fit_model(_sessions_trace([(0.0, [10.0])] + [(0.0, [])] * 10))
+    assert res.observed["sessions"] == 11
+    assert res.model.arrivals.burstiness == 1.0 and _warned(res, "arrivals.burstiness")
+
+
+def test_ten_returns_seen_in_a_short_window_are_extrapolated_nine_are_not():
+    """Sessions a minute apart, each back an hour later (a 1.2-1.3 h trace, under the 6 h returns need): 10 returns
+    seen are enough for the censored fit, 9 are not (the defaults, with warnings)."""
+    ten = fit_mod.fit_model(_sessions_trace([(60.0 * k, [3600.0]) for k in range(10)]))
+    assert ten.observed["returns_fit"]["returns"] == 10
+    assert any(w.startswith("sessions.return_*: extrapolated") for w in ten.warnings)
+    assert not _warned(ten, "sessions.return_probability")
+    nine = fit_mod.fit_model(_sessions_trace([(60.0 * k, [3600.0]) for k in range(9)]))
+    assert _warned(nine, "sessions.return_probability") and nine.model.sessions.return_probability == 0.0
+
+
+def test_follow_ups_at_the_same_instant_are_a_millisecond_of_think_time():
+    res = fit_mod.fit_model(_sessions_trace([(3000.0 * k, [0.0]) for k in range(10)]))
+    assert res.observed["follow_ups"] == 10
+    assert res.model.sessions.think_time_s == pytest.approx(1e-3) and res.model.sessions.think_sigma == 0.0
+    p = res.model.prompts                                  # no shared first block: no system prompt
+    assert (p.system_prompts, p.system_probability, p.system_tokens, p.system_sigma) == (1, 0.0, 0.0, 0.0)
