@@ -326,6 +326,13 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "the hours are binned as int(hours) % 24, and floor(x % 48) % 24 = floor(x) % 24 for x >= 0 (24 divides 48)",
         ("grid = (start_hour + np.arange(0.0, span, 60.0) / 3600.0) % 24.0", "24.0 -> 48.0"):
             "the hours are binned as int(grid) % 24, and floor(x % 48) % 24 = floor(x) % 24 for x >= 0 (24 divides 48)",
+        ("if fu < f(0.0):", "< -> <="):
+            "x is always the best point so far (f(x) = best): fu = f(0) = best makes gain = 1 > 0.9, which ends the "
+            "search before x is used again, and the answer is the cache's first minimum either way",
+        ("k = int(np.clip(math.ceil(GEN_REQUESTS / max(1.0, per_span)), lo, hi))", "1.0 -> 2.0"):
+            "below 2 requests a span both quotients are >= 32,000 spans, clipped to the 256 at most",
+        ('ok &= a["turned_over"] & (a["write_blocks_per_s"] > 0)', "> -> >="):
+            "turned_over implies W > 0 (SteadyCurve.at: turned_over = filled & ..., filled = W > 0)",
         ("if not b > a:", "> -> >="):
             "the segment is never a point: pass 0 runs along (1, 1) from x = 0 (a = ln 0.5, b = ln 8), passes 1 "
             "and 2 along one axis, where b - a = ln 8 - ln 0.5 wherever x is (x stays inside the bounds)",

@@ -1245,6 +1245,10 @@ def test_long_run_centres_one_capacity_and_gives_up_at_a_zero_rate(monkeypatch):
     err = [-1.0]
     out, dur, factor, chk = fit_mod.long_run(tr, m, seed=2, cold=True)
     assert (out, dur, factor) == (m, 99.0, None) and set(chk) == {"before"}
+    # a long run writing 10% less: the rate is raised (divided by 0.9)
+    err = [-0.1]
+    out, dur, factor, chk = fit_mod.long_run(tr, m, seed=2, cold=True)
+    assert factor == pytest.approx(1 / 0.9) and out.arrivals.rate == pytest.approx(1 / 0.9)
     # a spread exactly the goal's (1 + max = (1 + min) x 1.05 / 0.95) is still centred: rate / ((1 + 1.0526) / 2)
     g = fit_mod.DWPD_GOAL
     err = [0.0, (1.0 + 0.0) * (1.0 + g) / (1.0 - g) - 1.0]
@@ -1297,3 +1301,72 @@ def test_follow_ups_at_the_same_instant_are_a_millisecond_of_think_time():
     assert res.model.sessions.think_time_s == pytest.approx(1e-3) and res.model.sessions.think_sigma == 0.0
     p = res.model.prompts                                  # no shared first block: no system prompt
     assert (p.system_prompts, p.system_probability, p.system_tokens, p.system_sigma) == (1, 0.0, 0.0, 0.0)
+
+
+def test_calibrate_reuse_runs_all_three_line_searches(monkeypatch):
+    """Objective 1.2 + 5 (ln tf - ln 6)^2 + 5 (ln kf - ln 0.6)^2: turns and think pull apart, so each line search
+    gains more than 10%. Pass 1 along (1, 1) ends at x1.85131 on both; pass 2 along turns reaches x6.23038; pass
+    3 along think from there: the golden points of [0.5, 8] (x1.44179, x2.77432), then x0.96211, x0.74929,
+    x0.64202: 16 evaluations, the last point the best."""
+    calls, _ = _reuse_stand_ins(monkeypatch, lambda turns, think: 1.2 + 5 * math.log(turns / 12.0) ** 2
+                                + 5 * math.log(think / 6.0) ** 2)
+    m = WorkloadModel(sessions=Sessions(turns_mean=2.0, think_time_s=10.0))
+    _, info = fit_mod.calibrate_reuse(SimpleNamespace(n_requests=4000), m, cold=False)
+    tf = [c[0] / 2.0 for c in calls]
+    kf = [c[1] / 10.0 for c in calls]
+    assert info["evaluations"] == 16 and (info["turns_factor"], info["think_factor"]) == (6.23038, 0.642015)
+    assert tf[11:] == pytest.approx([6.23038] * 5, abs=1e-5)
+    assert kf[11:] == pytest.approx([1.44179, 2.77432, 0.96211, 0.74929, 0.64202], abs=1e-5)
+
+
+def test_score_is_the_worse_of_dwpd_and_curve_against_their_goals():
+    assert fit_mod._score({"curve_mae": 0.01, "dwpd_error_max": 0.1}) == pytest.approx(2.0)     # 0.1 / 5%
+    assert fit_mod._score({"curve_mae": 0.03, "dwpd_error_max": None}) == pytest.approx(1.5)    # 0.03 / 0.02
+
+
+def test_calibration_records_the_long_runs_rate_factor(monkeypatch):
+    """The demand calibration's rate x 1.25, then the long run's x 0.5: the model file states x 0.625."""
+    _score_stand_ins(monkeypatch)
+    monkeypatch.setattr(fit_mod, "long_run", lambda trace, model, seed=0, cold=None: (model, 7200.0, 0.5, None))
+    res, _ = fit_mod.fit_and_score(_ten_follow_ups(), seeds=1)
+    assert res.model.calibration.rate_factor == 0.625 and res.model.calibration.gen_rate_factor == 0.5
+
+
+def test_gen_check_compares_only_capacities_the_trace_turned_over():
+    """The trace 1, 2, 1, 3, 1, 4, 1, 5 in a loop turns over at C = 1..4 of its capacities 1..5; a loop of 10 keys
+    at 0.5 s turns over at all five: 4 points, W 2 against 1, 0.5, 0.5, 0.5: errors 1, 3, 3, 3."""
+    pat = [1, 2, 1, 3, 1, 4, 1, 5]
+    o = make_trace(np.arange(160.0), [[pat[i % 8]] for i in range(160)])
+    out = fit_mod.gen_check(o, WorkloadModel(), 80.0, seeds=1, traces=[_loop(100, 0.5)])
+    p = out["per_trace"][0]
+    assert p["points"] == 4 and p["dwpd_error_max"] == pytest.approx(3.0) and p["dwpd_error_mean"] == pytest.approx(2.5)
+    assert out["capacities_blocks"] == [1.0, 2.0, 3.0, 4.0]
+
+
+def test_document_zipf_from_each_documents_sharers_plus_the_one_that_showed_it():
+    """Under system prompt 7 (12 sessions with nothing else shared make its depth 1), documents [100, 101],
+    [200, 201], [300, 301] attached by 4, 3 and 2 sessions: 3, 2 and 1 of them share it with an earlier one, so the
+    counts are 4, 3, 2: exponent = -slope of ln(4, 3, 2) on ln(1, 2, 3) = 0.3752 / 0.6173."""
+    from tests.conftest import chained_trace
+
+    own = iter(range(1000, 2000))
+    prompts = [[7, next(own)] for _ in range(12)]
+    for doc, n in ((100, 4), (200, 3), (300, 2)):
+        prompts += [[7, doc, doc + 1, next(own)] for _ in range(n)]
+    c = chained_trace(prompts)
+    t = make_trace(np.arange(len(prompts)) * 10.0, [list(map(int, c.keys[c.offsets[i]:c.offsets[i + 1]]))
+                                                    for i in range(len(prompts))])
+    res = fit_mod.fit_model(t)
+    assert res.observed["documents_seen"] == 3 and res.model.prompts.documents == 3
+    assert res.model.prompts.document_zipf == pytest.approx(
+        -np.polyfit(np.log([1, 2, 3]), np.log([4.0, 3.0, 2.0]), 1)[0]) == pytest.approx(0.6077, abs=1e-4)
+
+
+def test_ten_returns_in_a_long_trace_fit_the_return_time_nine_do_not():
+    """Sessions a minute apart, each back 6.5 h later (a trace over the 6 h returns need): 10 returns fit the
+    return time (their median 23,400 s, sigma 0), 9 keep the default with a warning."""
+    ten = fit_mod.fit_model(_sessions_trace([(60.0 * k, [23_400.0]) for k in range(10)]))
+    assert ten.observed["returns"] == 10 and ten.model.sessions.return_time_s == pytest.approx(23_400.0)
+    assert ten.model.sessions.return_sigma == 0.0 and not _warned(ten, "sessions.return_time_s")
+    nine = fit_mod.fit_model(_sessions_trace([(60.0 * k, [23_400.0]) for k in range(9)]))
+    assert _warned(nine, "sessions.return_time_s") and nine.model.sessions.return_time_s == 21_600.0
