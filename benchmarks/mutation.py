@@ -146,7 +146,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     **{name: (f"kvbench/cluster/routers/{mod}.py", ["tests/cluster/routers"])
        for name, mod in (("routers", "__init__"), ("router_cost", "cost"), ("router_prefix", "prefix"),
                          ("router_session", "session"), ("router_random", "random_router"),
-                         ("router_round_robin", "round_robin"))},
+                         ("router_round_robin", "round_robin"), ("router_least_loaded", "least_loaded"))},
     # the workload model's fit and generator (issue 34 part 4): their test files' fast lane (see LANES)
     "fit": ("kvbench/stream/fit.py",
             ["tests/stream/test_fit.py", "tests/stream/test_returns.py", "tests/stream/test_workload.py"]),
