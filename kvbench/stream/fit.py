@@ -702,10 +702,7 @@ class _Scorer:
         self.hit = self._hits(so)
 
     def _hits(self, curve) -> np.ndarray:
-        # exact LRU hit ratios: a cold reference (distance distinct + 1) is a miss at every capacity, also at
-        # the capacities above a generated trace's distinct blocks (the grid is the original's)
-        d = np.sort(curve.distances[curve.distances <= curve.distinct])
-        return np.searchsorted(d, self.caps, side="right") / max(1, curve.distances.size)
+        return lru_hit_ratios(curve, self.caps)
 
     def __call__(self, model: WorkloadModel) -> float:
         return self.both(model)[0]
@@ -845,14 +842,21 @@ def generate(model: WorkloadModel, duration_s: float, seed: int = 0) -> Trace:
     return Trace.concat(list(Generator(model, duration_s=duration_s, seed=seed).batches()))
 
 
+def lru_hit_ratios(curve, caps) -> np.ndarray:
+    """Exact LRU hit ratios of a steady curve's stack distances at ``caps`` blocks: a cold reference (distance
+    distinct + 1) is a miss at every capacity, also at capacities above the trace's distinct blocks (a generated
+    trace scored on the original's capacity grid), as exact_profile and SteadyCurve.hit_blocks_per_request count."""
+    d = np.sort(curve.distances[curve.distances <= curve.distinct])
+    return np.searchsorted(d, caps, side="right") / max(1, curve.distances.size)
+
+
 def _source_curve(trace: Trace):
     from kvbench.analysis.curves.residence import steady_curve
 
     so = steady_curve(trace, block_bytes=1)
     caps = np.unique(np.round(np.geomspace(1.0, max(2.0, so.distinct), CURVE_POINTS)))
     ao = so.at(caps)
-    d = np.sort(so.distances)
-    return caps, ao, np.searchsorted(d, caps, side="right") / max(1, d.size), so.demand_blocks_per_s
+    return caps, ao, lru_hit_ratios(so, caps), so.demand_blocks_per_s
 
 
 def gen_check(trace: Trace, model: WorkloadModel, duration_s: float, seeds: int = 3, seed: int = 0,
@@ -874,8 +878,7 @@ def gen_check(trace: Trace, model: WorkloadModel, duration_s: float, seeds: int 
         a = sg.at(caps)
         ok = ok_o & a["turned_over"]
         rel = np.abs(a["write_blocks_per_s"][ok] / ao["write_blocks_per_s"][ok] - 1.0)
-        d = np.sort(sg.distances)
-        mae = float(np.abs(np.searchsorted(d, caps, side="right") / max(1, d.size) - hit_o).mean())
+        mae = float(np.abs(lru_hit_ratios(sg, caps) - hit_o).mean())
         per.append({"seed": seed + i, "requests": g.n_requests, "points": int(ok.sum()),
                     "dwpd_error_mean": float(rel.mean()) if rel.size else None,
                     "dwpd_error_max": float(rel.max()) if rel.size else None, "curve_mae": mae})

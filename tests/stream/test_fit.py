@@ -1370,3 +1370,15 @@ def test_ten_returns_in_a_long_trace_fit_the_return_time_nine_do_not():
     assert ten.model.sessions.return_sigma == 0.0 and not _warned(ten, "sessions.return_time_s")
     nine = fit_mod.fit_model(_sessions_trace([(60.0 * k, [23_400.0]) for k in range(9)]))
     assert _warned(nine, "sessions.return_time_s") and nine.model.sessions.return_time_s == 21_600.0
+
+
+def test_gen_check_counts_a_generated_traces_cold_references_as_misses_above_its_distinct_blocks():
+    """The hit-ratio MAE on the source's capacity grid (1..10 blocks here) of a generated trace with fewer
+    distinct blocks (4): its 4 cold references miss at every capacity, 5..10 included. By hand: the source
+    (keys 1..10 in a cycle, 100 one-block requests) hits 0 below 10 blocks and 90/100 at 10; the generated one
+    (keys 1..4 cycled) 0 below 4 and 96/100 from 4 on: MAE = (6 x 0.96 + 0.06) / 10 = 0.582 (counting the cold
+    references as hits from 5 blocks on gave 0.606)."""
+    src = make_trace(np.arange(100.0), [[k % 10 + 1] for k in range(100)])
+    gen = make_trace(np.arange(100.0), [[k % 4 + 1] for k in range(100)])
+    g = gen_check(src, None, 600.0, seeds=1, traces=[gen])
+    assert g["curve_mae"] == pytest.approx(0.582)
