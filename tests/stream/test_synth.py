@@ -207,3 +207,68 @@ def test_a_sessions_shared_prefix_is_its_system_prompt_and_its_own_document():
     rows = g._expand(np.random.default_rng(4), np.zeros(200), np.arange(200, dtype=np.int64), None)
     assert set(rows.doc.tolist()) == {0, 1}
     assert rows.shared_len.tolist() == (128 + g.doc_len[rows.doc]).tolist()
+
+
+def test_sampler_edges_by_hand():
+    """A lognormal mean's draws are floored at 0 unless told (a 0.4-token mean rounds to 0); a median of 0.5 s
+    is a median (only <= 0 is none)."""
+    rng = np.random.default_rng(1)
+    assert synth._lognormal_mean(rng, 0.4, 0.0, 3).tolist() == [0, 0, 0]
+    assert synth._lognormal_mean(rng, 0.4, 0.0, 3, lo=1).tolist() == [1, 1, 1]
+    assert synth._lognormal_median(rng, 0.5, 0.0, 2).tolist() == [0.5, 0.5]
+    assert synth._lognormal_median(rng, 0.0, 1.0, 2).tolist() == [0.0, 0.0]
+
+
+def test_weekend_intensity_of_factor_two_by_hand():
+    """Weekends at twice the weekday rate, from Monday 00:00: mean 1 over the week, so weekdays 7/9 and weekends
+    14/9."""
+    m = WorkloadModel(arrivals=Arrivals(weekend_factor=2.0))
+    got = synth.intensity(m, np.array([0.0, 4.5 * 86_400.0, 5.5 * 86_400.0, 6.5 * 86_400.0]))
+    assert got.tolist() == pytest.approx([7 / 9, 7 / 9, 14 / 9, 14 / 9])
+
+
+def test_a_stream_of_exactly_the_most_requests_is_allowed():
+    m = WorkloadModel()
+    g = Generator(m, duration_s=1e5, rate=1e5, probe=(1.0, 2.0))
+    assert g.expected_requests == synth.MAX_REQUESTS
+    with pytest.raises(Exception, match="kvbench generates at most"):
+        Generator(m, duration_s=1e5 + 1.0, rate=1e5, probe=(1.0, 2.0))
+
+
+def test_a_request_at_the_horizon_is_past_the_stream():
+    """One-request sessions starting at 59.999 s and 60 s of a 60 s stream (horizon 60,000 ms): the first is
+    kept, the second is not."""
+    g = Generator(_one_turn(), duration_s=60.0, seed=0, probe=(1.0, 2.0))
+    rows = g._expand(np.random.default_rng(0), np.array([59.999, 60.0]), np.arange(2, dtype=np.int64), 60_000)
+    assert rows.t_ms.tolist() == [59_999]
+
+
+def test_the_first_session_starts_one_gap_after_zero():
+    """One-request sessions at a flat 4 a second over 100 s: the stream's requests are at the running sums of
+    the stream generator's first gaps / 4 (its first draws), in ms."""
+    g = Generator(_one_turn(), duration_s=100.0, rate=4.0, seed=5, probe=(1.0, 2.0))
+    b = list(g.batches())
+    t_ms = np.rint(np.concatenate([x.t0 + x.timestamp_s for x in b]) * 1000.0).astype(np.int64)
+    ops = np.cumsum(np.random.default_rng([5, 3]).exponential(1.0, 2000))
+    assert t_ms.tolist() == np.rint(ops[ops < 400.0] / 4.0 * 1000.0).astype(np.int64).tolist()
+
+
+def test_is_gen_only_for_a_gen_argument():
+    assert synth.is_gen("gen:chat") and not synth.is_gen("trace.jsonl") and not synth.is_gen(None)
+
+
+@pytest.mark.slow           # 4.2M block keys: ~0.8 s
+def test_a_default_batch_holds_at_most_2_to_the_22_references():
+    """Requests of 64 x 64 + 10 tokens (65 blocks of 64) at 2,000 a second for 40 s: 65,536 of them would hold
+    4.26M references, over the 4,194,304 a batch holds, so the first batch is cut at 4,194,304 // 65 = 64,527
+    requests."""
+    g = Generator(_one_turn(first_user_tokens=4106.0), duration_s=40.0, rate=2000.0, seed=1, probe=(1.0, 65.0))
+    b = next(g.batches())
+    assert b.n_requests == 64_527 and b.keys.size == 64_527 * 65 <= 1 << 22
+
+
+def test_any_positive_finite_duration_is_a_stream():
+    assert Generator(WorkloadModel(), duration_s=0.5, probe=(1.0, 2.0)).duration_s == 0.5
+    for bad in (0.0, -1.0, float("inf")):
+        with pytest.raises(Exception, match="duration must be > 0 s"):
+            Generator(WorkloadModel(), duration_s=bad, probe=(1.0, 2.0))
