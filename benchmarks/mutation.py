@@ -338,6 +338,17 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "and 2 along one axis, where b - a = ln 8 - ln 0.5 wherever x is (x stays inside the bounds)",
     },
     "synth": {
+        ("system = np.where(rng.random(n) < p.system_probability, system, -1)", "1 -> 2"):
+            "'no system prompt' as -2 instead of -1: the generator tests its sign only (system >= 0, k >= 0), and "
+            "the key kernel uses it only in a document's owner sysid x 2^32 + doc, still negative and one per "
+            "document: keys are equal exactly where they were (their hash values differ)",
+        ("target = float(np.interp(min(t1, self._grid[-1]), self._grid, self._cum))", "1 -> 2"):
+            "the grid runs to the largest multiple of GRID_S below duration + 2 GRID_S: its last point is >= "
+            "duration + GRID_S and the one before >= duration >= t1, so min(t1, either) = t1",
+        ("self.blocks_per_request = float(np.mean(np.ceil(rows.prompt / model.block_tokens))) if len(rows) else 0.0",
+         "0.0 -> 1.0"):
+            "the probe's 20,000 sessions always make requests: a first request's prompt is clipped to the context "
+            "limit, so `keep` holds it, and there is no horizon",
         ("has = rng.random(n) < p.document_probability", "< -> <="):
             "a uniform double in [0, 1) equal to the probability: a document probability is a fitted or given "
             "fraction, and a draw landing exactly on it has probability 2^-53 per draw",
