@@ -290,3 +290,22 @@ def test_a_system_prompts_own_first_messages_have_its_mean():
     rows = g._expand(np.random.default_rng(3), np.zeros(20_000), np.arange(20_000, dtype=np.int64), None)
     own = rows.prompt - 128
     assert own.mean() == pytest.approx(1000.0, rel=0.04) and own.min() >= 1
+
+
+def test_a_batch_is_cut_before_the_reference_limit_one_request_at_least(monkeypatch):
+    """Two-block requests: a limit of 3 references cuts after each request (2 + 2 > 3); a limit of 1, which no
+    request fits, still emits one request a batch."""
+    for limit in (3, 1):
+        monkeypatch.setattr(synth, "BATCH_REFS", limit)
+        bs = list(Generator(_one_turn(), duration_s=30.0, rate=2.0, seed=1, probe=(1.0, 2.0)).batches())
+        assert len(bs) > 20 and all(b.n_requests == 1 and b.keys.size == 2 for b in bs)
+
+
+def test_gen_meta_states_the_models_rate_unless_given_and_write_stream_its_span(tmp_path):
+    m = WorkloadModel(arrivals=Arrivals(rate=3.0))
+    assert synth.gen_meta(synth.parse_gen("gen:m.toml"), m)["rate"] == 3.0
+    assert synth.gen_meta(synth.parse_gen("gen:m.toml,rate=5"), m)["rate"] == 5.0
+    bs = list(Generator(_one_turn(), duration_s=30.0, rate=2.0, seed=1, probe=(1.0, 2.0)).batches(batch_requests=7))
+    out = synth.write_stream(bs, tmp_path / "g.jsonl")
+    last = float(np.rint(bs[-1].timestamp_s[-1] * 1000.0)) / 1000.0
+    assert out["requests"] == sum(b.n_requests for b in bs) and out["span_s"] == last > 25.0
