@@ -257,14 +257,16 @@ def test_is_gen_only_for_a_gen_argument():
     assert synth.is_gen("gen:chat") and not synth.is_gen("trace.jsonl") and not synth.is_gen(None)
 
 
-@pytest.mark.slow           # 4.2M block keys: ~0.8 s
 def test_a_default_batch_holds_at_most_2_to_the_22_references():
-    """Requests of 64 x 64 + 10 tokens (65 blocks of 64) at 2,000 a second for 40 s: 65,536 of them would hold
-    4.26M references, over the 4,194,304 a batch holds, so the first batch is cut at 4,194,304 // 65 = 64,527
-    requests."""
-    g = Generator(_one_turn(first_user_tokens=4106.0), duration_s=40.0, rate=2000.0, seed=1, probe=(1.0, 65.0))
-    b = next(g.batches())
-    assert b.n_requests == 64_527 and b.keys.size == 64_527 * 65 <= 1 << 22
+    """One-request sessions of 2,048 x 64 + 10 tokens (2,049 blocks of 64; the context limit raised to 2^20) at 50
+    a second for 50 s: about 2,500 requests, over the 4,194,304 references a batch holds, so the first batch is
+    cut at 4,194,304 // 2,049 = 2,047 requests."""
+    from dataclasses import replace
+
+    m = _one_turn(first_user_tokens=2048 * 64 + 10.0)
+    m = replace(m, sessions=replace(m.sessions, max_context_tokens=1 << 20))
+    b = next(Generator(m, duration_s=50.0, rate=50.0, seed=1, probe=(1.0, 2049.0)).batches())
+    assert b.n_requests == 2047 and b.keys.size == 2047 * 2049 <= 1 << 22
 
 
 def test_any_positive_finite_duration_is_a_stream():
