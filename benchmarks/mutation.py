@@ -1175,6 +1175,21 @@ EQUIVALENT: dict[str, dict[tuple[str, str], str]] = {
             "a ghost list's hash table size: a larger table (every surviving variant) holds the same keys",
     },
     "tiers_kernel": {
+        ("if i >= A[u(GB + G_EVCAP)]:             # the room reserved per request was not enough: nothing is written",
+         ">= -> >"): "a safety net: run() reserves the request's event bound (_ev_need) before each request and grows "
+                     "the room first, so the row index never reaches G_EVCAP",
+        ("if (j > i and (k <= i or k > j)) or (j < i and (k <= i and k > j)):", "> -> >="):
+            "j == i would mean the backward-shift probe wrapped the whole ghost table, which always has an empty "
+            "slot (2 (g + 1) slots or more for g keys): the loop stops at it first",
+        ("if A[u((t) * NF + ADEPTH)] >= 0 and A[u((t) * NF + ADEPTH)] < limit:", ">= -> >"):
+            "ADEPTH is -1 (no depth) or a depth >= 1 (prefix-depth refuses 0): never 0",
+        ("late = loop_end > start and A[u(A[u(GB + B_SWR)] + A[u((t) * NF + SLOTB)] + slot)] == req_mark", "> -> >="):
+            "loop_end == start means the request wrote no event yet, so no slot carries this request's mark (marks "
+            "never repeat, and a slot is marked only by a write, which emits one): the second test is false either way",
+        ("if A[u((t) * NF + POL)] == POL_S3:", "* -> /"):
+            "reads tier 0's policy code instead of tier t's (t / NF truncates to 0), so _live counts the wrong "
+            "queues; _live only sets when the idle heap is rebuilt from the live keys (see `== -> !=`), which "
+            "never changes which key expires when",
         ("if A[u((t) * NF + POL)] == POL_S3:", "== -> !="):
             "_live only sets when the idle heap is rebuilt from the live keys (a memory bound): rebuilding earlier "
             "or later drops stale entries, never changes which key expires when",
