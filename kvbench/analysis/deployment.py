@@ -23,6 +23,7 @@ from kvbench.errors import SpecError
 FIELDS = ("gpus", "drives", "drive_capacity", "utilization")
 MIN_DRIVE_BYTES, MAX_DRIVE_BYTES = 10**6, 10**15   # 1 MB (a test-sized drive) to 1 PB
 MAX_COUNT = 10**6                                  # GPUs or drives of one deployment
+STORE_BOUND_SHARE = 0.99    # GPUs computing less than this share of U P G at the sustained rate: the drives bound it
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,11 @@ def scale(dep: Deployment, *, tokens_per_s_per_gpu: float, hit_curve: HitRatioCu
     Fixed point: at request rate L the trace's users are replicated L / trace_rate times; each copy's share of
     the drives' store is D CAP fill / copies, which sets the hit ratio h, hence the missed prompt tokens per
     request m(h) = tokens_per_request (1 - h) (a request misses the share of its tokens that its blocks miss);
-    L solves L m(h(L)) = U P G (L m(h(L)) rises with L, so bisection finds it). The plan passes the steady-state
+    L solves L m(h(L)) = U P G (L m(h(L)) rises with L, so bisection finds it; the bracket's top doubles from the
+    all-miss rate until the work needed reaches the GPUs', never an arbitrary cap). Where L lands on a step of the
+    curve the hit ratio just below it is the sustained one; where the GPUs then compute well under U P G (a hit
+    ratio of 1 at the extreme: no prefill at all) the drives' share per copy, not prefill, bounds the rate, and
+    ``rate_bound`` = "store" and ``rate_note`` say so. The plan passes the steady-state
     hit ratio (:class:`kvbench.analysis.curves.residence.SteadyHits`) as ``hit_curve``. The drives are written the
     missed blocks, whole slots: L (1 - h) blocks_per_request block_bytes. ``blocks_per_request`` is the full workload's; ``sample_rate`` < 1 when
     the hit curve is a key sample's."""
@@ -107,25 +112,54 @@ def scale(dep: Deployment, *, tokens_per_s_per_gpu: float, hit_curve: HitRatioCu
         return float(hit_curve.at(store_blocks / copies))
 
     def missed(h):
-        return max(tokens_per_request * (1.0 - h), 1e-9 * tokens_per_request)
+        return tokens_per_request * (1.0 - h)
 
-    lo = work / tokens_per_request                       # every token missed
-    hi = work / missed(hit_curve.infinite_hit_ratio)     # the best hit ratio the trace allows
-    for _ in range(100):
+    def load(rate):                                      # missed tokens/s the GPUs compute at this rate
+        return rate * missed(hit(rate))
+
+    # bracket: at lo every token is missed, so the GPUs' work is met there at most; hi doubles until the work
+    # needed reaches theirs. The hit ratio falls as copies share the drives (0 below a curve's first capacity),
+    # so hi is found unless the curve hits everything at any share of the drives: then prefill bounds no rate
+    # (the rate is bounded by loading or decode, which this model does not hold) and no rate is reported.
+    lo = hi = work / tokens_per_request
+    while load(hi) < work:
+        lo, hi = hi, 2.0 * hi
+        if not math.isfinite(hi):
+            raise SpecError("--deployment: the hit-ratio curve hits every prompt token at any share of the drives, "
+                            "so prefill bounds no request rate (the rate is then set by loading or decode, which "
+                            "this model does not hold)", "give the request rate with --rate instead of --deployment")
+    for _ in range(200):
         mid = 0.5 * (lo + hi)
-        if mid * missed(hit(mid)) < work:
+        if mid in (lo, hi):
+            break
+        if load(mid) < work:
             lo = mid
         else:
             hi = mid
     rate = hi
     h = hit(rate)
+    # a hit-ratio curve is a step function: where the root falls on a step, just above it the work needed jumps
+    # past the GPUs' (the hit ratio falls), so the deployment sustains the rate at the step with the hit ratio just
+    # below it, its GPUs computing less than U P G. At a hit ratio of 1 they compute nothing: the drives' share
+    # of each copy of the users, not prefill, bounds the rate.
+    computed = load(rate)
+    if computed > work * (1.0 + 1e-6):
+        h = hit(lo)
+        computed = rate * missed(h)
+    bound = "prefill" if computed >= STORE_BOUND_SHARE * work else "store"
     write_bps = rate * (1.0 - h) * blocks_per_request * block_bytes      # missed blocks, full slots
     per_drive = write_bps / dep.drives
     dwpd_host = dwpd(per_drive, dep.drive_capacity_bytes)
-    first_principles = dwpd(work * bytes_per_token, dep.drives * dep.drive_capacity_bytes)
+    first_principles = dwpd(computed * bytes_per_token, dep.drives * dep.drive_capacity_bytes)
     return {
         **dep.to_dict(),
         "prefill_tokens_per_s": work, "prefill_tokens_per_s_per_gpu": tokens_per_s_per_gpu,
+        "computed_tokens_per_s": computed, "rate_bound": bound,
+        "rate_note": None if bound == "prefill" else (
+            f"the drives bound the rate, not prefill: at {rate:,.3g} requests/s each of the {rate / trace_rate:,.3g} "
+            f"copies of the trace's users holds its share of the drives at hit ratio {h:.3f}; one more request/s "
+            f"and the hit ratio falls below what the GPUs can compute, so they compute {computed:,.3g} of their "
+            f"{work:,.3g} prefill tokens/s" + (" (none: every prompt token hits)" if h >= 1.0 else "")),
         "requests_per_s": rate, "trace_copies": rate / trace_rate, "hit_ratio": h,
         "write_bytes_per_s": write_bps, "write_bytes_per_s_per_drive": per_drive,
         "dwpd_host_per_drive": dwpd_host,
@@ -134,9 +168,12 @@ def scale(dep: Deployment, *, tokens_per_s_per_gpu: float, hit_curve: HitRatioCu
         "residence_s": residence_s(dep.drives * dep.drive_capacity_bytes * store_fill, write_bps),
         "dwpd_first_principles": first_principles,
         "slot_rounding": dwpd_host / first_principles if first_principles > 0 else None,
-        "formula": "host DWPD per drive = U x P x G x b x 86400 / (D x CAP) "
-                   f"= {dep.utilization:g} x {tokens_per_s_per_gpu:,.0f} x {dep.gpus:g} x {bytes_per_token:,.0f} "
-                   f"x 86400 / ({dep.drives:g} x {dep.drive_capacity_bytes / 1e12:g} TB) = {first_principles:.3g}; "
+        "formula": ("host DWPD per drive = U x P x G x b x 86400 / (D x CAP) "
+                    f"= {dep.utilization:g} x {tokens_per_s_per_gpu:,.0f} x {dep.gpus:g} x {bytes_per_token:,.0f} "
+                    f"x 86400 / ({dep.drives:g} x {dep.drive_capacity_bytes / 1e12:g} TB)" if bound == "prefill" else
+                    "host DWPD per drive = computed tokens/s x b x 86400 / (D x CAP) (the drives, not prefill, "
+                    f"bound the rate) = {computed:,.3g} x {bytes_per_token:,.0f} x 86400 / ({dep.drives:g} x "
+                    f"{dep.drive_capacity_bytes / 1e12:g} TB)") + f" = {first_principles:.3g}; "
                    "simulated write-through writes whole block slots (partial blocks included): "
                    f"{dwpd_host:.3g}",
         "what_lowers_it": "every computed block is written under write-through, so hits lower the work, not the "

@@ -869,7 +869,8 @@ def answer(out: dict) -> dict:
                 f"compute{'s' if one_gpu else ''} {dep['prefill_tokens_per_s']:,.0f} prefill tokens/s; under "
                 f"write-through {'the one drive' if one_drive else 'each of the %g drives' % dep['drives']}"
                 f" of {drive} is written at {dep['dwpd_host_per_drive']:.3g} host DWPD "
-                f"({dep['dwpd_rating_equivalent_per_drive']:.3g} rating-equivalent), KV kept {kept}")
+                f"({dep['dwpd_rating_equivalent_per_drive']:.3g} rating-equivalent), KV kept {kept}"
+                + (f" ({dep['rate_note']})" if dep.get("rate_note") else ""))
         if dep.get("lifetime_years") is not None:
             text += (f"; a {dep['rated_dwpd']:g}-DWPD {dep['reference_class']} drive lasts "
                      f"{dep['lifetime_years']:.3g} years (warranty {dep['warranty_years']:g})")

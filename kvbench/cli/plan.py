@@ -379,6 +379,8 @@ def _print(out: dict) -> None:
                    f"{dep['hit_ratio']:.3f}; per drive {format_bytes(dep['write_bytes_per_s_per_drive'])}/s, host DWPD "
                    f"{dep['dwpd_host_per_drive']:.3g}, rating-equivalent {dep['dwpd_rating_equivalent_per_drive']:.3g} "
                    f"(WAF {dep['workload_waf']:.3g} / reference {dep['reference_waf']:.3g}, {dep['reference_class']})")
+        if dep.get("rate_note"):
+            click.echo(f"  {dep['rate_note']}")
         click.echo(f"  a {dep['rated_dwpd']:g}-DWPD drive lasts {dep['lifetime_years']:.3g} years (warranty "
                    f"{dep['warranty_years']:g}); {dep['drives_within_rating']:,} drive(s) of this capacity keep "
                    "within the rating")

@@ -125,6 +125,59 @@ def test_deployment_fixed_point_where_the_hit_ratio_depends_on_the_share_of_driv
     assert (half["requests_per_s"], half["hit_ratio"]) == pytest.approx((rate, h))
     assert half["residence_s"] == pytest.approx(200e6 * 0.5 / wb)
 
+def test_a_hit_ratio_of_one_reports_the_rate_the_drives_bound_not_the_bracket_end():
+    """Every prompt token hits while a copy of the users holds one block of the drives: 2 x 1 GB of 1,000 B blocks
+    = 2e6 blocks, so at trace rate 2/s the 2e6-th copy (4e6 requests/s) is the last that holds its block; above it
+    the hit ratio is 0 and the GPUs would compute 100 tokens a request. Whatever the GPUs' rate (a bracket sized by
+    it once reported 2.5e6 at 0.5 token/s and, at 1 token/s, 4e6 with hit ratio 0 and 4 GB/s of writes), the
+    deployment sustains 4e6 requests/s, every token hit, nothing computed or written, and says the drives bound it."""
+    curve = HitCurve.from_arrays([1.0, 10.0], [1.0, 1.0], block_bytes=1000)
+    dep = parse_deployment("gpus=1,drives=2,drive_capacity=1GB,utilization=0.5")
+    kw = dict(hit_curve=curve, trace_rate=2.0, tokens_per_request=100.0, blocks_per_request=1.0, block_tokens=100,
+              block_bytes=1000, bytes_per_token=10.0, waf=1.0, reference_waf=1.0)
+    for p in (0.5, 1.0, 1000.0):
+        out = scale(dep, tokens_per_s_per_gpu=p, **kw)
+        assert out["requests_per_s"] == pytest.approx(4e6, rel=1e-12), p
+        assert out["hit_ratio"] == 1.0 and out["write_bytes_per_s"] == 0.0 and out["dwpd_host_per_drive"] == 0.0
+        assert out["computed_tokens_per_s"] == 0.0 and out["prefill_tokens_per_s"] == 0.5 * p
+        assert out["rate_bound"] == "store" and "every prompt token hits" in out["rate_note"]
+        assert out["residence_s"] is None and out["slot_rounding"] is None
+
+
+def test_a_root_on_a_step_reports_the_sustained_side_and_a_root_on_a_flat_the_gpus():
+    """Hit ratio 0.5 while a copy holds a block (up to 4e6 requests/s, as above), 0 beyond. At 500 missed tokens/s
+    the GPUs bound the rate at 500 / 50 = 10/s; at 5e8, 5e8 / 100 = 5e6/s with nothing hit; at 3e8 the root is on
+    the step: 3e8 / 50 = 6e6 is past it and 3e8 / 100 = 3e6 before it, so 4e6/s at hit ratio 0.5, the GPUs
+    computing 4e6 x 50 = 2e8 of their 3e8 tokens/s and the drives written 4e6 x 0.5 x 1,000 B = 2e9 B/s."""
+    curve = HitCurve.from_arrays([1.0, 10.0], [0.5, 0.5], block_bytes=1000)
+    dep = parse_deployment("gpus=1,drives=2,drive_capacity=1GB,utilization=1")
+    kw = dict(hit_curve=curve, trace_rate=2.0, tokens_per_request=100.0, blocks_per_request=1.0, block_tokens=100,
+              block_bytes=1000, bytes_per_token=10.0, waf=1.0, reference_waf=1.0)
+    for p, rate, h, bound in ((500.0, 10.0, 0.5, "prefill"), (5e8, 5e6, 0.0, "prefill"), (3e8, 4e6, 0.5, "store")):
+        out = scale(dep, tokens_per_s_per_gpu=p, **kw)
+        assert (out["requests_per_s"], out["hit_ratio"]) == pytest.approx((rate, h), rel=1e-12), p
+        assert out["rate_bound"] == bound and (out["rate_note"] is None) == (bound == "prefill")
+        assert out["write_bytes_per_s"] == pytest.approx(rate * (1 - h) * 1000, rel=1e-12)
+        assert out["computed_tokens_per_s"] == pytest.approx(rate * 100 * (1 - h), rel=1e-12)
+    assert out["computed_tokens_per_s"] == pytest.approx(2e8) and "2e+08 of their 3e+08" in out["rate_note"]
+
+
+def test_a_curve_that_hits_at_any_share_of_the_drives_is_refused():
+    """A curve that hits every token however little of the drives a copy holds: prefill bounds no rate, and the
+    plan says so in one line rather than report a bracket's end."""
+    class Everything:
+        infinite_hit_ratio = 1.0
+
+        def at(self, capacity_blocks):
+            return np.ones(np.shape(capacity_blocks))
+
+    dep = parse_deployment("gpus=1,drives=2,drive_capacity=1GB,utilization=0.5")
+    with pytest.raises(SpecError, match="prefill bounds no request rate.*--rate"):
+        scale(dep, tokens_per_s_per_gpu=1.0, hit_curve=Everything(), trace_rate=2.0, tokens_per_request=100.0,
+              blocks_per_request=1.0, block_tokens=100, block_bytes=1000, bytes_per_token=10.0, waf=1.0,
+              reference_waf=1.0)
+
+
 # mutation survivors ------------------------------------------------------------------------------------------
 def test_parse_accepts_every_bound_and_spacing():
     d = parse_deployment(" gpus = 8 , drives=4,, drive-capacity=1PB, utilization=1 ,")   # blanks, an empty field
@@ -192,11 +245,15 @@ def test_the_fixed_point_on_a_climbing_step_curve_by_hand():
     assert out["hit_ratio"] == pytest.approx(0.9) and out["requests_per_s"] == pytest.approx(100.0, rel=1e-9)
     # 50 MB = 50,000 blocks: L (1 - floor(5e4 / L) / 1000) rises with L and first reaches 10 where the step falls
     # from 834 to 833 blocks, L = 5e4 / 834 = 59.95 (59.95 x 0.167 = 10.01 >= 10; just below it, x 0.166 = 9.95):
-    # the rate is that jump and the hit ratio the step above it, 0.833
+    # the rate is that jump and the hit ratio the curve's at it, 834 blocks a copy: 0.834, the GPUs computing
+    # 9.95 of their 10 tokens/s (just above it they would need 10.01, more than they have: the step above is
+    # no state the deployment sustains)
     out = scale(parse_deployment("gpus=1,drives=1,drive_capacity=50MB,utilization=1"), **kw)
-    assert out["requests_per_s"] == pytest.approx(5e4 / 834, rel=1e-12) and out["hit_ratio"] == pytest.approx(0.833)
+    assert out["requests_per_s"] == pytest.approx(5e4 / 834, rel=1e-12) and out["hit_ratio"] == pytest.approx(0.834)
     assert out["trace_copies"] == pytest.approx(5e4 / 834, rel=1e-12)
-    assert out["write_bytes_per_s"] == pytest.approx(5e4 / 834 * 0.167 * 1000, rel=1e-9)
+    assert out["write_bytes_per_s"] == pytest.approx(5e4 / 834 * 0.166 * 1000, rel=1e-9)
+    assert out["computed_tokens_per_s"] == pytest.approx(5e4 / 834 * 100 * 0.166, rel=1e-9)
+    assert out["rate_bound"] == "prefill" and out["rate_note"] is None        # 99.5% of the GPUs' work
 
 
 def test_a_root_the_bisection_lands_on_is_returned_exactly():
@@ -210,25 +267,27 @@ def test_a_root_the_bisection_lands_on_is_returned_exactly():
     assert out["requests_per_s"] == 25.0 and out["hit_ratio"] == 0.6
 
 
-def test_a_curve_that_hits_every_token_stops_at_the_brackets_top():
-    # a curve at 1.0 from one block: while each copy keeps a block, no token is missed, and the missed tokens a
-    # request are floored at 1e-9 of its tokens so that the bracket's top stays finite: work / (1e-9 x tokens) =
-    # 0.5 / 1e-7 = 5e6 requests/s, where each copy still holds 1e7 / 5e6 = 2 blocks: that top is the answer
+def test_a_curve_that_hits_every_token_runs_to_one_block_per_copy_not_to_a_brackets_top():
+    # a curve at 1.0 from one block: while each copy keeps a block, no token is missed. 10 GB = 1e7 blocks of a
+    # 1 req/s trace: 1e7 copies (requests/s) each keep one; one more and every token is missed, 100 a request, far
+    # more than the GPUs' 0.5 tokens/s. So 1e7 requests/s at hit ratio 1, nothing computed or written (a missed
+    # share floored at 1e-9 once put the bracket's top, 0.5 / 1e-7 = 5e6, there as the answer)
     curve = HitCurve.from_arrays([1.0], [1.0], block_bytes=1000)
     out = scale(parse_deployment("gpus=1,drives=1,drive_capacity=10GB,utilization=0.5"), tokens_per_s_per_gpu=1.0,
                 hit_curve=curve, trace_rate=1.0, tokens_per_request=100.0, blocks_per_request=1.0, block_tokens=100,
                 block_bytes=1000, bytes_per_token=10.0, waf=1.0, reference_waf=1.0)
-    assert out["requests_per_s"] == pytest.approx(5e6, rel=1e-12) and out["hit_ratio"] == 1.0
+    assert out["requests_per_s"] == pytest.approx(1e7, rel=1e-12) and out["hit_ratio"] == 1.0
     assert out["write_bytes_per_s"] == 0.0 and out["residence_s"] is None and out["dwpd_host_per_drive"] == 0.0
+    assert out["rate_bound"] == "store"
 
 
 def test_a_curve_that_hits_everything_runs_to_one_block_per_copy():
     # every reference hits in a one-block share: the work is met where the copies outgrow the store (1e6 blocks:
-    # 1e6 copies of a 1 req/s trace), the jump from h = 1 (hardly a token missed) to h = 0; the bracket's top,
-    # work / (1e-9 x tokens) = 1e10 requests/s, stays finite and above it
+    # 1e6 copies of a 1 req/s trace), the jump from h = 1 to h = 0; at the jump each copy still keeps its block,
+    # so the hit ratio is 1 there (just above it the GPUs would need 1e8 tokens/s of their 1,000)
     curve = HitCurve.from_arrays([1.0], [1.0], block_bytes=1000)
     dep = parse_deployment("gpus=1,drives=1,drive_capacity=1GB,utilization=1")
     out = scale(dep, tokens_per_s_per_gpu=1000.0, hit_curve=curve, trace_rate=1.0, tokens_per_request=100.0,
                 blocks_per_request=1.0, block_tokens=100, block_bytes=1000, bytes_per_token=10.0, waf=1.0,
                 reference_waf=1.0)
-    assert out["requests_per_s"] == pytest.approx(1e6, rel=1e-12) and out["hit_ratio"] == 0.0
+    assert out["requests_per_s"] == pytest.approx(1e6, rel=1e-12) and out["hit_ratio"] == 1.0
