@@ -63,7 +63,8 @@ class TierDecision:
     bandwidth_bytes_per_s: float | None
     first_byte_s: float | None
     reference_tokens: int | None
-    ttft_saved_at_reference_s: float     # max(0, recompute - load) at the profile's reference length
+    ttft_saved_at_reference_s: float | None  # max(0, recompute - load) at the profile's reference length; None:
+    #                                          the check states no margin (unmeasured, never a saved 0)
     provenance: str
     source: str
     first_byte_resolved: bool = True     # False: a fit with no fixed part (its 0 is "not resolved", never "0 ns")
@@ -167,13 +168,13 @@ def tier_decisions(check: dict, src: str) -> tuple:
         if not isinstance(t, dict):
             continue
         bad = t.get("suspect")
-        margin = _num(t.get("margin_at_reference_s")) or 0.0
+        margin = _num(t.get("margin_at_reference_s"))
         out.append(TierDecision(
             tier=name, decision="suspect" if bad else str(per.get(name) or "recompute"),
             break_even_tokens=None if t.get("break_even_tokens") is None else int(t["break_even_tokens"]),
             bandwidth_bytes_per_s=_num(t.get("bandwidth_bytes_per_s")), first_byte_s=_num(t.get("latency_s")),
             reference_tokens=None if t.get("reference_tokens") is None else int(t["reference_tokens"]),
-            ttft_saved_at_reference_s=max(0.0, margin),
+            ttft_saved_at_reference_s=None if margin is None else max(0.0, margin),
             provenance="suspect" if bad else "measured",
             source=f"{src} tiers.{name}: {t.get('source') or 'given'}" + (f"; suspect: {bad}" if bad else ""),
             first_byte_resolved=t.get("latency_resolved") is not False))
@@ -217,10 +218,35 @@ def plan_l2(plan: dict) -> float:
     return float(((plan.get("per_target") or {}).get(head_target(plan)) or {}).get("l2_bytes") or 0.0)
 
 
+def _saved(d: TierDecision) -> float:
+    """A tier's TTFT saved, for ranking tiers: an unstated one ranks below every stated one."""
+    return -math.inf if d.ttft_saved_at_reference_s is None else d.ttft_saved_at_reference_s
+
+
+def _first_byte_text(latency_s, said: str | None = None) -> str | None:
+    """A load tier's first byte in words: the words it came with (e.g. not resolved by the fit), else its latency;
+    None when neither is stated (a missing latency is no 0 ns)."""
+    lat = _num(latency_s)
+    if said:
+        return str(said)
+    from kvbench.units import format_duration
+
+    return None if lat is None else format_duration(lat)
+
+
+def _speed_text(bandwidth_bytes_per_s, first_byte: str | None) -> str | None:
+    """``6 GB/s, first byte 100 us``; a first byte not stated is said "unmeasured"; None without a bandwidth."""
+    from kvbench.units import format_rate
+
+    bw = _num(bandwidth_bytes_per_s)
+    if not bw:
+        return None
+    return f"{format_rate(bw)}, first byte {first_byte or 'unmeasured'}"
+
+
 def _cost(plan: dict, row: dict, cls, prices, ssd_bytes: float, life) -> tuple[float, float, str]:
     """(the tier's $/day with whole drives bought, recomputing's $/day, which hits the bill counts)."""
     from kvbench.analysis.cost import ssd_usd_per_day
-    from kvbench.units import format_duration, format_rate
 
     usd = row["usd_per_day"]
     gpu = usd["gpu"]
@@ -229,11 +255,11 @@ def _cost(plan: dict, row: dict, cls, prices, ssd_bytes: float, life) -> tuple[f
         gpu = usd["total_loading_wins"] - usd["total"] + usd["gpu"]
         w = row.get("loading_wins") or {}
         lt = plan.get("load_tier") or {}
-        bw = _num(lt.get("bandwidth_bytes_per_s"))
-        first = lt.get("first_byte") or format_duration(lt.get("latency_s") or 0)   # "not resolved by the fit"
-        speed = f" ({format_rate(bw)}, first byte {first})" if bw else ""
-        counted = (f"only hits whose load beats recompute: {100 * float(w.get('fraction') or 0):.0f}% of hit tokens "
-                   f"at {lt.get('name') or 'the load tier'}'s speed{speed}")
+        speed = _speed_text(lt.get("bandwidth_bytes_per_s"), _first_byte_text(lt.get("latency_s"), lt.get("first_byte")))
+        frac = _num(w.get("fraction"))
+        share = f"{100 * frac:.0f}% of hit tokens" if frac is not None else "a share of hit tokens the plan does not state"
+        counted = (f"only hits whose load beats recompute: {share} at {lt.get('name') or 'the load tier'}'s speed"
+                   + (f" ({speed})" if speed else ""))
     tier_day = usd["dram"] + ssd_usd_per_day(ssd_bytes, cls, life) + gpu
     recompute = plan["plans"][head_target(plan)][0]
     if recompute.get("name") != "recompute":
@@ -310,8 +336,10 @@ def _build(plan, check, trace_requests, requests_issued, sources: Sources) -> An
     decisions = tier_decisions(check or {}, sources.check)
     cov = _coverage(trace_requests, requests_issued, sources)
     if not t.get("need_bytes"):
+        inf_hit = _num(plan.get("infinite_hit_ratio"))
         return Answer("recompute", f"{RECOMPUTE_STATEMENT}: the hit-ratio target {head} is unreachable on this "
-                      f"trace (infinite-cache hit ratio {plan.get('infinite_hit_ratio', 0):.3f})", "hit target",
+                      "trace" + (f" (infinite-cache hit ratio {inf_hit:.3f})" if inf_hit is not None else ""),
+                      "hit target",
                       "unreachable", cov, decisions, choice="recompute")
     row = next(r for r in plan["drives"] if r["class"] == t["ssd_class"])
     cls = prices.ssd[row["class"]]
@@ -325,14 +353,18 @@ def _build(plan, check, trace_requests, requests_issued, sources: Sources) -> An
     choice, statement, usd, dram_day = _decide(plan, row, usable, tier_day, rec_day, counted, at)
     counted = {"recompute": "recompute", "dram-only": "every hit, loaded from DRAM (its load wins from the first "
                                                       "block)"}.get(choice, counted)
-    best = max(usable, key=lambda x: x.ttft_saved_at_reference_s, default=None)
-    ttft = 0.0 if (choice == "recompute" or best is None) else best.ttft_saved_at_reference_s
+    best = max(usable, key=_saved, default=None)
+    # the most a usable tier's load saves; a tier whose saving the check does not state makes the most unknown
+    unstated = [x.tier for x in usable if x.ttft_saved_at_reference_s is None]
+    ttft = 0.0 if (choice == "recompute" or best is None) else None if unstated else best.ttft_saved_at_reference_s
+    ttft_src = ("no tier checked" if best is None else
+                f"{', '.join(unstated)}: no margin in {sources.check} (unmeasured)" if ttft is None else
+                f"{best.tier}" + (f" at {best.reference_tokens:,} tokens" if best.reference_tokens else "")
+                + f": recompute ({at}) - load ({sources.check})")
     price_src = f"prices {prices.name} ({prices.path or 'plan.json prices'}, {prices.status})"
     a = "assumed"
     fig = {**_sizing_figures(plan, t, row, cls, d, W, per, choice, sources.plan, price_src),
-           "ttft_saved_s": Figure(ttft, "modelled", (f"{best.tier} at {best.reference_tokens:,} tokens: "
-                                                     f"recompute ({at}) - load ({sources.check})")
-                                  if best else "no tier checked"),
+           "ttft_saved_s": Figure(ttft, "modelled", ttft_src),
            "usd_per_day": Figure(usd, a, f"{counted}; {price_src}"),
            "usd_per_day_ssd_tier": Figure(tier_day, a, f"DRAM + SSD tier, counting {counted}; {price_src}"),
            "usd_per_day_dram_only": Figure(dram_day, a, f"all KV in DRAM (the plan's dram-only), only when L2's load "
@@ -472,20 +504,18 @@ def fmt(key: str, v) -> str:
 
 
 def _tier_text(d: TierDecision) -> str:
-    from kvbench.units import format_duration, format_rate
-
     from kvbench.analysis.recompute import NOT_RESOLVED
+    from kvbench.units import format_duration
 
-    first = format_duration(d.first_byte_s) if d.first_byte_resolved else NOT_RESOLVED
-    speed = (f"{format_rate(d.bandwidth_bytes_per_s)}, first byte {first}"
-             if d.bandwidth_bytes_per_s and d.first_byte_s is not None else "speed n/a")
+    speed = _speed_text(d.bandwidth_bytes_per_s, _first_byte_text(d.first_byte_s) if d.first_byte_resolved
+                        else NOT_RESOLVED) or "speed n/a"
     if d.decision == "suspect":
         return f"suspect, not used ({speed})"
     what = {"load": (f"LOAD from {d.break_even_tokens:,} tokens" if (d.break_even_tokens or 0) > 1 else
                      "LOAD from the first token"),
             "mixed": "MIXED: loading wins only in some ranges", "recompute": "RECOMPUTE: loading never wins"}
     saved = (f"; saves {format_duration(d.ttft_saved_at_reference_s)} at {d.reference_tokens:,} tokens"
-             if d.ttft_saved_at_reference_s > 0 and d.reference_tokens else "")
+             if (d.ttft_saved_at_reference_s or 0) > 0 and d.reference_tokens else "")
     return f"{what.get(d.decision, d.decision)} ({speed}){saved}"
 
 
@@ -518,7 +548,7 @@ def rows(a: Answer) -> list[tuple[str, str, str]]:
                        f"{fmt('hit_ratio', v('hit_ratio'))})", kind["residence_s"])]
     out += [(f"load from {d.tier}", _tier_text(d), d.provenance) for d in a.load_or_recompute]
     best = max((d for d in a.load_or_recompute if d.provenance != "suspect"),
-               key=lambda d: d.ttft_saved_at_reference_s, default=None)
+               key=_saved, default=None)
     where = (f" at {best.reference_tokens:,} tokens, loading from {best.tier}"
              if v("ttft_saved_s") and best is not None and best.reference_tokens else "")
     out += [("TTFT saved", fmt("ttft_saved_s", v("ttft_saved_s")) + where, kind["ttft_saved_s"]),

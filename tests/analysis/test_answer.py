@@ -388,7 +388,7 @@ def test_dram_only_and_recompute_answers_say_if_built_by_hand():
     assert build_answer(p, c).choice == "dram+ssd"
     b = build_answer(_plan(gpu_wins=134.0), _check())
     assert b.statement == (f"{RECOMPUTE_STATEMENT}: counting only hits whose load beats recompute: 10% of hit tokens "
-                           "at l3's speed (6 GB/s, first byte 0 ns), the tier would cost $137.76/day against "
+                           "at l3's speed (6 GB/s, first byte unmeasured), the tier would cost $137.76/day against "
                            "$135.00/day recomputing")
     rb = {label: text for label, text, _ in rows(b)}
     assert rb["TTFT saved"] == "0 s" and rb["cost"] == "$135.00/day against $135.00/day recomputing: saves $0.00/day"
@@ -412,7 +412,7 @@ def test_each_tiers_decision_line_by_hand():
                                  "at 16,384 tokens", "measured")
     assert r["load from l5"] == ("LOAD from 2 tokens (speed n/a)", "measured")
     l5 = next(d for d in a.load_or_recompute if d.tier == "l5")
-    assert (l5.ttft_saved_at_reference_s, l5.reference_tokens, l5.bandwidth_bytes_per_s) == (0.0, None, None)
+    assert (l5.ttft_saved_at_reference_s, l5.reference_tokens, l5.bandwidth_bytes_per_s) == (None, None, None)
     assert l5.source == "check.json tiers.l5: given" and l5.first_byte_resolved
     # a tier with no verdict recomputes; a suspect tier says so with its speed and is not used
     c = _check(suspect="a stall")
@@ -481,6 +481,43 @@ def test_the_load_tier_named_in_the_bill_by_hand():
     m = _check(l3="mixed")
     m["tiers"]["l3"]["margin_at_reference_s"] = -1.0
     assert "loading wins only from l3 in some ranges at p" in build_answer(_plan(fraction=0.0), m).statement
+
+
+def test_a_figure_the_inputs_do_not_state_is_said_so_never_a_zero():
+    """A load tier with a bandwidth and no first byte, a share of winning hits not stated, a check tier with no
+    latency or no margin, a plan with no infinite-cache hit ratio: each is said missing ("unmeasured", "n/a", or
+    left out), never printed as a 0 that reads like a measurement (0 ns, 0%, 0 s, 0.000)."""
+    from kvbench.analysis.answer import text_table
+
+    p = _plan()                                     # load tier l3 at 6 GB/s, no latency_s or first_byte
+    a = build_answer(p, _check())
+    assert "(only hits whose load beats recompute: 10% of hit tokens at l3's speed (6 GB/s, first byte " \
+           "unmeasured))" in a.statement and "0 ns" not in text_table(a)
+    p["load_tier"]["latency_s"] = 0.0               # a stated 0 is a figure, said as one
+    assert "(6 GB/s, first byte 0 ns))" in build_answer(p, _check()).statement
+    p = _plan()
+    p["drives"][0]["loading_wins"]["fraction"] = None
+    st = build_answer(p, _check()).statement
+    assert "only hits whose load beats recompute: a share of hit tokens the plan does not state at l3's speed" in st
+    assert "0%" not in st
+    # a check tier with a bandwidth and no latency, and one with no margin at its reference length
+    c = _check()
+    del c["tiers"]["l3"]["latency_s"]
+    c["tiers"]["l3"]["margin_at_reference_s"] = None
+    a = build_answer(_table_plan(), c)
+    r = {label: text for label, text, _ in rows(a)}
+    assert r["load from l3"] == "LOAD from 4,096 tokens (6 GB/s, first byte unmeasured)"
+    l3 = next(d for d in a.load_or_recompute if d.tier == "l3")
+    assert (l3.first_byte_s, l3.ttft_saved_at_reference_s) == (None, None)
+    assert a.choice == "dram+ssd" and a.value("ttft_saved_s") is None and r["TTFT saved"] == "n/a"
+    assert a["ttft_saved_s"].source == "l3: no margin in check.json (unmeasured)"
+    assert a.to_json()["load_or_recompute"]["l3"]["ttft_saved_at_reference_s"] is None
+    assert Answer.from_json(a.to_json()).value("ttft_saved_s") is None
+    # an unreachable target on a plan that does not state the infinite-cache hit ratio
+    p = _plan()
+    p["per_target"]["0.9"]["need_bytes"] = None
+    assert build_answer(p, _check()).statement == (f"{RECOMPUTE_STATEMENT}: the hit-ratio target 0.9 is "
+                                                   "unreachable on this trace")
 
 
 def test_coverage_unreachable_target_and_excluded_probes_by_hand():
