@@ -33,7 +33,7 @@ alone, three runs: 3.79-4.27 s wall, 2.50-2.81M blocks/s. The shipped trace's wh
 trees: its simulation is ~0.035 s of a ~0.9 s process.
 
 Part 3 (``--cluster``, issue 33 part 5): ``kvbench cluster``'s shared-L4 path, 16 nodes routed by ``prefix``, L2
-16 GiB and L3 256 GiB each, one 2 TiB L4 pool, on ``gen:mooncake-synthetic-fit`` (13,931 requests an hour). In
+16 GiB and L3 256 GiB each, one 2 TiB L4 pool, on ``gen:mooncake-synthetic-fit`` (13,838 requests an hour). In
 process, ``simulate_router`` with the nodes of one compiled SharedPool against reference nodes sharing the L4
 object (``pool_compiled`` false; the first ``--reference-span`` only) on the same trace: per-request tables
 identical, requests and blocks per CPU second and per wall second with the load average, and the time a week
