@@ -40,6 +40,9 @@ class FdpSpec:
                             "give e.g. --fdp handles=4,ru=1GiB (one handle is the drive without FDP)")
         if not self.ru_bytes >= 1 << 20:
             raise SpecError(f"--fdp ru={self.ru_bytes} B is below 1 MiB", "give the drive's reclaim unit, e.g. ru=1GiB")
+        if self.ru_bytes % 4096:        # the FTL model holds the reclaim unit as whole 4 KiB pages, exactly
+            raise SpecError(f"--fdp ru={self.ru_bytes} B is not a whole number of 4 KiB pages",
+                            "give the drive's reclaim unit, e.g. ru=1GiB")
         rule = get_placement(self.rule)
         if rule.name in ("none", "tier"):
             raise SpecError(f"--fdp rule={rule.name} does not separate one store's writes",

@@ -629,6 +629,35 @@ def bytes_to_pages(ops, offsets, lengths, page_size: int):
     return ops, first, np.maximum(end - first, 0)
 
 
+# --- an erase unit of the size asked, in pages ---------------------------------------------------------------
+MIN_PAGE_BYTES = 4096
+
+
+def erase_unit_pages(erase_bytes: int, page_bytes: int, *, too_many=None, max_page_bytes: int | None = None,
+                     what: str = "--erase-block") -> tuple[int, int]:
+    """(page size, pages per erase unit) whose product is exactly ``erase_bytes``: the models that coarsen their
+    pages (to keep the page count small) never let a page reach the unit, which would model a unit of two such
+    pages, twice the one asked. The page starts at ``page_bytes``, is halved (not below 4 KiB) until it divides
+    the unit into at least two, then doubled while ``too_many(page)`` and the page is under ``max_page_bytes``, as
+    long as the doubled page still divides the unit into at least two. A unit that is not a whole number of at
+    least two 4 KiB pages is refused (one line, naming ``what``)."""
+    from kvbench.units import format_bytes
+
+    erase, page = int(erase_bytes), max(MIN_PAGE_BYTES, int(page_bytes))
+    if erase < 2 * MIN_PAGE_BYTES or erase % MIN_PAGE_BYTES:
+        raise SpecError(f"{what}: an erase unit of {format_bytes(erase)} ({erase:,} B) is not a whole number of at "
+                        f"least two {MIN_PAGE_BYTES // 1024} KiB pages",
+                        "give a multiple of 4 KiB of at least 8 KiB, e.g. 256MiB (a drive's superblock)")
+    while (erase % page or erase // page < 2) and page // 2 >= MIN_PAGE_BYTES:
+        page //= 2
+    if erase % page or erase // page < 2:       # no halving of page_bytes fits: the 4 KiB page divides the unit
+        page = MIN_PAGE_BYTES
+    while (too_many is not None and too_many(page) and (max_page_bytes is None or page < max_page_bytes)
+           and erase % (2 * page) == 0 and erase // (2 * page) >= 2):
+        page *= 2
+    return page, erase // page
+
+
 # --- the WAF of a KV block-store layout ------------------------------------------------------------------
 LAYOUTS = {"slot": "fixed slots, random overwrites", "log": "append in segments, reclaim the oldest"}
 
@@ -651,11 +680,9 @@ def layout_waf(layout: str, slot_bytes: int, *, erase_block_bytes: int = 256 << 
         raise SpecError("slot and erase-block sizes must be > 0", "check the model preset and --erase-block")
     unit = segment_bytes if layout == "log" else slot_bytes
     n_units = max(256, -(-min_blocks * erase_block_bytes // unit))
-    page = page_bytes
-    while n_units * -(-unit // page) * (1.0 + op) > max_pages and page < min(unit, erase_block_bytes):
-        page *= 2
+    page, block_pages = erase_unit_pages(erase_block_bytes, page_bytes, max_page_bytes=unit,
+                                         too_many=lambda pg: n_units * -(-unit // pg) * (1.0 + op) > max_pages)
     unit_pages = -(-unit // page)
-    block_pages = max(2, erase_block_bytes // page)
     cfg = FtlConfig(user_bytes=n_units * unit_pages * page, page_size=page, op=op, block_pages=block_pages, gc=gc)
     pattern = "sequential" if layout == "log" else "uniform"
     r = simulate(cfg, pattern=pattern, writes=writes, warmup=0.5, seed=seed, io_pages=unit_pages)

@@ -65,21 +65,18 @@ def get_placement(name: str) -> Placement:
 def store_ftl_config(top_bytes: int, slot_bytes: int, *, op: float, erase_block_bytes: int, gc: str,
                      streams: int = 1, gc_stream: str = "same"):
     """A modelled drive just larger than a store whose writes reach ``top_bytes``: at least 64 erase units
-    (erase unit = min(the given one, top / 64)), pages of gcd(slot, erase unit) (coarsened further to keep the
-    model <= 4M pages).
+    (erase unit = min(the given one, top / 64 in whole MiB, at least 1 MiB): exactly that size, whatever the
+    slot), pages of gcd(slot, erase unit) (coarsened further to keep the model <= 4M pages, never to the unit).
     (A KV block at least as large as the erase unit is written and trimmed in whole erase units: WAF 1 on any
-    layout.)"""
+    layout.) A given unit that is not a whole number of at least two 4 KiB pages is refused."""
     from kvbench.analysis import ftl
 
-    erase = min(erase_block_bytes, max(1 << 20, top_bytes // 64))
+    ftl.erase_unit_pages(erase_block_bytes, ftl.MIN_PAGE_BYTES)           # the given unit is one the model can hold
+    erase = min(int(erase_block_bytes), max(1 << 20, (top_bytes // 64) >> 20 << 20))
     # a store writes and trims whole slots, so pages of gcd(slot, erase unit) count exactly what smaller ones
     # would (a slot's pages always share their validity): the coarsest exact page, at least 4 KiB, two per unit
-    page = max(4096, math.gcd(int(slot_bytes), int(erase)))
-    while erase // page < 2 and page > 4096:
-        page //= 2
-    while -(-top_bytes // page) * (1.0 + op) > (1 << 22) and page < min(slot_bytes, erase):
-        page *= 2
-    block_pages = max(2, erase // page)
+    page, block_pages = ftl.erase_unit_pages(erase, math.gcd(int(slot_bytes), erase), max_page_bytes=slot_bytes,
+                                             too_many=lambda pg: -(-top_bytes // pg) * (1.0 + op) > (1 << 22))
     # >= 64 erase units, and enough that the spare holds the GC reserve and one open block per stream
     blocks = max(64, math.ceil((3 + streams) / op) + 1, -(-(-(-top_bytes // page)) // block_pages))
     return ftl.FtlConfig(user_bytes=blocks * block_pages * page, page_size=page, op=op, block_pages=block_pages,

@@ -89,6 +89,9 @@ class PlanOptions:
             raise SpecError(f"store fill {self.store_fill} is outside (0, 1]", "give e.g. --store-fill 0.9")
         if self.waf is not None and not (self.waf >= 1 and math.isfinite(self.waf)):
             raise SpecError(f"--waf {self.waf} is below 1", "a device WAF is NAND bytes / host bytes >= 1")
+        from kvbench.analysis.ftl import MIN_PAGE_BYTES, erase_unit_pages
+
+        erase_unit_pages(self.erase_block_bytes, MIN_PAGE_BYTES)     # a unit the FTL model holds exactly, or refused
         for c in self.capacities:
             if not c > 0:
                 raise SpecError(f"capacity {c} B in --capacities must be > 0", "give e.g. --capacities 1TiB,4TiB")

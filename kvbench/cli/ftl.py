@@ -98,6 +98,7 @@ def ftl_cmd(capacity, page_size, op, block_pages, gc, pattern, hot_lbas, hot_wri
     if capacity is None:
         raise UsageError("missing --capacity", "give the modelled drive's user capacity, e.g. --capacity 4GiB")
     if trace is not None:
+        ftl.erase_unit_pages(erase_block, ftl.MIN_PAGE_BYTES)        # the KV store's model holds this unit exactly
         if sources or streams != 1:
             raise UsageError("--trace models a KV store's own writes: --pattern, --iolog, --plan and --streams do "
                              "not apply", "drop them, or drop --trace")

@@ -32,13 +32,11 @@ def _run_iolog_waf(run_dir: str, capacity: float | None, op: float, erase_block:
     writes = ops == ftl.OP_WRITE
     if not writes.any():
         return None
-    page = 16 << 10
     top = max(float(capacity or 0), float((offsets + lengths).max()))
+    # 16 KiB pages, coarser to keep the model small, the erase unit the one given
+    page, block_pages = ftl.erase_unit_pages(erase_block, 16 << 10,
+                                             too_many=lambda pg: -(-int(top) // pg) * (1 + op) > (1 << 22))
     pages = -(-int(top) // page)
-    block_pages = max(2, erase_block // page)
-    while pages * (1 + op) > (1 << 22) and page < erase_block:  # keep the model small: coarser pages
-        page *= 2
-        pages, block_pages = -(-int(top) // page), max(2, erase_block // page)
     blocks_needed = max(64, -(-pages // block_pages))
     cfg = ftl.FtlConfig(user_bytes=blocks_needed * block_pages * page, page_size=page, op=op,
                         block_pages=block_pages).validate()

@@ -113,6 +113,7 @@ def test_the_smallest_reclaim_unit_is_1_mib():
     ("handles=1,ru=1GiB", "outside 2..64"),
     ("handles=65,ru=1GiB", "outside 2..64"),
     ("handles=4,ru=4KiB", "below 1 MiB"),
+    ("handles=4,ru=1500000", "ru=1500000 B is not a whole number of 4 KiB pages"),     # the model's unit: exact
     ("handles=4,ru=1GiB,rule=tier", "does not separate one store's writes"),
     ("handles=4,ru=1GiB,rule=hot", "unknown placement rule"),
     ("handles=4,ru=1GiB,streams=2", r"--fdp: unknown field 'streams' \(fix: known fields: handles, ru, rule;"),

@@ -478,8 +478,8 @@ def test_plan_targets_laid_out_back_to_back_on_one_drive(tmp_path):
 
 
 def test_layout_waf_sizes_and_its_default_erase_block_count():
-    """Sizes must be > 0; a 1-byte slot still takes a whole page (16 KiB), a 1-byte erase unit two pages (the
-    model's smallest block); by default the model holds at
+    """Sizes must be > 0; a 1-byte slot still takes a whole page (8 KiB: the 16 KiB page halved so that the 16 KiB
+    erase unit holds two), a 1-byte erase unit is refused (not two 4 KiB pages); by default the model holds at
     least 512 erase blocks: 512 x 16 MiB / 1 MiB slots = 8,192 slots, 8 GiB."""
     from kvbench.analysis.ftl import layout_waf
 
@@ -487,9 +487,11 @@ def test_layout_waf_sizes_and_its_default_erase_block_count():
         with pytest.raises(SpecError, match="must be > 0"):
             layout_waf("slot", slot, erase_block_bytes=eb)
     waf, p = layout_waf("slot", 1, erase_block_bytes=16 << 10, min_blocks=1, writes=1.0)
-    assert p["unit_bytes"] == 16 << 10 and p["model_capacity_bytes"] == 16384 * (16 << 10) and waf > 1.0
-    waf, p = layout_waf("slot", 16 << 10, erase_block_bytes=1, min_blocks=8, writes=1.0)   # erase unit < page
-    assert p["erase_block_bytes"] == 2 * (16 << 10) and waf >= 1.0
+    assert (p["unit_bytes"], p["page_bytes"], p["erase_block_bytes"]) == (8 << 10, 8 << 10, 16 << 10)
+    assert p["model_capacity_bytes"] == 16384 * (8 << 10) and waf > 1.0      # 1 unit x 16 KiB / 1 B slots
+    with pytest.raises(SpecError, match="--erase-block: an erase unit of 1 B .* is not a whole number of at least "
+                                        "two 4 KiB pages"):
+        layout_waf("slot", 16 << 10, erase_block_bytes=1, min_blocks=8, writes=1.0)
     _, p = layout_waf("log", 1 << 20, erase_block_bytes=16 << 20, segment_bytes=1 << 20, writes=1.0)
     assert p["model_capacity_bytes"] == 8192 << 20
 
@@ -802,3 +804,21 @@ def test_classes_chunks_end_with_a_partial_chunk():
 
     chunks = list(_classes_chunks(192, 250_000, 3, 1, 0.25, 0.8, lambda c: c, chunk=100_000))
     assert [len(c[0]) for c in chunks] == [100_000, 100_000, 50_000]
+
+
+def test_erase_unit_pages_is_the_unit_asked_by_hand():
+    """The page that models an erase unit of exactly the size asked: halved until two fit and divide it, doubled
+    (while the model has too many pages) only while the doubled page still divides the unit into two or more."""
+    from kvbench.analysis.ftl import erase_unit_pages
+
+    always = lambda page: True              # noqa: E731 - a model that always has too many pages
+    assert erase_unit_pages(256 << 20, 16 << 10) == (16 << 10, 16384)
+    assert erase_unit_pages(256 << 20, 16 << 10, too_many=always) == (128 << 20, 2)      # half the unit, no more
+    assert erase_unit_pages(256 << 20, 16 << 10, too_many=always, max_page_bytes=1 << 20) == (1 << 20, 256)
+    assert erase_unit_pages(16 << 10, 16 << 10) == (8 << 10, 2)                          # halved: two to a unit
+    assert erase_unit_pages(12 << 10, 16 << 10, too_many=always) == (4 << 10, 3)         # 8 KiB does not divide
+    assert erase_unit_pages(3 << 20, 1 << 20, too_many=always) == (1 << 20, 3)           # 2 MiB does not divide
+    assert erase_unit_pages(1 << 20, 12 << 10) == (4 << 10, 256)     # 12 KiB, 6 KiB: none divides; 4 KiB does
+    for erase in (0, 1, 4096, 8191, 8192 + 512):
+        with pytest.raises(SpecError, match="not a whole number of at least two 4 KiB pages"):
+            erase_unit_pages(erase, 16 << 10, what="--erase-block")

@@ -155,6 +155,30 @@ def _cfg(top, slot, op, erase, streams=1, gc_stream="same", gc="greedy"):
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
 
 
+
+def test_store_ftl_config_models_the_erase_unit_given_when_slots_are_larger():
+    """8 TiB of slots larger than (or as large as) a 2 MiB erase unit: pages coarsen toward the 2^22 bound but stop
+    at half the unit (1 MiB, two to a unit), so the modelled unit is the 2 MiB given; a 2 MiB page once made it
+    4 MiB. 8 TiB / 1 MiB = 8 Mi pages, 4 Mi units."""
+    for slot in (4 * MIB, 2 * MIB, 3 * MIB):
+        page, per_unit, units, user = _cfg(8 << 40, slot, 0.07, 2 * MIB)
+        assert (page, per_unit, units, user) == (1 * MIB, 2, 4 * MIB, 8 << 40), slot
+        assert page * per_unit == 2 * MIB
+    # a unit of 3 MiB (not a power of two) with 1 MiB slots: 1 MiB pages do not double to 2 MiB (no whole number
+    # of them in 3 MiB), three to a unit; 3 TiB / 1 MiB = 3 Mi pages
+    assert _cfg(3 << 40, 1 * MIB, 0.07, 3 * MIB) == (1 * MIB, 3, 1 * MIB, 3 << 40)
+    # the unit a small store derives (top / 64) is whole MiB: 96 MiB / 64 = 1.5 MiB -> 1 MiB, 64 KiB pages
+    assert _cfg(96 * MIB, 64 * KIB, 0.28, 256 * MIB) == (64 * KIB, 16, 96, 96 * MIB)
+
+
+@pytest.mark.parametrize("erase", [1, 4096, 12 * KIB + 1, 1000 * 1000])
+def test_store_ftl_config_refuses_an_erase_unit_of_no_two_whole_pages(erase):
+    from kvbench.analysis.placement import store_ftl_config
+
+    with pytest.raises(SpecError, match=f"an erase unit of .*\\({erase:,} B\\) is not a whole number of at least "
+                                        "two 4 KiB pages \\(fix: give a multiple of 4 KiB"):
+        store_ftl_config(64 * MIB, 64 * KIB, op=0.07, erase_block_bytes=erase, gc="greedy")
+
 def test_store_ftl_config_by_hand():
     # 256 MiB of 192 KiB slots: erase unit min(64 MiB, 256 MiB / 64 = 4 MiB); page gcd(192 KiB, 4 MiB) = 64 KiB,
     # 64 to a unit; 4096 pages in 64 units (>= 64, >= 4 / 0.28 + 1)
@@ -178,8 +202,9 @@ def test_store_ftl_config_by_hand():
     assert _cfg(2_796_202 * 8 * KIB + 4 * KIB, 24 * KIB, 0.5, 1 * MIB) == (16 * KIB, 64, 21_846, 21_846 * MIB)
     # a page never grows past the slot: 512 GiB of 64 KiB slots keeps 64 KiB pages (8 Mi of them, over the bound)
     assert _cfg(512 * GIB, 64 * KIB, 0.07, 1 * MIB) == (64 * KIB, 16, 524_288, 512 * GIB)
-    # nor past the erase unit: 4 TiB of 2 MiB slots in 1 MiB units doubles 512 KiB pages to 1 MiB, two to a unit
-    assert _cfg(4 << 40, 2 * MIB, 0.07, 1 * MIB) == (1 * MIB, 2, 2 * MIB, 4 << 40)
+    # nor to the erase unit: 4 TiB of 2 MiB slots in 1 MiB units keeps 512 KiB pages, two to a unit (8 Mi pages,
+    # over the bound): a 1 MiB page would model a unit of two of them, 2 MiB, twice the one given
+    assert _cfg(4 << 40, 2 * MIB, 0.07, 1 * MIB) == (512 * KIB, 2, 4 * MIB, 4 << 40)
     from kvbench.analysis.placement import store_ftl_config
 
     for top, slot in ((256 * MIB, 192 * KIB), (64 * MIB, 3 * MIB)):     # whole numbers of bytes and pages
