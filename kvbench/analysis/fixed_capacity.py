@@ -69,15 +69,14 @@ def at_capacity(*, bytes_per_token: float, tokens_per_s_per_gpu: float, utilizat
 def sweep_profiles(names, *, capacity_per_gpu_bytes: float, utilization: float, admission: float = 1.0,
                    store_fill: float = 1.0, block_tokens: int = 512) -> list[AtCapacity]:
     """:func:`at_capacity` for each compute profile (its model's KV bytes per token, its computed prefill rate),
-    lowest DWPD first."""
+    lowest DWPD first. A profile names its model: :func:`kvbench.compute.profile.load_profile` refuses one that
+    does not, naming the file."""
     from kvbench.compute.profile import load_profile
     from kvbench.spec.models import load_model
 
     rows = []
     for name in names:
         prof = load_profile(name)
-        if not prof.model:
-            raise SpecError(f"compute profile {name!r} names no model", "add model = \"...\" to the profile")
         spec = load_model(prof.model)
         rows.append(at_capacity(bytes_per_token=spec.stored_bytes_per_token(block_tokens),
                                 tokens_per_s_per_gpu=prof.computed_tokens_per_s("the fixed-capacity sweep"),

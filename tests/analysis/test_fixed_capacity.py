@@ -225,3 +225,34 @@ def test_table_lines_one_per_profile_then_the_formula():
     assert len(lines) == 4 and lines[0].split() == ["profile", "model", "B/token", "tok/s/GPU", "DWPD", "KV", "kept"]
     assert lines[1].split() == ["p", "m", "131,072", "39,000", "13.8", "104", "min"]
     assert lines[2].split()[:5] == ["q", "m", "131,072", "39,000", "27.6"] and lines[3] == FORMULA
+
+
+def test_a_swept_profile_that_names_no_model_is_refused_by_the_loader_via_the_cli(tmp_path):
+    """The user path to a profile with no model: --sweep-profiles over a workloads folder (KVBENCH_WORKLOADS) whose
+    compute profiles include one without ``model``. The profile loader refuses it in one line naming the file and
+    the field (sweep_profiles' own "names no model" check, after the loader, could never run and is gone)."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    shipped = REPO / "workloads"
+    (tmp_path / "compute").mkdir()
+    for sub in shipped.iterdir():
+        if sub.is_dir() and sub.name != "compute":
+            (tmp_path / sub.name).symlink_to(sub, target_is_directory=True)
+    good = (shipped / "compute" / "llama-3.1-8b-h200-trtllm-fp8.toml").read_text()
+    (tmp_path / "compute" / "llama-3.1-8b-h200-trtllm-fp8.toml").write_text(good)
+    lines = [ln for ln in good.splitlines() if not ln.startswith("model =")]
+    assert len(lines) == len(good.splitlines()) - 1
+    (tmp_path / "compute" / "no-model.toml").write_text("\n".join(lines).replace(
+        'name = "llama-3.1-8b-h200-trtllm-fp8"', 'name = "no-model"') + "\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "KVBENCH_WORKLOADS": str(tmp_path), "KVBENCH_DEBUG": ""}
+    args = ["plan", "--trace", "mooncake-sample", "--model", "llama-3.1-8b", "--profile",
+            "llama-3.1-8b-h200-trtllm-fp8", "--per-gpu-capacity", "16TB", "--target-hit", "0.9", "--sweep", ""]
+    r = subprocess.run([sys.executable, "-m", "kvbench", *args, "--sweep-profiles"], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=300)
+    err = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode != 0 and "Traceback" not in r.stderr and len(err) == 1, r.stderr
+    assert err[0].startswith("kvbench: error:") and "no-model.toml: field 'model' is missing" in err[0], err[0]
