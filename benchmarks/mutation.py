@@ -685,8 +685,12 @@ EQUIVALENT: dict[str, dict[tuple, str]] = {
             "the probe spec only reads the slot size, which a tier's capacity does not change",
     },
     "deployment": {
-        ('"slot_rounding": dwpd_host / first_principles if first_principles > 0 else None,', "> -> >=", 0):
-            "first_principles = U P G b 86400 / (D CAP) > 0: every factor is validated > 0",
+        # the rate's bisection: it ends at adjacent doubles (the `mid in (lo, hi)` break), where hi is the least
+        # double whose work reaches the GPUs' (the work needed rises with the rate), whatever bracket held it
+        ("lo, hi = hi, 2.0 * hi", "2.0 -> 4.0", 0):
+            "a bracket grown 4x instead of 2x holds the same root: the bisection ends at the same least double",
+        ("for _ in range(200):", "200 -> 201", 0):
+            "never reached: halving a bracket of ratio 2 reaches adjacent doubles in about 53 steps",
     },
     "curves.profile": {
         # FixedSizeShards' room: the sizes it allocates and grows to, and when; the kernel asks for room when it

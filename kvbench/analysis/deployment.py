@@ -138,12 +138,14 @@ def scale(dep: Deployment, *, tokens_per_s_per_gpu: float, hit_curve: HitRatioCu
             hi = mid
     rate = hi
     h = hit(rate)
-    # a hit-ratio curve is a step function: where the root falls on a step, just above it the work needed jumps
-    # past the GPUs' (the hit ratio falls), so the deployment sustains the rate at the step with the hit ratio just
-    # below it, its GPUs computing less than U P G. At a hit ratio of 1 they compute nothing: the drives' share
-    # of each copy of the users, not prefill, bounds the rate.
+    # the bisection ends at adjacent doubles (or at an exact root): hi is the least rate whose work reaches the
+    # GPUs'. Past it by more than rounding, the root is a step of the curve: just above it the work needed jumps
+    # past the GPUs' (the hit ratio falls), so the deployment sustains the rate at the step with the hit ratio
+    # just below it (lo's, the same double but for one ulp), its GPUs computing less than U P G. On a flat stretch
+    # lo's hit ratio is hi's. At a hit ratio of 1 the GPUs compute nothing: the drives' share of each copy of the
+    # users, not prefill, bounds the rate.
     computed = load(rate)
-    if computed > work * (1.0 + 1e-6):
+    if computed > work:
         h = hit(lo)
         computed = rate * missed(h)
     bound = "prefill" if computed >= STORE_BOUND_SHARE * work else "store"

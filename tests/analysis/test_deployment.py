@@ -291,3 +291,42 @@ def test_a_curve_that_hits_everything_runs_to_one_block_per_copy():
                 blocks_per_request=1.0, block_tokens=100, block_bytes=1000, bytes_per_token=10.0, waf=1.0,
                 reference_waf=1.0)
     assert out["requests_per_s"] == pytest.approx(1e6, rel=1e-12) and out["hit_ratio"] == 1.0
+
+
+def test_a_root_at_the_all_miss_rate_is_returned_exactly_and_99_percent_of_the_gpus_is_prefill_bound():
+    """A store of 1,000 blocks and a curve that hits only from 1,000 blocks a copy: at the all-miss rate, 1,000
+    missed tokens/s / 100 = 10 requests/s (10 copies, 100 blocks each), nothing hits and the GPUs' work is met
+    exactly: that rate, as is (no bracket grown past it). Then the store-bound step of the test above at the
+    GPUs' rate whose 99% is, to the last bit, what they compute there: prefill-bound (at 99% or more)."""
+    curve = HitCurve.from_arrays([1000.0], [0.5], block_bytes=1000)
+    out = scale(parse_deployment("gpus=1,drives=1,drive_capacity=1MB,utilization=1"), tokens_per_s_per_gpu=1000.0,
+                hit_curve=curve, trace_rate=1.0, tokens_per_request=100.0, blocks_per_request=1.0, block_tokens=100,
+                block_bytes=1000, bytes_per_token=10.0, waf=1.0, reference_waf=1.0)
+    assert (out["requests_per_s"], out["hit_ratio"], out["computed_tokens_per_s"]) == (10.0, 0.0, 1000.0)
+    step = HitCurve.from_arrays([1.0, 10.0], [0.5, 0.5], block_bytes=1000)
+    kw = dict(hit_curve=step, trace_rate=2.0, tokens_per_request=100.0, blocks_per_request=1.0, block_tokens=100,
+              block_bytes=1000, bytes_per_token=10.0, waf=1.0, reference_waf=1.0)
+    dep = parse_deployment("gpus=1,drives=2,drive_capacity=1GB,utilization=1")
+    p = 202020202.02020204                          # 0.99 x p is the 4e6 x 50 tokens/s computed at the step
+    out = scale(dep, tokens_per_s_per_gpu=p, **kw)
+    assert out["computed_tokens_per_s"] == 0.99 * p and out["rate_bound"] == "prefill"
+    assert scale(dep, tokens_per_s_per_gpu=math.nextafter(p, math.inf), **kw)["rate_bound"] == "store"
+
+
+def test_a_root_that_meets_the_gpus_exactly_below_a_step_keeps_its_own_hit_ratio():
+    """The climbing step curve's jump at 5e4 / 834 requests/s (test above): at 1,000 tokens/s the least rate whose
+    work reaches the GPUs' lies just past the step (hit ratio 0.833, 10.012 tokens/s needed), so the one below it,
+    0.834, is reported. GPUs of exactly that 10.012 (the work at that rate, to the bit) meet it there: the rate is
+    the same double and its own hit ratio, 0.833, with nothing left over."""
+    caps = np.arange(1, 901, dtype=np.float64)
+    curve = HitCurve.from_arrays(caps, caps / 1000, block_bytes=1000)
+    kw = dict(hit_curve=curve, trace_rate=1.0, tokens_per_request=100.0, blocks_per_request=1.0, block_tokens=100,
+              block_bytes=1000, bytes_per_token=10.0, waf=1.0, reference_waf=1.0)
+    dep = parse_deployment("gpus=1,drives=1,drive_capacity=50MB,utilization=1")
+    first = scale(dep, tokens_per_s_per_gpu=1000.0, **kw)
+    rate = first["requests_per_s"]
+    assert first["hit_ratio"] == pytest.approx(0.834) and float(curve.at(5e4 / rate)) == pytest.approx(0.833)
+    exact = rate * (100.0 * (1.0 - float(curve.at(5e4 / rate))))          # the work needed at that rate
+    out = scale(dep, tokens_per_s_per_gpu=exact, **kw)
+    assert out["requests_per_s"] == rate and out["hit_ratio"] == pytest.approx(0.833)
+    assert out["computed_tokens_per_s"] == exact and out["rate_bound"] == "prefill"
