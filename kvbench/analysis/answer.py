@@ -569,8 +569,7 @@ def _coverage_rows(a: Answer) -> list[tuple[str, str, str]]:
 
 def text_table(a: Answer) -> str:
     """The answer as a short terminal table: label, figures, provenance."""
-    r = rows(a)
-    w = max(len(x[0]) for x in r)
-    lines = [f"{label:<{w}}  {text}" + (f"  [{kind}]" if kind else "") for label, text, kind in r]
-    lines += [f"{'note':<{w}}  {n}" for n in a.notes]
-    return "\n".join(lines)
+    from kvbench.report.text import table
+
+    return "\n".join(table(None, [[label, text + (f"  [{kind}]" if kind else "")] for label, text, kind in rows(a)]
+                           + [["note", n] for n in a.notes], "<<"))

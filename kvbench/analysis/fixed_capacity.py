@@ -119,12 +119,12 @@ def for_plan(plan: dict, *, capacity_per_gpu_bytes: float, utilization: float, t
 
 def table_lines(fc: dict) -> list[str]:
     """The sweep as text: one line per profile (lowest DWPD first) and the formula."""
+    from kvbench.report.text import table
     from kvbench.units import format_duration
 
     if not fc.get("sweep"):
         return []
-    out = [f"{'profile':<32} {'model':<14} {'B/token':>9} {'tok/s/GPU':>10} {'DWPD':>6}  KV kept"]
-    for r in fc["sweep"]:
-        out.append(f"{r['profile']:<32} {r['model']:<14} {r['bytes_per_token']:>9,.0f} "
-                   f"{r['tokens_per_s_per_gpu']:>10,.0f} {r['dwpd']:>6.3g}  {format_duration(r['residence_s'])}")
-    return out + [fc["formula"]]
+    return table(["profile", "model", "B/token", "tok/s/GPU", "DWPD", "KV kept"],
+                 [[r["profile"], r["model"], f"{r['bytes_per_token']:,.0f}", f"{r['tokens_per_s_per_gpu']:,.0f}",
+                   f"{r['dwpd']:.3g}", format_duration(r["residence_s"])] for r in fc["sweep"]],
+                 "<<>>><") + [fc["formula"]]

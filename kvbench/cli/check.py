@@ -70,6 +70,7 @@ def check_cmd(profile_name, rate, run_dir, tier_specs, trace_path, model_name, l
                                                        model_name, link, kv_dtype, pipelined, suffix_tokens,
                                                        lengths, max_tokens)
     result_tiers = out["tiers"]
+    from kvbench.report.text import table
     from kvbench.units import format_bytes, format_duration
 
     if as_json:
@@ -85,13 +86,15 @@ def check_cmd(profile_name, rate, run_dir, tier_specs, trace_path, model_name, l
                f"layers: {kinds}; "
                f"load {'pipelined layer by layer over ' + str(suffix_tokens) + ' suffix tokens' if pipelined else 'before compute'}")
     show = [n for n in lengths][:6]
-    click.echo(f"{'tier':<12} {'bandwidth':>11} {'latency':>9} {'n*':>9}  " +
-               " ".join(f"{'@' + str(n):>10}" for n in show) + "   (margin = recompute - load; + loads)")
+    rows = []
     for name, r in result_tiers.items():
-        n_star = f"{r['break_even_tokens']:,}" if r["break_even_tokens"] is not None else "never"
-        margins = " ".join(f"{format_duration(r['margin_s'][str(n)]):>10}" for n in show)
-        click.echo(f"{name:<12} {format_bytes(r['bandwidth_bytes_per_s'], binary=False) + '/s':>11} "
-                   f"{r['first_byte'] if r['latency_resolved'] else 'unresolved':>9} {n_star:>9}  {margins}")
+        rows.append([name, format_bytes(r["bandwidth_bytes_per_s"], binary=False) + "/s",
+                     r["first_byte"] if r["latency_resolved"] else "unresolved",
+                     f"{r['break_even_tokens']:,}" if r["break_even_tokens"] is not None else "never",
+                     *(format_duration(r["margin_s"][str(n)]) for n in show), ""])
+    for line in table(["tier", "bandwidth", "latency", "n*", *(f"@{n}" for n in show),
+                       "(margin = recompute - load; + loads)"], rows, "<" + ">" * (3 + len(show)) + "<"):
+        click.echo(line)
     for name, r in result_tiers.items():
         if r["source"] != "given":
             click.echo(f"  {name}: {r['source']}")

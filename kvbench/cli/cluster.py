@@ -121,21 +121,23 @@ def cluster_cmd(trace, model, tp, fmt, nodes, router, routers, router_opts, load
 
 
 def _print(s: dict) -> None:
+    from kvbench.report.text import table
     from kvbench.units import format_rate
 
     results = s.get("routers") or {s["router"]: s}
     click.echo(f"cluster of {s['nodes_count']} nodes, {s['requests']} requests" + (" (dry run)" if s["dry_run"] else ""))
-    click.echo(f"  {'router':<13}{'hit':>7}{'l1':>7}{'l2':>7}{'l3':>7}{'l4':>7}{'imbal':>7}{'dup':>6}"
-               f"{'TTFT p50':>11}{'p99 ms':>10}{'saved tok':>12}{'L4 read/s':>12}")
+    rows = []
     for name, r in results.items():
         th = r["global"]["tier_hit_ratio"]
-        cells = "".join(f"{th[t]:>7.3f}" if th[t] is not None else f"{'-':>7}" for t in ("l1", "l2", "l3", "l4"))
-        l4 = r["l4"]["read_bytes_per_s"]
-        dup = r["duplication"]
-        click.echo(f"  {name:<13}{r['global']['hit_ratio']:>7.3f}{cells}{r['imbalance']:>7.2f}"
-                   f"{(f'{dup:.2f}' if dup is not None else '-'):>6}{r['ttft_ms']['p50']:>11.1f}"
-                   f"{r['ttft_ms']['p99']:>10.1f}{r['prefill_tokens_saved']:>12,}"
-                   f"{(format_rate(l4) if l4 is not None else '-'):>12}")
+        l4, dup = r["l4"]["read_bytes_per_s"], r["duplication"]
+        rows.append([name, f"{r['global']['hit_ratio']:.3f}",
+                     *(f"{th[t]:.3f}" if th[t] is not None else "-" for t in ("l1", "l2", "l3", "l4")),
+                     f"{r['imbalance']:.2f}", f"{dup:.2f}" if dup is not None else "-",
+                     f"{r['ttft_ms']['p50']:.1f}", f"{r['ttft_ms']['p99']:.1f}", f"{r['prefill_tokens_saved']:,}",
+                     format_rate(l4) if l4 is not None else "-"])
+    for line in table(["router", "hit", "l1", "l2", "l3", "l4", "imbal", "dup", "TTFT p50", "p99 ms", "saved tok",
+                       "L4 read/s"], rows, "<" + ">" * 11, indent="  "):
+        click.echo(line)
     _print_wear(results)
     if s.get("sweep"):
         _print_sweep(s["sweep"])
@@ -162,17 +164,20 @@ def _print(s: dict) -> None:
 
 def _print_sweep(sw: dict) -> None:
     """The configurations that meet the targets, cheapest first (at most 10), and how many were tried."""
+    from kvbench.report.text import table
+
     t = sw["targets"]
     want = ", ".join(x for x in ((f"TTFT p99 <= {t['ttft_p99_s']:g} s" if t["ttft_p99_s"] is not None else ""),
                                  (f"hit ratio >= {t['hit_ratio']:g}" if t["hit_ratio"] is not None else "")) if x)
     click.echo(f"  sweep over {', '.join(sw['keys'])}: {len(sw['points'])} (configuration, router) runs; "
                f"{len(sw['meeting'])} meet {want or 'no target'} (priced on {sw['class']}, {sw['prices']}; "
                "network not priced)")
-    for r in sw["meeting"][:10]:
-        cfg = ", ".join(f"{k}={_fmt(k, r[k])}" for k in sw["keys"])
-        click.echo(f"    ${r['usd_per_day']['total']:,.0f}/day  {cfg}  {r['router']}: hit {r['hit_ratio']:.3f}, "
-                   f"TTFT p99 {r['ttft_p99_ms']:,.0f} ms"
-                   + (f", L3 busiest {r['l3_dwpd_host_busiest']:,.0f} DWPD" if r["l3_dwpd_host_busiest"] else ""))
+    rows = [[f"${r['usd_per_day']['total']:,.0f}/day", ", ".join(f"{k}={_fmt(k, r[k])}" for k in sw["keys"]),
+             f"{r['router']}: hit {r['hit_ratio']:.3f}, TTFT p99 {r['ttft_p99_ms']:,.0f} ms"
+             + (f", L3 busiest {r['l3_dwpd_host_busiest']:,.0f} DWPD" if r["l3_dwpd_host_busiest"] else "")]
+            for r in sw["meeting"][:10]]
+    for line in table(None, rows, "><<", indent="    "):
+        click.echo(line)
 
 
 def _fmt(key: str, v) -> str:

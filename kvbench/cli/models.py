@@ -59,12 +59,15 @@ def models_cmd(block_tokens, tp, kv_dtype, prefix_tokens, as_json):
     if as_json:
         emit_json({"block_tokens": block_tokens, "prefix_tokens": list(prefix_tokens), "models": rows})
         return
-    click.echo(f"{'model':<19} {'layers (kind)':<22} {'dtype':<5} {'tp':>3} {'B/token':>9} {'hit @4k':>10} "
-               f"{'hit @128k':>10} {'stored B/tok':>12} {'block (' + str(block_tokens) + ')':>12}")
-    for r in rows:
-        click.echo(f"{r['name']:<19} {_kinds(r):<22} {r['dtype']:<5} {r['tp']:>3} {r['bytes_per_token']:>9,} "
-                   f"{format_bytes(r['bytes_for_tokens']['4096']):>10} {format_bytes(r['bytes_for_tokens']['131072']):>10} "
-                   f"{r['stored_bytes_per_token']:>12,.0f} {format_bytes(r['block_bytes']):>12}")
+    from kvbench.report.text import table
+
+    for line in table(["model", "layers (kind)", "dtype", "tp", "B/token", "hit @4k", "hit @128k", "stored B/tok",
+                       f"block ({block_tokens})"],
+                      [[r["name"], _kinds(r), r["dtype"], str(r["tp"]), f"{r['bytes_per_token']:,}",
+                        format_bytes(r["bytes_for_tokens"]["4096"]), format_bytes(r["bytes_for_tokens"]["131072"]),
+                        f"{r['stored_bytes_per_token']:,.0f}", format_bytes(r["block_bytes"])] for r in rows],
+                      "<<<>>>>>>"):
+        click.echo(line)
     click.echo("B/token: per TP rank, what each further token of a prefix hit loads; hit @n: bytes a hit on n tokens "
                "loads (a sliding layer at most its window, a linear layer one state); stored: what a block store keeps "
                "per token so a hit can resume at any block boundary.")

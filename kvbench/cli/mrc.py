@@ -125,17 +125,17 @@ def mrc_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, ca
     if as_json:
         emit_json(out)
         return
+    from kvbench.report.text import table
     from kvbench.units import format_bytes
 
     what = main_curve.method + (f", ttl {ttl:g} s" if ttl else "") + (f", warm-up {warmup:.0%}" if warmup else "")
     click.echo(f"{meta['path']}: {meta['requests']:,} requests, {main_curve.references:,} block references "
                f"({what}); infinite-cache hit ratio {main_curve.infinite_hit_ratio:.4f}")
-    head = f"{'capacity':>14}" + (f" {'bytes':>11}" if block_bytes else "") + "".join(f" {c.policy:>8}" for c in curves)
-    click.echo(head)
-    for i, cb in enumerate(main_curve.capacities_blocks):
-        row = f"{int(cb):>14,}" + (f" {format_bytes(int(cb) * block_bytes):>11}" if block_bytes else "")
-        row += "".join(f" {c.hit_ratio[i]:>8.4f}" for c in curves)
-        click.echo(row)
+    rows = [[f"{int(cb):,}", *([format_bytes(int(cb) * block_bytes)] if block_bytes else []),
+             *(f"{c.hit_ratio[i]:.4f}" for c in curves)] for i, cb in enumerate(main_curve.capacities_blocks)]
+    for line in table(["capacity", *(["bytes"] if block_bytes else []), *(c.policy for c in curves)], rows,
+                      ">" * (1 + bool(block_bytes) + len(curves))):
+        click.echo(line)
 
 
 def curve_json(curves, meta: dict, spec, profile, *, streamed: bool, read_s: float, profile_s: float,

@@ -311,6 +311,7 @@ def _num(x, fmt=".3g") -> str:
 
 def _print(out: dict) -> None:
     from kvbench.analysis.fixed_capacity import table_lines
+    from kvbench.report.text import table
     from kvbench.units import format_duration
 
     click.echo(f"trace {out['trace']}: {out['requests']} requests over {out['span_s']:.0f} s "
@@ -325,36 +326,41 @@ def _print(out: dict) -> None:
         click.echo(s)
     click.echo("")
     click.echo("steady state vs capacity (write-through, from the first eviction on):")
-    click.echo(f"{'capacity':>11} {'hit':>6} {'writes/s':>11} {'residence':>10} {'DWPD':>9}")
+    rows = []
     for r in out["capacity_curve"]:
         if r["filled"]:
-            click.echo(f"{format_bytes(r['capacity_bytes']):>11} {r['hit_ratio']:6.3f} "
-                       f"{format_bytes(r['write_bytes_per_s']) + '/s':>11} {format_duration(r['residence_s']):>10} "
-                       f"{r['dwpd']:9.3g}"
-                       + ("" if r["turned_over"] else "  (projected: not turned over; answers hold the rate)")
-                       + ("  (fitted extension)" if r.get("from") == "extension" else ""))
+            rows.append([format_bytes(r["capacity_bytes"]), f"{r['hit_ratio']:.3f}",
+                         format_bytes(r["write_bytes_per_s"]) + "/s", format_duration(r["residence_s"]),
+                         f"{r['dwpd']:.3g}",
+                         "  ".join(note for note, on in (
+                             ("(projected: not turned over; answers hold the rate)", not r["turned_over"]),
+                             ("(fitted extension)", r.get("from") == "extension")) if on)])
         else:
-            click.echo(f"{format_bytes(r['capacity_bytes']):>11} {r['hit_ratio']:6.3f} {'never fills: no steady state':>33}")
-    click.echo(f"{'target':>7} {'hit':>6} {'need':>11} {'L2 DRAM':>11} {'L3 SSD':>11} {'DWPD':>7} {'eq.DWPD':>7} "
-               f"{'life (y)':>8} {'SSD/hit':>8}  class, bound")
+            rows.append([format_bytes(r["capacity_bytes"]), f"{r['hit_ratio']:.3f}", "never fills: no steady state"])
+    for line in table(["capacity", "hit", "writes/s", "residence", "DWPD", ""], rows, ">>>>><"):
+        click.echo(line)
+    rows = []
     for k, t in out["per_target"].items():
         if not t.get("need_bytes"):
-            click.echo(f"{k:>7} unreachable (target {t['target_hit_ratio']:.3f} > infinite "
-                       f"{t['infinite_hit_ratio']:.3f})")
+            rows.append([k, f"unreachable (target {t['target_hit_ratio']:.3f} > infinite "
+                            f"{t['infinite_hit_ratio']:.3f})"])
             continue
         life = t["lifetime_years"]
-        click.echo(f"{k:>7} {t['hit_ratio']:6.3f} {format_bytes(t['need_bytes']):>11} {format_bytes(t['l2_bytes']):>11} "
-                   f"{format_bytes(t['ssd_bytes']):>11} {_num(t['dwpd_host']):>7} "
-                   f"{_num(t['dwpd_rating_equivalent']):>7} "
-                   f"{('inf' if life == float('inf') else _num(life, '.1f')):>8} {_num(t['ssd_per_dram_gb']):>8}  "
-                   f"{t['ssd_class']}, {t['bound']}")
+        rows.append([k, f"{t['hit_ratio']:.3f}", format_bytes(t["need_bytes"]), format_bytes(t["l2_bytes"]),
+                     format_bytes(t["ssd_bytes"]), _num(t["dwpd_host"]), _num(t["dwpd_rating_equivalent"]),
+                     "inf" if life == float("inf") else _num(life, ".1f"), _num(t["ssd_per_dram_gb"]),
+                     f"{t['ssd_class']}, {t['bound']}"])
+    for line in table(["target", "hit", "need", "L2 DRAM", "L3 SSD", "DWPD", "eq.DWPD", "life (y)", "SSD/hit",
+                       "class, bound"], rows, ">" * 9 + "<"):
+        click.echo(line)
     click.echo("drive classes at the headline target:")
-    for d in out["drives"]:
-        click.echo(f"  {d['class']:<12} {format_bytes(d['capacity_bytes']):>11} ({d['bound']} binds; "
-                   f"{d['drives'] if d['drives'] is not None else '?'} drives) host DWPD {_num(d['dwpd_host'])}, "
-                   f"rating-eq. {_num(d['dwpd_rating_equivalent'])} of {d['rated_dwpd']:g}, life "
-                   f"{_num(d['lifetime_years'], '.2f')} y, SSD / hit capacity {_num(d['ssd_per_dram'])}, "
-                   f"{_money(d['usd_per_day']['total'])}/day")
+    for line in table(None, [[d["class"], format_bytes(d["capacity_bytes"]),
+                              f"({d['bound']} binds; {d['drives'] if d['drives'] is not None else '?'} drives) host "
+                              f"DWPD {_num(d['dwpd_host'])}, rating-eq. {_num(d['dwpd_rating_equivalent'])} of "
+                              f"{d['rated_dwpd']:g}, life {_num(d['lifetime_years'], '.2f')} y, SSD / hit capacity "
+                              f"{_num(d['ssd_per_dram'])}, {_money(d['usd_per_day']['total'])}/day"]
+                             for d in out["drives"]], "<><", indent="  "):
+        click.echo(line)
     if out["retention_sweep"]:
         click.echo("retention sweep: " + "; ".join(
             f"{format_duration(r['retention_s'])}: "
@@ -398,17 +404,19 @@ def _print(out: dict) -> None:
         first = next(iter(adm.values()))
         click.echo(f"admission at {format_bytes(first['capacity_bytes'])} (steady state; {first['ssd_class']} drives, "
                    f"WAF {first['workload_waf']:.3g} vs reference {first['reference_waf']:.3g}):")
-        click.echo(f"  {'policy':<24} {'hit':>6} {'writes/s':>11} {'DWPD':>8} {'host':>8} {'eq.DWPD':>8} {'$/day':>10}")
+        rows = []
         for name, r in adm.items():
             w = r["write_bytes_per_s"]
             wtxt = (format_bytes(w) + "/s") if w is not None else \
                 (f"({format_bytes(r['mean_write_bytes_per_s'])}/s)" if r.get("mean_write_bytes_per_s") else "n/a")
-            click.echo(f"  {r['policy']:<24} {r['hit_ratio']:6.3f} {wtxt:>11} {_num(r['dwpd']):>8} "
-                       f"{_num(r['dwpd_host']):>8} {_num(r['dwpd_rating_equivalent']):>8} "
-                       f"{_money(r['usd_per_day']['total']):>10}" + (
-                           "" if r["steady_state"] == "measured" else "  (extrapolated: rate held, see basis)"
-                           if r["steady_state"] == "extrapolated" else "  (no steady state: fill-phase mean write "
-                           "rate)" if r.get("mean_write_bytes_per_s") else "  (no steady state)"))
+            rows.append([r["policy"], f"{r['hit_ratio']:.3f}", wtxt, _num(r["dwpd"]), _num(r["dwpd_host"]),
+                         _num(r["dwpd_rating_equivalent"]), _money(r["usd_per_day"]["total"]),
+                         "" if r["steady_state"] == "measured" else "(extrapolated: rate held, see basis)"
+                         if r["steady_state"] == "extrapolated" else "(no steady state: fill-phase mean write rate)"
+                         if r.get("mean_write_bytes_per_s") else "(no steady state)"])
+        for line in table(["policy", "hit", "writes/s", "DWPD", "host", "eq.DWPD", "$/day", ""], rows, "<>>>>>><",
+                          indent="  "):
+            click.echo(line)
     pl = out.get("placement")
     if pl:
         click.echo(f"placement {pl['rule']} over {pl['streams']} streams ({pl['statement']}), "
@@ -420,11 +428,11 @@ def _print(out: dict) -> None:
     if fd:
         click.echo(f"FDP {fd['handles']} handles, {format_bytes(fd['ru_bytes'])} reclaim units ({fd['rule']}: "
                    f"{fd['statement']}), {fd['class']} store {format_bytes(fd['store_bytes'])}:")
-        for key, name in (("without", "without FDP"), ("with", "with FDP")):
-            click.echo(f"  {name:<12} WAF {fd[f'waf_{key}']:.3f}  NAND "
-                       + (f"{format_bytes(fd[f'nand_bytes_per_day_{key}'])}/day" if fd[f"nand_bytes_per_day_{key}"]
-                          is not None else "n/a")
-                       + f"  eq.DWPD {_num(fd[f'dwpd_rating_equivalent_{key}'])} (host {_num(fd['dwpd_host'])})")
+        for line in table(None, [[name, f"WAF {fd[f'waf_{key}']:.3f}", "NAND " + (
+                f"{format_bytes(fd[f'nand_bytes_per_day_{key}'])}/day" if fd[f"nand_bytes_per_day_{key}"] is not None
+                else "n/a"), f"eq.DWPD {_num(fd[f'dwpd_rating_equivalent_{key}'])} (host {_num(fd['dwpd_host'])})"]
+                for key, name in (("without", "without FDP"), ("with", "with FDP"))], "<<<<", indent="  "):
+            click.echo(line)
         m = fd["measured"]
         click.echo(f"  measured on the drive: " + (f"WAF {m['waf']:.3f} ({m['note']})" if m["waf"] is not None
                                                   else m["note"]))

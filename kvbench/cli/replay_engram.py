@@ -164,6 +164,7 @@ def run(cfg, spec, *, dry_run, engine, qd, verify, destroy_data, results, as_jso
 
 
 def _print(s: dict, dry_run: bool) -> None:
+    from kvbench.report.text import table
     from kvbench.units import format_bytes, format_rate
     click.echo(f"run_dir            {s['run_dir']}")
     click.echo(f"preset             {s['preset']}  rows/token {s['rows_per_token']}  row {s['row_bytes']} B  "
@@ -177,10 +178,11 @@ def _print(s: dict, dry_run: bool) -> None:
     click.echo(f"steps              {s['measured_steps']:,} measured ({st['mode']}, batch {st['batch']}), "
                f"{s['rows_per_step']:.0f} unique rows/step")
     click.echo(f"DRAM               {format_bytes(s['dram_bytes'])} {s['dram_policy']}: hit ratio {s['dram_hit_ratio']:.3f}")
-    for k, v in s["layouts"].items():
-        mark = "*" if k == s["layout"] else " "
-        click.echo(f"layout {k:<10}{mark}  read amplification {v['read_amplification']:.2f}  "
-                   f"{v['reads_per_step']:.0f} reads/step ({format_bytes(v['bytes_per_step'])}/step)")
+    for line in table(None, [[f"layout {k}", "*" if k == s["layout"] else "",
+                              f"read amplification {v['read_amplification']:.2f}",
+                              f"{v['reads_per_step']:.0f} reads/step ({format_bytes(v['bytes_per_step'])}/step)"]
+                             for k, v in s["layouts"].items()], "<<<<"):
+        click.echo(line)
     if not dry_run:
         f = s["fetch_us"]
         click.echo(f"fetch per step     p50 {f['p50']:.0f} us  p99 {f['p99']:.0f} us  max {f['max']:.0f} us")
@@ -196,11 +198,13 @@ def _print(s: dict, dry_run: bool) -> None:
         click.echo(line)
         if s.get("window_source"):
             click.echo(f"  from {s['window_source']}")
-        for lid, n in (s.get("layer_needs") or {}).items():
-            mark = "  <- binding" if int(lid) == s["binding_layer"] else ""
-            click.echo(f"  layer {lid:>3}: {n['reads_per_step']['p99']:,.0f} reads (p99 step) by {n['window_us']:,.1f} us: "
-                       f"own {n['iops_own']['p99']:,.0f} IOPS, with earlier deadlines {n['iops_cumulative']['p99']:,.0f} "
-                       f"IOPS ({format_rate(n['bytes_per_s_cumulative']['p99'])}){mark}")
+        for line in table(None, [["layer", f"{lid}:", f"{n['reads_per_step']['p99']:,.0f} reads (p99 step) by "
+                                  f"{n['window_us']:,.1f} us: own {n['iops_own']['p99']:,.0f} IOPS, with earlier "
+                                  f"deadlines {n['iops_cumulative']['p99']:,.0f} IOPS "
+                                  f"({format_rate(n['bytes_per_s_cumulative']['p99'])})"
+                                  + ("  <- binding" if int(lid) == s["binding_layer"] else "")]
+                                 for lid, n in (s.get("layer_needs") or {}).items()], "<><", indent="  "):
+            click.echo(line)
         if s.get("iops_needed"):
             click.echo(f"needs              {s['iops_needed']['p99']:,.0f} IOPS, "
                        f"{format_rate(s['bytes_per_s_needed']['p99'])} (p99 step; layer {s['binding_layer']} binds)")

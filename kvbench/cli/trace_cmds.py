@@ -112,9 +112,12 @@ def stats_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, 
 def _echo_stationarity(st: dict) -> None:
     click.echo(f"windows      {st['windows']} x {(st['end_s'] - st['start_s']) / st['windows']:,.4g} s: "
                "new-block share / requests per s / infinite-cache hit ratio of the window (emptied at its start)")
-    for name, key, fmt in (("  new share", "new_block_share", ".3f"), ("  req/s", "request_rate", ".3g"),
-                           ("  win hit", "window_hit_ratio", ".3f")):
-        click.echo(f"{name:<13}" + " ".join(f"{v:{fmt}}" for v in st[key]))
+    from kvbench.report.text import table
+
+    rows = [[name, *(format(v, fmt) for v in st[key])] for name, key, fmt in (
+        ("new share", "new_block_share", ".3f"), ("req/s", "request_rate", ".3g"), ("win hit", "window_hit_ratio", ".3f"))]
+    for line in table(None, rows, "<" + ">" * (max(map(len, rows)) - 1), indent="  "):
+        click.echo(line)
     click.echo(f"stationarity {st['verdict']}")
     click.echo(f"  test       {st['test']}")
 

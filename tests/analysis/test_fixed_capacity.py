@@ -227,6 +227,19 @@ def test_table_lines_one_per_profile_then_the_formula():
     assert lines[2].split()[:5] == ["q", "m", "131,072", "39,000", "27.6"] and lines[3] == FORMULA
 
 
+def test_table_lines_widen_a_column_for_a_long_profile_name():
+    """A profile name past the old 32 characters and a model past the old 14 widen their columns; the figures
+    keep two spaces from them (they ran together with fixed widths)."""
+    from kvbench.analysis.fixed_capacity import FORMULA, table_lines
+
+    row = {"profile": "p" * 40, "model": "qwen3-next-80b-a3b", "bytes_per_token": 24_576.0,
+           "tokens_per_s_per_gpu": 1_234_567.0, "dwpd": 0.5, "residence_s": 90.0}
+    lines = table_lines({"sweep": [row], "formula": FORMULA})
+    assert lines[:2] == [
+        "profile" + " " * 33 + "  model               B/token  tok/s/GPU  DWPD  KV kept",
+        "p" * 40 + "  qwen3-next-80b-a3b   24,576  1,234,567   0.5  90 s"]
+
+
 def test_a_swept_profile_that_names_no_model_is_refused_by_the_loader_via_the_cli(tmp_path):
     """The user path to a profile with no model: --sweep-profiles over a workloads folder (KVBENCH_WORKLOADS) whose
     compute profiles include one without ``model``. The profile loader refuses it in one line naming the file and

@@ -4,6 +4,7 @@ TTFTs per router; the prefix router's load bound; shared-pool contention compute
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -273,3 +274,79 @@ def test_session_ring_moves_only_what_a_new_node_takes():
     moved = [(four.node_of(i), five.node_of(i)) for i in range(5000) if four.node_of(i) != five.node_of(i)]
     assert all(new == 4 for _, new in moved)                  # nothing moves between the old nodes
     assert 0.1 < len(moved) / 5000 < 0.35                     # about 1/5 moves to the new one
+
+
+# --- the cluster table, through the command and with values wider than any fixed width ------------------------
+HEAD = ["router", "hit", "l1", "l2", "l3", "l4", "imbal", "dup", "TTFT p50", "p99 ms", "saved tok", "L4 read/s"]
+
+
+def _cluster_table(out: str, n: int) -> list[str]:
+    lines = out.splitlines()
+    i = next(k for k, ln in enumerate(lines) if ln.split()[:3] == ["router", "hit", "l1"])
+    return lines[i:i + 1 + n]
+
+
+def _assert_laid_out(lines: list[str], want: list[list[str]]):
+    """Split on runs of two or more spaces the lines give back exactly the cells (so none touches a neighbour),
+    and a right-aligned column's cells end where its header ends."""
+    head, rows = lines[0], lines[1:]
+    assert re.split(r" {2,}", head.strip()) == HEAD
+    for line, cells in zip(rows, want, strict=True):
+        assert re.split(r" {2,}", line.strip()) == cells, line
+    ends = {}
+    pos = 0
+    for h in HEAD:
+        pos = head.index(h, pos) + len(h)
+        ends[h] = pos
+    for line, cells in zip(rows, want):
+        pos = 0
+        for h, c in zip(HEAD, cells):
+            pos = line.index(c, pos) + len(c)
+            if h != "router":
+                assert pos == ends[h], (h, c, line)
+
+
+def test_cluster_table_of_a_real_dry_run_lines_up(cli, tmp_path):
+    """A generated hour on 4 nodes, two routers (least-loaded is the longest name): the table's cells are the
+    --json summary's figures, each in its column."""
+    args = ["cluster", "gen:chat,duration=1h,rate=2,seed=1", "--model", "tiny-gqa", "--nodes", "4",
+            "--routers", "prefix,least-loaded", "--l2", "1MiB", "--dry-run", "--results", tmp_path / "res"]
+    r = cli(*args)
+    assert r.exit_code == 0, r.output
+    j = cli(*args, "--json")
+    s = json.loads(j.output[j.output.index("{"):])
+    want = []
+    for name, x in s["routers"].items():
+        th = x["global"]["tier_hit_ratio"]
+        want.append([name, f"{x['global']['hit_ratio']:.3f}",
+                     *("-" if th[t] is None else f"{th[t]:.3f}" for t in ("l1", "l2", "l3", "l4")),
+                     f"{x['imbalance']:.2f}", f"{x['duplication']:.2f}", f"{x['ttft_ms']['p50']:.1f}",
+                     f"{x['ttft_ms']['p99']:.1f}", f"{x['prefill_tokens_saved']:,}", "-"])
+    assert [w[0] for w in want] == ["prefix", "least-loaded"]
+    _assert_laid_out(_cluster_table(r.output, 2), want)
+
+
+def test_cluster_table_widens_a_column_for_a_wide_value(cli, tmp_path, capsys):
+    """The week on 16 nodes that glued p99 and saved tokens: 5081.3 ms and 20,691,484,175 tokens (a week's
+    figures put into a real run's summary), with a router name past the old 13 characters and an imbalance of
+    1,234.57 past the old 7."""
+    from kvbench.cli.cluster import _print
+
+    r = cli("cluster", "gen:chat,duration=1h,rate=2,seed=1", "--model", "tiny-gqa", "--nodes", "2", "--router",
+            "prefix", "--l2", "1MiB", "--dry-run", "--json", "--results", tmp_path / "res")
+    s = json.loads(r.output[r.output.index("{"):])
+    x = s["routers"]["prefix"] if s.get("routers") else s
+    x["global"]["hit_ratio"], x["imbalance"], x["duplication"] = 0.651, 1234.567, 1.17
+    x["global"]["tier_hit_ratio"] = {"l1": None, "l2": 0.184, "l3": 0.443, "l4": 0.025}
+    x["ttft_ms"]["p50"], x["ttft_ms"]["p99"], x["prefill_tokens_saved"] = 82.2, 5081.3, 20_691_484_175
+    x["l4"]["read_bytes_per_s"] = 171e6
+    wide = {"prefix": x, "a-router-named-at-length": json.loads(json.dumps(x))}
+    capsys.readouterr()
+    _print({**s, "routers": wide})
+    out = capsys.readouterr().out
+    row = ["0.651", "-", "0.184", "0.443", "0.025", "1234.57", "1.17", "82.2", "5081.3", "20,691,484,175",
+           "171 MB/s"]
+    lines = _cluster_table(out, 2)
+    _assert_laid_out(lines, [["prefix", *row], ["a-router-named-at-length", *row]])
+    assert "5081.3  20,691,484,175" in lines[1]          # the p99 column's gutter, then the saved tokens
+    assert "5081.320,691,484,175" not in out
