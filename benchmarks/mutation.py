@@ -624,6 +624,9 @@ EQUIVALENT: dict[str, dict[tuple, str]] = {
                         "compared with (and printed above) 1 s",
     },
     "answer": {
+        ("return -math.inf if d.ttft_saved_at_reference_s is None else d.ttft_saved_at_reference_s", "-x -> x", 0):
+            "the rank of a tier whose saving is unstated is never read: the answer's TTFT saved is then None (n/a) "
+            "whichever tier ranks first, and the TTFT row names a tier only when the figure is a non-zero number",
         ("share = min(1.0, max(0.0, 1.0 - h_dram / h_ssd)) if h_ssd > 0 else 1.0", "1.0 -> 2.0", 0):
             "the min's cap (the other two 1.0s are killed): 1 - h(DRAM) / h(store) with hit ratios >= 0 and h(store) "
             "> 0 never exceeds 1, so a cap of 1 or 2 never binds",
@@ -859,6 +862,21 @@ EQUIVALENT: dict[str, dict[tuple, str]] = {
             "chooses which side of the block to count (the shorter); both branches count the same marks",
     },
     "ftl": {
+        # erase_unit_pages: the halving's stop and the quotients of whole numbers
+        **_each(("while (erase % page or erase // page < 2) and page // 2 >= MIN_PAGE_BYTES:", "// -> /"), (0, 1),
+                "erase / page < 2 is tested only where erase % page is 0 (else the first test holds), where the "
+                "quotient is whole; page / 2 >= 4096 and page // 2 >= 4096 agree for a whole page"),
+        ("if erase % page or erase // page < 2:       # no halving of page_bytes fits: the 4 KiB page divides the unit",
+         "// -> /", 0): "erase / page < 2 is tested only where erase % page is 0, where the quotient is whole",
+        ("and erase % (2 * page) == 0 and erase // (2 * page) >= 2):", "// -> /", 0):
+            "erase / (2 page) >= 2 and erase // (2 page) >= 2 agree: 2 is whole",
+        ("while (erase % page or erase // page < 2) and page // 2 >= MIN_PAGE_BYTES:", "2 -> 3", 1):
+            "page // 3 >= 4096: the halving stops sooner, only ever at a page that does not fit (it halves only "
+            "those), and the fallback below sets the 4 KiB page the full halving reaches (every 512-byte page to "
+            "128 KiB against every 4 KiB unit to 1 MiB: the same page)",
+        ("while (erase % page or erase // page < 2) and page // 2 >= MIN_PAGE_BYTES:", ">= -> >", 0):
+            "page // 2 > 4096 stops the halving at 8 KiB, only where 8 KiB does not fit, and the fallback below sets "
+            "4 KiB, where the halving goes (checked over the same pages and units as the `// 3` variant)",
         ("if self.page_size <= 0 or self.page_size % 512:", "0 -> 1", 0):
             "a page size of 1 fails the multiple-of-512 test on the same line",
         ("w = math.log1p(x) if x > -0.3 else -1.0 + math.sqrt(max(0.0, 2.0 * (1.0 + math.e * x)))", "> -> >=", 0):

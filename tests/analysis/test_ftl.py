@@ -819,6 +819,8 @@ def test_erase_unit_pages_is_the_unit_asked_by_hand():
     assert erase_unit_pages(12 << 10, 16 << 10, too_many=always) == (4 << 10, 3)         # 8 KiB does not divide
     assert erase_unit_pages(3 << 20, 1 << 20, too_many=always) == (1 << 20, 3)           # 2 MiB does not divide
     assert erase_unit_pages(1 << 20, 12 << 10) == (4 << 10, 256)     # 12 KiB, 6 KiB: none divides; 4 KiB does
+    assert erase_unit_pages(8 << 10, 16 << 10) == (4 << 10, 2)         # the smallest unit: two 4 KiB pages
+    assert erase_unit_pages(20 << 10, 4 << 10, too_many=always) == (4 << 10, 5)   # 8 KiB pages: 2.5 to a unit
     for erase in (0, 1, 4096, 8191, 8192 + 512):
         with pytest.raises(SpecError, match="not a whole number of at least two 4 KiB pages"):
             erase_unit_pages(erase, 16 << 10, what="--erase-block")
