@@ -245,3 +245,21 @@ def test_a_key_sampled_trace_reads_the_same_series_whole_or_compacted():
     edges = np.linspace(full.timestamp_s[0], full.timestamp_s[-1], 6)
     by_hand = np.histogram(ts, bins=edges)[0] * whole(full)["requests"] / held.sum()
     np.testing.assert_allclose(a.request_rate, by_hand / np.diff(edges), rtol=1e-12)
+
+
+def test_the_default_run_workload_is_what_its_stated_command_fits_today(tmp_path, monkeypatch):
+    """The shipped default model's header says the fit is deterministic and names its command: refitting with
+    that command gives the rest of the file byte for byte. When the fit changes, this fails until the model is
+    refitted (and the README's default-run figures rerun), so the default never silently lags the fit."""
+    from tests.conftest import REPO
+
+    shipped = (REPO / "workloads" / "classes" / "mooncake-synthetic-fit.toml").read_text()
+    header, body = shipped.split("# Workload model fitted by kvbench trace fit", 1)
+    assert "trace fit workloads/traces/mooncake-synthetic.jsonl.gz --no-calibrate" in " ".join(
+        line.lstrip("# ") for line in header.splitlines())
+    monkeypatch.chdir(REPO)
+    out = tmp_path / "m.toml"
+    r = CliRunner().invoke(main, ["trace", "fit", "workloads/traces/mooncake-synthetic.jsonl.gz", "--no-calibrate",
+                                  "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "# Workload model fitted by kvbench trace fit" + body == out.read_text()
