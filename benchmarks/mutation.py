@@ -158,6 +158,8 @@ MODULES: dict[str, tuple[str, list[str]]] = {
                 ["tests/engine/test_engine.py::test_engines_are_chosen_by_what_they_declare",
                  "tests/engine/test_engine.py::test_engine_class_names_the_missing_engine_and_falls_back_from_libaio",
                  "tests/engine/test_engine.py::test_a_memory_target_never_goes_to_a_diskless_engine_that_does_not_run_on_it"]),
+    # the shared terminal table formatter (every CLI column table): its own tests, the package walk among them
+    "report.text": ("kvbench/report/text.py", ["tests/report/test_text.py"]),
     # run files at trace scale: the compiled CSV writer (pandas is its oracle) and the fio iolog on top of it
     "csvout": ("kvbench/metrics/csvout.py", ["tests/metrics/test_csvout.py"]),
     "iolog": ("kvbench/engine/iolog.py",

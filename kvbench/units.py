@@ -112,9 +112,22 @@ def parse_rate(text: str | float | int, *, what: str = "rate", kb_base: int = 10
     return float(m.group(1)) * (_BINARY[unit[0].lower()] if kb_base == 1024 and unit in _SI else _SIZE_SUFFIX[unit])
 
 
+# a figure the inputs do not state, in every view (terminal, report, answer): a word, never "None" nor a 0
+MISSING = "n/a"
+# a lifetime that no write spends (nothing written: a store that holds every block it is asked for)
+UNBOUNDED_LIFETIME = "no writes: unbounded"
+
+
+def format_optional(v, missing: str = MISSING) -> str:
+    """``str(v)``, or ``missing`` for None: a label or figure that may be absent, never the string "None"."""
+    return missing if v is None else str(v)
+
+
 def format_bytes(n: float, *, binary: bool = True, digits: int = 3) -> str:
-    """Human-readable byte count: ``format_bytes(65536) == '64 KiB'``."""
-    if n is None or not math.isfinite(n):
+    """Human-readable byte count: ``format_bytes(65536) == '64 KiB'``; None (not stated) is ``MISSING``."""
+    if n is None:
+        return MISSING
+    if not math.isfinite(n):
         return str(n)
     base, units = (1024.0, ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]) if binary else \
         (1000.0, ["B", "KB", "MB", "GB", "TB", "PB", "EB"])
@@ -126,13 +139,15 @@ def format_bytes(n: float, *, binary: bool = True, digits: int = 3) -> str:
 
 
 def format_rate(bytes_per_s: float) -> str:
-    """``format_rate(2e9) == '2 GB/s'`` (decimal, as drives are rated)."""
-    return format_bytes(bytes_per_s, binary=False) + "/s"
+    """``format_rate(2e9) == '2 GB/s'`` (decimal, as drives are rated); None (not stated) is ``MISSING``."""
+    return MISSING if bytes_per_s is None else format_bytes(bytes_per_s, binary=False) + "/s"
 
 
 def format_duration(seconds: float, digits: int = 3) -> str:
-    """``format_duration(0.00025) == '250 us'``."""
-    if seconds is None or not math.isfinite(seconds):
+    """``format_duration(0.00025) == '250 us'``; None (not stated) is ``MISSING``."""
+    if seconds is None:
+        return MISSING
+    if not math.isfinite(seconds):
         return str(seconds)
     a = abs(seconds)
     for limit, scale, unit in ((1e-6, 1e9, "ns"), (1e-3, 1e6, "us"), (1.0, 1e3, "ms"), (120.0, 1.0, "s"),
@@ -140,3 +155,13 @@ def format_duration(seconds: float, digits: int = 3) -> str:
         if a < limit:
             return f"{seconds * scale:.{digits}g} {unit}"
     return f"{seconds / 86400:.{digits}g} d"
+
+
+def format_years(years: float | None, digits: int = 3) -> str:
+    """A lifetime: ``'4.2 years'``; infinite (nothing written) ``UNBOUNDED_LIFETIME``, never "inf years";
+    None (not stated, e.g. no rating) ``MISSING``."""
+    if years is None:
+        return MISSING
+    if math.isinf(years) and years > 0:
+        return UNBOUNDED_LIFETIME
+    return f"{years:.{digits}g} years"

@@ -142,9 +142,16 @@ def test_format_duration_table(s, text):
     assert units.format_duration(s) == text
 
 
-def test_format_passes_none_and_infinity_through():
-    assert units.format_bytes(None) == "None" and units.format_bytes(float("inf")) == "inf"
-    assert units.format_duration(None) == "None" and units.format_duration(float("nan")) == "nan"
+def test_format_says_a_missing_figure_in_a_word_and_passes_infinity_through():
+    # a figure not stated reads "n/a" in every view, never the string "None"
+    assert units.format_bytes(None) == "n/a" and units.format_bytes(float("inf")) == "inf"
+    assert units.format_duration(None) == "n/a" and units.format_duration(float("nan")) == "nan"
+    assert units.format_rate(None) == "n/a" and units.format_optional(None) == "n/a"
+    assert units.format_optional(None, "unmeasured") == "unmeasured" and units.format_optional(0) == "0"
+    # a lifetime: infinite (nothing written) in words, never "inf years"; a stated 0 years is 0
+    assert units.format_years(float("inf")) == "no writes: unbounded" and units.format_years(None) == "n/a"
+    assert units.format_years(5.4) == "5.4 years" and units.format_years(0.0) == "0 years"
+    assert units.format_years(12345.0) == "1.23e+04 years" and units.format_years(2.0 / 3, digits=2) == "0.67 years"
     assert units.format_bytes(1234, digits=2) == "1.2 KiB" and units.format_duration(1.2345, digits=2) == "1.2 s"
     assert units.format_rate(6.5e9) == "6.5 GB/s"
 

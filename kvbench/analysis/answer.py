@@ -44,13 +44,18 @@ class Figure:
             raise ValueError(f"provenance {self.provenance!r} is not one of {KINDS}")  # a programming error
 
     def to_json(self) -> dict:
+        # JSON has no infinity (run files write it null): an unbounded figure (a lifetime or residence with no
+        # writes) is null with "unbounded": true, read back as inf, never as a missing figure
+        if isinstance(self.value, float) and math.isinf(self.value) and self.value > 0:
+            return {"value": None, "unbounded": True, "provenance": self.provenance, "source": self.source}
         return {"value": self.value, "provenance": self.provenance, "source": self.source}
 
     @classmethod
     def from_json(cls, d) -> "Figure":
         if not isinstance(d, dict):
             return cls(d, "modelled", "")
-        return cls(d.get("value"), str(d.get("provenance") or "modelled"), str(d.get("source") or ""))
+        v = math.inf if d.get("unbounded") is True and d.get("value") is None else d.get("value")
+        return cls(v, str(d.get("provenance") or "modelled"), str(d.get("source") or ""))
 
 
 @dataclass(frozen=True)
@@ -239,7 +244,7 @@ def _speed_text(bandwidth_bytes_per_s, first_byte: str | None) -> str | None:
     from kvbench.units import format_rate
 
     bw = _num(bandwidth_bytes_per_s)
-    if not bw:
+    if bw is None:                  # a stated 0 B/s is said (a measured zero), only a missing one is left out
         return None
     return f"{format_rate(bw)}, first byte {first_byte or 'unmeasured'}"
 
@@ -306,15 +311,17 @@ def _drives(plan: dict, row: dict, cls) -> _Drives:
 
 
 def _per_drive(W: float | None, store: float, d: _Drives, cls, waf: float, ref: float) -> dict:
-    """Write rate, host and rating-equivalent DWPD and lifetime per drive; the store's residence."""
-    if not W:
+    """Write rate, host and rating-equivalent DWPD and lifetime per drive; the store's residence. A write rate
+    the plan does not state (None) leaves each missing; a stated 0 is 0 writes, 0 DWPD, and a lifetime and
+    residence no write bounds (inf: "no writes: unbounded")."""
+    if W is None:
         return dict.fromkeys(("dw", "host", "eq", "life", "resid"))
     dw = W / d.drives
     host = E.dwpd(dw, d.drive_capacity_bytes)
     return {"dw": dw, "host": host, "eq": E.rating_equivalent_dwpd(host, waf, ref),
             "life": E.lifetime_years(dw, d.drive_capacity_bytes, waf=waf, rated_dwpd=cls.dwpd,
                                      warranty_years=cls.warranty_years, reference_waf=ref),
-            "resid": E.residence_s(store, W)}
+            "resid": E.residence_s(store, W) if W else math.inf}
 
 
 def build_answer(plan: dict, check: dict | None = None, *, trace_requests: int | None = None,
@@ -478,10 +485,10 @@ def _coverage(trace_requests, requests_issued, sources: Sources) -> dict:
 
 def fmt(key: str, v) -> str:
     """One figure as every view prints it (terminal, report; the JSON holds the raw value)."""
-    from kvbench.units import format_bytes, format_duration, format_rate
+    from kvbench.units import MISSING, UNBOUNDED_LIFETIME, format_bytes, format_duration, format_rate, format_years
 
     if v is None:
-        return "n/a"
+        return MISSING
     if isinstance(v, str):
         return v
     if key.startswith("usd"):
@@ -492,14 +499,16 @@ def fmt(key: str, v) -> str:
         return format_rate(v)
     if key.endswith("_bytes"):      # SSD sizes in decimal units, as drives are sold; DRAM in binary
         return format_bytes(v, binary=not ("ssd" in key or "drive" in key))
+    if key.endswith("_years"):
+        return format_years(v)
+    if isinstance(v, float) and math.isinf(v) and v > 0:
+        return UNBOUNDED_LIFETIME          # a residence no write ends
     if key.endswith("_s"):
         return format_duration(v) if v else "0 s"
     if key in ("drives", "requests", "requests_issued"):
         return f"{int(v):,}"
     if key == "replayed_fraction":
         return f"{100 * v:.0f}%"
-    if key.endswith("_years"):
-        return f"{v:.3g} years"
     return f"{v:.3g}"
 
 
@@ -544,8 +553,9 @@ def rows(a: Answer) -> list[tuple[str, str, str]]:
                               f"{fmt('rated_dwpd', v('rated_dwpd'))})", kind["dwpd_host_per_drive"]),
            ("lifetime" + built, f"{fmt('lifetime_years', v('lifetime_years'))} (warranty "
                         f"{fmt('warranty_years', v('warranty_years'))})", kind["lifetime_years"]),
-           ("KV kept" + built, f"{fmt('residence_s', v('residence_s'))} before it is rewritten (hit ratio "
-                       f"{fmt('hit_ratio', v('hit_ratio'))})", kind["residence_s"])]
+           ("KV kept" + built, ("never rewritten (no writes)" if v("residence_s") == math.inf else
+                                f"{fmt('residence_s', v('residence_s'))} before it is rewritten")
+            + f" (hit ratio {fmt('hit_ratio', v('hit_ratio'))})", kind["residence_s"])]
     out += [(f"load from {d.tier}", _tier_text(d), d.provenance) for d in a.load_or_recompute]
     best = max((d for d in a.load_or_recompute if d.provenance != "suspect"),
                key=_saved, default=None)

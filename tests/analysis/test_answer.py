@@ -13,6 +13,7 @@ import pytest
 from kvbench.analysis.answer import (FIGURE_KEYS, RECOMPUTE_STATEMENT, Answer, Sources, build_answer, fmt, rows,
                                      text_table)
 from kvbench.errors import UsageError
+from kvbench.metrics.run import to_jsonable
 
 TB = 1e12
 
@@ -683,3 +684,32 @@ def test_the_recompute_answer_in_the_buyers_words():
     a = build_answer(_plan(), _check(l3="recompute"))
     assert a.statement == ("recompute; a KV tier on this device does not pay at this model/GPU (no tier's load beats "
                            "recompute at p); cost $135.00/day")
+
+
+def test_a_stated_zero_write_rate_is_zero_and_its_lifetime_unbounded_never_missing():
+    """A plan whose store takes no writes (a stated 0 B/s) has 0 writes and 0 DWPD, a lifetime and residence no
+    write bounds: said in words, never "n/a" (that is a write rate the plan does not state) nor "inf years"."""
+    a = build_answer(_plan(write=0.0), _check())
+    v = a.value
+    assert (v("write_bytes_per_s"), v("drive_write_bytes_per_s"), v("dwpd_host_per_drive"),
+            v("dwpd_rating_equivalent_per_drive")) == (0.0, 0.0, 0.0, 0.0)
+    assert v("lifetime_years") == math.inf and v("residence_s") == math.inf
+    r = {label: text for label, text, _ in rows(a)}
+    assert r["writes"] == "0 B/s to the store, 0 B/s per drive"
+    assert r["DWPD per drive"].startswith("0 host, 0 rating-equivalent")
+    assert r["lifetime"] == "no writes: unbounded (warranty 5 years)"
+    assert r["KV kept"] == "never rewritten (no writes) (hit ratio 0.64)"
+    text = text_table(a)
+    assert "n/a" not in text and "inf" not in text and "None" not in text
+    # the JSON (no infinity: null) keeps it unbounded, so the report's answer box says the same words
+    j = json.loads(json.dumps(to_jsonable(a.to_json()), allow_nan=False))
+    assert j["lifetime_years"]["value"] is None and j["lifetime_years"]["unbounded"] is True
+    back = Answer.from_json(j)
+    assert back.value("lifetime_years") == math.inf and back.value("residence_s") == math.inf
+    assert text_table(back) == text
+    # a write rate the plan does not state is missing: each figure it gives is n/a
+    m = build_answer(_plan(write=None), _check())
+    assert all(m.value(k) is None for k in ("drive_write_bytes_per_s", "dwpd_host_per_drive", "lifetime_years",
+                                            "residence_s"))
+    assert {label: text for label, text, _ in rows(m)}["lifetime"] == "n/a (warranty 5 years)"
+    assert fmt("lifetime_years", math.inf) == "no writes: unbounded" and fmt("lifetime_years", 5.4) == "5.4 years"

@@ -44,6 +44,18 @@ def test_a_short_rows_last_cell_runs_free_and_does_not_widen_its_column():
                      "2 GiB  never fills: no steady state"]
 
 
+def test_an_empty_column_takes_no_width_and_a_short_rows_cells_before_its_last_are_laid_out():
+    # a column whose cells are all empty is 0 wide: only its two gutters stay between its neighbours
+    assert table(None, [["a", "", "b"]], "<<<") == ["a    b"]
+    # a short row's cells before its last count toward their columns' widths ("wide" widens the first column)
+    assert table(None, [["wide", "note"], ["b", "c", "d"]], "<<<") == ["wide  note", "b     c  d"]
+    # ...and are padded to them, left or right; only the last cell runs free from its column's left edge
+    assert table(None, [["aaaa", "b", "c"], ["a", "x"]], "<<<") == ["aaaa  b  c", "a     x"]
+    assert table(None, [["aaaa", "bbbb", "c"], ["a", "x"]], "<>>") == ["aaaa  bbbb  c", "a     x"]
+    assert table(None, [["aaaa", "bbbb", "cc", "d"], ["a", "x", "y"]], "<<>>") == ["aaaa  bbbb  cc  d",
+                                                                                   "a     x     y"]
+
+
 def test_bad_shapes_are_refused():
     with pytest.raises(ValueError, match="2 headers for 3 columns"):
         table(["a", "b"], [], "<<<")
