@@ -165,3 +165,9 @@ def format_years(years: float | None, digits: int = 3) -> str:
     if math.isinf(years) and years > 0:
         return UNBOUNDED_LIFETIME
     return f"{years:.{digits}g} years"
+
+
+def format_lasts(years: float | None) -> str:
+    """How long a drive lasts, after its name: ``'lasts 5.4 years'``; ``'lifetime: no writes: unbounded'``."""
+    return f"lasts {format_years(years)}" if years is not None and math.isfinite(years) else \
+        f"lifetime: {format_years(years)}"

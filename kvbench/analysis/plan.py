@@ -792,7 +792,7 @@ def mark_provenance(out: dict) -> None:
 
 def answer(out: dict) -> dict:
     """The few sentences that state the plan's answer, with the numbers they quote."""
-    from kvbench.units import format_bytes, format_duration
+    from kvbench.units import MISSING, format_bytes, format_duration, format_lasts as _lasts, format_years
 
     head = _key(out["targets"][0])
     t = out["per_target"].get(head) or {}
@@ -832,7 +832,8 @@ def answer(out: dict) -> dict:
             + (f"{d['dwpd_host']:.3g} host DWPD, {d['dwpd_rating_equivalent']:.3g} rating-equivalent "
                f"(WAF {d['workload_waf']:.3g} vs the rating's {d['reference_waf']:.3g})" if d["dwpd_host"] is not None
                else "DWPD unknown")
-            + (f", {life:.3g} years of life." if life is not None and math.isfinite(life) else "."))
+            + (f", {format_years(life)} of life." if life is not None and math.isfinite(life) else
+               f", lifetime {format_years(life)}." if life is not None else "."))
         if d.get("steady_state") == "extrapolated" and src.get("source") != "generated":
             shown = out["steady_state"]["max_residence_s"] / (out["rate_scale"] if out["rate_model"] == "compress"
                                                               else 1.0)
@@ -867,7 +868,8 @@ def answer(out: dict) -> dict:
     if dep:
         one_gpu, one_drive = dep["gpus"] == 1, dep["drives"] == 1
         drive = format_bytes(dep["drive_capacity_bytes"], binary=False)
-        kept = format_duration(dep["residence_s"]) if dep["residence_s"] else "n/a"
+        kept = (format_duration(dep["residence_s"]) if dep["residence_s"] else
+                "never rewritten (no writes)" if dep.get("write_bytes_per_s_per_drive") == 0 else MISSING)
         text = (f"Deployment: {dep['gpus']:g} GPU{'' if one_gpu else 's'} at utilization {dep['utilization']:g} "
                 f"compute{'s' if one_gpu else ''} {dep['prefill_tokens_per_s']:,.0f} prefill tokens/s; under "
                 f"write-through {'the one drive' if one_drive else 'each of the %g drives' % dep['drives']}"
@@ -875,8 +877,8 @@ def answer(out: dict) -> dict:
                 f"({dep['dwpd_rating_equivalent_per_drive']:.3g} rating-equivalent), KV kept {kept}"
                 + (f" ({dep['rate_note']})" if dep.get("rate_note") else ""))
         if dep.get("lifetime_years") is not None:
-            text += (f"; a {dep['rated_dwpd']:g}-DWPD {dep['reference_class']} drive lasts "
-                     f"{dep['lifetime_years']:.3g} years (warranty {dep['warranty_years']:g})")
+            text += (f"; a {dep['rated_dwpd']:g}-DWPD {dep['reference_class']} drive "
+                     + _lasts(dep["lifetime_years"]) + f" (warranty {dep['warranty_years']:g})")
             if not dep["within_rating"]:
                 text += (f": {dep['drives_within_rating']:,} such drives keep within the rating at the same GPU "
                          "work (its writes do not fall with more drives; the drive classes above size the store at "

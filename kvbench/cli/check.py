@@ -71,7 +71,7 @@ def check_cmd(profile_name, rate, run_dir, tier_specs, trace_path, model_name, l
                                                        lengths, max_tokens)
     result_tiers = out["tiers"]
     from kvbench.report.text import table
-    from kvbench.units import format_bytes, format_duration
+    from kvbench.units import format_bytes, format_duration, format_optional, format_rate
 
     if as_json:
         emit_json(out)
@@ -88,8 +88,8 @@ def check_cmd(profile_name, rate, run_dir, tier_specs, trace_path, model_name, l
     show = [n for n in lengths][:6]
     rows = []
     for name, r in result_tiers.items():
-        rows.append([name, format_bytes(r["bandwidth_bytes_per_s"], binary=False) + "/s",
-                     r["first_byte"] if r["latency_resolved"] else "unresolved",
+        rows.append([name, format_rate(r["bandwidth_bytes_per_s"]),
+                     format_optional(r["first_byte"], "unmeasured") if r["latency_resolved"] else "unresolved",
                      f"{r['break_even_tokens']:,}" if r["break_even_tokens"] is not None else "never",
                      *(format_duration(r["margin_s"][str(n)]) for n in show), ""])
     for line in table(["tier", "bandwidth", "latency", "n*", *(f"@{n}" for n in show),

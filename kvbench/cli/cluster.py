@@ -189,7 +189,7 @@ def _fmt(key: str, v) -> str:
 
 def _print_wear(results: dict) -> None:
     """Per router: what each node's L3 drive sees (the busiest node and the mean), and the L4 links and pool."""
-    from kvbench.units import format_duration, format_rate
+    from kvbench.units import format_duration, format_rate, format_years
 
     for name, r in results.items():
         w = (r.get("wear") or {}).get("l3")
@@ -199,7 +199,7 @@ def _print_wear(results: dict) -> None:
                        f"{w['dwpd_host_busiest']:,.3g} (write {format_rate(w['write_bytes_per_s_busiest'])}, KV kept "
                        f"{format_duration(w['residence_s_busiest'])}"
                        + (f", {eq:,.3g} rating-equivalent on {w['drive_class']} (WAF {w['waf_busiest']:.3g}), "
-                          f"{life:,.3g} years" if eq is not None else "") + ")"
+                          f"{format_years(life)}" if eq is not None else "") + ")"
                        + ("" if w["nodes_turned_over"] == w["nodes"] else
                           f"; {w['nodes'] - w['nodes_turned_over']} node(s) never turned over"))
         elif w:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import click
@@ -9,7 +10,7 @@ import click
 from kvbench.cli._common import (DURATION, IO_SIZE, SIZE, OutputParam, emit_json, fields_option, force_option,
                                  json_option, lazy_parser, parse_admissions)
 from kvbench.errors import UsageError
-from kvbench.units import format_bytes
+from kvbench.units import MISSING, format_bytes, format_lasts as _lasts, format_years
 
 
 def _read_run(run_dir: str):
@@ -306,7 +307,13 @@ def _money(x) -> str:
 
 
 def _num(x, fmt=".3g") -> str:
-    return "n/a" if x is None else format(x, fmt)
+    return MISSING if x is None else format(x, fmt)
+
+
+def _life(years, fmt: str, unit: str = "") -> str:
+    """A lifetime in a table cell: the number (``unit`` after it), "no writes: unbounded" when nothing is written,
+    "n/a" when not stated; never "inf"."""
+    return format_years(years) if years is None or math.isinf(years) else format(years, fmt) + unit
 
 
 def _print(out: dict) -> None:
@@ -348,7 +355,7 @@ def _print(out: dict) -> None:
         life = t["lifetime_years"]
         rows.append([k, f"{t['hit_ratio']:.3f}", format_bytes(t["need_bytes"]), format_bytes(t["l2_bytes"]),
                      format_bytes(t["ssd_bytes"]), _num(t["dwpd_host"]), _num(t["dwpd_rating_equivalent"]),
-                     "inf" if life == float("inf") else _num(life, ".1f"), _num(t["ssd_per_dram_gb"]),
+                     _life(life, ".1f"), _num(t["ssd_per_dram_gb"]),
                      f"{t['ssd_class']}, {t['bound']}"])
     for line in table(["target", "hit", "need", "L2 DRAM", "L3 SSD", "DWPD", "eq.DWPD", "life (y)", "SSD/hit",
                        "class, bound"], rows, ">" * 9 + "<"):
@@ -357,7 +364,7 @@ def _print(out: dict) -> None:
     for line in table(None, [[d["class"], format_bytes(d["capacity_bytes"]),
                               f"({d['bound']} binds; {d['drives'] if d['drives'] is not None else '?'} drives) host "
                               f"DWPD {_num(d['dwpd_host'])}, rating-eq. {_num(d['dwpd_rating_equivalent'])} of "
-                              f"{d['rated_dwpd']:g}, life {_num(d['lifetime_years'], '.2f')} y, SSD / hit capacity "
+                              f"{d['rated_dwpd']:g}, life {_life(d['lifetime_years'], '.2f', ' y')}, SSD / hit capacity "
                               f"{_num(d['ssd_per_dram'])}, {_money(d['usd_per_day']['total'])}/day"]
                              for d in out["drives"]], "<><", indent="  "):
         click.echo(line)
@@ -385,7 +392,7 @@ def _print(out: dict) -> None:
                    f"(WAF {dep['workload_waf']:.3g} / reference {dep['reference_waf']:.3g}, {dep['reference_class']})")
         if dep.get("rate_note"):
             click.echo(f"  {dep['rate_note']}")
-        click.echo(f"  a {dep['rated_dwpd']:g}-DWPD drive lasts {dep['lifetime_years']:.3g} years (warranty "
+        click.echo(f"  a {dep['rated_dwpd']:g}-DWPD drive {_lasts(dep['lifetime_years'])} (warranty "
                    f"{dep['warranty_years']:g}); {dep['drives_within_rating']:,} drive(s) of this capacity keep "
                    "within the rating")
         click.echo(f"  {dep['what_lowers_it']}")

@@ -11,7 +11,7 @@ import re
 from kvbench.report.figures import chosen_capacities, is_key_sampled
 from kvbench.report.labels import human, plain_number
 from kvbench.report.rundata import RunData, dig, flatten
-from kvbench.units import format_bytes, format_duration, format_rate
+from kvbench.units import MISSING, format_bytes, format_duration, format_optional, format_rate, format_years
 
 
 def _fmt_number(v: float) -> str:
@@ -26,9 +26,11 @@ def fmt(key: str, v) -> str:
         return "yes" if v else "no"
     if isinstance(v, (int, float)):
         f = float(v)
+        k = key.lower()
+        if k.endswith("years") or "years." in k:        # a lifetime: inf (nothing written) said in words
+            return format_years(f) if not math.isnan(f) else "—"
         if not math.isfinite(f):
             return "—"
-        k = key.lower()
         if re.search(r"(blocks|requests|slots|copies|count|_n)$", k):      # counts are counts, not bytes
             return _fmt_number(f)
         if k.endswith(("bytes_per_s", "bw")) or "_bytes_per_s" in k:
@@ -214,7 +216,7 @@ def verdict_rows(rd: RunData) -> list[tuple[str, str, str]]:
     for pr in rd.analysis("probes") or []:
         if isinstance(pr, dict) and pr.get("name"):
             tag = "probe (suspect, excluded)" if pr.get("excluded") else "probe"
-            rows.append((f"tier {pr['name']}", f"{tag}: bandwidth at {fmt('io_bytes', pr.get('io_size'))}, QD{pr.get('qd')}",
+            rows.append((f"tier {pr['name']}", f"{tag}: bandwidth at {fmt('io_bytes', pr.get('io_size'))}, QD{format_optional(pr.get('qd'), '?')}",
                          fmt("bw_bytes_per_s", pr.get("bandwidth_bytes_per_s"))))
             rows.append((f"tier {pr['name']}", f"{tag}: first byte (QD1 p50)", fmt("first_byte_s", pr.get("first_byte_s"))))
             if pr.get("excluded"):
@@ -223,8 +225,8 @@ def verdict_rows(rd: RunData) -> list[tuple[str, str, str]]:
     for tier, lp in sorted((dig(rd.analysis("load_paths") or {}, "tiers") or {}).items()):
         if isinstance(lp, dict):
             rows.append(("load path", f"{tier}: bandwidth, first byte", f"{fmt('bw_bytes_per_s', lp.get('bandwidth_bytes_per_s'))}, "
-                         f"{lp.get('first_byte')}"))
-            rows.append(("load path", f"{tier}: source", str(lp.get("source"))))
+                         f"{format_optional(lp.get('first_byte'), 'first byte unmeasured')}"))
+            rows.append(("load path", f"{tier}: source", format_optional(lp.get("source"), "not stated")))
     # load vs recompute per tier (the inequality T_load(n) < T_recompute(n))
     lvr = "load vs recompute"
     check = rd.analysis("check")

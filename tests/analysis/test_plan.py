@@ -224,6 +224,40 @@ def test_reference_waf_of_the_price_preset_is_the_ftl_model_on_jesd219():
 
 
 # --- deployment scale --------------------------------------------------------------------------------------
+def test_a_lifetime_no_write_spends_is_said_in_words_in_the_plans_sentences_and_text(capsys):
+    """Where the store bounds the rate at hit ratio 1 nothing is written: each drive's lifetime is infinite (JSON
+    null). The plan's sentences and kvbench plan's text say "no writes: unbounded" and "never rewritten", never
+    "inf years", "inf" or "n/a"; a drive row and a target row with an infinite lifetime say it the same way."""
+    from kvbench.analysis.plan import answer
+    from kvbench.cli.plan import _print
+
+    tr = random_prefix_trace(5, n=400)
+    bpt = 100_000
+    out = build_plan(tr, block_bytes=512 * bpt, prices=load_prices(), tokens_per_s=20_000.0, bytes_per_token=bpt,
+                     options=PlanOptions(targets=(0.9,), waf=1.5, sweep=(), write_policies=False,
+                                         deployment=parse_deployment("gpus=8,drives=4,drive_capacity=3.84TB,"
+                                                                     "utilization=0.5")))
+    dep = out["deployment"]
+    # the state deployment.scale gives where every token hits (test_deployment.py: the drives bound the rate)
+    dep.update(hit_ratio=1.0, write_bytes_per_s=0.0, write_bytes_per_s_per_drive=0.0, dwpd_host_per_drive=0.0,
+               dwpd_rating_equivalent_per_drive=0.0, residence_s=None, lifetime_years=math.inf, within_rating=True,
+               drives_within_rating=1)
+    for d in out["drives"]:
+        d["lifetime_years"] = math.inf
+    for t in out["per_target"].values():
+        t["lifetime_years"] = math.inf
+    line = [x for x in answer(out)["sentences"] if x.startswith("Deployment:")][0]
+    assert "KV kept never rewritten (no writes)" in line
+    assert "drive lifetime: no writes: unbounded (warranty" in line and "inf" not in line and "n/a" not in line
+    _print(out)
+    text = capsys.readouterr().out
+    assert "drive lifetime: no writes: unbounded (warranty" in text and "life no writes: unbounded," in text
+    assert " inf " not in text and "inf years" not in text and "life inf" not in text
+    # a finite one as before
+    dep["lifetime_years"] = 2.5
+    assert "drive lasts 2.5 years (warranty" in [x for x in answer(out)["sentences"] if x.startswith("Deployment:")][0]
+
+
 def test_deployment_dwpd_is_first_principles_whatever_the_hit_ratio():
     tr = random_prefix_trace(5, n=400)           # whole blocks only: input tokens = 512 x blocks
     bpt = 100_000

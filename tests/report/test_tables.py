@@ -31,3 +31,48 @@ def test_the_reports_coverage_rows_are_the_timed_replays_not_the_simulations_bes
     assert rows["requests issued (timed I/O)"] == "1,761" and rows["requests in the trace"] == "13,931"
     assert rows["replayed fraction (issued / in the trace)"] == "0.1264"
     assert rows["requests through the tier simulation"] == "8,192"
+
+
+def test_a_missing_figure_reads_as_a_word_in_the_report_never_none(tmp_path):
+    """A load path with no first byte and no source, a probe with no I/O size, QD, bandwidth or first byte: the
+    verdict table says them missing in words; the HTML holds no "None" (it printed "6 GB/s, None")."""
+    import html as _html
+    import re
+
+    from kvbench.report.tables import fmt, verdict_table
+
+    rd = RunData(tmp_path / "job", {}, {"kind": "run"},
+                 analyses={"load_paths": {"tiers": {"l3": {"bandwidth_bytes_per_s": 6e9, "first_byte": None,
+                                                           "source": None}}},
+                           "probes": [{"name": "l3", "bandwidth_bytes_per_s": None, "first_byte_s": None,
+                                       "io_size": None, "qd": None}]})
+    rows = {(s, k): v for s, k, v in verdict_rows(rd)}
+    assert rows[("load path", "l3: bandwidth, first byte")] == "6 GB/s, first byte unmeasured"
+    assert rows[("load path", "l3: source")] == "not stated"
+    assert ("tier l3", "probe: bandwidth at —, QD?") in rows
+    text = _html.unescape(re.sub(r"<[^>]+>", " ", verdict_table([rd])))
+    assert "None" not in text and "first byte unmeasured" in text
+    # a lifetime no write spends is said so (a plan's in-memory figure; JSON carries it as the answer's unbounded)
+    assert fmt("lifetime_years", float("inf")) == "no writes: unbounded" and fmt("lifetime_years", 4.6) == "4.6 years"
+
+
+def test_the_answer_box_of_a_store_with_no_writes_says_unbounded_from_the_runs_json(tmp_path):
+    """The report reads the answer from the run's summary.json (no infinity in JSON: null): a plan whose store takes
+    no writes shows 0 writes and a lifetime "no writes: unbounded", as the terminal does, never n/a or inf."""
+    import html as _html
+    import json
+    import re
+
+    from kvbench.analysis.answer import build_answer, text_table
+    from kvbench.metrics.run import to_jsonable
+    from kvbench.report.tables import answer_html
+    from tests.analysis.test_answer import _check, _plan
+
+    a = build_answer(_plan(write=0.0), _check())
+    summary = {"kind": "run", "answer": json.loads(json.dumps(to_jsonable(a.to_json()), allow_nan=False))}
+    rd = RunData(tmp_path / "job", {}, summary)
+    text = _html.unescape(re.sub(r"<[^>]+>", " ", answer_html([rd])))
+    assert "no writes: unbounded (warranty 5 years)" in text and "never rewritten (no writes)" in text
+    assert "0 B/s to the store" in text
+    assert "None" not in text and "n/a" not in text and "inf" not in text
+    assert "no writes: unbounded" in text_table(a)
