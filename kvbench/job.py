@@ -25,6 +25,8 @@ from pathlib import Path
 
 import click
 
+from kvbench.units import format_bytes
+
 # a stationary workload: the shipped trace is not (its new-block share falls 0.95 -> 0.03 across tenths), so the
 # default is an hour of the model fitted to it (workloads/classes/mooncake-synthetic-fit.toml says how and why)
 DEFAULT_TRACE = "gen:mooncake-synthetic-fit,duration=1h"
@@ -70,8 +72,8 @@ def size_tiers(footprint: int, block_bytes: int, free_disk: int, avail_mem: int,
     l2_cap = min(blocks * block_bytes // 4, int(avail_mem * 0.10), max_dram)
     l2 = max(0, (l2_cap // block_bytes) * block_bytes)
     reason = (f"footprint {blocks:,} blocks x {block_bytes / MiB:.3g} MiB; L2 = min(footprint/4, 10% of free "
-              f"memory, {max_dram >> 30} GiB); L3 = min(footprint, {disk_share:.0%} of "
-              f"{'the device' if disk_share > 0.5 else 'free disk'}, {max_store >> 30} GiB)")
+              f"memory, {format_bytes(max_dram)}); L3 = min(footprint, {disk_share:.0%} of "
+              f"{'the device' if disk_share > 0.5 else 'free disk'}, {format_bytes(max_store)})")
     return TierSizes(l2, l3, blocks * block_bytes, block_bytes, reason)
 
 
@@ -622,7 +624,7 @@ def run_job(o: JobOptions) -> JobResult:
         notes.extend(probe_notes)
         for note in probe_notes:
             prog.echo(f"        note: {note}")
-        prog.done(t, "; ".join(f"{p.name}: {p.bandwidth_bytes_per_s / 1e9:.3g} GB/s at {p.io_size >> 10} KiB QD{p.qd}, "
+        prog.done(t, "; ".join(f"{p.name}: {p.bandwidth_bytes_per_s / 1e9:.3g} GB/s at {format_bytes(p.io_size)} QD{p.qd}, "
                                f"first byte {p.first_byte_s * 1e6:.0f} us (one small read at QD1, idle)"
                                for p in probes) or "no tier to probe")
 

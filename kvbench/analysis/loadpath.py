@@ -18,7 +18,7 @@ from pathlib import Path
 
 from kvbench.analysis.recompute import Tier, fit_tier_from_requests
 from kvbench.errors import SpecError
-from kvbench.units import format_duration, format_rate
+from kvbench.units import format_bytes, format_duration, format_rate
 
 DEFAULT_LINK = "pcie-gen5-x16"
 PROBE_BW_FLOOR = 1 / 5          # a probe below this fraction of the replay's read bandwidth is suspect
@@ -199,7 +199,7 @@ def choose_load_paths(run_tiers_: list[Tier], probes: list, *, has_l2: bool, pro
         if p is not None:
             tiers["l3"] = Tier("l3", p.bandwidth_bytes_per_s, p.first_byte_s,
                                source=f"tier probe (the replay loaded nothing from L3): reads of "
-                                      f"{p.io_size >> 10} KiB at QD{p.qd}, first byte at QD1 p50")
+                                      f"{format_bytes(p.io_size)} at QD{p.qd}, first byte at QD1 p50")
     return LoadPaths(tiers, tuple(notes), tuple(excluded))
 
 

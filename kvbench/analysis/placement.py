@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kvbench.errors import SpecError
+from kvbench.units import format_bytes
 
 
 @dataclass(frozen=True)
@@ -144,6 +145,6 @@ def kv_store_waf(trace, *, block_bytes: int, l3_blocks: int, layout: str, rule: 
     return {"rule": p.name, "statement": p.rule, "streams": streams, "waf": sep, "waf_one_stream": one,
             "waf_reduction": 1.0 - sep / one if one else None, "store_writes": int(w.sum()),
             "source": (f"FTL model fed the tier simulation's L3 writes and trims ({layout} store, "
-                       f"{l3_blocks:,} blocks), op {op:g}, {one_cfg.block_pages * one_cfg.page_size >> 20} MiB "
+                       f"{l3_blocks:,} blocks), op {op:g}, {format_bytes(one_cfg.block_pages * one_cfg.page_size)} "
                        "erase units" + ("; lifetime classes from the lifetimes the simulation measured (an "
                                         "oracle: the most a predictor can buy)" if p.label == "lifetime" else ""))}

@@ -347,6 +347,7 @@ def simulate_write_policies(trace, *, block_bytes: int, l2_blocks: int, l3_block
                     "note": None if wb is not None else "L3 never evicts within the trace: no steady state"})
         if model_ftl and w.size:
             from kvbench.analysis.placement import store_ftl_config
+            from kvbench.units import format_bytes
 
             top = int((l3["slot"] + l3["nslots"]).max()) * slot
             cfg = store_ftl_config(top, slot, op=ftl_op, erase_block_bytes=erase_block_bytes, gc=gc)
@@ -357,7 +358,7 @@ def simulate_write_policies(trace, *, block_bytes: int, l2_blocks: int, l3_block
             r = ftl.simulate(cfg, extents=ext, writes=3.0, warmup=0.5)
             row["waf"] = r.waf
             row["waf_source"] = (f"FTL model fed this policy's L3 writes and trims ({layout} store), op {ftl_op:g}, "
-                                 f"{block_pages * page >> 20} MiB erase units")
+                                 f"{format_bytes(block_pages * page)} erase units")
         out[wp] = row
     return out
 

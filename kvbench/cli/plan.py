@@ -42,7 +42,7 @@ def _run_iolog_waf(run_dir: str, capacity: float | None, op: float, erase_block:
     cfg = ftl.FtlConfig(user_bytes=blocks_needed * block_pages * page, page_size=page, op=op,
                         block_pages=block_pages).validate()
     r = ftl.simulate(cfg, extents=ftl.bytes_to_pages(ops, offsets, lengths, page), writes=4.0, warmup=0.5)
-    return r.waf, f"FTL model fed the run's I/O ({logs[0].name}), op {op:g}, {erase_block >> 20} MiB erase units"
+    return r.waf, f"FTL model fed the run's I/O ({logs[0].name}), op {op:g}, {format_bytes(erase_block)} erase units"
 
 
 @click.command("plan")

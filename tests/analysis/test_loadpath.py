@@ -289,8 +289,12 @@ def test_the_l3_path_is_the_first_l3_probe_with_a_bandwidth():
     dram, zero, tiny = _probe("l2", bw=8e9), _probe(bw=0.0), _probe(bw=1.0, first=90e-6)
     paths = choose_load_paths([], [dram, zero, tiny], has_l2=False, profile=prof, link=None)
     assert list(paths.tiers) == ["l3"] and paths.tiers["l3"].bandwidth_bytes_per_s == 1.0
-    assert paths.tiers["l3"].latency_s == 90e-6 and "reads of 1024 KiB at QD32" in paths.tiers["l3"].source
+    assert paths.tiers["l3"].latency_s == 90e-6 and "reads of 1 MiB at QD32" in paths.tiers["l3"].source
     assert choose_load_paths([], [dram, zero], has_l2=False, profile=prof, link=None).tiers == {}
+    # an I/O size under 1 KiB is labelled by its size (">> 10" once said "0 KiB")
+    small = TierProbe("l3", "x", 90e-6, 1e6, 512, 1, {"p50": 90.0}, {"p50": 500.0})
+    src = choose_load_paths([], [small], has_l2=False, profile=prof, link=None).tiers["l3"].source
+    assert "reads of 512 B at QD1, first byte" in src
     # the replay's own L3 wins over any probe; has_l2 adds the L2 -> GPU path (the default link here)
     own = Tier("l3", 3e9, 1e-4)
     paths = choose_load_paths([own], [tiny], has_l2=True, profile=prof, link=None)

@@ -256,6 +256,9 @@ def test_kv_store_waf_of_the_tier_simulations_store():
     assert r["source"] == ("FTL model fed the tier simulation's L3 writes and trims (slot store, 1,100 blocks), op "
                            "0.28, 1 MiB erase units; lifetime classes from the lifetimes the simulation measured "
                            "(an oracle: the most a predictor can buy)")
+    # an erase unit under 1 MiB is labelled by its size (">> 20" once called 512 KiB "0 MiB")
+    small = kv_store_waf(cyc, rule="age", **{**kw, "erase_block_bytes": 512 * 1024})
+    assert small["source"].endswith("op 0.28, 512 KiB erase units")
     # hot keys (70%) among cold ones: the lifetime streams copy less than one stream, the drive's age rule does not
     rng = np.random.default_rng(3)
     keys = np.where(rng.random(6000) < 0.7, rng.integers(1, 300, 6000), rng.integers(1000, 4000, 6000)).tolist()

@@ -1040,6 +1040,11 @@ def test_write_policies_feed_the_ftl_model_each_l3_slot_at_its_own_address():
     assert whole["waf"] == 1.0
     assert whole["waf_source"] == ("FTL model fed this policy's L3 writes and trims (slot store), op 0.07, "
                                    "1 MiB erase units")
+    # an erase unit under 1 MiB is labelled by its size (">> 20" once called 512 KiB "0 MiB")
+    small = simulate_write_policies(tr, block_bytes=1 << 19, l2_blocks=0, l3_blocks=128, layout="slot",
+                                    sc=_Scale(1.0, 1.0, 1 << 19), ftl_op=0.07, erase_block_bytes=1 << 19,
+                                    gc="greedy", policies=("through",))["through"]
+    assert small["waf_source"].endswith("op 0.07, 512 KiB erase units")
     half = run(1 << 19, 128)
     h = Hierarchy(HierarchySpec(tiers=(TierSpec("l3", 128 * (1 << 19), layout="slot", trim=True),),
                                 block_bytes=1 << 19, write_policy="through"))

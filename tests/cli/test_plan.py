@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 BLOCK = 262_144
@@ -176,3 +177,16 @@ def test_terminal_marks_the_projection_no_answer_uses(cli, tmp_path, plan):
     rows = {ln.split()[0] + " " + ln.split()[1]: ln for ln in r.output.splitlines() if "KiB" in ln.split()[1:2]}
     assert rows["256 KiB"].split()[-1] == "6.48e+04" and "projected" not in rows["256 KiB"]
     assert "4.32e+04  (projected: not turned over; answers hold the rate)" in rows["512 KiB"]
+
+
+def test_the_runs_iolog_waf_labels_its_erase_unit_by_size(tmp_path):
+    """The device WAF from a run's own fio iolog names the erase unit it modelled by its size: 512 KiB, never the
+    "0 MiB erase units" a ">> 20" label gave a unit under 1 MiB; 2 MiB as before."""
+    from kvbench.cli.plan import _run_iolog_waf
+
+    offs = np.random.default_rng(1).integers(0, (8 << 20) // 4096, 2 * (8 << 20) // 4096) * 4096
+    (tmp_path / "w.iolog").write_text("fio version 3 iolog\n0 t add\n"
+                                      + "".join(f"{i} t write {o} 4096\n" for i, o in enumerate(offs)))
+    waf, src = _run_iolog_waf(str(tmp_path), 8 << 20, 0.28, 512 << 10)
+    assert waf >= 1.0 and src == "FTL model fed the run's I/O (w.iolog), op 0.28, 512 KiB erase units"
+    assert _run_iolog_waf(str(tmp_path), 8 << 20, 0.28, 2 << 20)[1].endswith("op 0.28, 2 MiB erase units")
