@@ -313,7 +313,7 @@ EQUIVALENT: dict[str, dict[tuple, str]] = {
         **_each(("t1, t2 = (bounds[:, 0] - x) / d, (bounds[:, 1] - x) / d", "/ -> *"), (0, 1),
             "the directions' components are 0 or 1: / 1 = * 1, and a 0 component's t (inf, nan or 0) is dropped "
             "by `live`"),
-        ('return np.searchsorted(d, self.caps, side="right") / max(1, curve.distances.size)', "1 -> 2", 0):
+        ('return np.searchsorted(d, caps, side="right") / max(1, curve.distances.size)', "1 -> 2", 0):
             "a trace's first reference is cold: with one reference the numerator is 0 whatever the divisor, and "
             "from two on max(1, n) = max(2, n)",
         ("bpr_o = trace.n_blocks / max(1, n_o)", "*"):
@@ -555,19 +555,17 @@ EQUIVALENT: dict[str, dict[tuple, str]] = {
             "where replaces its DWPD with NaN",
         ("w = np.where(seen > 0, steady / seen * demand, np.nan)", "> -> >=", 0):
             "a window without references has no misses either: 0 / 0 is NaN, as the guard gives",
-        ("demand = np.count_nonzero(times > t0) / span if span > 0 else np.nan", "> -> >=", 0):
-            "at span 0 numpy's int64 / 0.0 is NaN as well (count_nonzero returns numpy.int64)",
         ("tree = np.zeros(size + 1, dtype=np.int64)", "1 -> 2", 0):
             "a larger Fenwick array: updates stop at index `size` either way and no query reads past it (numba "
             "does not bounds-check, so only a smaller array could differ)",
-        ("n_req = int(self.request_of_ref[-1]) + 1 if self.request_of_ref.size else 0", "0 -> 1", 0):
-            "a curve always has references (steady_curve refuses a trace without any)",
+        ("n_req = max(self.n_requests, int(self.request_of_ref[-1]) + 1 if self.request_of_ref.size else 0)",
+         "0 -> 1", 0): "a curve always has references (steady_curve refuses a trace without any)",
         ("j = np.where(ok, i, 1) if n > 1 else np.zeros_like(i)", "> -> >=", 0):
             "n = distinct + 1 >= 2 for every curve (a trace has a reference): both branches test true",
         ("steady = np.where(ok, self.steady_writes[np.minimum(j, n - 1)], 0.0) if n > 1 else np.zeros(i.shape)",
          "1 -> 2", 1): "j = n - 1 is the capacity of every distinct block, which never fills: `filled` is False there "
                     "and the steady count read is never used",
-        ('"dwpd": np.where(filled, SECONDS_PER_DAY / np.where(filled, t, 1.0), np.nan),', "1.0 -> 2.0", 0):
+        ('"dwpd": np.where(filled, dwpd_at_residence(np.where(filled, t, 1.0)), np.nan),', "1.0 -> 2.0", 0):
             "the inner fill is for unfilled capacities, which the outer where replaces by NaN",
         ("after = _misses_after_fill(dist, start[:d], d) if d > 1 else np.zeros(max(d, 1), dtype=np.int64)", "1 -> 2", 1):
             "the max(d, 1) variant: zeros(2)[:1] and zeros(1)[:1] agree for d = 1 (the `d > 1` variant is killed "
@@ -590,11 +588,6 @@ EQUIVALENT: dict[str, dict[tuple, str]] = {
             "the skipped node is the tree's top (index n_keys + 2); prefix queries stop at C <= n_keys - 1 and "
             "never read it",
         # SteadyHits
-        ("return np.where(np.isfinite(w) & (w > 0), w, np.where(c >= 1, self._held, np.nan))", ">= -> >", 0):
-            "a capacity in [1, 2) blocks is 1 block, which fills whenever any capacity does (its first eviction is "
-            "the second distinct key): the held branch is never reached there",
-        ("return np.where(np.isfinite(w) & (w > 0), w, np.where(c >= 1, self._held, np.nan))", "1 -> 2", 0):
-            "as >= -> >: capacities in [1, 2) always take the measured branch when a held rate exists",
         ("h = 1.0 - w / self.demand_blocks_per_s if self.demand_blocks_per_s > 0 else np.zeros_like(w)", "> -> >=", 0):
             "at demand 0 both give 0: 1 - w / 0 is -inf or NaN, clipped or mapped to 0",
         ("return np.clip(np.nan_to_num(h, nan=0.0), 0.0, 1.0)", "1.0 -> 2.0", 0):
@@ -749,32 +742,31 @@ EQUIVALENT: dict[str, dict[tuple, str]] = {
             "the LRU stack's initial key-table size (it grows as needed): any size gives the same distances",
         ("expected_keys=min(1 << 22, max(1024, sub.n_blocks // 8)))", "*"):
             "the LRU stack's initial key-table size (it grows as needed): any size gives the same distances",
-        ("chunk = max(1 << 16, 4 * size)", "*"): "batch size of the candidate pre-filter: any batching keeps the "
-                                                 "same smallest hashes",
+        ("chunk = max(1 << 16, 4 * self.size)", "*"): "batch size of the candidate pre-filter: any batching keeps "
+                                                      "the same smallest hashes",
         ("return codes.astype(np.int64, copy=False), int(len(uniques))", "False -> True", 0):
             "a copy holds the same ids",
         ("sampled_references: int = 0", "0 -> 1", 0): "ReuseProfile's and Curve's default: every constructor passes it",
-        ("sel = np.flatnonzero(h < thr)", "< -> <=", 0):
+        ("flat = np.flatnonzero(h < bound)", "< -> <=", 0):
             "the pre-filter's bound is the (size+1)-th smallest hash of earlier chunks, which the kernel (fed the "
-            "same chunks first) has already priced out: a reference at the bound is dropped there instead",
-        ("best = np.unique(np.concatenate([best, h[sel]]))[: size + 1]", "1 -> 2", 0):
+            "same chunks first) has already priced out, or the kernel's threshold plus a margin: a reference at "
+            "the bound is dropped there instead",
+        ("self.best = np.unique(np.concatenate([self.best, h[flat]]))[: self.size + 1]", "1 -> 2", 0):
             "one more kept hash does not move best[size], the bound",
-        ("best = np.unique(np.concatenate([best, h[sel]]))[: size + 1]", "+ -> -", 0):
-            "too few hashes kept never lowers the bound: no pre-filtering, the kernel drops what it must",
-        ("thr = min(thr, best[size])", "min -> max", 0):
-            "the bound stays at the initial threshold (every hash in best lies below it): no pre-filtering, the "
+        ("self.best = np.unique(np.concatenate([self.best, h[flat]]))[: self.size + 1]", "+ -> -", 0):
+            "too few hashes kept (best never exceeds size) never lowers the bound: no pre-filtering by best, the "
             "kernel drops what it must",
-        ("return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)", "0 -> 1", 0):
-            "out is empty only for a trace without requests, which has no references to sample",
-        ("d, w = dist[keep], 1.0 / np.where(keep, rates, 1.0)[keep]", "1.0 -> 2.0", 0):
-            "the where's fill is for references outside keep, which [keep] drops (the numerator's 1.0 is killed)",
-        ("hist[np.flatnonzero(hist)[0] if hist.any() else 1] += adj * r0", "1 -> 2", 0):
+        ("bound = min(bound, self.best[self.size])", "min -> max", 0):
+            "a bound at least the threshold's: less pre-filtering (a superset of the references below the "
+            "threshold), the kernel drops what it must",
+        ("hist[np.flatnonzero(hist)[0] if hist.any() else 1] += adj * rate", "1 -> 2", 0):
             "LRUStack.counts() is as long as the largest distance it counted, so hist.size > 1 implies a nonzero "
             "bin: the else branch is never taken",
         ("r_end = min(max(r_end, r + 1), trace.n_requests)", "*"):
             "searchsorted(offsets, offsets[r] + chunk, 'right') is always > r (offsets[r] <= offsets[r] + chunk): "
             "the max never binds and the batch always advances",
-        ("times if want else times[:0], want)", "0 -> 1", 0): "without retention the kernel never reads times",
+        ("tms = np.ascontiguousarray(times if self.want else times[:0], dtype=np.float64)", "0 -> 1", 0):
+            "without retention the kernel never reads times",
         ("base = make_policy(policy, 1, ttl_s=ttl_s)", "1 -> 2", 0): "a template: clone() sets every capacity",
         ("r0 = 1.0 if rate is None else float(rate)", "1.0 -> 2.0", 0):
             "stream_profile: without a rate the exact branch returns before r0 is read",
@@ -795,10 +787,6 @@ EQUIVALENT: dict[str, dict[tuple, str]] = {
         ("if len(self.heap) > 2 * len(self.last) + 64:", "64 -> 65", 0): "when the lazy heap is compacted, not what it holds",
         ("if len(self.heap) > 2 * len(self.last) + 64:", "+ -> -", 0): "when the lazy heap is compacted, not what it holds",
         ("if len(self.heap) > 2 * len(self.last) + 64:", "> -> >=", 0): "when the lazy heap is compacted, not what it holds",
-        ("if t is not None and t + self.ttl_s == deadline and now - t > self.ttl_s:", "- -> +", 0):
-            "a popped entry has deadline t + ttl < now, so now - t > ttl (and now + t > ttl) already hold",
-        ("if t is not None and t + self.ttl_s == deadline and now - t > self.ttl_s:", "> -> >=", 0):
-            "a popped entry has deadline t + ttl < now: now - t > ttl holds strictly, >= changes nothing",
     },
     "curves.miniature": {
         ("store = int(l3_bytes // slot)", "// -> /", 0): "int() of a positive quotient floors it as // does",
@@ -1089,6 +1077,15 @@ EQUIVALENT: dict[str, dict[tuple, str]] = {
         ("tier, grid[hi_i - 1], grid[hi_i], suffix, want=False) - 1", "1 -> 2", 0):
             "a wider bracket (grid[hi_i - 2] also wins) bisects to the same first losing length",
     },
+    # the admissions' kernel parameters (once read by tiers.py from their private fields)
+    "sim.admission": {
+        ("seen = self._seen.size if self._seen is not None else 0", "0 -> 1", 0):
+            "prefix-depth without beyond_shared has no seen list; the kernel reads ADMG0 only in _adm_begin, which "
+            "runs only with beyond_shared (ABEYOND >= 0): a laid-out, never-used ghost",
+        ("return dict(code=self.kernel_code, ghosts=(self._seen.size if self._seen is not None else 0,),", "0 -> 1",
+         0): "threshold without a window has no seen list; the kernel reads ADMG0 only when AWIN is set (_admit, "
+             "_adm_observe): a laid-out, never-used ghost",
+    },
     "tiers": {
         ("self._evcap = max(2 * int(G[K.G_EVCAP]), int(G[K.G_NEV] + 2 * G[K.G_EVNEED]))", "max -> min", 0):
             "how far the event buffer grows: a size still short of the kernel's bound returns NEED_GROW again and "
@@ -1102,12 +1099,6 @@ EQUIVALENT: dict[str, dict[tuple, str]] = {
             "a demotion's depth: every admission policy tests only depth < 0 / >= 0",
         ("found = [-1] * n", "1 -> 2", 0): "a miss is any negative value: found is read as `>= 0` or for i < h only",
         ("versions = [0] * h", "0 -> 1", 0): "every entry is written (the hit's version) before it is read",
-        ("seen = adm._seen.size if adm._seen is not None else 0", "0 -> 1", 0):
-            "prefix-depth without beyond_shared has no seen list; the kernel reads ADMG0 only in _adm_begin, which "
-            "runs only with beyond_shared (ABEYOND >= 0): a laid-out, never-used ghost",
-        ("return dict(code=4, ghosts=(adm._seen.size if adm._seen is not None else 0,), min_blocks=adm.min_blocks,",
-         "0 -> 1", 0): "threshold without a window has no seen list; the kernel reads ADMG0 only when AWIN is set: a "
-                    "laid-out, never-used ghost",
         ("nseg = -(-cap // segs) + max(1, int(kw.get(\"spare_segments\", 1)))", "max -> min", 0):
             "fit_store always asks for exactly 1 spare segment: min(1, 1) = max(1, 1)",
         ('scap=getattr(pol, "small_capacity", 0), mcap=getattr(pol, "main_capacity", 0),', "*"):
@@ -1118,11 +1109,11 @@ EQUIVALENT: dict[str, dict[tuple, str]] = {
         ("most = max(0, int(max_request_blocks or 0))", "*"):
             "the first layout's request size (a hint): run() grows the layout for longer requests, same results",
         ("pec = max(256, most + 16)", "*"): "the first layout's request room: run() grows it (most + 16 > _pec)",
-        ("need = 8 * most + 256 + 4 * max(self._segs)           # free nodes run() asks of a pool per request", "*"):
-            "the first node pools' size: run() sets G_NEED itself and grows a pool below it",
+        ("need = 8 * most + 256 + 4 * max(self._segs)           # free nodes the kernel asks of a pool per request",
+         "*"): "the first node pools' size: the kernel sets G_NEED itself per request and run() grows a pool below it",
         ("self._evcap = max(1024, 2 * self._ev_need(most))", "*"):
             "the first event room: run() sets G_EVNEED and grows the room before a request that could overrun it",
-        ("self._pools = [min(self._pool_max(z, pec), max(4096, need)) for z in sizes]", "*"):
+        ("self._pools = [min(self._pool_max(z, pec), max(POOL_START, need)) for z in self._sizes]", "*"):
             "the first node pools' size: the kernel asks to grow (NEED_GROW) a pool below G_NEED",
         ("self._req = 0", "0 -> 1", 0):
             "run() sets _req from first_request; before any run() only request() reads it, as the number of "
@@ -1170,7 +1161,7 @@ EQUIVALENT: dict[str, dict[tuple, str]] = {
             "a node pool's hash table size: the surviving variants give a table as large or larger (2 * nn - 2 "
             "has the bit length of the odd 2 * nn - 1), which holds the same keys; tier_keys' order is read "
             "into dicts and sets only",
-        ("A = np.zeros(ev_base + 8 * self._evcap, dtype=np.int64)", "8 -> 9", 0):
+        ("A = _aligned_zeros(ev_base + 8 * self._evcap)", "8 -> 9", 0):
             "a longer state array than the event rows addressed: the tail is unused",
         ("self._xbuf = np.zeros(int(I[:T, K.NN].max()) + pec + 16, np.int64)", "16 -> 17", 0):
             "a longer scratch buffer for expired keys",
@@ -1182,10 +1173,6 @@ EQUIVALENT: dict[str, dict[tuple, str]] = {
             "relays out only for requests longer than pec + 16 instead of pec - 16: pec sizes the pending list "
             "(empty outside the float-edge bug) and the pools' bound, whose margin (2 * pec + 256) covers it",
         ("self._build(max(2 * self._pec, most + 16))", "16 -> 17", 0): "one more block of room",
-        ("G[K.G_NEED] = 8 * most + 256 + 4 * max(self._segs)", "8 -> 9", 0):
-            "a larger free-node reserve: pools grow sooner",
-        ("G[K.G_NEED] = 8 * most + 256 + 4 * max(self._segs)", "4 -> 5", 0):
-            "a larger free-node reserve: pools grow sooner",
         ("rows = np.zeros((n, 8), np.int64)", "8 -> 9", 0): "a ninth, unused column of the per-request rows",
         ("self._xbuf, found, versions, np.zeros(4, np.int64))", "4 -> 5", 0): "a fifth, unused hit-row entry",
         **_each(("self._evcap = max(2 * int(G[K.G_EVCAP]), int(G[K.G_NEV] + 2 * G[K.G_EVNEED]))", "2 -> 3"), (0, 1),
@@ -1198,6 +1185,10 @@ EQUIVALENT: dict[str, dict[tuple, str]] = {
             "a ghost list's hash table size: a larger table (every surviving variant) holds the same keys",
     },
     "tiers_kernel": {
+        **_each(("A[u(GB + G_NEED)] = 8 * n + 256 + 4 * A[u(GB + G_MAXSEGS)]", "8 -> 9"), (0,),
+            "a larger free-node reserve: pools grow sooner (moved from tiers.py, where run() once set G_NEED)"),
+        **_each(("A[u(GB + G_NEED)] = 8 * n + 256 + 4 * A[u(GB + G_MAXSEGS)]", "4 -> 5"), (0,),
+            "a larger free-node reserve: pools grow sooner (moved from tiers.py, where run() once set G_NEED)"),
         ("if i >= A[u(GB + G_EVCAP)]:             # the room reserved per request was not enough: nothing is written",
          ">= -> >", 0): "a safety net: run() reserves the request's event bound (_ev_need) before each request and grows "
                      "the room first, so the row index never reaches G_EVCAP",
