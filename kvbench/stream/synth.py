@@ -141,6 +141,10 @@ class Generator:
         # each prompt's own first-message lengths (a mean of 0: the pooled distribution)
         self.system_user = (np.asarray(p.system_user_tokens, dtype=np.float64),
                             np.asarray(p.system_user_sigma, dtype=np.float64)) if p.system_user_tokens else None
+        self.system_user_q = None
+        if p.system_user_quantiles:
+            q = np.asarray(p.system_user_quantiles, dtype=np.float64).reshape(p.system_prompts, -1)
+            self.system_user_q = (q, q.max(axis=1) > 0)
         n_docs = p.documents if p.document_probability > 0 else 0
         self.doc_len = _lengths(rng, p.document_tokens, p.document_sigma, p.document_quantiles, n_docs, lo=1)
         self.doc_cdf = _zipf_cdf(n_docs, p.document_zipf) if n_docs else None
@@ -231,6 +235,11 @@ class Generator:
         user = np.where(first_of_session,
                         _lengths(rng, p.first_user_tokens, p.first_user_sigma, p.first_user_quantiles, R, lo=1),
                         _lengths(rng, p.user_tokens, p.user_sigma, p.user_quantiles, R))
+        if p.bare_user_tokens > 0 or p.bare_user_quantiles:
+            # sessions with no shared system prompt: their own first-message lengths
+            bare = first_of_session & (system[r_session] < 0)
+            user[bare] = _lengths(rng, p.bare_user_tokens, p.bare_user_sigma, p.bare_user_quantiles,
+                                  int(bare.sum()), lo=1)
         if self.system_user is not None:
             mean, sig = self.system_user
             k = system[r_session]
@@ -238,6 +247,18 @@ class Generator:
             own[own] = mean[k[own]] > 0
             mu, sg = mean[k[own]], sig[k[own]]
             user[own] = np.maximum(1, np.rint(rng.lognormal(np.log(mu) - sg * sg / 2.0, sg)))
+        if self.system_user_q is not None:
+            # prompts whose sessions' first messages are measured quantiles (inverse CDF, linear between them)
+            q, has = self.system_user_q
+            k = system[r_session]
+            own = first_of_session & (k >= 0)
+            own[own] = has[k[own]]
+            rows = q[k[own]]
+            x = rng.random(int(own.sum())) * (q.shape[1] - 1)
+            i = np.minimum(x.astype(np.int64), q.shape[1] - 2)
+            j = np.arange(i.size)
+            v = rows[j, i] + (x - i) * (rows[j, i + 1] - rows[j, i])
+            user[own] = np.maximum(1, np.rint(v)).astype(np.int64)
         output = _lengths(rng, p.output_tokens, p.output_sigma, p.output_quantiles, R)
         growth = user + (output if p.append_output else 0)
         cg = np.cumsum(growth)

@@ -22,7 +22,9 @@ attachment (probability ``document_probability``) of ``documents`` shared docume
 lengths around ``document_tokens``); then the conversation: first message ``first_user_tokens``, each later
 turn adds the previous answer (``output_tokens``, when ``append_output``) and a new message
 (``user_tokens``), so the context grows every turn. Lengths are lognormal with the stated mean and shape, or
-follow ``*_quantiles`` (an empirical distribution, as a fit measures it) when given.
+follow ``*_quantiles`` (an empirical distribution, as a fit measures it) when given. A fit may state first
+messages by population: ``bare_user_*`` for the sessions with no shared system prompt, ``system_user_quantiles``
+(one row per prompt) for each prompt's sessions; the pooled ``first_user_*`` is then the rest's.
 
 ``[workload]`` ``block_tokens`` (tokens per KV block), a name, a description and the sources of the values;
 a fitted model also states ``fitted_span_s``, the span of the trace it was fitted on: what a plan of its
@@ -84,6 +86,11 @@ class Prompts:
     # pooled first_user_* below), where a prompt's sessions write their own lengths (an application's template)
     system_user_tokens: tuple[float, ...] = ()
     system_user_sigma: tuple[float, ...] = ()
+    # optional: the first message of a session with no shared system prompt (lognormal mean and shape, or
+    # bare_user_quantiles; a mean of 0 and no quantiles: the pooled first_user_* below), where those sessions'
+    # whole prompts are their own text and differ from the own text of the sessions that do share a prompt
+    bare_user_tokens: float = 0.0
+    bare_user_sigma: float = 0.0
     document_probability: float = 0.0  # chance a session attaches a shared document
     documents: int = 0                 # distinct shared documents
     document_tokens: float = 0.0
@@ -102,6 +109,11 @@ class Prompts:
     user_quantiles: tuple[float, ...] = ()
     output_quantiles: tuple[float, ...] = ()
     document_quantiles: tuple[float, ...] = ()
+    bare_user_quantiles: tuple[float, ...] = ()
+    # optional: each system prompt's sessions' first-message quantiles, one row of the same number of values per
+    # prompt (in system_prompt_tokens' order), the rows concatenated; a row of zeros: that prompt's
+    # system_user_tokens lognormal (or the pooled first_user_*)
+    system_user_quantiles: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -205,12 +217,24 @@ class WorkloadModel:
                            f"prompts.{name}", v, "values >= 0 (weights not all 0)"))
         checks.append((len(p.system_user_sigma) == len(p.system_user_tokens), "prompts.system_user_sigma",
                        len(p.system_user_sigma), f"one shape per system_user_tokens value ({len(p.system_user_tokens)})"))
-        for name in ("first_user_quantiles", "user_quantiles", "output_quantiles", "document_quantiles"):
+        sq, n_sys = p.system_user_quantiles, max(1, p.system_prompts)
+        rows = [sq[i:i + len(sq) // n_sys] for i in range(0, len(sq), max(1, len(sq) // n_sys))]
+        checks.append((not sq or (len(sq) % n_sys == 0 and len(sq) // n_sys >= 2
+                                  and all(math.isfinite(x) and x >= 0 for x in sq)
+                                  and all(all(b >= a for a, b in zip(r, r[1:])) for r in rows)),
+                       "prompts.system_user_quantiles", len(sq),
+                       f"one row of two or more non-decreasing values >= 0 per system prompt ({p.system_prompts}), "
+                       "the rows concatenated, or none"))
+        checks.append((p.bare_user_tokens >= 0, "prompts.bare_user_tokens", p.bare_user_tokens,
+                       "tokens >= 0 (0: the pooled first_user_*)"))
+        for name in ("first_user_quantiles", "user_quantiles", "output_quantiles", "document_quantiles",
+                     "bare_user_quantiles"):
             q = getattr(p, name)
             checks.append((not q or (len(q) >= 2 and all(math.isfinite(x) and x >= 0 for x in q)
                                      and all(b >= a for a, b in zip(q, q[1:]))), f"prompts.{name}", q,
                            "at least two non-decreasing values >= 0 (quantiles from 0 to 1), or none"))
-        for sig in ("system_sigma", "document_sigma", "first_user_sigma", "user_sigma", "output_sigma"):
+        for sig in ("system_sigma", "document_sigma", "first_user_sigma", "user_sigma", "output_sigma",
+                    "bare_user_sigma"):
             checks.append((getattr(p, sig) >= 0, f"prompts.{sig}", getattr(p, sig), "a shape >= 0"))
         for z in ("system_zipf", "document_zipf"):
             checks.append((getattr(p, z) >= 0, f"prompts.{z}", getattr(p, z), "an exponent >= 0"))
@@ -222,12 +246,16 @@ class WorkloadModel:
     def to_dict(self) -> dict:
         d = asdict(self)
         prompts = {k: (list(v) if isinstance(v, tuple) else v) for k, v in d["prompts"].items()
-                   if not (isinstance(v, tuple) and not v)}        # empty optional lists are left out
+                   if not (isinstance(v, tuple) and not v)          # empty optional lists are left out,
+                   and not (k in OPTIONAL_ZERO and v == 0)}          # and optional means of 0 (unused)
         return {"workload": {"name": d["name"], "description": d["description"], "block_tokens": d["block_tokens"],
                              "sources": list(d["sources"]),
                              **({"fitted_span_s": d["fitted_span_s"]} if d["fitted_span_s"] else {})},
                 "arrivals": d["arrivals"], "sessions": d["sessions"], "prompts": prompts,
                 **({"calibration": self.calibration.to_dict()} if self.calibration is not None else {})}
+
+
+OPTIONAL_ZERO = ("bare_user_tokens", "bare_user_sigma")   # prompts fields left out of a model file when 0
 
 
 def _finite(v) -> bool:

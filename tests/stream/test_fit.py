@@ -773,7 +773,7 @@ def _reuse_stand_ins(monkeypatch, objective):
     so each call's start shows the previous call's point) and the scorer by ``objective(turns, think)``."""
     demand_calls, scorer = [], {}
 
-    def demand(trace, model, seed=0, seeds=None, cold=None, tick=None, start=(1.0, 1.0)):
+    def demand(trace, model, seed=0, seeds=None, cold=None, tick=None, start=(1.0, 1.0), lengths=True):
         demand_calls.append((model.sessions.turns_mean, model.sessions.think_time_s, seed, seeds, cold, start))
         return model, {"rate_factor": model.sessions.turns_mean, "length_factor": model.sessions.think_time_s}
 
@@ -859,13 +859,13 @@ def _score_stand_ins(monkeypatch, ticks_each=1, curve=None):
         return {"curve_mae": mae, "curve_max_error": 0.03, "dwpd_error_mean": 0.01, "dwpd_error_max": 0.02,
                 "dwpd_signed_mean": -0.1, "dwpd_error_of_seed_mean": None}
 
-    def demand(trace, model, seed=0, seeds=None, cold=None, tick=None, start=(1.0, 1.0)):
+    def demand(trace, model, seed=0, seeds=None, cold=None, tick=None, start=(1.0, 1.0), lengths=True):
         seen["demand"].append((seed, seeds))
         if tick is not None:
             tick()
         return model, {"rate_factor": 1.25, "length_factor": 0.75, "seeds": 64, "first_seed": 1000 + seed}
 
-    def reuse(trace, model, seed=0, cold=None, tick=None):
+    def reuse(trace, model, seed=0, cold=None, tick=None, lengths=True):
         seen["reuse"].append(seed)
         if tick is not None:
             tick()
@@ -1382,3 +1382,134 @@ def test_gen_check_counts_a_generated_traces_cold_references_as_misses_above_its
     gen = make_trace(np.arange(100.0), [[k % 4 + 1] for k in range(100)])
     g = gen_check(src, None, 600.0, seeds=1, traces=[gen])
     assert g["curve_mae"] == pytest.approx(0.582)
+
+
+# --- lengths in the ids' units; first messages by population (issue 31 part 3) -------------------------------
+def _chained(rows, tokens=None, block_tokens=512):
+    from tests.conftest import chained_trace
+
+    c = chained_trace(rows)
+    return make_trace([100.0 * i for i in range(len(rows))],
+                      [list(map(int, c.keys[c.offsets[i]:c.offsets[i + 1]])) for i in range(len(rows))],
+                      tokens=tokens, block_tokens=block_tokens)
+
+
+def test_tokens_match_ids_on_nine_in_ten_requests():
+    """32-token blocks, 10 one-id requests: 32 stated tokens is ceil(32 / 32) = 1 id, 33 is 2. Nine of ten
+    matching is the threshold (0.9); eight is not."""
+    rows = [[k] for k in range(1, 11)]
+    assert fit_mod.tokens_match_ids(_chained(rows, [32] * 9 + [33], block_tokens=32))
+    assert not fit_mod.tokens_match_ids(_chained(rows, [32] * 8 + [33, 33], block_tokens=32))
+    assert fit_mod.tokens_match_ids(_chained(rows, [1] * 10, block_tokens=32))          # ceil(1 / 32) = 1
+
+
+def test_own_lengths_are_measured_in_ids_where_the_stated_tokens_disagree():
+    """10 sessions sharing nothing, session k (1..10) of k ids of 32 tokens stated as 50 tokens per id
+    (ceil(50 k / 32) is never k): the first messages are (k - 1/2) x 32 tokens, 16, 48, .., 304: mean 160,
+    quantiles 16 + 14.4 i (positions 9 i / 20), the top end 2 x 304 - 289.6 = 318.4. Stated as 32 per id, the
+    stated tokens are kept: 32 k, mean 176."""
+    rows = [[100 * k + j for j in range(k)] for k in range(1, 11)]
+    res = fit_mod.fit_model(_chained(rows, [50 * k for k in range(1, 11)], block_tokens=32))
+    p = res.model.prompts
+    assert res.observed["lengths_in"] == "ids"
+    assert p.first_user_tokens == pytest.approx(160.0)
+    assert p.first_user_quantiles == pytest.approx([16 + 14.4 * i for i in range(20)] + [318.4])
+    same = fit_mod.fit_model(_chained(rows, [32 * k for k in range(1, 11)], block_tokens=32))
+    assert same.observed["lengths_in"] == "tokens" and same.model.prompts.first_user_tokens == pytest.approx(176.0)
+    assert res.observed["first_messages"] == "pooled"            # no shared prompt: no population to split
+
+
+def _populations_trace(tokens_per_id=600):
+    """P = [7] starts 11 sessions ([7, 1, 1] its founder, 10 sharing it), Q = [5] 6 and R = [6] 4 (rare: under
+    MIN_SAMPLES each), and 10 sessions share nothing, the k-th (0..9) of k + 1 ids. 512-token ids stated as
+    ``tokens_per_id`` tokens each (600: never ceil(600 n / 512) = n ids, so lengths are measured in ids)."""
+    rows = ([[7, 1, 1]] + [[7, 100 + k, 1] for k in range(10)] + [[5, 1]] + [[5, 100 + k] for k in range(5)]
+            + [[6, 1, 1]] + [[6, 100 + k, 1] for k in range(3)]
+            + [[200 + k] + [300 + j for j in range(k)] for k in range(10)])
+    return _chained(rows, [tokens_per_id * len(r) for r in rows])
+
+
+def test_first_messages_by_population_where_lengths_are_measured_in_ids():
+    """In ids, (n - 1/2) x 512 less the prompt's (depth + 1/2) x 512: P's sessions (3 ids) write 512 own tokens,
+    Q's (2 ids) 0 (written 1), R's (3 ids) 512, the prompt-less 256 + 512 k. By population: the prompt-less
+    sessions' own: mean 2,560, shape std(ln(k + 1/2)), quantiles 256 + 230.4 i (positions 9 i / 20), the top end
+    2 x 4,864 - 4,633.6 = 5,094.4; P's (11 sessions) a row of 21 quantiles, all 512, the rare Q and R rows of
+    zeros; the pooled first message is Q's and R's only: 6 x 1 and 4 x 512, mean 205.4, shape ln 512 x sqrt(0.6 x
+    0.4)."""
+    res = fit_mod.fit_model(_populations_trace())
+    p = res.model.prompts
+    assert res.observed["lengths_in"] == "ids" and res.observed["first_messages"] == "by population"
+    assert p.system_prompt_weights == (11.0, 6.0, 4.0) and p.system_probability == pytest.approx(21 / 31)
+    assert p.bare_user_tokens == pytest.approx(2560.0)
+    assert p.bare_user_sigma == pytest.approx(np.log(np.arange(10) + 0.5).std())
+    assert p.bare_user_quantiles == pytest.approx([256 + 230.4 * i for i in range(20)] + [5094.4])
+    assert p.system_user_quantiles == (512.0,) * 21 + (0.0,) * 42
+    assert p.system_user_tokens == (512.0, 0.0, 0.0)
+    assert p.first_user_tokens == pytest.approx(205.4)
+    assert p.first_user_sigma == pytest.approx(np.log(512) * np.sqrt(0.24))
+    scaled = fit_mod.scale_model(res.model, 1.0, 0.5).prompts
+    assert scaled.bare_user_tokens == pytest.approx(1280.0) and scaled.bare_user_quantiles[0] == pytest.approx(128.0)
+    assert scaled.system_user_quantiles == (256.0,) * 21 + (0.0,) * 42
+
+
+def test_first_messages_pooled_as_before_where_the_stated_tokens_agree_with_the_ids():
+    """The same sessions stated at 512 tokens per id: own tokens are the stated ones less the prompt's, P's 768,
+    Q's 256, R's 768, the prompt-less 512 (k + 1); pooled as before: no bare_user_* or rows, P keeps its
+    lognormal (768), the first message is Q's, R's and the prompt-less together: (1,536 + 3,072 + 28,160) / 20."""
+    res = fit_mod.fit_model(_populations_trace(512))
+    p = res.model.prompts
+    assert res.observed["lengths_in"] == "tokens" and res.observed["first_messages"] == "pooled"
+    assert p.bare_user_tokens == 0.0 and p.bare_user_quantiles == () and p.system_user_quantiles == ()
+    assert p.system_user_tokens == (768.0, 0.0, 0.0) and p.first_user_tokens == pytest.approx(1638.4)
+
+
+def test_prompt_less_sessions_stay_pooled_under_ten_rare_prompt_sessions():
+    """Without R's 4 sessions only Q's 6 would be left in the pooled first message: the prompt-less sessions
+    stay in it (no bare_user_*; mean (6 x 1 + 25,600) / 16), P keeps its row."""
+    rows = ([[7, 1, 1]] + [[7, 100 + k, 1] for k in range(10)] + [[5, 1]] + [[5, 100 + k] for k in range(5)]
+            + [[200 + k] + [300 + j for j in range(k)] for k in range(10)])
+    res = fit_mod.fit_model(_chained(rows, [600 * len(r) for r in rows]))
+    p = res.model.prompts
+    assert p.bare_user_tokens == 0.0 and p.bare_user_quantiles == ()
+    assert p.first_user_tokens == pytest.approx((6 + 25_600) / 16)
+    assert p.system_user_quantiles == (512.0,) * 21 + (0.0,) * 21
+    assert res.observed["first_messages"] == "by population"
+
+
+def test_calibrate_demand_without_lengths_scales_the_rate_only(monkeypatch):
+    """lengths=False from (1, 1.5): requests ratio 0.5, so rate x 2 (then exact) and the length factor stays 1.5
+    (blocks ratio sqrt(1.5 / 3) = 0.7071 reported, not chased): two steps, the second within 1% on requests."""
+    calls = []
+    tr = _stand_in(monkeypatch, calls)
+    m = WorkloadModel(arrivals=Arrivals(rate=1.0), prompts=Prompts(first_user_tokens=100.0))
+    out, info = fit_mod.calibrate_demand(tr, m, seeds=8, cold=False, start=(1.0, 1.5), lengths=False)
+    assert [(s["rate_factor"], s["length_factor"]) for s in info["steps"]] == [(1.0, 1.5), (2.0, 1.5)]
+    assert info["length_factor"] == 1.5 and info["requests_ratio"] == 1.0
+    assert info["demand_per_request_ratio"] == pytest.approx(math.sqrt(0.5), rel=1e-12)
+    assert out.arrivals.rate == 2.0 and out.prompts.first_user_tokens == pytest.approx(150.0)
+
+
+def test_a_trace_whose_tokens_disagree_with_its_ids_is_calibrated_by_population_on_the_rate(monkeypatch):
+    """The populations trace stated at 600 tokens per 512-token id: lengths in ids, so every demand calibration
+    (the two length candidates, measured and lognormal, then after the reuse search) and the reuse search get
+    lengths=False; stated at 512 per id, lengths=True."""
+    seen = []
+    _score_stand_ins(monkeypatch)
+
+    def demand(trace, model, seed=0, seeds=None, cold=None, tick=None, start=(1.0, 1.0), lengths=True):
+        seen.append(("demand", lengths))
+        return model, {"rate_factor": 1.0, "length_factor": 1.0, "seeds": 64, "first_seed": 1000 + seed}
+
+    def reuse(trace, model, seed=0, cold=None, tick=None, lengths=True):
+        seen.append(("reuse", lengths))
+        return model, {"turns_factor": 1.0, "think_factor": 1.0}
+    monkeypatch.setattr(fit_mod, "calibrate_demand", demand)
+    monkeypatch.setattr(fit_mod, "calibrate_reuse", reuse)
+    res, _ = fit_mod.fit_and_score(_populations_trace())
+    assert res.observed["lengths_in"] == "ids" and res.observed["first_messages"] == "by population"
+    assert set(res.observed["score_by_lengths"]) == {"empirical", "lognormal"}
+    assert seen == [("demand", False)] * 2 + [("reuse", False), ("demand", False)]
+    seen.clear()
+    res, _ = fit_mod.fit_and_score(_populations_trace(512))
+    assert res.observed["first_messages"] == "pooled"
+    assert seen == [("demand", True)] * 2 + [("reuse", True), ("demand", True)]

@@ -311,3 +311,37 @@ def test_gen_meta_states_the_models_rate_unless_given_and_write_stream_its_span(
     out = synth.write_stream(bs, tmp_path / "g.jsonl")
     last = float(np.rint(bs[-1].timestamp_s[-1] * 1000.0)) / 1000.0
     assert out["requests"] == sum(b.n_requests for b in bs) and out["span_s"] == last > 25.0
+
+
+def test_prompt_less_sessions_and_each_prompts_sessions_draw_their_own_quantiles():
+    """Half the sessions prompt-less, two prompts (64 and 128 tokens): prompt-less sessions draw bare_user_quantiles
+    (500, 500: every draw 500 tokens), prompt 0's sessions their row (300, 300): 364; prompt 1's row is zeros: its
+    system_user_tokens (50, sigma 0): 178, or without them the pooled first message (100): 228. A row (0, 640)
+    draws uniformly: 4,000 sessions average 64 + 320 within 20 (the draws' sd is 640 / sqrt 12 = 185)."""
+    m = _one_turn(system_probability=0.5, system_prompts=2, system_prompt_tokens=(64.0, 128.0),
+                  system_prompt_weights=(1.0, 1.0), system_user_tokens=(0.0, 50.0), system_user_sigma=(0.0, 0.0),
+                  system_user_quantiles=(300.0, 300.0, 0.0, 0.0), bare_user_quantiles=(500.0, 500.0))
+
+    def rows_of(model, n=60):
+        return Generator(model, duration_s=60.0, seed=0, probe=(1.0, 2.0))._expand(
+            np.random.default_rng(4), np.zeros(n), np.arange(n, dtype=np.int64), None)
+    rows = rows_of(m)
+    assert set(rows.system.tolist()) == {-1, 0, 1}
+    for k, want in ((-1, 500), (0, 364), (1, 178)):
+        assert rows.prompt[rows.system == k].tolist() == [want] * int(np.sum(rows.system == k))
+    pooled = rows_of(replace(m, prompts=replace(m.prompts, system_user_tokens=(), system_user_sigma=())))
+    assert set(pooled.prompt[pooled.system == 1].tolist()) == {228}
+    no_bare = rows_of(replace(m, prompts=replace(m.prompts, bare_user_quantiles=())))
+    assert set(no_bare.prompt[no_bare.system < 0].tolist()) == {100}
+    wide = rows_of(replace(m, prompts=replace(m.prompts, system_user_quantiles=(0.0, 640.0, 0.0, 0.0))), 4000)
+    own0 = wide.prompt[wide.system == 0]
+    assert own0.min() >= 65 and own0.max() <= 704 and abs(own0.mean() - 384.0) < 20.0
+
+
+def test_bare_user_lognormal_mean_without_quantiles():
+    """bare_user_tokens 1,000, sigma 0, no quantiles: every prompt-less session's first message is 1,000 tokens;
+    a mean of 0 leaves them to the pooled first message (100)."""
+    m = _one_turn(bare_user_tokens=1000.0, bare_user_sigma=0.0)
+    rows = Generator(m, duration_s=60.0, seed=0, probe=(1.0, 2.0))._expand(
+        np.random.default_rng(1), np.zeros(20), np.arange(20, dtype=np.int64), None)
+    assert rows.prompt.tolist() == [1000] * 20
