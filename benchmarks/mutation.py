@@ -304,7 +304,7 @@ EQUIVALENT: dict[str, dict[tuple, str]] = {
             "bad = max |r - 1| is never exactly the double 0.01 (see the comment above)",
         ("if abs(r_n - 1.0) > CALIBRATION_TOL:", "> -> >=", 0):
             "|r_n - 1| is never exactly the double 0.01 (see the comment above)",
-        ("if abs(r_b - 1.0) > CALIBRATION_TOL:", "> -> >=", 0):
+        ("if lengths and abs(r_b - 1.0) > CALIBRATION_TOL:", "> -> >=", 0):
             "|r_b - 1| is never exactly the double 0.01 (see the comment above)",
         ("rate_br[0 if r_n < 1.0 else 1] = rf", "< -> <=", 0):
             "runs only when |r_n - 1| > 0.01, so r_n is never 1 there",
