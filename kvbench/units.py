@@ -162,7 +162,7 @@ def format_years(years: float | None, digits: int = 3) -> str:
     None (not stated, e.g. no rating) ``MISSING``."""
     if years is None:
         return MISSING
-    if math.isinf(years) and years > 0:
+    if years == math.inf:
         return UNBOUNDED_LIFETIME
     return f"{years:.{digits}g} years"
 

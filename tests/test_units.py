@@ -152,6 +152,10 @@ def test_format_says_a_missing_figure_in_a_word_and_passes_infinity_through():
     assert units.format_years(float("inf")) == "no writes: unbounded" and units.format_years(None) == "n/a"
     assert units.format_years(5.4) == "5.4 years" and units.format_years(0.0) == "0 years"
     assert units.format_years(12345.0) == "1.23e+04 years" and units.format_years(2.0 / 3, digits=2) == "0.67 years"
+    # after a drive's name: "lasts 5.4 years"; unbounded or unstated as a lifetime in words
+    assert units.format_lasts(5.4) == "lasts 5.4 years" and units.format_lasts(0.0) == "lasts 0 years"
+    assert units.format_lasts(float("inf")) == "lifetime: no writes: unbounded"
+    assert units.format_lasts(None) == "lifetime: n/a"
     assert units.format_bytes(1234, digits=2) == "1.2 KiB" and units.format_duration(1.2345, digits=2) == "1.2 s"
     assert units.format_rate(6.5e9) == "6.5 GB/s"
 
