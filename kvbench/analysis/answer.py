@@ -46,7 +46,7 @@ class Figure:
     def to_json(self) -> dict:
         # JSON has no infinity (run files write it null): an unbounded figure (a lifetime or residence with no
         # writes) is null with "unbounded": true, read back as inf, never as a missing figure
-        if isinstance(self.value, float) and math.isinf(self.value) and self.value > 0:
+        if self.value == math.inf:
             return {"value": None, "unbounded": True, "provenance": self.provenance, "source": self.source}
         return {"value": self.value, "provenance": self.provenance, "source": self.source}
 
@@ -501,7 +501,7 @@ def fmt(key: str, v) -> str:
         return format_bytes(v, binary=not ("ssd" in key or "drive" in key))
     if key.endswith("_years"):
         return format_years(v)
-    if isinstance(v, float) and math.isinf(v) and v > 0:
+    if v == math.inf:
         return UNBOUNDED_LIFETIME          # a residence no write ends
     if key.endswith("_s"):
         return format_duration(v) if v else "0 s"
