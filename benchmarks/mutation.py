@@ -364,6 +364,11 @@ EQUIVALENT: dict[str, dict[tuple, str]] = {
         ("has = rng.random(n) < p.document_probability", "< -> <=", 0):
             "a uniform double in [0, 1) equal to the probability: a document probability is a fitted or given "
             "fraction, and a draw landing exactly on it has probability 2^-53 per draw",
+        ("q = np.asarray(p.system_user_quantiles, dtype=np.float64).reshape(p.system_prompts, -1)", "1 -> 2", 0):
+            "reshape(n, -2): numpy takes any negative size as the one inferred (np.zeros(6).reshape(2, -2) is 2 x 3)",
+        ("i = np.minimum(x.astype(np.int64), q.shape[1] - 2)", "- -> +", 0):
+            "x = u (n - 1) with u in [0, 1) is below n - 1, so int(x) <= n - 2 already: the clip to n - 2 never "
+            "binds, nor one to n + 2",
     },
     "synth_kernel": {
         ('offsets[j + 1] = offsets[j] + (np.int64(prompt[j]) + bt - 1) // bt', '// -> /', 0):

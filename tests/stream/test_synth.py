@@ -345,3 +345,52 @@ def test_bare_user_lognormal_mean_without_quantiles():
     rows = Generator(m, duration_s=60.0, seed=0, probe=(1.0, 2.0))._expand(
         np.random.default_rng(1), np.zeros(20), np.arange(20, dtype=np.int64), None)
     assert rows.prompt.tolist() == [1000] * 20
+
+
+def _expand_rows(model, n, seed=4):
+    return Generator(model, duration_s=60.0, seed=seed, probe=(1.0, 2.0))._expand(
+        np.random.default_rng(seed), np.zeros(n), np.arange(n, dtype=np.int64), None)
+
+
+def test_only_prompt_less_sessions_draw_the_bare_lengths():
+    """Prompt 0 (64 tokens) has neither a row nor its own lognormal: its sessions keep the pooled first message
+    (100) although bare_user_quantiles (500, 500) is set: prompts of 164, and 500 for the prompt-less ones; prompt 1's
+    row (1, 1) is a measured row (a 1-token first message: 128 + 1), not an empty one."""
+    m = _one_turn(system_probability=0.5, system_prompts=2, system_prompt_tokens=(64.0, 128.0),
+                  system_prompt_weights=(1.0, 1.0), system_user_quantiles=(0.0, 0.0, 1.0, 1.0),
+                  bare_user_quantiles=(500.0, 500.0))
+    rows = _expand_rows(m, 80)
+    assert set(rows.system.tolist()) == {-1, 0, 1}
+    for k, want in ((-1, 500), (0, 164), (1, 129)):
+        assert set(rows.prompt[rows.system == k].tolist()) == {want}
+
+
+def test_small_own_lengths_are_drawn_and_floored_at_one_token():
+    """Lengths below a token still count as stated: bare_user_tokens 1 (sigma 0) gives 1-token first messages, a
+    bare row (0, 0) the floor of 1 token, a prompt's own lognormal of mean 0.5 (sigma 0) rounds to 0 and is floored
+    at 1, and a prompt row (0, 1) draws 0 or 1 token, floored at 1: every prompt is its shared part + 1."""
+    for bare in ({"bare_user_tokens": 1.0, "bare_user_sigma": 0.0}, {"bare_user_quantiles": (0.0, 0.0)}):
+        m = _one_turn(system_probability=0.5, system_prompts=2, system_prompt_tokens=(64.0, 128.0),
+                      system_prompt_weights=(1.0, 1.0), system_user_tokens=(0.5, 0.0),
+                      system_user_sigma=(0.0, 0.0), system_user_quantiles=(0.0, 0.0, 0.0, 1.0), **bare)
+        rows = _expand_rows(m, 80)
+        assert set(rows.system.tolist()) == {-1, 0, 1}
+        for k, want in ((-1, 1), (0, 65), (1, 129)):
+            assert set(rows.prompt[rows.system == k].tolist()) == {want}, (bare, k)
+
+
+def test_a_prompt_row_of_several_quantiles_interpolates_between_them():
+    """A row (0, 100, 1000) over 8,000 sessions: half the draws fall in [0, 100], half in [100, 1000], linear in
+    each: mean (50 + 550) / 2 = 300 (sd of the draws ~290: within 15), median 100 within 10, none above 1000;
+    follow-up turns (3 per visit) keep the user_tokens lengths (25): each prompt grows by 25 + 10 of output."""
+    m = _one_turn(system_probability=1.0, system_prompts=1, system_prompt_tokens=(64.0,),
+                  system_prompt_weights=(1.0,), system_user_quantiles=(0.0, 100.0, 1000.0), user_tokens=25.0)
+    rows = _expand_rows(m, 8000)
+    own = rows.prompt - 64
+    assert own.max() <= 1000 and abs(own.mean() - 300.0) < 15.0 and abs(np.median(own) - 100.0) < 10.0
+    assert (own[own <= 100].size / own.size) == pytest.approx(0.5, abs=0.03)
+    turns = replace(m, sessions=replace(m.sessions, turns_mean=3.0, think_time_s=1.0))
+    rows = _expand_rows(turns, 400)
+    first = np.r_[True, rows.session[1:] != rows.session[:-1]]
+    step = np.diff(rows.prompt)[~first[1:]]
+    assert step.size > 100 and set(step.tolist()) == {35}
