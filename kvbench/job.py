@@ -66,8 +66,8 @@ def size_tiers(footprint: int, block_bytes: int, free_disk: int, avail_mem: int,
         raise TargetError(f"the trace's footprint is {blocks} block(s) of {block_bytes / MiB:.3g} MiB: a store "
                           "needs at least 4", "give a longer trace (kvbench trace gen), or run kvbench replay kv")
     if l3 < 4 * block_bytes:
-        raise TargetError(f"not enough free disk for a store of 4 blocks of {block_bytes / MiB:.0f} MiB "
-                          f"({disk_share:.0%} of free space is {free_disk * disk_share / MiB:.0f} MiB)",
+        raise TargetError(f"not enough free disk for a store of 4 blocks of {format_bytes(block_bytes)} "
+                          f"({disk_share:.0%} of free space is {format_bytes(free_disk * disk_share)})",
                           "free disk space, pass --l3-capacity, or a --results folder on a larger filesystem")
     l2_cap = min(blocks * block_bytes // 4, int(avail_mem * 0.10), max_dram)
     l2 = max(0, (l2_cap // block_bytes) * block_bytes)

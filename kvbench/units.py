@@ -157,6 +157,18 @@ def format_duration(seconds: float, digits: int = 3) -> str:
     return f"{seconds / 86400:.{digits}g} d"
 
 
+NEVER_REWRITTEN = "never rewritten (no writes)"
+
+
+def format_residence(seconds: float | None, write_bytes_per_s: float | None = None) -> str:
+    """How long KV stays before it is rewritten: ``'3.07 h'``; a store nothing is written to (infinite, or not
+    stated while its stated write rate is 0) ``NEVER_REWRITTEN``, never "inf" nor a missing mark; None with no
+    such rate ``MISSING``."""
+    if seconds == math.inf or (seconds is None and write_bytes_per_s is not None and write_bytes_per_s == 0):
+        return NEVER_REWRITTEN
+    return format_duration(seconds)
+
+
 def format_years(years: float | None, digits: int = 3) -> str:
     """A lifetime: ``'4.2 years'``; infinite (nothing written) ``UNBOUNDED_LIFETIME``, never "inf years";
     None (not stated, e.g. no rating) ``MISSING``."""

@@ -190,3 +190,13 @@ def test_rates_follow_the_same_rule():
     assert parse_rate("400Gb/s", kb_base=1024) == 50e9            # a link's bits stay decimal
     with pytest.raises(ValueError):
         parse_size("4k", kb_base=1001)
+
+
+def test_format_residence_says_a_store_never_written_in_words():
+    """KV kept: 11,052 s reads 3.07 h; infinite (nothing written) or unstated beside a stated write rate of 0 reads
+    'never rewritten (no writes)', never "inf" nor "n/a"; unstated with an unstated or non-zero rate is n/a."""
+    assert units.format_residence(11052.0) == "3.07 h" and units.format_residence(11052.0, 0.0) == "3.07 h"
+    assert units.format_residence(math.inf) == "never rewritten (no writes)" == units.NEVER_REWRITTEN
+    assert units.format_residence(None, 0.0) == "never rewritten (no writes)"
+    assert units.format_residence(None) == "n/a" and units.format_residence(None, 5e8) == "n/a"
+    assert units.format_residence(0.0) == "0 ns"

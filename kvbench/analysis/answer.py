@@ -530,6 +530,8 @@ def _tier_text(d: TierDecision) -> str:
 
 def rows(a: Answer) -> list[tuple[str, str, str]]:
     """(label, text, provenance) per line of the answer box: what the terminal and the report print."""
+    from kvbench.units import NEVER_REWRITTEN
+
     f, v = a.figures, a.value
     if "ssd_bytes" not in f:
         return [("answer", a.statement, "")] + _coverage_rows(a)
@@ -553,7 +555,7 @@ def rows(a: Answer) -> list[tuple[str, str, str]]:
                               f"{fmt('rated_dwpd', v('rated_dwpd'))})", kind["dwpd_host_per_drive"]),
            ("lifetime" + built, f"{fmt('lifetime_years', v('lifetime_years'))} (warranty "
                         f"{fmt('warranty_years', v('warranty_years'))})", kind["lifetime_years"]),
-           ("KV kept" + built, ("never rewritten (no writes)" if v("residence_s") == math.inf else
+           ("KV kept" + built, (NEVER_REWRITTEN if v("residence_s") == math.inf else
                                 f"{fmt('residence_s', v('residence_s'))} before it is rewritten")
             + f" (hit ratio {fmt('hit_ratio', v('hit_ratio'))})", kind["residence_s"])]
     out += [(f"load from {d.tier}", _tier_text(d), d.provenance) for d in a.load_or_recompute]

@@ -793,7 +793,11 @@ def mark_provenance(out: dict) -> None:
 
 def answer(out: dict) -> dict:
     """The few sentences that state the plan's answer, with the numbers they quote."""
-    from kvbench.units import MISSING, format_bytes, format_duration, format_lasts as _lasts, format_years
+    from kvbench.units import (MISSING, NEVER_REWRITTEN, format_bytes, format_duration, format_lasts as _lasts,
+                               format_residence, format_years)
+
+    def _kept(text: str) -> str:
+        return text if text == NEVER_REWRITTEN else f"{text} before it is rewritten"
 
     head = _key(out["targets"][0])
     t = out["per_target"].get(head) or {}
@@ -813,7 +817,7 @@ def answer(out: dict) -> dict:
                      + "; not a measured trace):")
         if src.get("fitted_span_s") and out.get("residence_s"):
             where = out.get("from")
-            lines.append(f"The planned tier keeps KV {format_duration(out['residence_s'])}, "
+            lines.append(f"The planned tier keeps KV {format_residence(out['residence_s'])}, "
                          + ("within" if where == "fitted-span" else "beyond")
                          + f" the {format_duration(src['fitted_span_s'])} of trace the model was fitted on: "
                          + ("what that trace showed, reproduced by the fit." if where == "fitted-span" else
@@ -828,8 +832,7 @@ def answer(out: dict) -> dict:
             f"On {d['class']} drives ({d['rated_dwpd']:g} DWPD rated) that is {format_bytes(d['capacity_bytes'])}"
             + (f" ({d['drives']} x {format_bytes(d['drive_capacity_bytes'], binary=False)})" if d["drives"] else "")
             + f"; {d['bound']} binds. KV stays "
-            + (format_duration(d["residence_s"]) if d["residence_s"] else "(unknown)")
-            + " before it is rewritten: "
+            + _kept(format_residence(d["residence_s"], d.get("write_bytes_per_s"))) + ": "
             + (f"{d['dwpd_host']:.3g} host DWPD, {d['dwpd_rating_equivalent']:.3g} rating-equivalent "
                f"(WAF {d['workload_waf']:.3g} vs the rating's {d['reference_waf']:.3g})" if d["dwpd_host"] is not None
                else "DWPD unknown")
@@ -869,8 +872,7 @@ def answer(out: dict) -> dict:
     if dep:
         one_gpu, one_drive = dep["gpus"] == 1, dep["drives"] == 1
         drive = format_bytes(dep["drive_capacity_bytes"], binary=False)
-        kept = (format_duration(dep["residence_s"]) if dep["residence_s"] else
-                "never rewritten (no writes)" if dep.get("write_bytes_per_s_per_drive") == 0 else MISSING)
+        kept = format_residence(dep["residence_s"], dep.get("write_bytes_per_s_per_drive"))
         text = (f"Deployment: {dep['gpus']:g} GPU{'' if one_gpu else 's'} at utilization {dep['utilization']:g} "
                 f"compute{'s' if one_gpu else ''} {dep['prefill_tokens_per_s']:,.0f} prefill tokens/s; under "
                 f"write-through {'the one drive' if one_drive else 'each of the %g drives' % dep['drives']}"

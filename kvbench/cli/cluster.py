@@ -189,7 +189,7 @@ def _fmt(key: str, v) -> str:
 
 def _print_wear(results: dict) -> None:
     """Per router: what each node's L3 drive sees (the busiest node and the mean), and the L4 links and pool."""
-    from kvbench.units import format_duration, format_rate, format_years
+    from kvbench.units import format_rate, format_residence, format_years
 
     for name, r in results.items():
         w = (r.get("wear") or {}).get("l3")
@@ -197,7 +197,7 @@ def _print_wear(results: dict) -> None:
             eq, life = w["dwpd_rating_equivalent_busiest"], w["lifetime_years_busiest"]
             click.echo(f"  {name}: L3 per node host DWPD mean {w['dwpd_host_mean']:,.3g}, busiest "
                        f"{w['dwpd_host_busiest']:,.3g} (write {format_rate(w['write_bytes_per_s_busiest'])}, KV kept "
-                       f"{format_duration(w['residence_s_busiest'])}"
+                       f"{format_residence(w['residence_s_busiest'], w['write_bytes_per_s_busiest'])}"
                        + (f", {eq:,.3g} rating-equivalent on {w['drive_class']} (WAF {w['waf_busiest']:.3g}), "
                           f"{format_years(life)}" if eq is not None else "") + ")"
                        + ("" if w["nodes_turned_over"] == w["nodes"] else

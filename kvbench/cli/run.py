@@ -86,7 +86,7 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
         from kvbench.errors import KvbenchError
 
         raise KvbenchError(f"the run is partial: step(s) {', '.join(res.failed)} failed "
-                           f"({'; '.join(str(s.get('error')) for s in res.steps if not s['ok'])[:300]})",
+                           f"({'; '.join(s.get('error') or 'no message' for s in res.steps if not s['ok'])[:300]})",
                            f"the report {res.report} shows what was measured; rerun after fixing the step")
 
 

@@ -594,6 +594,11 @@ def target_capacity(target: str) -> tuple[str, int | None]:
     return "file", shutil.disk_usage(parent).free + have
 
 
+def _size_arg(n: int) -> str:
+    """A size to paste into --scale-to, rounded down: whole MiB from 1 MiB up, else whole KiB (at least 1)."""
+    return f"{n >> 20}MiB" if n >= 1 << 20 else f"{max(1, n >> 10)}KiB"
+
+
 def check_fits(table_bytes: int, target: str, scaled_note: str = "") -> tuple[str, int | None]:
     """One-line error before any I/O when the table does not fit the target."""
     kind, cap = target_capacity(target)
@@ -602,7 +607,7 @@ def check_fits(table_bytes: int, target: str, scaled_note: str = "") -> tuple[st
         what = {"dram": "the DRAM arena", "block": "the block device", "file": "the free space for"}[kind]
         raise TargetError(f"Engram table of {format_bytes(table_bytes)}{scaled_note} is larger than {what} "
                           f"{target} ({format_bytes(cap)})",
-                          f"use --scale-to {int(cap * 0.9) >> 20}MiB for a scaled table (fewer rows per head), "
+                          f"use --scale-to {_size_arg(int(cap * 0.9))} for a scaled table (fewer rows per head), "
                           "or a larger target")
     return kind, cap
 

@@ -32,6 +32,9 @@ def test_size_tiers_follows_free_memory_disk_and_the_trace():
     assert s.l3_bytes == (2 * GiB // block) * block        # 20% of free disk
     with pytest.raises(TargetError, match="not enough free disk"):
         size_tiers(1000 * block, block, free_disk=1 * GiB, avail_mem=16 * GiB)
+    # sizes under a MiB keep their figure (":.0f MiB" once said "0 MiB"): 20% of 1 MiB free is 205 KiB
+    with pytest.raises(TargetError, match=r"store of 4 blocks of 64 KiB \(20% of free space is 205 KiB\)"):
+        size_tiers(1000 * 64 * 1024, 64 * 1024, free_disk=MiB, avail_mem=16 * GiB)
     # caps under 1 GiB are labelled by their size (">> 30" once said "0 GiB")
     s = size_tiers(40 * MiB, MiB, free_disk=200 * GiB, avail_mem=16 * GiB, max_store=768 * MiB, max_dram=512 * MiB)
     assert s.reason.endswith("L2 = min(footprint/4, 10% of free memory, 512 MiB); L3 = min(footprint, 20% of free "

@@ -4,6 +4,7 @@ TTFTs per router; the prefix router's load bound; shared-pool contention compute
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -350,3 +351,19 @@ def test_cluster_table_widens_a_column_for_a_wide_value(cli, tmp_path, capsys):
     _assert_laid_out(lines, [["prefix", *row], ["a-router-named-at-length", *row]])
     assert "5081.3  20,691,484,175" in lines[1]          # the p99 column's gutter, then the saved tokens
     assert "5081.320,691,484,175" not in out
+
+
+def test_cluster_wear_line_says_a_store_never_written_in_words(capsys):
+    """A node's L3 that nothing is written to (a store holding every block it is asked for): KV kept is 'never
+    rewritten (no writes)' and the lifetime 'no writes: unbounded', never 'inf' (in memory) nor 'n/a' (read back
+    from JSON, where infinity is null, beside the stated 0 B/s)."""
+    from kvbench.cli.cluster import _print_wear
+
+    wear = {"dwpd_host_mean": 0.0, "dwpd_host_busiest": 0.0, "write_bytes_per_s_busiest": 0.0,
+            "residence_s_busiest": math.inf, "dwpd_rating_equivalent_busiest": 0.0, "lifetime_years_busiest": math.inf,
+            "drive_class": "tlc-1dwpd", "waf_busiest": 1.0, "nodes_turned_over": 2, "nodes": 2}
+    for w in (wear, {**wear, "residence_s_busiest": None}):
+        _print_wear({"prefix": {"wear": {"l3": w}}})
+        out = capsys.readouterr().out
+        assert "KV kept never rewritten (no writes)" in out and "no writes: unbounded" in out, out
+        assert "inf" not in out.replace("tlc", "") and "n/a" not in out, out

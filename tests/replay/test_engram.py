@@ -380,3 +380,15 @@ def test_engram_windows_and_zipf_source_read_unambiguously(cli, tiny_preset, tmp
     window = next(ln for ln in r.output.splitlines() if ln.startswith("window"))
     assert "Engram layer 1:" in window and "Engram layer 2:" in window and ", " not in window.split(":", 1)[1]
     assert window.count(" us") == 2
+
+
+def test_the_scale_to_hint_is_a_size_the_option_takes_below_a_mib_too():
+    """The hint names 90% of the target, rounded down: whole MiB from 1 MiB (64 MiB: 57MiB), whole KiB below
+    (512 KiB: 460KiB, where '>> 20' once wrote 0MiB), at least 1 KiB; each parses back to at most that 90%."""
+    from kvbench.replay.engram import _size_arg
+    from kvbench.units import parse_size
+
+    for cap, want in ((64 << 20, "57MiB"), (512 << 10, "460KiB"), (1 << 20, "921KiB"), (100, "1KiB")):
+        n = int(cap * 0.9)
+        assert _size_arg(n) == want
+        assert parse_size(want) <= max(n, 1024)
