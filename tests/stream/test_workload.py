@@ -397,14 +397,16 @@ def test_fit_on_the_gmi_trace(cli, tmp_path):
     # (x0.77) on every population's own text could not fix them all; the own lengths are now measured in the
     # ids' units, by population, and only the rate is calibrated (length factor 1): the structural fit's error
     # is 10.7% mean per generated day (3 seeds; it was 33.8%). One generated day of these bursty arrivals (CV 6.9)
-    # varies ~12% in requests from seed to seed (these 3 days' mean writes +15%), so what is checked is the gen
-    # check: 3 traces of the 34 days trace gen writes, their mean W(C) within 5.0% at every capacity (4.4% and
-    # 4.5% over 12 seeds from 100 and from 200)
+    # varies ~12% in requests from seed to seed (these 3 days' mean writes +10%), so what is checked is the gen
+    # check: 3 traces of the 34 days trace gen writes, their mean W(C) within 3.8% at every capacity (3.1% and
+    # 3.0% over 12 seeds from 100 and from 200). A window of a running service's long run is centred by the rate
+    # on 8 of those traces (x0.97: the calibration's 34 one-day windows set the rate ~3% high; before, 5.0%)
     fit = out["fit"]
     assert out["observed"]["lengths_in"] == "ids" and out["observed"]["first_messages"] == "by population"
     assert out["model"]["calibration"]["length_factor"] == 1.0 and fit["curve_mae"] <= 0.02
     assert fit["before_calibration"]["dwpd_error_mean"] < 0.2
-    assert fit["gen_check"]["dwpd_error_of_seed_mean"]["max"] <= 0.06 and fit["gen_check"]["curve_mae"] <= 0.02
+    assert fit["gen_check"]["dwpd_error_of_seed_mean"]["max"] <= 0.045 and fit["gen_check"]["curve_mae"] <= 0.02
+    assert 0.95 < out["model"]["calibration"]["gen_rate_factor"] < 0.99
 
 
 def test_plan_marks_what_comes_from_the_fitted_trace_and_what_from_the_extension(cli, tmp_path):
