@@ -200,3 +200,21 @@ def test_format_residence_says_a_store_never_written_in_words():
     assert units.format_residence(None, 0.0) == "never rewritten (no writes)"
     assert units.format_residence(None) == "n/a" and units.format_residence(None, 5e8) == "n/a"
     assert units.format_residence(0.0) == "0 ns"
+
+
+def test_every_rate_of_bytes_is_format_rates_decimal_one():
+    """Drives are rated in decimal units, and the answer prints 506 MB/s: a byte rate printed as
+    format_bytes(...) + "/s" (binary: 483 MiB/s for the same writes) beside it made two figures of one rate. The
+    package's code holds no such rate (plan's capacity table, deployment line, write-policy and admission rows
+    once did); a per-step or per-request figure (".../step") is not a rate per second."""
+    import re
+
+    from tests.conftest import REPO
+
+    pat = re.compile(r"format_bytes\((?:[^()]|\([^()]*\))*\)\s*(?:\}/s|\+\s*[\"']/s)(?![a-z])")
+    found = [f"{p.relative_to(REPO)}:{i}: {line.strip()}" for p in sorted((REPO / "kvbench").rglob("*.py"))
+             if p != REPO / "kvbench" / "units.py"                  # format_rate itself
+             for i, line in enumerate(p.read_text().splitlines(), 1) if pat.search(line)]
+    assert not found, "\n".join(found)
+    assert pat.search('f"{format_bytes(w)}/s"') and pat.search("format_bytes(r['w']) + \"/s\"")
+    assert not pat.search('f"({format_bytes(v["bytes_per_step"])}/step)"')

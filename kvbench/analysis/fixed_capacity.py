@@ -91,7 +91,7 @@ def for_plan(plan: dict, *, capacity_per_gpu_bytes: float, utilization: float, t
              block_tokens: int = 512) -> dict:
     """The plan's fixed-capacity answer: the formula at its model and profile, the steady hit ratio the trace's
     deployment at that capacity buys (``plan['deployment']``), and with ``sweep`` every shipped compute profile."""
-    from kvbench.units import format_bytes, format_duration
+    from kvbench.units import format_bytes, format_residence
 
     here = at_capacity(bytes_per_token=plan["bytes_per_token"], tokens_per_s_per_gpu=tokens_per_s_per_gpu,
                        utilization=utilization, capacity_per_gpu_bytes=capacity_per_gpu_bytes, admission=admission,
@@ -110,7 +110,7 @@ def for_plan(plan: dict, *, capacity_per_gpu_bytes: float, utilization: float, t
                 f"GPU at utilization {utilization:g}" + (f", {admission:g} of blocks admitted" if admission < 1 else "")
                 + f"): the drives see {here.dwpd:.3g} host DWPD ({admission:g} x {utilization:g} x "
                 f"{here.tokens_per_s_per_gpu:,.0f} x {here.bytes_per_token:,.0f} x 86400 / "
-                f"{capacity_per_gpu_bytes:,.4g}), KV is kept {format_duration(here.residence_s)}"
+                f"{capacity_per_gpu_bytes:,.4g}), KV is kept {format_residence(here.residence_s)}"
                 + (f", which buys a steady hit ratio of {dep['hit_ratio']:.3f} on this trace" if dep.get("hit_ratio")
                    is not None else "") + ".")
     return {"formula": FORMULA, "at": here.to_dict(), "hit_ratio": dep.get("hit_ratio"), "sentence": sentence,
@@ -120,11 +120,11 @@ def for_plan(plan: dict, *, capacity_per_gpu_bytes: float, utilization: float, t
 def table_lines(fc: dict) -> list[str]:
     """The sweep as text: one line per profile (lowest DWPD first) and the formula."""
     from kvbench.report.text import table
-    from kvbench.units import format_duration
+    from kvbench.units import format_residence
 
     if not fc.get("sweep"):
         return []
     return table(["profile", "model", "B/token", "tok/s/GPU", "DWPD", "KV kept"],
                  [[r["profile"], r["model"], f"{r['bytes_per_token']:,.0f}", f"{r['tokens_per_s_per_gpu']:,.0f}",
-                   f"{r['dwpd']:.3g}", format_duration(r["residence_s"])] for r in fc["sweep"]],
+                   f"{r['dwpd']:.3g}", format_residence(r["residence_s"])] for r in fc["sweep"]],
                  "<<>>><") + [fc["formula"]]

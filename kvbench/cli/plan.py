@@ -10,7 +10,7 @@ import click
 from kvbench.cli._common import (DURATION, IO_SIZE, SIZE, OutputParam, emit_json, fields_option, force_option,
                                  json_option, lazy_parser, parse_admissions)
 from kvbench.errors import UsageError
-from kvbench.units import MISSING, format_bytes, format_lasts as _lasts, format_years
+from kvbench.units import MISSING, format_bytes, format_lasts as _lasts, format_rate, format_residence, format_years
 
 
 def _read_run(run_dir: str):
@@ -337,7 +337,7 @@ def _print(out: dict) -> None:
     for r in out["capacity_curve"]:
         if r["filled"]:
             rows.append([format_bytes(r["capacity_bytes"]), f"{r['hit_ratio']:.3f}",
-                         format_bytes(r["write_bytes_per_s"]) + "/s", format_duration(r["residence_s"]),
+                         format_rate(r["write_bytes_per_s"]), format_residence(r["residence_s"], r["write_bytes_per_s"]),
                          f"{r['dwpd']:.3g}",
                          "  ".join(note for note, on in (
                              ("(projected: not turned over; answers hold the rate)", not r["turned_over"]),
@@ -387,7 +387,7 @@ def _print(out: dict) -> None:
     if dep:
         click.echo(f"deployment: {dep['formula']}")
         click.echo(f"  {dep['requests_per_s']:,.3g} requests/s (trace x {dep['trace_copies']:.3g}), steady-state hit ratio "
-                   f"{dep['hit_ratio']:.3f}; per drive {format_bytes(dep['write_bytes_per_s_per_drive'])}/s, host DWPD "
+                   f"{dep['hit_ratio']:.3f}; per drive {format_rate(dep['write_bytes_per_s_per_drive'])}, host DWPD "
                    f"{dep['dwpd_host_per_drive']:.3g}, rating-equivalent {dep['dwpd_rating_equivalent_per_drive']:.3g} "
                    f"(WAF {dep['workload_waf']:.3g} / reference {dep['reference_waf']:.3g}, {dep['reference_class']})")
         if dep.get("rate_note"):
@@ -399,7 +399,7 @@ def _print(out: dict) -> None:
     wp = out.get("write_policies") or {}
     if wp:
         click.echo("write policy (tiers simulated at the headline sizes, steady state): " + "; ".join(
-            f"{name}: " + (f"{format_bytes(r['write_bytes_per_s'])}/s, {r['dwpd']:.3g} DWPD" if r["steady_state"]
+            f"{name}: " + (f"{format_rate(r['write_bytes_per_s'])}, {r['dwpd']:.3g} DWPD" if r["steady_state"]
                            else "L3 never evicts") for name, r in wp.items()))
     lay = out.get("layouts") or {}
     if lay:
@@ -414,8 +414,8 @@ def _print(out: dict) -> None:
         rows = []
         for name, r in adm.items():
             w = r["write_bytes_per_s"]
-            wtxt = (format_bytes(w) + "/s") if w is not None else \
-                (f"({format_bytes(r['mean_write_bytes_per_s'])}/s)" if r.get("mean_write_bytes_per_s") else "n/a")
+            wtxt = format_rate(w) if w is not None else \
+                (f"({format_rate(r['mean_write_bytes_per_s'])})" if r.get("mean_write_bytes_per_s") else MISSING)
             rows.append([r["policy"], f"{r['hit_ratio']:.3f}", wtxt, _num(r["dwpd"]), _num(r["dwpd_host"]),
                          _num(r["dwpd_rating_equivalent"]), _money(r["usd_per_day"]["total"]),
                          "" if r["steady_state"] == "measured" else "(extrapolated: rate held, see basis)"

@@ -380,7 +380,7 @@ def test_admission_probes_find_the_turn_over_boundary_within_ten_percent(seed):
 def test_plan_terminal_admission_table_names_each_rows_state(cli, capsys):
     """The terminal's admission table: a measured row has no mark, a held one says so and shows the held rate (the
     JSON's), a policy without a steady state shows its fill-phase mean rate in parentheses and no DWPD."""
-    from kvbench.units import format_bytes
+    from kvbench.units import format_rate
 
     args = ("plan", "--trace", "mooncake-synthetic", "--model", "tiny-gqa", "--admission",
             "all,second-access,prefix-depth:depth=1", "--capacities", "4GiB,256MiB,1GiB", "--sweep", "")
@@ -392,7 +392,7 @@ def test_plan_terminal_admission_table_names_each_rows_state(cli, capsys):
     held = plan["second-access"]
     assert held["steady_state"] == "extrapolated"
     assert rows["second-access"].endswith("(extrapolated: rate held, see basis)")
-    assert format_bytes(held["write_bytes_per_s"]) + "/s" in rows["second-access"]
+    assert format_rate(held["write_bytes_per_s"]) in rows["second-access"]       # decimal, as the answer's
     # a policy with no turned-over tier (as _tradeoff_at's [1] [2] trace gives): the row the printer writes
     from kvbench.cli.plan import _print
 
@@ -402,7 +402,7 @@ def test_plan_terminal_admission_table_names_each_rows_state(cli, capsys):
                 dwpd_rating_equivalent=None)
     _print(out)
     row = [ln for ln in capsys.readouterr().out.splitlines() if ln.strip().startswith(deep["policy"] + " ")][0]
-    assert f"({format_bytes(deep['mean_write_bytes_per_s'])}/s)" in row and " n/a " in row
+    assert f"({format_rate(deep['mean_write_bytes_per_s'])})" in row and " n/a " in row
     assert row.endswith("(no steady state: fill-phase mean write rate)")
 
 
