@@ -224,6 +224,17 @@ def test_reference_waf_of_the_price_preset_is_the_ftl_model_on_jesd219():
 
 
 # --- deployment scale --------------------------------------------------------------------------------------
+def _eight_gpu_plan():
+    """A plan of 8 GPUs at utilization 0.5 on 4 drives of 3.84 TB over a 400-request prefix trace of whole blocks
+    (100,000 bytes per token, 20,000 tokens/s per GPU): (the trace, bytes per token, the plan)."""
+    tr, bpt = random_prefix_trace(5, n=400), 100_000
+    return tr, bpt, build_plan(tr, block_bytes=512 * bpt, prices=load_prices(), tokens_per_s=20_000.0,
+                               bytes_per_token=bpt,
+                               options=PlanOptions(targets=(0.9,), waf=1.5, sweep=(), write_policies=False,
+                                                   deployment=parse_deployment("gpus=8,drives=4,"
+                                                                               "drive_capacity=3.84TB,utilization=0.5")))
+
+
 def test_a_lifetime_no_write_spends_is_said_in_words_in_the_plans_sentences_and_text(capsys):
     """Where the store bounds the rate at hit ratio 1 nothing is written: each drive's lifetime is infinite (JSON
     null). The plan's sentences and kvbench plan's text say "no writes: unbounded" and "never rewritten", never
@@ -231,12 +242,7 @@ def test_a_lifetime_no_write_spends_is_said_in_words_in_the_plans_sentences_and_
     from kvbench.analysis.plan import answer
     from kvbench.cli.plan import _print
 
-    tr = random_prefix_trace(5, n=400)
-    bpt = 100_000
-    out = build_plan(tr, block_bytes=512 * bpt, prices=load_prices(), tokens_per_s=20_000.0, bytes_per_token=bpt,
-                     options=PlanOptions(targets=(0.9,), waf=1.5, sweep=(), write_policies=False,
-                                         deployment=parse_deployment("gpus=8,drives=4,drive_capacity=3.84TB,"
-                                                                     "utilization=0.5")))
+    tr, bpt, out = _eight_gpu_plan()
     dep = out["deployment"]
     # the state deployment.scale gives where every token hits (test_deployment.py: the drives bound the rate)
     dep.update(hit_ratio=1.0, write_bytes_per_s=0.0, write_bytes_per_s_per_drive=0.0, dwpd_host_per_drive=0.0,
@@ -259,12 +265,7 @@ def test_a_lifetime_no_write_spends_is_said_in_words_in_the_plans_sentences_and_
 
 
 def test_deployment_dwpd_is_first_principles_whatever_the_hit_ratio():
-    tr = random_prefix_trace(5, n=400)           # whole blocks only: input tokens = 512 x blocks
-    bpt = 100_000
-    out = build_plan(tr, block_bytes=512 * bpt, prices=load_prices(), tokens_per_s=20_000.0, bytes_per_token=bpt,
-                     options=PlanOptions(targets=(0.9,), waf=1.5, sweep=(), write_policies=False,
-                                         deployment=parse_deployment("gpus=8,drives=4,drive_capacity=3.84TB,"
-                                                                     "utilization=0.5")))
+    tr, bpt, out = _eight_gpu_plan()                 # whole blocks only: input tokens = 512 x blocks
     dep = out["deployment"]
     want = 0.5 * 20_000 * 8 * bpt * 86400 / (4 * 3.84e12)
     assert dep["dwpd_host_per_drive"] == pytest.approx(want, rel=1e-6)
