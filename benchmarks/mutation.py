@@ -328,6 +328,12 @@ EQUIVALENT: dict[str, dict[tuple, str]] = {
             "turned_over implies W > 0 (SteadyCurve.at: turned_over = filled & ..., filled = W > 0)",
         ("document_probability = float(min(1.0, (doc_counts.sum() + docs.size) / max(1, n_first)))", "1 -> 2", 0):
             "a document is a prefix two first requests share: n_first >= 2 wherever this runs, max(1, n) = max(2, n)",
+        # _fit_prompts sets prompt_of (a rank >= 0) on exactly the rows it gives system_len = (depth + 1/2) x block
+        # tokens > 0 (the sharers fs and the founders lead): prompt_of < 0 is system_len == 0 row by row
+        ("bare = first & (prompt_of < 0) & (system_len == 0)", "0 -> 1", 0):
+            "prompt_of < 1 adds only prompt 0's rows, whose system_len > 0 fails the third term (see above)",
+        ("bare = first & (prompt_of < 0) & (system_len == 0)", "< -> <=", 0):
+            "prompt_of <= 0 adds only prompt 0's rows, whose system_len > 0 fails the third term (see above)",
         ("system_probability = float(min(1.0, counts.sum() / max(1, n_first)))", "1 -> 2", 0):
             "a system prompt is a first block two first requests share: n_first >= 2, max(1, n) = max(2, n)",
         ("return float(x.mean()), float(np.log(x).std()) if x.size > 1 else 0.0", "> -> >=", 0):

@@ -1525,3 +1525,87 @@ def test_a_trace_whose_tokens_disagree_with_its_ids_is_calibrated_by_population_
     res, _ = fit_mod.fit_and_score(_populations_trace(512))
     assert res.observed["first_messages"] == "pooled"
     assert seen == [("demand", True)] * 2 + [("reuse", True), ("demand", True)]
+
+
+# --- mutation of 6c53a13 / f3b58e3 (lengths in ids, first messages by population, the warm long run) ----------
+def test_tokens_match_ids_of_no_requests_and_of_one_that_disagrees():
+    """No requests: nothing disagrees, the stated tokens are kept. One request of one 512-token id stated as 600
+    tokens (ceil(600 / 512) = 2 ids, not 1): 0 of 1 agree, below 0.9."""
+    assert fit_mod.tokens_match_ids(make_trace([], []))
+    assert not fit_mod.tokens_match_ids(make_trace([0.0], [[1]], tokens=[600]))
+    assert fit_mod.tokens_match_ids(make_trace([0.0], [[1]], tokens=[512]))
+
+
+def test_pooled_first_messages_have_no_bare_shape():
+    """Stated tokens agreeing with the ids (512 per id): first messages pooled, so the prompt-less sessions get
+    no lognormal of their own, its mean and its shape both 0 (the generator draws them from the pooled one)."""
+    p = fit_mod.fit_model(_populations_trace(512)).model.prompts
+    assert (p.bare_user_tokens, p.bare_user_sigma, p.bare_user_quantiles) == (0.0, 0.0, ())
+
+
+def test_a_prompt_less_sessions_follow_up_is_not_a_first_message():
+    """The populations trace with one follow-up to the last prompt-less session (its 10 ids and one more, 100 s
+    later; that session's first request stated as 5,200 tokens, 10 whole ids, so the 10 ids reused are all of
+    it, and ceil(5,200 / 512) = 11 still disagrees): that follow-up is a later turn, not a prompt-less first
+    message, so the prompt-less sessions' own text is still the 10 first requests' 256 + 512 k (mean 2,560;
+    counting the follow-up's (11 - 1/2) x 512 = 5,376 would give 30,976 / 11 = 2,816)."""
+    rows = ([[7, 1, 1]] + [[7, 100 + k, 1] for k in range(10)] + [[5, 1]] + [[5, 100 + k] for k in range(5)]
+            + [[6, 1, 1]] + [[6, 100 + k, 1] for k in range(3)]
+            + [[200 + k] + [300 + j for j in range(k)] for k in range(10)]
+            + [[209] + [300 + j for j in range(9)] + [400]])
+    tokens = [600 * len(r) for r in rows]
+    tokens[30] = 5200
+    res = fit_mod.fit_model(_chained(rows, tokens))
+    p = res.model.prompts
+    assert res.observed["follow_ups"] == 1 and res.observed["first_messages"] == "by population"
+    assert p.bare_user_tokens == pytest.approx(2560.0)
+    assert p.bare_user_quantiles == pytest.approx([256 + 230.4 * i for i in range(20)] + [5094.4])
+
+
+def test_user_quantiles_of_exactly_ten_follow_ups_and_of_follow_ups_adding_nothing():
+    """Ten follow-ups (MIN_SAMPLES) each adding one 512-token block: 21 quantiles of 512. Ten that re-send the
+    same prompt (growth 0): 21 quantiles of 0."""
+    p = fit_mod.fit_model(_sessions_trace([(3000.0 * k, [2.0 ** k]) for k in range(10)])).model.prompts
+    assert p.user_quantiles == (512.0,) * 21
+    rows = []
+    for k in range(10):
+        rows += [(3000.0 * k, [k + 1]), (3000.0 * k + 5.0, [k + 1])]
+    p = fit_mod.fit_model(make_trace([r[0] for r in rows], [r[1] for r in rows])).model.prompts
+    assert p.user_quantiles == (0.0,) * 21
+
+
+def test_calibrate_reuse_passes_lengths_to_every_demand_calibration(monkeypatch):
+    """calibrate_reuse scales lengths by default (lengths=True to calibrate_demand) and passes lengths=False on;
+    the objective is met at the measured point: one demand calibration each."""
+    seen = []
+
+    def demand(trace, model, seed=0, seeds=None, cold=None, tick=None, start=(1.0, 1.0), lengths=True):
+        seen.append(lengths)
+        return model, {"rate_factor": 1.0, "length_factor": 1.0}
+
+    class Scorer:
+        def __init__(self, trace, seeds, seed, cold):
+            pass
+
+        def __call__(self, m):
+            return 1.0
+    monkeypatch.setattr(fit_mod, "calibrate_demand", demand)
+    monkeypatch.setattr(fit_mod, "_Scorer", Scorer)
+    m = WorkloadModel(sessions=Sessions(turns_mean=2.0, think_time_s=10.0))
+    fit_mod.calibrate_reuse(SimpleNamespace(n_requests=4000), m, cold=False)
+    assert seen == [True]
+    fit_mod.calibrate_reuse(SimpleNamespace(n_requests=4000), m, cold=False, lengths=False)
+    assert seen == [True, False]
+
+
+def test_long_run_of_two_spans_is_checked_and_of_no_span_is_not(monkeypatch):
+    """A window of 100 s at 400 requests/s: 40,000 a span, ceil(1.6) = 2 spans (200 s) is longer than the span:
+    checked on 8 traces from seed 3000 (+1% and +5%: rate / 1.03). A trace of no span: 256 spans of 0 s are 0 s,
+    no longer than the span: no check."""
+    calls = _fake_checks(monkeypatch, [[0.01, 0.05]])
+    m = WorkloadModel(arrivals=Arrivals(rate=400.0))
+    out, dur, f, chk = fit_mod.long_run(SimpleNamespace(n_requests=1000, duration_s=100.0), m, cold=False)
+    assert dur == 200.0 and f == pytest.approx(1 / 1.03) and calls == [(400.0, 200.0, 8, 3000)]
+    calls = _fake_checks(monkeypatch, [])
+    assert fit_mod.long_run(SimpleNamespace(n_requests=5, duration_s=0.0), m, cold=True) == (m, 0.0, None, None)
+    assert calls == []
