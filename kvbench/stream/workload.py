@@ -6,7 +6,8 @@ A model is what ``kvbench trace fit`` estimates from a real trace and what ``kvb
 ``[arrivals]`` Sessions start by a renewal process whose inter-arrival times have coefficient of variation
 ``burstiness`` (1: exponential, a Poisson process; otherwise lognormal: > 1 clustered, < 1 regular), modulated by a daily cosine (``diurnal_amplitude``,
 peak at ``peak_hour``) and a weekly cycle (weekends at ``weekend_factor`` of the weekday rate), normalised so
-the long-run request rate is ``rate``.
+the long-run request rate is ``rate``. The rate is held: each rate window (the span a fitted model was fitted
+on, else a day; 1,024 to 2^20 sessions) holds exactly the sessions it states, and the gaps vary within it.
 
 ``[sessions]`` A session is one or more *visits* of ``turns_mean`` turns each (geometric). Turns of a visit
 follow after a lognormal think time (median ``think_time_s``, shape ``think_sigma``). After a visit the user

@@ -11,7 +11,7 @@ import pytest
 
 from kvbench.stream import synth
 from kvbench.stream.synth import Generator
-from kvbench.stream.workload import WorkloadModel
+from kvbench.stream.workload import Arrivals, WorkloadModel
 
 
 def _gen(**kw):
@@ -69,7 +69,7 @@ def test_one_window_emits_every_request_its_sessions_make():
     none left out (the first included) and none added."""
     g = _gen(seed=2)
     rng = np.random.default_rng([2, 3])                       # the stream's generator, as batches() seeds it
-    starts = g._session_starts(rng, {"carry": np.zeros(0), "last": 0.0}, g.duration_s)
+    starts = g._session_starts(rng, g.arrival_state(), g.duration_s)
     rows = g._expand(rng, starts, np.arange(starts.size, dtype=np.int64), int(round(g.duration_s * 1000.0)))
     want_ms = np.sort(rows.t_ms, kind="stable")
     for size in (1, 7, synth.WINDOW_REQUESTS):
@@ -170,30 +170,74 @@ def test_a_key_sample_of_rate_one_is_the_whole_stream(tmp_path):
     assert np.array_equal(one[0].keys, whole[0].keys) and one[0].n_requests > 60
 
 
+def _window(seed_rng, cv: float, n: int, k: float) -> np.ndarray:
+    """One rate window by hand: n unit-mean gaps (exponential, or lognormal of CV ``cv``: sigma^2 = ln(1 + cv^2),
+    mu = -sigma^2 / 2), their running sums scaled so the last is ``k``."""
+    s2 = math.log(1.0 + cv * cv)
+    gaps = seed_rng.exponential(1.0, n) if cv == 1.0 else seed_rng.lognormal(-s2 / 2.0, math.sqrt(s2), n)
+    ops = np.cumsum(gaps)
+    return ops * (k / ops[-1])
+
+
 @pytest.mark.parametrize("cv", [1.0, 2.0])
 def test_session_starts_are_the_running_sums_of_the_gaps_across_calls(cv):
-    """A flat rate of 4 sessions a second (one request each): operational time is 4 x t, and the session starts
-    are the running sums of the generator's unit-mean gaps (exponential, or lognormal of CV 2: sigma^2 =
-    ln 5, mu = -sigma^2 / 2), however the draws are cut: drawn to 50 s, then on to 100 s (the state carries the
-    drawn starts past 50 s and the last sum), they are the sums below 400, / 4."""
+    """A flat rate of 4 sessions a second (one request each), a model not fitted: operational time is 4 x t and
+    the rate window is a day, 345,600 sessions. The starts are the running sums of the window's 345,600 gaps
+    scaled to sum to 345,600, however the draws are cut: drawn to 50 s, then on to 100 s (the state carries
+    the drawn starts past 50 s), they are the sums below 400, / 4."""
     m = WorkloadModel(arrivals=Arrivals(rate=4.0, burstiness=cv))
     g = Generator(m, duration_s=100.0, seed=0, probe=(1.0, 2.0))
+    assert g.hold_sessions == 345_600.0
     rng = np.random.default_rng(11)
-    state = {"carry": np.zeros(0), "last": 0.0}
+    state = g.arrival_state()
     got = np.concatenate([g._session_starts(rng, state, 50.0), g._session_starts(rng, state, 100.0)])
-    oracle = np.random.default_rng(11)
-    s2 = math.log(1.0 + cv * cv)
-    gaps = oracle.exponential(1.0, 2000) if cv == 1.0 else oracle.lognormal(-s2 / 2.0, math.sqrt(s2), 2000)
-    ops = np.cumsum(gaps)
+    ops = _window(np.random.default_rng(11), cv, 345_600, 345_600.0)
     want = ops[ops < 400.0] / 4.0
     assert got.size == want.size > 100 and np.allclose(got, want, rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("cv", [1.0, 6.9])
+def test_each_rate_window_of_a_fitted_model_holds_the_sessions_its_rate_states(cv):
+    """A model fitted on 1,000 s at 2 sessions a second (one request each): its rate window is 2,000 sessions,
+    1,000 s. Over 10 windows the starts are the windows drawn one after the other (each the running sums of
+    2,000 gaps scaled to end at its end), so every 1,000 s holds exactly 2,000 sessions, the last one at its
+    end: at CV 6.9 a renewal process left free would hold 2,000 +- 310 (6.9 x sqrt(2,000))."""
+    m = WorkloadModel(arrivals=Arrivals(rate=2.0, burstiness=cv), fitted_span_s=1000.0)
+    g = Generator(m, duration_s=10_000.0, seed=0, probe=(1.0, 2.0))
+    assert g.hold_sessions == 2000.0
+    got = g._session_starts(np.random.default_rng(3), g.arrival_state(), 10_000.0 + 1.0)
+    oracle = np.random.default_rng(3)
+    want = np.concatenate([b * 2000.0 + _window(oracle, cv, 2000, 2000.0) for b in range(10)]) / 2.0
+    assert got.size == want.size == 20_000 and np.allclose(got, want, rtol=0, atol=1e-6)
+    counts = np.bincount(np.ceil(got / 1000.0).astype(np.int64) - 1)
+    assert counts.tolist() == [2000] * 10
+    assert np.allclose(got[1999::2000], np.arange(1000.0, 10_001.0, 1000.0), rtol=0, atol=1e-6)
+
+
+def test_a_rate_window_of_a_fractional_count_keeps_the_running_count_rounded():
+    """A window of 1,500.5 sessions: window b holds round((b+1) x 1,500.5) - round(b x 1,500.5) sessions, so
+    the first b windows hold round(b x 1,500.5) (half to even): 1,500, 3,001, 4,502 (4,501.5 rounds to 4,502)."""
+    m = WorkloadModel(arrivals=Arrivals(rate=1.5005), fitted_span_s=1000.0)
+    g = Generator(m, duration_s=3000.0, seed=0, probe=(1.0, 2.0))
+    assert g.hold_sessions == pytest.approx(1500.5)
+    got = g._session_starts(np.random.default_rng(0), g.arrival_state(), 3001.0)
+    assert [int(np.count_nonzero(got <= t + 1e-6)) for t in (1000.0, 2000.0, 3000.0)] == [1500, 3001, 4502]
+
+
+@pytest.mark.parametrize("rate, span, held", [(0.01, 1000.0, 1024.0), (1000.0, 86_400.0 * 7, float(1 << 20)),
+                                              (0.5, 0.0, 43_200.0)])
+def test_the_rate_window_holds_1024_sessions_at_least_and_2_to_the_20_at_most(rate, span, held):
+    """The window is the fitted span's sessions (a day's when not fitted), at least 1,024 (a few sessions a
+    window would space them regularly) and at most 2^20 (drawn at once)."""
+    m = WorkloadModel(arrivals=Arrivals(rate=rate), fitted_span_s=span)
+    assert Generator(m, duration_s=10.0, seed=0, probe=(1.0, 2.0)).hold_sessions == held
 
 
 def test_sessions_start_up_to_the_end_of_a_span_that_is_not_whole_minutes():
     """100 s at 10 sessions a second: the intensity grid (a point a minute) reaches past 100 s, so sessions start
     in the last 40 s too (about 400 of them; the last within a second of the end)."""
     g = Generator(WorkloadModel(arrivals=Arrivals(rate=10.0)), duration_s=100.0, seed=1, probe=(1.0, 2.0))
-    starts = g._session_starts(np.random.default_rng(1), {"carry": np.zeros(0), "last": 0.0}, 100.0)
+    starts = g._session_starts(np.random.default_rng(1), g.arrival_state(), 100.0)
     assert starts.max() > 99.0 and np.count_nonzero(starts >= 60.0) > 300
 
 
@@ -245,11 +289,12 @@ def test_a_request_at_the_horizon_is_past_the_stream():
 
 def test_the_first_session_starts_one_gap_after_zero():
     """One-request sessions at a flat 4 a second over 100 s: the stream's requests are at the running sums of
-    the stream generator's first gaps / 4 (its first draws), in ms."""
+    the stream generator's first gaps (its first draws, a day's rate window of them scaled to sum to it) / 4,
+    in ms."""
     g = Generator(_one_turn(), duration_s=100.0, rate=4.0, seed=5, probe=(1.0, 2.0))
     b = list(g.batches())
     t_ms = np.rint(np.concatenate([x.t0 + x.timestamp_s for x in b]) * 1000.0).astype(np.int64)
-    ops = np.cumsum(np.random.default_rng([5, 3]).exponential(1.0, 2000))
+    ops = _window(np.random.default_rng([5, 3]), 1.0, 345_600, 345_600.0)    # a day's window at 4 a second
     assert t_ms.tolist() == np.rint(ops[ops < 400.0] / 4.0 * 1000.0).astype(np.int64).tolist()
 
 
