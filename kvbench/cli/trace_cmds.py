@@ -312,7 +312,7 @@ def fit_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, ou
               + (f"Steady write rate (DWPD) at the capacities both turn over: {_dwpd_line(good)}.\n"
                  if good.get("dwpd_error_mean") is not None else "")
               + (f"{'Calibrated: ' + _calibration_line(res.model.calibration)}.\n" if res.model.calibration else "")
-              + (f"Gen check: {_gen_line(good['gen_check'], good.get('source_noise'), out)}.\n"
+              + (f"Gen check: {_gen_line(good['gen_check'], good.get('source_noise'), out, res.observed['stationarity']['stationary'])}.\n"
                  if good.get("gen_check") is not None else "")
               + "".join(f"warning: {w}\n" for w in res.warnings))
     with atomic_output(out) as tmp:
@@ -347,7 +347,7 @@ def fit_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, ou
     if m.calibration is not None:
         click.echo(f"calibrated {_calibration_line(m.calibration)}")
     if good.get("gen_check") is not None:
-        click.echo(f"gen check  {_gen_line(good['gen_check'], good.get('source_noise'), out)}")
+        click.echo(f"gen check  {_gen_line(good['gen_check'], good.get('source_noise'), out, res.observed['stationarity']['stationary'])}")
     for w in res.warnings:
         click.echo(f"warning: {w}")
     click.echo(f"wrote {out}")
@@ -362,8 +362,9 @@ def _dwpd_line(good: dict) -> str:
     return line
 
 
-def _gen_line(g: dict, noise: dict | None, out) -> str:
-    """One line: what trace gen of the fitted model writes by default, against TRACE (``fit.gen_check``)."""
+def _gen_line(g: dict, noise: dict | None, out, stationary: bool = True) -> str:
+    """One line: what trace gen of the fitted model writes by default, against TRACE (``fit.gen_check``); a
+    goal not met on a trace that is not stationary says so (its warning says why)."""
     from kvbench.stream.fit import DWPD_GOAL
 
     def pct(v):
@@ -376,7 +377,8 @@ def _gen_line(g: dict, noise: dict | None, out) -> str:
             f"error per trace mean {pct(g['dwpd_error_mean'])}, max {pct(g['dwpd_error_max'])} (worst trace "
             f"{pct(g['dwpd_error_worst'])}), hit-ratio curve MAE {g['curve_mae']:.4f}"
             + (f"; their mean write rate max {pct(sm['max'])}" if sm else "")
-            + ("; within the goal (5%, 0.02)" if met else "; NOT within the goal (5%, 0.02)"))
+            + ("; within the goal (5%, 0.02)" if met else "; NOT within the goal (5%, 0.02)"
+               + ("" if stationary else ": the trace is not stationary (warning below)")))
     if noise is not None:
         line += (f". The source's own sampling noise: a trace of its length drawn from the model strays up to "
                  f"{pct(noise['max_error_median'])} from the model's W(C) (median of {noise['seeds']} draws; "

@@ -108,6 +108,7 @@ def fit_model(trace: Trace, defaults: WorkloadModel | None = None, name: str | N
     """Estimate a workload model from a trace (see the module docstring). ``returns_prior``: a longer trace's
     return evidence, pooled into the censored fit of a window too short to show returns hours later."""
     from kvbench.stream.sessions import recover_sessions
+    from kvbench.stream.stationarity import stationarity
 
     d = defaults or WorkloadModel()
     res = FitResult(d)
@@ -121,6 +122,14 @@ def fit_model(trace: Trace, defaults: WorkloadModel | None = None, name: str | N
     absolute = trace.t0 > 1e8                  # a Unix clock: hours of day and weekdays are known
     obs = res.observed
     obs.update(requests=n, span_s=span, sessions=S.n_sessions, block_tokens=bt, absolute_clock=bool(absolute))
+    st = stationarity(trace)
+    obs["stationarity"] = {"stationary": st.stationary, "verdict": st.verdict, "test": st.test}
+    if not st.stationary:
+        res.warnings.append(f"the trace is not stationary ({st.verdict.removeprefix('not stationary: ')}; kvbench "
+                            "trace stats): it holds no steady state, so its W(C) (DWPD) is that of its window's "
+                            "transient; a generated trace of its span can match it only within the source's own "
+                            "sampling noise, and a longer one shows the model's long run, which the trace does not "
+                            "reach")
 
     # --- arrivals -----------------------------------------------------------------------------------
     a = d.arrivals

@@ -263,3 +263,32 @@ def test_the_default_run_workload_is_what_its_stated_command_fits_today(tmp_path
                                   "-o", str(out)])
     assert r.exit_code == 0, r.output
     assert "# Workload model fitted by kvbench trace fit" + body == out.read_text()
+
+
+def test_trace_fit_names_a_trace_that_is_not_stationary_and_not_a_stationary_one():
+    """fit_model tests the source (the same test as trace stats) and, when it fails, warns that its W(C) is a
+    transient's, naming the series that trend; a stationary trace gets no such warning."""
+    from kvbench.stream.fit import fit_model
+
+    trending = fit_model(trending_trace())
+    st = stationarity(trending_trace())
+    assert not st.stationary and trending.observed["stationarity"]["stationary"] is False
+    assert trending.observed["stationarity"]["verdict"] == st.verdict
+    warned = [w for w in trending.warnings if w.startswith("the trace is not stationary (")]
+    assert len(warned) == 1 and "new_block_share" in warned[0] and "transient" in warned[0]
+    assert "(not stationary:" not in warned[0]                  # the verdict's own prefix is not repeated
+    steady = fit_model(stationary_trace())
+    assert steady.observed["stationarity"]["stationary"] is True
+    assert not any("not stationary" in w for w in steady.warnings)
+
+
+def test_the_gen_check_line_says_a_missed_goal_is_on_a_trace_that_is_not_stationary():
+    from kvbench.cli.trace_cmds import _gen_line
+
+    g = {"seeds": 3, "first_seed": 0, "duration_s": 1022.0, "dwpd_error_mean": 0.04, "dwpd_error_max": 0.17,
+         "dwpd_error_worst": 0.30, "curve_mae": 0.015, "dwpd_error_of_seed_mean": {"max": 0.16}}
+    missed = _gen_line(g, None, "m.toml", stationary=False)
+    assert missed.endswith("NOT within the goal (5%, 0.02): the trace is not stationary (warning below)")
+    assert _gen_line(g, None, "m.toml").endswith("NOT within the goal (5%, 0.02)")
+    met = dict(g, dwpd_error_worst=0.04)
+    assert _gen_line(met, None, "m.toml", stationary=False).endswith("; within the goal (5%, 0.02)")
