@@ -149,7 +149,8 @@ MODULES: dict[str, tuple[str, list[str]]] = {
                          ("router_round_robin", "round_robin"), ("router_least_loaded", "least_loaded"))},
     # the workload model's fit and generator (issue 34 part 4): their test files' fast lane (see LANES)
     "fit": ("kvbench/stream/fit.py",
-            ["tests/stream/test_fit.py", "tests/stream/test_returns.py", "tests/stream/test_workload.py"]),
+            ["tests/stream/test_fit.py", "tests/stream/test_returns.py", "tests/stream/test_workload.py",
+             "tests/stream/test_stationarity.py::test_trace_fit_names_a_trace_that_is_not_stationary_and_not_a_stationary_one"]),
     "synth": ("kvbench/stream/synth.py",
               ["tests/stream/test_synth.py", "tests/stream/test_generators.py", "tests/stream/test_workload.py"]),
     "synth_kernel": ("kvbench/stream/synth_kernel.py",
