@@ -361,6 +361,11 @@ EQUIVALENT: dict[str, dict[tuple, str]] = {
             "'no system prompt' as -2 instead of -1: the generator tests its sign only (system >= 0, k >= 0), and "
             "the key kernel uses it only in a document's owner sysid x 2^32 + doc, still negative and one per "
             "document: keys are equal exactly where they were (their hash values differ)",
+        ("while b * k < target:", "< -> <=", 0):
+            "a window whose start equals the target to the last bit (an interpolated cumulative intensity against "
+            "a multiple of the window's sessions) would be drawn one call early: its starts are all past the "
+            "target and wait in the carry either way; only the order of the stream's draws could differ, never "
+            "met off that measure-zero case",
         ("target = float(np.interp(min(t1, self._grid[-1]), self._grid, self._cum))", "1 -> 2", 0):
             "the grid runs to the largest multiple of GRID_S below duration + 2 GRID_S: its last point is >= "
             "duration + GRID_S and the one before >= duration >= t1, so min(t1, either) = t1",

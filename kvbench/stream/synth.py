@@ -200,19 +200,20 @@ class Generator:
         count of the span it was fitted on (or a day's, ``HOLD_S``); the count varies within a window, not
         beyond it."""
         cv = self.model.arrivals.burstiness
-        sigma = math.sqrt(math.log1p(cv * cv))         # lognormal gaps of mean 1 and this CV
+        sigma = math.sqrt(math.log1p(cv * cv))         # lognormal gaps of this CV (their scale is the window's)
         k = self.hold_sessions
         target = float(np.interp(min(t1, self._grid[-1]), self._grid, self._cum))
         parts, b = [state["carry"]], state["window"]
         while b * k < target:
             n = int(round((b + 1) * k) - round(b * k))
-            gaps = rng.exponential(1.0, n) if cv == 1.0 else rng.lognormal(-sigma * sigma / 2.0, sigma, n)
+            gaps = rng.standard_exponential(n) if cv == 1.0 else rng.lognormal(sigma=sigma, size=n)
             ops = np.cumsum(gaps)
             parts.append(b * k + ops * (k / ops[-1]))
             b += 1
         ops = np.concatenate(parts)
-        state["carry"], state["window"] = ops[ops >= target], b
-        return np.interp(ops[ops < target], self._cum, self._grid)
+        due = ops < target
+        state["carry"], state["window"] = ops[~due], b
+        return np.interp(ops[due], self._cum, self._grid)
 
     def _expand(self, rng, start_s: np.ndarray, uid: np.ndarray, horizon_ms: int | None) -> _Rows:
         """Every request of the given sessions (vectorised): visits, turns, times, context growth."""

@@ -396,16 +396,19 @@ def test_fit_on_the_gmi_trace(cli, tmp_path):
     # so prompts in stated tokens made ~25% too many blocks (mean error 33.8% over 3 seeds), and a length factor
     # (x0.77) on every population's own text could not fix them all; the own lengths are now measured in the
     # ids' units, by population, and only the rate is calibrated (length factor 1): the structural fit's error
-    # is 10.7% mean per generated day (3 seeds; it was 33.8%). One generated day of these bursty arrivals (CV 6.9)
-    # varies ~12% in requests from seed to seed (these 3 days' mean writes +10%), so what is checked is the gen
-    # check: 3 traces of the 34 days trace gen writes, their mean W(C) within 3.8% at every capacity (3.1% and
-    # 3.0% over 12 seeds from 100 and from 200). A window of a running service's long run is centred by the rate
-    # on 8 of those traces (x0.97: the calibration's 34 one-day windows set the rate ~3% high; before, 5.0%)
+    # is 7.0% mean per generated day (3 seeds; it was 33.8%): one day is a noisy measure of the rate, so what is
+    # checked is the gen check: 3 traces of the 34 days trace gen writes. The generator holds each rate window's
+    # (the fitted day's) count, so a trace's requests no longer stray with its CV-6.9 arrivals (+-5% over 34 days
+    # when free): every one of the 3 traces is within 5% at every capacity (worst 2.6%; 12 seeds from 100: 3.7%,
+    # from 200: 3.6%; free, 8.7% and 9.1%), their mean within 2.5%. A window of a running service's long run is
+    # centred by the rate on 8 of those traces (x0.976)
     fit = out["fit"]
     assert out["observed"]["lengths_in"] == "ids" and out["observed"]["first_messages"] == "by population"
+    assert out["observed"]["stationarity"]["stationary"] is True
     assert out["model"]["calibration"]["length_factor"] == 1.0 and fit["curve_mae"] <= 0.02
     assert fit["before_calibration"]["dwpd_error_mean"] < 0.2
-    assert fit["gen_check"]["dwpd_error_of_seed_mean"]["max"] <= 0.045 and fit["gen_check"]["curve_mae"] <= 0.02
+    assert fit["gen_check"]["dwpd_error_worst"] <= 0.05 and fit["gen_check"]["curve_mae"] <= 0.02
+    assert fit["gen_check"]["dwpd_error_of_seed_mean"]["max"] <= 0.035
     assert 0.95 < out["model"]["calibration"]["gen_rate_factor"] < 0.99
 
 
