@@ -366,6 +366,11 @@ EQUIVALENT: dict[str, dict[tuple, str]] = {
             "a multiple of the window's sessions) would be drawn one call early: its starts are all past the "
             "target and wait in the carry either way; only the order of the stream's draws could differ, never "
             "met off that measure-zero case",
+        ("due = ops < target", "< -> <=", 0):
+            "a start equal to the target to the last bit (a window's scaled random sums against an interpolated "
+            "cumulative intensity: measure zero) would be returned at t1 instead of carried: the requests of a "
+            "session starting at t1 are not due before t1 and wait in the pending table to the next window either "
+            "way",
         ("target = float(np.interp(min(t1, self._grid[-1]), self._grid, self._cum))", "1 -> 2", 0):
             "the grid runs to the largest multiple of GRID_S below duration + 2 GRID_S: its last point is >= "
             "duration + GRID_S and the one before >= duration >= t1, so min(t1, either) = t1",
