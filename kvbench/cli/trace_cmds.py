@@ -304,6 +304,8 @@ def fit_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, ou
         res, good = fit_and_score(tr, load_model_file(defaults) if defaults else None, name=name, seeds=seeds,
                                   seed=seed, progress=lambda done, total: line.update(done, total=total),
                                   calibrate=calibrate, returns_prior=prior)
+    gen_line = (_gen_line(good["gen_check"], good.get("source_noise"), out, res.observed["stationarity"]["stationary"])
+                if good.get("gen_check") is not None else None)
     header = (f"Workload model fitted by kvbench trace fit to {tr.path}\n"
               f"({tr.n_requests} requests over {tr.duration_s:.0f} s, {tr.block_tokens}-token blocks).\n"
               f"Goodness over {seeds} regenerated traces: hit-ratio curve MAE {good['curve_mae']:.4f}, max error "
@@ -312,8 +314,7 @@ def fit_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, ou
               + (f"Steady write rate (DWPD) at the capacities both turn over: {_dwpd_line(good)}.\n"
                  if good.get("dwpd_error_mean") is not None else "")
               + (f"{'Calibrated: ' + _calibration_line(res.model.calibration)}.\n" if res.model.calibration else "")
-              + (f"Gen check: {_gen_line(good['gen_check'], good.get('source_noise'), out, res.observed['stationarity']['stationary'])}.\n"
-                 if good.get("gen_check") is not None else "")
+              + (f"Gen check: {gen_line}.\n" if gen_line else "")
               + "".join(f"warning: {w}\n" for w in res.warnings))
     with atomic_output(out) as tmp:
         tmp.write_text(to_toml(res.model, header=header.rstrip("\n")))
@@ -346,8 +347,8 @@ def fit_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, ou
                    "the goal is within 5%")
     if m.calibration is not None:
         click.echo(f"calibrated {_calibration_line(m.calibration)}")
-    if good.get("gen_check") is not None:
-        click.echo(f"gen check  {_gen_line(good['gen_check'], good.get('source_noise'), out, res.observed['stationarity']['stationary'])}")
+    if gen_line:
+        click.echo(f"gen check  {gen_line}")
     for w in res.warnings:
         click.echo(f"warning: {w}")
     click.echo(f"wrote {out}")

@@ -1,9 +1,10 @@
 """Generate a workload model's requests at any horizon, vectorised, streamed as ``Trace`` batches in time order.
 
 Time is cut into windows of about ``WINDOW_REQUESTS`` requests. In each window the sessions that start in it
-are drawn at once (the arrival process is a unit-rate renewal process, exponential or lognormal gaps, mapped through the cumulative intensity of
-the daily and weekly cycles, whose count is held to the model's rate over each rate window: ``Generator.hold_sessions``), and every one is expanded into all its requests at once (visits, turns, think
-times, returns, context growth): numpy arrays, no Python loop per session or per block. Requests later than
+are drawn at once (the arrival process is a unit-rate renewal process, exponential or lognormal gaps, mapped
+through the cumulative intensity of the daily and weekly cycles, its count held to the model's rate over each
+rate window: ``Generator._session_starts``), and every one is expanded into all its requests at once (visits,
+turns, think times, returns, context growth): numpy arrays, no Python loop per session or per block. Requests later than
 the window wait in a pending table of per-request scalars (returns days later stay there until due), so memory
 is bounded by the rate times the longest delay, never by the horizon. Block keys are computed only when a
 request is emitted, from (system prompt, document, session, block index, prompt length):
