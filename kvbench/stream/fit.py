@@ -126,10 +126,8 @@ def fit_model(trace: Trace, defaults: WorkloadModel | None = None, name: str | N
     obs["stationarity"] = {"stationary": st.stationary, "verdict": st.verdict, "test": st.test}
     if not st.stationary:
         res.warnings.append(f"the trace is not stationary ({st.verdict.removeprefix('not stationary: ')}; kvbench "
-                            "trace stats): it holds no steady state, so its W(C) (DWPD) is that of its window's "
-                            "transient; a generated trace of its span can match it only within the source's own "
-                            "sampling noise, and a longer one shows the model's long run, which the trace does not "
-                            "reach")
+                            "trace stats): its W(C) (DWPD) is its window's, not a steady state's; the fit reproduces "
+                            "that window, and a generated trace longer than it shows the model's long run")
 
     # --- arrivals -----------------------------------------------------------------------------------
     a = d.arrivals

@@ -266,8 +266,8 @@ def test_the_default_run_workload_is_what_its_stated_command_fits_today(tmp_path
 
 
 def test_trace_fit_names_a_trace_that_is_not_stationary_and_not_a_stationary_one():
-    """fit_model tests the source (the same test as trace stats) and, when it fails, warns that its W(C) is a
-    transient's, naming the series that trend; a stationary trace gets no such warning."""
+    """fit_model tests the source (the same test as trace stats) and, when it fails, warns that its W(C) is its
+    window's, not a steady state's, naming the series that trend; a stationary trace gets no such warning."""
     from kvbench.stream.fit import fit_model
 
     trending = fit_model(trending_trace())
@@ -275,7 +275,7 @@ def test_trace_fit_names_a_trace_that_is_not_stationary_and_not_a_stationary_one
     assert not st.stationary and trending.observed["stationarity"]["stationary"] is False
     assert trending.observed["stationarity"]["verdict"] == st.verdict
     warned = [w for w in trending.warnings if w.startswith("the trace is not stationary (")]
-    assert len(warned) == 1 and "new_block_share" in warned[0] and "transient" in warned[0]
+    assert len(warned) == 1 and "new_block_share" in warned[0] and "not a steady state's" in warned[0]
     assert "(not stationary:" not in warned[0]                  # the verdict's own prefix is not repeated
     steady = fit_model(stationary_trace())
     assert steady.observed["stationarity"]["stationary"] is True
