@@ -151,6 +151,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "fit": ("kvbench/stream/fit.py",
             ["tests/stream/test_fit.py", "tests/stream/test_returns.py", "tests/stream/test_workload.py",
              "tests/stream/test_stationarity.py::test_trace_fit_names_a_trace_that_is_not_stationary_and_not_a_stationary_one"]),
+    "stationarity": ("kvbench/stream/stationarity.py", ["tests/stream/test_stationarity.py"]),
     "synth": ("kvbench/stream/synth.py",
               ["tests/stream/test_synth.py", "tests/stream/test_generators.py", "tests/stream/test_workload.py"]),
     "synth_kernel": ("kvbench/stream/synth_kernel.py",

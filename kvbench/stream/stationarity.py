@@ -7,7 +7,10 @@ correction) and its change across the trace estimated by Sen's slope (the median
 A series *trends* when both hold: p < ``ALPHA`` and the change over the trace, |Sen slope| x (windows - 1),
 is at least ``MIN_CHANGE`` of the series' scale (absolute for the shares and hit ratios, relative to the median
 for the rate), so that a significant but negligible drift on a long trace is not called a trend. The trace
-is stationary when no series trends. Pure numpy.
+is stationary when no series trends. The new-block share is tested from the second window when the first has
+no history (the span starts at the trace's first arrival): every block that window references is new to the
+trace, however often the workload reuses it, so its share is the cold start's, not the workload's (a suffix's
+first window has the history before it and is tested). Pure numpy.
 """
 
 from __future__ import annotations
@@ -25,8 +28,9 @@ DEFAULT_WINDOWS = 10
 SERIES = {"new_block_share": ("absolute", 0.10), "request_rate": ("relative", 0.20),
           "window_hit_ratio": ("absolute", 0.10)}
 TEST = (f"Mann-Kendall trend test (two-sided, normal approximation with tie correction) on each per-window series, "
-        f"p < {ALPHA:g}, and a change across the trace (Sen's slope x (windows - 1)) of at least "
-        + ", ".join(f"{v:g}{'x the median' if k == 'relative' else ''} for {n}" for n, (k, v) in SERIES.items()))
+        f"p < {ALPHA:g}, and a change across the trace (Sen's slope x (windows tested - 1)) of at least "
+        + ", ".join(f"{v:g}{'x the median' if k == 'relative' else ''} for {n}" for n, (k, v) in SERIES.items())
+        + "; new_block_share from the second window when the first has no history (the trace's start)")
 
 
 def mann_kendall(x: np.ndarray) -> tuple[float, float, float]:
@@ -66,9 +70,10 @@ class Trend:
     z: float
     p: float
     slope_per_window: float
-    change: float              # Sen's slope x (windows - 1)
+    change: float              # Sen's slope x (windows tested - 1)
     threshold: float           # the change that counts, in the series' own units
     trends: bool
+    first_window: int = 0      # the first window tested (1: a cold first window left out)
 
 
 @dataclass(frozen=True)
@@ -94,8 +99,8 @@ class Stationarity:
         if self.stationary:
             return "stationary"
         return "not stationary: " + "; ".join(
-            f"{t.series} {t.values[0]:.3g} -> {t.values[-1]:.3g} (Sen change {t.change:+.3g}, p={t.p:.2g})"
-            for t in self.trends if t.trends)
+            f"{t.series} {t.values[0]:.3g} -> {t.values[-1]:.3g}" + (" from the second window" if t.first_window else "")
+            + f" (Sen change {t.change:+.3g}, p={t.p:.2g})" for t in self.trends if t.trends)
 
     @property
     def steady_ceiling(self) -> float:
@@ -118,7 +123,9 @@ class Stationarity:
         return d
 
 
-def _trend(name: str, values: np.ndarray) -> Trend:
+def _trend(name: str, values: np.ndarray, first_window: int = 0) -> Trend:
+    """The trend test of one series from window ``first_window`` on."""
+    values = values[first_window:]
     kind, tol = SERIES[name]
     s, z, p = mann_kendall(values)
     slope = sen_slope(values)
@@ -126,7 +133,7 @@ def _trend(name: str, values: np.ndarray) -> Trend:
     finite = values[np.isfinite(values)]
     threshold = tol * (abs(float(np.median(finite))) if finite.size else 0.0) if kind == "relative" else tol
     return Trend(name, tuple(float(v) for v in values), s, z, p, slope, change, threshold,
-                 bool(p < ALPHA and abs(change) >= threshold and threshold > 0))
+                 bool(p < ALPHA and abs(change) >= threshold and threshold > 0), first_window)
 
 
 def first_reference(trace) -> np.ndarray:
@@ -176,8 +183,9 @@ def stationarity(trace, windows: int = DEFAULT_WINDOWS, start_s: float | None = 
         share = np.where(refs > 0, new / refs, np.nan)
         whr = np.where(refs > 0, 1.0 - distinct / refs, np.nan)
     rate = reqs / np.diff(edges)
-    trends = tuple(_trend(n, v) for n, v in (("new_block_share", share), ("request_rate", rate),
-                                             ("window_hit_ratio", whr)))
+    cold = start <= float(ts[0])              # the first window has no history: its share is the cold start's
+    trends = (_trend("new_block_share", share, 1 if cold else 0), _trend("request_rate", rate),
+              _trend("window_hit_ratio", whr))
     total = refs.sum()
     return Stationarity(windows=windows, start_s=start, end_s=end, edges_s=tuple(map(float, edges)),
                         requests=tuple(int(round(r)) for r in reqs), references=tuple(int(r) for r in refs),
