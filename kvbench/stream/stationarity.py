@@ -4,7 +4,7 @@ DESIGN.md, "Stationarity": a steady-state figure needs a window across which the
 the request rate and the infinite-cache hit ratio do not trend. The trace is cut into ``windows`` equal spans
 of time; each series is tested with the Mann-Kendall trend test (two-sided, normal approximation with the tie
 correction) and its change across the trace estimated by Sen's slope (the median of the pairwise slopes).
-A series *trends* when both hold: p < ``ALPHA`` and the change over the trace, |Sen slope| x (windows - 1),
+A series *trends* when both hold: p < ``ALPHA`` and the change over the trace, |Sen slope| x (windows tested - 1),
 is at least ``MIN_CHANGE`` of the series' scale (absolute for the shares and hit ratios, relative to the median
 for the rate), so that a significant but negligible drift on a long trace is not called a trend. The trace
 is stationary when no series trends. The new-block share is tested from the second window when the first has
@@ -73,7 +73,7 @@ class Trend:
     change: float              # Sen's slope x (windows tested - 1)
     threshold: float           # the change that counts, in the series' own units
     trends: bool
-    first_window: int = 0      # the first window tested (1: a cold first window left out)
+    first_window: int          # the first window tested (1: a cold first window left out)
 
 
 @dataclass(frozen=True)

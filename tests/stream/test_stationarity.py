@@ -321,3 +321,52 @@ def test_the_default_models_hour_whose_only_trend_was_its_cold_first_tenth_is_st
     assert share[0] > 0.5 and share[1:].max() < 0.4
     assert _trend("new_block_share", share).trends                  # with the cold first tenth: a "trend"
     assert st.stationary, st.verdict
+
+
+def test_trend_test_edges_by_hand():
+    """The guards and thresholds, each on a series built for it: fewer than 3 points, or all tied, is no
+    evidence (S = Z = 0, p = 1); S = 0 is p = 1; a rate rising exactly its threshold (0.2 x the median 5.0 =
+    1.0, slope 0.125 over 8 steps) trends, as does a window hit ratio rising 0.15; a significant rise of a rate
+    whose median is 0 has no threshold and never trends; p between 0.05 and 0.1 with a large change does not."""
+    from kvbench.stream.stationarity import _trend
+
+    assert mann_kendall(np.array([1.0, 2.0])) == (0.0, 0.0, 1.0)
+    assert mann_kendall(np.array([2.0, 2.0, 2.0])) == (0.0, 0.0, 1.0)
+    s, z, p = mann_kendall(np.array([2.0, 1.0, 1.0, 2.0]))              # pairs: -, -, 0, 0, +, +
+    assert (s, z, p) == (0.0, 0.0, 1.0)
+    assert sen_slope(np.array([np.nan, 1.0])) == 0.0
+    rate = _trend("request_rate", 4.5 + 0.125 * np.arange(9.0))
+    assert rate.threshold == 1.0 and rate.change == 1.0 and rate.trends
+    assert _trend("window_hit_ratio", np.linspace(0.30, 0.45, 10)).trends
+    assert not _trend("request_rate", np.array([0, 0, 0, 0, 0, 0, 1, 2, 3, 4.0])).trends
+    x = np.array([0.5, 0.1, 0.45, 0.05, 0.4, 0.5, 0.0, 0.35, 0.02, -0.05])
+    t = _trend("new_block_share", x)
+    assert 0.05 < t.p < 0.1 and abs(t.change) >= 0.1 and not t.trends
+
+
+def test_stationarity_accepts_its_smallest_inputs_and_counts_a_single_reference():
+    """Three windows (the fewest), two requests at different times; one reference in a window is a share (new:
+    1.0), not a missing one; a span starting between the first two arrivals has the first one as history."""
+    two = make_trace([0.0, 1.0], [[1], [1]])
+    st = stationarity(two, 3)
+    assert st.requests == (1, 0, 1) and st.new_block_share[0] == 1.0 and st.new_block_share[2] == 0.0
+    three = make_trace([0.0, 5.0, 10.0], [[1], [2], [1]])
+    assert stationarity(three, 3).new_block_share == (1.0, 1.0, 0.0)
+    assert stationarity(three, 3).window_hit_ratio == (0.0, 0.0, 0.0)
+    t = trending_trace()
+    assert stationarity(t, 5, start_s=0.25).trends[0].first_window == 0     # 0.0 s arrived before: history
+
+
+def test_plan_note_by_case():
+    from kvbench.stream.stationarity import plan_note
+
+    steady = stationarity(stationary_trace(), 10)
+    assert steady.stationary and plan_note(steady, capped=False) is None
+    capped = plan_note(steady, capped=True)
+    assert capped == f"Steady hit ratios are capped at the stationary trace's infinite-cache hit ratio {steady.steady_ceiling:.3f}."
+    assert "(uncapped, the deployment would claim 0.900 at 4.5 requests/s)" in plan_note(
+        steady, capped=True, uncapped_hit=0.9, uncapped_rate=4.5)
+    drifting = stationarity(trending_trace(), 10)
+    note = plan_note(drifting, capped=False)
+    assert note.startswith("The trace is not stationary (new_block_share") and note.endswith("(kvbench trace stats).")
+    assert "uncapped" not in note and "uncapped" not in plan_note(drifting, capped=True)
