@@ -357,6 +357,26 @@ EQUIVALENT: dict[str, dict[tuple, str]] = {
             "the segment is never a point: pass 0 runs along (1, 1) from x = 0 (a = ln 0.5, b = ln 8), passes 1 "
             "and 2 along one axis, where b - a = ln 8 - ln 0.5 wherever x is (x stays inside the bounds)",
     },
+    "stationarity": {
+        ("if var <= 0:", "<= -> <", 0):
+            "the variance is 0 only when every value ties, and then S = 0: Z = 0 by the next line's own S = 0 case, "
+            "p = erfc(0) = 1, the same (S, 0, 1)",
+        ("if var <= 0:", "0 -> 1", 0):
+            "no variance lies in (0, 1]: three values with one tie already give (66 - 18) / 18 = 2.67, and more "
+            "values only more",
+        ('threshold = tol * (abs(float(np.median(finite))) if finite.size else 0.0) if kind == "relative" else tol',
+         "0.0 -> 1.0", 0):
+            "a series with no finite value has Mann-Kendall p = 1 (fewer than 3 points), so it never trends "
+            "whatever its threshold",
+        ("bool(p < ALPHA and abs(change) >= threshold and threshold > 0), first_window)", "< -> <=", 0):
+            "p equal to 0.05 to the last bit: the normal approximation's erfc of a ratio of square roots, measure zero",
+        ("bwin = np.repeat(np.where(inside, win, -1), counts)", "1 -> 2", 0):
+            "references before the start marked -2 instead of -1: only bwin >= 0 is kept, either way",
+        ("share = np.where(refs > 0, new / refs, np.nan)", "> -> >=", 0):
+            "a window with no reference: new / refs is 0 / 0 = NaN (warnings silenced), the NaN the test puts there",
+        ("whr = np.where(refs > 0, 1.0 - distinct / refs, np.nan)", "> -> >=", 0):
+            "a window with no reference: 1 - 0 / 0 = NaN (warnings silenced), the NaN the test puts there",
+    },
     "synth": {
         ("system = np.where(rng.random(n) < p.system_probability, system, -1)", "1 -> 2", 0):
             "'no system prompt' as -2 instead of -1: the generator tests its sign only (system >= 0, k >= 0), and "

@@ -370,3 +370,29 @@ def test_plan_note_by_case():
     note = plan_note(drifting, capped=False)
     assert note.startswith("The trace is not stationary (new_block_share") and note.endswith("(kvbench trace stats).")
     assert "uncapped" not in note and "uncapped" not in plan_note(drifting, capped=True)
+
+
+def _falling_then_flat(q: float) -> Trace:
+    """times_100's requests of 10 blocks each: the share of blocks new to the trace falls linearly from 1.0 to
+    0.3 over the first ``q`` of the span, then stays at 0.3 (the other blocks re-read the latest blocks seen)."""
+    blocks, nxt, seen = [], 1000, []
+    for t in times_100():
+        share = 1.0 + (0.3 - 1.0) * min(t / 100.0 / q, 1.0)
+        n_new = 10 if not seen else int(round(share * 10))
+        own = list(range(nxt, nxt + n_new))
+        nxt += n_new
+        blocks.append(own + (seen[-(10 - n_new):] if n_new < 10 else []))
+        seen += own
+    return make_trace(times_100(), blocks)
+
+
+def test_the_stationary_suffix_is_the_longest_tail_that_passes():
+    """Falling over the first 35% of 100 s: the whole trace trends, its last three quarters (from 25 s) do not;
+    falling over the first half: only the last half (from 50 s) holds still. A trace with no reference at all
+    has an infinite-cache hit ratio of 0, not 1."""
+    for q, start in ((0.35, 25.0), (0.5, 50.0)):
+        t = _falling_then_flat(q)
+        assert not stationarity(t, 10).stationary
+        got = stationary_suffix(t, 10)
+        assert got is not None and got.start_s == start and got.stationary
+    assert stationarity(make_trace([0.0, 1.0], [[], []]), 3).infinite_hit_ratio == 0.0
