@@ -372,9 +372,10 @@ def test_plan_note_by_case():
     assert "uncapped" not in note and "uncapped" not in plan_note(drifting, capped=True)
 
 
-def _falling_then_flat(q: float) -> Trace:
-    """times_100's requests of 10 blocks each: the share of blocks new to the trace falls linearly from 1.0 to
-    0.3 over the first ``q`` of the span, then stays at 0.3 (the other blocks re-read the latest blocks seen)."""
+def _falling_then_flat(q: float, offset: float = 0.0) -> Trace:
+    """times_100's requests (+ ``offset`` s) of 10 blocks each: the share of blocks new to the trace falls
+    linearly from 1.0 to 0.3 over the first ``q`` of the span, then stays at 0.3 (the other blocks re-read the
+    latest blocks seen)."""
     blocks, nxt, seen = [], 1000, []
     for t in times_100():
         share = 1.0 + (0.3 - 1.0) * min(t / 100.0 / q, 1.0)
@@ -383,15 +384,16 @@ def _falling_then_flat(q: float) -> Trace:
         nxt += n_new
         blocks.append(own + (seen[-(10 - n_new):] if n_new < 10 else []))
         seen += own
-    return make_trace(times_100(), blocks)
+    return make_trace([t + offset for t in times_100()], blocks)
 
 
 def test_the_stationary_suffix_is_the_longest_tail_that_passes():
-    """Falling over the first 35% of 100 s: the whole trace trends, its last three quarters (from 25 s) do not;
-    falling over the first half: only the last half (from 50 s) holds still. A trace with no reference at all
+    """Falling over the first 35% of 100 s: the whole trace trends, its last three quarters (from 25 s) do not
+    (from 1,025 s when the trace starts at 1,000 s); falling over the first half: only the last half (from 50 s)
+    holds still. A trace with no reference at all
     has an infinite-cache hit ratio of 0, not 1."""
-    for q, start in ((0.35, 25.0), (0.5, 50.0)):
-        t = _falling_then_flat(q)
+    for q, offset, start in ((0.35, 0.0, 25.0), (0.5, 0.0, 50.0), (0.35, 1000.0, 1025.0)):
+        t = _falling_then_flat(q, offset)
         assert not stationarity(t, 10).stationary
         got = stationary_suffix(t, 10)
         assert got is not None and got.start_s == start and got.stationary
