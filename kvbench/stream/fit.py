@@ -1075,7 +1075,8 @@ def fit_and_score(trace: Trace, defaults: WorkloadModel | None = None, name: str
 
     Prompt lengths of real traces are often mixtures (chat next to pasted documents) that no lognormal
     follows, but the quantiles of a few thousand requests carry the sessions the recovery missed: the regenerated
-    traces decide, and ``observed["length_distributions"]`` says which was kept. The kept model records the
+    traces decide (the quantiles where they meet the goals, else the nearer), and
+    ``observed["length_distributions"]`` says which was kept. The kept model records the
     calibration and the goodness before and after it (``model.calibration``; ``observed["calibration"]`` has the
     steps and the search). ``calibrate=False``: the structural fit, kept by the same test, scored as before.
     ``progress(done, total)`` counts the regenerated traces scored and the calibration steps."""
@@ -1112,7 +1113,10 @@ def fit_and_score(trace: Trace, defaults: WorkloadModel | None = None, name: str
                                  lengths=scale_lengths)
         scored.append((_Scorer(trace, _search_seeds(trace), seed + REUSE_SEED_OFFSET, cold).both(mc)[1], before, m,
                        kind, before))
-    _, good, model, kind, before = min(scored, key=lambda x: x[0])
+    # the measured quantiles where they meet the goals (they are what the trace shows: a lognormal of the same
+    # means needs its lengths scaled to carry the demand, on mooncake-sample x2.6, a near tie with them), else
+    # the nearer of the two
+    _, good, model, kind, before = next((x for x in scored if x[0] <= 1.0), min(scored, key=lambda x: x[0]))
     if calibrate:
         reuse_model, reuse = calibrate_reuse(trace, model, seed=seed, cold=cold, tick=tick_or_none,
                                              lengths=scale_lengths)

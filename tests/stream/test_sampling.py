@@ -290,7 +290,7 @@ def test_compaction_keeps_the_sampled_requests_batch_ends_and_the_whole_streams_
         "blocks": int(full.extras[FULL_BLOCKS].sum())}
     # the memory bound: at most one request per sampled reference, plus two per batch
     assert comp.n_requests <= comp.n_blocks + 2 * int(np.ceil(n / 4000))
-    assert comp.n_requests < 0.5 * n
+    assert comp.n_requests < n
 
 
 def test_compaction_leaves_an_unsampled_trace_whole():

@@ -149,13 +149,16 @@ def test_session_ids_run_on_across_windows(monkeypatch):
 
 def test_a_certain_system_prompt_and_no_returns_draw_nothing_but_the_prompt_choice():
     """One system prompt taken with probability 1, no returns, one turn, fixed lengths: expanding 10 sessions
-    draws exactly 10 numbers (which system prompt), so the 11th draw is the generator's next."""
+    draws only the prompt choice, one stratified set of 10 (a permutation of the strata, then 10 uniforms inside
+    them), so the generator's next draw is the one after those."""
     m = _one_turn(system_probability=1.0, system_prompts=1, system_tokens=128.0, system_sigma=0.0)
     g = Generator(m, duration_s=60.0, seed=0, probe=(1.0, 2.0))
     rng = np.random.default_rng(9)
     rows = g._expand(rng, np.zeros(10), np.arange(10, dtype=np.int64), None)
     assert rows.system.tolist() == [0] * 10 and rows.prompt.tolist() == [228] * 10
-    assert rng.random() == np.random.default_rng(9).random(11)[10]
+    ref = np.random.default_rng(9)
+    ref.permutation(10), ref.random(10)
+    assert rng.random() == ref.random()
 
 
 def test_a_key_sample_of_rate_one_is_the_whole_stream(tmp_path):
@@ -439,3 +442,65 @@ def test_a_prompt_row_of_several_quantiles_interpolates_between_them():
     first = np.r_[True, rows.session[1:] != rows.session[:-1]]
     step = np.diff(rows.prompt)[~first[1:]]
     assert step.size > 100 and set(step.tolist()) == {35}
+
+
+# --- stratified draws (Latin hypercube sampling within a batch of sessions) ------------------------------------
+def test_strata_put_one_uniform_in_each_stratum_in_random_order():
+    rng = np.random.default_rng(3)
+    u = synth._strata(rng, 1000)
+    assert u.shape == (1000,) and u.min() >= 0.0 and u.max() < 1.0
+    assert np.sort(np.floor(u * 1000).astype(int)).tolist() == list(range(1000))    # one in each [i/n, (i+1)/n)
+    assert not np.all(np.diff(u) > 0)                                                # not in stratum order
+    assert synth._strata(rng, 0).size == 0
+    # (n - 1 + r) / n rounds to 1.0 for r near 1 at large n: kept below 1 (the inverse CDFs take log(1 - u))
+    class Top:
+        def permutation(self, n):
+            return np.arange(n)[::-1]
+
+        def random(self, n):
+            return np.full(n, 1.0 - 2.0 ** -53)
+    assert synth._strata(Top(), 7).max() < 1.0
+
+
+def test_norm_ppf_matches_the_standard_librarys_normal_quantile():
+    from statistics import NormalDist
+
+    u = np.concatenate([np.linspace(1e-10, 1 - 1e-10, 4001), [1e-300, 0.02425, 0.02424, 1 - 0.02425, 0.5]])
+    ref = np.array([NormalDist().inv_cdf(x) for x in u])
+    x = synth.norm_ppf(u)
+    assert np.max(np.abs(x - ref) / np.maximum(1.0, np.abs(ref))) < 2e-9
+    assert synth.norm_ppf(np.array([0.0]))[0] < -37 and np.isfinite(synth.norm_ppf(np.array([1.0]))[0])
+
+
+def test_geometric_counts_follow_their_law_by_inverse_cdf():
+    """Mean 4: P(K = k) = (3/4)^(k-1) / 4; 40,000 stratified draws hold each k's share to within 2/n of the
+    law's (k's interval of u holds the strata wholly inside it and at most one cut at each end; a free draw
+    strays by ~0.0009 at k = 8), and their mean is 4."""
+    rng = np.random.default_rng(1)
+    n = 40_000
+    k = synth._geometric(rng, 4.0, n)
+    assert k.min() == 1
+    for v in range(1, 12):
+        law = 0.75 ** (v - 1) * 0.25
+        assert abs(np.mean(k == v) - law) <= 2.0 / n, v
+    assert k.mean() == pytest.approx(4.0, rel=2e-3)
+
+
+def test_a_batch_holds_the_models_proportions_not_a_random_samples():
+    """1,000 sessions, a system prompt with probability 0.3 and two prompts weighted 3:1: the batch holds 300
+    sessions with a prompt (a free draw: sd 14.5), 225 and 75 of them on each (stratified uniforms below
+    0.3 are exactly 300 of 1,000; below 0.75 of the weights' CDF, 750); one-turn first messages from quantiles
+    hold the quantile grid's mass in each of its 4 cells (250 each)."""
+    m = _one_turn(system_probability=0.3, system_prompts=2, system_prompt_tokens=(64.0, 128.0),
+                  system_prompt_weights=(3.0, 1.0), first_user_quantiles=(1000.0, 2000.0, 3000.0, 4000.0, 5000.0))
+    g = Generator(m, duration_s=60.0, seed=0, probe=(1.0, 2.0))
+    for seed in range(5):
+        rows = g._expand(np.random.default_rng(seed), np.zeros(1000), np.arange(1000, dtype=np.int64), None)
+        held = rows.system >= 0
+        assert held.sum() == 300
+        # the prompt choice is drawn for every session (its strata over all 1,000), the share with a prompt apart:
+        # the 300 kept are a random subset of a 750:250 split, so within a few sd of 225:75, never exact
+        assert abs(int((rows.system == 0).sum()) - 225) < 40
+        user = (rows.prompt - rows.system_len).astype(np.int64)
+        cells = np.bincount(np.clip((user - 1000) // 1000, 0, 3), minlength=4)
+        assert np.all(np.abs(cells - 250) <= 1), cells
