@@ -539,10 +539,11 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
     if opt.ssd_class is not None and opt.ssd_class not in prices.ssd:
         raise SpecError(f"unknown SSD class {opt.ssd_class!r}", f"choose one of: {', '.join(prices.ssd)}")
     trace_rate = n / span
-    from kvbench.stream.stationarity import plan_note, stationarity
+    from kvbench.stream.stationarity import plan_note, stationarity, suffix_report
 
     stat = stationarity(trace)          # DESIGN.md, "Stationarity": steady figures capped at stat.steady_ceiling
     stat_note = None
+    suffix = suffix_report(trace, stat)     # a stationary tail the note can name (none tried when stationary)
     step = step or (lambda name: None)
     step("hit-ratio and steady-state curves")
     hit_curve = cap.HitCurve.from_profile(_profile(trace, opt.warmup, exact), block_bytes=block_bytes)
@@ -591,7 +592,7 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
             free = scale(opt.deployment, waf=1.0, reference_waf=1.0,
                          **{**kw, "hit_curve": replace(steady_hits, curve=steady_raw)})
             stat_note = plan_note(stat, capped=deployment["hit_ratio_capped"], uncapped_hit=free["hit_ratio"],
-                                  uncapped_rate=free["requests_per_s"])
+                                  uncapped_rate=free["requests_per_s"], suffix=suffix)
         rate, rate_model = deployment["requests_per_s"], "replicate"
     else:
         rate = opt.rate or trace_rate
@@ -679,7 +680,7 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
                            gc=opt.gc, measured=measured)
 
     warnings = []
-    stat_note = stat_note or plan_note(stat, capped=False)
+    stat_note = stat_note or plan_note(stat, capped=False, suffix=suffix)
     if stat_note:
         warnings.append(stat_note)
     flat = flat_retention_note(sweep)
@@ -737,7 +738,7 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
         "nand_bytes_per_day": bytes_per_day(pick["write_bytes_per_s"] or 0.0) * waf if pick else None,
         "waf": waf, "waf_source": waf_source, "layouts": layouts, "write_policies": policies,
         "deployment": deployment, "measured": measured, "warnings": warnings, "admission": admission,
-        "stationarity": stat.to_dict() | {"note": stat_note},
+        "stationarity": stat.to_dict() | {"note": stat_note, "suffix": suffix},
         "placement": placement, "fdp": fdp,
         "prices": prices.to_dict(), "compute": compute or {"tokens_per_s": tokens_per_s},
         "usd_per_recomputed_token": usd_per_recomputed_token(tokens_per_s, prices),

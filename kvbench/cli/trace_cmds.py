@@ -74,10 +74,11 @@ def stats_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, 
 
     chained = get_format(raw.fmt).chain or not chaining["prefix_chained"]
     t = replace(raw, keys=chain_ids(raw.keys, raw.offsets)) if chained else raw
-    from kvbench.stream.stationarity import stationarity
+    from kvbench.stream.stationarity import stationarity, suffix_report
 
+    st = stationarity(t, windows)
     s = trace_stats(t) | {"ids": chaining | {"chained_by_reader": chained},
-                          "stationarity": stationarity(t, windows).to_dict()}
+                          "stationarity": st.to_dict() | {"suffix": suffix_report(t, st)}}
     if as_json:
         emit_json(s)
         return
@@ -119,6 +120,11 @@ def _echo_stationarity(st: dict) -> None:
     for line in table(None, rows, "<" + ">" * (max(map(len, rows)) - 1), indent="  "):
         click.echo(line)
     click.echo(f"stationarity {st['verdict']}")
+    from kvbench.stream.stationarity import suffix_line
+
+    line = suffix_line(st["suffix"]) if "suffix" in st else None
+    if line:
+        click.echo(f"  suffix     {line}")
     click.echo(f"  test       {st['test']}")
 
 

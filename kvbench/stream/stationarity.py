@@ -209,7 +209,10 @@ def _requests_per_window(trace, win, inside, windows) -> np.ndarray:
     return counted * (whole(trace)["requests"] / n_held) if n_held else counted
 
 
-def stationary_suffix(trace, windows: int = DEFAULT_WINDOWS, starts=(0.0, 0.25, 0.5)) -> Stationarity | None:
+SUFFIX_STARTS = (0.0, 0.25, 0.5)     # the tails tried, as fractions of the span cut off: whole, last 3/4, last half
+
+
+def stationary_suffix(trace, windows: int = DEFAULT_WINDOWS, starts=SUFFIX_STARTS) -> Stationarity | None:
     """The longest stationary tail of the trace among those starting at ``starts`` (fractions of its span;
     the last half is the shortest tried), each tested on ``windows`` windows of its own; None if none is."""
     ts = np.asarray(trace.timestamp_s, dtype=np.float64)
@@ -220,14 +223,45 @@ def stationary_suffix(trace, windows: int = DEFAULT_WINDOWS, starts=(0.0, 0.25, 
     return None
 
 
+def suffix_report(trace, st: Stationarity) -> dict:
+    """What ``trace stats`` says of a trace's stationary tails: those tried (``SUFFIX_STARTS`` past the whole
+    trace, when the whole is not stationary) and the longest that passes, with its start and the share of the
+    span it covers (None when none does, or when the whole trace is stationary and nothing was cut)."""
+    tried = [f for f in SUFFIX_STARTS if f > 0.0]
+    if st.stationary:
+        return {"tried": [], "found": None}
+    found = stationary_suffix(trace, st.windows, starts=tuple(tried))
+    if found is None:
+        return {"tried": tried, "found": None}
+    span = st.end_s - st.start_s
+    return {"tried": tried, "found": {"start_s": found.start_s, "share_of_span": (found.end_s - found.start_s) / span
+                                      if span > 0 else 0.0, "verdict": found.verdict,
+                                      "steady_ceiling": found.steady_ceiling}}
+
+
+def suffix_line(rep: dict) -> str | None:
+    """The line ``trace stats`` prints for :func:`suffix_report` (None: the whole trace is stationary)."""
+    if not rep["tried"]:
+        return None
+    if rep["found"] is None:
+        return ("neither " + " nor ".join(f"its last {1 - f:.0%}" for f in rep["tried"]) + " is stationary: size on "
+                "a model fitted to it (kvbench trace fit TRACE -o m.toml, then --trace gen:m.toml,duration=1h)")
+    f = rep["found"]
+    return (f"its last {f['share_of_span']:.0%} (from {f['start_s']:,.4g} s) is stationary (steady ceiling "
+            f"{f['steady_ceiling']:.3f}): size on that window (the requests before it warm the cache) or on a "
+            "fitted model")
+
+
 def plan_note(st: Stationarity, *, capped: bool, uncapped_hit: float | None = None,
-              uncapped_rate: float | None = None) -> str | None:
+              uncapped_rate: float | None = None, suffix: dict | None = None) -> str | None:
     """The sentence a plan states about the trace's stationarity and what it did about it (None: stationary and
-    the ceiling did not bind)."""
+    the ceiling did not bind); ``suffix`` (:func:`suffix_report`) names the stationary tail where one exists."""
     if st.stationary and not capped:
         return None
-    head = (f"The trace is not stationary ({st.verdict.split(': ', 1)[1]}; {st.windows} windows): no part of it is "
-            "a steady state, so every steady hit ratio is capped at its infinite-cache hit ratio "
+    found = (suffix or {}).get("found")
+    head = (f"The trace is not stationary ({st.verdict.split(': ', 1)[1]}; {st.windows} windows): "
+            + ("as a whole it is no steady state" if found else "no part of it is a steady state")
+            + ", so every steady hit ratio is capped at its infinite-cache hit ratio "
             f"{st.steady_ceiling:.3f}" if not st.stationary else
             f"Steady hit ratios are capped at the stationary trace's infinite-cache hit ratio {st.steady_ceiling:.3f}")
     if capped and uncapped_hit is not None:
@@ -235,6 +269,8 @@ def plan_note(st: Stationarity, *, capped: bool, uncapped_hit: float | None = No
                  + (f" at {uncapped_rate:,.3g} requests/s" if uncapped_rate else "") + ")")
     if st.stationary:
         return head + "."
+    window = (f"its stationary last {found['share_of_span']:.0%} (from {found['start_s']:,.4g} s; kvbench trace stats)"
+              if found else "a stationary window (kvbench trace stats)")
     return head + ("; the capacity and DWPD answers rest on a trace whose new-block share falls: size on a stationary "
                    "workload, a model fitted to it (kvbench trace fit TRACE -o m.toml, then --trace "
-                   "gen:m.toml,duration=1h) or a stationary window (kvbench trace stats).")
+                   f"gen:m.toml,duration=1h) or {window}.")

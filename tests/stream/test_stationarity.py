@@ -195,6 +195,14 @@ def test_plan_caps_and_names_a_trace_that_is_not_stationary():
     note = out["stationarity"]["note"]
     assert note.startswith("The trace is not stationary") and "uncapped" in note and "trace fit" in note
     assert note in out["answer"]["sentences"] and note in out["warnings"]
+    assert out["stationarity"]["suffix"] == {"tried": [0.25, 0.5], "found": None}    # trends to its end
+
+
+def test_plan_names_the_stationary_tail_of_a_trace_that_settles():
+    t = _falling_then_flat(0.5)
+    out = _plan(t)
+    assert out["stationarity"]["suffix"]["found"]["start_s"] == 50.0
+    assert out["stationarity"]["note"].endswith("or its stationary last 50% (from 50 s; kvbench trace stats).")
 
 
 def test_plan_on_a_stationary_trace_caps_at_its_median_window():
@@ -398,3 +406,62 @@ def test_the_stationary_suffix_is_the_longest_tail_that_passes():
         got = stationary_suffix(t, 10)
         assert got is not None and got.start_s == start and got.stationary
     assert stationarity(make_trace([0.0, 1.0], [[], []]), 3).infinite_hit_ratio == 0.0
+
+
+def test_the_suffix_report_names_the_longest_stationary_tail_or_says_none_holds():
+    """Falling over the first half of 100 s (from 0 s and from 1,000 s): the whole trends, the last 75% still
+    does, the last half (from 50 s / 1,050 s: 50% of the span) holds still, and its ceiling is its own stationary
+    median window's. A trace trending to its end: both tails tried, none found. A stationary trace: nothing cut,
+    nothing tried."""
+    from kvbench.stream.stationarity import suffix_line, suffix_report
+
+    for offset in (0.0, 1000.0):
+        t = _falling_then_flat(0.5, offset)
+        st = stationarity(t, 10)
+        rep = suffix_report(t, st)
+        f = rep["found"]
+        assert rep["tried"] == [0.25, 0.5] and f["start_s"] == 50.0 + offset and f["share_of_span"] == 0.5
+        tail = stationarity(t, 10, start_s=50.0 + offset)
+        assert f["verdict"] == "stationary" and f["steady_ceiling"] == tail.steady_ceiling
+        assert suffix_line(rep).startswith(f"its last 50% (from {50.0 + offset:,.4g} s) is stationary (steady ceiling "
+                                           f"{tail.steady_ceiling:.3f})")
+    trending = trending_trace()
+    rep = suffix_report(trending, stationarity(trending, 10))
+    assert rep == {"tried": [0.25, 0.5], "found": None}
+    assert suffix_line(rep).startswith("neither its last 75% nor its last 50% is stationary: size on a model")
+    steady = stationary_trace()
+    rep = suffix_report(steady, stationarity(steady, 10))
+    assert rep == {"tried": [], "found": None} and suffix_line(rep) is None
+
+
+def test_the_plan_note_names_a_stationary_tail_and_no_longer_says_no_part_is_steady():
+    from kvbench.stream.stationarity import plan_note, suffix_report
+
+    t = _falling_then_flat(0.5)
+    st = stationarity(t, 10)
+    note = plan_note(st, capped=False, suffix=suffix_report(t, st))
+    assert "as a whole it is no steady state" in note and "no part of it" not in note
+    assert note.endswith("or its stationary last 50% (from 50 s; kvbench trace stats).")
+    none = plan_note(st, capped=False, suffix={"tried": [0.25, 0.5], "found": None})
+    assert "no part of it is a steady state" in none and none.endswith("or a stationary window (kvbench trace stats).")
+
+
+def test_trace_stats_prints_and_returns_the_suffix():
+    """The CLI on the shipped traces: mooncake-sample trends as a whole and over its last 75%, its last half
+    (from first arrival + half its span) holds still; mooncake-synthetic has no stationary tail. The line under the
+    verdict and ``stationarity.suffix`` in --json."""
+    from kvbench.stream.traces import read_trace
+
+    t = read_trace("mooncake-sample")
+    ts = t.timestamp_s
+    half = float(ts[0] + 0.5 * (ts[-1] - ts[0]))
+    assert not stationarity(t, 10, start_s=float(ts[0] + 0.25 * (ts[-1] - ts[0]))).stationary
+    assert stationarity(t, 10, start_s=half).stationary
+    r = CliRunner().invoke(main, ["trace", "stats", "mooncake-sample"])
+    assert r.exit_code == 0, r.output
+    assert f"  suffix     its last 50% (from {half:,.4g} s) is stationary" in r.output
+    r = CliRunner().invoke(main, ["trace", "stats", "mooncake-sample", "--json"])
+    rep = json.loads(r.output)["stationarity"]["suffix"]
+    assert rep["tried"] == [0.25, 0.5] and rep["found"]["start_s"] == half
+    r = CliRunner().invoke(main, ["trace", "stats", "mooncake-synthetic"])
+    assert "  suffix     neither its last 75% nor its last 50% is stationary" in r.output
