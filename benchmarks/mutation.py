@@ -378,7 +378,7 @@ EQUIVALENT: dict[str, dict[tuple, str]] = {
             "a window with no reference: 1 - 0 / 0 = NaN (warnings silenced), the NaN the test puts there",
     },
     "synth": {
-        ("system = np.where(rng.random(n) < p.system_probability, system, -1)", "1 -> 2", 0):
+        ("system = np.where(_strata(rng, n) < p.system_probability, system, -1)", "1 -> 2", 0):
             "'no system prompt' as -2 instead of -1: the generator tests its sign only (system >= 0, k >= 0), and "
             "the key kernel uses it only in a document's owner sysid x 2^32 + doc, still negative and one per "
             "document: keys are equal exactly where they were (their hash values differ)",
@@ -399,9 +399,17 @@ EQUIVALENT: dict[str, dict[tuple, str]] = {
          "0.0 -> 1.0", 0):
             "the probe's 20,000 sessions always make requests: a first request's prompt is clipped to the context "
             "limit, so `keep` holds it, and there is no horizon",
-        ("has = rng.random(n) < p.document_probability", "< -> <=", 0):
+        ("has = _strata(rng, n) < p.document_probability", "< -> <=", 0):
             "a uniform double in [0, 1) equal to the probability: a document probability is a fitted or given "
             "fraction, and a draw landing exactly on it has probability 2^-53 per draw",
+        ("if n <= 0:", "<= -> <", 0):
+            "n = 0 then falls through to (permutation(0) + random(0)) / 0: an empty array, as returned (numpy "
+            "divides no element, so no warning)",
+        ("lo, hi = u < _NLOW, u > 1.0 - _NLOW", "< -> <=", 0):
+            "u exactly 0.02425 (2^-53 a draw) takes the tail formula instead of the central one: both are "
+            "Acklam's approximation at their common break-point, within 1.2e-9 of the quantile there",
+        ("lo, hi = u < _NLOW, u > 1.0 - _NLOW", "> -> >=", 0):
+            "u exactly 1 - 0.02425, as above for the upper break-point",
         ("q = np.asarray(p.system_user_quantiles, dtype=np.float64).reshape(p.system_prompts, -1)", "1 -> 2", 0):
             "reshape(n, -2): numpy takes any negative size as the one inferred (np.zeros(6).reshape(2, -2) is 2 x 3)",
         ("i = np.minimum(x.astype(np.int64), q.shape[1] - 2)", "- -> +", 0):

@@ -76,14 +76,13 @@ def norm_ppf(u: np.ndarray) -> np.ndarray:
     """The standard normal quantile of ``u`` in (0, 1) (0 and 1 are clipped to the doubles beside them)."""
     u = np.clip(np.asarray(u, dtype=np.float64), 1e-300, _BELOW_1)
     x = np.empty_like(u)
-    mid = (u >= _NLOW) & (u <= 1.0 - _NLOW)
+    lo, hi = u < _NLOW, u > 1.0 - _NLOW
+    mid = ~(lo | hi)
     q = u[mid] - 0.5
     r = q * q
     x[mid] = np.polyval(_NA, r) * q / np.polyval(_NB, r)
-    lo = u < _NLOW
     t = np.sqrt(-2.0 * np.log(u[lo]))
     x[lo] = np.polyval(_NC, t) / np.polyval(_ND, t)
-    hi = u > 1.0 - _NLOW
     t = np.sqrt(-2.0 * np.log1p(-u[hi]))
     x[hi] = -np.polyval(_NC, t) / np.polyval(_ND, t)
     return x
