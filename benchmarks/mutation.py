@@ -402,6 +402,24 @@ EQUIVALENT: dict[str, dict[tuple, str]] = {
         ("has = _strata(rng, n) < p.document_probability", "< -> <=", 0):
             "a uniform double in [0, 1) equal to the probability: a document probability is a fitted or given "
             "fraction, and a draw landing exactly on it has probability 2^-53 per draw",
+        ('system = np.searchsorted(self.system_cdf, _strata(rng, n), side="right").clip(0, p.system_prompts - 1)',
+         "- -> +", 0):
+            "the clip never binds: the CDF's last value is exactly 1.0 (c / c[-1]) and the strata are below 1, so "
+            "searchsorted returns at most n - 1",
+        ("system = np.where(_strata(rng, n) < p.system_probability, system, -1)", "< -> <=", 0):
+            "a stratified uniform equal to the probability to the last bit: probability 2^-53 a draw, as for "
+            "documents",
+        ("doc = np.full(n, -1, dtype=np.int64)", "1 -> 2", 0):
+            "'no document' as -2: tested by sign only (doc >= 0); without a document the shared length is the "
+            "system prompt's, so the key kernel never reaches the document owner (end <= shared implies end <= "
+            "system) and keys are unchanged",
+        ("0, len(self.doc_len) - 1)", "- -> +", 0):
+            "the clip never binds, as the system prompt's: the document CDF ends at exactly 1.0",
+        ("gaps[first_of_session] = 0.0", "0.0 -> 1.0", 0):
+            "a session's times are its start + cs - cs[its first row], which already subtracts the first row's gap: "
+            "the 0 written there is never read",
+        ("w = 1.0 / np.arange(1, n + 1, dtype=np.float64) ** s", "1.0 -> 2.0", 0):
+            "the weights are normalised (c / c[-1]): a common factor cancels",
         ("if n <= 0:", "<= -> <", 0):
             "n = 0 then falls through to (permutation(0) + random(0)) / 0: an empty array, as returned (numpy "
             "divides no element, so no warning)",

@@ -504,3 +504,31 @@ def test_a_batch_holds_the_models_proportions_not_a_random_samples():
         user = (rows.prompt - rows.system_len).astype(np.int64)
         cells = np.bincount(np.clip((user - 1000) // 1000, 0, 3), minlength=4)
         assert np.all(np.abs(cells - 250) <= 1), cells
+
+
+def test_zipf_cdf_by_hand_and_lengths_may_be_zero_by_default():
+    """Zipf s = 1 over 4 prompts: weights 1, 1/2, 1/3, 1/4 (sum 25/12): CDF 12/25, 18/25, 22/25, 1; s = 0 is
+    uniform. A length law that puts its mass at 0 (later messages that add nothing, measured quantiles of 0)
+    gives 0 tokens unless a floor is asked for (first messages: lo=1)."""
+    np.testing.assert_allclose(synth._zipf_cdf(4, 1.0), [12 / 25, 18 / 25, 22 / 25, 1.0], rtol=1e-15)
+    np.testing.assert_allclose(synth._zipf_cdf(4, 0.0), [0.25, 0.5, 0.75, 1.0], rtol=1e-15)
+    rng = np.random.default_rng(0)
+    assert synth._lengths(rng, 0.0, 0.0, (0.0, 0.0, 0.0), 5).tolist() == [0] * 5
+    assert synth._lengths(rng, 0.0, 0.0, (0.0, 0.0, 0.0), 5, lo=1).tolist() == [1] * 5
+
+
+def test_a_document_adds_its_length_to_the_shared_prefix_and_a_first_message_is_at_least_one_token():
+    """Every session takes the one 128-token system prompt and the one 256-token document (probability 1), its
+    first message a law of all zeros: the shared prefix is 128 + 256 tokens and the prompt 385 (a first message
+    is at least 1 token). Without the document (probability 0): 129."""
+    m = _one_turn(system_probability=1.0, system_prompts=1, system_tokens=128.0, system_sigma=0.0,
+                  document_probability=1.0, documents=1, document_tokens=256.0, document_sigma=0.0,
+                  first_user_quantiles=(0.0, 0.0, 0.0))
+    g = Generator(m, duration_s=60.0, seed=0, probe=(1.0, 2.0))
+    rows = g._expand(np.random.default_rng(2), np.zeros(20), np.arange(20, dtype=np.int64), None)
+    assert rows.doc.tolist() == [0] * 20 and rows.shared_len.tolist() == [384] * 20
+    assert rows.prompt.tolist() == [385] * 20
+    bare = Generator(replace(m, prompts=replace(m.prompts, document_probability=0.0)), duration_s=60.0, seed=0,
+                     probe=(1.0, 2.0))
+    rows = bare._expand(np.random.default_rng(2), np.zeros(20), np.arange(20, dtype=np.int64), None)
+    assert rows.doc.tolist() == [-1] * 20 and rows.shared_len.tolist() == [128] * 20 and rows.prompt.tolist() == [129] * 20
