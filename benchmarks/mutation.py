@@ -415,6 +415,10 @@ EQUIVALENT: dict[str, dict[tuple, str]] = {
             "system) and keys are unchanged",
         ("0, len(self.doc_len) - 1)", "- -> +", 0):
             "the clip never binds, as the system prompt's: the document CDF ends at exactly 1.0",
+        ("shared = system_len + np.where(doc >= 0, self.doc_len[np.maximum(doc, 0)] if len(self.doc_len) else 0, 0)",
+         "0 -> 1", 2):
+            "the value for a model with no documents, where every doc is -1 and np.where takes its last argument: "
+            "the 0 (or 1) in the middle is never selected",
         ("gaps[first_of_session] = 0.0", "0.0 -> 1.0", 0):
             "a session's times are its start + cs - cs[its first row], which already subtracts the first row's gap: "
             "the 0 written there is never read",

@@ -78,13 +78,13 @@ def norm_ppf(u: np.ndarray) -> np.ndarray:
     x = np.empty_like(u)
     lo, hi = u < _NLOW, u > 1.0 - _NLOW
     mid = ~(lo | hi)
-    q = u[mid] - 0.5
-    r = q * q
-    x[mid] = np.polyval(_NA, r) * q / np.polyval(_NB, r)
     t = np.sqrt(-2.0 * np.log(u[lo]))
     x[lo] = np.polyval(_NC, t) / np.polyval(_ND, t)
     t = np.sqrt(-2.0 * np.log1p(-u[hi]))
     x[hi] = -np.polyval(_NC, t) / np.polyval(_ND, t)
+    q = u[mid] - 0.5
+    r = q * q
+    x[mid] = np.polyval(_NA, r) * q / np.polyval(_NB, r)
     return x
 
 

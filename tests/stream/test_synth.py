@@ -532,3 +532,10 @@ def test_a_document_adds_its_length_to_the_shared_prefix_and_a_first_message_is_
                      probe=(1.0, 2.0))
     rows = bare._expand(np.random.default_rng(2), np.zeros(20), np.arange(20, dtype=np.int64), None)
     assert rows.doc.tolist() == [-1] * 20 and rows.shared_len.tolist() == [128] * 20 and rows.prompt.tolist() == [129] * 20
+    # half the sessions attach it (stratified: exactly 10 of 20): the others' shared prefix is the prompt's alone
+    half = Generator(replace(m, prompts=replace(m.prompts, document_probability=0.5)), duration_s=60.0, seed=0,
+                     probe=(1.0, 2.0))
+    rows = half._expand(np.random.default_rng(2), np.zeros(20), np.arange(20, dtype=np.int64), None)
+    has = rows.doc == 0
+    assert has.sum() == 10 and set(rows.doc[~has].tolist()) == {-1}
+    assert rows.shared_len[has].tolist() == [384] * 10 and rows.shared_len[~has].tolist() == [128] * 10
