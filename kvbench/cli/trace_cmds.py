@@ -122,7 +122,7 @@ def _echo_stationarity(st: dict) -> None:
     click.echo(f"stationarity {st['verdict']}")
     from kvbench.stream.stationarity import suffix_line
 
-    line = suffix_line(st["suffix"]) if "suffix" in st else None
+    line = suffix_line(st["suffix"])
     if line:
         click.echo(f"  suffix     {line}")
     click.echo(f"  test       {st['test']}")
