@@ -1610,3 +1610,14 @@ def test_long_run_of_two_spans_is_checked_and_of_no_span_is_not(monkeypatch):
     calls = _fake_checks(monkeypatch, [])
     assert fit_mod.long_run(SimpleNamespace(n_requests=5, duration_s=0.0), m, cold=True) == (m, 0.0, None, None)
     assert calls == []
+
+
+def test_the_measured_quantiles_are_kept_where_they_meet_the_goals_even_when_a_lognormal_scores_nearer(monkeypatch):
+    """Scores (the worse of curve MAE / 0.02 and DWPD error / 0.05; the stand-ins' DWPD error 0.02 is 0.4): the
+    quantiles 0.018 / 0.02 = 0.9, the lognormal 0.01 / 0.02 = 0.5. Both meet the goals (<= 1): the quantiles are
+    kept, the lognormal's nearer score notwithstanding; at 0.03 (1.5, a miss) the nearer lognormal is (the test
+    above)."""
+    _score_stand_ins(monkeypatch, curve=lambda m: 0.018 if m.prompts.first_user_quantiles else 0.01)
+    res, _ = fit_mod.fit_and_score(_ten_follow_ups(), seeds=2, seed=5, calibrate=False)
+    assert res.observed["score_by_lengths"] == {"empirical": pytest.approx(0.9), "lognormal": pytest.approx(0.5)}
+    assert res.observed["length_distributions"] == "empirical" and res.model.prompts.first_user_quantiles
