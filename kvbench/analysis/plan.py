@@ -342,7 +342,7 @@ def simulate_write_policies(trace, *, block_bytes: int, l2_blocks: int, l3_block
             wb = None
         cap_bytes = max(1, l3_blocks) * slot * sc.copies / q
         row.update({"write_bytes_per_s": wb, "dwpd": dwpd(wb, cap_bytes) if wb else None,
-                    "key_sample_rate": q,
+                    "l2_bytes": l2_blocks * slot * sc.copies / q, "l3_bytes": cap_bytes, "key_sample_rate": q,
                     "steady_state": wb is not None,
                     "note": None if wb is not None else "L3 never evicts within the trace: no steady state"})
         if model_ftl and w.size:

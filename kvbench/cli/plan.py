@@ -316,6 +316,24 @@ def _life(years, fmt: str, unit: str = "") -> str:
     return format_years(years) if years is None or math.isinf(years) else format(years, fmt) + unit
 
 
+def write_policy_line(wp: dict) -> str:
+    """The write-policy comparison, named by the tiers it simulated (the hit target's L2 and L3, not the drives
+    endurance buys: a DWPD of that L3, beside the plan's own at the bought capacity, would read as a
+    contradiction without it) and as each policy's writes against the first's."""
+    first = next(iter(wp.values()))
+    l2 = f"L2 {format_bytes(first['l2_bytes'])} + " if first.get("l2_bytes") else ""
+    ref = first["write_bytes_per_s"] if first["steady_state"] else None
+    parts = []
+    for i, (name, r) in enumerate(wp.items()):
+        if not r["steady_state"]:
+            parts.append(f"write-{name}: L3 never evicts within the trace")
+            continue
+        vs = f", {r['write_bytes_per_s'] / ref:.2f}x write-{next(iter(wp))}'s" if i and ref else ""
+        parts.append(f"write-{name} {format_rate(r['write_bytes_per_s'])} ({r['dwpd']:.3g} DWPD of that L3{vs})")
+    return (f"write policy at the hit target's tiers ({l2}L3 {format_bytes(first['l3_bytes'])} simulated, steady "
+            "state): " + "; ".join(parts))
+
+
 def _print(out: dict) -> None:
     from kvbench.analysis.fixed_capacity import table_lines
     from kvbench.report.text import table
@@ -398,9 +416,7 @@ def _print(out: dict) -> None:
         click.echo(f"  {dep['what_lowers_it']}")
     wp = out.get("write_policies") or {}
     if wp:
-        click.echo("write policy (tiers simulated at the headline sizes, steady state): " + "; ".join(
-            f"{name}: " + (f"{format_rate(r['write_bytes_per_s'])}, {r['dwpd']:.3g} DWPD" if r["steady_state"]
-                           else "L3 never evicts") for name, r in wp.items()))
+        click.echo(write_policy_line(wp))
     lay = out.get("layouts") or {}
     if lay:
         click.echo("store layout (synthetic FTL models): " + "; ".join(

@@ -190,3 +190,22 @@ def test_the_runs_iolog_waf_labels_its_erase_unit_by_size(tmp_path):
     waf, src = _run_iolog_waf(str(tmp_path), 8 << 20, 0.28, 512 << 10)
     assert waf >= 1.0 and src == "FTL model fed the run's I/O (w.iolog), op 0.28, 512 KiB erase units"
     assert _run_iolog_waf(str(tmp_path), 8 << 20, 0.28, 2 << 20)[1].endswith("op 0.28, 2 MiB erase units")
+
+
+def test_write_policy_line_names_the_tiers_it_simulated_and_compares_the_policies():
+    """The policies run at the hit target's tiers, not the drives endurance buys: the line names that L3 (whose
+    DWPD it gives) and each policy's writes against write-through's."""
+    from kvbench.cli.plan import write_policy_line
+
+    wp = {"through": {"steady_state": True, "write_bytes_per_s": 2e9, "dwpd": 157.2, "l2_bytes": 2 ** 39,
+                      "l3_bytes": 2 ** 40},
+          "back": {"steady_state": True, "write_bytes_per_s": 1.5e9, "dwpd": 117.9, "l2_bytes": 2 ** 39,
+                   "l3_bytes": 2 ** 40}}
+    line = write_policy_line(wp)
+    assert line.startswith("write policy at the hit target's tiers (L2 512 GiB + L3 1 TiB simulated")
+    assert "write-through 2 GB/s (157 DWPD of that L3)" in line
+    assert "write-back 1.5 GB/s (118 DWPD of that L3, 0.75x write-through's)" in line
+    wp["back"] = {"steady_state": False, "write_bytes_per_s": None, "dwpd": None, "l2_bytes": 0, "l3_bytes": 2 ** 40}
+    wp["through"]["l2_bytes"] = 0
+    line = write_policy_line(wp)
+    assert "(L3 1 TiB simulated" in line and "write-back: L3 never evicts within the trace" in line
