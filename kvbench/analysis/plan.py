@@ -527,7 +527,9 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
     measured (``waf``, ``waf_source``, ``l3_write_bytes``...), reported beside
     the steady-state numbers; a run's device WAF replaces the FTL model's. ``exact``: the trace's
     ``exact_profile`` when the caller computed it already (``kvbench run``'s job): not computed again."""
-    from kvbench.stream.sampling import whole
+    from kvbench.analysis.curves.profile import warmup_request
+    from kvbench.stream.sampling import full_references_from, request_index, whole
+    from kvbench.stream.stationarity import plan_note, stat_share, stationarity, suffix_report
 
     opt = options.validate()
     stream = whole(trace)           # the whole stream's totals (a compacted key sample holds fewer requests)
@@ -538,16 +540,36 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
                         "give a trace with at least two requests at different times")
     if opt.ssd_class is not None and opt.ssd_class not in prices.ssd:
         raise SpecError(f"unknown SSD class {opt.ssd_class!r}", f"choose one of: {', '.join(prices.ssd)}")
+    # a warm-up (--warmup) is left out of every measured figure: hit ratios, steady writes, the rates they are set
+    # at and the window whose stationarity bounds them; the requests before it only warm the cache
+    warm = warmup_request(trace, opt.warmup) if opt.warmup else 0
+    warm_s = float(trace.timestamp_s[warm]) if warm else None
+    refs_measured = int(trace.offsets[-1] - trace.offsets[warm])
+    measured_from = None
+    if warm:
+        # the window's own totals, its span from the last warm-up arrival (as the whole trace's from its first)
+        whole_stat = stationarity(trace)
+        t_last = float(trace.timestamp_s[warm - 1])
+        k = int(request_index(trace)[warm])
+        share = (n - k) / n
+        stream = {"requests": n - k, "blocks": full_references_from(trace, warm),
+                  "input_tokens": (int(np.asarray(trace.input_tokens[warm:], dtype=np.int64).sum())
+                                   if "whole" not in trace.meta else stream["input_tokens"] * share)}
+        n, span = n - k, float(trace.timestamp_s[-1]) - t_last
+        if n < 1 or span <= 0:
+            raise SpecError(f"the warm-up leaves {n} request(s) over {span:g} s to measure",
+                            "give a shorter --warmup")
+        measured_from = {"start_s": warm_s, "request": warm, "share_of_span": stat_share(trace, warm_s),
+                         "requests": n, "span_s": span, "whole_trace_stationary": whole_stat.stationary,
+                         "whole_trace_verdict": whole_stat.verdict}
     trace_rate = n / span
-    from kvbench.stream.stationarity import plan_note, stationarity, suffix_report
-
-    stat = stationarity(trace)          # DESIGN.md, "Stationarity": steady figures capped at stat.steady_ceiling
+    stat = stationarity(trace, start_s=warm_s)   # DESIGN.md, "Stationarity": steady figures capped at its ceiling
     stat_note = None
-    suffix = suffix_report(trace, stat)     # a stationary tail the note can name (none tried when stationary)
+    suffix = suffix_report(trace, stat, after_s=warm_s)     # a stationary tail the note can name
     step = step or (lambda name: None)
     step("hit-ratio and steady-state curves")
     hit_curve = cap.HitCurve.from_profile(_profile(trace, opt.warmup, exact), block_bytes=block_bytes)
-    steady_raw = res.steady_curve(trace, block_bytes=block_bytes)
+    steady_raw = res.steady_curve(trace, block_bytes=block_bytes, from_request=warm)
     # no steady write rate is below the compulsory (never-seen) rate of the window its demand is measured over:
     # on a trace whose new-block share falls, a large tier's window after its first eviction is the trace's last
     # minutes, whose few new blocks would otherwise claim hits no cache of this trace had (DESIGN.md, Stationarity)
@@ -558,7 +580,7 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
     sample = float((getattr(trace, "meta", None) or {}).get("sample_rate", 1.0) or 1.0)   # gen:...,sample=r
     # blocks per request: counted, or (key sample) the block counts before sampling, since a few very popular
     # blocks (shared system prompts) make a sampled count a noisy estimate
-    blocks_per_req = steady.references / n if sample == 1.0 else float(stream["blocks"]) / n
+    blocks_per_req = refs_measured / n if sample == 1.0 else float(stream["blocks"]) / n
     bpt = float(bytes_per_token or block_bytes / trace.block_tokens)
 
     layout = opt.layout
@@ -592,7 +614,7 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
             free = scale(opt.deployment, waf=1.0, reference_waf=1.0,
                          **{**kw, "hit_curve": replace(steady_hits, curve=steady_raw)})
             stat_note = plan_note(stat, capped=deployment["hit_ratio_capped"], uncapped_hit=free["hit_ratio"],
-                                  uncapped_rate=free["requests_per_s"], suffix=suffix)
+                                  uncapped_rate=free["requests_per_s"], suffix=suffix, measured_from=measured_from)
         rate, rate_model = deployment["requests_per_s"], "replicate"
     else:
         rate = opt.rate or trace_rate
@@ -680,7 +702,7 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
                            gc=opt.gc, measured=measured)
 
     warnings = []
-    stat_note = stat_note or plan_note(stat, capped=False, suffix=suffix)
+    stat_note = stat_note or plan_note(stat, capped=False, suffix=suffix, measured_from=measured_from)
     if stat_note:
         warnings.append(stat_note)
     flat = flat_retention_note(sweep)
@@ -715,7 +737,7 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
     out = {
         "model": model, "trace": str(trace.path), "block_tokens": trace.block_tokens, "block_bytes": block_bytes,
         "source": dict(getattr(trace, "meta", None) or {}) or {"source": "trace"},
-        "bytes_per_token": bpt, "requests": n, "references": steady.references, "span_s": span,
+        "bytes_per_token": bpt, "requests": n, "references": refs_measured, "span_s": span,
         "trace_rate": trace_rate, "rate": rate, "rate_scale": ratio, "rate_model": rate_model,
         "retention_s": opt.retention_s, "targets": list(opt.targets),
         "target_mode": "relative to infinite-cache hit ratio" if opt.relative else "absolute",
@@ -738,7 +760,7 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
         "nand_bytes_per_day": bytes_per_day(pick["write_bytes_per_s"] or 0.0) * waf if pick else None,
         "waf": waf, "waf_source": waf_source, "layouts": layouts, "write_policies": policies,
         "deployment": deployment, "measured": measured, "warnings": warnings, "admission": admission,
-        "stationarity": stat.to_dict() | {"note": stat_note, "suffix": suffix},
+        "stationarity": stat.to_dict() | {"note": stat_note, "suffix": suffix, "measured_from": measured_from},
         "placement": placement, "fdp": fdp,
         "prices": prices.to_dict(), "compute": compute or {"tokens_per_s": tokens_per_s},
         "usd_per_recomputed_token": usd_per_recomputed_token(tokens_per_s, prices),

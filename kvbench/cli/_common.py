@@ -173,6 +173,34 @@ class DurationParam(click.ParamType):
             self.fail(str(e), param, ctx)
 
 
+class WarmupParam(click.ParamType):
+    """``--warmup``: a fraction of the requests (``0.5``) or a time on the trace's clock (``136.3s``, ``2m``: the
+    requests before it), which warm the cache and are not measured. Returns a float fraction or a
+    :class:`~kvbench.analysis.curves.profile.WarmupTime` the trace resolves (``warmup_fraction``)."""
+
+    name = "fraction|time"
+
+    def convert(self, value, param, ctx):
+        from kvbench.analysis.curves.profile import WarmupTime
+
+        if isinstance(value, (int, float, WarmupTime)):
+            return value
+        text = str(value).strip()
+        if units.is_bare_number(text):
+            x = float(text)
+            if not 0.0 <= x < 1.0:        # one line, as every bad value: kvbench's own error, not click's usage
+                from kvbench.errors import UsageError
+
+                raise UsageError(f"warm-up fraction must be in [0, 1), got {text} (a bare number is a fraction of "
+                                 "the requests)", f"give e.g. --warmup 0.1, or a time with a unit: --warmup {text}s")
+            return x
+        try:
+            seconds = units.parse_duration(text, what="--warmup")
+        except UnitError as e:
+            self.fail(str(e), param, ctx)
+        return WarmupTime(seconds) if seconds > 0 else 0.0
+
+
 class RateParam(click.ParamType):
     """A click parameter for bandwidths (``10GB/s``); returns bytes per second."""
 
@@ -190,6 +218,7 @@ class RateParam(click.ParamType):
 SIZE = SizeParam()                  # capacities: KB/MB/GB/TB are SI (a 7.68TB drive)
 IO_SIZE = SizeParam(kb_base=1024)   # I/O sizes (block, chunk, page, segment): KB/MB 1024-based, like fio
 DURATION = DurationParam()
+WARMUP = WarmupParam()
 RETENTION = DurationParam(require_unit=True)     # retention/TTL: minutes vs seconds matters, so say which
 RATE = RateParam()
 

@@ -6,7 +6,7 @@ import time
 
 import click
 
-from kvbench.cli._common import RETENTION, emit_json, json_option
+from kvbench.cli._common import RETENTION, WARMUP, emit_json, json_option
 from kvbench.cli.trace_cmds import trace_from_options, trace_options
 from kvbench.stream.traces import DEFAULT_TRACE
 
@@ -45,8 +45,9 @@ def _capacities(text: str | None, unit: str):
 @click.option("--ttl", type=RETENTION, default=None, help="Retention: a block idle longer than this is gone (with a unit: 90s, 10m, 2h).")
 @click.option("--sample", type=float, default=None, help="SHARDS fixed-rate sampling, e.g. 0.01 (LRU only).")
 @click.option("--sample-size", type=int, default=None, help="SHARDS fixed-size sampling: keys kept (LRU only).")
-@click.option("--warmup", type=float, default=0.0, show_default=True,
-              help="Fraction of requests that warm the cache but are not counted.")
+@click.option("--warmup", type=WARMUP, default=0.0, show_default=True,
+              help="Requests that warm the cache but are not counted: a fraction of them (0.5) or a time on the "
+                   "trace's clock (136.3s: those before it).")
 @click.option("--points", type=int, default=64, show_default=True, help="Points of a full curve (log-spaced).")
 @json_option
 def mrc_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, capacities, unit, model, tp,
@@ -76,6 +77,7 @@ def mrc_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, ca
         raise UsageError("--unit bytes needs a model preset for the block size", "pass --model NAME (see kvbench models)")
     sampled = sample is not None or sample_size is not None
     t0 = time.perf_counter()
+    warm_label = None
     if policies == ["lru"] and not warmup and not sort_time:
         # streamed: memory bounded by the distinct blocks (or the sample), whatever the trace length
         from kvbench.analysis.curves.profile import stream_profile
@@ -97,6 +99,10 @@ def mrc_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, ca
         meta = {"path": tr.path, "format": tr.fmt, "block_tokens": tr.block_tokens, "requests": tr.n_requests,
                 "references": tr.n_blocks}
         t_read = time.perf_counter() - t0
+        from kvbench.analysis.curves.profile import WarmupTime, warmup_fraction
+
+        warm_label = f"warm-up to {warmup.seconds:g} s" if isinstance(warmup, WarmupTime) else None
+        warmup = warmup_fraction(tr, warmup)        # a warm-up by time: the fraction of requests before it
         t1 = time.perf_counter()
         profile = None
         if "lru" in policies or caps is None:
@@ -128,7 +134,8 @@ def mrc_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, ca
     from kvbench.report.text import table
     from kvbench.units import format_bytes
 
-    what = main_curve.method + (f", ttl {ttl:g} s" if ttl else "") + (f", warm-up {warmup:.0%}" if warmup else "")
+    what = main_curve.method + (f", ttl {ttl:g} s" if ttl else "") + (
+        f", {warm_label or 'warm-up'} ({warmup:.0%} of requests)" if warmup else "")
     click.echo(f"{meta['path']}: {meta['requests']:,} requests, {main_curve.references:,} block references "
                f"({what}); infinite-cache hit ratio {main_curve.infinite_hit_ratio:.4f}")
     rows = [[f"{int(cb):,}", *([format_bytes(int(cb) * block_bytes)] if block_bytes else []),

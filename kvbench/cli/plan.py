@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from kvbench.cli._common import (DURATION, IO_SIZE, SIZE, OutputParam, emit_json, fields_option, force_option,
+from kvbench.cli._common import (DURATION, IO_SIZE, SIZE, WARMUP, OutputParam, emit_json, fields_option, force_option,
                                  json_option, lazy_parser, parse_admissions)
 from kvbench.errors import UsageError
 from kvbench.units import MISSING, format_bytes, format_lasts as _lasts, format_rate, format_residence, format_years
@@ -95,9 +95,10 @@ def _run_iolog_waf(run_dir: str, capacity: float | None, op: float, erase_block:
 @click.option("--dram", "dram_bytes", type=SIZE, default=None, help="Fixed L2 DRAM size (default: the knee).")
 @click.option("--ssd-class", default=None, help="SSD class from the price preset (default: cheapest per day).")
 @click.option("--store-fill", type=float, default=1.0, show_default=True, help="Fraction of the SSD the store uses.")
-@click.option("--warmup", type=float, default=0.0, show_default=True,
-              help="Fraction of requests excluded from hit ratios (cold start); steady-state writes exclude "
-                   "warm-up by definition.")
+@click.option("--warmup", type=WARMUP, default=0.0, show_default=True,
+              help="Requests that only warm the cache, left out of hit ratios, steady writes and the stationarity "
+                   "test: a fraction of them (0.5) or a time on the trace's clock (136.3s: those before it, e.g. "
+                   "a stationary tail's start from kvbench trace stats).")
 @click.option("--block-tokens", type=int, default=None, help="Override the trace's tokens per block.")
 @click.option("--report", "report_path", type=OutputParam(keep=("auto",)), default=None, is_flag=False,
               flag_value="auto", metavar="[HTML]",
@@ -176,6 +177,9 @@ def plan_result(read, model, targets=(), absolute=False, retention=None, capacit
     trace = read() if callable(read) else read     # a key-sampled stream keeps only its sampled requests
     if block_tokens:
         trace = replace(trace, block_tokens=int(block_tokens))
+    from kvbench.analysis.curves.profile import warmup_fraction
+
+    warmup = warmup_fraction(trace, warmup)        # a warm-up by time: the fraction of requests before it
     block_bytes = spec.block_bytes(trace.block_tokens)
     price_table = load_prices(prices, price_overrides)
     if profile_name and recompute_tokens_per_s:
@@ -339,8 +343,10 @@ def _print(out: dict) -> None:
     from kvbench.report.text import table
     from kvbench.units import format_duration
 
+    mf = (out.get("stationarity") or {}).get("measured_from")
     click.echo(f"trace {out['trace']}: {out['requests']} requests over {out['span_s']:.0f} s "
-               f"({out['trace_rate']:.2f} req/s), planned at {out['rate']:.3g} req/s ({out['rate_model']}); "
+               + (f"from {mf['start_s']:,.4g} s, the requests before only warming the cache " if mf else "")
+               + f"({out['trace_rate']:.2f} req/s), planned at {out['rate']:.3g} req/s ({out['rate_model']}); "
                f"model {out['model']}, block {format_bytes(out['block_bytes'])}")
     ss = out["steady_state"]
     click.echo(f"infinite-cache hit ratio {out['infinite_hit_ratio']:.3f}; knee at {format_bytes(out['knee_bytes'])}; "
@@ -350,7 +356,8 @@ def _print(out: dict) -> None:
     for s in out["answer"]["sentences"]:
         click.echo(s)
     click.echo("")
-    click.echo("steady state vs capacity (write-through, from the first eviction on):")
+    click.echo("steady state vs capacity (write-through, from the first eviction on"
+               + (f" or {mf['start_s']:,.4g} s, the warm-up's end, whichever is later" if mf else "") + "):")
     rows = []
     for r in out["capacity_curve"]:
         if r["filled"]:

@@ -223,19 +223,28 @@ def stationary_suffix(trace, windows: int = DEFAULT_WINDOWS, starts=SUFFIX_START
     return None
 
 
-def suffix_report(trace, st: Stationarity) -> dict:
+def stat_share(trace, start_s: float) -> float:
+    """The share of the trace's span from ``start_s`` to its last arrival."""
+    ts = np.asarray(trace.timestamp_s, dtype=np.float64)
+    span = float(ts[-1] - ts[0])
+    return float(ts[-1] - start_s) / span if span > 0 else 0.0
+
+
+def suffix_report(trace, st: Stationarity, after_s: float | None = None) -> dict:
     """What ``trace stats`` says of a trace's stationary tails: those tried (``SUFFIX_STARTS`` past the whole
     trace, when the whole is not stationary) and the longest that passes, with its start and the share of the
-    span it covers (None when none does, or when the whole trace is stationary and nothing was cut)."""
-    tried = [f for f in SUFFIX_STARTS if f > 0.0]
-    if st.stationary:
+    span it covers (None when none does, or when the whole trace is stationary and nothing was cut).
+    ``after_s``: only tails starting after it (a plan measured from a warm-up names none it already covers)."""
+    ts = np.asarray(trace.timestamp_s, dtype=np.float64)
+    tried = [f for f in SUFFIX_STARTS if f > 0.0
+             and (after_s is None or float(ts[0] + f * (ts[-1] - ts[0])) > after_s)]
+    if st.stationary or not tried:
         return {"tried": [], "found": None}
     found = stationary_suffix(trace, st.windows, starts=tuple(tried))
     if found is None:
         return {"tried": tried, "found": None}
-    span = st.end_s - st.start_s
-    return {"tried": tried, "found": {"start_s": found.start_s, "share_of_span": (found.end_s - found.start_s) / span
-                                      if span > 0 else 0.0, "verdict": found.verdict,
+    return {"tried": tried, "found": {"start_s": found.start_s, "share_of_span": stat_share(trace, found.start_s),
+                                      "verdict": found.verdict,
                                       "steady_ceiling": found.steady_ceiling}}
 
 
@@ -253,24 +262,36 @@ def suffix_line(rep: dict) -> str | None:
 
 
 def plan_note(st: Stationarity, *, capped: bool, uncapped_hit: float | None = None,
-              uncapped_rate: float | None = None, suffix: dict | None = None) -> str | None:
-    """The sentence a plan states about the trace's stationarity and what it did about it (None: stationary and
-    the ceiling did not bind); ``suffix`` (:func:`suffix_report`) names the stationary tail where one exists."""
+              uncapped_rate: float | None = None, suffix: dict | None = None,
+              measured_from: dict | None = None) -> str | None:
+    """The sentence a plan states about the stationarity of the window it measured and what it did about it
+    (None: the whole trace, measured, is stationary and the ceiling did not bind); ``suffix``
+    (:func:`suffix_report`) names a stationary tail where one exists, with the option that sizes on it;
+    ``measured_from``: the plan measured from a warm-up (``--warmup``), which the sentence names first."""
+    lead = ""
+    if measured_from:
+        lead = (f"Sized on the requests from {measured_from['start_s']:,.4g} s (the last "
+                f"{measured_from['share_of_span']:.0%} of the span; the earlier ones only warm the cache)"
+                + (f", a stationary window (no trend over {st.windows} windows; kvbench trace stats)" if st.stationary else "")
+                + (f", where the whole trace is not stationary" if st.stationary
+                   and not measured_from.get("whole_trace_stationary", True) else "") + ". ")
     if st.stationary and not capped:
-        return None
+        return lead.strip() or None
     found = (suffix or {}).get("found")
-    head = (f"The trace is not stationary ({st.verdict.split(': ', 1)[1]}; {st.windows} windows): "
+    what = "The window measured" if measured_from else "The trace"
+    head = (f"{what} is not stationary ({st.verdict.split(': ', 1)[1]}; {st.windows} windows): "
             + ("as a whole it is no steady state" if found else "no part of it is a steady state")
             + ", so every steady hit ratio is capped at its infinite-cache hit ratio "
             f"{st.steady_ceiling:.3f}" if not st.stationary else
-            f"Steady hit ratios are capped at the stationary trace's infinite-cache hit ratio {st.steady_ceiling:.3f}")
+            f"Steady hit ratios are capped at the stationary {'window' if measured_from else 'trace'}'s infinite-cache "
+            f"hit ratio {st.steady_ceiling:.3f}")
     if capped and uncapped_hit is not None:
         head += (f" (uncapped, the deployment would claim {uncapped_hit:.3f}"
                  + (f" at {uncapped_rate:,.3g} requests/s" if uncapped_rate else "") + ")")
     if st.stationary:
-        return head + "."
-    window = (f"its stationary last {found['share_of_span']:.0%} (from {found['start_s']:,.4g} s; kvbench trace stats)"
-              if found else "a stationary window (kvbench trace stats)")
-    return head + ("; the capacity and DWPD answers rest on a trace whose new-block share falls: size on a stationary "
-                   "workload, a model fitted to it (kvbench trace fit TRACE -o m.toml, then --trace "
-                   f"gen:m.toml,duration=1h) or {window}.")
+        return lead + head + "."
+    window = (f"its stationary last {found['share_of_span']:.0%} (kvbench plan ... --warmup {found['start_s']:.6g}s: "
+              "the requests before it warm the cache)" if found else "a stationary window (kvbench trace stats)")
+    return lead + head + ("; the capacity and DWPD answers rest on a window whose new-block share falls: size on a "
+                          "stationary workload, a model fitted to it (kvbench trace fit TRACE -o m.toml, then --trace "
+                          f"gen:m.toml,duration=1h) or {window}.")

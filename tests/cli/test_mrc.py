@@ -58,3 +58,17 @@ def test_mrc_json_always_has_one_curve_per_policy(cli, policies):
     assert [c["policy"] for c in d["curves"]] == policies.split(",")
     assert d["curves"][0]["hit_ratio"] == d["hit_ratio"]          # the top level is the first policy's curve
     assert d["refs_per_s"] is None or d["refs_per_s"] > 0
+
+
+def test_mrc_warm_up_by_time_or_fraction(cli, tmp_path):
+    """Requests one a second touching blocks 1 2 1 1 3 2: --warmup 2.5s warms with r0..r2, as --warmup 0.5 does:
+    of r3..r5, r3 hits at 1 block (d 1) and r5 at 3 (d 3): 1/3 and 2/3. A bare number of 1 or more is a
+    fraction out of range: one line naming the option and the unit that makes it a time."""
+    p = tmp_path / "t.jsonl"
+    p.write_text("".join(json.dumps({"timestamp": t * 1000, "input_length": 512, "output_length": 1,
+                                     "hash_ids": [b]}) + "\n" for t, b in enumerate([1, 2, 1, 1, 3, 2])))
+    by_time = _json(cli("mrc", p, "--capacities", "1,3", "--warmup", "2.5s", "--json"))
+    by_share = _json(cli("mrc", p, "--capacities", "1,3", "--warmup", "0.5", "--json"))
+    assert by_time["hit_ratio"] == by_share["hit_ratio"] == pytest.approx([1 / 3, 2 / 3])
+    r = cli("mrc", p, "--warmup", "2")
+    assert r.exit_code != 0 and "--warmup 2s" in r.output and r.output.strip().count("\n") == 0, r.output

@@ -99,7 +99,7 @@ def test_absolute_targets_are_hit_ratios_relative_ones_fractions_of_the_infinite
     assert v["per_target"]["0.6"]["hit_capacity_bytes"] == 2 * BLOCK
 
 
-def test_warmup_excludes_the_first_requests_from_hit_ratios_not_from_writes(plan):
+def test_warmup_excludes_the_first_requests_from_hit_ratios_and_from_writes(plan):
     caps = ("--capacities", f"{BLOCK},{2 * BLOCK},{3 * BLOCK}")
     cold = plan(*caps, "--target-hit", "0.3", "--absolute")
     warm = plan(*caps, "--target-hit", "0.3", "--absolute", "--warmup", "0.5")
@@ -107,10 +107,19 @@ def test_warmup_excludes_the_first_requests_from_hit_ratios_not_from_writes(plan
     assert warm["infinite_hit_ratio"] == pytest.approx(2 / 3)
     assert [c["hit_ratio"] for c in cold["capacity_curve"]] == pytest.approx([1 / 6, 2 / 6, 3 / 6])
     assert [c["hit_ratio"] for c in warm["capacity_curve"]] == pytest.approx([1 / 3, 1 / 3, 2 / 3])
-    # steady-state writes exclude the warm-up by definition: the same with or without --warmup
+    # steady writes are measured from the first eviction or the warm-up's end, whichever is later: C = 1 fills
+    # at r1, so with the warm-up its window is r3..r5 (r3 hits, r4 and r5 miss: 2 of 3 references) at the
+    # window's demand (3 references arriving after r2's t = 2, over 5 - 2 s: 1 per s) -> 2/3 block/s; C = 2
+    # fills at r4, after the warm-up: the same 1 block/s as cold
+    assert [c["write_bytes_per_s"] for c in cold["capacity_curve"]] == pytest.approx([0.75 * BLOCK, BLOCK, None])
+    assert [c["write_bytes_per_s"] for c in warm["capacity_curve"]] == pytest.approx([2 / 3 * BLOCK, BLOCK, None])
     for curve in (cold["capacity_curve"], warm["capacity_curve"]):
-        assert [c["write_bytes_per_s"] for c in curve] == pytest.approx([0.75 * BLOCK, BLOCK, None])
         assert [c["filled"] for c in curve] == [True, True, False]
+    # a warm-up by time selects the requests before it: 2.5 s -> r0..r2, the same as the fraction 0.5
+    by_time = plan(*caps, "--target-hit", "0.3", "--absolute", "--warmup", "2.5s")
+    assert by_time["capacity_curve"] == warm["capacity_curve"]
+    assert by_time["stationarity"]["measured_from"]["start_s"] == 3.0
+    assert by_time["stationarity"]["measured_from"]["request"] == 3
     # the target 0.3 (absolute) needs 2 blocks cold, 1 block once the first half only warms the cache
     assert cold["per_target"]["0.3"]["hit_capacity_bytes"] == 2 * BLOCK
     assert warm["per_target"]["0.3"]["hit_capacity_bytes"] == BLOCK

@@ -163,14 +163,14 @@ def test_trace_stats_cli(tmp_path):
 
 
 # --- what plan does with it ----------------------------------------------------------------------------------
-def _plan(trace):
+def _plan(trace, warmup=0.0):
     from kvbench.analysis.cost import load_prices
     from kvbench.analysis.deployment import parse_deployment
     from kvbench.analysis.plan import PlanOptions, build_plan
 
     bpt = 100_000
     return build_plan(trace, block_bytes=512 * bpt, prices=load_prices(), tokens_per_s=20_000.0, bytes_per_token=bpt,
-                      options=PlanOptions(targets=(0.9,), waf=1.0, sweep=(), write_policies=False,
+                      options=PlanOptions(targets=(0.9,), waf=1.0, sweep=(), write_policies=False, warmup=warmup,
                                           deployment=parse_deployment("gpus=1,drives=1,drive_capacity=7.68TB,"
                                                                       "utilization=0.5")))
 
@@ -202,7 +202,35 @@ def test_plan_names_the_stationary_tail_of_a_trace_that_settles():
     t = _falling_then_flat(0.5)
     out = _plan(t)
     assert out["stationarity"]["suffix"]["found"]["start_s"] == 50.0
-    assert out["stationarity"]["note"].endswith("or its stationary last 50% (from 50 s; kvbench trace stats).")
+    assert out["stationarity"]["note"].endswith(
+        "or its stationary last 50% (kvbench plan ... --warmup 50s: the requests before it warm the cache).")
+
+
+def test_a_plan_warmed_up_to_the_stationary_tail_sizes_on_it_and_says_so():
+    """--warmup 50s on the trace that falls over its first half: the window measured is the flat last half (new
+    share 0.3, so a steady ceiling of 0.7, where the whole trace's infinite-cache ratio is lower), stationary, and
+    the note says the plan was sized on it; a warm-up short of the tail leaves a window that still trends."""
+    from kvbench.analysis.curves.profile import WarmupTime, warmup_fraction
+
+    t = _falling_then_flat(0.5)
+    whole = stationarity(t, 10)
+    out = _plan(t, warmup=warmup_fraction(t, WarmupTime(50.0)))
+    st = out["stationarity"]
+    ts = np.asarray(t.timestamp_s)
+    x = float(ts[ts >= 50.0][0])                  # the first request measured
+    share = (ts[-1] - x) / (ts[-1] - ts[0])
+    assert st["stationary"] is True and st["start_s"] == x
+    assert st["measured_from"]["start_s"] == x and st["measured_from"]["whole_trace_stationary"] is False
+    assert out["deployment"]["steady_ceiling"] == pytest.approx(0.7) and whole.steady_ceiling < 0.6
+    assert out["deployment"]["hit_ratio"] <= 0.7 + 1e-9
+    assert st["note"].startswith(f"Sized on the requests from {x:g} s (the last {share:.0%} of the span; the earlier ones only "
+                                 "warm the cache), a stationary window (no trend over 10 windows; kvbench trace "
+                                 "stats), where the whole trace is not stationary.")
+    short = _plan(t, warmup=warmup_fraction(t, WarmupTime(20.0)))["stationarity"]
+    assert short["stationary"] is False
+    assert short["note"].startswith(f"Sized on the requests from {ts[ts >= 20.0][0]:g} s") and "The window measured is not stationary" \
+        in short["note"] and short["note"].endswith("(kvbench plan ... --warmup 50s: the requests before it warm the "
+                                                    "cache).")
 
 
 def test_plan_on_a_stationary_trace_caps_at_its_median_window():
@@ -441,7 +469,8 @@ def test_the_plan_note_names_a_stationary_tail_and_no_longer_says_no_part_is_ste
     st = stationarity(t, 10)
     note = plan_note(st, capped=False, suffix=suffix_report(t, st))
     assert "as a whole it is no steady state" in note and "no part of it" not in note
-    assert note.endswith("or its stationary last 50% (from 50 s; kvbench trace stats).")
+    assert note.endswith("or its stationary last 50% (kvbench plan ... --warmup 50s: the requests before it warm "
+                         "the cache).")
     none = plan_note(st, capped=False, suffix={"tried": [0.25, 0.5], "found": None})
     assert "no part of it is a steady state" in none and none.endswith("or a stationary window (kvbench trace stats).")
 

@@ -41,6 +41,38 @@ def dense_ids(keys: np.ndarray) -> tuple[np.ndarray, int]:
     return codes.astype(np.int64, copy=False), int(len(uniques))
 
 
+@dataclass(frozen=True)
+class WarmupTime:
+    """A warm-up given as a time (``--warmup 136.3s``): the requests before it, on the trace's clock (seconds
+    from its first request), warm the cache and are not measured; :func:`warmup_fraction` turns it into the
+    fraction of requests every warm-up consumer takes."""
+
+    seconds: float
+
+
+def warmup_fraction(trace: Trace, warmup: "float | WarmupTime") -> float:
+    """The warm-up as the fraction of requests :func:`warmup_request` takes: a fraction as it is; a time as the
+    fraction that selects exactly the requests arriving before it (k requests of n: (k + 1/2) / n, which the
+    floor in :func:`warmup_request` brings back to k whatever the rounding)."""
+    if not isinstance(warmup, WarmupTime):
+        return float(warmup)
+    ts = np.asarray(trace.timestamp_s, dtype=np.float64)
+    t = float(warmup.seconds)
+    k = int(np.searchsorted(ts, t, side="left"))
+    n = len(trace.offsets) - 1
+    if "whole" in (getattr(trace, "meta", None) or {}):       # compacted: count the whole stream's requests
+        from kvbench.stream.sampling import request_index, whole
+
+        idx = request_index(trace)
+        n = int(whole(trace)["requests"])
+        k = int(idx[k]) if k < idx.size else n
+    if k >= n:
+        raise UsageError(f"warm-up {warmup.seconds:g} s covers every request (the last arrives at "
+                         f"{float(ts[-1]) if ts.size else 0.0:g} s)", "give a warm-up inside the trace, e.g. "
+                         "its stationary tail's start (kvbench trace stats)")
+    return (k + 0.5) / n if k else 0.0
+
+
 def warmup_request(trace: Trace, warmup: float) -> int:
     """The first request after the warm-up fraction (of the whole stream's requests when compacted)."""
     if not 0.0 <= warmup < 1.0:

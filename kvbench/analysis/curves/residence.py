@@ -228,8 +228,13 @@ def mean_demand(times, refs, t0: float | None = None) -> float:
     return n / span if span > 0 else float("nan")
 
 
-def steady_curve(trace, *, block_bytes: int) -> SteadyCurve:
-    """The steady-state curve of a trace's reference stream (requests by arrival, blocks deepest-first)."""
+def steady_curve(trace, *, block_bytes: int, from_request: int = 0) -> SteadyCurve:
+    """The steady-state curve of a trace's reference stream (requests by arrival, blocks deepest-first).
+
+    ``from_request``: the requests before it only warm the cache (a warm-up, ``--warmup``): each capacity's
+    window opens at its first eviction or at that request, whichever is later, and the demand W is set at is
+    that request's on (its arrival the span's start, as the whole trace's first arrival is); compulsory writes
+    are counted over the second half of those references."""
     from kvbench.analysis.curves.profile import dense_ids, reference_stream
     from kvbench.stream.sampling import key_sample_rate
 
@@ -256,6 +261,8 @@ def steady_curve(trace, *, block_bytes: int) -> SteadyCurve:
     fill[1:d] = t_first[1:d]
     start = np.full(d + 1, n, dtype=np.int64)
     start[1:d] = np.searchsorted(times, t_first[1:d], side="right")   # requests strictly after the fill
+    r0 = int(trace.offsets[from_request]) if from_request > 0 else 0      # the warm-up's references
+    np.maximum(start, r0, out=start)
     after = _misses_after_fill(dist, start[:d], d) if d > 1 else np.zeros(max(d, 1), dtype=np.int64)
     steady = np.zeros(d + 1, dtype=np.float64)
     steady[:d] = after[:d]
@@ -263,7 +270,11 @@ def steady_curve(trace, *, block_bytes: int) -> SteadyCurve:
     seen = np.zeros(d + 1, dtype=np.float64)
     seen[1:d] = n - start[1:d]
     span = t_end - t0
-    demand = mean_demand(trace.timestamp_s, trace.blocks_per_request, t0)
+    if from_request > 0:       # the span opens at the last warm-up request, as the whole trace's at its first
+        demand = mean_demand(trace.timestamp_s[from_request - 1:], trace.blocks_per_request[from_request - 1:],
+                             float(trace.timestamp_s[from_request - 1]))
+    else:
+        demand = mean_demand(trace.timestamp_s, trace.blocks_per_request, t0)
     with np.errstate(divide="ignore", invalid="ignore"):
         w = np.where(seen > 0, steady / seen * demand, np.nan)
     w[0] = np.nan
@@ -272,8 +283,8 @@ def steady_curve(trace, *, block_bytes: int) -> SteadyCurve:
     misses_total = n - np.cumsum(hist)[: d + 1]
     warm = np.where(np.isfinite(fill), misses_total - steady, np.nan)
     # compulsory writes: first touches among the second half of the references, per reference, at the mean demand
-    h = n // 2
-    new_rate = float(np.count_nonzero(first >= h)) / (n - h) * demand if span > 0 else 0.0
+    h = r0 + (n - r0) // 2
+    new_rate = float(np.count_nonzero(first >= h)) / (n - h) * demand if span > 0 and n > h else 0.0
     return SteadyCurve(fill_time_s=fill - t0, steady_writes=steady, write_blocks_per_s=w, warmup_writes=warm,
                        steady_references=seen, demand_blocks_per_s=float(demand), distinct=d, references=n,
                        span_s=t_end - t0, block_bytes=int(block_bytes),

@@ -769,3 +769,31 @@ def test_shards_of_a_key_sampled_stream_salted_or_not():
     t = read_trace("gen:chat,duration=20m,rate=2,seed=3,sample=0.25")
     assert shards_profile(t, rate=0.5).sample_rate == 0.25
     assert shards_profile(t, rate=0.5, salt=7).sample_rate == 0.125
+
+
+def test_a_warm_up_by_time_selects_exactly_the_requests_before_it():
+    """--warmup 2.5s on requests at 0..5 s warms with r0..r2 (3 of 6), as the fraction 0.5 does; a time equal to
+    an arrival leaves that request measured; 0 s warms nothing; a time past the last arrival is a one-line error.
+    The fraction it becomes lands on its request count whatever the float rounding (every k of n = 1,000).
+    Compacted (requests 0, 1, 4, 5 kept), the warm-up ends at the first kept request at or after the time."""
+    from kvbench.analysis.curves.profile import WarmupTime, warmup_fraction, warmup_request
+    from kvbench.errors import UsageError
+    from kvbench.stream.sampling import FULL_BLOCKS, compact
+    from kvbench.stream.traces import Trace
+
+    t = Trace(timestamp_s=np.arange(6.0), input_tokens=np.full(6, 10), output_tokens=np.ones(6, np.int64),
+              offsets=np.array([0, 0, 2, 2, 2, 3, 3]), keys=np.array([7, 8, 9], dtype=np.uint64), block_tokens=16,
+              fmt="x", path="x", extras={FULL_BLOCKS: np.array([3, 5, 2, 4, 6, 1])}, meta={"sample_rate": 0.5})
+    req = [warmup_request(t, warmup_fraction(t, WarmupTime(s))) for s in (0.0, 0.5, 2.5, 3.0, 5.0)]
+    assert req == [0, 1, 3, 3, 5]
+    assert warmup_fraction(t, 0.25) == 0.25 and warmup_fraction(t, WarmupTime(0.0)) == 0.0
+    with pytest.raises(UsageError, match="covers every request"):
+        warmup_fraction(t, WarmupTime(5.5))
+    c = compact(t)
+    assert [warmup_request(c, warmup_fraction(c, WarmupTime(s))) for s in (0.5, 2.5, 4.0, 4.5)] == [1, 2, 2, 3]
+    with pytest.raises(UsageError, match="covers every request"):
+        warmup_fraction(c, WarmupTime(5.5))
+    n = 1000
+    big = Trace(timestamp_s=np.arange(float(n)), input_tokens=np.full(n, 10), output_tokens=np.ones(n, np.int64),
+                offsets=np.arange(n + 1), keys=np.arange(n, dtype=np.uint64), block_tokens=16, fmt="x", path="x")
+    assert all(warmup_request(big, warmup_fraction(big, WarmupTime(k - 0.5))) == k for k in range(1, n))
