@@ -89,7 +89,8 @@ MODULES: dict[str, tuple[str, list[str]]] = {
                    "tests/analysis/test_plan.py::test_deployment_writes_are_the_steady_write_rate_of_its_store"]),
     # the plan's steady answer at one capacity (run with --lines: the module is the whole plan)
     "plan": ("kvbench/analysis/plan.py",
-             ["tests/analysis/test_plan.py", "tests/analysis/curves/test_residence.py", "tests/cli/test_plan.py"]),
+             ["tests/analysis/test_plan.py", "tests/analysis/curves/test_residence.py", "tests/cli/test_plan.py",
+              "tests/stream/test_stationarity.py"]),
     # deployment scale: --deployment's fields, the rate / hit-ratio fixed point, the rating (its own unit tests)
     "deployment": ("kvbench/analysis/deployment.py", ["tests/analysis/test_deployment.py"]),
     "endurance": ("kvbench/analysis/endurance.py",
@@ -609,6 +610,11 @@ EQUIVALENT: dict[str, dict[tuple, str]] = {
          "20 -> 21", 0): "a subprocess timeout: only a hung wipefs sees it, and both values end it",
     },
     "curves.residence": {
+        ("r0 = int(trace.offsets[from_request]) if from_request > 0 else 0      # the warm-up's references",
+         "> -> >=", 0): "offsets[0] is 0: from request 0 no reference is warm-up either way",
+        ("if from_request > 0:       # the span opens at the last warm-up request, as the whole trace's at its first",
+         "0 -> 1", 0): "from request 1 the window's span opens at request 0's arrival, as the whole trace's does: "
+                       "the same references after it over the same span",
         ("n_req = max(self.n_requests, int(self.request_of_ref[-1]) + 1 if self.request_of_ref.size else 0)",
          "1 -> 2", 0): "steady_curve always passes n_requests, at least the last reference's request + 1 (the [-2]nd's "
                     "+ 1 is smaller still)",

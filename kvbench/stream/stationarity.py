@@ -224,10 +224,10 @@ def stationary_suffix(trace, windows: int = DEFAULT_WINDOWS, starts=SUFFIX_START
 
 
 def stat_share(trace, start_s: float) -> float:
-    """The share of the trace's span from ``start_s`` to its last arrival."""
+    """The share of the trace's span from ``start_s`` to its last arrival (a trace that spans time: every caller's
+    has passed :func:`stationarity`, which refuses one that does not)."""
     ts = np.asarray(trace.timestamp_s, dtype=np.float64)
-    span = float(ts[-1] - ts[0])
-    return float(ts[-1] - start_s) / span if span > 0 else 0.0
+    return float(ts[-1] - start_s) / float(ts[-1] - ts[0])
 
 
 def suffix_report(trace, st: Stationarity, after_s: float | None = None) -> dict:
@@ -274,7 +274,7 @@ def plan_note(st: Stationarity, *, capped: bool, uncapped_hit: float | None = No
                 f"{measured_from['share_of_span']:.0%} of the span; the earlier ones only warm the cache)"
                 + (f", a stationary window (no trend over {st.windows} windows; kvbench trace stats)" if st.stationary else "")
                 + (f", where the whole trace is not stationary" if st.stationary
-                   and not measured_from.get("whole_trace_stationary", True) else "") + ". ")
+                   and not measured_from["whole_trace_stationary"] else "") + ". ")
     if st.stationary and not capped:
         return lead.strip() or None
     found = (suffix or {}).get("found")

@@ -228,8 +228,10 @@ def test_a_plan_warmed_up_to_the_stationary_tail_sizes_on_it_and_says_so():
                                  "stats), where the whole trace is not stationary.")
     short = _plan(t, warmup=warmup_fraction(t, WarmupTime(20.0)))["stationarity"]
     assert short["stationary"] is False
-    assert short["note"].startswith(f"Sized on the requests from {ts[ts >= 20.0][0]:g} s") and "The window measured is not stationary" \
-        in short["note"] and short["note"].endswith("(kvbench plan ... --warmup 50s: the requests before it warm the "
+    x = float(ts[ts >= 20.0][0])
+    assert short["note"].startswith(f"Sized on the requests from {x:g} s (the last {(ts[-1] - x) / ts[-1]:.0%} of the "
+                                    "span; the earlier ones only warm the cache). The window measured is not "
+                                    "stationary (") and short["note"].endswith("(kvbench plan ... --warmup 50s: the requests before it warm the "
                                                     "cache).")
 
 
@@ -496,3 +498,21 @@ def test_trace_stats_prints_and_returns_the_suffix():
     assert rep["tried"] == [0.25, 0.5] and rep["found"]["start_s"] == half
     r = CliRunner().invoke(main, ["trace", "stats", "mooncake-synthetic"])
     assert "  suffix     neither its last 75% nor its last 50% is stationary" in r.output
+
+
+def test_a_plan_measured_from_a_warm_up_names_only_the_tails_after_it():
+    """The tails tried start at a quarter and at half the span (here 25 s and 50 s): after a warm-up to 49.9 s
+    only the half is left, after 50 s none (a tail must start after the warm-up's end); on the trace shifted to
+    start at 1,000 s the same holds from 1,030 s (the half starts at 1,050 s). The share of the span a window
+    covers is taken over the span whatever its length (a 0.5-s trace's last half is 50%)."""
+    from kvbench.stream.stationarity import stat_share, suffix_report
+
+    t = _falling_then_flat(0.5)
+    st = stationarity(t, 10)
+    assert suffix_report(t, st, after_s=49.9)["tried"] == [0.5]
+    assert suffix_report(t, st, after_s=49.9)["found"]["start_s"] == 50.0
+    assert suffix_report(t, st, after_s=50.0) == {"tried": [], "found": None}
+    shifted = _falling_then_flat(0.5, 1000.0)
+    rep = suffix_report(shifted, stationarity(shifted, 10), after_s=1030.0)
+    assert rep["tried"] == [0.5] and rep["found"]["start_s"] == 1050.0
+    assert stat_share(make_trace([0.0, 0.5], [[1], [2]]), 0.25) == 0.5

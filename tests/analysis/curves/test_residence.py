@@ -307,19 +307,34 @@ def test_a_tier_that_writes_nothing_after_its_fill_shows_no_residence():
 
 
 def test_a_warm_up_opens_every_window_at_its_end_and_sets_the_demand_at_its_requests():
-    """The six requests at t = 0, 10, 11, 12, 13, 14 (a slow start), the first three a warm-up (from_request 3).
+    """The six requests at t = 0, 10, 12, 13, 15, 16 (a slow start), the first three a warm-up (from_request 3).
     C = 1 fills at r1 (t = 10); its window opens at r3 (the later of r2 and the warm-up's end): r3 hits (d 1),
     r4 (cold) and r5 (d 3) miss: m 2/3 over 3 references. The demand is the window's: 3 references arriving
-    after r2 (t = 11) over 14 - 11 s = 1/s (the whole trace's would be 5 / 14 s), so W(1) = 2/3 per s. C = 2
-    fills at r4 (after the warm-up): r5 misses, W(2) = 1/s. Warm-up misses at C = 1: all 5 of its misses less
-    the window's 2. Compulsory: the second half of the window's references (r4, r5): block 3 new, 1/2 x 1/s."""
-    tr = make_trace([0.0, 10.0, 11.0, 12.0, 13.0, 14.0], [[1], [2], [1], [1], [3], [2]])
+    after r2 (t = 12) over 16 - 12 s = 0.75/s (from r1's time it would be 4 / 6 s, from r4's 1 / 1 s, the whole
+    trace's 5 / 16 s), so W(1) = 2/3 x 0.75 per s. C = 2 fills at r4 (t = 15, after the warm-up): r5 misses,
+    W(2) = 0.75/s. Warm-up misses at C = 1: all 5 of its misses less the window's 2. Compulsory: the second half
+    of the window's references (r4, r5): block 3 new, 1/2 x 0.75/s."""
+    tr = make_trace([0.0, 10.0, 12.0, 13.0, 15.0, 16.0], [[1], [2], [1], [1], [3], [2]])
     c = steady_curve(tr, block_bytes=1, from_request=3)
-    assert c.demand_blocks_per_s == pytest.approx(1.0)
-    assert c.write_blocks_per_s[1] == pytest.approx(2 / 3) and c.write_blocks_per_s[2] == pytest.approx(1.0)
+    assert c.demand_blocks_per_s == pytest.approx(0.75)
+    assert c.write_blocks_per_s[1] == pytest.approx(2 / 3 * 0.75) and c.write_blocks_per_s[2] == pytest.approx(0.75)
     assert list(c.steady_references[1:3]) == [3, 1] and list(c.steady_writes[1:3]) == [2, 1]
     assert c.warmup_writes[1] == 3
-    assert c.fill_time_s[1] == 10.0 and c.fill_time_s[2] == 13.0
-    assert c.new_blocks_per_s == pytest.approx(0.5)
+    assert c.fill_time_s[1] == 10.0 and c.fill_time_s[2] == 15.0
+    assert c.new_blocks_per_s == pytest.approx(0.5 * 0.75)
     cold = steady_curve(tr, block_bytes=1)        # no warm-up: the window after r1, the whole trace's demand
-    assert cold.demand_blocks_per_s == pytest.approx(5 / 14) and cold.write_blocks_per_s[1] == pytest.approx(3 / 4 * 5 / 14)
+    assert cold.demand_blocks_per_s == pytest.approx(5 / 16)
+    assert cold.write_blocks_per_s[1] == pytest.approx(3 / 4 * 5 / 16)
+
+
+def test_a_warm_up_of_one_request_and_one_that_leaves_no_reference():
+    """Five requests one a second, blocks 1 2 1 3 2, the first a warm-up: the window holds references 1..4, its
+    second half r3, r4 (block 3 new: 1 of 2) at the demand of the 4 references after t = 0 over 4 s, 1/s: 0.5
+    (counting from reference 0 the half would be r2..r4, 1 of 3). A warm-up that leaves only requests with no
+    block measures no compulsory writes (and does not divide by the empty half)."""
+    c = steady_curve(make_trace(None, [[1], [2], [1], [3], [2]]), block_bytes=1, from_request=1)
+    assert c.demand_blocks_per_s == pytest.approx(1.0) and c.new_blocks_per_s == pytest.approx(0.5)
+    assert steady_curve(make_trace(None, [[1], [2], [1], [3], [2]]), block_bytes=1).new_blocks_per_s == \
+        pytest.approx(1 / 3)      # no warm-up: the second half is r2..r4 (floor(5 / 2) = 2 on)
+    empty = steady_curve(make_trace(None, [[1], [2], []]), block_bytes=1, from_request=2)
+    assert empty.new_blocks_per_s == 0.0
