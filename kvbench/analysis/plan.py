@@ -703,8 +703,8 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
 
     warnings = []
     stat_note = stat_note or plan_note(stat, capped=False, suffix=suffix, measured_from=measured_from)
-    if stat_note:
-        warnings.append(stat_note)
+    if stat_note and (not stat.stationary or (deployment or {}).get("hit_ratio_capped")):
+        warnings.append(stat_note)      # a stationary window measured from a warm-up is said, not warned of
     flat = flat_retention_note(sweep)
     if flat:
         warnings.append(flat)

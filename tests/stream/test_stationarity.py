@@ -163,7 +163,7 @@ def test_trace_stats_cli(tmp_path):
 
 
 # --- what plan does with it ----------------------------------------------------------------------------------
-def _plan(trace, warmup=0.0):
+def _plan(trace, warmup=0.0, deployment="gpus=1,drives=1,drive_capacity=7.68TB,utilization=0.5"):
     from kvbench.analysis.cost import load_prices
     from kvbench.analysis.deployment import parse_deployment
     from kvbench.analysis.plan import PlanOptions, build_plan
@@ -171,8 +171,7 @@ def _plan(trace, warmup=0.0):
     bpt = 100_000
     return build_plan(trace, block_bytes=512 * bpt, prices=load_prices(), tokens_per_s=20_000.0, bytes_per_token=bpt,
                       options=PlanOptions(targets=(0.9,), waf=1.0, sweep=(), write_policies=False, warmup=warmup,
-                                          deployment=parse_deployment("gpus=1,drives=1,drive_capacity=7.68TB,"
-                                                                      "utilization=0.5")))
+                                          deployment=parse_deployment(deployment) if deployment else None))
 
 
 def test_plan_caps_and_names_a_trace_that_is_not_stationary():
@@ -223,6 +222,13 @@ def test_a_plan_warmed_up_to_the_stationary_tail_sizes_on_it_and_says_so():
     assert st["measured_from"]["start_s"] == x and st["measured_from"]["whole_trace_stationary"] is False
     assert out["deployment"]["steady_ceiling"] == pytest.approx(0.7) and whole.steady_ceiling < 0.6
     assert out["deployment"]["hit_ratio"] <= 0.7 + 1e-9
+    # the deployment's hit ratio reaches the window's ceiling: capped, said and warned of
+    assert out["deployment"]["hit_ratio_capped"] and st["note"] in out["warnings"]
+    assert "Steady hit ratios are capped at the stationary window's infinite-cache hit ratio 0.700" in st["note"]
+    # no deployment: nothing capped; sized on a stationary window is said, not warned of
+    free = _plan(t, warmup=warmup_fraction(t, WarmupTime(50.0)), deployment=None)
+    assert free["stationarity"]["note"].startswith("Sized on the requests from")
+    assert free["stationarity"]["note"] not in free["warnings"]
     assert st["note"].startswith(f"Sized on the requests from {x:g} s (the last {share:.0%} of the span; the earlier ones only "
                                  "warm the cache), a stationary window (no trend over 10 windows; kvbench trace "
                                  "stats), where the whole trace is not stationary.")
