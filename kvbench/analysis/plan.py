@@ -556,7 +556,7 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
                   "input_tokens": (int(np.asarray(trace.input_tokens[warm:], dtype=np.int64).sum())
                                    if "whole" not in trace.meta else stream["input_tokens"] * share)}
         n, span = n - k, float(trace.timestamp_s[-1]) - t_last
-        if n < 1 or span <= 0:
+        if span <= 0:            # a warm-up leaves one request at least (a fraction below 1 of them)
             raise SpecError(f"the warm-up leaves {n} request(s) over {span:g} s to measure",
                             "give a shorter --warmup")
         measured_from = {"start_s": warm_s, "request": warm, "share_of_span": stat_share(trace, warm_s),

@@ -1098,3 +1098,51 @@ def test_a_trace_with_full_block_counts_but_no_stated_rate_plans_on_the_referenc
               options=PlanOptions(targets=(0.5,), waf=1.0, sweep=(), write_policies=False))
     a, b = build_plan(tr, **kw), build_plan(plain, **kw)
     assert a["plans"] == b["plans"] and a["plans"]["0.5"][1]["hit_ratio"] > 0
+
+
+def test_a_warm_up_sizes_on_the_windows_own_requests_rate_and_tokens():
+    """Eight requests one a second (input 10, 20, .., 80 tokens), --warmup 0.5: requests 4..7 are measured, their
+    span from request 3's arrival (3 s, as the whole trace's from its first) to 7 s: 4 requests over 4 s, 1/s, and
+    (50 + 60 + 70 + 80) / 4 = 65 tokens each, so recomputing costs 65 x 86,400 tokens a day at the GPU's rate. A
+    key sample of the same stream (requests 2 and 5 left without a sampled block, compacted) keeps no tokens per
+    dropped request: the window's requests are counted in the whole stream (4) and its tokens at the whole
+    stream's mean (360 / 8 = 45 each)."""
+    from kvbench.analysis.cost import load_prices
+    from kvbench.stream.sampling import FULL_BLOCKS, compact
+    from kvbench.stream.traces import Trace
+
+    t = Trace(timestamp_s=np.arange(8.0), input_tokens=np.arange(10, 90, 10), output_tokens=np.ones(8, np.int64),
+              offsets=np.array([0, 1, 2, 2, 3, 4, 4, 5, 6]), keys=np.array([7, 8, 7, 9, 8, 7], dtype=np.uint64),
+              block_tokens=16, fmt="x", path="x", extras={FULL_BLOCKS: np.array([2, 2, 1, 2, 2, 1, 2, 2])},
+              meta={"sample_rate": 0.5})
+    prices = load_prices()
+
+    def plan(tr):
+        return build_plan(tr, block_bytes=16_000, prices=prices, tokens_per_s=1000.0, bytes_per_token=1000,
+                          options=PlanOptions(targets=(0.5,), waf=1.0, sweep=(), write_policies=False, warmup=0.5))
+
+    for tr, tokens in ((t, 65.0), (compact(t), 45.0)):
+        out = plan(tr)
+        assert (out["requests"], out["span_s"], out["trace_rate"]) == (4, 4.0, 1.0)
+        assert out["stationarity"]["measured_from"]["requests"] == 4
+        recompute = out["plans"]["0.5"][0]["usd_per_day"]["total"]
+        assert recompute == pytest.approx(tokens * 86_400 / 1000.0 / 3600.0 * prices.gpu_usd_per_hour)
+    # a hit ratio h saves blocks per request x h x 16 prompt tokens per request of the GPU's bill: the key sample's
+    # window holds 2 + 1 + 2 + 2 = 7 blocks before sampling over its 4 requests (1.75 each); the same requests
+    # read as a plain trace hold their 3 references (0.75 each)
+    plain = Trace(**{**t.__dict__, "extras": {}, "meta": {}})
+    for tr, blocks in ((t, 1.75), (plain, 0.75)):
+        out = plan(tr)
+        assert out["references"] == 3
+        dram = out["plans"]["0.5"][1]
+        assert dram["hit_ratio"] > 0 and dram["usd_per_day"]["gpu"] == pytest.approx(
+            (65.0 - blocks * dram["hit_ratio"] * 16) * 86_400 / 1000.0 / 3600.0 * prices.gpu_usd_per_hour)
+    # the same at a tenth of the times: a window of 0.4 s is still a span (10 requests/s)
+    fast = build_plan(Trace(**{**t.__dict__, "timestamp_s": np.arange(8.0) / 10}), block_bytes=16_000,
+                      prices=prices, tokens_per_s=1000.0, bytes_per_token=1000,
+                      options=PlanOptions(targets=(0.5,), waf=1.0, sweep=(), write_policies=False, warmup=0.5))
+    assert fast["span_s"] == pytest.approx(0.4) and fast["trace_rate"] == pytest.approx(10.0)
+    # a window whose every arrival ties with the last warm-up one spans no time: one line naming the option
+    tied = Trace(**{**t.__dict__, "timestamp_s": np.array([0.0, 1, 2, 3, 3, 3, 3, 3])})
+    with pytest.raises(SpecError, match="the warm-up leaves 4 request"):
+        plan(tied)
