@@ -743,6 +743,10 @@ def test_write_policies_on_a_key_sample_scale_back_by_its_rate():
     whole = simulate_write_policies(tr, l2_blocks=8, l3_blocks=40, max_refs=tr.n_blocks, **kw)["through"]
     assert whole["key_sample_rate"] == 1.0
     assert whole == simulate_write_policies(tr, l2_blocks=8, l3_blocks=40, **kw)["through"]
+    # the tiers simulated, in the whole trace's bytes (1-MiB slots): the sample's blocks brought back by q
+    assert (whole["l2_bytes"], whole["l3_bytes"]) == (8 << 20, 40 << 20)
+    assert got["l2_bytes"] == pytest.approx(round(8 * q) * (1 << 20) / q)
+    assert got["l3_bytes"] == pytest.approx(round(40 * q) * (1 << 20) / q)
 
 
 def test_provenance_by_hand():
