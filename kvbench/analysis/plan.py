@@ -51,7 +51,7 @@ class PlanOptions:
     retention_s: float | None = None      # keep KV at least this long (residence time)
     rate: float | None = None             # requests/s to plan for (default: the trace's own rate)
     rate_model: str = "compress"
-    warmup: float = 0.0                   # fraction of requests excluded from hit ratios (cold start)
+    warmup: float = 0.0                   # fraction of requests that only warm the cache (hit ratios, writes, rates)
     layout: str = "slot"                  # L3 block-store layout for the device WAF model
     ssd_op: float = 0.07                  # drive over-provisioning for the FTL model
     erase_block_bytes: int = 256 << 20    # erase unit (superblock) for the FTL model
