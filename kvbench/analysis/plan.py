@@ -552,7 +552,7 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
         t_last = float(trace.timestamp_s[warm - 1])
         k = int(request_index(trace)[warm])
         share = (n - k) / n
-        stream = {"requests": n - k, "blocks": full_references_from(trace, warm),
+        stream = {"blocks": full_references_from(trace, warm),
                   "input_tokens": (int(np.asarray(trace.input_tokens[warm:], dtype=np.int64).sum())
                                    if "whole" not in trace.meta else stream["input_tokens"] * share)}
         n, span = n - k, float(trace.timestamp_s[-1]) - t_last
