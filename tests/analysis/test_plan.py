@@ -747,6 +747,9 @@ def test_write_policies_on_a_key_sample_scale_back_by_its_rate():
     assert (whole["l2_bytes"], whole["l3_bytes"]) == (8 << 20, 40 << 20)
     assert got["l2_bytes"] == pytest.approx(round(8 * q) * (1 << 20) / q)
     assert got["l3_bytes"] == pytest.approx(round(40 * q) * (1 << 20) / q)
+    two = simulate_write_policies(tr, l2_blocks=8, l3_blocks=40, **{**kw, "sc": _Scale(
+        time_scale=1.0, copies=2.0, block_bytes=1 << 20)})["through"]          # two copies of the users: twice
+    assert (two["l2_bytes"], two["l3_bytes"]) == (16 << 20, 80 << 20)
 
 
 def test_provenance_by_hand():

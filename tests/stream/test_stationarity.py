@@ -228,6 +228,7 @@ def test_a_plan_warmed_up_to_the_stationary_tail_sizes_on_it_and_says_so():
     # no deployment: nothing capped; sized on a stationary window is said, not warned of
     free = _plan(t, warmup=warmup_fraction(t, WarmupTime(50.0)), deployment=None)
     assert free["stationarity"]["note"].startswith("Sized on the requests from")
+    assert free["stationarity"]["note"].endswith("where the whole trace is not stationary.")     # nothing capped
     assert free["stationarity"]["note"] not in free["warnings"]
     assert st["note"].startswith(f"Sized on the requests from {x:g} s (the last {share:.0%} of the span; the earlier ones only "
                                  "warm the cache), a stationary window (no trend over 10 windows; kvbench trace "
