@@ -293,11 +293,12 @@ def size_drive_class(cls, *, steady, hit_curve: HitRatioCurve, sc: _Scale, need_
 def simulate_write_policies(trace, *, block_bytes: int, l2_blocks: int, l3_blocks: int, layout: str,
                             sc: _Scale, ftl_op: float, erase_block_bytes: int, gc: str,
                             policies=("through", "back"), model_ftl: bool = True, max_refs: int = 1 << 20,
-                            batch: int = 1 << 16) -> dict:
+                            batch: int = 1 << 16, from_request: int = 0) -> dict:
     """Steady-state L3 writes under each write policy from the tier simulation (:mod:`kvbench.sim.tiers`):
     writes per block reference in requests after L3's first slot reuse (its first eviction) times the trace's
     mean demand (:mod:`kvbench.analysis.curves.residence`'s W), and the device WAF of each policy's own L3 write/trim
-    stream through the FTL model."""
+    stream through the FTL model. ``from_request``: the requests before it only warm the tiers (a warm-up): the
+    window opens at the later of the reuse and that request, and the demand is the window's, as ``steady_curve``'s."""
     from kvbench.analysis import ftl
     from kvbench.sim.tiers import EV_TRIM, EV_WRITE, Hierarchy, HierarchySpec, TierSpec
 
@@ -315,7 +316,10 @@ def simulate_write_policies(trace, *, block_bytes: int, l2_blocks: int, l3_block
     offsets = np.concatenate([np.asarray(trace.offsets[:1], dtype=np.int64),
                               np.asarray(trace.offsets, dtype=np.int64)[busy + 1]])
     refs = np.diff(offsets)
-    demand = res.mean_demand(t, refs, t0=float(np.min(trace.timestamp_s)))          # references/s, as W's
+    # references/s, as W's: from the first arrival, or from the last warm-up one
+    t0 = float(trace.timestamp_s[from_request - 1]) if from_request > 0 else float(np.min(trace.timestamp_s))
+    demand = res.mean_demand(t, refs, t0=t0)
+    first_measured = int(np.searchsorted(busy, from_request))     # the first busy request the window may hold
     for wp in policies:
         probe = HierarchySpec(tiers=(TierSpec("l3", 1),), block_bytes=block_bytes)
         slot = probe.slot_bytes
@@ -334,14 +338,14 @@ def simulate_write_policies(trace, *, block_bytes: int, l2_blocks: int, l3_block
         _, first = np.unique(w["slot"], return_index=True)
         reuse = np.setdiff1d(np.arange(w.size), first)
         if reuse.size:
-            req = int(w["request"][reuse.min()])
+            req = max(int(w["request"][reuse.min()]), first_measured - 1)
             after = int(np.count_nonzero(w["request"] > req))
             seen = int(refs[req + 1:].sum())
             wb = after / seen * demand * slot * sc.time_scale * sc.copies / q if seen and demand > 0 else None
         else:
             wb = None
         cap_bytes = max(1, l3_blocks) * slot * sc.copies / q
-        row.update({"write_bytes_per_s": wb, "dwpd": dwpd(wb, cap_bytes) if wb else None,
+        row.update({"write_bytes_per_s": wb, "dwpd": dwpd(wb, cap_bytes) if wb is not None else None,
                     "l2_bytes": l2_blocks * slot * sc.copies / q, "l3_bytes": cap_bytes, "key_sample_rate": q,
                     "steady_state": wb is not None,
                     "note": None if wb is not None else "L3 never evicts within the trace: no steady state"})
@@ -678,7 +682,7 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
         policies = simulate_write_policies(
             trace, block_bytes=block_bytes, l2_blocks=int(min(sc.blocks(primary["l2_bytes"]), l3_blocks)),
             l3_blocks=max(1, l3_blocks), layout=layout, sc=sc, ftl_op=opt.ssd_op,
-            erase_block_bytes=opt.erase_block_bytes, gc=opt.gc, model_ftl=False)
+            erase_block_bytes=opt.erase_block_bytes, gc=opt.gc, model_ftl=False, from_request=warm)
 
     admission = None
     if opt.admission:

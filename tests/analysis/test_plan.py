@@ -557,6 +557,13 @@ def test_write_policy_rate_by_hand():
     assert steady_curve(tail, block_bytes=bb).demand_blocks_per_s == pytest.approx(0.5)
     roomy = simulate_write_policies(tr, l2_blocks=0, l3_blocks=50, **kw)["through"]
     assert roomy["write_bytes_per_s"] is None and "never evicts" in roomy["note"]
+    # the first two requests a warm-up: the window still opens after request 1's reuse, but at the demand of the
+    # 4 references arriving after t = 101 over 9 s: 1/4 x 4/9 = 1/9 slot/s; four of them: the window (r4, r5)
+    # writes nothing, a steady rate of 0 (0 DWPD), not none
+    warm = simulate_write_policies(tr, l2_blocks=0, l3_blocks=1, from_request=2, **kw)["through"]
+    assert warm["write_bytes_per_s"] == pytest.approx(bb / 9)
+    late = simulate_write_policies(tr, l2_blocks=0, l3_blocks=1, from_request=4, **kw)["through"]
+    assert late["write_bytes_per_s"] == 0.0 and late["dwpd"] == 0.0 and late["steady_state"]
 
 
 # --- mutation survivors (issue 34 part 4) ------------------------------------------------------------------
