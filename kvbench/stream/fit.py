@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 
 RETURN_GAP_S = 1800.0           # a gap longer than this between turns is a return, not a think time
 MIN_SAMPLES = 10                # fewer observations than this: keep the default, with a warning
+BLIND_WARN = 0.05               # sessions with no key of their own above this share: their turns and returns are named unseen
 DIURNAL_SPAN_S = 0.9 * 86_400   # a daily cycle needs about a day of trace
 WEEKLY_SPAN_S = 13 * 86_400     # a weekly cycle needs about two weeks
 RETURNS_SPAN_S = 6 * 3_600      # returns hours later need hours of trace
@@ -176,6 +177,17 @@ def fit_model(trace: Trace, defaults: WorkloadModel | None = None, name: str | N
     back = turn_gaps[turn_gaps > RETURN_GAP_S]
     visits = S.n_sessions + back.size
     obs.update(follow_ups=int(cont.sum()), returns=int(back.size), visits=int(visits))
+    # a session whose first prompt holds no full block past the shared prefix leaves no key of its own: its next
+    # turn or its return shares only common blocks with it, so it reads as a new session (kvbench.stream.sessions)
+    own = np.asarray(trace.input_tokens, dtype=np.int64)[first] // trace.block_tokens - S.shared_blocks[first]
+    blind = float(np.mean(own <= 0)) if own.size else 0.0
+    obs["sessions_without_own_block"] = blind
+    if blind >= BLIND_WARN:
+        res.warnings.append(
+            f"sessions: {blind:.0%} of the sessions recovered hold no full {trace.block_tokens}-token block of their "
+            "own past the shared prefix: a later turn or return of theirs cannot be told from a new session, so "
+            "turns per visit and the return probability are low for them (a trace with conversation ids, or "
+            "smaller blocks, shows them)")
     turns_mean = max(1.0, (n / visits)) if visits else s.turns_mean
     think_t, think_sigma = s.think_time_s, s.think_sigma
     if think.size >= MIN_SAMPLES:

@@ -1621,3 +1621,22 @@ def test_the_measured_quantiles_are_kept_where_they_meet_the_goals_even_when_a_l
     res, _ = fit_mod.fit_and_score(_ten_follow_ups(), seeds=2, seed=5, calibrate=False)
     assert res.observed["score_by_lengths"] == {"empirical": pytest.approx(0.9), "lognormal": pytest.approx(0.5)}
     assert res.observed["length_distributions"] == "empirical" and res.model.prompts.first_user_quantiles
+
+
+def test_fit_names_the_sessions_whose_turns_and_returns_no_key_can_show():
+    """Three sessions at 512-token blocks: A (blocks 1, 2), B (1, 3: block 1 is now common), C (block 1 and 100
+    tokens more: its only full block is common). C's next turn would share only block 1 with it, so it would read
+    as a new session: 1 of 3 sessions is blind, above the 5% the fit warns at. With C holding a block of its own
+    (1, 4) none is, and no warning."""
+    from kvbench.stream.fit import fit_model
+    from tests.conftest import make_trace
+
+    blind = make_trace([0.0, 10.0, 20.0], [[1, 2], [1, 3], [1]], tokens=[1100, 1100, 612])
+    res = fit_model(blind)
+    assert res.observed["sessions"] == 3
+    assert res.observed["sessions_without_own_block"] == pytest.approx(1 / 3)
+    assert any(w.startswith("sessions: 33% of the sessions recovered hold no full 512-token block of their own")
+               for w in res.warnings)
+    seen = fit_model(make_trace([0.0, 10.0, 20.0], [[1, 2], [1, 3], [1, 4]], tokens=[1100, 1100, 1100]))
+    assert seen.observed["sessions_without_own_block"] == 0.0
+    assert not any(w.startswith("sessions: ") for w in seen.warnings)
