@@ -180,7 +180,7 @@ def fit_model(trace: Trace, defaults: WorkloadModel | None = None, name: str | N
     # a session whose first prompt holds no full block past the shared prefix leaves no key of its own: its next
     # turn or its return shares only common blocks with it, so it reads as a new session (kvbench.stream.sessions)
     own = np.asarray(trace.input_tokens, dtype=np.int64)[first] // trace.block_tokens - S.shared_blocks[first]
-    blind = float(np.mean(own <= 0)) if own.size else 0.0
+    blind = float(np.mean(own <= 0))         # a fitted trace has requests, so a first one
     obs["sessions_without_own_block"] = blind
     if blind >= BLIND_WARN:
         res.warnings.append(
