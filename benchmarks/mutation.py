@@ -517,6 +517,18 @@ EQUIVALENT: dict[str, dict[tuple, str]] = {
             'one byte more per row for 0 decimals: a wider buffer, the same text',
     },
     "plan": {
+        ("batch: int = 1 << 16, from_request: int = 0) -> dict:", "1 -> 2", 0):
+            "the batch only cuts the simulation into pieces; any size gives the same writes (tested at 2 and 1 << 16)",
+        ("batch: int = 1 << 16, from_request: int = 0) -> dict:", "16 -> 17", 0):
+            "the batch only cuts the simulation into pieces; any size gives the same writes (tested at 2 and 1 << 16)",
+        ("batch: int = 1 << 16, from_request: int = 0) -> dict:", "0 -> 1", 0):
+            "a warm-up of request 0 alone opens the window where none does: the demand from the first arrival, the "
+            "window after the first reuse, which is after request 0",
+        ("t0 = float(trace.timestamp_s[from_request - 1]) if from_request > 0 else float(np.min(trace.timestamp_s))",
+         "0 -> 1", 0): "from request 1 the span opens at request 0's arrival, the earliest (requests by arrival)",
+        ("erase_block_bytes=opt.erase_block_bytes, gc=opt.gc, model_ftl=False, from_request=warm)", "False -> True",
+         0): "the plan reads no policy's WAF: with the FTL model on, the rows only gain waf keys nothing reads (the "
+             "device WAF is WafModel's)",
         ("busy = np.flatnonzero(np.diff(trace.offsets) > 0)", "> -> >=", 0):
             "requests without blocks then run too: they change no tier, and the demand counts no reference of "
             "theirs nor ends its span on them",
