@@ -49,6 +49,7 @@ class TierRun:
     span_s: float = 0.0          # first arrival to the last request with blocks
     steady_references: int = 0   # block references in requests after the first eviction
     demand_references: int = 0   # block references in requests after the first arrival: the mean demand's
+    demand_span_s: float = 0.0   # the span that demand is over: span_s, or from the last warm-up arrival (0: span_s)
 
     @property
     def hit_ratio(self) -> float:
@@ -65,9 +66,10 @@ class TierRun:
     @property
     def write_blocks_per_s(self) -> float:
         """W = the steady window's writes per reference x the trace's mean demand (residence.py's W)."""
-        if not (self.filled and self.steady_references > 0 and self.span_s > 0):
+        span = self.demand_span_s or self.span_s
+        if not (self.filled and self.steady_references > 0 and span > 0):
             return float("nan")
-        return self.steady_writes / self.steady_references * self.demand_references / self.span_s
+        return self.steady_writes / self.steady_references * self.demand_references / span
 
 
 BATCH_REQUESTS = 8192      # requests per compiled-hierarchy call: bounds the block events held at once
@@ -80,7 +82,8 @@ def simulate_tier(trace, capacity_blocks: int, admission: str = "all", policy: s
     blocks deepest-first), run by the compiled :class:`kvbench.sim.tiers.Hierarchy` with that tier alone (an
     L3 slot store with no spare slots, so it caches exactly ``capacity_blocks``), in request batches whose
     block events are reduced as they come. Hits and references count from request floor(``warmup`` x
-    requests) on, as the hit-ratio curves do; writes are steady state by definition. The tier's first eviction
+    requests) on, as the hit-ratio curves do; steady writes from the later of the first eviction and that
+    request, at the demand from the last warm-up arrival (``steady_curve``'s window). The tier's first eviction
     is its (capacity + 1)-th write: no policy here evicts before it is full, and nothing else removes a block.
     :func:`simulate_tier_reference` is the same in Python (the tests' oracle)."""
     from kvbench.analysis.curves.profile import warmup_request
@@ -120,18 +123,24 @@ def _tier_run(admission, cap, offs, times, writes, hits, rejected, first, last_w
     t = np.asarray(times, dtype=np.float64)
     t0 = float(t.min()) if nreq else 0.0
     per_req = np.diff(np.asarray(offs, dtype=np.int64))
+    # a warm-up's requests only warm the tier: the steady window opens at the later of the first eviction and
+    # the warm-up's end, and its demand is the window's, from the last warm-up arrival (as steady_curve's)
+    t_open = float(t[n_warm - 1]) if n_warm > 0 else t0
     if first >= 0 and last_with_blocks >= 0:
         t_fill = float(t[first])
         after = t > t_fill
+        after[:n_warm] = False
         steady, seen = int(writes[after].sum()), int(per_req[after].sum())
-        window = float(t[last_with_blocks]) - t_fill
+        window = float(t[last_with_blocks]) - max(t_fill, t_open)
         fill = t_fill - t0
     else:
         steady, seen, window, fill = 0, 0, float("nan"), float("nan")
-    demand_refs, span = demand_basis(t, per_req, t0)
+    _, span = demand_basis(t, per_req, t0)
+    demand_refs, demand_span = demand_basis(t, per_req, t_open)
     return TierRun(admission=admission, capacity_blocks=cap, references=refs, hit_blocks=hits,
                    written=int(np.sum(writes)), rejected=rejected, fill_time_s=fill, steady_writes=steady,
-                   steady_window_s=window, span_s=span, steady_references=seen, demand_references=demand_refs)
+                   steady_window_s=window, span_s=span, steady_references=seen, demand_references=demand_refs,
+                   demand_span_s=demand_span)
 
 
 def simulate_tier_reference(trace, capacity_blocks: int, admission: str = "all", policy: str = "lru",

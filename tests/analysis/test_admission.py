@@ -684,3 +684,23 @@ def test_admission_and_placement_need_a_planned_capacity():
     for primary in ({}, {"need_bytes": None}, {"need_bytes": 0.0}):
         with pytest.raises(SpecError, match="need a planned capacity"):
             _planned_bytes(PlanOptions(), primary)
+
+
+def test_a_warm_up_opens_the_tiers_steady_window_at_its_end_as_the_steady_curve_does():
+    """Blocks 1 2 1 1 3 2 at t = 0, 10, 12, 13, 15, 16 through a 1-block write-through tier: writes at r0, r1 (the
+    first eviction, the 2nd write), r2, r4, r5. With the first three requests a warm-up the window is r3..r5
+    (2 writes in 3 references) at the demand of the 3 references after t = 12 over 4 s: W = 2/3 x 3/4 = 0.5 block/s,
+    steady_curve's W(1) for the same warm-up; cold, r2..r5 (3 in 4) at 5 references over 16 s. The whole run's
+    mean write rate keeps the whole span."""
+    from kvbench.analysis.curves.residence import steady_curve
+    from tests.conftest import make_trace
+
+    tr = make_trace([0.0, 10.0, 12.0, 13.0, 15.0, 16.0], [[1], [2], [1], [1], [3], [2]])
+    for sim in (simulate_tier, simulate_tier_reference):
+        warm, cold = sim(tr, 1, warmup=0.5), sim(tr, 1)
+        assert (warm.steady_writes, warm.steady_references, warm.steady_window_s) == (2, 3, 4.0)
+        assert warm.write_blocks_per_s == pytest.approx(0.5)
+        assert warm.write_blocks_per_s == pytest.approx(steady_curve(tr, block_bytes=1, from_request=3)
+                                                        .write_blocks_per_s[1])
+        assert cold.write_blocks_per_s == pytest.approx(3 / 4 * 5 / 16) and cold.steady_window_s == 6.0
+        assert warm.span_s == cold.span_s == 16.0 and warm.written == cold.written == 5
