@@ -737,9 +737,11 @@ EQUIVALENT: dict[str, dict[tuple, str]] = {
             "takes int() of each",
         ("c = cap // 2", "// -> /", 0):
             "halving a float gives the same floors: simulate_tier takes int() of each, floor(x / 2^k) either way",
-        **_each(("if not (self.filled and self.steady_references > 0 and self.span_s > 0):", "> -> >="), (0, 1),
+        **_each(("if not (self.filled and self.steady_references > 0 and span > 0):", "> -> >="), (0, 1),
             "filled means writes after the fill (so references there) and a window > 0 (so a span > 0): both "
             "guards hold whenever filled does"),
+        ("t_open = float(t[n_warm - 1]) if n_warm > 0 else t0", "0 -> 1", 0):
+            "from request 1 the window's span opens at request 0's arrival, the earliest (requests by arrival): t0",
         ("h = Hierarchy(spec, max_request_blocks=int(np.diff(offs).max()) if nreq else 0)", "0 -> 1", 0):
             "max_request_blocks is a layout hint (Hierarchy's state is laid out for it; results are the same "
             "either way), and an empty trace runs no request",
