@@ -178,9 +178,12 @@ def fit_model(trace: Trace, defaults: WorkloadModel | None = None, name: str | N
     visits = S.n_sessions + back.size
     obs.update(follow_ups=int(cont.sum()), returns=int(back.size), visits=int(visits))
     # a session whose first prompt holds no full block past the shared prefix leaves no key of its own: its next
-    # turn or its return shares only common blocks with it, so it reads as a new session (kvbench.stream.sessions)
+    # turn or its return shares only common blocks with it, so it reads as a new session (kvbench.stream.sessions);
+    # a trace that names its conversations links them by id whatever their blocks
+    from kvbench.stream.sessions import has_conversation_ids
+
     own = np.asarray(trace.input_tokens, dtype=np.int64)[first] // trace.block_tokens - S.shared_blocks[first]
-    blind = float(np.mean(own <= 0))         # a fitted trace has requests, so a first one
+    blind = 0.0 if has_conversation_ids(trace) else float(np.mean(own <= 0))   # a fitted trace has a first request
     obs["sessions_without_own_block"] = blind
     if blind >= BLIND_WARN:
         res.warnings.append(

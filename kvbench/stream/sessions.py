@@ -101,10 +101,16 @@ def recover_sessions(trace: Trace) -> Sessions:
     return Sessions(session, parent, shared, prefix_key, system_key)
 
 
+def has_conversation_ids(trace: Trace) -> bool:
+    """Whether the trace names its conversations (``chat_id``/``parent_chat_id``, Bailian's): its sessions are
+    read from those ids, not recovered from block keys."""
+    return "chat_id" in trace.extras and "parent_chat_id" in trace.extras
+
+
 def _explicit_parents(trace: Trace) -> np.ndarray | None:
     """Request index of each request's parent from ``chat_id``/``parent_chat_id`` extras (-1: none)."""
     ex = trace.extras
-    if "chat_id" not in ex or "parent_chat_id" not in ex:
+    if not has_conversation_ids(trace):
         return None
     chat, par = np.asarray(ex["chat_id"]), np.asarray(ex["parent_chat_id"])
     order = np.argsort(chat, kind="stable")

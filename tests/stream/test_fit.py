@@ -1640,6 +1640,14 @@ def test_fit_names_the_sessions_whose_turns_and_returns_no_key_can_show():
     seen = fit_model(make_trace([0.0, 10.0, 20.0], [[1, 2], [1, 3], [1, 4]], tokens=[1100, 1100, 1100]))
     assert seen.observed["sessions_without_own_block"] == 0.0
     assert not any(w.startswith("sessions: ") for w in seen.warnings)
+    # conversation ids link C's turns whatever its blocks: nothing is blind
+    from dataclasses import replace as _replace
+
+    named = _replace(blind, extras={**blind.extras, "chat_id": np.array([1, 2, 3]),
+                                    "parent_chat_id": np.array([-1, -1, -1])})
+    ids = fit_model(named)
+    assert ids.observed["sessions_without_own_block"] == 0.0
+    assert not any(w.startswith("sessions: ") for w in ids.warnings)
     # the warning starts at 5%: 1 blind session of 20 (the other 19 each with a block of its own) is warned of
     blocks = [[1, 2], [1, 3], [1]] + [[1, 10 + k] for k in range(17)]
     edge = fit_model(make_trace([10.0 * i for i in range(20)], blocks, tokens=[1100, 1100, 612] + [1100] * 17))
