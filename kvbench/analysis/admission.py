@@ -374,10 +374,12 @@ def _planned_bytes(opt, primary: dict) -> float:
     return float(planned)
 
 
-def placement_for_plan(trace, opt, *, primary: dict, sc, block_bytes: int, distinct: int) -> dict:
+def placement_for_plan(trace, opt, *, primary: dict, sc, block_bytes: int, distinct: int,
+                       from_request: int = 0) -> dict:
     """``build_plan``'s call: the L3 store's device WAF on one stream and on ``opt.streams`` under
     ``opt.placement``, at the planned capacity, for each store layout and each admission policy asked
-    (admit-all when none). ``policies`` is the plan's layout's."""
+    (admit-all when none), measured from ``from_request`` (the warm-up's end). ``policies`` is the plan's
+    layout's."""
     from kvbench.analysis.placement import get_placement, kv_store_waf
     from kvbench.sim.blockstore import STORES
 
@@ -385,7 +387,8 @@ def placement_for_plan(trace, opt, *, primary: dict, sc, block_bytes: int, disti
     l3_blocks = max(1, int(min(sc.blocks(_planned_bytes(opt, primary)), distinct + 1)))
     layouts = {lay: {spec: kv_store_waf(trace, block_bytes=block_bytes, l3_blocks=l3_blocks, layout=lay,
                                         rule=rule.name, streams=opt.streams, op=opt.ssd_op,
-                                        erase_block_bytes=opt.erase_block_bytes, gc=opt.gc, admission=spec)
+                                        erase_block_bytes=opt.erase_block_bytes, gc=opt.gc, admission=spec,
+                                        from_request=from_request)
                      for spec in (opt.admission or ("all",))}
                for lay in STORES}
     return {"rule": rule.name, "statement": rule.rule, "streams": opt.streams, "layout": opt.layout,

@@ -111,15 +111,17 @@ def measured_fdp(measured: dict | None) -> dict:
 
 
 def fdp_for_plan(trace, spec: FdpSpec, *, pick: dict, blocks: float, block_bytes: int, layout: str, op: float,
-                 gc: str, measured: dict | None = None) -> dict:
+                 gc: str, measured: dict | None = None, from_request: int = 0) -> dict:
     """``build_plan``'s call: FDP at the picked class's store (``blocks`` of the trace per copy): WAF, NAND bytes
-    per day and rating-equivalent DWPD with and without, and what a replay measured."""
+    per day and rating-equivalent DWPD with and without, and what a replay measured; measured from
+    ``from_request`` (the warm-up's end: :func:`kvbench.analysis.trace_waf.store_writes`)."""
     from kvbench.analysis.endurance import bytes_per_day, rating_equivalent_dwpd
     from kvbench.analysis.trace_waf import store_writes
     from kvbench.sim.blockstore import slot_bytes_for
 
     n = max(1, int(round(blocks)))
-    sw = store_writes(trace, block_bytes=block_bytes, capacity_bytes=n * slot_bytes_for(block_bytes), layout=layout)
+    sw = store_writes(trace, block_bytes=block_bytes, capacity_bytes=n * slot_bytes_for(block_bytes), layout=layout,
+                      from_request=from_request)
     out = store_fdp(sw, spec, op=op, gc=gc)
     host, ref = pick.get("dwpd_host"), pick["reference_waf"]
     day = bytes_per_day(pick["write_bytes_per_s"]) if pick.get("write_bytes_per_s") else None

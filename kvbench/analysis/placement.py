@@ -110,10 +110,12 @@ def lifetime_classes(slots: np.ndarray, nslots: np.ndarray, is_write: np.ndarray
 
 
 def kv_store_waf(trace, *, block_bytes: int, l3_blocks: int, layout: str, rule: str, streams: int, op: float,
-                 erase_block_bytes: int, gc: str, admission: str = "all", writes: float = 3.0) -> dict:
+                 erase_block_bytes: int, gc: str, admission: str = "all", writes: float = 3.0,
+                 from_request: int = 0) -> dict:
     """Device WAF of the L3 store's own write/trim stream (the tier simulation at ``l3_blocks``, trim on) on one
     stream and on ``streams`` streams under ``rule``. Lifetime labels are the lifetimes the simulation measured
-    (an oracle: the most a lifetime predictor can buy)."""
+    (an oracle: the most a lifetime predictor can buy). ``from_request``: the requests before it only warm the
+    store (a plan's --warmup): the whole trace is simulated, the FTL is fed the writes and trims from it on."""
     from kvbench.analysis import ftl
     from kvbench.sim.tiers import EV_TRIM, EV_WRITE, Hierarchy, HierarchySpec, TierSpec
 
@@ -126,11 +128,11 @@ def kv_store_waf(trace, *, block_bytes: int, l3_blocks: int, layout: str, rule: 
     h = Hierarchy(HierarchySpec((TierSpec("l3", max(1, l3_blocks) * slot, layout=layout, trim=True,
                                           admission=admission),), block_bytes))
     _, ev = h.run(trace.timestamp_s, trace.offsets, trace.keys)
-    ev = ev[(ev["op"] == EV_WRITE) | (ev["op"] == EV_TRIM)]
+    ev = ev[((ev["op"] == EV_WRITE) | (ev["op"] == EV_TRIM)) & (ev["request"] >= from_request)]
     w = ev["op"] == EV_WRITE
     if not w.any():
         return {"rule": p.name, "streams": streams, "waf": None, "waf_one_stream": None,
-                "note": "the policy writes nothing to the store"}
+                "note": "the policy writes nothing to the store" + (" after the warm-up" if from_request else "")}
     top = int((ev["slot"] + ev["nslots"]).max()) * slot
     ops = np.where(w, ftl.OP_WRITE, ftl.OP_TRIM).astype(np.uint8)
     ext = ftl.bytes_to_pages(ops, ev["slot"].astype(np.int64) * slot, ev["nslots"].astype(np.int64) * slot,
@@ -145,6 +147,8 @@ def kv_store_waf(trace, *, block_bytes: int, l3_blocks: int, layout: str, rule: 
     return {"rule": p.name, "statement": p.rule, "streams": streams, "waf": sep, "waf_one_stream": one,
             "waf_reduction": 1.0 - sep / one if one else None, "store_writes": int(w.sum()),
             "source": (f"FTL model fed the tier simulation's L3 writes and trims ({layout} store, "
-                       f"{l3_blocks:,} blocks), op {op:g}, {format_bytes(one_cfg.block_pages * one_cfg.page_size)} "
+                       f"{l3_blocks:,} blocks"
+                       + (f"; from request {from_request:,}, the warm-up's end" if from_request else "")
+                       + f"), op {op:g}, {format_bytes(one_cfg.block_pages * one_cfg.page_size)} "
                        "erase units" + ("; lifetime classes from the lifetimes the simulation measured (an "
                                         "oracle: the most a predictor can buy)" if p.label == "lifetime" else ""))}

@@ -396,14 +396,16 @@ class DeviceWaf:
         return r.waf, f"trace-driven at {format_bytes(capacity_bytes)}: {r.detail}"
 
 
-def device_waf(opt: PlanOptions, trace, block_bytes: int) -> DeviceWaf:
-    """The plan's device WAF: given or measured, else trace-driven (``DeviceWaf.sc`` is set once the rate is)."""
+def device_waf(opt: PlanOptions, trace, block_bytes: int, from_request: int = 0) -> DeviceWaf:
+    """The plan's device WAF: given or measured, else trace-driven (``DeviceWaf.sc`` is set once the rate is),
+    measured from ``from_request`` (the warm-up's end) as every steady figure of the plan."""
     from kvbench.analysis.trace_waf import WafModel
 
     if opt.waf is not None:
         return DeviceWaf(float(opt.waf), opt.waf_source, default_op=opt.ssd_op)
     return DeviceWaf(None, "", WafModel(trace, block_bytes=block_bytes, layout=opt.layout, gc=opt.gc,
-                                        erase_block_bytes=opt.erase_block_bytes), default_op=opt.ssd_op)
+                                        erase_block_bytes=opt.erase_block_bytes, from_request=from_request),
+                     default_op=opt.ssd_op)
 
 
 def size_at_own_waf(cls, wafs: DeviceWaf, need_bytes: float, size, rounds: int = 4) -> dict:
@@ -588,7 +590,7 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
     bpt = float(bytes_per_token or block_bytes / trace.block_tokens)
 
     layout = opt.layout
-    wafs = device_waf(opt, trace, block_bytes)
+    wafs = device_waf(opt, trace, block_bytes, from_request=warm)
 
     # the planned rate: given, a deployment's, or the trace's own
     deployment = None
@@ -696,14 +698,14 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
         from kvbench.analysis.admission import placement_for_plan
 
         placement = placement_for_plan(trace, opt, primary=primary, sc=sc, block_bytes=block_bytes,
-                                       distinct=steady.distinct)
+                                       distinct=steady.distinct, from_request=warm)
     fdp = None
     if opt.fdp is not None and pick:
         from kvbench.analysis.fdp import fdp_for_plan
 
         fdp = fdp_for_plan(trace, opt.fdp, pick=pick, blocks=min(sc.blocks(pick["store_bytes"]), steady.distinct + 1),
                            block_bytes=block_bytes, layout=opt.layout, op=wafs.op(prices.ssd[pick["class"]]),
-                           gc=opt.gc, measured=measured)
+                           gc=opt.gc, measured=measured, from_request=warm)
 
     warnings = []
     stat_note = stat_note or plan_note(stat, capped=False, suffix=suffix, measured_from=measured_from)

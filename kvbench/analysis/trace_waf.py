@@ -175,8 +175,12 @@ def store_writes(trace, *, block_bytes: int, capacity_bytes: float, layout: str 
                  ttl_s: float | None = None, trim: bool = False, write_policy: str = "through",
                  l2_bytes: float = 0.0, admission: str = "all", spare_slots: int = 64,
                  max_slots: int = DEFAULT_MAX_SLOTS, turnovers: float = DEFAULT_TURNOVERS, extend: bool = True,
-                 seed: int = 0, fitted=None) -> StoreWrites:
+                 seed: int = 0, fitted=None, from_request: int = 0) -> StoreWrites:
     """The write/trim stream of an L3 store caching ``capacity_bytes`` of KV, driven by ``trace``.
+
+    ``from_request``: the requests before it only warm the store (a plan's --warmup): the steady part opens at
+    the later of the store's own warm-up end and that request's first write, as the steady hit curve's window
+    does (:func:`kvbench.analysis.curves.residence.steady_curve`); the whole trace still fills the store.
 
     When the trace does not turn the store over ``turnovers`` times past its warm-up and ``extend`` is on, the
     stream comes from a workload model fitted to the trace instead, generated until it does (``origin``);
@@ -204,9 +208,14 @@ def store_writes(trace, *, block_bytes: int, capacity_bytes: float, layout: str 
              np.asarray(src.keys, np.uint64))
     ev = col.events()
     warm = _warm_writes(ev, mini)
-    need = warm + int(math.ceil(turnovers * mini))
     origin, note = "trace", f"the trace's own stream ({src.n_requests:,} requests)"
-    params = {}
+    if from_request > 0:
+        # writes are in request order: those of the warm-up's requests come first
+        warm = max(warm, int(np.count_nonzero((ev["op"] == _op_write()) & (ev["request"] < from_request))))
+        note = (f"the trace's own stream ({src.n_requests:,} requests; measured from request {from_request:,}, "
+                "the warm-up's end)")
+    need = warm + int(math.ceil(turnovers * mini))
+    params = {"from_request": from_request} if from_request > 0 else {}
     if col.writes < need and extend:
         ext = (fitted() if callable(fitted) else fitted) or extension_for(trace, seed)
         ev, note, params = _extended(block_bytes, mini, q, kw, turnovers, ext)
@@ -356,6 +365,8 @@ def store_waf(sw: StoreWrites, *, op: float = 0.07, erase_block_bytes: int = 256
     cap_txt = f"{sw.capacity_blocks / sw.sample_rate * sw.slot_bytes / 2**40:,.4g} TiB"
     detail = (f"the {sw.layout} store's own writes{' and trims' if sw.trim else ''} "
               f"under {sw.policy} ({sw.origin}"
+              + (f" from request {sw.params['from_request']:,}, the warm-up's end"
+                 if sw.origin == "trace" and sw.params.get("from_request") else "")
               + (f", key sample {sw.sample_rate:.3g}" if sw.sample_rate < 1 else "")
               + f") through the FTL model, op {op:g}, {gc} GC, {erase / sw.slot_bytes:.3g} slots per erase unit"
               + (f", {streams} streams" if streams > 1 else ""))
@@ -386,8 +397,9 @@ class WafModel:
 
     def __init__(self, trace, *, block_bytes: int, layout: str = "slot", policy: str = "lru", gc: str = "greedy",
                  erase_block_bytes: int = 256 << 20, trim: bool = False, max_slots: int = 1 << 13,
-                 per_decade: int = 16, turnovers: float = 1.0):
+                 per_decade: int = 16, turnovers: float = 1.0, from_request: int = 0):
         self.turnovers = turnovers       # measured turnovers past the warm-up one (a plan asks at many sizes)
+        self.from_request = int(from_request)    # a plan's warm-up: :func:`store_writes`
         self.trace, self.block_bytes, self.layout, self.policy = trace, int(block_bytes), layout, policy
         self.gc, self.erase, self.trim, self.max_slots, self.per_decade = gc, erase_block_bytes, trim, max_slots, \
             per_decade
@@ -418,7 +430,8 @@ class WafModel:
             self._streams[key] = store_writes(self.trace, block_bytes=self.block_bytes,
                                               capacity_bytes=n * slot_bytes_for(self.block_bytes), layout=lay,
                                               policy=self.policy, trim=self.trim, max_slots=self.max_slots,
-                                              turnovers=self.turnovers, fitted=self._fit)
+                                              turnovers=self.turnovers, fitted=self._fit,
+                                              from_request=self.from_request)
         wkey = (n, lay, round(float(op), 6))
         if wkey not in self._wafs:
             self._wafs[wkey] = store_waf(self._streams[key], op=op, erase_block_bytes=self.erase, gc=self.gc)

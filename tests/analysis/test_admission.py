@@ -635,6 +635,11 @@ def test_placement_for_plan_caps_the_store_at_the_footprint_and_one(monkeypatch)
         assert {kw["l3_blocks"] for kw in asked} == {blocks} and out["capacity_bytes"] == blocks * 1000 * copies
         assert len(asked) == len(STORES) and {kw["admission"] for kw in asked} == {"all"}
     assert out["rule"] == "tier" and out["streams"] == 2 and out["policies"] == {"all": {"l3": 3}}
+    assert {kw["from_request"] for kw in asked} == {0}
+    asked.clear()
+    placement_for_plan(tr, PlanOptions(placement="tier", capacities=(2000.0,)), primary={},
+                       sc=_Scale(1.0, 1.0, 1000), block_bytes=1000, distinct=3, from_request=4)
+    assert {kw["from_request"] for kw in asked} == {4}          # a plan's warm-up reaches every store measured
 
 
 def test_compiled_sweep_equals_the_python_loop_in_the_fast_lane(monkeypatch):

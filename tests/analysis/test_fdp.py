@@ -181,7 +181,11 @@ def test_fdp_for_plan_by_hand(monkeypatch):
     pick = {"class": "c", "store_bytes": 5e6, "dwpd_host": 2.0, "reference_waf": 4.0, "write_bytes_per_s": 1000.0}
     out = fdp.fdp_for_plan("trace", spec, pick=pick, blocks=63.6, block_bytes=65536, layout="log", op=0.28,
                            gc="fifo", measured={"device_counters": {"l3": {"fdp_waf": 1.1}}})
-    assert calls == [{"block_bytes": 65536, "capacity_bytes": 64 * slot_bytes_for(65536), "layout": "log"}]
+    assert calls == [{"block_bytes": 65536, "capacity_bytes": 64 * slot_bytes_for(65536), "layout": "log",
+                      "from_request": 0}]
+    fdp.fdp_for_plan("trace", spec, pick=pick, blocks=63.6, block_bytes=65536, layout="log", op=0.28, gc="fifo",
+                     from_request=7)
+    assert calls[-1]["from_request"] == 7             # a plan's warm-up: the store measured from its end
     assert out["seen"] == ("sw", 2, 0.28, "fifo") and out["trace_blocks"] == 64
     # 1,000 B/s = 86.4 MB a day, x WAF 3 and 1.5; rating-equivalent 2 x 3 / 4 = 1.5 and 2 x 1.5 / 4 = 0.75
     assert out["nand_bytes_per_day_without"] == pytest.approx(259.2e6, rel=1e-12)

@@ -331,3 +331,28 @@ def test_one_write_never_rewritten_is_the_longest_class_and_a_store_holds_a_bloc
               gc="greedy")
     assert kv_store_waf(tr, l3_blocks=1, **kw)["store_writes"] == 400
     assert kv_store_waf(tr, l3_blocks=0, **kw)["store_writes"] == 400
+
+
+def test_kv_store_waf_after_a_warm_up_feeds_the_ftl_the_writes_from_its_end():
+    """--warmup in a plan: the whole trace runs through the tier simulation (the store fills as without one), the
+    FTL is fed only the writes and trims of the requests from ``from_request`` on, and the source says so. One
+    block per request, so the LRU misses from request k on (by the OrderedDict reference) are the store writes."""
+    from kvbench.analysis.placement import kv_store_waf
+    from tests.conftest import make_trace
+
+    kw = dict(block_bytes=65536, l3_blocks=1090, layout="slot", streams=2, op=0.28, erase_block_bytes=MIB,
+              gc="greedy")
+    rng = np.random.default_rng(3)
+    keys = np.where(rng.random(6000) < 0.7, rng.integers(1, 300, 6000), rng.integers(1000, 4000, 6000)).tolist()
+    tr = make_trace(None, [[k] for k in keys])
+    for k in (1, 2500):
+        r = kv_store_waf(tr, rule="lifetime", from_request=k, **kw)
+        assert r["store_writes"] == _lru_misses(keys, 1090) - _lru_misses(keys[:k], 1090)
+        assert f"(slot store, 1,090 blocks; from request {k:,}, the warm-up's end), op 0.28" in r["source"]
+        assert 1.0 <= r["waf"] <= r["waf_one_stream"]
+    assert "from request" not in kv_store_waf(tr, rule="lifetime", from_request=0, **kw)["source"]
+    # a warm-up past every write: nothing to measure, said so
+    hold = make_trace(None, [[1], [2], [1], [2]])
+    r = kv_store_waf(hold, rule="lifetime", from_request=2, **{**kw, "l3_blocks": 4})
+    assert r["waf"] is None and r["note"] == "the policy writes nothing to the store after the warm-up"
+    assert kv_store_waf(hold, rule="lifetime", **{**kw, "l3_blocks": 4})["store_writes"] == 2

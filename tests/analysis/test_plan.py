@@ -858,6 +858,31 @@ def test_fdp_is_asked_at_the_picked_store_capped_at_the_footprint_and_one(monkey
                options=PlanOptions(targets=(1.0,), retention_s=200.0, waf=1.0, sweep=(), write_policies=False,
                                    fdp=spec, ssd_op=0.2))
     assert asked[0][1]["blocks"] == pytest.approx(200.0) and asked[0][1]["op"] == 0.2
+    assert asked[0][1]["from_request"] == 0
+
+
+def test_a_warm_up_reaches_the_device_waf_placement_and_fdp(monkeypatch):
+    """--warmup 0.25 of the 1000-request linear trace leaves requests 0..249 to warm the cache: the trace-driven
+    WAF model, the placement model and FDP are each measured from request 250, as the hit ratios and writes are."""
+    import kvbench.analysis.admission as adm
+    import kvbench.analysis.fdp as fdp_mod
+    from kvbench.analysis import trace_waf
+
+    seen = {}
+    real = trace_waf.WafModel.__init__
+
+    def spy(self, trace, **kw):
+        seen["waf"] = kw.get("from_request")
+        real(self, trace, **kw)
+
+    monkeypatch.setattr(trace_waf.WafModel, "__init__", spy)
+    monkeypatch.setattr(fdp_mod, "fdp_for_plan", lambda trace, spec, **kw: seen.update(fdp=kw["from_request"]) or {})
+    monkeypatch.setattr(adm, "placement_for_plan", lambda trace, opt, **kw: seen.update(placement=kw["from_request"])
+                        or {})
+    build_plan(_linear(), block_bytes=1_000_000, prices=prices_from_dict(ONE_CLASS), tokens_per_s=1e4,
+               options=PlanOptions(targets=(1.0,), retention_s=100.0, sweep=(), write_policies=False, fdp=object(),
+                                   placement="lifetime", warmup=0.25))
+    assert seen == {"waf": 250, "placement": 250, "fdp": 250}
 
 
 def test_retention_row_reads_the_hit_ratio_at_its_capacity_and_marks_an_extrapolated_one():

@@ -595,3 +595,52 @@ def test_waf_model_fits_the_extension_once():
     m = WafModel(read_trace("gen:chat,duration=1m,rate=5"), block_bytes=BLOCK)
     ext = m._fit()
     assert isinstance(ext, Extension) and m._fit() is ext
+
+
+# --- a plan's warm-up (--warmup): the store's steady part opens no earlier than the warm-up's end -----------------
+def test_a_warm_up_later_than_the_stores_own_opens_the_steady_part_at_its_first_write():
+    """Two cached blocks, no spare, one new block per request (one write each, slots 0,1,0,1,...): the store's
+    own warm-up is 2 + 2 = 4 writes. From request 6 the warm-up's requests hold writes 0..5, so the steady part
+    opens at write 6, and 12 requests measure (12 - 6) / 2 = 3 turnovers; the store is still filled by the
+    whole trace (12 writes, slots as without a warm-up). A warm-up ending inside the store's own (request 3)
+    changes nothing."""
+    def sw(n, k):
+        return store_writes(_distinct(n), block_bytes=BLOCK, capacity_bytes=2 * BLOCK, spare_slots=0,
+                            from_request=k, fitted=_no_extension)
+
+    a = sw(12, 6)
+    assert a.origin == "trace" and a.writes == 12 and a.slots.tolist() == [0, 1] * 6
+    assert a.warm_writes == 6 and a.turnovers == 3.0
+    assert a.params["from_request"] == 6 and "measured from request 6, the warm-up's end" in a.note
+    assert sw(12, 3).warm_writes == 4 and sw(12, 0).warm_writes == 4
+    assert "from_request" not in sw(12, 0).params and "measured from" not in sw(12, 0).note
+    # the default 2 turnovers past request 6 need 6 + 4 = 10 writes: 10 requests serve, 9 ask for the extension
+    assert sw(10, 6).origin == "trace"
+    with pytest.raises(_Called):
+        sw(9, 6)
+
+
+def test_a_warm_up_counts_the_writes_of_its_requests_not_its_requests():
+    """Requests of 0, 2 and 1 new blocks (keys 1 | - | 2,3 | 4 | ...): writes are counted by the request they
+    belong to. A 2-block store; from request 3 the warm-up's requests 0..2 wrote keys 1,2,3 (3 writes)."""
+    tr = _trace([[1], [], [2, 3], [4], [5], [6], [7], [8], [9], [10]])
+    a = store_writes(tr, block_bytes=BLOCK, capacity_bytes=2 * BLOCK, spare_slots=0, from_request=3,
+                     extend=False)
+    assert a.request.tolist() == [0, 2, 2, 3, 4, 5, 6, 7, 8, 9]
+    assert a.warm_writes == 4            # the store's own (2 + 2) is later than the warm-up's 3
+    b = store_writes(tr, block_bytes=BLOCK, capacity_bytes=2 * BLOCK, spare_slots=0, from_request=5,
+                     extend=False)
+    assert b.warm_writes == 5 and b.turnovers == (10 - 5) / 2
+
+
+def test_the_trace_driven_waf_names_the_warm_up_it_was_measured_after():
+    """WafModel passes its warm-up to every store it measures; the WAF's detail says where the steady part opened
+    (70 new blocks, 2 cached and 64 spare slots: the store's own warm-up is 68 writes, so request 69 leaves one
+    write; request 60 changes nothing but the words)."""
+    m = WafModel(_distinct(72), block_bytes=BLOCK, from_request=69)
+    a = m.at(2, 0.07)
+    assert a.params["warm_writes"] == 69 and a.params["from_request"] == 69
+    assert "(trace from request 69, the warm-up's end" in a.detail
+    b = WafModel(_distinct(72), block_bytes=BLOCK).at(2, 0.07)
+    assert b.params["warm_writes"] == 68 and "from request" not in b.detail
+    assert WafModel(_distinct(72), block_bytes=BLOCK, from_request=60).at(2, 0.07).params["warm_writes"] == 68
