@@ -330,16 +330,18 @@ class TraceData:
         self._distinct = None
         self._plan_trace = None
 
-    def profile(self, trace=None):
-        """The exact profile of ``trace`` (the whole trace, or ``head``), computed on first use."""
+    def profile(self, trace=None, warmup: float = 0.0):
+        """The exact profile of ``trace`` (the whole trace, or ``head``) after a warm-up (a fraction of its
+        requests), computed on first use."""
         from kvbench.analysis.curves.profile import exact_profile
 
         trace = self.trace if trace is None else trace
-        if id(trace) not in self._profiles:
+        key = (id(trace), float(warmup))
+        if key not in self._profiles:
             t0 = time.perf_counter()
-            self._profiles[id(trace)] = exact_profile(trace)
+            self._profiles[key] = exact_profile(trace, warmup=warmup)
             self.profile_s += time.perf_counter() - t0
-        return self._profiles[id(trace)]
+        return self._profiles[key]
 
     @property
     def distinct(self) -> int:
@@ -443,6 +445,7 @@ class JobOptions:
     max_requests: int | None = None
     sample_keys: str = "auto"
     deployment: str = DEFAULT_DEPLOYMENT
+    warmup: object = 0.0            # a fraction of the requests or a WarmupTime (--warmup): mrc and plan take it
     retentions: str = RETENTIONS
     probe_seconds: float = 1.0
     link: str | None = None
@@ -548,17 +551,21 @@ def run_job(o: JobOptions) -> JobResult:
         t = prog.step("hit-ratio curve (kvbench mrc, exact LRU)")
 
         def mrc(p):
+            from kvbench.analysis.curves.profile import warmup_fraction
             from kvbench.cli.mrc import lru_curve_json
 
-            out = lru_curve_json(data.trace, data.profile(), spec=load_model(p["model"], tp=p["tp"]),
-                                 unit=p["unit"], points=p["points"], read_s=data.read_s, profile_s=data.profile_s)
+            warm = warmup_fraction(data.trace, p["warmup"])     # a warm-up by time: the fraction before it
+            out = lru_curve_json(data.trace, data.profile(warmup=warm), spec=load_model(p["model"], tp=p["tp"]),
+                                 unit=p["unit"], points=p["points"], read_s=data.read_s, profile_s=data.profile_s,
+                                 warmup=warm)
             for w in out["warnings"]:
                 prog.echo(f"    warning: {w}")
             return out
 
         from kvbench.cli.mrc import mrc_cmd
 
-        st = here("mrc", mrc_cmd, ["mrc"], [trace_path], {"unit": "bytes", "model": spec.name}, fn=mrc)
+        warm = {"warmup": str(o.warmup)} if o.warmup else {}        # the steps read it back (WarmupTime's text)
+        st = here("mrc", mrc_cmd, ["mrc"], [trace_path], {"unit": "bytes", "model": spec.name, **warm}, fn=mrc)
         if st.result:
             rd.write_json("mrc.json", st.result)
         prog.done(t, f"infinite-cache hit ratio {_g((st.result or {}).get('infinite_hit_ratio'))}" if st.ok
@@ -642,7 +649,7 @@ def run_job(o: JobOptions) -> JobResult:
 
         popts = {"trace": trace_path, "model": spec.name, "run": replay_dir, "deployment": o.deployment,
                  "profile": compute_profile, "sweep": o.retentions,
-                 "load_tier": paths.tier_arg("l3")}
+                 "load_tier": paths.tier_arg("l3"), **warm}
         st = here("plan", plan_cmd, ["plan"], (), popts, fn=plan_fn)
         plan = PlanResult.from_json(st.result, "kvbench plan --json").data if st.result else {}
         if st.result:

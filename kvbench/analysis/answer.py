@@ -336,18 +336,27 @@ def build_answer(plan: dict, check: dict | None = None, *, trace_requests: int |
     return replace(answer, suspect=answer.suspect + bad) if bad else answer
 
 
+def _window_note(plan: dict) -> tuple:
+    """The plan's sentence on the window its steady figures come from (``stationarity.note``: a warm-up left out,
+    a trace that is not stationary and what was done), the answer's first note; none for a stationary trace
+    measured whole."""
+    note = (plan.get("stationarity") or {}).get("note")
+    return (str(note),) if note else ()
+
+
 def _build(plan, check, trace_requests, requests_issued, sources: Sources) -> Answer:
     prices = _prices(plan)
     head = head_target(plan)
     t = (plan.get("per_target") or {}).get(head) or {}
     decisions = tier_decisions(check or {}, sources.check)
     cov = _coverage(trace_requests, requests_issued, sources)
+    window = _window_note(plan)
     if not t.get("need_bytes"):
         inf_hit = _num(plan.get("infinite_hit_ratio"))
         return Answer("recompute", f"{RECOMPUTE_STATEMENT}: the hit-ratio target {head} is unreachable on this "
                       "trace" + (f" (infinite-cache hit ratio {inf_hit:.3f})" if inf_hit is not None else ""),
                       "hit target",
-                      "unreachable", cov, decisions, choice="recompute")
+                      "unreachable", cov, decisions, window, choice="recompute")
     row = next(r for r in plan["drives"] if r["class"] == t["ssd_class"])
     cls = prices.ssd[row["class"]]
     d = _drives(plan, row, cls)
@@ -379,8 +388,8 @@ def _build(plan, check, trace_requests, requests_issued, sources: Sources) -> An
            "usd_per_day_recompute": Figure(rec_day, a, f"GPU time of every prompt token at {at}; {price_src}"),
            "usd_per_day_saved": Figure(rec_day - usd, a, "recompute's $/day - the answer's (0 when recompute wins)"),
            **cov}
-    notes = tuple(sources.extra_notes) + tuple(f"{x.tier}: suspect, not used ({x.source})" for x in decisions
-                                               if x.provenance == "suspect")
+    notes = window + tuple(sources.extra_notes) + tuple(f"{x.tier}: suspect, not used ({x.source})"
+                                                        for x in decisions if x.provenance == "suspect")
     return Answer("recompute" if choice == "recompute" else "load", statement, d.binding, d.why, fig, decisions,
                   notes, choice=choice)
 

@@ -540,6 +540,7 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
     opt = options.validate()
     stream = whole(trace)           # the whole stream's totals (a compacted key sample holds fewer requests)
     n = int(stream["requests"])
+    n_whole = n                     # the window's count replaces n under a warm-up
     span = float(trace.duration_s)
     if n < 2 or span <= 0:
         raise SpecError(f"trace {trace.path} spans {span:g} s over {n} request(s)",
@@ -734,11 +735,17 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
                         "whole stream's references (SHARDS_adj), but carry the sample's variance where a few "
                         "very popular blocks (shared system prompts) fall in or out of it: compare with a higher "
                         "rate or the full stream before acting on a hit ratio")
-    if measured and ((measured.get("requests_replayed") is not None and measured["requests_replayed"] < n)
+    if measured and ((measured.get("requests_replayed") is not None and measured["requests_replayed"] < n_whole)
                      or measured.get("run_status") in ("interrupted", "failed", "running")):
-        warnings.append(f"the replay run ({measured.get('run_status') or 'status unknown'}) covered "
-                        f"{measured.get('requests_replayed') or 0:,} of {n:,} requests: its measured WAF is from that "
-                        "part; hit ratios and write rates here are from the whole trace")
+        # a replay runs from the trace's first request: under a warm-up, how much of it reached the window
+        done = measured.get("requests_replayed") or 0
+        k = n_whole - n
+        warnings.append(f"the replay run ({measured.get('run_status') or 'status unknown'}) covered {done:,} of "
+                        f"{n_whole:,} requests"
+                        + (f" ({max(0, done - k):,} of them in the window measured from request {k:,})" if warm
+                           else "")
+                        + ": its measured WAF is from that part; hit ratios and write rates here are from "
+                        + ("the window" if warm else "the whole trace"))
 
     out = {
         "model": model, "trace": str(trace.path), "block_tokens": trace.block_tokens, "block_bytes": block_bytes,

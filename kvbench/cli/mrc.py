@@ -176,9 +176,9 @@ def curve_json(curves, meta: dict, spec, profile, *, streamed: bool, read_s: flo
 
 
 def lru_curve_json(trace, profile, *, spec, unit: str = "bytes", points: int = 64, read_s: float = 0.0,
-                   profile_s: float = 0.0) -> dict:
-    """``kvbench mrc TRACE --unit UNIT --model M --json`` (exact LRU, a full curve) of a trace already read and
-    its exact profile already computed (``kvbench run``'s job hands both in)."""
+                   profile_s: float = 0.0, warmup: float = 0.0) -> dict:
+    """``kvbench mrc TRACE --unit UNIT --model M [--warmup W] --json`` (exact LRU, a full curve) of a trace already
+    read and its exact profile already computed after the same warm-up (``kvbench run``'s job hands both in)."""
     from kvbench.analysis.curves.profile import hit_ratio_curve
     from kvbench.stream.sampling import full_references_from, key_sample_rate
 
@@ -188,7 +188,7 @@ def lru_curve_json(trace, profile, *, spec, unit: str = "bytes", points: int = 6
             "references": refs}
     block_bytes = spec.block_bytes(trace.block_tokens) if spec else None
     curve = hit_ratio_curve(trace, capacities=None, unit=unit, block_bytes=block_bytes, policy="lru", points=points,
-                            profile=profile)
+                            warmup=warmup, profile=profile)
     return curve_json([curve], meta, spec, profile, streamed=False, read_s=read_s, profile_s=profile_s,
                       elapsed_s=read_s + profile_s + time.perf_counter() - t0)
 

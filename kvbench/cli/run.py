@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import click
 
-from kvbench.cli._common import DURATION, OUTPUT, SIZE, emit_json, fields_option, force_option, json_option, lazy_parser
+from kvbench.cli._common import (DURATION, OUTPUT, SIZE, WARMUP, emit_json, fields_option, force_option, json_option,
+                                 lazy_parser)
 # the job's names, where the command's users and tests have found them
 from kvbench.job import (DEFAULT_DEPLOYMENT, DEFAULT_MODEL, DEFAULT_PROFILE, DEFAULT_TRACE, RETENTIONS,  # noqa: F401
                          TierSizes, _l3_room, _pick_profile, _remove_store_behind, _replay_progress, _trace_path,
@@ -49,6 +50,10 @@ from kvbench.job import (DEFAULT_DEPLOYMENT, DEFAULT_MODEL, DEFAULT_PROFILE, DEF
                parse=lazy_parser("kvbench.analysis.deployment", "parse_deployment"),
               help="The server the answer is scaled to (kvbench plan --deployment): gpus=G,drives=D,"
                    "drive_capacity=CAP,utilization=U.")
+@click.option("--warmup", type=WARMUP, default=0.0, show_default=True, metavar="FRACTION|TIME",
+              help="Requests that only warm the cache (kvbench plan --warmup; the mrc and plan steps take it): a "
+                   "fraction of them (0.5) or a time on the trace's clock (136.3s: those before it, e.g. a "
+                   "stationary tail's start from kvbench trace stats).")
 @click.option("--retentions", default=RETENTIONS, show_default=True,
               help="Retention times for the DWPD-vs-retention sweep (comma list; empty: no sweep).")
 @click.option("--probe-seconds", type=float, default=1.0, show_default=True,
@@ -64,7 +69,8 @@ from kvbench.job import (DEFAULT_DEPLOYMENT, DEFAULT_MODEL, DEFAULT_PROFILE, DEF
 @force_option
 @json_option
 def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_data, duration, max_requests, sample_keys,
-            deployment, retentions, probe_seconds, link, probe_fault, keep_store, results_root, output, as_json):
+            deployment, warmup, retentions, probe_seconds, link, probe_fault, keep_store, results_root, output,
+            as_json):
     """The main job: replay a trace through DRAM and NVMe tiers, analyse capacity, DWPD and load vs recompute,
     and write one HTML report. Everything has a default: `kvbench run` alone takes a few minutes."""
     from kvbench.job import JobOptions, run_job
@@ -72,6 +78,7 @@ def run_cmd(trace, model, compute_profile, l2, l3_path, l3_capacity, destroy_dat
     res = run_job(JobOptions(trace=trace, model=model, compute_profile=compute_profile, l2=l2, l3_path=l3_path,
                              l3_capacity=l3_capacity, destroy_data=destroy_data, duration=duration,
                              max_requests=max_requests, sample_keys=sample_keys, deployment=deployment,
+                             warmup=warmup,
                              retentions=retentions, probe_seconds=probe_seconds, link=link, probe_fault=probe_fault,
                              keep_store=keep_store, results_root=results_root, output=output))
     if as_json:

@@ -257,7 +257,7 @@ def suffix_line(rep: dict) -> str | None:
                 "a model fitted to it (kvbench trace fit TRACE -o m.toml, then --trace gen:m.toml,duration=1h)")
     f = rep["found"]
     return (f"its last {f['share_of_span']:.0%} (from {f['start_s']:,.4g} s) is stationary (steady ceiling "
-            f"{f['steady_ceiling']:.3f}): size on that window (kvbench plan ... --warmup {f['start_s']:.6g}s: the "
+            f"{f['steady_ceiling']:.3f}): size on that window (kvbench run|plan ... --warmup {f['start_s']:.6g}s: the "
             "requests before it warm the cache) or on a fitted model")
 
 
@@ -290,8 +290,9 @@ def plan_note(st: Stationarity, *, capped: bool, uncapped_hit: float | None = No
                  + (f" at {uncapped_rate:,.3g} requests/s" if uncapped_rate else "") + ")")
     if st.stationary:
         return lead + head + "."
-    window = (f"its stationary last {found['share_of_span']:.0%} (kvbench plan ... --warmup {found['start_s']:.6g}s: "
-              "the requests before it warm the cache)" if found else "a stationary window (kvbench trace stats)")
+    window = (f"its stationary last {found['share_of_span']:.0%} (kvbench run|plan ... --warmup "
+              f"{found['start_s']:.6g}s: the requests before it warm the cache)" if found
+              else "a stationary window (kvbench trace stats)")
     return lead + head + ("; the capacity and DWPD answers rest on a window whose new-block share falls: size on a "
                           "stationary workload, a model fitted to it (kvbench trace fit TRACE -o m.toml, then --trace "
                           f"gen:m.toml,duration=1h) or {window}.")

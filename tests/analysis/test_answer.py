@@ -713,3 +713,21 @@ def test_a_stated_zero_write_rate_is_zero_and_its_lifetime_unbounded_never_missi
                                             "residence_s"))
     assert {label: text for label, text, _ in rows(m)}["lifetime"] == "n/a (warranty 5 years)"
     assert fmt("lifetime_years", math.inf) == "no writes: unbounded" and fmt("lifetime_years", 5.4) == "5.4 years"
+
+
+def test_the_window_the_plan_was_sized_on_is_the_answers_first_note():
+    """The plan's stationarity sentence (a warm-up left out, or a trace that is not stationary and what was done)
+    is the answer's first note, before the job's own, in every view and on the unreachable path too; a stationary
+    trace measured whole (no sentence) adds none."""
+    said = ("Sized on the requests from 136.3 s (the last 50% of the span; the earlier ones only warm the cache), "
+            "a stationary window (no trend over 10 windows; kvbench trace stats).")
+    p = {**_plan(), "stationarity": {"stationary": True, "note": said}}
+    a = build_answer(p, _check(), sources=Sources(extra_notes=("a note",)))
+    assert a.notes == (said, "a note")
+    assert a.to_json()["notes"] == [said, "a note"] and Answer.from_json(a.to_json()).notes == (said, "a note")
+    assert text_table(a).splitlines()[-2].split(None, 1) == ["note", said]
+    u = copy.deepcopy(p)
+    u["per_target"]["0.9"]["need_bytes"] = None
+    assert build_answer(u, _check()).notes == (said,)
+    for quiet in ({"stationary": True, "note": None}, {"stationary": True}, None):
+        assert build_answer({**_plan(), "stationarity": quiet}, _check()).notes == ()

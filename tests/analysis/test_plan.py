@@ -1018,6 +1018,23 @@ def test_plan_warnings_for_a_held_planned_tier_and_a_partial_replay():
         assert w == [f"the replay run ({status}) covered 1,000 of 1,000 requests: its measured WAF is from that "
                      "part; hit ratios and write rates here are from the whole trace"]
 
+    # under a warm-up (the first 250 requests) the replay still runs from request 0: how much of it reached the
+    # window is said, against the whole trace's 1,000 requests, not the window's 750
+    def warmed(measured):
+        return [w for w in build_plan(tr, block_bytes=1_000_000, prices=prices_from_dict(big), tokens_per_s=1e4,
+                                      measured=measured,
+                                      options=PlanOptions(targets=(1.0,), retention_s=200.0, waf=1.0, sweep=(),
+                                                          write_policies=False, warmup=0.25))["warnings"]
+                if w.startswith("the replay run")]
+
+    assert warmed({"requests_replayed": 1000, "run_status": "done"}) == []
+    assert warmed({"requests_replayed": 800}) == [
+        "the replay run (status unknown) covered 800 of 1,000 requests (550 of them in the window measured from "
+        "request 250): its measured WAF is from that part; hit ratios and write rates here are from the window"]
+    assert warmed({"requests_replayed": 200, "run_status": "interrupted"}) == [
+        "the replay run (interrupted) covered 200 of 1,000 requests (0 of them in the window measured from request "
+        "250): its measured WAF is from that part; hit ratios and write rates here are from the window"]
+
 
 def test_mark_provenance_marks_every_row():
     from kvbench.analysis.plan import mark_provenance

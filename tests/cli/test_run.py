@@ -245,3 +245,36 @@ def test_first_byte_difference_between_probe_and_check_is_named():
     notes = first_byte_notes([probe], {"l3": {"latency_s": 9.11e-3, "source": "fit to l3's load times"}})
     assert len(notes) == 1
     assert "probe 40 us" in notes[0] and "QD1" in notes[0] and "9.11 ms" in notes[0] and "queueing" in notes[0]
+
+
+def test_a_warm_up_reaches_the_mrc_and_plan_steps_and_the_answer_says_it(tmp_path, cli, monkeypatch):
+    """run --warmup 136.3s on mooncake-sample: its steps are recorded with the warm-up as they read it back; the
+    job's curve is ``kvbench mrc --warmup 136.3s``'s (computed apart here), its plan is measured from request 486
+    (the first at or after 136.3 s, as the trace's timestamps say), and the answer's first note names the
+    window."""
+    import numpy as np
+
+    from kvbench.stream.traces import read_trace
+
+    monkeypatch.chdir(tmp_path)
+    r = cli("run", "--trace", "mooncake-sample", "--model", "tiny-gqa", "--warmup", "136.3s", "--duration", "1s",
+            "--l2", "16MiB", "--l3-capacity", "256MiB", "--retentions", "", "--probe-seconds", "0.2",
+            "-o", tmp_path / "run.html", "--json")
+    assert r.exit_code == 0, r.output[-3000:]
+    summary = json.loads(r.stdout[r.stdout.index("{"):])
+    argv = {s["name"]: s["argv"] for s in summary["steps"]}
+    for name in ("mrc", "plan"):
+        i = argv[name].index("--warmup")
+        assert argv[name][i + 1] == "136.3s", argv[name]
+    job = tmp_path / summary["run_dir"]
+    alone = json.loads(cli("mrc", "mooncake-sample", "--model", "tiny-gqa", "--unit", "bytes", "--warmup", "136.3s",
+                           "--json").stdout)
+    ran = json.loads((job / "mrc.json").read_text())
+    assert ran["infinite_hit_ratio"] == alone["infinite_hit_ratio"]
+    assert ran["curves"][0]["hit_ratio"] == alone["curves"][0]["hit_ratio"]
+    ts = np.asarray(read_trace("mooncake-sample").timestamp_s)
+    first = int(np.count_nonzero(ts - ts.min() < 136.3))      # the requests before 136.3 s on the trace's clock
+    assert first == 486
+    st = json.loads((job / "plan.json").read_text())["stationarity"]
+    assert st["measured_from"]["request"] == first
+    assert summary["answer"]["notes"][0].startswith("Sized on the requests from 136.3 s (the last 50% of the span")

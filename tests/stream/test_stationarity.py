@@ -202,7 +202,7 @@ def test_plan_names_the_stationary_tail_of_a_trace_that_settles():
     out = _plan(t)
     assert out["stationarity"]["suffix"]["found"]["start_s"] == 50.0
     assert out["stationarity"]["note"].endswith(
-        "or its stationary last 50% (kvbench plan ... --warmup 50s: the requests before it warm the cache).")
+        "or its stationary last 50% (kvbench run|plan ... --warmup 50s: the requests before it warm the cache).")
 
 
 def test_a_plan_warmed_up_to_the_stationary_tail_sizes_on_it_and_says_so():
@@ -238,8 +238,8 @@ def test_a_plan_warmed_up_to_the_stationary_tail_sizes_on_it_and_says_so():
     x = float(ts[ts >= 20.0][0])
     assert short["note"].startswith(f"Sized on the requests from {x:g} s (the last {(ts[-1] - x) / ts[-1]:.0%} of the "
                                     "span; the earlier ones only warm the cache). The window measured is not "
-                                    "stationary (") and short["note"].endswith("(kvbench plan ... --warmup 50s: the requests before it warm the "
-                                                    "cache).")
+                                    "stationary (")
+    assert short["note"].endswith("(kvbench run|plan ... --warmup 50s: the requests before it warm the cache).")
 
 
 def test_plan_on_a_stationary_trace_caps_at_its_median_window():
@@ -462,7 +462,7 @@ def test_the_suffix_report_names_the_longest_stationary_tail_or_says_none_holds(
         assert f["verdict"] == "stationary" and f["steady_ceiling"] == tail.steady_ceiling
         assert suffix_line(rep).startswith(f"its last 50% (from {50.0 + offset:,.4g} s) is stationary (steady ceiling "
                                            f"{tail.steady_ceiling:.3f})")
-        assert f"(kvbench plan ... --warmup {50.0 + offset:g}s: the requests before it warm the cache)" in \
+        assert f"(kvbench run|plan ... --warmup {50.0 + offset:g}s: the requests before it warm the cache)" in \
             suffix_line(rep)
     trending = trending_trace()
     rep = suffix_report(trending, stationarity(trending, 10))
@@ -480,7 +480,7 @@ def test_the_plan_note_names_a_stationary_tail_and_no_longer_says_no_part_is_ste
     st = stationarity(t, 10)
     note = plan_note(st, capped=False, suffix=suffix_report(t, st))
     assert "as a whole it is no steady state" in note and "no part of it" not in note
-    assert note.endswith("or its stationary last 50% (kvbench plan ... --warmup 50s: the requests before it warm "
+    assert note.endswith("or its stationary last 50% (kvbench run|plan ... --warmup 50s: the requests before it warm "
                          "the cache).")
     none = plan_note(st, capped=False, suffix={"tried": [0.25, 0.5], "found": None})
     assert "no part of it is a steady state" in none and none.endswith("or a stationary window (kvbench trace stats).")

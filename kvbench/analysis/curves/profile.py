@@ -49,6 +49,10 @@ class WarmupTime:
 
     seconds: float
 
+    def __str__(self) -> str:
+        """As ``--warmup`` reads it back (a step of ``kvbench run`` is handed its options as text)."""
+        return f"{self.seconds!r}s"
+
 
 def warmup_fraction(trace: Trace, warmup: "float | WarmupTime") -> float:
     """The warm-up as the fraction of requests :func:`warmup_request` takes: a fraction as it is; a time as the

@@ -797,3 +797,16 @@ def test_a_warm_up_by_time_selects_exactly_the_requests_before_it():
     big = Trace(timestamp_s=np.arange(float(n)), input_tokens=np.full(n, 10), output_tokens=np.ones(n, np.int64),
                 offsets=np.arange(n + 1), keys=np.arange(n, dtype=np.uint64), block_tokens=16, fmt="x", path="x")
     assert all(warmup_request(big, warmup_fraction(big, WarmupTime(k - 0.5))) == k for k in range(1, n))
+
+
+def test_a_warm_up_by_time_reads_back_from_its_text():
+    """kvbench run hands --warmup to its steps as text: str(WarmupTime) is what --warmup parses back to the same
+    time (repr keeps every digit of the float), and 0.5 stays a fraction."""
+    from kvbench.analysis.curves.profile import WarmupTime
+    from kvbench.cli._common import WARMUP
+
+    for s in (136.3, 136.327, 0.001, 3600.5, 1 / 3):
+        w = WarmupTime(s)
+        assert WARMUP.convert(str(w), None, None) == w
+    assert str(WarmupTime(136.3)) == "136.3s"
+    assert WARMUP.convert(str(0.5), None, None) == 0.5
