@@ -500,6 +500,10 @@ def run_job(o: JobOptions) -> JobResult:
         prog.echo(f"note: {profile_note}")
     t = prog.step(f"sizing tiers for {Path(trace_path).name} with {spec.name} ({spec.bytes_per_token:,} B/token)")
     data = TraceData(trace_path, o.max_requests)          # the trace, read once for every step but the replay
+    if o.warmup:
+        from kvbench.analysis.curves.profile import warmup_window
+
+        warmup_window(data.plan_trace, o.warmup)        # a warm-up that leaves nothing to measure fails here
     block_tokens = int(data.trace.block_tokens)
     block_bytes = spec.block_bytes(block_tokens)
     room, share = _l3_room(o.l3_path, o.results_root, o.l3_capacity)

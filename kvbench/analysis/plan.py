@@ -533,7 +533,7 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
     measured (``waf``, ``waf_source``, ``l3_write_bytes``...), reported beside
     the steady-state numbers; a run's device WAF replaces the FTL model's. ``exact``: the trace's
     ``exact_profile`` when the caller computed it already (``kvbench run``'s job): not computed again."""
-    from kvbench.analysis.curves.profile import warmup_request
+    from kvbench.analysis.curves.profile import warmup_window
     from kvbench.stream.sampling import full_references_from, request_index, whole
     from kvbench.stream.stationarity import plan_note, stat_share, stationarity, suffix_report
 
@@ -549,7 +549,7 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
         raise SpecError(f"unknown SSD class {opt.ssd_class!r}", f"choose one of: {', '.join(prices.ssd)}")
     # a warm-up (--warmup) is left out of every measured figure: hit ratios, steady writes, the rates they are set
     # at and the window whose stationarity bounds them; the requests before it only warm the cache
-    warm = warmup_request(trace, opt.warmup) if opt.warmup else 0
+    warm = warmup_window(trace, opt.warmup)         # refused in one line when the window spans no time
     warm_s = float(trace.timestamp_s[warm]) if warm else None
     refs_measured = int(trace.offsets[-1] - trace.offsets[warm])
     measured_from = None
@@ -562,10 +562,7 @@ def build_plan(trace, *, block_bytes: int, prices: Prices, tokens_per_s: float, 
         stream = {"blocks": full_references_from(trace, warm),
                   "input_tokens": (int(np.asarray(trace.input_tokens[warm:], dtype=np.int64).sum())
                                    if "whole" not in trace.meta else stream["input_tokens"] * share)}
-        n, span = n - k, float(trace.timestamp_s[-1]) - t_last
-        if span <= 0:            # a warm-up leaves one request at least (a fraction below 1 of them)
-            raise SpecError(f"the warm-up leaves {n} request(s) over {span:g} s to measure",
-                            "give a shorter --warmup")
+        n, span = n - k, float(trace.timestamp_s[-1]) - t_last    # > 0: warmup_window checked the window
         measured_from = {"start_s": warm_s, "request": warm, "share_of_span": stat_share(trace, warm_s),
                          "requests": n, "span_s": span, "whole_trace_stationary": whole_stat.stationary,
                          "whole_trace_verdict": whole_stat.verdict}

@@ -278,3 +278,15 @@ def test_a_warm_up_reaches_the_mrc_and_plan_steps_and_the_answer_says_it(tmp_pat
     st = json.loads((job / "plan.json").read_text())["stationarity"]
     assert st["measured_from"]["request"] == first
     assert summary["answer"]["notes"][0].startswith("Sized on the requests from 136.3 s (the last 50% of the span")
+
+
+def test_a_warm_up_that_leaves_nothing_to_measure_is_refused_before_any_step(cli, tmp_path):
+    """mooncake-sample's last request arrives at 272.653 s: a warm-up past it, or one that leaves a single request
+    (a fraction of 0.9999 of 1,000: r999), is refused in one line with exit 2 before the job creates anything."""
+    for w, said in (("300s", "warm-up 300 s covers every request (the last arrives at 272.653 s)"),
+                    ("0.9999", "the warm-up leaves 1 request(s) arriving over 0 s to measure")):
+        r = cli("run", "--trace", "mooncake-sample", "--model", "tiny-gqa", "--warmup", w, "--results",
+                tmp_path / "res", "-o", tmp_path / "r.html")
+        err = [x for x in r.output.splitlines() if x.startswith("kvbench: error:")]
+        assert r.exit_code == 2 and len(err) == 1 and said in err[0] and "Traceback" not in r.output, r.output
+        assert not (tmp_path / "res").exists() and not (tmp_path / "r.html").exists()

@@ -88,6 +88,27 @@ def warmup_request(trace: Trace, warmup: float) -> int:
     return int(np.searchsorted(request_index(trace), int(np.floor(warmup * whole(trace)["requests"]))))
 
 
+def warmup_window(trace: Trace, warmup: "float | WarmupTime") -> int:
+    """The first request measured after a warm-up (a fraction of the requests or a :class:`WarmupTime`; 0: none),
+    refused in one line when what it leaves cannot be measured: the window's own arrivals must span some time
+    (its request rate and the stationarity test's windows are over it). What ``plan`` and ``run`` check first."""
+    from kvbench.errors import SpecError
+    from kvbench.stream.sampling import request_index, whole
+
+    k = warmup_request(trace, warmup_fraction(trace, warmup)) if warmup else 0
+    n = len(trace.offsets) - 1
+    if k == 0:
+        return 0
+    ts = np.asarray(trace.timestamp_s, dtype=np.float64)
+    span = float(ts[-1] - ts[k]) if k < n else 0.0
+    if not span > 0:
+        left = int(whole(trace)["requests"]) - int(request_index(trace)[k]) if k < n else 0
+        raise SpecError(f"the warm-up leaves {left:,} request(s) arriving over {span:g} s to measure (from "
+                        f"{float(ts[min(k, n - 1)]):g} s on the trace's clock)",
+                        "give a shorter --warmup (kvbench trace stats names a stationary tail's start)")
+    return k
+
+
 def _warmup_refs(trace: Trace, warmup: float) -> int:
     return int(trace.offsets[warmup_request(trace, warmup)])
 

@@ -810,3 +810,26 @@ def test_a_warm_up_by_time_reads_back_from_its_text():
         assert WARMUP.convert(str(w), None, None) == w
     assert str(WarmupTime(136.3)) == "136.3s"
     assert WARMUP.convert(str(0.5), None, None) == 0.5
+
+
+def test_the_window_a_warm_up_leaves_must_span_time():
+    """warmup_window: the first measured request, or a one-line refusal when the window's own arrivals span no
+    time. Eight requests; a warm-up of half leaves r4..r7 (floor(0.5 x 8) = 4): measurable from r4 at 3 s when
+    the last arrives later (4 s); refused when r4..r7 all arrive at 3 s, even though r3 came earlier (2.5 s).
+    By time: 2.5 s leaves r3.. (the requests before it, r0..r2). None: request 0 whatever the times."""
+    from kvbench.analysis.curves.profile import WarmupTime, warmup_window
+    from kvbench.errors import SpecError
+    from tests.conftest import make_trace
+
+    blocks = [[k] for k in range(1, 9)]
+    ok = make_trace([0, 1, 2, 2.5, 3, 3, 3, 4], blocks)
+    assert warmup_window(ok, 0.5) == 4 and warmup_window(ok, WarmupTime(2.5)) == 3 and warmup_window(ok, 0.0) == 0
+    tied = make_trace([0, 1, 2, 2.5, 3, 3, 3, 3], blocks)
+    with pytest.raises(SpecError) as e:
+        warmup_window(tied, 0.5)
+    assert str(e.value).splitlines()[0].startswith(
+        "the warm-up leaves 4 request(s) arriving over 0 s to measure (from 3 s on the trace's clock)")
+    assert warmup_window(tied, 3.5 / 8) == 3            # r3..r7: 2.5 s to 3 s
+    with pytest.raises(SpecError, match="leaves 1 request"):
+        warmup_window(ok, 7.5 / 8)
+    assert warmup_window(make_trace([5, 5, 5], [[1], [2], [3]]), 0.0) == 0
