@@ -631,6 +631,12 @@ def test_a_warm_up_counts_the_writes_of_its_requests_not_its_requests():
     b = store_writes(tr, block_bytes=BLOCK, capacity_bytes=2 * BLOCK, spare_slots=0, from_request=5,
                      extend=False)
     assert b.warm_writes == 5 and b.turnovers == (10 - 5) / 2
+    # a first request of 6 new blocks through the 2-block store: the store's own warm-up ends at write 2 + 2 = 4,
+    # a warm-up of that one request at write 6
+    big = _trace([[1, 2, 3, 4, 5, 6], [7], [8], [9], [10], [11], [12]])
+    c = store_writes(big, block_bytes=BLOCK, capacity_bytes=2 * BLOCK, spare_slots=0, from_request=1, extend=False)
+    assert c.warm_writes == 6 and c.params["from_request"] == 1
+    assert store_writes(big, block_bytes=BLOCK, capacity_bytes=2 * BLOCK, spare_slots=0, extend=False).warm_writes == 4
 
 
 def test_the_trace_driven_waf_names_the_warm_up_it_was_measured_after():
