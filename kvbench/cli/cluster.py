@@ -126,6 +126,9 @@ def _print(s: dict) -> None:
 
     results = s.get("routers") or {s["router"]: s}
     click.echo(f"cluster of {s['nodes_count']} nodes, {s['requests']} requests" + (" (dry run)" if s["dry_run"] else ""))
+    note = (s.get("stationarity") or {}).get("note")
+    if note:
+        click.echo(f"  note: {note}")
     rows = []
     for name, r in results.items():
         th = r["global"]["tier_hit_ratio"]

@@ -124,10 +124,15 @@ def simulate(cfg: ClusterConfig, trace, spec, profile) -> tuple[dict, dict]:
     return out, tables
 
 
+# what the cluster states as steady that a non-stationary trace bends (kvbench.stream.stationarity)
+STEADY_FIGURES = "the hit ratios, each node's steady write rate, DWPD and lifetime"
+
+
 def run_cluster(cfg: ClusterConfig) -> dict:
     """Simulate (and unless dry-run, measure) the cluster; returns the summary (also summary.json)."""
     from kvbench.metrics.csvout import write_csv
     from kvbench.metrics.run import RunDir
+    from kvbench.stream.stationarity import whole_trace_report
 
     model, trace, spec, profile = prepare(cfg)
     measure = None
@@ -165,7 +170,8 @@ def run_cluster(cfg: ClusterConfig) -> dict:
                               simulate)
         summary = {"trace": cfg.replay.trace, "model": model.name, "nodes_count": cfg.nodes,
                    "block_bytes": spec.block_bytes, "dry_run": cfg.dry_run,
-                   "model_notes": _model_notes(cfg, profile, timing), **first}
+                   "model_notes": _model_notes(cfg, profile, timing), **first,
+                   "stationarity": whole_trace_report(trace, STEADY_FIGURES)}
         if len(cfg.routers) > 1:
             summary["routers"] = results
         if sweep is not None:

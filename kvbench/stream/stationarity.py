@@ -296,3 +296,26 @@ def plan_note(st: Stationarity, *, capped: bool, uncapped_hit: float | None = No
     return lead + head + ("; the capacity and DWPD answers rest on a window whose new-block share falls: size on a "
                           "stationary workload, a model fitted to it (kvbench trace fit TRACE -o m.toml, then --trace "
                           f"gen:m.toml,duration=1h) or {window}.")
+
+
+def whole_trace_report(trace, figures: str) -> dict:
+    """What a command that measures a whole trace with no warm-up of its own (``cluster``) states of its
+    stationarity: the verdict, the test, a stationary tail where one exists (:func:`suffix_report`) and, when the
+    trace is not stationary, the sentence saying that ``figures`` are its window's and what to simulate instead
+    (``note``; None when stationary). A trace that spans no time is untested (``stationary`` None)."""
+    ts = np.asarray(trace.timestamp_s, dtype=np.float64)
+    if ts.size < 2 or not ts[-1] > ts[0]:
+        return {"stationary": None, "verdict": "untested: the trace spans no time", "test": TEST, "note": None}
+    st = stationarity(trace)
+    out = {"stationary": st.stationary, "verdict": st.verdict, "test": st.test, "windows": st.windows,
+           "note": None, "suffix": None}
+    if st.stationary:
+        return out
+    found = suffix_report(trace, st)["found"]
+    out["suffix"] = found
+    tail = (f", or its stationary last {found['share_of_span']:.0%} (from {found['start_s']:.6g} s; kvbench "
+            f"run|plan ... --warmup {found['start_s']:.6g}s size on it)" if found else "")
+    out["note"] = (f"The trace is not stationary ({st.verdict.split(': ', 1)[1]}; {st.windows} windows): {figures} "
+                   "are that window's, not a steady state's; simulate a stationary workload instead: a model fitted "
+                   f"to it (kvbench trace fit TRACE -o m.toml, then gen:m.toml,duration=1h){tail}.")
+    return out

@@ -367,3 +367,23 @@ def test_cluster_wear_line_says_a_store_never_written_in_words(capsys):
         out = capsys.readouterr().out
         assert "KV kept never rewritten (no writes)" in out and "no writes: unbounded" in out, out
         assert "inf" not in out.replace("tlc", "") and "n/a" not in out, out
+
+
+def test_cluster_names_a_trace_that_is_not_stationary_in_its_json_and_first_lines(cli, tmp_path):
+    """Its hit ratios and per-node steady DWPD come from the whole trace: on mooncake-sample (not stationary, its
+    last half is) the summary carries trace stats' verdict and the sentence, printed under the header; a
+    stationary workload (an hour of the default fitted model, seed 0) carries the verdict and no sentence."""
+    from kvbench.stream.stationarity import stationarity
+    from kvbench.stream.traces import read_trace
+
+    s = _cluster(cli, tmp_path, "mooncake-sample", "--nodes", "2", "--router", "session", "--l2", "4MiB")
+    st = s["stationarity"]
+    assert st["stationary"] is False and st["verdict"] == stationarity(read_trace("mooncake-sample")).verdict
+    assert st["note"].startswith("The trace is not stationary (") and st["suffix"]["start_s"] == pytest.approx(272.653 / 2)
+    assert "the hit ratios, each node's steady write rate, DWPD and lifetime are that window's" in st["note"]
+    r = cli("cluster", "mooncake-sample", "--model", "tiny-gqa", "--nodes", "2", "--router", "session", "--l2", "4MiB",
+            "--dry-run", "--results", tmp_path / "res")
+    assert r.exit_code == 0 and r.output.splitlines()[1] == f"  note: {st['note']}", r.output
+    calm = _cluster(cli, tmp_path, "gen:mooncake-synthetic-fit,duration=1h", "--router", "session", "--l2",
+                    "4MiB")["stationarity"]
+    assert calm["stationary"] is True and calm["note"] is None

@@ -523,3 +523,27 @@ def test_a_plan_measured_from_a_warm_up_names_only_the_tails_after_it():
     rep = suffix_report(shifted, stationarity(shifted, 10), after_s=1030.0)
     assert rep["tried"] == [0.5] and rep["found"]["start_s"] == 1050.0
     assert stat_share(make_trace([0.0, 0.5], [[1], [2]]), 0.25) == 0.5
+
+
+def test_a_whole_trace_report_says_which_figures_a_trace_that_is_not_stationary_bends():
+    """whole_trace_report (cluster's): a stationary trace says nothing; one that falls then settles names its verdict,
+    the figures given, the fitted-model remedy and its stationary last half (from 50 s); one that keeps trending
+    names no tail; one that spans no time is untested."""
+    from kvbench.stream.stationarity import whole_trace_report
+
+    quiet = whole_trace_report(stationary_trace(), "the X")
+    assert quiet["stationary"] is True and quiet["note"] is None and quiet["suffix"] is None
+    t = _falling_then_flat(0.5)
+    r = whole_trace_report(t, "the hit ratios and DWPD")
+    st = stationarity(t, 10)
+    assert r["stationary"] is False and r["verdict"] == st.verdict and r["windows"] == 10 and r["test"] == st.test
+    assert r["suffix"]["start_s"] == 50.0 and r["suffix"]["share_of_span"] == pytest.approx(0.5)
+    assert r["note"] == (f"The trace is not stationary ({st.verdict.split(': ', 1)[1]}; 10 windows): the hit ratios "
+                         "and DWPD are that window's, not a steady state's; simulate a stationary workload instead: "
+                         "a model fitted to it (kvbench trace fit TRACE -o m.toml, then gen:m.toml,duration=1h), or "
+                         "its stationary last 50% (from 50 s; kvbench run|plan ... --warmup 50s size on it).")
+    falling = whole_trace_report(trending_trace(), "the Y")
+    assert falling["suffix"] is None and falling["note"].endswith("then gen:m.toml,duration=1h).")
+    flat = whole_trace_report(make_trace([3.0, 3.0], [[1], [2]]), "the Z")
+    assert flat == {"stationary": None, "verdict": "untested: the trace spans no time", "test": st.test, "note": None}
+    assert whole_trace_report(make_trace([3.0], [[1]]), "the Z")["stationary"] is None
