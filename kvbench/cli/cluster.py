@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from kvbench.cli._common import (RATE, emit_json, fields_option, json_option, key_values, ray_timeout_option,
+from kvbench.cli._common import (RATE, WARMUP, emit_json, fields_option, json_option, key_values, ray_timeout_option,
                                  replay_config, replay_io_options, tier_options)
 
 
@@ -70,13 +70,16 @@ def _parse_sweep(items):
 @click.option("--ttft-p99", "ttft_p99", default=None, metavar="DURATION",
               help="Sweep target: TTFT p99 at most this (e.g. 2s).")
 @click.option("--hit-ratio", "hit_ratio", type=float, default=None, help="Sweep target: hit ratio at least this.")
+@click.option("--warmup", type=WARMUP, default=0.0, show_default=True, metavar="FRACTION|TIME",
+              help="Requests that only warm the caches, left out of hit ratios, TTFT and the steady wear (kvbench "
+                   "plan --warmup): a fraction of them (0.5) or a time on the trace's clock (136.3s: those before it).")
 @click.option("--results", default="results", show_default=True, help="Results folder.")
 @json_option
 def cluster_cmd(trace, model, tp, fmt, nodes, router, routers, router_opts, load_bound, load_slack, gpus_per_node,
                 profile, l2_bw, l3_bw, l4_pool_bw, l1, l2, l3, l3_capacity, l4, l4_capacity, l4_link_bw,
                 l4_link_latency, policy, ttl, write_policy, exclusive, promote, layout, segment_bytes, trim, chunk_bytes,
                 qd, engine, speed, closed_loop, duration, max_requests, verify, seed, dry_run, destroy_data, ray_address, placement,
-                inject_node_loss, prices, ssd_class, l3_device, sweep, ttft_p99, hit_ratio, results, as_json):
+                inject_node_loss, prices, ssd_class, l3_device, sweep, ttft_p99, hit_ratio, warmup, results, as_json):
     """Simulate TRACE on NODES serving nodes behind a router: per node L1-L3 (capacities per node), one L4 pool
     shared by all (capacity, per-node link, aggregate bandwidth), a prefill queue per node; hit ratios per node
     and tier, imbalance, duplication, L4 traffic and TTFT per router. Without --dry-run every node also replays
@@ -106,7 +109,7 @@ def cluster_cmd(trace, model, tp, fmt, nodes, router, routers, router_opts, load
                         prices=prices, ssd_class=ssd_class, sweep=tuple(sweep),
                         l3_device=tuple(p.strip() for p in (l3_device or "").split(",") if p.strip()),
                         ttft_p99_s=parse_duration(ttft_p99, what="--ttft-p99") if ttft_p99 is not None else None,
-                        hit_ratio_target=hit_ratio)
+                        hit_ratio_target=hit_ratio, warmup=warmup)
     s = run_cluster(cfg)
     if as_json:
         emit_json(s)
@@ -125,7 +128,9 @@ def _print(s: dict) -> None:
     from kvbench.units import format_rate
 
     results = s.get("routers") or {s["router"]: s}
-    click.echo(f"cluster of {s['nodes_count']} nodes, {s['requests']} requests" + (" (dry run)" if s["dry_run"] else ""))
+    mf = s.get("measured_from")
+    click.echo(f"cluster of {s['nodes_count']} nodes, {s['requests']} requests" + (" (dry run)" if s["dry_run"] else "")
+               + (f", measured from request {mf['request']:,} ({mf['start_s']:,.4g} s)" if mf else ""))
     note = (s.get("stationarity") or {}).get("note")
     if note:
         click.echo(f"  note: {note}")

@@ -37,6 +37,7 @@ class ClusterConfig:
     sweep: tuple = ()                     # "KEY=V1,V2" items: a sizing sweep (kvbench.cluster.sizing)
     ttft_p99_s: float | None = None       # the sweep's targets
     hit_ratio_target: float | None = None
+    warmup: object = 0.0                  # a fraction of the requests or a WarmupTime: they only warm the caches
 
     @property
     def dry_run(self) -> bool:

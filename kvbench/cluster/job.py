@@ -77,6 +77,9 @@ def prepare(cfg: ClusterConfig):
     if trace.n_requests == 0:
         raise UsageError(f"trace {r.trace} has no requests", "give a non-empty trace")
     spec = node_spec(cfg, model, trace)
+    from kvbench.analysis.curves.profile import warmup_window
+
+    warmup_window(trace, cfg.warmup)                  # a warm-up that leaves nothing to measure, before any work
     if cfg.sweep:                                     # every configuration of the sweep is valid before any work
         from kvbench.cluster.sizing import configure, grid, parse_sweep
 
@@ -106,6 +109,7 @@ def drive_class(cfg: ClusterConfig):
 
 def simulate(cfg: ClusterConfig, trace, spec, profile) -> tuple[dict, dict]:
     """Each router on the same trace: {router: summary}, {router: per-request columns}."""
+    from kvbench.analysis.curves.profile import warmup_window
     from kvbench.cluster.routers import make_router
     from kvbench.cluster.sim import simulate_router, summarise
 
@@ -114,12 +118,13 @@ def simulate(cfg: ClusterConfig, trace, spec, profile) -> tuple[dict, dict]:
     from kvbench.analysis.trace_waf import class_op
 
     op = class_op(drive)
+    warm = warmup_window(trace, cfg.warmup)
     out, tables = {}, {}
     for name in cfg.routers:
         router = make_router(name, cfg.nodes, cfg.seed, **cfg.router_opts)
         cols, nodes, pool = simulate_router(trace, spec, cfg.nodes, cfg.gpus_per_node, router, timing,
                                             trace.block_tokens)
-        out[name] = summarise(cols, nodes, pool, spec, router, drive=drive, op=op)
+        out[name] = summarise(cols, nodes, pool, spec, router, drive=drive, op=op, from_request=warm)
         tables[name] = cols
     return out, tables
 
@@ -128,11 +133,26 @@ def simulate(cfg: ClusterConfig, trace, spec, profile) -> tuple[dict, dict]:
 STEADY_FIGURES = "the hit ratios, each node's steady write rate, DWPD and lifetime"
 
 
+def _window(trace, warmup) -> dict:
+    """The summary's ``stationarity`` (of the span measured) and, under a warm-up, ``measured_from``."""
+    from kvbench.analysis.curves.profile import warmup_window
+    from kvbench.stream.stationarity import stat_share, whole_trace_report
+
+    k = warmup_window(trace, warmup)
+    if not k:
+        return {"stationarity": whole_trace_report(trace, STEADY_FIGURES)}
+    start = float(trace.timestamp_s[k])
+    return {"stationarity": whole_trace_report(trace, STEADY_FIGURES, start_s=start),
+            "measured_from": {"request": k, "start_s": start, "share_of_span": stat_share(trace, start),
+                              "requests": int(trace.n_requests - k),
+                              "whole_run": "the tiers' byte counters, evictions, duplication, L4 traffic and link "
+                                           "utilisation"}}
+
+
 def run_cluster(cfg: ClusterConfig) -> dict:
     """Simulate (and unless dry-run, measure) the cluster; returns the summary (also summary.json)."""
     from kvbench.metrics.csvout import write_csv
     from kvbench.metrics.run import RunDir
-    from kvbench.stream.stationarity import whole_trace_report
 
     model, trace, spec, profile = prepare(cfg)
     measure = None
@@ -171,7 +191,7 @@ def run_cluster(cfg: ClusterConfig) -> dict:
         summary = {"trace": cfg.replay.trace, "model": model.name, "nodes_count": cfg.nodes,
                    "block_bytes": spec.block_bytes, "dry_run": cfg.dry_run,
                    "model_notes": _model_notes(cfg, profile, timing), **first,
-                   "stationarity": whole_trace_report(trace, STEADY_FIGURES)}
+                   **_window(trace, cfg.warmup)}
         if len(cfg.routers) > 1:
             summary["routers"] = results
         if sweep is not None:

@@ -186,25 +186,31 @@ def l4_per_second(cols: dict, slot_bytes: int) -> dict:
     return {"t_s": np.arange(n), "l4_read_bw_bytes_per_s": rd, "l4_write_bw_bytes_per_s": wr}
 
 
-def summarise(cols: dict, nodes: list[Node], pool: Calendar, spec, router, drive=None, op: float = 0.07) -> dict:
+def summarise(cols: dict, nodes: list[Node], pool: Calendar, spec, router, drive=None, op: float = 0.07,
+              from_request: int = 0) -> dict:
     """The JSON contract's fields for one router (plus detail): global, per node (with each stored tier's wear on
-    ``drive``, :mod:`kvbench.cluster.wear`), imbalance, duplication, L4, link and pool utilisation."""
+    ``drive``, :mod:`kvbench.cluster.wear`), imbalance, duplication, L4, link and pool utilisation.
+
+    ``from_request``: the requests before it only warm the caches (``cluster --warmup``): hit ratios, requests,
+    tokens, TTFT, queue and load times, prefill tokens and the steady wear are the window's; the tiers' byte
+    counters, evictions, duplication, L4 traffic and link utilisation stay the whole run's."""
     from kvbench.cluster.wear import cluster_wear, rollup
 
     tiers = [t.name for t in spec.tiers]
     slot = spec.slot_bytes
-    blocks = int(cols["blocks"].sum())
+    measured = cols["request"] >= from_request
+    blocks = int(cols["blocks"][measured].sum())
     last_arrival = float(cols["arrival_s"].max()) if cols["arrival_s"].size else 0.0
-    wear, pool_wear = cluster_wear(nodes, spec, last_arrival, drive, op, cols["arrival_s"])
+    wear, pool_wear = cluster_wear(nodes, spec, last_arrival, drive, op, cols["arrival_s"], from_request)
 
     def tier_hits(sel) -> dict:
         tot = int(cols["blocks"][sel].sum())
         return {t: (_ratio(int(cols[f"hit_{t}"][sel].sum()), tot) if t in tiers else None) for t in TIER_NAMES}
 
-    everything = np.ones(cols["blocks"].size, dtype=bool)
+    everything = measured
     per_node = []
     for nd in nodes:
-        sel = cols["node"] == nd.index
+        sel = (cols["node"] == nd.index) & measured
         nb = int(cols["blocks"][sel].sum())
         counters = nd.hier.counters()
         ttft = cols["ttft_ms"][sel]
@@ -227,10 +233,10 @@ def summarise(cols: dict, nodes: list[Node], pool: Calendar, spec, router, drive
     held = [nd.held() for nd in nodes]
     union = set().union(*held) if held else set()
     copies = sum(len(h) for h in held)
-    ttft = cols["ttft_ms"]
+    ttft = cols["ttft_ms"][measured]
     span = float(cols["arrival_s"].max() - cols["arrival_s"].min()) if cols["arrival_s"].size else 0.0
-    end = float((cols["arrival_s"] + cols["ttft_ms"] / 1e3).max()) if ttft.size else 0.0
-    duration = max(end - float(cols["arrival_s"].min()), 1e-9) if ttft.size else None
+    end = float((cols["arrival_s"] + cols["ttft_ms"] / 1e3).max()) if cols["ttft_ms"].size else 0.0
+    duration = max(end - float(cols["arrival_s"].min()), 1e-9) if cols["ttft_ms"].size else None
     has_l4 = "l4" in tiers
     l4_read = sum(nd.hier.counters()["l4"].reads for nd in nodes) * slot if has_l4 else 0
     l4_write = sum(nd.hier.counters()["l4"].writes for nd in nodes) * slot if has_l4 else 0
@@ -239,9 +245,10 @@ def summarise(cols: dict, nodes: list[Node], pool: Calendar, spec, router, drive
         "router": router.name,
         "router_options": dict(router.opts),
         "router_stats": dict(router.stats),
-        "requests": int(cols["blocks"].size),
-        "global": {"hit_ratio": _ratio(int(cols["hit_blocks"].sum()), blocks), "tier_hit_ratio": tier_hits(everything),
-                   "blocks": blocks, "hit_blocks": int(cols["hit_blocks"].sum())},
+        "requests": int(measured.sum()),
+        "global": {"hit_ratio": _ratio(int(cols["hit_blocks"][measured].sum()), blocks),
+                   "tier_hit_ratio": tier_hits(everything), "blocks": blocks,
+                   "hit_blocks": int(cols["hit_blocks"][measured].sum())},
         "nodes": per_node,
         "imbalance": float(reqs.max() / reqs.mean()) if reqs.sum() else None,
         "token_imbalance": float(toks.max() / toks.mean()) if toks.sum() else None,
@@ -256,13 +263,13 @@ def summarise(cols: dict, nodes: list[Node], pool: Calendar, spec, router, drive
                "peak_pool_utilisation": pool.peak_utilisation if has_l4 else None,
                "loads": int((cols["hit_l4"] > 0).sum()),
                "peak_read_bytes_per_s": float(l4_per_second(cols, slot)["l4_read_bw_bytes_per_s"].max())
-               if (has_l4 and ttft.size) else None},
+               if (has_l4 and cols["ttft_ms"].size) else None},
         "ttft_ms": {"p50": pct(ttft, 50), "p90": pct(ttft, 90), "p99": pct(ttft, 99),
                     "mean": float(ttft.mean()) if ttft.size else None},
-        "queue_ms": {"p50": pct(cols["queue_ms"], 50), "p99": pct(cols["queue_ms"], 99)},
-        "load_ms": {"p50": pct(cols["load_ms"], 50), "p99": pct(cols["load_ms"], 99)},
-        "prefill_tokens": int((cols["input_tokens"] - cols["cached_tokens"]).sum()),
-        "prefill_tokens_saved": int(cols["cached_tokens"].sum()),
+        "queue_ms": {"p50": pct(cols["queue_ms"][measured], 50), "p99": pct(cols["queue_ms"][measured], 99)},
+        "load_ms": {"p50": pct(cols["load_ms"][measured], 50), "p99": pct(cols["load_ms"][measured], 99)},
+        "prefill_tokens": int((cols["input_tokens"] - cols["cached_tokens"])[measured].sum()),
+        "prefill_tokens_saved": int(cols["cached_tokens"][measured].sum()),
         "trace_span_s": span, "simulated_s": duration,
         "links": links_utilisation(nodes, pool, end) if has_l4 else None,
         "wear": {"l3": rollup(wear, "l3")},

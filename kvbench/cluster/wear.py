@@ -26,36 +26,48 @@ from kvbench.analysis.endurance import dwpd, lifetime_years, rating_equivalent_d
 MAX_WAF_NODES = 64
 
 
-def steady_write_rate(times: np.ndarray, slots: np.ndarray, slot_bytes: int, end_s: float) -> tuple[float | None, float | None]:
+def steady_write_rate(times: np.ndarray, slots: np.ndarray, slot_bytes: int, end_s: float,
+                      start_s: float | None = None) -> tuple[float | None, float | None]:
     """(W bytes/s, the time steady state starts) of a store's writes at ``times`` to ``slots``; (None, None)
-    when no slot is ever written twice or no time passes after that."""
+    when no slot is ever written twice or no time passes after that. ``start_s``: a warm-up's last arrival
+    (``cluster --warmup``): steady state starts no earlier."""
     from kvbench.analysis.trace_waf import first_reuse
 
     reuse = first_reuse(slots)
     if reuse is None:
         return None, None
-    t0 = float(times[reuse])
+    t0 = float(times[reuse]) if start_s is None else max(float(times[reuse]), float(start_s))
     span = end_s - t0
     if not span > 0:
         return None, t0
     return float(np.count_nonzero(times > t0)) * slot_bytes / span, t0
 
 
-def _stream(events, capacity_blocks: int, slot_bytes: int, layout: str, policy: str, trim: bool):
-    from kvbench.analysis.trace_waf import stream_from_events
+def _stream(events, capacity_blocks: int, slot_bytes: int, layout: str, policy: str, trim: bool,
+            from_request: int = 0):
+    """The node's store stream for the FTL model; under a warm-up its steady part opens no earlier than the first
+    write of request ``from_request`` (as :func:`kvbench.analysis.trace_waf.store_writes` rules)."""
+    from kvbench.analysis.trace_waf import _warm_writes, stream_from_events
+    from kvbench.sim.tiers import EV_WRITE
 
+    warm = None
+    if from_request > 0:
+        before = (events["op"] == EV_WRITE) & (events["request"] < from_request)
+        warm = max(_warm_writes(events, capacity_blocks), int(np.count_nonzero(before)))
     return stream_from_events(events, slot_bytes=slot_bytes, capacity_blocks=capacity_blocks, layout=layout,
                               policy=policy, trim=trim, origin="cluster simulation",
-                              note="the node's own store stream in the cluster simulation")
+                              note="the node's own store stream in the cluster simulation", warm_writes=warm)
 
 
 def tier_wear(times: np.ndarray, events: np.ndarray, *, capacity_bytes: float, capacity_blocks: int,
-              slot_bytes: int, end_s: float, drive, waf: float | None, waf_source: str) -> dict:
-    """The per-tier answer for one store: capacity, W, host and rating-equivalent DWPD, residence, lifetime."""
+              slot_bytes: int, end_s: float, drive, waf: float | None, waf_source: str,
+              start_s: float | None = None) -> dict:
+    """The per-tier answer for one store: capacity, W, host and rating-equivalent DWPD, residence, lifetime;
+    ``start_s``: steady state starts no earlier (a warm-up's last arrival)."""
     from kvbench.sim.tiers import EV_WRITE
 
     w = events["op"] == EV_WRITE
-    wb, t0 = steady_write_rate(times[w], events["slot"][w], slot_bytes, end_s)
+    wb, t0 = steady_write_rate(times[w], events["slot"][w], slot_bytes, end_s, start_s)
     out = {"capacity_bytes": float(capacity_bytes), "capacity_blocks": int(capacity_blocks),
            "written_bytes": float(np.count_nonzero(w)) * slot_bytes, "steady_from_s": t0,
            "write_bytes_per_s": wb, "dwpd_host": None, "dwpd_rating_equivalent": None, "residence_s": None,
@@ -75,12 +87,16 @@ def tier_wear(times: np.ndarray, events: np.ndarray, *, capacity_bytes: float, c
     return out
 
 
-def cluster_wear(nodes, spec, end_s: float, drive, op: float, arrivals) -> tuple[list[dict], dict | None]:
+def cluster_wear(nodes, spec, end_s: float, drive, op: float, arrivals,
+                 from_request: int = 0) -> tuple[list[dict], dict | None]:
     """Per node {"l3": tier_wear} (nodes with an L3), and the shared pool's tier_wear (with an L4); ``arrivals``:
-    the trace's arrival times, by request index (an event's time is its request's arrival)."""
+    the trace's arrival times, by request index (an event's time is its request's arrival). ``from_request``: the
+    requests before it only warm the stores (``cluster --warmup``): steady state opens no earlier than the last
+    of them arrives, and the FTL model measures from the first write of request ``from_request``."""
     from kvbench.analysis.trace_waf import store_waf
     from kvbench.errors import SpecError
 
+    start_s = float(np.asarray(arrivals)[from_request - 1]) if from_request > 0 else None
     slot = spec.slot_bytes
     tiers = {t.name: t for t in spec.tiers}
     per_node = [{} for _ in nodes]
@@ -92,7 +108,7 @@ def cluster_wear(nodes, spec, end_s: float, drive, op: float, arrivals) -> tuple
         wafs, sources = {}, {}
         for i in range(min(len(nodes), MAX_WAF_NODES)):
             try:
-                r = store_waf(_stream(l3[i][1], blocks, slot, t.layout, t.policy, t.trim), op=op)
+                r = store_waf(_stream(l3[i][1], blocks, slot, t.layout, t.policy, t.trim, from_request), op=op)
                 wafs[i], sources[i] = r.waf, f"trace-driven: {r.detail} (this node's stream)"
             except SpecError as e:
                 sources[i] = f"no steady state for the FTL model: {e.problem}"
@@ -106,7 +122,8 @@ def cluster_wear(nodes, spec, end_s: float, drive, op: float, arrivals) -> tuple
             else:
                 waf, src = median, f"median of the first {MAX_WAF_NODES} nodes' trace-driven WAF"
             per_node[i]["l3"] = tier_wear(*l3[i], capacity_bytes=t.capacity_bytes, capacity_blocks=blocks,
-                                          slot_bytes=slot, end_s=end_s, drive=drive, waf=waf, waf_source=src)
+                                          slot_bytes=slot, end_s=end_s, drive=drive, waf=waf, waf_source=src,
+                                          start_s=start_s)
     pool = None
     if "l4" in tiers:
         t = tiers["l4"]
@@ -116,7 +133,8 @@ def cluster_wear(nodes, spec, end_s: float, drive, op: float, arrivals) -> tuple
         order = np.argsort(times, kind="stable")
         pool = tier_wear(times[order], ev[order], capacity_bytes=t.capacity_bytes,
                          capacity_blocks=spec.capacity_blocks(t), slot_bytes=slot, end_s=end_s, drive=drive,
-                         waf=None, waf_source="the pool's drives are not modelled (give their WAF with a replay)")
+                         waf=None, waf_source="the pool's drives are not modelled (give their WAF with a replay)",
+                         start_s=start_s)
     return per_node, pool
 
 

@@ -298,24 +298,32 @@ def plan_note(st: Stationarity, *, capped: bool, uncapped_hit: float | None = No
                           f"gen:m.toml,duration=1h) or {window}.")
 
 
-def whole_trace_report(trace, figures: str) -> dict:
-    """What a command that measures a whole trace with no warm-up of its own (``cluster``) states of its
-    stationarity: the verdict, the test, a stationary tail where one exists (:func:`suffix_report`) and, when the
-    trace is not stationary, the sentence saying that ``figures`` are its window's and what to simulate instead
-    (``note``; None when stationary). A trace that spans no time is untested (``stationary`` None)."""
+def whole_trace_report(trace, figures: str, start_s: float | None = None) -> dict:
+    """What a command that measures a trace without a plan's caps (``cluster``) states of its stationarity: the
+    verdict and test of the span it measured (from ``start_s``, a warm-up's end, when given; history before it
+    counts), a stationary tail where one exists (:func:`suffix_report`) and the sentence (``note``): a warm-up
+    left out, and when the span is not stationary, that ``figures`` are its window's and what to simulate
+    instead (None: a stationary trace measured whole). A trace that spans no time is untested (``stationary``
+    None)."""
     ts = np.asarray(trace.timestamp_s, dtype=np.float64)
     if ts.size < 2 or not ts[-1] > ts[0]:
         return {"stationary": None, "verdict": "untested: the trace spans no time", "test": TEST, "note": None}
-    st = stationarity(trace)
+    st = stationarity(trace, start_s=start_s)
     out = {"stationary": st.stationary, "verdict": st.verdict, "test": st.test, "windows": st.windows,
            "note": None, "suffix": None}
+    lead = (f"Measured from {start_s:,.4g} s (the last {stat_share(trace, start_s):.0%} of the span; the earlier "
+            "requests only warm the caches)" if start_s is not None else "")
     if st.stationary:
+        if lead:
+            out["note"] = f"{lead}, a stationary window (no trend over {st.windows} windows; kvbench trace stats)."
         return out
-    found = suffix_report(trace, st)["found"]
+    found = suffix_report(trace, st, after_s=start_s)["found"]
     out["suffix"] = found
-    tail = (f", or its stationary last {found['share_of_span']:.0%} (from {found['start_s']:.6g} s; kvbench "
-            f"run|plan ... --warmup {found['start_s']:.6g}s size on it)" if found else "")
-    out["note"] = (f"The trace is not stationary ({st.verdict.split(': ', 1)[1]}; {st.windows} windows): {figures} "
+    tail = (f", or its stationary last {found['share_of_span']:.0%} (from {found['start_s']:.6g} s; --warmup "
+            f"{found['start_s']:.6g}s measures it)" if found else "")
+    what = "The window measured" if lead else "The trace"
+    out["note"] = ((f"{lead}. " if lead else "")
+                   + f"{what} is not stationary ({st.verdict.split(': ', 1)[1]}; {st.windows} windows): {figures} "
                    "are that window's, not a steady state's; simulate a stationary workload instead: a model fitted "
                    f"to it (kvbench trace fit TRACE -o m.toml, then gen:m.toml,duration=1h){tail}.")
     return out

@@ -133,3 +133,51 @@ def test_pruned_history_is_bounded_and_keeps_the_mean_to_a_tenth_of_a_percent():
     got = c.utilisation(until=5000.0)
     assert len(c._past) <= 1001
     assert got["mean"] == pytest.approx(exact / 5000.0, abs=5e-4)
+
+
+def test_a_warm_up_opens_the_steady_write_rate_no_earlier_than_its_last_arrival():
+    """Slots 0,1,0,1,0,1 at t = 0..5, end 5: the store first reuses a slot at t = 2 (W = 3 slots / 3 s). A warm-up
+    whose last arrival is at 3 s opens steady state at 3 s (2 slots / 2 s); one whose last arrival (1 s) precedes
+    the reuse leaves the reuse's start; one at the end leaves no time (None, 5)."""
+    t, s = np.arange(6.0), np.array([0, 1, 0, 1, 0, 1])
+    assert steady_write_rate(t, s, 10, end_s=5.0) == (10.0, 2.0)
+    assert steady_write_rate(t, s, 10, end_s=5.0, start_s=3.0) == (10.0, 3.0)
+    assert steady_write_rate(t, s, 10, end_s=5.0, start_s=3.5) == (20 / 1.5, 3.5)     # t = 4, 5 over 1.5 s
+    assert steady_write_rate(t, s, 10, end_s=5.0, start_s=1.0) == (10.0, 2.0)
+    assert steady_write_rate(t, s, 10, end_s=5.0, start_s=5.0) == (None, 5.0)
+
+
+def test_cluster_warm_up_by_hand(cli, tmp_path):
+    """One node, an L3 of 2 blocks; requests one a second of blocks 1 2 1 3 4 1 5 6 (t = 0..7). Without a warm-up
+    the hit ratio is 1/8 (r2). --warmup 0.5 leaves r4..r7 (blocks 4 1 5 6): r5's block 1 was evicted at r4 (LRU
+    holds 3, 4), so 0 of 4 hit; 4 requests measured, from request 4 at 4 s. The L3 fills at t = 0, 1 and first
+    reuses a slot at r3 (t = 3); under the warm-up steady state opens at r3's arrival (the last warm-up one),
+    so W counts the writes of r4..r7 (4 slots) over 7 - 3 = 4 s: one block per second either way, but from 3 s."""
+    tr = write_mooncake(tmp_path / "t.jsonl", [(1000 * i, [b]) for i, b in enumerate([1, 2, 1, 3, 4, 1, 5, 6])])
+    args = ("--l3", str(tmp_path / "l3.store"), "--l3-capacity", str(2 * BLOCK), "--router", "round-robin")
+    whole = _cluster(cli, tmp_path, tr, *args)
+    assert whole["requests"] == 8 and whole["global"]["hit_ratio"] == pytest.approx(1 / 8)
+    warm = _cluster(cli, tmp_path, tr, *args, "--warmup", "0.5")
+    assert warm["requests"] == 4 and warm["global"]["hit_ratio"] == 0.0
+    assert warm["measured_from"]["request"] == 4 and warm["measured_from"]["start_s"] == 4.0
+    l3w, l3 = warm["nodes"][0]["tiers"]["l3"], whole["nodes"][0]["tiers"]["l3"]
+    assert l3["steady_from_s"] == 3.0 and l3w["steady_from_s"] == 3.0
+    assert l3w["write_bytes_per_s"] == pytest.approx(BLOCK)
+    assert warm["stationarity"]["note"].startswith("Measured from 4 s (the last 43% of the span")
+    by_time = _cluster(cli, tmp_path, tr, *args, "--warmup", "3.5s")
+    assert by_time["requests"] == 4 and by_time["measured_from"] == warm["measured_from"]
+
+
+def test_the_nodes_ftl_stream_opens_after_the_warm_up_too():
+    """A node's store writes slots 0,1,0,1,... one per request r0..r7 (2 blocks): its own warm-up is the first
+    reuse (write 2) + one turnover = 4 writes; a warm-up to request 6 holds writes 0..5, so the FTL model's steady
+    part opens at write 6; one to request 3 changes nothing; none leaves the store's own."""
+    from kvbench.cluster.wear import _stream
+    from kvbench.sim.tiers import EV_WRITE, EVENT_DTYPE
+
+    ev = np.zeros(8, EVENT_DTYPE)
+    ev["request"], ev["op"], ev["slot"], ev["nslots"], ev["tier"] = np.arange(8), EV_WRITE, np.arange(8) % 2, 1, 2
+    kw = dict(capacity_blocks=2, slot_bytes=BLOCK, layout="slot", policy="lru", trim=False)
+    assert _stream(ev, **kw).warm_writes == 4
+    assert _stream(ev, **kw, from_request=6).warm_writes == 6
+    assert _stream(ev, **kw, from_request=3).warm_writes == 4

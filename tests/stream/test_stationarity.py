@@ -541,9 +541,20 @@ def test_a_whole_trace_report_says_which_figures_a_trace_that_is_not_stationary_
     assert r["note"] == (f"The trace is not stationary ({st.verdict.split(': ', 1)[1]}; 10 windows): the hit ratios "
                          "and DWPD are that window's, not a steady state's; simulate a stationary workload instead: "
                          "a model fitted to it (kvbench trace fit TRACE -o m.toml, then gen:m.toml,duration=1h), or "
-                         "its stationary last 50% (from 50 s; kvbench run|plan ... --warmup 50s size on it).")
+                         "its stationary last 50% (from 50 s; --warmup 50s measures it).")
     falling = whole_trace_report(trending_trace(), "the Y")
     assert falling["suffix"] is None and falling["note"].endswith("then gen:m.toml,duration=1h).")
+    # measured from a warm-up: the lead names the window; a stationary one says so, one that trends names no tail
+    # it already covers
+    warm = whole_trace_report(t, "the W", start_s=50.0)
+    assert warm["stationary"] is True and warm["note"] == ("Measured from 50 s (the last 50% of the span; the "
+                                                           "earlier requests only warm the caches), a stationary "
+                                                           "window (no trend over 10 windows; kvbench trace stats).")
+    early = whole_trace_report(t, "the W", start_s=20.0)
+    assert early["stationary"] is False and early["note"].startswith(
+        "Measured from 20 s (the last 80% of the span; the earlier requests only warm the caches). The window "
+        "measured is not stationary (")
+    assert early["suffix"]["start_s"] == 50.0 and early["note"].endswith("(from 50 s; --warmup 50s measures it).")
     flat = whole_trace_report(make_trace([3.0, 3.0], [[1], [2]]), "the Z")
     assert flat == {"stationary": None, "verdict": "untested: the trace spans no time", "test": st.test, "note": None}
     assert whole_trace_report(make_trace([3.0], [[1]]), "the Z")["stationary"] is None
