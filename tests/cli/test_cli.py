@@ -92,3 +92,35 @@ def test_io_options_classified_by_the_rule():
         assert p.type is IO_SIZE, path
     io_cmd = main.get_command(ctx, "io")
     assert next(p for p in io_cmd.params if p.name == "size").type is SIZE
+
+
+# every command that reads a trace either measures from a warm-up the one way (--warmup FRACTION|TIME: plan's
+# WarmupParam) or says here why a warm-up is not its business; a new trace command must be put on one side
+TAKES_WARMUP = {"plan", "run", "cluster", "mrc"}
+NO_WARMUP = {
+    "check": "reads the trace's reusable prefix lengths (an unbounded-cache bound), no steady figure",
+    "ftl": "its --warmup is the FTL model's (a fraction of the writes); one store's WAF opens at its own turnover "
+           "(plan --warmup measures the trace-driven WAF from the window)",
+    "replay kv": "issues the trace's I/O as it is; the answer's figures come from plan",
+    "trace convert": "rewrites a trace, measures nothing",
+    "trace fit": "fits the whole trace and warns when it is not stationary",
+    "trace stats": "is the stationarity test itself, and names the stationary tail a warm-up should start at",
+}
+
+
+def test_every_command_that_reads_a_trace_takes_the_warm_up_or_says_why_not():
+    from kvbench.cli._common import WarmupParam
+
+    readers = {}
+    for path, cmd in _all_commands(main):
+        if isinstance(cmd, click.Group):
+            continue
+        params = {p.name: p for p in cmd.params}
+        if any(n in ("trace", "trace_path") for n in params):
+            readers[" ".join(path)] = params.get("warmup")
+    assert set(readers) == TAKES_WARMUP | set(NO_WARMUP) and not TAKES_WARMUP & set(NO_WARMUP)
+    for name in TAKES_WARMUP:
+        w = readers[name]
+        assert w is not None and isinstance(w.type, WarmupParam) and w.opts == ["--warmup"], name
+    for name in NO_WARMUP:
+        assert readers[name] is None or not isinstance(readers[name].type, WarmupParam), name
