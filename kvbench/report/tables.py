@@ -120,6 +120,8 @@ HEADLINES = {
                       ("read amplification", "read_amplification"), ("fetch p50", "fetch_us.p50"),
                       ("fetch p99", "fetch_us.p99"), ("window miss ratio", "window_miss_ratio"), ("IOPS", "iops")),
     "cluster": (("router", "router"), ("nodes", "nodes_count"), ("requests", "requests"),
+                ("measured from request (warm-up before it)", "measured_from.request"),
+                ("stationarity of the span measured", "stationarity.verdict"),
                 ("hit ratio", "global.hit_ratio"), ("TTFT p50", "ttft_ms.p50"), ("TTFT p99", "ttft_ms.p99"),
                 ("request imbalance (max/mean)", "imbalance"), ("duplication (copies per block)", "duplication"),
                 ("prefill tokens saved", "prefill_tokens_saved"), ("L4 read bandwidth", "l4.read_bytes_per_s"),
