@@ -76,3 +76,19 @@ def test_the_answer_box_of_a_store_with_no_writes_says_unbounded_from_the_runs_j
     assert "0 B/s to the store" in text
     assert "None" not in text and "n/a" not in text and "inf" not in text
     assert "no writes: unbounded" in text_table(a)
+
+
+def test_a_cluster_runs_rows_name_its_warm_up_and_the_stationarity_of_what_it_measured(tmp_path):
+    """A cluster summary measured from request 366 of a stationary window: both headline rows; a whole-trace run
+    (no measured_from) shows only the verdict, here a trace that is not stationary, whole."""
+    warm = RunData(tmp_path / "c1", {}, {"kind": "cluster", "router": "session", "requests": 634,
+                                         "measured_from": {"request": 366, "start_s": 100.0},
+                                         "stationarity": {"verdict": "stationary", "note": "Measured from 100 s"}})
+    rows = {k: v for _, k, v in verdict_rows(warm)}
+    assert rows["measured from request (warm-up before it)"] == "366"
+    assert rows["stationarity of the span measured"] == "stationary"
+    whole = RunData(tmp_path / "c2", {}, {"kind": "cluster", "router": "session", "requests": 1000,
+                                          "stationarity": {"verdict": "not stationary: new_block_share 0.9 -> 0.7"}})
+    rows = {k: v for _, k, v in verdict_rows(whole)}
+    assert "measured from request (warm-up before it)" not in rows
+    assert rows["stationarity of the span measured"] == "not stationary: new_block_share 0.9 -> 0.7"
