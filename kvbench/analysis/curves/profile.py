@@ -95,16 +95,17 @@ def warmup_window(trace: Trace, warmup: "float | WarmupTime") -> int:
     from kvbench.errors import SpecError
     from kvbench.stream.sampling import request_index, whole
 
+    # k is a request of the trace: a fraction below 1 leaves one at least, and a compacted key sample keeps the
+    # whole stream's last request (kvbench.stream.sampling.compact)
     k = warmup_request(trace, warmup_fraction(trace, warmup)) if warmup else 0
-    n = len(trace.offsets) - 1
     if k == 0:
         return 0
     ts = np.asarray(trace.timestamp_s, dtype=np.float64)
-    span = float(ts[-1] - ts[k]) if k < n else 0.0
+    span = float(ts[-1] - ts[k])
     if not span > 0:
-        left = int(whole(trace)["requests"]) - int(request_index(trace)[k]) if k < n else 0
+        left = int(whole(trace)["requests"]) - int(request_index(trace)[k])
         raise SpecError(f"the warm-up leaves {left:,} request(s) arriving over {span:g} s to measure (from "
-                        f"{float(ts[min(k, n - 1)]):g} s on the trace's clock)",
+                        f"{float(ts[k]):g} s on the trace's clock)",
                         "give a shorter --warmup (kvbench trace stats names a stationary tail's start)")
     return k
 
