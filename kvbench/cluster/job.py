@@ -145,8 +145,8 @@ def _window(trace, warmup) -> dict:
     return {"stationarity": whole_trace_report(trace, STEADY_FIGURES, start_s=start),
             "measured_from": {"request": k, "start_s": start, "share_of_span": stat_share(trace, start),
                               "requests": int(trace.n_requests - k),
-                              "whole_run": "the tiers' byte counters, evictions, duplication, L4 traffic and link "
-                                           "utilisation"}}
+                              "whole_run": "the tiers' byte counters, evictions, duplication, L4 traffic, link "
+                                           "utilisation and the measured nodes' replays"}}
 
 
 def run_cluster(cfg: ClusterConfig) -> dict:
