@@ -396,7 +396,7 @@ class DeviceWaf:
         return r.waf, f"trace-driven at {format_bytes(capacity_bytes)}: {r.detail}"
 
 
-def device_waf(opt: PlanOptions, trace, block_bytes: int, from_request: int = 0) -> DeviceWaf:
+def device_waf(opt: PlanOptions, trace, block_bytes: int, from_request: int) -> DeviceWaf:
     """The plan's device WAF: given or measured, else trace-driven (``DeviceWaf.sc`` is set once the rate is),
     measured from ``from_request`` (the warm-up's end) as every steady figure of the plan."""
     from kvbench.analysis.trace_waf import WafModel
