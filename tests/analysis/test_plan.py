@@ -1018,6 +1018,11 @@ def test_plan_warnings_for_a_held_planned_tier_and_a_partial_replay():
         assert w == [f"the replay run ({status}) covered 1,000 of 1,000 requests: its measured WAF is from that "
                      "part; hit ratios and write rates here are from the whole trace"]
 
+    # a replay that failed before saying how far it got: none of it counted
+    assert plan({"run_status": "failed"})["warnings"] == [
+        "the replay run (failed) covered 0 of 1,000 requests: its measured WAF is from that part; hit ratios and "
+        "write rates here are from the whole trace"]
+
     # under a warm-up (the first 250 requests) the replay still runs from request 0: how much of it reached the
     # window is said, against the whole trace's 1,000 requests, not the window's 750
     def warmed(measured):
