@@ -111,8 +111,9 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     # the admission trade-off's sweep (compiled) and its Python oracle
     "admission": ("kvbench/analysis/admission.py", ["tests/analysis/test_admission.py"]),
     # a cluster's per-node wear and its summary (hit ratios, TTFT, the warm-up's window)
-    "cluster.wear": ("kvbench/cluster/wear.py", ["tests/cluster/test_wear.py"]),
-    "cluster.sim": ("kvbench/cluster/sim.py", ["tests/cluster/test_wear.py", "tests/cluster/test_cluster.py"]),
+    "cluster.wear": ("kvbench/cluster/wear.py", ["tests/cluster/test_wear.py", "tests/cluster/test_cluster.py"]),
+    "cluster.sim": ("kvbench/cluster/sim.py", ["tests/cluster/test_wear.py", "tests/cluster/test_cluster.py",
+                                               "tests/cluster/test_nodes.py"]),
     "cost": ("kvbench/analysis/cost.py", ["tests/analysis/test_cost.py"]),
     # drive classes (issue 28): OP from raw NAND, the JESD219A reference WAF, the P/E check; FDP; nvme-cli readers
     "drive_class": ("kvbench/analysis/drive_class.py", ["tests/analysis/test_drive_class.py"]),

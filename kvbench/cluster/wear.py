@@ -44,7 +44,7 @@ def steady_write_rate(times: np.ndarray, slots: np.ndarray, slot_bytes: int, end
 
 
 def _stream(events, capacity_blocks: int, slot_bytes: int, layout: str, policy: str, trim: bool,
-            from_request: int = 0):
+            from_request: int):
     """The node's store stream for the FTL model; under a warm-up its steady part opens no earlier than the first
     write of request ``from_request`` (as :func:`kvbench.analysis.trace_waf.store_writes` rules)."""
     from kvbench.analysis.trace_waf import _warm_writes, stream_from_events
@@ -88,7 +88,7 @@ def tier_wear(times: np.ndarray, events: np.ndarray, *, capacity_bytes: float, c
 
 
 def cluster_wear(nodes, spec, end_s: float, drive, op: float, arrivals,
-                 from_request: int = 0) -> tuple[list[dict], dict | None]:
+                 from_request: int) -> tuple[list[dict], dict | None]:
     """Per node {"l3": tier_wear} (nodes with an L3), and the shared pool's tier_wear (with an L4); ``arrivals``:
     the trace's arrival times, by request index (an event's time is its request's arrival). ``from_request``: the
     requests before it only warm the stores (``cluster --warmup``): steady state opens no earlier than the last
@@ -96,7 +96,7 @@ def cluster_wear(nodes, spec, end_s: float, drive, op: float, arrivals,
     from kvbench.analysis.trace_waf import store_waf
     from kvbench.errors import SpecError
 
-    start_s = float(np.asarray(arrivals)[from_request - 1]) if from_request > 0 else None
+    start_s = float(np.asarray(arrivals)[from_request - 1]) if from_request else None
     slot = spec.slot_bytes
     tiers = {t.name: t for t in spec.tiers}
     per_node = [{} for _ in nodes]

@@ -166,6 +166,25 @@ def test_cluster_warm_up_by_hand(cli, tmp_path):
     assert warm["stationarity"]["note"].startswith("Measured from 4 s (the last 43% of the span")
     by_time = _cluster(cli, tmp_path, tr, *args, "--warmup", "3.5s")
     assert by_time["requests"] == 4 and by_time["measured_from"] == warm["measured_from"]
+    # TTFT at 10,000 prefill tokens/s (the stated what-if): a miss prefills its 512 tokens, 51.2 ms; r2's hit only
+    # loads its block from L3, 262,144 B at 6 GB/s. The window (r4..r7) is all misses.
+    hit_ms, miss_ms = BLOCK / 6e9 * 1e3, 512 / 10_000 * 1e3
+    assert whole["ttft_ms"]["mean"] == pytest.approx((7 * miss_ms + hit_ms) / 8)
+    assert whole["load_ms"]["p99"] == pytest.approx(hit_ms) and whole["prefill_tokens_saved"] == 512
+    assert whole["prefill_tokens"] == 7 * 512 and warm["prefill_tokens"] == 4 * 512
+    for k in ("p50", "p90", "p99", "mean"):
+        assert warm["ttft_ms"][k] == pytest.approx(miss_ms)
+    assert warm["load_ms"] == {"p50": 0.0, "p99": 0.0} and warm["prefill_tokens_saved"] == 0
+    assert warm["queue_ms"] == {"p50": 0.0, "p99": 0.0}
+    assert warm["nodes"][0]["requests"] == 4 and warm["nodes"][0]["tokens"] == 4 * 512
+    assert warm["nodes"][0]["ttft_ms"]["p99"] == pytest.approx(miss_ms)
+    # what stays the whole run's: the span and the simulated time (the last arrival, 7 s, plus its TTFT)
+    for s in (whole, warm):
+        assert s["trace_span_s"] == 7.0 and s["simulated_s"] == pytest.approx(7 + miss_ms / 1e3)
+    # a warm-up whose last arrival (r5, 5 s) is after the store's first reuse (3 s) opens the steady window there:
+    # r6, r7 write 2 slots in the 2 s to the end
+    late = _cluster(cli, tmp_path, tr, *args, "--warmup", "0.75")["nodes"][0]["tiers"]["l3"]
+    assert late["steady_from_s"] == 5.0 and late["write_bytes_per_s"] == pytest.approx(BLOCK)
 
 
 def test_the_nodes_ftl_stream_opens_after_the_warm_up_too():
@@ -178,6 +197,6 @@ def test_the_nodes_ftl_stream_opens_after_the_warm_up_too():
     ev = np.zeros(8, EVENT_DTYPE)
     ev["request"], ev["op"], ev["slot"], ev["nslots"], ev["tier"] = np.arange(8), EV_WRITE, np.arange(8) % 2, 1, 2
     kw = dict(capacity_blocks=2, slot_bytes=BLOCK, layout="slot", policy="lru", trim=False)
-    assert _stream(ev, **kw).warm_writes == 4
+    assert _stream(ev, **kw, from_request=0).warm_writes == 4
     assert _stream(ev, **kw, from_request=6).warm_writes == 6
     assert _stream(ev, **kw, from_request=3).warm_writes == 4

@@ -558,3 +558,7 @@ def test_a_whole_trace_report_says_which_figures_a_trace_that_is_not_stationary_
     flat = whole_trace_report(make_trace([3.0, 3.0], [[1], [2]]), "the Z")
     assert flat == {"stationary": None, "verdict": "untested: the trace spans no time", "test": st.test, "note": None}
     assert whole_trace_report(make_trace([3.0], [[1]]), "the Z")["stationary"] is None
+    # the fewest requests that span time are tested: two, or three whose first two or last two arrive together
+    for times in ([0.0, 1.0], [0.0, 0.0, 5.0], [0.0, 5.0, 5.0]):
+        r = whole_trace_report(make_trace(times, [[k] for k in range(1, len(times) + 1)]), "the Z")
+        assert r["stationary"] is not None and r["windows"] == 10, times
