@@ -51,7 +51,7 @@ def _stream(events, capacity_blocks: int, slot_bytes: int, layout: str, policy: 
     from kvbench.sim.tiers import EV_WRITE
 
     warm = None
-    if from_request > 0:
+    if from_request:
         before = (events["op"] == EV_WRITE) & (events["request"] < from_request)
         warm = max(_warm_writes(events, capacity_blocks), int(np.count_nonzero(before)))
     return stream_from_events(events, slot_bytes=slot_bytes, capacity_blocks=capacity_blocks, layout=layout,

@@ -200,3 +200,23 @@ def test_the_nodes_ftl_stream_opens_after_the_warm_up_too():
     assert _stream(ev, **kw, from_request=0).warm_writes == 4
     assert _stream(ev, **kw, from_request=6).warm_writes == 6
     assert _stream(ev, **kw, from_request=3).warm_writes == 4
+    # a first request that writes 6 slots (0,1,0,1,0,1): a warm-up of it alone outlasts the store's own 4 writes
+    wide = np.zeros(10, EVENT_DTYPE)
+    wide["request"] = [0, 0, 0, 0, 0, 0, 1, 2, 3, 4]
+    wide["op"], wide["slot"], wide["nslots"], wide["tier"] = EV_WRITE, np.arange(10) % 2, 1, 2
+    assert _stream(wide, **kw, from_request=1).warm_writes == 6
+    assert _stream(wide, **kw, from_request=0).warm_writes == 4
+
+
+def test_the_shared_pools_wear_by_hand_and_after_a_warm_up(cli, tmp_path):
+    """No L1-L3, an L4 pool of 2 blocks, one new block a second (t = 0..6): the pool fills at t = 0, 1, first
+    reuses a slot at t = 2, then takes one slot a second: W = 262,144 B/s, 43,200 host DWPD, KV kept 2 s; its
+    drives' WAF is not modelled. --warmup 4.5s (r0..r4 warm) opens its steady window at r4's arrival, 4 s."""
+    tr = write_mooncake(tmp_path / "t.jsonl", [(1000 * i, [i + 1]) for i in range(7)])
+    args = ("--l4", str(tmp_path / "pool"), "--l4-capacity", str(2 * BLOCK), "--router", "round-robin")
+    pool = _cluster(cli, tmp_path, tr, *args)["pool_wear"]
+    assert pool["capacity_blocks"] == 2 and pool["written_bytes"] == 7 * BLOCK and pool["steady_from_s"] == 2.0
+    assert pool["write_bytes_per_s"] == pytest.approx(BLOCK) and pool["dwpd_host"] == pytest.approx(43_200)
+    assert pool["residence_s"] == pytest.approx(2.0) and pool["waf"] is None and pool["lifetime_years"] is None
+    warm = _cluster(cli, tmp_path, tr, *args, "--warmup", "4.5s")["pool_wear"]
+    assert warm["steady_from_s"] == 4.0 and warm["write_bytes_per_s"] == pytest.approx(BLOCK)
