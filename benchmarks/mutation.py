@@ -362,6 +362,16 @@ EQUIVALENT: dict[str, dict[tuple, str]] = {
             "the segment is never a point: pass 0 runs along (1, 1) from x = 0 (a = ln 0.5, b = ln 8), passes 1 "
             "and 2 along one axis, where b - a = ln 8 - ln 0.5 wherever x is (x stays inside the bounds)",
     },
+    "cluster.sim": {
+        ('end = float((cols["arrival_s"] + cols["ttft_ms"] / 1e3).max()) if cols["ttft_ms"].size else 0.0',
+         "0.0 -> 1.0", 0): "a cluster of no requests is refused before it is simulated (kvbench cluster: the trace has "
+                           "no requests)",
+        ('duration = max(end - float(cols["arrival_s"].min()), 1e-9) if cols["ttft_ms"].size else None', "- -> +",
+         0): "a trace's clock starts at its first request: the earliest arrival is 0, so end - 0 = end + 0",
+        ('duration = max(end - float(cols["arrival_s"].min()), 1e-9) if cols["ttft_ms"].size else None',
+         "1e-09 -> 2e-09", 0): "a floor for a run of no time: the last request's TTFT is at least its prefill "
+                               "overhead and every request takes some, so the duration is never near 1e-9 s",
+    },
     "stationarity": {
         ("if var <= 0:", "<= -> <", 0):
             "the variance is 0 only when every value ties, and then S = 0: Z = 0 by the next line's own S = 0 case, "

@@ -186,8 +186,8 @@ def l4_per_second(cols: dict, slot_bytes: int) -> dict:
     return {"t_s": np.arange(n), "l4_read_bw_bytes_per_s": rd, "l4_write_bw_bytes_per_s": wr}
 
 
-def summarise(cols: dict, nodes: list[Node], pool: Calendar, spec, router, drive=None, op: float = 0.07,
-              from_request: int = 0) -> dict:
+def summarise(cols: dict, nodes: list[Node], pool: Calendar, spec, router, *, drive, op: float,
+              from_request: int) -> dict:
     """The JSON contract's fields for one router (plus detail): global, per node (with each stored tier's wear on
     ``drive``, :mod:`kvbench.cluster.wear`), imbalance, duplication, L4, link and pool utilisation.
 

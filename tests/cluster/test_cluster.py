@@ -387,3 +387,34 @@ def test_cluster_names_a_trace_that_is_not_stationary_in_its_json_and_first_line
     calm = _cluster(cli, tmp_path, "gen:mooncake-synthetic-fit,duration=1h", "--router", "session", "--l2",
                     "4MiB")["stationarity"]
     assert calm["stationary"] is True and calm["note"] is None
+
+
+def test_the_summarys_percentiles_by_hand_on_a_burst_of_growing_prefixes(cli, tmp_path):
+    """200 requests at once on one node with one lane: request i holds blocks 1..i+1, so it hits the i blocks the
+    ones before it left in L3 (room for all) and prefills one new block. Its service is i x 262,144 B / 6 GB/s of
+    load plus 512 tokens at 10,000/s; it queues behind every earlier one. Percentiles are inverted-CDF (the
+    ceil(q n / 100)-th smallest), computed here apart from the code; no L4: no L4 peak."""
+    import numpy as np
+
+    n = 200
+    tr = write_mooncake(tmp_path / "t.jsonl", [(0, list(range(1, i + 2))) for i in range(n)])
+    s = _cluster(cli, tmp_path, tr, "--l3", str(tmp_path / "l3.store"), "--l3-capacity", str(256 * BLOCK),
+                 "--router", "round-robin")
+    load = np.arange(n) * BLOCK / 6e9 * 1e3
+    service = load + 512 / TOK_S * 1e3
+    queue = np.concatenate([[0.0], np.cumsum(service)[:-1]])
+    ttft = queue + service
+
+    def p(x, q):
+        return np.sort(x)[math.ceil(q * x.size / 100) - 1]
+
+    for k, q in (("p50", 50), ("p90", 90), ("p99", 99)):
+        assert s["ttft_ms"][k] == pytest.approx(p(ttft, q), rel=1e-9), k
+    for name, x in (("queue_ms", queue), ("load_ms", load)):
+        assert s[name]["p50"] == pytest.approx(p(x, 50), rel=1e-9) and s[name]["p99"] == pytest.approx(p(x, 99),
+                                                                                                        rel=1e-9)
+    assert s["nodes"][0]["ttft_ms"]["p50"] == pytest.approx(p(ttft, 50), rel=1e-9)
+    assert s["nodes"][0]["ttft_ms"]["p99"] == pytest.approx(p(ttft, 99), rel=1e-9)
+    assert s["ttft_ms"]["mean"] == pytest.approx(ttft.mean(), rel=1e-9)
+    assert s["l4"]["peak_read_bytes_per_s"] is None and s["l4"]["read_bytes_per_s"] is None
+    assert s["prefill_tokens"] == n * 512 and s["prefill_tokens_saved"] == 512 * n * (n - 1) // 2

@@ -42,7 +42,7 @@ def _run(spec, router_name, reference: bool, monkeypatch):
         router = make_router(router_name, 3, seed=1)
         cols, nodes, pool = simulate_router(tr, spec, 3, 2, router, TIMING, tr.block_tokens)
         kinds = {type(n.hier) for n in nodes}
-        return cols, summarise(cols, nodes, pool, spec, router), [n.held() for n in nodes], kinds
+        return cols, summarise(cols, nodes, pool, spec, router, drive=None, op=0.07, from_request=0), [n.held() for n in nodes], kinds
 
 
 @pytest.mark.parametrize("router", ROUTERS)
@@ -216,7 +216,7 @@ def _cluster(spec, router_name, reference: bool, monkeypatch):
         router = make_router(router_name, 3, seed=1)
         cols, nodes, pool = simulate_router(tr, spec, 3, 2, router, POOL_TIMING, tr.block_tokens)
         kinds = {type(n.hier) for n in nodes}
-        return cols, summarise(cols, nodes, pool, spec, router), [n.held() for n in nodes], kinds
+        return cols, summarise(cols, nodes, pool, spec, router, drive=None, op=0.07, from_request=0), [n.held() for n in nodes], kinds
 
 
 @pytest.mark.slow
