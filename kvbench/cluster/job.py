@@ -66,6 +66,7 @@ def node_spec(cfg: ClusterConfig, model, trace):
 
 def prepare(cfg: ClusterConfig):
     """Everything checked before any work or I/O: options, model, trace, profile, per-node capacities."""
+    from kvbench.analysis.curves.profile import warmup_window
     from kvbench.compute.profile import load_profile, rate_profile
     from kvbench.spec.models import load_model
     from kvbench.stream.traces import read_trace
@@ -77,8 +78,6 @@ def prepare(cfg: ClusterConfig):
     if trace.n_requests == 0:
         raise UsageError(f"trace {r.trace} has no requests", "give a non-empty trace")
     spec = node_spec(cfg, model, trace)
-    from kvbench.analysis.curves.profile import warmup_window
-
     warmup_window(trace, cfg.warmup)                  # a warm-up that leaves nothing to measure, before any work
     if cfg.sweep:                                     # every configuration of the sweep is valid before any work
         from kvbench.cluster.sizing import configure, grid, parse_sweep
