@@ -290,3 +290,27 @@ def test_a_warm_up_that_leaves_nothing_to_measure_is_refused_before_any_step(cli
         err = [x for x in r.output.splitlines() if x.startswith("kvbench: error:")]
         assert r.exit_code == 2 and len(err) == 1 and said in err[0] and "Traceback" not in r.output, r.output
         assert not (tmp_path / "res").exists() and not (tmp_path / "r.html").exists()
+
+
+def test_a_key_sampled_gen_trace_runs_at_its_own_rate(tmp_path, cli, monkeypatch):
+    """gen:...,sample=0.5 is a miniature already: the job takes its rate (no other chosen, none passed again, which
+    the replay refused mid-job before), models L2/L3 at twice the device sizes, and both the whole-trace simulation
+    and the timed replay run at 0.5."""
+    from kvbench.analysis.curves.miniature import modelled_bytes
+    from kvbench.sim.blockstore import slot_bytes_for
+
+    monkeypatch.chdir(tmp_path)
+    r = cli("run", "--trace", "gen:chat,duration=10m,rate=2,sample=0.5", "--model", "tiny-gqa", "--duration", "1s",
+            "--l2", "16MiB", "--l3-capacity", "256MiB", "--retentions", "", "--probe-seconds", "0.2",
+            "-o", tmp_path / "run.html", "--json")
+    assert r.exit_code == 0, r.output[-3000:]
+    s = json.loads(r.stdout[r.stdout.index("{"):])
+    cfg = s["config"]
+    assert cfg["sample_rate"] == 0.5 and "the trace's own" in cfg["sampling"]["reason"]
+    slot = slot_bytes_for(cfg["block_bytes"])
+    assert cfg["sampling"]["modelled_l3_bytes"] == modelled_bytes(256 << 20, 0.5, slot)
+    argv = {x["name"]: x["argv"] for x in s["steps"]}
+    assert "--sample-keys" not in argv["replay"] and "--sample-keys" not in argv["simulate"]
+    for part in ("replay", "simulate"):
+        rs = json.loads((tmp_path / s["parts"][part] / "summary.json").read_text())
+        assert rs["sample_rate"] == 0.5, part
