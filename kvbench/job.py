@@ -364,23 +364,15 @@ class TraceData:
         return self._plan_trace
 
 
-def own_sample(trace_path: str) -> float | None:
-    """The key sample rate a ``gen:...,sample=F`` trace carries (None: a whole stream): the replay runs it at F
-    itself (:func:`kvbench.replay.kv.keyed_stream`), so the job neither chooses another rate nor passes one."""
-    from kvbench.stream.synth import is_gen, parse_gen
-
-    rate = parse_gen(trace_path).sample if is_gen(trace_path) else None
-    return rate if rate is not None and rate < 1.0 else None
-
-
 def _sampling(data: TraceData, sample_keys: str, block_bytes: int, l2_bytes: int, l3_bytes: int):
     """The replay's key sample rate (``auto``: store at the curve's knee; a key-sampled ``gen:`` trace: its own)
     and the full-size L2/L3 it models."""
     from kvbench.analysis.curves.miniature import SampleChoice, choose_sample_rate, modelled_bytes
     from kvbench.sim.blockstore import slot_bytes_for
     from kvbench.stream.sampling import check_rate
+    from kvbench.stream.synth import gen_sample_rate
 
-    own = own_sample(data.path)
+    own = gen_sample_rate(data.path)
     if own is not None:             # run_job refused a --sample-keys beside it
         slot = slot_bytes_for(block_bytes)
         return SampleChoice(own, 0.0, 0.0, data.distinct, l3_bytes // slot, modelled_bytes(l3_bytes, own, slot),
@@ -498,6 +490,7 @@ def run_job(o: JobOptions) -> JobResult:
     from kvbench.replay.kv import coverage_line
     from kvbench.report import build_report, default_report_path
     from kvbench.spec.models import load_model
+    from kvbench.stream.synth import gen_sample_rate
     from kvbench.units import parse_duration
 
     for x in o.retentions.split(","):       # a bad retention fails here, before any step runs
@@ -508,7 +501,7 @@ def run_job(o: JobOptions) -> JobResult:
 
         raise UsageError(f"--duration {o.duration:g} s must be > 0", "give the replay's wall-clock budget, e.g. 60s")
     parse_deployment(o.deployment)          # a bad spec fails here, before any step runs
-    own = own_sample(_trace_path(o.trace))
+    own = gen_sample_rate(_trace_path(o.trace))
     if own is not None and str(o.sample_keys).strip().lower() != "auto":
         from kvbench.errors import UsageError
 
@@ -623,7 +616,7 @@ def run_job(o: JobOptions) -> JobResult:
         opts = {"model": spec.name, "l2": sampling.modelled_l2_bytes, "l3": store,
                 "l3_capacity": sampling.modelled_l3_bytes,
                 # a gen: trace's own sample is applied by the replay itself (keyed_stream): not passed again
-                "sample_keys": sampling.rate if sampling.rate < 1 and own_sample(trace_path) is None else None,
+                "sample_keys": sampling.rate if sampling.rate < 1 and gen_sample_rate(trace_path) is None else None,
                 "closed_loop": True,
                 "duration": f"{o.duration}s", "max_requests": o.max_requests, "results": str(rd.path),
                 "destroy_data": o.destroy_data}

@@ -147,6 +147,10 @@ def check_result(profile_name=None, rate=None, run_dir=None, tier_specs=(), trac
                         "e.g. --profile llama-3.1-8b-h200-trtllm-fp8 or --recompute-tokens-per-s 39000")
     if suffix_tokens < 0 or max_tokens < 1:
         raise SpecError("--suffix-tokens must be >= 0 and --max-tokens >= 1", "fix the option")
+    if trace_path:
+        from kvbench.stream.synth import require_whole_stream
+
+        require_whole_stream(trace_path, "check --trace", "a request's reusable prefix is its leading seen blocks")
     tiers = [parse_tier(t) for t in tier_specs]
     run = read_run(run_dir) if run_dir else None
     profile = load_profile(profile_name) if profile_name else rate_profile(rate)

@@ -185,6 +185,9 @@ def _trace_ftl(trace, *, model, tp, capacity, layout, policy, ttl, trim, spare_s
     ttl_s = parse_duration(ttl, what="--ttl") if ttl is not None else None
     if spare_slots < 0:
         raise UsageError(f"--spare-slots {spare_slots} is negative", "give 0 or more")
+    from kvbench.stream.synth import require_whole_stream
+
+    require_whole_stream(trace, "ftl --trace", "a store of --capacity is written by every block, not a share")
     tr = read_trace(trace)
     block = load_model(model, tp=tp).block_bytes(tr.block_tokens)
     r = trace_waf(tr, block_bytes=block, capacity_bytes=capacity, layout=layout, policy=policy, ttl_s=ttl_s,

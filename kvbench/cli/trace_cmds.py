@@ -297,6 +297,9 @@ def fit_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, ou
 
     if seeds < 1:
         raise UsageError(f"--seeds must be >= 1, got {seeds}", "give e.g. --seeds 3")
+    from kvbench.stream.synth import require_whole_stream
+
+    require_whole_stream(trace, "trace fit", "sessions, turns and prompt lengths are recovered from whole prefixes")
     out = Path(output)
     tr = trace_from_options(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit)
     prior = None

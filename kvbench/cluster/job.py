@@ -69,10 +69,12 @@ def prepare(cfg: ClusterConfig):
     from kvbench.analysis.curves.profile import warmup_window
     from kvbench.compute.profile import load_profile, rate_profile
     from kvbench.spec.models import load_model
+    from kvbench.stream.synth import require_whole_stream
     from kvbench.stream.traces import read_trace
 
     cfg.validate()
     r = cfg.replay
+    require_whole_stream(r.trace, "cluster", "its routers match whole prefixes and each node's tiers take every block")
     model = load_model(r.model, tp=r.tp)
     trace = read_trace(r.trace, r.fmt, limit=r.max_requests)
     if trace.n_requests == 0:

@@ -543,12 +543,10 @@ def keyed_stream(cfg: ReplayConfig) -> ReplayConfig:
     """A key-sampled ``gen:...,sample=F`` stream is a miniature: replay it as ``--sample-keys F`` (tiers at
     capacity x F, volumes and hit estimates at full size), never as a full-size trace. Re-sampling it at F with
     the same hash keeps every key, so the stream's own sample is what runs."""
-    from kvbench.stream.synth import is_gen, parse_gen
+    from kvbench.stream.synth import gen_sample_rate
 
-    if not is_gen(cfg.trace):
-        return cfg
-    rate = parse_gen(cfg.trace).sample
-    if rate is None or rate >= 1.0:
+    rate = gen_sample_rate(cfg.trace)
+    if rate is None:
         return cfg
     if cfg.sample_keys is not None:
         raise UsageError(f"{cfg.trace} is already a key sample at rate {rate:g}; --sample-keys samples it again",

@@ -441,6 +441,22 @@ def is_gen(text) -> bool:
     return isinstance(text, str) and text.startswith(GEN_PREFIX)
 
 
+def gen_sample_rate(text) -> float | None:
+    """The key sample rate a ``gen:...,sample=F`` trace argument carries (None: a whole stream, F >= 1 too)."""
+    rate = parse_gen(text).sample if is_gen(text) else None
+    return rate if rate is not None and rate < 1.0 else None
+
+
+def require_whole_stream(text, command: str, why: str) -> None:
+    """Refuse, in one line, a key-sampled ``gen:`` stream to a command that reads whole requests (``why``): a key
+    sample keeps some of each request's blocks, so prefixes, sessions and a full-size store's writes cannot be
+    read from it. Commands that honour a sample (mrc, plan, run, replay kv, trace stats) scale by its rate."""
+    rate = gen_sample_rate(text)
+    if rate is not None:
+        raise UsageError(f"{command} needs the whole stream: {text} is a key sample at rate {rate:g} ({why})",
+                         "drop sample= from the gen: argument (a shorter duration or a lower rate keeps it small)")
+
+
 def parse_gen(text: str) -> GenSource:
     """Parse a ``gen:`` trace argument; a bad option is a one-line error naming it."""
     from kvbench.units import parse_duration

@@ -124,3 +124,38 @@ def test_every_command_that_reads_a_trace_takes_the_warm_up_or_says_why_not():
         assert w is not None and isinstance(w.type, WarmupParam) and w.opts == ["--warmup"], name
     for name in NO_WARMUP:
         assert readers[name] is None or not isinstance(readers[name].type, WarmupParam), name
+
+
+# a key-sampled gen: stream (sample=F) keeps a share of each request's blocks: a command that reads a trace
+# either scales by F (what it is tested for elsewhere) or refuses it in one line before any work
+SAMPLED = "gen:chat,duration=10m,rate=2,sample=0.5"
+HONOURS_KEY_SAMPLE = {
+    "mrc": "SHARDS: hit ratios against the whole stream's references (tests/stream/test_sampling.py)",
+    "plan": "capacities and write rates scaled by 1/F (tests/stream/test_sampling.py)",
+    "run": "takes F as its replay's rate (tests/cli/test_run.py::test_a_key_sampled_gen_trace_runs_at_its_own_rate)",
+    "replay kv": "tiers at capacity x F, volumes at full size (keyed_stream)",
+    "trace stats": "its per-window series are ratios a key sample estimates (tests/stream/test_stationarity.py)",
+}
+REFUSES_KEY_SAMPLE = {
+    "cluster": (["cluster", SAMPLED, "--model", "tiny-gqa", "--router", "session", "--l2", "16MiB", "--dry-run"],
+                "cluster needs the whole stream"),
+    "trace fit": (["trace", "fit", SAMPLED, "-o", "m.toml"], "trace fit needs the whole stream"),
+    "check": (["check", "--trace", SAMPLED, "--recompute-tokens-per-s", "10000", "--tier", "l3=2GB/s,100us"],
+              "check --trace needs the whole stream"),
+    "ftl": (["ftl", "--trace", SAMPLED, "--model", "tiny-gqa", "--capacity", "64MiB"],
+            "ftl --trace needs the whole stream"),
+    "trace convert": (["trace", "convert", SAMPLED, "-o", "x.kvbt"], "is a generated stream, not a file"),
+}
+
+
+def test_every_command_that_reads_a_trace_honours_a_key_sample_or_refuses_it(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    readers = {" ".join(path) for path, cmd in _all_commands(main) if not isinstance(cmd, click.Group)
+               and any(p.name in ("trace", "trace_path") for p in cmd.params)}
+    assert readers == set(HONOURS_KEY_SAMPLE) | set(REFUSES_KEY_SAMPLE)
+    assert not set(HONOURS_KEY_SAMPLE) & set(REFUSES_KEY_SAMPLE)
+    for name, (argv, said) in REFUSES_KEY_SAMPLE.items():
+        r = cli(*argv)
+        errors = [x for x in r.output.splitlines() if x.startswith("kvbench: error:")]
+        assert r.exit_code == 2 and len(errors) == 1 and said in errors[0] and "Traceback" not in r.output, name
+        assert not list(tmp_path.iterdir()), name            # nothing written before the refusal
