@@ -539,3 +539,22 @@ def test_a_document_adds_its_length_to_the_shared_prefix_and_a_first_message_is_
     has = rows.doc == 0
     assert has.sum() == 10 and set(rows.doc[~has].tolist()) == {-1}
     assert rows.shared_len[has].tolist() == [384] * 10 and rows.shared_len[~has].tolist() == [128] * 10
+
+
+def test_the_key_sample_a_gen_argument_carries_and_the_commands_that_refuse_it():
+    """gen_sample_rate: sample=F below 1 is a key sample; none, sample=1 and a trace file are whole streams.
+    require_whole_stream refuses only a key sample, in one line naming the command, the rate and why."""
+    from kvbench.errors import UsageError
+    from kvbench.stream.synth import gen_sample_rate, require_whole_stream
+
+    assert gen_sample_rate("gen:chat,duration=1h,sample=0.25") == 0.25
+    assert gen_sample_rate("gen:chat,duration=1h,sample=1") is None
+    assert gen_sample_rate("gen:chat,duration=1h") is None and gen_sample_rate("trace.jsonl") is None
+    assert gen_sample_rate("mooncake-sample") is None
+    for whole in ("gen:chat,duration=1h", "gen:chat,sample=1", "trace.jsonl"):
+        require_whole_stream(whole, "cmd", "why")
+    with pytest.raises(UsageError) as e:
+        require_whole_stream("gen:chat,sample=0.25", "trace fit", "sessions need whole prefixes")
+    assert str(e.value).splitlines()[0] == (
+        "trace fit needs the whole stream: gen:chat,sample=0.25 is a key sample at rate 0.25 (sessions need whole "
+        "prefixes) (fix: drop sample= from the gen: argument (a shorter duration or a lower rate keeps it small))")
