@@ -501,7 +501,8 @@ def run_job(o: JobOptions) -> JobResult:
 
         raise UsageError(f"--duration {o.duration:g} s must be > 0", "give the replay's wall-clock budget, e.g. 60s")
     parse_deployment(o.deployment)          # a bad spec fails here, before any step runs
-    own = gen_sample_rate(_trace_path(o.trace))
+    trace_path = _trace_path(o.trace)
+    own = gen_sample_rate(trace_path)
     if own is not None and str(o.sample_keys).strip().lower() != "auto":
         from kvbench.errors import UsageError
 
@@ -509,7 +510,6 @@ def run_job(o: JobOptions) -> JobResult:
                          "give the rate once: sample= in the gen: argument or --sample-keys auto")
     _preflight(o.l3_path, o.results_root, o.destroy_data)
     prog = _Progress(8)
-    trace_path = _trace_path(o.trace)
     spec = load_model(o.model)
     compute_profile, profile_note = _pick_profile(o.compute_profile, spec.name)
     if profile_note:
