@@ -257,8 +257,8 @@ def suffix_line(rep: dict) -> str | None:
                 "a model fitted to it (kvbench trace fit TRACE -o m.toml, then --trace gen:m.toml,duration=1h)")
     f = rep["found"]
     return (f"its last {f['share_of_span']:.0%} (from {f['start_s']:,.4g} s) is stationary (steady ceiling "
-            f"{f['steady_ceiling']:.3f}): size on that window (kvbench run|plan ... --warmup {f['start_s']:.6g}s: the "
-            "requests before it warm the cache) or on a fitted model")
+            f"{f['steady_ceiling']:.3f}): size on that window (kvbench run|plan|cluster ... --warmup "
+            f"{f['start_s']:.6g}s: the requests before it warm the cache) or on a fitted model")
 
 
 def plan_note(st: Stationarity, *, capped: bool, uncapped_hit: float | None = None,

@@ -462,8 +462,8 @@ def test_the_suffix_report_names_the_longest_stationary_tail_or_says_none_holds(
         assert f["verdict"] == "stationary" and f["steady_ceiling"] == tail.steady_ceiling
         assert suffix_line(rep).startswith(f"its last 50% (from {50.0 + offset:,.4g} s) is stationary (steady ceiling "
                                            f"{tail.steady_ceiling:.3f})")
-        assert f"(kvbench run|plan ... --warmup {50.0 + offset:g}s: the requests before it warm the cache)" in \
-            suffix_line(rep)
+        assert f"(kvbench run|plan|cluster ... --warmup {50.0 + offset:g}s: the requests before it warm the cache)" \
+            in suffix_line(rep)
     trending = trending_trace()
     rep = suffix_report(trending, stationarity(trending, 10))
     assert rep == {"tried": [0.25, 0.5], "found": None}
