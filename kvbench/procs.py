@@ -32,6 +32,24 @@ class Stop(KeyboardInterrupt):
         self.signum = signum
 
 
+# the exceptions a stop may arrive wrapped in: a numba kernel running when the handler raised returns "a result
+# with an exception set", which CPython turns into a SystemError caused by the Stop
+WRAPPED_STOP = (KeyboardInterrupt, SystemError)
+
+
+def stop_from(exc: BaseException | None) -> KeyboardInterrupt | None:
+    """The stop (a ``KeyboardInterrupt``) that ``exc`` is, or that a native call wrapped in a ``SystemError``
+    (its cause); None for any other exception. Every Ctrl-C path catches :data:`WRAPPED_STOP` and re-raises what
+    this finds no stop in, so a signal that lands inside a compiled kernel stops the command as any other does."""
+    for _ in range(8):
+        if isinstance(exc, KeyboardInterrupt):
+            return exc
+        if not isinstance(exc, SystemError):
+            return None
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
 def note(signum: int) -> None:
     """Record a stop signal that a flag-draining loop handled itself (for the exit code)."""
     global received

@@ -16,6 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from kvbench import procs
+from kvbench.cli import main
+
 REPO = Path(__file__).resolve().parents[1]
 SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
 
@@ -213,3 +216,50 @@ def test_ctrl_c_to_the_whole_group_is_one_clean_interruption(tmp_path):
     _wait_for(lambda: not _group(p.pid), 60, "the node processes to end")
     (job,) = tmp_path.glob("res/cluster-*")
     assert json.loads((job / "summary.json").read_text())["status"] == "interrupted"
+
+
+# --- a stop that lands inside a compiled kernel ---------------------------------------------------------------
+def _wrapped_stop(signum=signal.SIGINT):
+    """What CPython raises when a stop signal's handler raised while a numba kernel ran: a SystemError ("returned a
+    result with an exception set") caused by the Stop."""
+    try:
+        raise procs.Stop(signum)
+    except procs.Stop as stop:
+        try:
+            raise SystemError("CPUDispatcher(<function block_keys>) returned a result with an exception set") from stop
+        except SystemError as e:
+            return e
+
+
+def test_stop_from_finds_a_stop_a_native_call_wrapped_and_nothing_else():
+    stop = procs.Stop(signal.SIGTERM)
+    assert procs.stop_from(stop) is stop and procs.stop_from(KeyboardInterrupt()) is not None
+    w = _wrapped_stop(signal.SIGTERM)
+    assert isinstance(procs.stop_from(w), procs.Stop) and procs.stop_from(w).signum == signal.SIGTERM
+    twice = SystemError("outer")
+    twice.__cause__ = w
+    assert procs.stop_from(twice) is w.__cause__
+    ctx = SystemError("by context")
+    ctx.__context__ = stop
+    assert procs.stop_from(ctx) is stop
+    other = ValueError("a real error raised while stopping")
+    other.__cause__ = stop
+    assert procs.stop_from(other) is None                  # only the native call's wrapping is unwrapped
+    assert procs.stop_from(SystemError("no cause")) is None and procs.stop_from(None) is None
+
+
+def test_a_wrapped_stop_exits_as_an_interrupt_not_an_internal_error(monkeypatch):
+    """Every command runs under the CLI group: a wrapped stop is 'interrupted', exit 130; a SystemError of its own
+    stays an internal error, exit 1."""
+    from click.testing import CliRunner
+
+    import kvbench.cli.models as models
+
+    runner = CliRunner()
+    for exc, code, said in ((_wrapped_stop(), 130, "kvbench: interrupted"),
+                            (SystemError("a bug"), 1, "kvbench: internal error: SystemError: a bug")):
+        def boom(*a, exc=exc, **k):
+            raise exc
+        monkeypatch.setattr(models, "model_names", boom)
+        r = runner.invoke(main, ["models", "--json"])
+        assert r.exit_code == code and said in r.output and "Traceback" not in r.output, r.output

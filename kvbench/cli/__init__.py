@@ -47,6 +47,9 @@ class _Group(click.Group):
             click.echo(one_line(f"kvbench: error: {e.strerror or e} ({e.filename or 'no file'})"), err=True)
             ctx.exit(1)
         except Exception as e:  # noqa: BLE001 - last line of defence: one line, not a traceback
+            if procs.stop_from(e) is not None:      # a stop that landed inside a compiled kernel
+                click.echo("kvbench: interrupted", err=True)
+                ctx.exit(procs.exit_code())
             if os.environ.get("KVBENCH_DEBUG"):
                 raise
             click.echo(one_line(f"kvbench: internal error: {type(e).__name__}: {e} "

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from kvbench.cluster.config import DEFAULT_L2_BW, DEFAULT_L3_BW, DEFAULT_PREFILL_TOKENS_PER_S, ClusterConfig
+from kvbench import procs
 from kvbench.errors import SpecError, UsageError
 
 
@@ -205,9 +206,12 @@ def run_cluster(cfg: ClusterConfig) -> dict:
             if measured["lost"]:
                 status = "partial"
         rd.write_summary(summary, status=status)
-    except KeyboardInterrupt as e:
+    except procs.WRAPPED_STOP as e:
         from kvbench.errors import Interrupted
 
+        e = procs.stop_from(e)
+        if e is None:
+            raise
         measured = getattr(e, "measured", None)          # the nodes' results up to the stop (measure.run_nodes)
         part = {"measured": measured, "parts": {f"node-{m['node']}": m["run_dir"] for m in measured["nodes"]
                                                 if m.get("run_dir")}} if measured else {}

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kvbench import procs
 from kvbench.errors import UsageError
 from kvbench.metrics.results import Summary, stamp
 from kvbench.units import format_bytes
@@ -93,8 +94,10 @@ def run_node(payload: dict) -> dict:
             status = summary["status"]
         except Interrupted as e:     # stopped (kvbench.procs): its results so far are kept, as interrupted
             error, status = str(e), "interrupted"
-        except KeyboardInterrupt as e:          # stopped before the replay could start: nothing measured
-            error, status = f"stopped before the replay started ({e})", "interrupted"
+        except procs.WRAPPED_STOP as e:         # stopped before the replay could start: nothing measured
+            if procs.stop_from(e) is None:
+                raise
+            error, status = f"stopped before the replay started ({procs.stop_from(e)})", "interrupted"
         except KvbenchError as e:
             error, status = str(e), "failed"
         files = {}
@@ -179,7 +182,10 @@ def run_nodes(cfg, trace, cols: dict, rd) -> dict:
     stopped = None
     try:
         results = run_jobs(active, cfg.ray_address, PLACEMENTS[cfg.placement], die=die)
-    except KeyboardInterrupt as e:   # a stop signal: keep what the nodes measured before they drained
+    except procs.WRAPPED_STOP as e:  # a stop signal: keep what the nodes measured before they drained
+        e = procs.stop_from(e)
+        if e is None:
+            raise
         results = getattr(e, "partial_results", None)
         if results is None:
             raise

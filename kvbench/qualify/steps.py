@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import kvbench
+from kvbench import procs
 from kvbench.errors import Interrupted
 
 
@@ -131,7 +132,9 @@ def run_step(name: str, argv: list[str], *, timeout_s: float | None = None, cwd=
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
-        except KeyboardInterrupt:
+        except procs.WRAPPED_STOP as e:
+            if procs.stop_from(e) is None:
+                raise
             p.terminate()
             p.wait()
             raise Interrupted(f"interrupted during step {name!r}", "rerun the job") from None

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kvbench import procs
 from kvbench.errors import KvbenchError, SpecError, TargetError, UsageError, VerifyError
 from kvbench.metrics.results import stamp
 from kvbench.metrics.smart import DeviceWatch
@@ -788,7 +789,12 @@ def _replay(cfg, hier, spec, targets, rd, levels, n_requests, n_blocks, block_by
             if cfg.duration_s is not None and not cfg.dry_run and \
                     (time.perf_counter_ns() - run_t0) / 1e9 >= cfg.duration_s:
                 break
-    except KeyboardInterrupt:
+    except procs.WRAPPED_STOP as e:
+        if procs.stop_from(e) is None:
+            if iolog is not None:    # a failed replay's log is no plan of anything: the output guard deletes it
+                iolog.discard()
+                iolog = None
+            raise
         interrupted = True
         acc.status = "interrupted"
     except BaseException:            # a failed replay's log is no plan of anything: the output guard deletes it

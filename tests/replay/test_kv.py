@@ -565,3 +565,39 @@ def test_a_replay_of_part_of_the_trace_says_how_much(cli, tmp_path):
     # --max-requests N: the trace asked for is its first N requests
     s = json.loads(cli(*base, "--max-requests", "7", "--closed-loop").stdout)
     assert s["trace_requests"] == 7 and s["replayed_fraction"] == s["requests_issued"] / 7
+
+
+def test_a_stop_that_lands_inside_a_compiled_kernel_keeps_what_was_replayed(tmp_path, monkeypatch):
+    """A stop signal whose handler raised while a numba kernel ran arrives as a SystemError caused by the Stop: the
+    replay records it as interrupted, as any Ctrl-C, with the requests of the windows before it (64 I/Os a window
+    on mooncake-sample: many windows; the stop after the third's)."""
+    from kvbench import procs
+    from kvbench.replay import kv
+
+    monkeypatch.setattr(kv._Windows, "SIM_ONLY_BLOCKS", 1)
+    cfg = ReplayConfig(trace="mooncake-sample", model="tiny-gqa", l2=120 * BLOCK, dry_run=True,
+                       results=str(tmp_path), window_ios=64)
+    seen = []
+
+    def stop_in_a_kernel(done, total):
+        seen.append(done)
+        if len(seen) == 3:
+            try:
+                raise procs.Stop(signal.SIGINT)
+            except procs.Stop as stop:
+                raise SystemError("CPUDispatcher(<function f>) returned a result with an exception set") from stop
+
+    from kvbench.errors import Interrupted
+
+    with pytest.raises(Interrupted, match="interrupted after"):
+        replay_kv(cfg, progress=stop_in_a_kernel)
+    run = next(tmp_path.glob("replay-kv-*"))
+    s = json.loads((run / "summary.json").read_text())
+    assert s["status"] == "interrupted" and s["requests"] == seen[2] and 0 < seen[2] < 1000
+    assert len((run / "requests.csv").read_text().splitlines()) == s["requests"] + 1
+    # a SystemError of its own is a failure, never an interrupt
+    def bug(done, total):
+        raise SystemError("a bug")
+
+    with pytest.raises(SystemError, match="a bug"):
+        replay_kv(ReplayConfig(**{**cfg.__dict__, "results": str(tmp_path / "b")}), progress=bug)
