@@ -110,6 +110,8 @@ MODULES: dict[str, tuple[str, list[str]]] = {
                         ["tests/analysis/curves/test_protocol.py", "tests/analysis/curves/test_capacity.py"]),
     # the admission trade-off's sweep (compiled) and its Python oracle
     "admission": ("kvbench/analysis/admission.py", ["tests/analysis/test_admission.py"]),
+    # one signal model: a stop that a compiled kernel wrapped (stop_from)
+    "procs": ("kvbench/procs.py", ["tests/test_procs.py"]),
     # a cluster's per-node wear and its summary (hit ratios, TTFT, the warm-up's window)
     "cluster.wear": ("kvbench/cluster/wear.py", ["tests/cluster/test_wear.py", "tests/cluster/test_cluster.py"]),
     "cluster.sim": ("kvbench/cluster/sim.py", ["tests/cluster/test_wear.py", "tests/cluster/test_cluster.py",
