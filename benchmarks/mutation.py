@@ -364,6 +364,10 @@ EQUIVALENT: dict[str, dict[tuple, str]] = {
             "the segment is never a point: pass 0 runs along (1, 1) from x = 0 (a = ln 0.5, b = ln 8), passes 1 "
             "and 2 along one axis, where b - a = ln 8 - ln 0.5 wherever x is (x stays inside the bounds)",
     },
+    "procs": {
+        ("for _ in range(8):", "8 -> 9", 0):
+            "a bound against a cyclic chain: a native call wraps a stop in one SystemError, never eight",
+    },
     "cluster.sim": {
         ('end = float((cols["arrival_s"] + cols["ttft_ms"] / 1e3).max()) if cols["ttft_ms"].size else 0.0',
          "0.0 -> 1.0", 0): "a cluster of no requests is refused before it is simulated (kvbench cluster: the trace has "
