@@ -162,13 +162,16 @@ def first_reuse(slots: np.ndarray) -> int | None:
     return int(reuse[0]) if reuse.size else None
 
 
-def _warm_writes(ev, capacity_blocks: int) -> int:
-    """Writes before the steady part: up to the first write of an already written slot, plus one turnover."""
+def _warm_writes(ev, capacity_blocks: int, from_request: int = 0) -> int:
+    """Writes before the steady part: up to the first write of an already written slot, plus one turnover; under
+    a warm-up (``from_request``: the requests before it only warm the store) no fewer than those requests' writes
+    (writes come in request order), the steady curve's rule."""
     from kvbench.sim.tiers import EV_WRITE
 
     w = ev[ev["op"] == EV_WRITE]
     reuse = first_reuse(w["slot"])
-    return int(w.size if reuse is None else min(w.size, reuse + capacity_blocks))
+    own = int(w.size if reuse is None else min(w.size, reuse + capacity_blocks))
+    return max(own, int(np.count_nonzero(w["request"] < from_request))) if from_request else own
 
 
 def store_writes(trace, *, block_bytes: int, capacity_bytes: float, layout: str = "slot", policy: str = "lru",
@@ -207,11 +210,9 @@ def store_writes(trace, *, block_bytes: int, capacity_bytes: float, layout: str 
     col.feed(np.asarray(src.timestamp_s, np.float64), np.asarray(src.offsets, np.int64),
              np.asarray(src.keys, np.uint64))
     ev = col.events()
-    warm = _warm_writes(ev, mini)
+    warm = _warm_writes(ev, mini, from_request)
     origin, note = "trace", f"the trace's own stream ({src.n_requests:,} requests)"
     if from_request > 0:
-        # writes are in request order: those of the warm-up's requests come first
-        warm = max(warm, int(np.count_nonzero((ev["op"] == _op_write()) & (ev["request"] < from_request))))
         note = (f"the trace's own stream ({src.n_requests:,} requests; measured from request {from_request:,}, "
                 "the warm-up's end)")
     need = warm + int(math.ceil(turnovers * mini))
@@ -315,9 +316,11 @@ def _finish(ev, *, slot, mini, q, kw, origin, note, warm, params, spare_slots) -
 
 def stream_from_events(ev, *, slot_bytes: int, capacity_blocks: int, layout: str = "slot", policy: str = "lru",
                        trim: bool = False, origin: str = "trace", note: str = "", sample_rate: float = 1.0,
-                       warm_writes: int | None = None, params: dict | None = None) -> StoreWrites:
+                       warm_writes: int | None = None, params: dict | None = None,
+                       from_request: int = 0) -> StoreWrites:
     """One store's :class:`StoreWrites` from its tier-simulation events (``EVENT_DTYPE``; reads are dropped), e.g.
-    a cluster node's L3; the warm-up is found from the events unless given."""
+    a cluster node's L3; the warm-up is found from the events (no earlier than request ``from_request``'s first
+    write) unless given."""
     from kvbench.analysis import ftl
     from kvbench.sim.tiers import EV_TRIM, EV_WRITE
 
@@ -326,7 +329,7 @@ def stream_from_events(ev, *, slot_bytes: int, capacity_blocks: int, layout: str
     ops = np.where(is_w, ftl.OP_WRITE, ftl.OP_TRIM).astype(np.uint8)
     nslots = ev["nslots"].astype(np.int64)
     top = int((ev["slot"] + nslots).max()) if ev.size else 0
-    warm = _warm_writes(ev, capacity_blocks) if warm_writes is None else warm_writes
+    warm = _warm_writes(ev, capacity_blocks, from_request) if warm_writes is None else warm_writes
     return StoreWrites(ops=ops, slots=ev["slot"].astype(np.int64), nslots=nslots,
                        request=ev["request"].astype(np.int64), slot_bytes=int(slot_bytes),
                        capacity_blocks=int(capacity_blocks), n_slots=top, sample_rate=sample_rate, layout=layout,

@@ -47,16 +47,11 @@ def _stream(events, capacity_blocks: int, slot_bytes: int, layout: str, policy: 
             from_request: int):
     """The node's store stream for the FTL model; under a warm-up its steady part opens no earlier than the first
     write of request ``from_request`` (as :func:`kvbench.analysis.trace_waf.store_writes` rules)."""
-    from kvbench.analysis.trace_waf import _warm_writes, stream_from_events
-    from kvbench.sim.tiers import EV_WRITE
+    from kvbench.analysis.trace_waf import stream_from_events
 
-    warm = None
-    if from_request:
-        before = (events["op"] == EV_WRITE) & (events["request"] < from_request)
-        warm = max(_warm_writes(events, capacity_blocks), int(np.count_nonzero(before)))
     return stream_from_events(events, slot_bytes=slot_bytes, capacity_blocks=capacity_blocks, layout=layout,
                               policy=policy, trim=trim, origin="cluster simulation",
-                              note="the node's own store stream in the cluster simulation", warm_writes=warm)
+                              note="the node's own store stream in the cluster simulation", from_request=from_request)
 
 
 def tier_wear(times: np.ndarray, events: np.ndarray, *, capacity_bytes: float, capacity_blocks: int,
