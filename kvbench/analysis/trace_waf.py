@@ -162,16 +162,22 @@ def first_reuse(slots: np.ndarray) -> int | None:
     return int(reuse[0]) if reuse.size else None
 
 
-def _warm_writes(ev, capacity_blocks: int, from_request: int = 0) -> int:
-    """Writes before the steady part: up to the first write of an already written slot, plus one turnover; under
-    a warm-up (``from_request``: the requests before it only warm the store) no fewer than those requests' writes
-    (writes come in request order), the steady curve's rule."""
+def _warm_writes(ev, capacity_blocks: int) -> int:
+    """Writes before the steady part: up to the first write of an already written slot, plus one turnover."""
     from kvbench.sim.tiers import EV_WRITE
 
     w = ev[ev["op"] == EV_WRITE]
     reuse = first_reuse(w["slot"])
-    own = int(w.size if reuse is None else min(w.size, reuse + capacity_blocks))
-    return max(own, int(np.count_nonzero(w["request"] < from_request))) if from_request else own
+    return int(w.size if reuse is None else min(w.size, reuse + capacity_blocks))
+
+
+def _warm_writes_from(ev, capacity_blocks: int, from_request: int) -> int:
+    """:func:`_warm_writes` under a warm-up (``from_request``: the requests before it only warm the store): no
+    fewer than those requests' writes (writes come in request order), the steady curve's rule."""
+    from kvbench.sim.tiers import EV_WRITE
+
+    before = (ev["op"] == EV_WRITE) & (ev["request"] < from_request)
+    return max(_warm_writes(ev, capacity_blocks), int(np.count_nonzero(before)))
 
 
 def store_writes(trace, *, block_bytes: int, capacity_bytes: float, layout: str = "slot", policy: str = "lru",
@@ -210,7 +216,7 @@ def store_writes(trace, *, block_bytes: int, capacity_bytes: float, layout: str 
     col.feed(np.asarray(src.timestamp_s, np.float64), np.asarray(src.offsets, np.int64),
              np.asarray(src.keys, np.uint64))
     ev = col.events()
-    warm = _warm_writes(ev, mini, from_request)
+    warm = _warm_writes_from(ev, mini, from_request)
     origin, note = "trace", f"the trace's own stream ({src.n_requests:,} requests)"
     if from_request > 0:
         note = (f"the trace's own stream ({src.n_requests:,} requests; measured from request {from_request:,}, "
@@ -329,7 +335,7 @@ def stream_from_events(ev, *, slot_bytes: int, capacity_blocks: int, layout: str
     ops = np.where(is_w, ftl.OP_WRITE, ftl.OP_TRIM).astype(np.uint8)
     nslots = ev["nslots"].astype(np.int64)
     top = int((ev["slot"] + nslots).max()) if ev.size else 0
-    warm = _warm_writes(ev, capacity_blocks, from_request) if warm_writes is None else warm_writes
+    warm = _warm_writes_from(ev, capacity_blocks, from_request) if warm_writes is None else warm_writes
     return StoreWrites(ops=ops, slots=ev["slot"].astype(np.int64), nslots=nslots,
                        request=ev["request"].astype(np.int64), slot_bytes=int(slot_bytes),
                        capacity_blocks=int(capacity_blocks), n_slots=top, sample_rate=sample_rate, layout=layout,

@@ -487,6 +487,15 @@ def test_stream_from_events_by_hand():
     assert sw.request.tolist() == [0, 1, 2, 2, 3, 4] and sw.nslots.tolist() == [1, 1, 2, 1, 1, 1]
     assert sw.warm_writes == 4 and sw.n_slots == 3 and sw.sample_rate == 1.0 and sw.writes == 5
     assert stream_from_events(ev, slot_bytes=BLOCK, capacity_blocks=2, warm_writes=1).warm_writes == 1
+    # a warm-up: no fewer than its requests' writes (to request 4: writes 0..3); one inside the store's own (to
+    # request 2: 2 writes) and none leave the 4; request 0 alone writing 6 slots outlasts them from request 1
+    assert stream_from_events(ev, slot_bytes=BLOCK, capacity_blocks=2, from_request=4).warm_writes == 4
+    assert stream_from_events(ev, slot_bytes=BLOCK, capacity_blocks=2, from_request=2).warm_writes == 4
+    wide = np.zeros(8, EVENT_DTYPE)
+    wide["request"], wide["tier"], wide["op"] = [0, 0, 0, 0, 0, 0, 1, 2], 2, EV_WRITE
+    wide["slot"], wide["nslots"] = np.arange(8) % 2, 1
+    assert stream_from_events(wide, slot_bytes=BLOCK, capacity_blocks=2).warm_writes == 4
+    assert stream_from_events(wide, slot_bytes=BLOCK, capacity_blocks=2, from_request=1).warm_writes == 6
 
 
 def test_class_op_is_the_stated_over_provisioning_else_7_percent():
