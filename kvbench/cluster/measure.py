@@ -95,9 +95,10 @@ def run_node(payload: dict) -> dict:
         except Interrupted as e:     # stopped (kvbench.procs): its results so far are kept, as interrupted
             error, status = str(e), "interrupted"
         except procs.WRAPPED_STOP as e:         # stopped before the replay could start: nothing measured
-            if procs.stop_from(e) is None:
+            stop = procs.stop_from(e)
+            if stop is None:
                 raise
-            error, status = f"stopped before the replay started ({procs.stop_from(e)})", "interrupted"
+            error, status = f"stopped before the replay started ({stop})", "interrupted"
         except KvbenchError as e:
             error, status = str(e), "failed"
         files = {}
