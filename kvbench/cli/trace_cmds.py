@@ -375,14 +375,15 @@ def _dwpd_line(good: dict) -> str:
 def _gen_line(g: dict, noise: dict | None, out, stationary: bool = True) -> str:
     """One line: what trace gen of the fitted model writes by default, against TRACE (``fit.gen_check``); a
     goal not met on a trace that is not stationary says so (its warning says why)."""
-    from kvbench.stream.fit import DWPD_GOAL
+    from kvbench.stream.fit import gen_verdict
 
     def pct(v):
         return "n/a" if v is None else f"{v:.1%}"
     sm = g.get("dwpd_error_of_seed_mean")
     n = g["seeds"]
     seeds = f"--seed {g['first_seed']}" + (f"..{g['first_seed'] + n - 1}" if n > 1 else "")
-    met = g["dwpd_error_worst"] is not None and g["dwpd_error_worst"] <= DWPD_GOAL and g["curve_mae"] <= 0.02
+    verdict = g.get("goal") or gen_verdict(g, None)
+    met = verdict["verdict"] == "met"
     line = (f"kvbench trace gen --model-file {out} (default duration {_dur_s(g['duration_s'])}), {seeds}: DWPD "
             f"error per trace mean {pct(g['dwpd_error_mean'])}, max {pct(g['dwpd_error_max'])} (worst trace "
             f"{pct(g['dwpd_error_worst'])}), hit-ratio curve MAE {g['curve_mae']:.4f}"
@@ -393,7 +394,33 @@ def _gen_line(g: dict, noise: dict | None, out, stationary: bool = True) -> str:
         line += (f". The source's own sampling noise: a trace of its length drawn from the model strays up to "
                  f"{pct(noise['max_error_median'])} from the model's W(C) (median of {noise['seeds']} draws; "
                  f"90th percentile {pct(noise['max_error_p90'])})")
+        ex = noise.get("exact_model")
+        if ex is not None and not met:
+            line += "; " + exact_model_words(g, ex, gen_verdict(g, ex))
     return line
+
+
+def exact_model_words(g: dict, ex: dict, verdict: dict) -> str:
+    """What the gen check ``g`` could find within the goal: the traces' own spread about their mean, what an
+    exact model would score (``fit.exact_model_score``) against what the fit scores on the trace, and the
+    verdict they lead to (``fit.gen_verdict``)."""
+    from kvbench.stream.fit import CURVE_MAE_GOAL, DWPD_GOAL, RANK_FLOOR
+
+    by = ex["within_goal_share_by_source"]
+    spread = g.get("within_goal_of_their_mean")
+    return ((f"these traces' own spread leaves {spread} of {g['seeds']} within {DWPD_GOAL:.0%} of their mean W(C) "
+             "(a model whose mean were the trace's exactly would find about as many within); " if spread is not None
+             else "")
+            + f"were the trace exactly one of the model's draws, {ex['within_goal_share']:.0%} of the check's traces "
+            f"would be within {DWPD_GOAL:.0%} at every capacity ({min(by):.0%}-{max(by):.0%} by draw, every trace on "
+            f"{verdict['draws_meeting']} of {len(by)} draws; median max error {ex['max_error_median']:.1%}); on the "
+            f"trace {verdict['share']:.0%}, no better than on {verdict['rank']:.0%} of the draws: "
+            + ("the goal is not attainable on a source this short, and the fit comes as close as an exact model "
+               "does" if verdict["verdict"] == "unattainable" else
+               "the model misses, not only the source's length" if verdict["rank"] < RANK_FLOOR else
+               "an exact model meets it on some sources like this one: the model misses" if verdict["draws_meeting"]
+               else "the hit-ratio curve misses its goal" if g["curve_mae"] > CURVE_MAE_GOAL
+               else "a model centred on the trace could meet it: the model's mean misses"))
 
 
 def _dur_s(s: float) -> str:

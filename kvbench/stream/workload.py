@@ -147,9 +147,14 @@ class Calibration:
     gen_curve_mae: float | None = None
     source_noise_max: float | None = None        # the max error a trace of the source's length drawn from the
     #                                              model shows against the model's own W(C) (median over draws)
+    gen_goal: str | None = None                  # the check against its goal (GEN_GOALS; kvbench.stream.fit.gen_verdict)
 
     def to_dict(self) -> dict:
         return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+GEN_GOALS = ("met", "unattainable", "missed")    # met; out of reach of one trace of the model on a source this short,
+#                                                  the fit scoring as an exact model would; missed
 
 
 @dataclass(frozen=True)
@@ -332,10 +337,14 @@ def _calibration(values, where: str) -> Calibration:
                             f"valid in [calibration]: {', '.join(types)}")
         t = types[k]
         ok = (isinstance(v, bool) if t == "bool" else isinstance(v, int) and not isinstance(v, bool) if t == "int"
+              else isinstance(v, str) if t.startswith("str")
               else isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v))
         if not ok:
             raise SpecError(f"{where}: calibration.{k} = {v!r} is not a {t.split(' ')[0]}",
                             f"write calibration.{k} as a {t.split(' ')[0]}")
+        if k == "gen_goal" and v not in GEN_GOALS:
+            raise SpecError(f"{where}: calibration.gen_goal = {v!r} is not one of {', '.join(GEN_GOALS)}",
+                            f"write calibration.gen_goal as one of {', '.join(GEN_GOALS)} (trace fit writes it)")
         out[k] = float(v) if t.startswith("float") else v
     return Calibration(**out)
 

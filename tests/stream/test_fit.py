@@ -128,6 +128,8 @@ def test_calibration_recorded_in_the_model_file(sample_fit):
     assert c.gen_duration_s == g["duration_s"] and c.gen_seeds == 1 and c.first_gen_seed == 0
     assert c.gen_dwpd_error_max == g["dwpd_error_max"] <= 0.05 and c.gen_curve_mae <= 0.02
     assert 0 < c.source_noise_max == good["source_noise"]["max_error_median"]
+    assert c.gen_goal == g["goal"]["verdict"] == "met" and g["goal"]["share"] == 1.0     # the one trace within
+    assert good["source_noise"]["exact_model"]["sources"] == 16                          # scored beside it
     assert good["before_calibration"]["dwpd_error_max"] == c.dwpd_error_max_before
     assert 0.5 < c.rate_factor < 2.0 and 0.5 < c.length_factor < 2.0
     # the trace starts cold: the long run's rate is centred on the generated duration (x1.005 since the
@@ -890,12 +892,13 @@ def _score_stand_ins(monkeypatch, ticks_each=1, curve=None):
 
         def both(self, m):
             return 0.0, 3.0 if m.prompts.first_user_quantiles else 2.0
-    gen = {"seeds": 3, "dwpd_error_mean": 0.01, "dwpd_error_max": 0.02, "dwpd_error_worst": 0.03, "curve_mae": 0.01}
+    gen = {"seeds": 3, "dwpd_error_mean": 0.01, "dwpd_error_max": 0.02, "dwpd_error_worst": 0.03, "curve_mae": 0.01,
+           "per_trace": [{"dwpd_error_max": e} for e in (0.01, 0.02, 0.03)]}
     for name, f in (("goodness_over_seeds", goodness), ("calibrate_demand", demand), ("calibrate_reuse", reuse),
                     ("_Scorer", Scorer), ("long_run", lambda trace, model, seed=0, cold=None: (model, 7200.0, None,
                                                                                                 None)),
                     ("gen_check", lambda trace, model, duration, seeds=3, seed=0: gen),
-                    ("source_noise", lambda trace, model, seed=0, cold=None: None)):
+                    ("source_noise", lambda trace, model, seed=0, cold=None, gen=None: None)):
         monkeypatch.setattr(fit_mod, name, f)
     return seen
 
@@ -1653,3 +1656,146 @@ def test_fit_names_the_sessions_whose_turns_and_returns_no_key_can_show():
     edge = fit_model(make_trace([10.0 * i for i in range(20)], blocks, tokens=[1100, 1100, 612] + [1100] * 17))
     assert edge.observed["sessions"] == 20 and edge.observed["sessions_without_own_block"] == 0.05
     assert any(w.startswith("sessions: 5% of the sessions recovered") for w in edge.warnings)
+
+
+# --- what an exact model would score on the gen check -----------------------------------------------------------
+
+def _gen_of(rows):
+    """A gen_check result holding only what exact_model_score reads: each trace's W(C) and turnover."""
+    return {"per_trace": [{"write_blocks_per_s": w, "turned_over": ok} for w, ok in rows]}
+
+
+def test_exact_model_score_by_hand():
+    """Two draws as sources (W 1, 1, 1 and 2, 2, 2; the second did not turn over at the third capacity), three
+    generated traces. Pairs and their max errors over the capacities both turned over:
+    source 1: (1.04, 1.04, 1.04) 0.04 in; (1.0, 1.2, 0.9) 0.2 out; (0.97, 1.0, -, turned over only at the first
+    two) 0.03 in. Source 2 (first two capacities): 1.04/2 -> 0.48 out; (1.0, 1.2) -> 0.5 out; (0.97, 1.0) ->
+    0.515 out. Share 2 of 6; by source 2/3 and 0; median max error of (0.04, 0.2, 0.03, 0.48, 0.5, 0.515) =
+    (0.2 + 0.48) / 2."""
+    gen = _gen_of([([1.04, 1.04, 1.04], [True, True, True]), ([1.0, 1.2, 0.9], [True, True, True]),
+                   ([0.97, 1.0, 5.0], [True, True, False])])
+    ex = fit_mod.exact_model_score(np.array([[1.0, 1.0, 1.0], [2.0, 2.0, 2.0]]),
+                                   np.array([[True, True, True], [True, True, False]]), gen)
+    assert ex["pairs"] == 6 and ex["sources"] == 2
+    assert ex["within_goal_share"] == pytest.approx(2 / 6)
+    assert ex["within_goal_share_by_source"] == pytest.approx([2 / 3, 0.0])
+    assert ex["max_error_median"] == pytest.approx((0.2 + 0.48) / 2)
+
+
+def test_exact_model_score_skips_pairs_with_no_capacity_in_common_and_is_none_without_any():
+    """A source that turned over nowhere is no source (it neither scores nor counts); a trace that shares no
+    capacity with a source is no pair of it; with no pair at all, None."""
+    gen = _gen_of([([1.04, 1.0], [True, False]), ([1.0, 1.0], [False, True])])
+    ex = fit_mod.exact_model_score(np.array([[1.0, 9.0], [1.0, 1.0]]), np.array([[False, False], [True, False]]), gen)
+    assert ex["pairs"] == 1 and ex["sources"] == 1 and ex["within_goal_share_by_source"] == [1.0]
+    assert fit_mod.exact_model_score(np.array([[1.0, 1.0]]), np.array([[False, True]]),
+                                     _gen_of([([1.0, 1.0], [True, False])])) is None
+
+
+def test_source_noise_scores_the_gen_check_as_if_the_trace_were_each_draw(monkeypatch):
+    """The draws: the trace and it at half speed (W and W / 2 at every capacity they turn over). The check's one
+    trace is the trace itself: against the first draw no error (within), against the second +100% (out): share
+    1/2, by draw (1, 0)."""
+    tr = _random_trace(seed=3)
+    slow = replace(tr, timestamp_s=tr.timestamp_s * 2.0)
+    monkeypatch.setattr(fit_mod, "_generate_many", lambda model, trace, seeds, cold: iter([tr, slow]))
+    g = gen_check(tr, None, 600.0, seeds=1, traces=[tr])
+    assert len(g["per_trace"][0]["write_blocks_per_s"]) == len(g["grid_blocks"]) >= len(g["capacities_blocks"])
+    n = fit_mod.source_noise(tr, None, seeds=2, cold=True, gen=g)
+    ex = n["exact_model"]
+    assert ex["sources"] == 2 and ex["within_goal_share"] == 0.5 and ex["within_goal_share_by_source"] == [1.0, 0.0]
+    assert ex["max_error_median"] == pytest.approx(0.5)       # errors 0 and 1
+    assert "exact_model" not in fit_mod.source_noise(tr, None, seeds=2, cold=True)
+
+
+def _verdict_gen(errors, mae=0.01, spread=None):
+    return {"seeds": len(errors), "curve_mae": mae, "within_goal_of_their_mean": spread,
+            "per_trace": [{"dwpd_error_max": e} for e in errors]}
+
+
+def test_gen_verdict_met_unattainable_and_each_way_to_miss():
+    """Four traces, one within 5% (share 1/4); the exact model's draws score (0, 0.25, 0.5, 0.75): the trace's
+    1/4 is no better than on 2 of 4 draws (rank 0.5), no draw has every trace within, and the traces' spread
+    leaves 3 of 4 within their mean: unattainable. Each condition broken in turn is a miss: a draw with every trace
+    within; the trace scoring worse than every draw (rank 0 < 5%); the curve off its goal; all four within their
+    mean (a model centred on the trace would meet it); no exact model at all. All four within: met, whatever the
+    draws."""
+    ex = {"within_goal_share_by_source": [0.0, 0.25, 0.5, 0.75]}
+    g = _verdict_gen([0.04, 0.06, 0.07, 0.08], spread=3)
+    v = fit_mod.gen_verdict(g, ex)
+    assert v == {"verdict": "unattainable", "share": 0.25, "rank": 0.5, "draws": 4, "draws_meeting": 0}
+    assert fit_mod.gen_verdict(g, {"within_goal_share_by_source": [0.0, 0.25, 1.0]})["draws_meeting"] == 1
+    assert fit_mod.gen_verdict(g, {"within_goal_share_by_source": [0.0, 0.25, 1.0]})["verdict"] == "missed"
+    worse = fit_mod.gen_verdict(_verdict_gen([0.06, 0.06, 0.07, 0.08], spread=3), ex)
+    assert worse["share"] == 0.0 and worse["rank"] == 0.25 and worse["verdict"] == "unattainable"
+    assert fit_mod.gen_verdict(_verdict_gen([0.06] * 4, spread=3),
+                               {"within_goal_share_by_source": [0.25] * 20})["verdict"] == "missed"  # rank 0
+    assert fit_mod.gen_verdict(_verdict_gen([0.06] * 4, spread=3),
+                               {"within_goal_share_by_source": [0.0] + [0.25] * 19})["verdict"] == "unattainable"
+    assert fit_mod.gen_verdict(dict(g, curve_mae=0.021), ex)["verdict"] == "missed"
+    assert fit_mod.gen_verdict(dict(g, within_goal_of_their_mean=4), ex)["verdict"] == "missed"
+    assert fit_mod.gen_verdict(dict(g, within_goal_of_their_mean=None), ex)["verdict"] == "missed"
+    assert fit_mod.gen_verdict(g, None) == {"verdict": "missed", "share": 0.25}
+    assert fit_mod.gen_verdict(_verdict_gen([0.01, 0.05, 0.02], spread=1), ex) == {"verdict": "met", "share": 1.0}
+    assert fit_mod.gen_verdict(_verdict_gen([0.01, 0.05], mae=0.021), None)["verdict"] == "missed"
+
+
+def test_gen_check_counts_the_traces_within_the_goal_of_their_own_mean():
+    """The trace with itself and at half speed: their mean W is 0.75 of it, each 1/3 off: none within 5%; the
+    trace twice and at 1.02x the speed (W x 1/1.02): mean (2 + 1/1.02) / 3, the slow one 1.3% off, all within;
+    one trace alone is its own mean."""
+    tr = _random_trace()
+    slow = replace(tr, timestamp_s=tr.timestamp_s * 2.0)
+    assert gen_check(tr, None, 600.0, seeds=2, traces=[tr, slow])["within_goal_of_their_mean"] == 0
+    near = replace(tr, timestamp_s=tr.timestamp_s * 1.02)
+    assert gen_check(tr, None, 600.0, seeds=3, traces=[tr, tr, near])["within_goal_of_their_mean"] == 3
+    assert gen_check(tr, None, 600.0, seeds=1, traces=[slow])["within_goal_of_their_mean"] == 1
+
+
+def test_the_gen_check_line_names_what_an_exact_model_would_score():
+    """A missed goal with the exact model's score: the traces' spread, the draws' shares, the trace's rank and
+    the verdict in words; a met goal says none of it."""
+    from kvbench.cli.trace_cmds import _gen_line
+
+    g = dict(_verdict_gen([0.04, 0.06, 0.07, 0.08], spread=3), first_seed=0, duration_s=1022.0,
+             dwpd_error_mean=0.03, dwpd_error_max=0.06, dwpd_error_worst=0.08)
+    noise = {"seeds": 4, "max_error_median": 0.043, "max_error_p90": 0.071,
+             "exact_model": {"within_goal_share": 0.375, "within_goal_share_by_source": [0.0, 0.25, 0.5, 0.75],
+                             "max_error_median": 0.069, "pairs": 16, "sources": 4}}
+    line = _gen_line(g, noise, "m.toml")
+    assert "NOT within the goal (5%, 0.02)" in line
+    assert ("these traces' own spread leaves 3 of 4 within 5% of their mean W(C)" in line
+            and "38% of the check's traces would be within 5% at every capacity (0%-75% by draw, every trace on 0 of "
+                "4 draws; median max error 6.9%); on the trace 25%, no better than on 50% of the draws: the goal is "
+                "not attainable on a source this short" in line), line
+    worse = _gen_line(dict(g, per_trace=[{"dwpd_error_max": 0.06}] * 4),
+                      dict(noise, exact_model=dict(noise["exact_model"],
+                                                   within_goal_share_by_source=[0.25] * 4)), "m.toml")
+    assert worse.endswith("no better than on 0% of the draws: the model misses, not only the source's length")
+    some = _gen_line(g, dict(noise, exact_model=dict(noise["exact_model"],
+                                                     within_goal_share_by_source=[0.0, 1.0])), "m.toml")
+    assert some.endswith("an exact model meets it on some sources like this one: the model misses")
+    curve = _gen_line(dict(g, curve_mae=0.03), noise, "m.toml")
+    assert curve.endswith("the hit-ratio curve misses its goal")
+    centred = _gen_line(dict(g, within_goal_of_their_mean=4), noise, "m.toml")
+    assert centred.endswith("a model centred on the trace could meet it: the model's mean misses")
+    met = _gen_line(_verdict_gen([0.01] * 4, spread=4) | {"first_seed": 0, "duration_s": 60.0, "dwpd_error_mean": 0.01,
+                                                          "dwpd_error_max": 0.01, "dwpd_error_worst": 0.01}, noise,
+                    "m.toml")
+    assert "within the goal (5%, 0.02)" in met and "exact model" not in met and "spread" not in met
+
+
+def test_a_model_file_reads_its_gen_goal_and_refuses_another_word(tmp_path):
+    from kvbench.stream.workload import load_model_file
+
+    for word in ("met", "unattainable", "missed"):
+        p = tmp_path / f"{word}.toml"
+        p.write_text(f'[calibration]\ngen_goal = "{word}"\n')
+        assert load_model_file(p).calibration.gen_goal == word
+    p = tmp_path / "bad.toml"
+    p.write_text('[calibration]\ngen_goal = "fine"\n')
+    with pytest.raises(SpecError, match="gen_goal = 'fine' is not one of met, unattainable, missed"):
+        load_model_file(p)
+    p.write_text("[calibration]\ngen_goal = 1\n")
+    with pytest.raises(SpecError, match="gen_goal = 1 is not a str"):
+        load_model_file(p)
