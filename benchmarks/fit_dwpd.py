@@ -63,6 +63,7 @@ def main() -> int:
                "worst_trace_max": g["dwpd_error_worst"], "seed_mean_mean": sm["mean"], "seed_mean_max": sm["max"],
                "curve_mae": g["curve_mae"], "worst_curve_mae": max(p["curve_mae"] for p in g["per_trace"]),
                "traces_within_5pct": sum(p["dwpd_error_max"] <= 0.05 for p in g["per_trace"]),
+               "within_5pct_of_their_mean": g["within_goal_of_their_mean"],
                "source_noise": good["source_noise"], "exact_model": ex, "goal": verdict,
                "span_per_trace_mean": w["dwpd_error_mean"], "span_per_trace_max": w["dwpd_error_max"],
                "span_seed_mean_max": w["dwpd_error_of_seed_mean"]["max"], "span_curve_mae": w["curve_mae"], "check_wall_s": round(time.perf_counter() - t, 1),
@@ -77,7 +78,8 @@ def main() -> int:
                   f"{c.gen_duration_s / tr.duration_s:.3g} spans ({c.gen_duration_s:.0f} s), rate x"
                   f"{c.gen_rate_factor or 1:.4g}; {a.seeds} traces (seeds {a.first_seed}..): per trace mean "
                   f"{row['per_trace_mean']:.1%} / max {row['per_trace_max']:.1%} (worst {row['worst_trace_max']:.1%}; "
-                  f"{row['traces_within_5pct']}/{a.seeds} within 5%), their mean {sm['mean']:.1%} / {sm['max']:.1%}, "
+                  f"{row['traces_within_5pct']}/{a.seeds} within 5%; {row['within_5pct_of_their_mean']}/{a.seeds} "
+                  f"within 5% of their own mean), their mean {sm['mean']:.1%} / {sm['max']:.1%}, "
                   f"curve MAE {row['curve_mae']:.4f} (worst {row['worst_curve_mae']:.4f}); source's own noise "
                   f"{n['max_error_median']:.1%} (p90 {n['max_error_p90']:.1%}); check {row['check_wall_s']} s; "
                   f"traces of the source's span: per trace {row['span_per_trace_mean']:.1%} / "

@@ -358,7 +358,7 @@ EQUIVALENT: dict[str, dict[tuple, str]] = {
             "search before x is used again, and the answer is the cache's first minimum either way",
         ("k = int(np.clip(math.ceil(GEN_REQUESTS / max(1.0, per_span)), lo, hi))", "1.0 -> 2.0", 0):
             "below 2 requests a span both quotients are >= 32,000 spans, clipped to the 256 at most",
-        ('ok &= a["turned_over"] & (a["write_blocks_per_s"] > 0)', "> -> >=", 0):
+        ('own.append(a["turned_over"] & (a["write_blocks_per_s"] > 0))', "> -> >=", 0):
             "turned_over implies W > 0 (SteadyCurve.at: turned_over = filled & ..., filled = W > 0)",
         ("if not b > a:", "> -> >=", 0):
             "the segment is never a point: pass 0 runs along (1, 1) from x = 0 (a = ln 0.5, b = ln 8), passes 1 "

@@ -1799,3 +1799,51 @@ def test_a_model_file_reads_its_gen_goal_and_refuses_another_word(tmp_path):
     p.write_text("[calibration]\ngen_goal = 1\n")
     with pytest.raises(SpecError, match="gen_goal = 1 is not a str"):
         load_model_file(p)
+
+
+def test_fit_and_score_scores_the_exact_model_on_its_noise_draws_and_records_the_verdict(monkeypatch):
+    """The source's noise is drawn from seed + NOISE_SEED_OFFSET (5 + 4000) and handed the gen check, whose verdict
+    (here from the exact model the stand-in returns: 1 of 3 traces within, unattainable) is kept beside it and in
+    the model's calibration."""
+    _score_stand_ins(monkeypatch)
+    gen = {"seeds": 3, "dwpd_error_mean": 0.05, "dwpd_error_max": 0.07, "dwpd_error_worst": 0.09, "curve_mae": 0.01,
+           "within_goal_of_their_mean": 2, "per_trace": [{"dwpd_error_max": e} for e in (0.04, 0.08, 0.09)]}
+    got = []
+
+    def noise(trace, model, seed=0, cold=None, gen=None):
+        got.append((seed, gen))
+        return {"max_error_median": 0.04, "exact_model": {"within_goal_share_by_source": [0.0, 1 / 3, 2 / 3]}}
+    monkeypatch.setattr(fit_mod, "gen_check", lambda trace, model, duration, seeds=3, seed=0: gen)
+    monkeypatch.setattr(fit_mod, "source_noise", noise)
+    res, good = fit_mod.fit_and_score(_ten_follow_ups(), seed=5)
+    assert got == [(4005, gen)]
+    assert good["gen_check"]["goal"] == {"verdict": "unattainable", "share": 1 / 3, "rank": 2 / 3, "draws": 3,
+                                         "draws_meeting": 0}
+    assert res.model.calibration.gen_goal == "unattainable"
+
+
+def test_gen_verdict_at_the_curve_goal_and_with_no_trace_scored():
+    """A curve MAE exactly at its goal (0.02) is within it (met; unattainable); a check whose traces shared no
+    capacity with the trace scores a share of 0 (every draw scores no worse: rank 1)."""
+    assert fit_mod.gen_verdict(_verdict_gen([0.01, 0.02], mae=0.02), None)["verdict"] == "met"
+    ex = {"within_goal_share_by_source": [0.0, 0.5]}
+    assert fit_mod.gen_verdict(_verdict_gen([0.04, 0.07], mae=0.02, spread=1), ex)["verdict"] == "unattainable"
+    none = fit_mod.gen_verdict(_verdict_gen([None, None], spread=1), ex)
+    assert none["share"] == 0.0 and none["rank"] == 0.5
+
+
+def test_source_noise_takes_each_draw_as_a_source_only_where_it_turned_over(monkeypatch):
+    """Draws: 100 requests over keys 1..10 a second apart (W = 1 at C = 1..9, turned over there), the same at 2 s
+    (W = 0.5), and its first 15 requests (W = 1 where it turned over, C <= 7; at 8 and 9 it wrote but did not turn
+    over). The noise is measured where all three turned over (C = 1..7 of the grid 1..10): their mean 2.5 / 3,
+    errors +0.2, -0.4, +0.2 everywhere: max-error median 0.2. The check's one trace is the first draw: against
+    draw 1 no error, against draw 2 +100%, against draw 3 no error at C <= 7 only (at 8 and 9 it would be the same:
+    taken on them, an unturned draw 3 still agrees; so the count says which capacities: 7 of the grid)."""
+    gs = [_loop(100, 1.0), _loop(100, 2.0), _loop(15, 1.0)]
+    monkeypatch.setattr(fit_mod, "_generate_many", lambda model, trace, seeds, cold: iter(gs))
+    src = _loop(100, 1.0)
+    g = gen_check(src, None, 100.0, seeds=1, traces=[gs[0]])
+    n = fit_mod.source_noise(src, None, seeds=3, cold=True, gen=g)
+    assert n["max_error_median"] == pytest.approx(0.2) and n["max_error_p90"] == pytest.approx(0.4 - 0.2 * 0.2)
+    ex = n["exact_model"]
+    assert ex["within_goal_share_by_source"] == [1.0, 0.0, 1.0] and ex["pairs"] == 3
