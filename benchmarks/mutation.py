@@ -358,6 +358,13 @@ EQUIVALENT: dict[str, dict[tuple, str]] = {
             "search before x is used again, and the answer is the cache's first minimum either way",
         ("k = int(np.clip(math.ceil(GEN_REQUESTS / max(1.0, per_span)), lo, hi))", "1.0 -> 2.0", 0):
             "below 2 requests a span both quotients are >= 32,000 spans, clipped to the 256 at most",
+        ('"within_goal_of_their_mean": int(np.sum(spread <= DWPD_GOAL)) if spread is not None else None,', "<= -> <",
+         0):
+            "spread is |W / mean - 1| with W / mean in [0.95, 1.05] where it matters: x - 1 is exact there (a "
+            "multiple of 2^-53), and the double nearest 0.05 is not one, so no spread equals the goal",
+        ("within = (mx <= goal) & live", "<= -> <", 0):
+            "mx is |W / W_source - 1|, exact near the goal (Sterbenz): a multiple of 2^-53 never equals the double "
+            "0.05 the goal always is (source_noise passes no other)",
         ('own.append(a["turned_over"] & (a["write_blocks_per_s"] > 0))', "> -> >=", 0):
             "turned_over implies W > 0 (SteadyCurve.at: turned_over = filled & ..., filled = W > 0)",
         ("if not b > a:", "> -> >=", 0):
