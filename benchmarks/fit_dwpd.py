@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def main() -> int:
-    from kvbench.cli.trace_cmds import exact_model_words
+    from kvbench.cli.trace_cmds import exact_model_words, verdict_reason
     from kvbench.stream.fit import (NOISE_SEED_OFFSET, fit_and_score, gen_check, gen_verdict, goodness_over_seeds,
                                     source_noise)
     from kvbench.stream.traces import read_trace
@@ -93,7 +93,8 @@ def main() -> int:
                   + ("" if met or st["stationary"] else " - the trace is not stationary: it has no steady state to "
                      f"reproduce, and one trace of its span strays by the source's own noise "
                      f"({n['max_error_median']:.1%}, p90 {n['max_error_p90']:.1%})")
-                  + ("" if met else f"; {exact_model_words(g, ex, verdict)}"), flush=True)
+                  + ("" if met else f"; {exact_model_words(g, ex, verdict)}: {verdict_reason(g, verdict)}"),
+                  flush=True)
             print("  signed error of the mean W(C) by capacity:", row["signed_error_of_seed_mean"], flush=True)
     if a.json:
         print(json.dumps(rows, indent=1))

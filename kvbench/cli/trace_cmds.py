@@ -313,8 +313,8 @@ def fit_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, ou
         res, good = fit_and_score(tr, load_model_file(defaults) if defaults else None, name=name, seeds=seeds,
                                   seed=seed, progress=lambda done, total: line.update(done, total=total),
                                   calibrate=calibrate, returns_prior=prior)
-    gen_line = (_gen_line(good["gen_check"], good.get("source_noise"), out, res.observed["stationarity"]["stationary"])
-                if good.get("gen_check") is not None else None)
+    gen_lines = (_gen_lines(good["gen_check"], good.get("source_noise"), out,
+                            res.observed["stationarity"]["stationary"]) if good.get("gen_check") is not None else [])
     header = (f"Workload model fitted by kvbench trace fit to {tr.path}\n"
               f"({tr.n_requests} requests over {tr.duration_s:.0f} s, {tr.block_tokens}-token blocks).\n"
               f"Goodness over {seeds} regenerated traces: hit-ratio curve MAE {good['curve_mae']:.4f}, max error "
@@ -323,7 +323,7 @@ def fit_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, ou
               + (f"Steady write rate (DWPD) at the capacities both turn over: {_dwpd_line(good)}.\n"
                  if good.get("dwpd_error_mean") is not None else "")
               + (f"{'Calibrated: ' + _calibration_line(res.model.calibration)}.\n" if res.model.calibration else "")
-              + (f"Gen check: {gen_line}.\n" if gen_line else "")
+              + "".join(f"{label.capitalize()}: {text}.\n" for label, text in gen_lines)
               + "".join(f"warning: {w}\n" for w in res.warnings))
     with atomic_output(out) as tmp:
         tmp.write_text(to_toml(res.model, header=header.rstrip("\n")))
@@ -356,8 +356,8 @@ def fit_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, ou
                    "the goal is within 5%")
     if m.calibration is not None:
         click.echo(f"calibrated {_calibration_line(m.calibration)}")
-    if gen_line:
-        click.echo(f"gen check  {gen_line}")
+    for label, text in gen_lines:
+        click.echo(f"{label:<10} {text}")
     for w in res.warnings:
         click.echo(f"warning: {w}")
     click.echo(f"wrote {out}")
@@ -372,9 +372,11 @@ def _dwpd_line(good: dict) -> str:
     return line
 
 
-def _gen_line(g: dict, noise: dict | None, out, stationary: bool = True) -> str:
-    """One line: what trace gen of the fitted model writes by default, against TRACE (``fit.gen_check``); a
-    goal not met on a trace that is not stationary says so (its warning says why)."""
+def _gen_lines(g: dict, noise: dict | None, out, stationary: bool = True) -> list[tuple[str, str]]:
+    """What trace gen of the fitted model writes by default, against TRACE (``fit.gen_check``), as labelled
+    lines: the check's figures; the goal's verdict (``fit.gen_verdict``: met, unattainable on a source this short,
+    or missed, with why; a trace that is not stationary says so, its warning says why); and the source's own
+    noise, with what an exact model would score where the goal is not met."""
     from kvbench.stream.fit import gen_verdict
 
     def pct(v):
@@ -382,29 +384,32 @@ def _gen_line(g: dict, noise: dict | None, out, stationary: bool = True) -> str:
     sm = g.get("dwpd_error_of_seed_mean")
     n = g["seeds"]
     seeds = f"--seed {g['first_seed']}" + (f"..{g['first_seed'] + n - 1}" if n > 1 else "")
-    verdict = g.get("goal") or gen_verdict(g, None)
-    met = verdict["verdict"] == "met"
-    line = (f"kvbench trace gen --model-file {out} (default duration {_dur_s(g['duration_s'])}), {seeds}: DWPD "
-            f"error per trace mean {pct(g['dwpd_error_mean'])}, max {pct(g['dwpd_error_max'])} (worst trace "
-            f"{pct(g['dwpd_error_worst'])}), hit-ratio curve MAE {g['curve_mae']:.4f}"
-            + (f"; their mean write rate max {pct(sm['max'])}" if sm else "")
-            + ("; within the goal (5%, 0.02)" if met else "; NOT within the goal (5%, 0.02)"
-               + ("" if stationary else ": the trace is not stationary (warning below)")))
+    ex = noise.get("exact_model") if noise is not None else None
+    verdict = gen_verdict(g, ex)
+    check = (f"kvbench trace gen --model-file {out} (default duration {_dur_s(g['duration_s'])}), {seeds}: DWPD "
+             f"error per trace mean {pct(g['dwpd_error_mean'])}, max {pct(g['dwpd_error_max'])} (worst trace "
+             f"{pct(g['dwpd_error_worst'])}), hit-ratio curve MAE {g['curve_mae']:.4f}"
+             + (f"; their mean write rate max {pct(sm['max'])}" if sm else ""))
+    goal = {"met": "met", "unattainable": "not attainable on a source this short",
+            "missed": "NOT met"}[verdict["verdict"]] + " (every trace within 5% at every capacity, curve MAE within 0.02)"
+    if verdict["verdict"] != "met":
+        goal += ("" if ex is None else f": {verdict_reason(g, verdict)}") + (
+            "" if stationary else "; the trace is not stationary (warning below)")
+    lines = [("gen check", check), ("gen goal", goal)]
     if noise is not None:
-        line += (f". The source's own sampling noise: a trace of its length drawn from the model strays up to "
-                 f"{pct(noise['max_error_median'])} from the model's W(C) (median of {noise['seeds']} draws; "
-                 f"90th percentile {pct(noise['max_error_p90'])})")
-        ex = noise.get("exact_model")
-        if ex is not None and not met:
-            line += "; " + exact_model_words(g, ex, gen_verdict(g, ex))
-    return line
+        line = (f"a trace of the source's length drawn from the model strays up to {pct(noise['max_error_median'])} "
+                f"from the model's W(C) (median of {noise['seeds']} draws; 90th percentile "
+                f"{pct(noise['max_error_p90'])})")
+        if ex is not None and verdict["verdict"] != "met":
+            line += "; " + exact_model_words(g, ex, verdict)
+        lines.append(("gen noise", line))
+    return lines
 
 
 def exact_model_words(g: dict, ex: dict, verdict: dict) -> str:
-    """What the gen check ``g`` could find within the goal: the traces' own spread about their mean, what an
-    exact model would score (``fit.exact_model_score``) against what the fit scores on the trace, and the
-    verdict they lead to (``fit.gen_verdict``)."""
-    from kvbench.stream.fit import CURVE_MAE_GOAL, DWPD_GOAL, RANK_FLOOR
+    """What the gen check ``g`` could find within the goal: the traces' own spread about their mean, and what an
+    exact model would score (``fit.exact_model_score``) against what the fit scores on the trace."""
+    from kvbench.stream.fit import DWPD_GOAL
 
     by = ex["within_goal_share_by_source"]
     spread = g.get("within_goal_of_their_mean")
@@ -414,13 +419,17 @@ def exact_model_words(g: dict, ex: dict, verdict: dict) -> str:
             + f"were the trace exactly one of the model's draws, {ex['within_goal_share']:.0%} of the check's traces "
             f"would be within {DWPD_GOAL:.0%} at every capacity ({min(by):.0%}-{max(by):.0%} by draw, every trace on "
             f"{verdict['draws_meeting']} of {len(by)} draws; median max error {ex['max_error_median']:.1%}); on the "
-            f"trace {verdict['share']:.0%}, no better than on {verdict['rank']:.0%} of the draws: "
-            + ("the goal is not attainable on a source this short, and the fit comes as close as an exact model "
-               "does" if verdict["verdict"] == "unattainable" else
-               "the model misses, not only the source's length" if verdict["rank"] < RANK_FLOOR else
-               "an exact model meets it on some sources like this one: the model misses" if verdict["draws_meeting"]
-               else "the hit-ratio curve misses its goal" if g["curve_mae"] > CURVE_MAE_GOAL
-               else "a model centred on the trace could meet it: the model's mean misses"))
+            f"trace {verdict['share']:.0%}, no better than on {verdict['rank']:.0%} of the draws")
+
+
+def verdict_reason(g: dict, verdict: dict) -> str:
+    """Why the gen check's goal is unattainable or missed (``fit.gen_verdict`` beside an exact model's score)."""
+    from kvbench.stream.fit import CURVE_MAE_GOAL, RANK_FLOOR
+
+    return ("the fit comes as close as an exact model does (below)" if verdict["verdict"] == "unattainable" else
+            "the model misses, not only the source's length" if verdict["rank"] < RANK_FLOOR else
+            "the hit-ratio curve misses its goal" if g["curve_mae"] > CURVE_MAE_GOAL else
+            "an exact model meets it on most sources like this one: the model misses")
 
 
 def _dur_s(s: float) -> str:

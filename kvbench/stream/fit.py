@@ -1016,18 +1016,18 @@ def exact_model_score(sources_w: np.ndarray, sources_ok: np.ndarray, gen: dict, 
 
 
 RANK_FLOOR = 0.05               # the check on the trace no better than on under this share of the model's own draws: the model misses
+MEET_CEILING = 0.5              # an exact model meets the goal on fewer of its draws than this: out of reach of a source this short
 
 
 def gen_verdict(g: dict, exact: dict | None) -> dict:
     """The gen check ``g`` against its goal (every trace within DWPD_GOAL at every capacity both turn over, and
-    hit-ratio curve MAE within CURVE_MAE_GOAL), beside what an exact model scores (``exact_model_score``):
-    ``verdict`` "met"; "unattainable" where the curve is within its goal but the DWPD goal is out of reach of
-    these traces: their own spread puts some beyond the goal from their mean (``within_goal_of_their_mean`` below
-    the seeds: a model whose mean were the trace's W(C) exactly would miss on them), no draw of the model taken
-    as the source has every trace within (``draws_meeting`` 0: an exact model never meets it on a source of the
-    trace's length), and the share of traces within on the trace is no worse than on ``RANK_FLOOR`` of the
-    draws (``rank``: the share of draws scoring no better); else "missed". ``share``: the share of the check's
-    traces within."""
+    hit-ratio curve MAE within CURVE_MAE_GOAL), beside what an exact model scores (``exact_model_score``, the
+    model's own draws of the source's length taken as the source): ``verdict`` "met"; "unattainable" where the
+    curve is within its goal, an exact model would meet the DWPD goal on under MEET_CEILING of the sources it
+    draws (``draws_meeting`` of ``draws``: one trace of this length is too noisy a source for it), and the fit
+    scores on the trace as an exact model does on its draws (``rank``, the share of draws scoring no better than
+    the trace, at least RANK_FLOOR: the test that the model is exact is not rejected); else "missed".
+    ``share``: the share of the check's traces within."""
     per = [p["dwpd_error_max"] for p in g["per_trace"] if p["dwpd_error_max"] is not None]
     share = sum(e <= DWPD_GOAL for e in per) / len(per) if per else 0.0
     out = {"share": share}
@@ -1038,9 +1038,7 @@ def gen_verdict(g: dict, exact: dict | None) -> dict:
     by = exact["within_goal_share_by_source"]
     rank = sum(b <= share for b in by) / len(by)
     meeting = sum(b >= 1.0 for b in by)
-    spread = g.get("within_goal_of_their_mean")
-    ok = (spread is not None and spread < g["seeds"] and meeting == 0 and rank >= RANK_FLOOR
-          and g["curve_mae"] <= CURVE_MAE_GOAL)
+    ok = meeting < MEET_CEILING * len(by) and rank >= RANK_FLOOR and g["curve_mae"] <= CURVE_MAE_GOAL
     return out | {"verdict": "unattainable" if ok else "missed", "rank": rank, "draws": len(by),
                   "draws_meeting": meeting}
 

@@ -328,16 +328,20 @@ def test_trace_fit_names_a_trace_that_is_not_stationary_and_not_a_stationary_one
 
 
 def test_the_gen_check_line_says_a_missed_goal_is_on_a_trace_that_is_not_stationary():
-    from kvbench.cli.trace_cmds import _gen_line
+    from kvbench.cli.trace_cmds import _gen_lines
 
     g = {"seeds": 3, "first_seed": 0, "duration_s": 1022.0, "dwpd_error_mean": 0.04, "dwpd_error_max": 0.17,
          "dwpd_error_worst": 0.30, "curve_mae": 0.015, "dwpd_error_of_seed_mean": {"max": 0.16},
          "per_trace": [{"dwpd_error_max": 0.30}, {"dwpd_error_max": 0.17}, {"dwpd_error_max": 0.04}]}
-    missed = _gen_line(g, None, "m.toml", stationary=False)
-    assert missed.endswith("NOT within the goal (5%, 0.02): the trace is not stationary (warning below)")
-    assert _gen_line(g, None, "m.toml").endswith("NOT within the goal (5%, 0.02)")
+    missed = dict(_gen_lines(g, None, "m.toml", stationary=False))
+    assert missed["gen goal"] == ("NOT met (every trace within 5% at every capacity, curve MAE within 0.02); the "
+                                  "trace is not stationary (warning below)")
+    assert dict(_gen_lines(g, None, "m.toml"))["gen goal"].endswith("NOT met (every trace within 5% at every "
+                                                                     "capacity, curve MAE within 0.02)")
     met = dict(g, dwpd_error_worst=0.04, per_trace=[{"dwpd_error_max": 0.04}] * 3)
-    assert _gen_line(met, None, "m.toml", stationary=False).endswith("; within the goal (5%, 0.02)")
+    assert dict(_gen_lines(met, None, "m.toml", stationary=False))["gen goal"] == (
+        "met (every trace within 5% at every capacity, curve MAE within 0.02)")
+    assert [label for label, _ in _gen_lines(met, None, "m.toml")] == ["gen check", "gen goal"]
 
 
 def test_the_new_block_share_is_tested_from_the_second_window_when_the_first_has_no_history():
