@@ -426,7 +426,7 @@ def verdict_reason(g: dict, verdict: dict) -> str:
     """Why the gen check's goal is unattainable or missed (``fit.gen_verdict`` beside an exact model's score)."""
     from kvbench.stream.fit import CURVE_MAE_GOAL, RANK_FLOOR
 
-    return ("the fit comes as close as an exact model does (below)" if verdict["verdict"] == "unattainable" else
+    return ("the fit comes as close as an exact model does" if verdict["verdict"] == "unattainable" else
             "the model misses, not only the source's length" if verdict["rank"] < RANK_FLOOR else
             "the hit-ratio curve misses its goal" if g["curve_mae"] > CURVE_MAE_GOAL else
             "an exact model meets it on most sources like this one: the model misses")

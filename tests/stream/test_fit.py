@@ -1773,7 +1773,7 @@ def test_the_gen_check_line_names_what_an_exact_model_would_score():
         return dict(_gen_lines(g, noise, "m.toml"))
     out = lines()
     assert out["gen goal"] == ("not attainable on a source this short (every trace within 5% at every capacity, "
-                               "curve MAE within 0.02): the fit comes as close as an exact model does (below)")
+                               "curve MAE within 0.02): the fit comes as close as an exact model does")
     assert out["gen noise"] == (
         "a trace of the source's length drawn from the model strays up to 4.3% from the model's W(C) (median of 4 "
         "draws; 90th percentile 7.1%); these traces' own spread leaves 3 of 4 within 5% of their mean W(C) (a model "
