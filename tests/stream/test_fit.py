@@ -1155,6 +1155,7 @@ def test_source_noise_of_two_draws_a_trace_and_it_at_half_speed(monkeypatch):
     monkeypatch.setattr(fit_mod, "_generate_many", fake)
     n = fit_mod.source_noise(tr, None, seeds=2, seed=4000, cold=True)
     assert seen == [4000, 4001] and n["seeds"] == 2 and n["first_seed"] == 4000
+    assert fit_mod.source_noise(tr, None, seeds=2, cold=True)["first_seed"] == 0 and seen[2:] == [0, 1]
     assert n["max_error_median"] == pytest.approx(1 / 3) and n["max_error_p90"] == pytest.approx(1 / 3)
     assert n["band95_median"] == pytest.approx(1.96 * np.sqrt(2) / 3)
 
