@@ -356,8 +356,9 @@ def fit_cmd(trace, fmt, block_tokens, time_unit, field_map, sort_time, limit, ou
                    "the goal is within 5%")
     if m.calibration is not None:
         click.echo(f"calibrated {_calibration_line(m.calibration)}")
+    column = {"gen check": "gen check  ", "gen goal": "gen goal   ", "gen noise": "gen noise  "}   # as the lines above
     for label, text in gen_lines:
-        click.echo(f"{label:<10} {text}")
+        click.echo(column[label] + text)
     for w in res.warnings:
         click.echo(f"warning: {w}")
     click.echo(f"wrote {out}")
