@@ -25,7 +25,10 @@ short as a 1,000-request source strays ~5-10% from its model); the fit checks th
 user's seeds, against the trace, and records the duration as the model's default. The long run's rate is
 centred there (``long_run``); a trace that starts cold keeps its span when no rate can (the Mooncake synthetic
 trace: its conversations build up all through the window). ``source_noise``: how far a trace as long as the
-source, drawn from the model, strays from the model's own W(C): the source is one such draw.
+source, drawn from the model, strays from the model's own W(C): the source is one such draw. Those draws, each
+taken as the source in turn, give what an exact model would score on the check (``exact_model_score``), and the
+check's verdict (``gen_verdict``): met, unattainable (an exact model would miss it on most sources this short,
+and the fit scores on the trace as it does on its draws) or missed.
 """
 
 from __future__ import annotations
