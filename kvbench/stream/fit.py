@@ -948,7 +948,7 @@ def gen_check(trace: Trace, model: WorkloadModel, duration_s: float, seeds: int 
     its hit-ratio curve MAE; then their means, the worst trace's max, the error of the traces' mean W(C) (the
     model's own at that duration, where every trace turned over), how many traces are within the goal of that
     mean at every such capacity (``within_goal_of_their_mean``: were the model's mean exactly the trace's W(C),
-    the most the check could find within) and the generated demand over the trace's.
+    about as many as the check would find within) and the generated demand over the trace's.
     Each trace's W(C) and turnover at the trace's whole capacity grid (``grid_blocks``) stay in ``per_trace``
     (what ``exact_model_score`` scores them on). ``traces``: the generated traces instead (the same seeds)."""
     from kvbench.analysis.curves.residence import steady_curve
