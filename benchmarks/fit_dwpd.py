@@ -31,14 +31,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 def main() -> int:
     from kvbench.cli.trace_cmds import exact_model_words, verdict_reason
-    from kvbench.stream.fit import (NOISE_SEED_OFFSET, fit_and_score, gen_check, gen_verdict, goodness_over_seeds,
-                                    source_noise)
+    from kvbench.stream.fit import (NOISE_SEED_OFFSET, NOISE_SEEDS, fit_and_score, gen_check, gen_verdict,
+                                    goodness_over_seeds, source_noise)
     from kvbench.stream.traces import read_trace
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trace", action="append", help="trace(s) (default: mooncake-sample, mooncake-synthetic)")
     ap.add_argument("--seeds", type=int, default=12)
     ap.add_argument("--first-seed", type=int, default=100)
+    ap.add_argument("--draws", type=int, default=NOISE_SEEDS,
+                    help=f"span-length draws of the model taken as the source for the exact model's score (default "
+                         f"{NOISE_SEEDS}, the fit's own noise draws)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     rows = []
@@ -53,7 +56,7 @@ def main() -> int:
         sm = g["dwpd_error_of_seed_mean"]
         w = goodness_over_seeds(tr, res.model, seeds=a.seeds, seed=a.first_seed)     # traces of the source's span
         # the check's score were the trace exactly a draw of the model: the fit's own noise draws as the source
-        ex = source_noise(tr, res.model, seed=NOISE_SEED_OFFSET, gen=g)["exact_model"]
+        ex = source_noise(tr, res.model, seeds=a.draws, seed=NOISE_SEED_OFFSET, gen=g)["exact_model"]
         verdict = gen_verdict(g, ex)
         st = res.observed["stationarity"]
         row = {"trace": name, "requests": tr.n_requests, "span_s": tr.duration_s, "fit_wall_s": round(fit_s, 1),
